@@ -1,0 +1,405 @@
+"""Job performance model: throughput, statistical efficiency, ECU and power (Pollux-style).
+
+The model is a parameter record per (application, GPU type) plus vectorised numpy functions.
+Every function broadcasts over its array arguments (GPU count ``n``, global batch ``m``,
+gradient noise scale ``phi``), so one call evaluates a whole configuration menu.
+
+Throughput (Pollux, OSDI'21), for ``n`` GPUs and global batch ``m``::
+
+    T_comp = alpha_c + beta_c * m / n
+    T_sync = 0                                 if n == 1
+             alpha_n + beta_n * (n - 2)        if n <= gpus_per_node  (one node)
+             alpha_r + beta_r * (n - 2)        otherwise              (across nodes)
+    T_iter = (T_comp**gamma + T_sync**gamma) ** (1 / gamma)
+    X      = m / T_iter                                                 samples/s
+
+Statistical efficiency with gradient noise scale ``phi``: ``E(m) = (phi + m0) / (phi + m)``.
+Effective compute utility: ``ECU = phase * X * E`` (effective samples per second).
+Power of a running job (W, IT side): ``P = n * a1_w + a2_w_per_sps * X``, capped at
+``n * max_power_w``; energy per slot = P x slot seconds x PUE. The DESIGN writes
+``a2 * ECU``; we charge hardware throughput ``X`` because statistical efficiency changes
+how useful a sample is, not how much power the GPUs draw.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ThroughputParams:
+    """Pollux throughput parameters of one application on one GPU type.
+
+    Attributes
+    ----------
+    alpha_c : float
+        Fixed compute time per iteration, s (``T_comp = alpha_c + beta_c * m / n``).
+    beta_c : float
+        Compute time per sample of local batch, s/sample.
+    alpha_n, beta_n : float
+        Intra-node all-reduce time, s: ``T_sync = alpha_n + beta_n * (n - 2)``.
+    alpha_r, beta_r : float
+        Inter-node all-reduce time, s: ``T_sync = alpha_r + beta_r * (n - 2)``.
+    gamma : float
+        Overlap of compute and sync (>= 1): ``T_iter = (T_comp^g + T_sync^g)^(1/g)``;
+        1 means no overlap, large values mean full overlap.
+    """
+
+    alpha_c: float
+    beta_c: float
+    alpha_n: float
+    beta_n: float
+    alpha_r: float
+    beta_r: float
+    gamma: float
+
+    def __post_init__(self) -> None:
+        for name in ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value < 0:
+                raise ValueError(f"ThroughputParams.{name} must be >= 0, got {value!r}")
+        if not np.isfinite(self.gamma) or self.gamma < 1.0:
+            raise ValueError(f"ThroughputParams.gamma must be >= 1, got {self.gamma!r}")
+
+    def scaled(
+        self, speed: float, intra_sync_speed: float = 1.0, inter_sync_speed: float = 1.0
+    ) -> ThroughputParams:
+        """Parameters of a GPU ``speed`` times faster at compute.
+
+        ``alpha_c, beta_c`` are divided by ``speed``; the intra-node (``alpha_n, beta_n``)
+        and inter-node (``alpha_r, beta_r``) sync terms by ``intra_sync_speed`` and
+        ``inter_sync_speed`` (1 by default: sync unchanged).
+        """
+        for name, v in (("speed", speed), ("intra_sync_speed", intra_sync_speed),
+                        ("inter_sync_speed", inter_sync_speed)):
+            if not v > 0:
+                raise ValueError(f"ThroughputParams.scaled: {name} must be > 0, got {v!r}")
+        return ThroughputParams(
+            alpha_c=self.alpha_c / speed,
+            beta_c=self.beta_c / speed,
+            alpha_n=self.alpha_n / intra_sync_speed,
+            beta_n=self.beta_n / intra_sync_speed,
+            alpha_r=self.alpha_r / inter_sync_speed,
+            beta_r=self.beta_r / inter_sync_speed,
+            gamma=self.gamma,
+        )
+
+
+@dataclass(frozen=True)
+class EfficiencyParams:
+    """Statistical efficiency parameters of one application.
+
+    Attributes
+    ----------
+    m0 : int
+        Reference (initial) global batch size: ``E(m0) = 1``.
+    min_batch, max_batch : int
+        Global batch range the application trains well with.
+    max_local_batch : int
+        Largest per-GPU batch that fits in memory.
+    phi_progress, phi_values : tuple of float
+        Gradient noise scale ``phi`` at points of training progress in [0, 1]; ``phi`` is
+        interpolated log-linearly between them (it grows as training proceeds).
+    """
+
+    m0: int
+    min_batch: int
+    max_batch: int
+    max_local_batch: int
+    phi_progress: tuple[float, ...]
+    phi_values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_batch <= self.m0 <= self.max_batch:
+            raise ValueError(
+                f"EfficiencyParams needs 0 < min_batch <= m0 <= max_batch, got "
+                f"{self.min_batch}, {self.m0}, {self.max_batch}"
+            )
+        if self.max_local_batch <= 0:
+            raise ValueError("EfficiencyParams.max_local_batch must be positive")
+        if len(self.phi_progress) != len(self.phi_values) or not self.phi_progress:
+            raise ValueError("phi_progress and phi_values must be non-empty and equally long")
+        if any(np.diff(self.phi_progress) <= 0):
+            raise ValueError("phi_progress must be strictly increasing")
+        if any(v <= 0 or not np.isfinite(v) for v in self.phi_values):
+            raise ValueError("phi_values must be positive and finite")
+
+    def phi(self, progress: ArrayLike) -> FloatArray:
+        """Gradient noise scale at training ``progress`` in [0, 1] (log-linear interpolation)."""
+        p = np.clip(np.asarray(progress, dtype=float), 0.0, 1.0)
+        return np.exp(np.interp(p, self.phi_progress, np.log(self.phi_values)))
+
+
+@dataclass(frozen=True)
+class EnergyParams:
+    """Power model of one application on one GPU type: ``P = n * a1_w + a2_w_per_sps * X``.
+
+    Attributes
+    ----------
+    a1_w : float
+        Power per allocated GPU independent of throughput, W.
+    a2_w_per_sps : float
+        Extra power per sample/s of hardware throughput, W/(sample/s).
+    max_power_w : float
+        Per-GPU power ceiling (board limit), W.
+    """
+
+    a1_w: float
+    a2_w_per_sps: float
+    max_power_w: float
+
+    def __post_init__(self) -> None:
+        if self.a1_w < 0 or self.a2_w_per_sps < 0 or self.max_power_w <= 0:
+            raise ValueError(
+                "EnergyParams needs a1_w >= 0, a2_w_per_sps >= 0 and max_power_w > 0"
+            )
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """Throughput, efficiency and power parameters of ``app`` on ``gpu_type``.
+
+    ``derived`` is True when the parameters were scaled from another GPU's measurements
+    (``source`` says from which and by what factors) rather than fitted to measurements.
+    """
+
+    app: str
+    gpu_type: str
+    throughput: ThroughputParams
+    efficiency: EfficiencyParams
+    energy: EnergyParams
+    derived: bool = False
+    source: str = ""
+
+
+def iteration_time(
+    p: ThroughputParams, n: ArrayLike, m: ArrayLike, gpus_per_node: int = 8
+) -> FloatArray:
+    """Seconds per iteration ``T_iter = (T_comp^g + T_sync^g)^(1/g)`` (see module docstring)."""
+    n_arr = np.asarray(n, dtype=float)
+    m_arr = np.asarray(m, dtype=float)
+    t_comp = p.alpha_c + p.beta_c * m_arr / n_arr
+    intra = p.alpha_n + p.beta_n * np.maximum(n_arr - 2.0, 0.0)
+    inter = p.alpha_r + p.beta_r * np.maximum(n_arr - 2.0, 0.0)
+    t_sync = np.where(n_arr <= 1, 0.0, np.where(n_arr <= gpus_per_node, intra, inter))
+    g = p.gamma
+    return (t_comp**g + t_sync**g) ** (1.0 / g)
+
+
+def throughput(
+    p: ThroughputParams, n: ArrayLike, m: ArrayLike, gpus_per_node: int = 8
+) -> FloatArray:
+    """Hardware throughput ``X = m / T_iter`` in samples per second."""
+    return np.asarray(m, dtype=float) / iteration_time(p, n, m, gpus_per_node)
+
+
+def efficiency(phi: ArrayLike, m0: float, m: ArrayLike) -> FloatArray:
+    """Statistical efficiency ``E(m) = (phi + m0) / (phi + m)``; 1 at ``m = m0``."""
+    phi_arr = np.asarray(phi, dtype=float)
+    return (phi_arr + m0) / (phi_arr + np.asarray(m, dtype=float))
+
+
+def ecu(
+    profile: JobProfile,
+    n: ArrayLike,
+    m: ArrayLike,
+    progress: ArrayLike = 0.0,
+    phase: float = 1.0,
+    gpus_per_node: int = 8,
+    phi: ArrayLike | None = None,
+) -> FloatArray:
+    """Effective compute utility ``ECU = phase * X(n, m) * E(m)`` in effective samples/s.
+
+    ``phi`` defaults to the profile's trajectory at ``progress``; pass an online estimate
+    to override it.
+    """
+    phi_arr = profile.efficiency.phi(progress) if phi is None else np.asarray(phi, dtype=float)
+    x = throughput(profile.throughput, n, m, gpus_per_node)
+    return phase * x * efficiency(phi_arr, profile.efficiency.m0, m)
+
+
+def power_w(profile: JobProfile, n: ArrayLike, m: ArrayLike, gpus_per_node: int = 8) -> FloatArray:
+    """IT power of a running job, W: ``min(n * a1_w + a2_w_per_sps * X, n * max_power_w)``."""
+    n_arr = np.asarray(n, dtype=float)
+    e = profile.energy
+    x = throughput(profile.throughput, n, m, gpus_per_node)
+    return np.minimum(n_arr * e.a1_w + e.a2_w_per_sps * x, n_arr * e.max_power_w)
+
+
+def energy_kwh(
+    profile: JobProfile,
+    n: ArrayLike,
+    m: ArrayLike,
+    duration_s: float,
+    pue: float = 1.0,
+    gpus_per_node: int = 8,
+) -> FloatArray:
+    """Facility energy of running ``duration_s`` seconds: ``P * duration_s / 3.6e6 * pue``."""
+    return power_w(profile, n, m, gpus_per_node) * duration_s / 3.6e6 * pue
+
+
+def batch_bounds(profile: JobProfile, n: int) -> tuple[int, int]:
+    """Feasible global batch range on ``n`` GPUs: memory caps the local batch."""
+    eff = profile.efficiency
+    hi = min(eff.max_batch, n * eff.max_local_batch)
+    lo = min(eff.min_batch, hi)
+    return lo, hi
+
+
+def golden_section_max(
+    f: Callable[[float], float], lo: float, hi: float, tol: float = 0.5, max_iter: int = 60
+) -> float:
+    """Argmax of a unimodal ``f`` on ``[lo, hi]`` by golden-section search."""
+    if hi <= lo:
+        return lo
+    inv_phi = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    c = b - inv_phi * (b - a)
+    d = a + inv_phi * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(max_iter):
+        if b - a <= tol:
+            break
+        if fc >= fd:
+            b, d, fd = d, c, fc
+            c = b - inv_phi * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + inv_phi * (b - a)
+            fd = f(d)
+    candidates = [lo, hi, a, b, c, d]
+    return max(candidates, key=f)
+
+
+def best_batch(
+    profile: JobProfile,
+    n: int,
+    progress: float = 0.0,
+    objective: str | Callable[[float], float] = "ecu",
+    gpus_per_node: int = 8,
+    phi: float | None = None,
+) -> int:
+    """Best integer global batch on ``n`` GPUs for an objective, by golden-section search.
+
+    ``objective`` is ``"ecu"`` (effective samples/s), ``"ecu_per_kwh"`` (effective samples
+    per joule of IT energy, up to a constant) or a callable of the batch size to maximise.
+    Both named objectives are unimodal in ``m``.
+    """
+    lo, hi = batch_bounds(profile, n)
+    if callable(objective):
+        f = objective
+    elif objective == "ecu":
+
+        def f(m: float) -> float:
+            return float(ecu(profile, n, m, progress, gpus_per_node=gpus_per_node, phi=phi))
+
+    elif objective == "ecu_per_kwh":
+
+        def f(m: float) -> float:
+            u = ecu(profile, n, m, progress, gpus_per_node=gpus_per_node, phi=phi)
+            return float(u / power_w(profile, n, m, gpus_per_node))
+
+    else:
+        raise ValueError(f"unknown objective {objective!r}; use 'ecu', 'ecu_per_kwh' or a callable")
+    m_star = golden_section_max(f, float(lo), float(hi))
+    best = max({int(np.floor(m_star)), int(np.ceil(m_star))} & set(range(lo, hi + 1)) or {lo},
+               key=f)
+    return int(best)
+
+
+# --------------------------------------------------------------------------- serialisation
+
+PROFILES_SCHEMA_VERSION = 1
+
+
+def profile_to_dict(profile: JobProfile) -> dict[str, Any]:
+    """Plain-JSON form of a :class:`JobProfile` (tuples become lists)."""
+    return {
+        "app": profile.app,
+        "gpu_type": profile.gpu_type,
+        "derived": profile.derived,
+        "source": profile.source,
+        "throughput": asdict(profile.throughput),
+        "efficiency": {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in asdict(profile.efficiency).items()
+        },
+        "energy": asdict(profile.energy),
+    }
+
+
+def profile_from_dict(d: Mapping[str, Any]) -> JobProfile:
+    """Inverse of :func:`profile_to_dict`; validation errors name the offending profile."""
+    try:
+        eff = dict(d["efficiency"])
+        eff["phi_progress"] = tuple(float(x) for x in eff["phi_progress"])
+        eff["phi_values"] = tuple(float(x) for x in eff["phi_values"])
+        return JobProfile(
+            app=str(d["app"]),
+            gpu_type=str(d["gpu_type"]),
+            throughput=ThroughputParams(**{k: float(v) for k, v in d["throughput"].items()}),
+            efficiency=EfficiencyParams(**eff),
+            energy=EnergyParams(**{k: float(v) for k, v in d["energy"].items()}),
+            derived=bool(d.get("derived", False)),
+            source=str(d.get("source", "")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        name = f"{d.get('app', '?')}/{d.get('gpu_type', '?')}" if isinstance(d, Mapping) else "?"
+        raise ValueError(f"invalid job profile {name}: {exc}") from exc
+
+
+def profiles_to_json(profiles: Iterable[JobProfile]) -> dict[str, Any]:
+    """Document ``{"schema_version": 1, "profiles": [...]}`` for ``data/profiles.json``."""
+    return {
+        "schema_version": PROFILES_SCHEMA_VERSION,
+        "profiles": [profile_to_dict(p) for p in profiles],
+    }
+
+
+def profiles_from_json(doc: Mapping[str, Any]) -> list[JobProfile]:
+    """Profiles from a document written by :func:`profiles_to_json`."""
+    version = doc.get("schema_version")
+    if version != PROFILES_SCHEMA_VERSION:
+        raise ValueError(
+            f"profiles document has schema_version {version!r}; this workbench reads "
+            f"{PROFILES_SCHEMA_VERSION} (regenerate it with `workbench fit defaults`)"
+        )
+    return [profile_from_dict(p) for p in doc["profiles"]]
+
+
+def default_profiles_path() -> Path:
+    """Path of the shipped ``profiles.json``.
+
+    Looks in the package (``workbench/data/profiles.json``, present in a wheel) and then in
+    the repository's ``data/`` folder next to the package (an editable install).
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "data" / "profiles.json", here.parent / "data" / "profiles.json"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"profiles.json not found in {here / 'data'} or {here.parent / 'data'}; "
+        "regenerate it with `workbench fit defaults --profiles ../shared/data/profiles`"
+    )
+
+
+def load_default_profiles(path: Path | str | None = None) -> list[JobProfile]:
+    """The shipped fitted and derived profiles (six Pollux apps x scenario GPU types).
+
+    Parameters
+    ----------
+    path : path, optional
+        Another profiles document; defaults to :func:`default_profiles_path`.
+    """
+    p = Path(path) if path is not None else default_profiles_path()
+    return profiles_from_json(json.loads(p.read_text()))
