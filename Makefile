@@ -1,0 +1,29 @@
+# Two entry points: `make run` (plan the embedded default scenario) and `make test`.
+# Each creates .venv and installs the project on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DB ?= workbench.duckdb
+
+.PHONY: run test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/workbench --db $(DB) scenario generate seed3 --seed 0
+	$(BIN)/workbench --db $(DB) scenario show seed3
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check workbench tests apps bench
+	$(BIN)/mypy workbench
+
+clean:
+	rm -rf $(VENV) $(DB) .pytest_cache

@@ -1,0 +1,65 @@
+"""The ``workbench`` command: parses arguments once, then calls the library.
+
+Each sub-command group lives in its own module with a ``register(subparsers)`` function that
+adds its parsers and sets ``func`` (taking the parsed namespace, returning an exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from workbench.store import StoreError
+from workbench.model import ScenarioError
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "workbench.cli.scenario",
+    "workbench.cli.fit",
+    "workbench.cli.profile",
+    "workbench.cli.plan",
+    "workbench.cli.imports",
+)
+
+log = logging.getLogger("workbench")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="Compute-power fusion planning workbench: plan where, when and how AI jobs "
+        "run across GPU datacenters so that they follow cheap and clean electricity.",
+    )
+    parser.add_argument(
+        "--db",
+        default="workbench.duckdb",
+        help="DuckDB store file (default: ./workbench.duckdb)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (StoreError, ScenarioError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

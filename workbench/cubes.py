@@ -1,0 +1,300 @@
+"""Price and carbon-intensity cubes over ``(time, region)``.
+
+One schema: an :class:`xarray.Dataset` with dimensions ``time`` (UTC, naive
+``datetime64[ns]``, one step per slot, labelling the slot's start) and ``region``, and the
+variables ``price_per_kwh`` (attrs ``units`` e.g. ``"CNY/kWh"`` and ``currency``) and
+``carbon_g_per_kwh`` (``units = "gCO2/kWh"``). The cube's ``attrs`` carry ``slot_s``.
+
+Missing data raises :class:`CubeError` naming the region and time of the first problem;
+filling a gap is an explicit choice (``fill="hold"``), never a silent zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from workbench.model import as_utc
+
+if TYPE_CHECKING:
+    from workbench.policies.base import Forecast
+
+VARIABLES = ("price_per_kwh", "carbon_g_per_kwh")
+FORECAST_MODES = ("perfect", "seasonal-naive", "noisy")
+
+
+class CubeError(ValueError):
+    """Grid data cannot form a valid cube; the message names the region and time."""
+
+
+def _naive_utc(value: datetime | str | pd.Timestamp) -> pd.Timestamp:
+    return pd.Timestamp(as_utc(pd.Timestamp(value).to_pydatetime())).tz_localize(None)
+
+
+def make_cube(
+    times: pd.DatetimeIndex | np.ndarray,
+    regions: list[str] | tuple[str, ...],
+    price_per_kwh: np.ndarray,
+    carbon_g_per_kwh: np.ndarray,
+    currency: str,
+    slot_s: int,
+    source: str = "",
+) -> xr.Dataset:
+    """Assemble and validate a cube from ``(time, region)`` arrays."""
+    idx = pd.DatetimeIndex(times)
+    if idx.tz is not None:
+        idx = idx.tz_convert("UTC").tz_localize(None)
+    ds = xr.Dataset(
+        {
+            "price_per_kwh": (("time", "region"), np.asarray(price_per_kwh, dtype=float)),
+            "carbon_g_per_kwh": (("time", "region"), np.asarray(carbon_g_per_kwh, dtype=float)),
+        },
+        coords={"time": idx.values.astype("datetime64[ns]"), "region": list(regions)},
+        attrs={"slot_s": int(slot_s), "source": source},
+    )
+    ds["price_per_kwh"].attrs.update(units=f"{currency}/kWh", currency=currency)
+    ds["carbon_g_per_kwh"].attrs.update(units="gCO2/kWh")
+    validate_cube(ds)
+    return ds
+
+
+def validate_cube(ds: xr.Dataset, regions: list[str] | None = None) -> None:
+    """Raise :class:`CubeError` at the first problem: a missing variable or region, a
+    duplicate or non-monotonic timestamp, a gap in the regular time step, or a NaN."""
+    for var in VARIABLES:
+        if var not in ds:
+            raise CubeError(f"cube lacks the variable {var!r}")
+        if ds[var].dims != ("time", "region"):
+            raise CubeError(f"{var} must have dims ('time', 'region'), has {ds[var].dims}")
+    present = [str(r) for r in ds["region"].values]
+    if regions is not None:
+        missing = [r for r in regions if r not in present]
+        if missing:
+            raise CubeError(f"cube lacks regions {missing}; it has {present}")
+    times = pd.DatetimeIndex(ds["time"].values)
+    if times.has_duplicates:
+        dup = times[times.duplicated()][0]
+        raise CubeError(f"duplicate timestamp {dup.isoformat()} in the cube")
+    if not times.is_monotonic_increasing:
+        pos = int(np.flatnonzero(np.diff(times.asi8) < 0)[0]) + 1
+        raise CubeError(
+            f"timestamps go backwards at {times[pos].isoformat()} (after "
+            f"{times[pos - 1].isoformat()}); sort the series"
+        )
+    step = ds.attrs.get("slot_s")
+    if step and len(times) > 1:
+        diffs = np.diff(times.asi8) / 1e9
+        bad = np.flatnonzero(diffs != step)
+        if bad.size:
+            i = int(bad[0])
+            raise CubeError(
+                f"gap in the cube: {times[i].isoformat()} is followed by "
+                f"{times[i + 1].isoformat()}, expected a step of {step} s"
+            )
+    for var in VARIABLES:
+        arr = ds[var].values
+        nan = np.argwhere(~np.isfinite(arr))
+        if nan.size:
+            ti, ri = nan[0]
+            raise CubeError(
+                f"{var} is missing for region {present[ri]} at {times[ti].isoformat()} UTC; "
+                "import that period or fill it explicitly (fill='hold')"
+            )
+
+
+def _region_values(
+    rows: pd.DataFrame, var: str, grid: pd.DatetimeIndex, slot_s: int, region: str,
+    fill: str | None,
+) -> np.ndarray:
+    """One region's ``var`` on ``grid`` (slot starts): step-held when the source is coarser
+    than the slot, time-averaged over the slot when it is finer."""
+    series = rows[["time_utc", var]].dropna().set_index("time_utc")[var].sort_index()
+    if series.empty:
+        raise CubeError(f"region {region} has no {var} data; import it first")
+    if series.index.has_duplicates:
+        dup = series.index[series.index.duplicated()][0]
+        raise CubeError(f"duplicate {var} timestamp for region {region} at {dup.isoformat()}")
+    src_step = float(np.median(np.diff(series.index.asi8)) / 1e9) if len(series) > 1 else slot_s
+    end = grid[-1] + pd.Timedelta(seconds=slot_s)
+    if src_step < slot_s:
+        # Time-weighted mean over each slot: energy-weighted for constant power.
+        fine = series[(series.index >= grid[0]) & (series.index < end)]
+        binned = fine.groupby(((fine.index - grid[0]).total_seconds() // slot_s).astype(int)).mean()
+        values = binned.reindex(range(len(grid))).to_numpy(dtype=float)
+    else:
+        # Hold each value until the next timestamp, but not beyond one source step.
+        held = series.reindex(series.index.union(grid)).ffill(limit=None)
+        values = held.reindex(grid).to_numpy(dtype=float)
+        last_valid = series.index[-1] + pd.Timedelta(seconds=src_step)
+        values[grid >= last_valid] = np.nan
+        values[grid < series.index[0]] = np.nan
+        # A hold across a hole in the source is a gap, not data.
+        gaps = np.diff(series.index.asi8) / 1e9 > src_step * 1.5
+        for i in np.flatnonzero(gaps):
+            hole = (grid >= series.index[i] + pd.Timedelta(seconds=src_step)) & (
+                grid < series.index[i + 1])
+            values[hole] = np.nan
+    if fill == "hold":
+        values = pd.Series(values).ffill().bfill().to_numpy()
+    elif fill is not None:
+        raise ValueError(f"unknown fill {fill!r}; use None or 'hold'")
+    return values
+
+
+def cube_from_series(
+    series: pd.DataFrame,
+    slot_s: int,
+    start: datetime | str,
+    end: datetime | str,
+    regions: list[str] | None = None,
+    timezones: Mapping[str, str] | None = None,
+    currency: str | None = None,
+    fill: str | None = None,
+) -> xr.Dataset:
+    """Build a cube on slots ``[start, end)`` of ``slot_s`` seconds from long grid rows.
+
+    Parameters
+    ----------
+    series : DataFrame
+        The store's long format: ``time_utc``, ``region``, ``price_per_kwh``, ``currency``,
+        ``carbon_g_per_kwh``.
+    timezones : mapping region -> IANA zone, optional
+        Recorded in the cube (``attrs['timezones']``) so views can show local time.
+    fill : None or "hold"
+        None (default) raises on any hole; "hold" carries the last value forward.
+    """
+    start_ts, end_ts = _naive_utc(start), _naive_utc(end)
+    if end_ts <= start_ts:
+        raise CubeError(f"cube end {end_ts} is not after start {start_ts}")
+    grid = pd.date_range(start_ts, end_ts, freq=pd.Timedelta(seconds=slot_s), inclusive="left")
+    frame = series.copy()
+    frame["time_utc"] = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
+    regions = list(regions) if regions is not None else sorted(frame["region"].unique())
+    missing = [r for r in regions if r not in set(frame["region"])]
+    if missing:
+        raise CubeError(f"no grid series for regions {missing}; import them first")
+    currencies = frame.loc[frame["price_per_kwh"].notna(), "currency"].dropna().unique()
+    if currency is None:
+        if len(currencies) > 1:
+            raise CubeError(
+                f"grid prices mix currencies {sorted(currencies)}; convert them to one first"
+            )
+        currency = str(currencies[0]) if len(currencies) else "CNY"
+    price = np.empty((len(grid), len(regions)))
+    carbon = np.empty((len(grid), len(regions)))
+    for j, region in enumerate(regions):
+        rows = frame[frame["region"] == region]
+        price[:, j] = _region_values(rows, "price_per_kwh", grid, slot_s, region, fill)
+        carbon[:, j] = _region_values(rows, "carbon_g_per_kwh", grid, slot_s, region, fill)
+    sources = sorted(frame["source"].dropna().unique()) if "source" in frame else []
+    ds = make_cube(grid, regions, price, carbon, currency, slot_s, "; ".join(map(str, sources)))
+    if timezones:
+        ds.attrs["timezones"] = dict(timezones)
+    return ds
+
+
+def resample(ds: xr.Dataset, slot_s: int) -> xr.Dataset:
+    """Change the cube's slot length: coarser slots average (time-weighted), finer slots
+    step-hold. The time-average of each variable is kept exactly."""
+    old = int(ds.attrs["slot_s"])
+    if slot_s == old:
+        return ds
+    if slot_s > old:
+        if slot_s % old:
+            raise CubeError(f"cannot average {old}-s slots into {slot_s}-s slots: not a multiple")
+        k = slot_s // old
+        n = (ds.sizes["time"] // k) * k
+        if n == 0:
+            raise CubeError(f"cube of {ds.sizes['time']} steps is shorter than one {slot_s}-s slot")
+        out = ds.isel(time=slice(0, n)).coarsen(time=k).mean()
+        out = out.assign_coords(time=ds["time"].values[:n:k])
+    else:
+        if old % slot_s:
+            raise CubeError(f"cannot split {old}-s slots into {slot_s}-s slots: not a divisor")
+        k = old // slot_s
+        times = (ds["time"].values[:, None]
+                 + (np.arange(k) * np.timedelta64(slot_s, "s"))[None, :]).ravel()
+        out = ds.isel(time=np.repeat(np.arange(ds.sizes["time"]), k)).assign_coords(time=times)
+    out.attrs = dict(ds.attrs, slot_s=int(slot_s))
+    for var in VARIABLES:
+        out[var].attrs = dict(ds[var].attrs)
+    return out
+
+
+def summary(ds: xr.Dataset) -> pd.DataFrame:
+    """Per-region mean, min and max of price and carbon."""
+    rows = []
+    for region in ds["region"].values:
+        sel = ds.sel(region=region)
+        row: dict[str, object] = {"region": str(region)}
+        for var in VARIABLES:
+            vals = sel[var].values
+            row.update({f"{var}_mean": float(vals.mean()), f"{var}_min": float(vals.min()),
+                        f"{var}_max": float(vals.max())})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def forecast(
+    cube: xr.Dataset,
+    t: int,
+    horizon_slots: int | None = None,
+    mode: str = "perfect",
+    error: float = 0.0,
+    seed: int = 0,
+) -> Forecast:
+    """What a scheduler at slot ``t`` believes about the slots ``t, t+1, ...``.
+
+    Row 0 is always the true current value (it is metered now). Modes:
+
+    - ``perfect``: the true future.
+    - ``seasonal-naive``: the value one day earlier (``x[t+k-P]`` with ``P`` slots a day);
+      before a day of history exists, the latest observed value ``x[t]`` (persistence).
+    - ``noisy``: the truth times ``1 + error * eps`` with ``eps ~ N(0, 1)``, drawn from
+      ``seed`` and ``t`` so that runs are repeatable; prices keep their sign, carbon stays
+      >= 0.
+    """
+    # Imported here: the policies package imports this module.
+    from workbench.policies.base import Forecast
+
+    if mode not in FORECAST_MODES:
+        raise ValueError(f"unknown forecast mode {mode!r}; use one of {FORECAST_MODES}")
+    if error < 0:
+        raise ValueError(f"forecast error must be >= 0, got {error}")
+    n = cube.sizes["time"]
+    if not 0 <= t < n:
+        raise ValueError(f"slot {t} is outside the cube's {n} slots")
+    stop = n if horizon_slots is None else min(n, t + max(int(horizon_slots), 1))
+    price = cube["price_per_kwh"].values
+    carbon = cube["carbon_g_per_kwh"].values
+    p = price[t:stop].copy()
+    c = carbon[t:stop].copy()
+    if mode == "seasonal-naive":
+        period = int(round(86400 / int(cube.attrs["slot_s"])))
+        for k in range(1, stop - t):
+            src = t + k - period * int(np.ceil(k / period))
+            p[k] = price[src] if src >= 0 else price[t]
+            c[k] = carbon[src] if src >= 0 else carbon[t]
+    elif mode == "noisy" and error > 0 and stop - t > 1:
+        rng = np.random.default_rng([seed, t])
+        p[1:] *= 1.0 + error * rng.standard_normal(p[1:].shape)
+        c[1:] = np.maximum(c[1:] * (1.0 + error * rng.standard_normal(c[1:].shape)), 0.0)
+    return Forecast(
+        t=t,
+        regions=tuple(str(r) for r in cube["region"].values),
+        price_per_kwh=p,
+        carbon_g_per_kwh=c,
+        mode=mode,
+    )
+
+
+def local_hours(ds: xr.Dataset, region: str) -> np.ndarray:
+    """Local hour of day (float) of every slot start in ``region``'s timezone."""
+    tz = ds.attrs.get("timezones", {}).get(region, "UTC")
+    idx = pd.DatetimeIndex(ds["time"].values).tz_localize("UTC").tz_convert(tz)
+    return np.asarray(idx.hour + idx.minute / 60.0, dtype=float)

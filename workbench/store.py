@@ -1,0 +1,573 @@
+"""The DuckDB store: one file holding scenarios, grid series, profiles, runs and plans.
+
+The schema is versioned in a ``schema_version`` table. Opening a file written by a newer
+workbench (or by something else) raises :class:`StoreError`; an older version is migrated in
+one transaction. Every write runs in a transaction, so a failed write leaves the file as it
+was.
+
+Tables (all keyed by ``scenario`` where they belong to one):
+
+- ``scenarios``: name, start_utc, slot_s, n_slots, currency, description
+- ``datacenters``: scenario, name, region, grid_zone, timezone, pue, idle_power_kw
+- ``gpu_pools``: scenario, datacenter, gpu_type, count, idle_power_w, max_power_w, gpus_per_node
+- ``links``: scenario, src, dst, bandwidth_gbps, latency_ms, transfer_energy_kwh_per_gb
+- ``grid_series``: time_utc, region, price_per_kwh, currency, carbon_g_per_kwh, source
+  (long format; one row per region and UTC timestamp)
+- ``jobs``: scenario, job_id, kind, app, arrival_utc, home, ... (one row per job)
+- ``profiles``: app, gpu_type, params (JSON), derived, source
+- ``gpu_profile_runs`` / ``gpu_profile_samples``: NVML profiler summaries and samples
+- ``runs``, ``plan_rows``, ``migrations``, ``slot_rows``, ``run_metrics``: simulator output
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+"""Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
+Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles."""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or written; the message says why and what to do."""
+
+
+_SCHEMA_V1 = [
+    """CREATE TABLE scenarios (
+        name VARCHAR PRIMARY KEY, start_utc TIMESTAMP NOT NULL, slot_s INTEGER NOT NULL,
+        n_slots INTEGER NOT NULL, currency VARCHAR NOT NULL, description VARCHAR)""",
+    """CREATE TABLE datacenters (
+        scenario VARCHAR NOT NULL, name VARCHAR NOT NULL, region VARCHAR NOT NULL,
+        grid_zone VARCHAR, timezone VARCHAR NOT NULL, pue DOUBLE NOT NULL,
+        idle_power_kw DOUBLE NOT NULL, PRIMARY KEY (scenario, name))""",
+    """CREATE TABLE gpu_pools (
+        scenario VARCHAR NOT NULL, datacenter VARCHAR NOT NULL, gpu_type VARCHAR NOT NULL,
+        count INTEGER NOT NULL, idle_power_w DOUBLE NOT NULL, max_power_w DOUBLE NOT NULL,
+        gpus_per_node INTEGER NOT NULL, PRIMARY KEY (scenario, datacenter, gpu_type))""",
+    """CREATE TABLE links (
+        scenario VARCHAR NOT NULL, src VARCHAR NOT NULL, dst VARCHAR NOT NULL,
+        bandwidth_gbps DOUBLE NOT NULL, latency_ms DOUBLE NOT NULL,
+        transfer_energy_kwh_per_gb DOUBLE NOT NULL, PRIMARY KEY (scenario, src, dst))""",
+    """CREATE TABLE grid_series (
+        time_utc TIMESTAMP NOT NULL, region VARCHAR NOT NULL, price_per_kwh DOUBLE,
+        currency VARCHAR, carbon_g_per_kwh DOUBLE, source VARCHAR,
+        PRIMARY KEY (region, time_utc))""",
+    """CREATE TABLE jobs (
+        scenario VARCHAR NOT NULL, job_id VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+        app VARCHAR NOT NULL, arrival_utc TIMESTAMP NOT NULL, home VARCHAR NOT NULL,
+        requested_gpus INTEGER NOT NULL, gpu_counts VARCHAR NOT NULL, batch_size INTEGER NOT NULL,
+        work_samples DOUBLE NOT NULL, deadline_utc TIMESTAMP, checkpoint_gb DOUBLE NOT NULL,
+        gpu_types VARCHAR NOT NULL, end_utc TIMESTAMP, max_latency_ms DOUBLE,
+        load_fraction DOUBLE NOT NULL, PRIMARY KEY (scenario, job_id))""",
+    """CREATE TABLE profiles (
+        app VARCHAR NOT NULL, gpu_type VARCHAR NOT NULL, params VARCHAR NOT NULL,
+        source VARCHAR, PRIMARY KEY (app, gpu_type))""",
+    """CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY, scenario VARCHAR NOT NULL, policy VARCHAR NOT NULL,
+        created_utc TIMESTAMP NOT NULL, knobs VARCHAR NOT NULL, status VARCHAR NOT NULL,
+        log VARCHAR)""",
+    """CREATE TABLE plan_rows (
+        run_id VARCHAR NOT NULL, slot_start TIMESTAMP NOT NULL, slot_end TIMESTAMP NOT NULL,
+        job_id VARCHAR NOT NULL, region VARCHAR, gpu_type VARCHAR, n_gpus INTEGER,
+        batch_size INTEGER, action VARCHAR NOT NULL, energy_kwh DOUBLE, cost DOUBLE,
+        carbon_kg DOUBLE, price_per_kwh DOUBLE, carbon_g_per_kwh DOUBLE, progress DOUBLE)""",
+    """CREATE TABLE migrations (
+        run_id VARCHAR NOT NULL, slot_start TIMESTAMP NOT NULL, job_id VARCHAR NOT NULL,
+        from_region VARCHAR NOT NULL, to_region VARCHAR NOT NULL, checkpoint_gb DOUBLE,
+        transfer_s DOUBLE, expected_gain DOUBLE, reason VARCHAR)""",
+    """CREATE TABLE slot_rows (run_id VARCHAR NOT NULL, slot INTEGER NOT NULL,
+        record VARCHAR NOT NULL)""",
+    """CREATE TABLE run_metrics (run_id VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+        value DOUBLE, text VARCHAR, PRIMARY KEY (run_id, metric))""",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {
+    # 1 -> 2: the NVML profiler tables; profiles learn whether they were derived.
+    2: [
+        "ALTER TABLE profiles ADD COLUMN derived BOOLEAN DEFAULT FALSE",
+        """CREATE TABLE gpu_profile_runs (
+            profile_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, started_utc TIMESTAMP,
+            duration_s DOUBLE, mean_power_w DOUBLE, energy_j DOUBLE, n_gpus INTEGER,
+            command VARCHAR)""",
+        """CREATE TABLE gpu_profile_samples (
+            profile_id VARCHAR NOT NULL, t_s DOUBLE NOT NULL, gpu_index INTEGER NOT NULL,
+            power_w DOUBLE, energy_j DOUBLE, util_pct DOUBLE, mem_used_mb DOUBLE,
+            sm_clock_mhz DOUBLE)""",
+    ],
+}
+
+# Tables whose contents scenario writes replace, with the column naming the scenario.
+_SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs")
+
+
+def _to_naive_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else as_utc(value).replace(tzinfo=None)
+
+
+class Store:
+    """A DuckDB file holding the workbench's data.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file (created when absent). ``":memory:"`` gives a throw-away store.
+    read_only : bool
+        Open without write access (several readers may share a file).
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, path: str | Path = "workbench.duckdb", read_only: bool = False) -> None:
+        self.path = str(path)
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise StoreError(f"store {self.path} does not exist; create it first")
+        try:
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise StoreError(
+                    f"store {self.path} is locked by another process (a running `workbench` "
+                    "or app); close it, or pass --db with another file"
+                ) from None
+            raise StoreError(f"cannot open store {self.path}: {text}") from None
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"{self.path} is not a DuckDB store this workbench can read: {exc}"
+            ) from None
+        self.read_only = read_only
+        self._ensure_schema()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Run a block atomically: on any error everything it wrote is rolled back."""
+        if self.read_only:
+            raise StoreError(f"store {self.path} was opened read-only")
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        else:
+            self.con.execute("COMMIT")
+
+    # -- schema ------------------------------------------------------------------------
+    def schema_version(self) -> int | None:
+        tables = {r[0] for r in self.con.execute("SHOW TABLES").fetchall()}
+        if "schema_version" not in tables:
+            return None if not tables else -1
+        row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _ensure_schema(self) -> None:
+        version = self.schema_version()
+        if version == -1:
+            raise StoreError(
+                f"{self.path} holds tables but no schema_version: it was not written by the "
+                "workbench; pass --db with a new file"
+            )
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this workbench "
+                f"understands ({SCHEMA_VERSION}); upgrade the workbench"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        if self.read_only:
+            raise StoreError(
+                f"{self.path} has schema version {version}; open it writable once to migrate"
+            )
+        with self.transaction() as con:
+            if version is None:
+                con.execute("CREATE TABLE schema_version (version INTEGER, applied_utc TIMESTAMP)")
+                for ddl in _SCHEMA_V1:
+                    con.execute(ddl)
+                version = 1
+                con.execute("INSERT INTO schema_version VALUES (1, ?)", [_now()])
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                log.info("migrating store %s to schema version %d", self.path, target)
+                for ddl in _MIGRATIONS[target]:
+                    con.execute(ddl)
+                con.execute("INSERT INTO schema_version VALUES (?, ?)", [target, _now()])
+
+    # -- generic -----------------------------------------------------------------------
+    def table(self, name: str) -> pd.DataFrame:
+        """The whole of one table as a DataFrame (for inspection and tests)."""
+        return self.con.execute(f'SELECT * FROM "{name}"').df()
+
+    def _insert(self, con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> None:
+        if frame.empty:
+            return
+        con.register("_incoming", frame)
+        try:
+            cols = ", ".join(f'"{c}"' for c in frame.columns)
+            con.execute(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM _incoming')
+        finally:
+            con.unregister("_incoming")
+
+    # -- scenarios ---------------------------------------------------------------------
+    def scenario_names(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT name FROM scenarios ORDER BY name").fetchall()]
+
+    def has_scenario(self, name: str) -> bool:
+        return name in self.scenario_names()
+
+    def save_scenario(self, scenario: Scenario) -> None:
+        """Write (or replace) a scenario: its sites, pools, links, jobs, profiles, grid."""
+        name = scenario.name
+        dcs = pd.DataFrame([{"scenario": name, **asdict(d)} for d in scenario.datacenters])
+        pools = pd.DataFrame([{"scenario": name, **asdict(p)} for p in scenario.pools])
+        links = pd.DataFrame(
+            [{"scenario": name, **asdict(lk)} for lk in scenario.links],
+            columns=["scenario", "src", "dst", "bandwidth_gbps", "latency_ms",
+                     "transfer_energy_kwh_per_gb"],
+        )
+        jobs = pd.DataFrame([_job_row(name, j) for j in scenario.jobs])
+        grid = grid_frame(scenario)
+        with self.transaction() as con:
+            con.execute("DELETE FROM scenarios WHERE name = ?", [name])
+            for table in _SCENARIO_TABLES:
+                con.execute(f"DELETE FROM {table} WHERE scenario = ?", [name])
+            con.execute(
+                "INSERT INTO scenarios VALUES (?, ?, ?, ?, ?, ?)",
+                [name, _to_naive_utc(scenario.start), scenario.slot_s, scenario.n_slots,
+                 scenario.currency, scenario.description],
+            )
+            self._insert(con, "datacenters", dcs)
+            self._insert(con, "gpu_pools", pools)
+            self._insert(con, "links", links)
+            self._insert(con, "jobs", jobs)
+            self._upsert_grid(con, grid)
+            self._upsert_profiles(con, scenario.profiles)
+
+    def load_scenario(self, name: str) -> Scenario:
+        """Rebuild a scenario from the store (its cube at the scenario's slot length)."""
+        from workbench import cubes  # local: cubes imports the store's frame helpers
+
+        row = self.con.execute(
+            "SELECT start_utc, slot_s, n_slots, currency, description FROM scenarios "
+            "WHERE name = ?", [name]).fetchone()
+        if row is None:
+            known = ", ".join(self.scenario_names()) or "none"
+            raise StoreError(
+                f"no scenario {name!r} in {self.path} (known: {known}); create it with "
+                f"`workbench scenario generate seed3` or `workbench scenario build`"
+            )
+        start, slot_s, n_slots, currency, description = row
+        q = "SELECT * EXCLUDE (scenario) FROM {} WHERE scenario = ? ORDER BY ALL"
+        dcs = [Datacenter(**r) for r in self._records(q.format("datacenters"), name)]
+        pools = [GpuPool(**r) for r in self._records(q.format("gpu_pools"), name)]
+        links = [Link(**r) for r in self._records(q.format("links"), name)]
+        jobs = [_job_from_row(r) for r in self._records(
+            "SELECT * EXCLUDE (scenario) FROM jobs WHERE scenario = ? ORDER BY arrival_utc, job_id",
+            name)]
+        start_utc = as_utc(start)
+        end_utc = start_utc + pd.Timedelta(seconds=int(slot_s) * int(n_slots))
+        regions = sorted({d.region for d in dcs})
+        series = self.grid_series(regions, start_utc - pd.Timedelta(days=1),
+                                  end_utc + pd.Timedelta(days=1))
+        cube = cubes.cube_from_series(series, slot_s=int(slot_s), start=start_utc, end=end_utc,
+                                      timezones={d.region: d.timezone for d in dcs})
+        apps = {j.app for j in jobs}
+        profiles = [p for p in self.load_profiles() if p.app in apps]
+        return Scenario(
+            name=name, datacenters=tuple(dcs), pools=tuple(pools), links=tuple(links),
+            jobs=tuple(jobs), profiles=tuple(profiles), grid=cube, start=start_utc,
+            slot_s=int(slot_s), n_slots=int(n_slots), currency=str(currency),
+            description=str(description or ""),
+        )
+
+    def _records(self, sql: str, *params: object) -> list[dict[str, Any]]:
+        frame = self.con.execute(sql, list(params)).df()
+        return [
+            {k: (None if _is_null(v) else _py(v)) for k, v in rec.items()}
+            for rec in frame.to_dict("records")
+        ]
+
+    # -- grid series -------------------------------------------------------------------
+    def write_grid_series(self, frame: pd.DataFrame) -> int:
+        """Insert or update grid rows (long format); returns the number of rows written.
+
+        ``frame`` columns: ``time_utc``, ``region`` and at least one of ``price_per_kwh``
+        (with ``currency``) and ``carbon_g_per_kwh``; ``source`` optional. A row for an
+        existing (region, time) updates only the values it carries, so price and carbon may
+        arrive from different files.
+        """
+        with self.transaction() as con:
+            self._upsert_grid(con, frame)
+        return len(frame)
+
+    def _upsert_grid(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
+        if frame.empty:
+            return
+        cols = ["time_utc", "region", "price_per_kwh", "currency", "carbon_g_per_kwh", "source"]
+        missing = {"time_utc", "region"} - set(frame.columns)
+        if missing:
+            raise StoreError(f"grid rows lack columns {sorted(missing)}")
+        data = frame.reindex(columns=cols).copy()
+        data["time_utc"] = pd.to_datetime(data["time_utc"], utc=True).dt.tz_localize(None)
+        if data.duplicated(["region", "time_utc"]).any():
+            first = data[data.duplicated(["region", "time_utc"])].iloc[0]
+            raise StoreError(
+                f"duplicate grid row for region {first['region']} at {first['time_utc']}"
+            )
+        for col in ("price_per_kwh", "carbon_g_per_kwh"):
+            data[col] = data[col].astype("float64")
+        con.register("_grid_in", data)
+        try:
+            con.execute(
+                """INSERT INTO grid_series SELECT * FROM _grid_in
+                   ON CONFLICT (region, time_utc) DO UPDATE SET
+                     price_per_kwh = coalesce(excluded.price_per_kwh, grid_series.price_per_kwh),
+                     currency = coalesce(excluded.currency, grid_series.currency),
+                     carbon_g_per_kwh = coalesce(excluded.carbon_g_per_kwh,
+                                                 grid_series.carbon_g_per_kwh),
+                     source = coalesce(excluded.source, grid_series.source)"""
+            )
+        finally:
+            con.unregister("_grid_in")
+
+    def grid_series(
+        self,
+        regions: Iterable[str] | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> pd.DataFrame:
+        """Grid rows (long format, UTC), optionally limited to regions and ``[start, end)``."""
+        sql = "SELECT * FROM grid_series WHERE 1=1"
+        params: list[object] = []
+        if regions is not None:
+            regions = list(regions)
+            sql += f" AND region IN ({', '.join('?' for _ in regions)})"
+            params += regions
+        if start is not None:
+            sql += " AND time_utc >= ?"
+            params.append(_to_naive_utc(start))
+        if end is not None:
+            sql += " AND time_utc < ?"
+            params.append(_to_naive_utc(end))
+        return self.con.execute(sql + " ORDER BY region, time_utc", params).df()
+
+    def grid_regions(self) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT DISTINCT region FROM grid_series ORDER BY region").fetchall()]
+
+    # -- profiles ----------------------------------------------------------------------
+    def save_profiles(self, profiles: Iterable[Any]) -> int:
+        """Insert or replace performance profiles (:class:`workbench.perf.JobProfile`)."""
+        with self.transaction() as con:
+            return self._upsert_profiles(con, profiles)
+
+    def _upsert_profiles(self, con: duckdb.DuckDBPyConnection, profiles: Iterable[Any]) -> int:
+        rows = [
+            {"app": p.app, "gpu_type": p.gpu_type,
+             "params": json.dumps({"throughput": asdict(p.throughput),
+                                   "efficiency": asdict(p.efficiency),
+                                   "energy": asdict(p.energy)}),
+             "source": p.source, "derived": bool(p.derived)}
+            for p in profiles
+        ]
+        if not rows:
+            return 0
+        frame = pd.DataFrame(rows)
+        con.register("_prof_in", frame)
+        try:
+            con.execute(
+                "INSERT OR REPLACE INTO profiles (app, gpu_type, params, source, derived) "
+                "SELECT app, gpu_type, params, source, derived FROM _prof_in"
+            )
+        finally:
+            con.unregister("_prof_in")
+        return len(rows)
+
+    def load_profiles(self) -> list[Any]:
+        """Every stored profile as :class:`workbench.perf.JobProfile`."""
+        from workbench.perf import EfficiencyParams, EnergyParams, JobProfile, ThroughputParams
+
+        out = []
+        for app, gpu, params, source, derived in self.con.execute(
+            "SELECT app, gpu_type, params, source, derived FROM profiles ORDER BY app, gpu_type"
+        ).fetchall():
+            d = json.loads(params)
+            eff = dict(d["efficiency"])
+            eff["phi_progress"] = tuple(eff["phi_progress"])
+            eff["phi_values"] = tuple(eff["phi_values"])
+            out.append(JobProfile(
+                app=app, gpu_type=gpu, throughput=ThroughputParams(**d["throughput"]),
+                efficiency=EfficiencyParams(**eff), energy=EnergyParams(**d["energy"]),
+                derived=bool(derived), source=source or "",
+            ))
+        return out
+
+    def save_gpu_profile(self, summary: dict[str, Any], samples: pd.DataFrame) -> str:
+        """Store one NVML profiling session (summary row and its samples); returns its id."""
+        profile_id = uuid.uuid4().hex[:12]
+        row = pd.DataFrame([{
+            "profile_id": profile_id, "name": summary["name"],
+            "started_utc": _to_naive_utc(summary.get("started_utc")),
+            "duration_s": summary.get("duration_s"), "mean_power_w": summary.get("mean_power_w"),
+            "energy_j": summary.get("energy_j"), "n_gpus": summary.get("n_gpus"),
+            "command": summary.get("command"),
+        }])
+        frame = samples.copy()
+        frame.insert(0, "profile_id", profile_id)
+        with self.transaction() as con:
+            self._insert(con, "gpu_profile_runs", row)
+            self._insert(con, "gpu_profile_samples", frame)
+        return profile_id
+
+    # -- runs --------------------------------------------------------------------------
+    def save_run(
+        self,
+        meta: dict[str, Any],
+        plan: pd.DataFrame,
+        migrations: pd.DataFrame,
+        slots: pd.DataFrame,
+        metrics: dict[str, Any],
+    ) -> str:
+        """Store one simulator run; returns its ``run_id``.
+
+        ``meta`` needs ``scenario`` and ``policy``; ``knobs`` (a dict), ``status`` and
+        ``log`` (text, e.g. solver warnings) are optional. ``metrics`` values that are
+        numbers land in ``value``, others as JSON in ``text``.
+        """
+        run_id = str(meta.get("run_id") or uuid.uuid4().hex[:12])
+        run = pd.DataFrame([{
+            "run_id": run_id, "scenario": meta["scenario"], "policy": meta["policy"],
+            "created_utc": _now(), "knobs": json.dumps(meta.get("knobs", {}), default=str),
+            "status": meta.get("status", "ok"), "log": meta.get("log", ""),
+        }])
+        plan_cols = ["slot_start", "slot_end", "job_id", "region", "gpu_type", "n_gpus",
+                     "batch_size", "action", "energy_kwh", "cost", "carbon_kg", "price_per_kwh",
+                     "carbon_g_per_kwh", "progress"]
+        plan_df = plan.reindex(columns=plan_cols).copy()
+        for col in ("slot_start", "slot_end"):
+            plan_df[col] = pd.to_datetime(plan_df[col], utc=True).dt.tz_localize(None)
+        plan_df.insert(0, "run_id", run_id)
+        mig_cols = ["slot_start", "job_id", "from_region", "to_region", "checkpoint_gb",
+                    "transfer_s", "expected_gain", "reason"]
+        mig_df = migrations.reindex(columns=mig_cols).copy()
+        mig_df["slot_start"] = pd.to_datetime(mig_df["slot_start"], utc=True).dt.tz_localize(None)
+        mig_df.insert(0, "run_id", run_id)
+        slot_df = pd.DataFrame({
+            "run_id": run_id,
+            "slot": np.arange(len(slots), dtype=np.int64) if "slot" not in slots else slots["slot"],
+            "record": slots.to_json(orient="records", lines=True, date_format="iso").splitlines()
+            if len(slots) else [],
+        })
+        metric_rows = []
+        for key, value in metrics.items():
+            if isinstance(value, bool | int | float | np.integer | np.floating):
+                metric_rows.append({"run_id": run_id, "metric": key, "value": float(value),
+                                    "text": None})
+            else:
+                metric_rows.append({"run_id": run_id, "metric": key, "value": None,
+                                    "text": json.dumps(value, default=str)})
+        with self.transaction() as con:
+            self._insert(con, "runs", run)
+            self._insert(con, "plan_rows", plan_df)
+            self._insert(con, "migrations", mig_df)
+            self._insert(con, "slot_rows", slot_df)
+            self._insert(con, "run_metrics", pd.DataFrame(metric_rows))
+        return run_id
+
+    def runs(self, scenario: str | None = None) -> pd.DataFrame:
+        sql = "SELECT * FROM runs"
+        params: list[object] = []
+        if scenario is not None:
+            sql += " WHERE scenario = ?"
+            params.append(scenario)
+        return self.con.execute(sql + " ORDER BY created_utc", params).df()
+
+    def run_plan(self, run_id: str) -> pd.DataFrame:
+        return self.con.execute(
+            "SELECT * EXCLUDE (run_id) FROM plan_rows WHERE run_id = ? "
+            "ORDER BY slot_start, job_id", [run_id]).df()
+
+    def run_metrics(self, run_id: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for metric, value, text in self.con.execute(
+            "SELECT metric, value, text FROM run_metrics WHERE run_id = ?", [run_id]
+        ).fetchall():
+            out[metric] = value if text is None else json.loads(text)
+        return out
+
+
+def grid_frame(scenario: Scenario) -> pd.DataFrame:
+    """The scenario's cube in the store's long grid format."""
+    cube = scenario.grid
+    frame = cube[["price_per_kwh", "carbon_g_per_kwh"]].to_dataframe().reset_index()
+    frame = frame.rename(columns={"time": "time_utc"})
+    frame["currency"] = cube["price_per_kwh"].attrs.get("currency", scenario.currency)
+    frame["source"] = cube.attrs.get("source", f"scenario {scenario.name}")
+    return frame
+
+
+def _job_row(scenario: str, job: Job) -> dict[str, Any]:
+    return {
+        "scenario": scenario, "job_id": job.job_id, "kind": job.kind, "app": job.app,
+        "arrival_utc": _to_naive_utc(job.arrival), "home": job.home,
+        "requested_gpus": job.requested_gpus, "gpu_counts": json.dumps(list(job.gpu_counts)),
+        "batch_size": job.batch_size, "work_samples": job.work_samples,
+        "deadline_utc": _to_naive_utc(job.deadline), "checkpoint_gb": job.checkpoint_gb,
+        "gpu_types": json.dumps(list(job.gpu_types)), "end_utc": _to_naive_utc(job.end),
+        "max_latency_ms": job.max_latency_ms, "load_fraction": job.load_fraction,
+    }
+
+
+def _job_from_row(r: dict[str, Any]) -> Job:
+    return Job(
+        job_id=r["job_id"], kind=r["kind"], app=r["app"], arrival=as_utc(r["arrival_utc"]),
+        home=r["home"], requested_gpus=int(r["requested_gpus"]),
+        gpu_counts=tuple(json.loads(r["gpu_counts"])), batch_size=int(r["batch_size"]),
+        work_samples=float(r["work_samples"]),
+        deadline=None if r["deadline_utc"] is None else as_utc(r["deadline_utc"]),
+        checkpoint_gb=float(r["checkpoint_gb"]), gpu_types=tuple(json.loads(r["gpu_types"])),
+        end=None if r["end_utc"] is None else as_utc(r["end_utc"]),
+        max_latency_ms=r["max_latency_ms"], load_fraction=float(r["load_fraction"]),
+    )
+
+
+def _is_null(v: object) -> bool:
+    return v is None or v is pd.NaT or (isinstance(v, float) and np.isnan(v))
+
+
+def _py(v: object) -> object:
+    if isinstance(v, pd.Timestamp):
+        return v.to_pydatetime()
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
