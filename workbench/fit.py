@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,9 @@ ZEUS_NETWORK_FOR_APP: Mapping[str, tuple[str, str]] = {
 }
 
 
+ArrayLikeF = FloatArray | Sequence[float] | pd.Series
+
+
 class ProfileDataError(ValueError):
     """A profile folder or file is missing or does not have the expected columns."""
 
@@ -87,9 +90,6 @@ def mape(pred: ArrayLikeF, true: ArrayLikeF) -> float:
     p = np.asarray(pred, dtype=float)
     t = np.asarray(true, dtype=float)
     return float(np.median(np.abs(p - t) / np.abs(t)))
-
-
-ArrayLikeF = FloatArray | Sequence[float] | pd.Series
 
 
 # --------------------------------------------------------------------------- throughput
@@ -443,13 +443,18 @@ def read_zeus_power(path: Path | str) -> pd.DataFrame:
 
 
 def fit_energy_params(rows: pd.DataFrame, max_power_w: float) -> EnergyParams:
-    """Non-negative least squares of ``average_power = a1_w + a2_w_per_sps * throughput_sps``."""
+    """Fit ``average_power = a1_w + a2_w_per_sps * throughput_sps`` on relative errors.
+
+    Non-negative least squares of ``(a1 + a2 X_i) / P_i - 1`` (the relative error, the
+    quantity the median APE reports), so low-power rows weigh as much as high-power ones.
+    """
     from scipy.optimize import nnls
 
     x = rows["throughput_sps"].to_numpy(float)
     y = rows["average_power"].to_numpy(float)
     scale = float(x.max()) or 1.0  # condition the design matrix
-    coef, _ = nnls(np.column_stack([np.ones_like(x), x / scale]), y)
+    design = np.column_stack([np.ones_like(x), x / scale]) / y[:, None]
+    coef, _ = nnls(design, np.ones_like(y))
     return EnergyParams(a1_w=float(coef[0]), a2_w_per_sps=float(coef[1] / scale),
                         max_power_w=float(max_power_w))
 
@@ -531,60 +536,67 @@ def write_default_profiles(
     return report
 
 
-def measured_profiles(
-    kind: str, directory: Path | str
-) -> list[JobProfile]:
-    """Profiles fitted directly on the measured GPU (not derived), for import into a store.
+def _energy_fits(zeus_dir: Path, gpu: str = "v100") -> dict[tuple[str, str], EnergyFit]:
+    if not (zeus_dir / f"summary_power_{gpu}.csv").is_file():
+        log.warning("no summary_power_%s.csv in %s: default power shape used", gpu, zeus_dir)
+        return {}
+    return {(f.dataset, f.network): f for f in fit_zeus_gpu(zeus_dir, gpu)}
 
-    ``kind="pollux"``: one profile per application folder on ``T4`` (the Pollux testbed
-    GPU), with energy from the matching Zeus V100 shape scaled to the T4's board power.
-    ``kind="zeus"``: not a throughput model; raises (Zeus rows only feed energy fits).
+
+def import_profiles(
+    store: Any,
+    kind: str,
+    directory: Path | str,
+    gpu_types: Sequence[str] = ("T4", "H800", "A100", "Ascend910B"),
+) -> int:
+    """Fit measured profiles in ``directory`` and save the resulting profiles in ``store``.
+
+    Parameters
+    ----------
+    store : workbench.store.Store
+        Open store; profiles go through ``store.save_profiles`` (insert or replace by
+        application and GPU type).
+    kind : {"pollux", "zeus"}
+        ``pollux``: ``directory`` holds one folder per application (or a ``pollux/``
+        folder); each is fitted and saved on every GPU type of ``gpu_types`` (``T4``
+        measured, the others derived), with power shapes from a sibling ``zeus/`` folder
+        when present. ``zeus``: ``directory`` holds ``summary_power_v100.csv``; the power
+        parameters of every stored profile (or, when the store has none, of the shipped
+        defaults) are re-derived from it.
+    directory : path
+
+    Returns
+    -------
+    int
+        Number of profiles saved.
     """
-    from workbench.gpus import derive_profile
+    from workbench.gpus import derive_profile, with_energy_from
+    from workbench.perf import load_default_profiles
 
     d = Path(directory)
     if kind == "pollux":
         root = _pollux_dir(d)
         apps = sorted(p.name for p in root.iterdir() if (p / "placements.csv").is_file())
         if not apps:
-            raise ProfileDataError(f"no Pollux application folders under {d}")
-        zeus = d.parent / "zeus" if (d.parent / "zeus").is_dir() else _zeus_dir(d)
-        energy = ({(f.dataset, f.network): f for f in fit_zeus_gpu(zeus, "v100")}
-                  if (zeus / "summary_power_v100.csv").is_file() else {})
+            raise ProfileDataError(f"no <app>/placements.csv folders under {d}")
+        zeus = root.parent / "zeus"
+        energy = _energy_fits(zeus) if zeus.is_dir() else {}
         out = []
         for app in apps:
             fit = fit_pollux_app(root / app)
             efit = energy.get(ZEUS_NETWORK_FOR_APP.get(app, ("", "")))
-            out.append(derive_profile(app, fit.params, fit.efficiency, efit, "T4",
-                                      throughput_mape=fit.mape))
-        return out
-    raise ValueError(f"unknown profile kind {kind!r}; use 'pollux' or 'zeus'")
-
-
-def import_profiles(store: Any, kind: str, directory: Path | str) -> int:
-    """Load profiles of ``kind`` (``pollux`` or ``zeus``) from ``directory`` into ``store``.
-
-    ``pollux``: fits every application folder and saves :class:`JobProfile` records (GPU
-    type ``T4``, the testbed's) with ``store.save_profiles``. ``zeus``: fits energy
-    parameters per (network, GPU) for every ``summary_power_<gpu>.csv`` and saves them as
-    energy-only records is not supported by the store, so they are returned as the count
-    of fitted pairs and logged. Returns the number of records fitted.
-    """
-    if kind == "pollux":
-        profiles = measured_profiles("pollux", directory)
-        store.save_profiles(profiles)
-        return len(profiles)
+            out += [derive_profile(app, fit.params, fit.efficiency, efit, g,
+                                   throughput_mape=fit.mape) for g in gpu_types]
+        store.save_profiles(out)
+        return len(out)
     if kind == "zeus":
-        d = _zeus_dir(Path(directory))
-        files = sorted(d.glob("summary_power_*.csv"))
-        if not files:
-            raise ProfileDataError(f"no summary_power_<gpu>.csv files in {d}")
-        n = 0
-        for f in files:
-            n += len(fit_zeus_gpu(d, f.stem.removeprefix("summary_power_")))
-        return n
+        zdir = _zeus_dir(d)
+        energy = _energy_fits(zdir)
+        if not energy:
+            raise ProfileDataError(f"no summary_power_v100.csv in {zdir}")
+        current = list(store.load_profiles()) or load_default_profiles()
+        out = [with_energy_from(p, energy.get(ZEUS_NETWORK_FOR_APP.get(p.app, ("", ""))))
+               for p in current]
+        store.save_profiles(out)
+        return len(out)
     raise ValueError(f"unknown profile kind {kind!r}; use 'pollux' or 'zeus'")
-
-
-def _iter_unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(values))

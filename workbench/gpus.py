@@ -8,8 +8,11 @@ scenario's H800, A100 and Ascend 910B pools are *derived* from them:
 * compute time ``alpha_c, beta_c`` divided by ``compute_speed`` (realised training throughput
   relative to a T4, not the peak-FLOPS ratio);
 * intra-/inter-node all-reduce time divided by ``intra_sync_speed`` / ``inter_sync_speed``
-  (NVLink/HCCS against PCIe, InfiniBand/RoCE against 50 Gbit/s Ethernet; conservative,
-  because the fixed latency part of all-reduce does not shrink with bandwidth);
+  (NVLink/HCCS against PCIe, InfiniBand/RoCE against 50 Gbit/s Ethernet). These are set
+  between 0.6x and 1x of the compute speed-up, higher where the fabric gain is larger,
+  far below the raw bandwidth ratios (10-60x): Pollux's measured ``sync_time`` includes
+  waiting for the slowest replica and a fixed per-step latency that bandwidth does not
+  shrink;
 * the per-GPU batch cap scaled by ``memory_gb`` relative to the T4's 16 GB;
 * power: the Zeus V100 shape ``P = a1 + a2 X`` expressed as fractions of the V100's board
   limit and re-applied to the target's TDP (see :func:`derive_energy`).
@@ -27,7 +30,7 @@ pool can be measured.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -94,13 +97,13 @@ GPU_SPECS: Mapping[str, GpuSpec] = MappingProxyType({
                   "NVIDIA T4 datasheet: 70 W, 16 GB GDDR6; Pollux testbed (measured)"),
     "V100": GpuSpec("V100", 250.0, 32.0, 4.0, 4.0, 2.0, 8,
                     "V100 PCIe datasheet: 250 W, 32 GB; ~4x T4 realised training speed"),
-    "A100": GpuSpec("A100", 400.0, 80.0, 10.0, 10.0, 8.0, 8,
+    "A100": GpuSpec("A100", 400.0, 80.0, 10.0, 8.0, 8.0, 8,
                     "A100 SXM4 80GB datasheet: 400 W, NVLink 600 GB/s; 2.5x V100 = 10x T4; "
                     "8x200 Gbit/s HDR InfiniBand per node"),
-    "H800": GpuSpec("H800", 700.0, 80.0, 20.0, 8.0, 10.0, 8,
+    "H800": GpuSpec("H800", 700.0, 80.0, 20.0, 12.0, 16.0, 8,
                     "H800 SXM5 datasheet: 700 W, 80 GB HBM3, NVLink cut to 400 GB/s; "
                     "compute as H100 SXM, 2x A100 = 20x T4; 8x400 Gbit/s NDR per node"),
-    "Ascend910B": GpuSpec("Ascend910B", 400.0, 64.0, 8.0, 8.0, 6.0, 8,
+    "Ascend910B": GpuSpec("Ascend910B", 400.0, 64.0, 8.0, 6.0, 5.0, 8,
                           "Huawei Ascend 910B (published figures): ~400 W, 64 GB HBM2e, "
                           "HCCS 392 GB/s; 0.8x A100 = 8x T4; 8x200 Gbit/s RoCE per node"),
 })
@@ -172,6 +175,24 @@ _DEFAULT_IDLE_FRACTION = 0.3
 _DEFAULT_FULL_FRACTION = 0.85
 
 
+def _energy(
+    tp: ThroughputParams, ep: EfficiencyParams, energy_fit: EnergyFit | None, target: str
+) -> tuple[EnergyParams, str]:
+    x_full = float(throughput(tp, 1, ep.max_local_batch))
+    if energy_fit is not None:
+        p_ref = energy_fit.params.max_power_w or ENERGY_REFERENCE_TDP_W
+        f0 = energy_fit.params.a1_w / p_ref
+        f1 = energy_fit.full_load_power_w / p_ref
+        src = (f"Zeus {energy_fit.gpu} {energy_fit.dataset}/{energy_fit.network} "
+               f"(power MAPE {100 * energy_fit.mape:.1f}%): idle {f0:.2f}, full {f1:.2f} "
+               f"of {p_ref:.0f} W")
+    else:
+        f0, f1 = _DEFAULT_IDLE_FRACTION, _DEFAULT_FULL_FRACTION
+        src = f"default shape: idle {f0:.2f}, full {f1:.2f} of TDP"
+    tdp = gpu_spec(target).tdp_w
+    return derive_energy(f0, f1, x_full, target), f"{src} scaled to {tdp:.0f} W"
+
+
 def derive_profile(
     app: str,
     params: ThroughputParams,
@@ -182,24 +203,14 @@ def derive_profile(
 ) -> JobProfile:
     """A :class:`JobProfile` of ``app`` on ``target`` from fits on the reference GPUs.
 
-    ``derived`` is False only for the T4 (the Pollux measurement GPU); ``source`` records
-    every factor used.
+    ``params`` and ``efficiency`` were fitted on :data:`REFERENCE_GPU`; ``energy_fit`` is
+    the Zeus power shape of the closest network (None: a default shape). ``derived`` is
+    False only for the T4 itself; ``source`` records every factor used.
     """
     spec = gpu_spec(target)
     tp = derive_throughput(params, target)
     ep = derive_efficiency(efficiency, target)
-    x_full = float(throughput(tp, 1, ep.max_local_batch))
-    if energy_fit is not None:
-        p_ref = energy_fit.params.max_power_w or ENERGY_REFERENCE_TDP_W
-        f0 = energy_fit.params.a1_w / p_ref
-        f1 = energy_fit.full_load_power_w / p_ref
-        e_src = (f"Zeus {energy_fit.gpu} {energy_fit.dataset}/{energy_fit.network} "
-                 f"(power MAPE {100 * energy_fit.mape:.1f}%): idle {f0:.2f}, full {f1:.2f} "
-                 f"of {p_ref:.0f} W")
-    else:
-        f0, f1 = _DEFAULT_IDLE_FRACTION, _DEFAULT_FULL_FRACTION
-        e_src = f"default shape: idle {f0:.2f}, full {f1:.2f} of TDP"
-    energy = derive_energy(f0, f1, x_full, target)
+    energy, e_src = _energy(tp, ep, energy_fit, target)
     ref = gpu_spec(REFERENCE_GPU)
     t_src = f"Pollux {app} on {REFERENCE_GPU}"
     if throughput_mape is not None:
@@ -209,6 +220,15 @@ def derive_profile(
                   f"sync intra x{spec.intra_sync_speed / ref.intra_sync_speed:g} "
                   f"inter x{spec.inter_sync_speed / ref.inter_sync_speed:g}, "
                   f"memory x{spec.memory_gb / ref.memory_gb:g}")
-    source = f"throughput: {t_src}; energy: {e_src} scaled to {spec.tdp_w:.0f} W"
     return JobProfile(app=app, gpu_type=target, throughput=tp, efficiency=ep, energy=energy,
-                      derived=target != REFERENCE_GPU, source=source)
+                      derived=target != REFERENCE_GPU,
+                      source=f"throughput: {t_src}; energy: {e_src}")
+
+
+def with_energy_from(profile: JobProfile, energy_fit: EnergyFit | None) -> JobProfile:
+    """``profile`` with its power model re-derived from ``energy_fit`` (see
+    :func:`derive_energy`); the source string's energy part is replaced."""
+    energy, e_src = _energy(profile.throughput, profile.efficiency, energy_fit,
+                            profile.gpu_type)
+    head = profile.source.split("; energy:")[0]
+    return replace(profile, energy=energy, source=f"{head}; energy: {e_src}")
