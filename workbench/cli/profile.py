@@ -1,0 +1,71 @@
+"""``workbench profile``: sample GPU power and energy through NVML into the store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.measure import NoGpuError, ProfileResult, profile_command, profile_for
+
+NO_GPU_EXIT = 3
+"""Exit status when no NVIDIA GPU or driver is available."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``profile`` command."""
+    p = sub.add_parser(
+        "profile",
+        help="sample GPU power/energy/utilisation with NVML while a command runs",
+        description="Sample every visible GPU's power, energy counter, utilisation, memory "
+        "and SM clock with NVML, for --duration seconds or while COMMAND runs (after --), "
+        "store samples and a summary, and print the summary. Exits 3 without a GPU.",
+    )
+    p.add_argument("--name", required=True, help="name of this profiling session")
+    p.add_argument("--interval-ms", type=float, default=100.0,
+                   help="sampling interval in milliseconds (default 100)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="sample for S seconds instead of running a command")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                   help="command to run and profile")
+    p.set_defaults(func=_profile)
+
+
+def _print_summary(res: ProfileResult, profile_id: str) -> None:
+    s = res.summary
+    print(f"profile {s['name']} ({profile_id}): {s['n_gpus']} GPU(s), "
+          f"{s['duration_s']:.2f} s, mean power {s['mean_power_w']:.1f} W, "
+          f"energy {s['energy_j']:.1f} J ({s['energy_j'] / 3.6e6:.6f} kWh), "
+          f"{len(res.samples)} samples")
+
+
+def _profile(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if (args.duration is None) == (not cmd):
+        print("error: give either --duration S or -- COMMAND ...", file=sys.stderr)
+        return 2
+    if args.interval_ms <= 0 or (args.duration is not None and args.duration <= 0):
+        print("error: --interval-ms and --duration must be positive", file=sys.stderr)
+        return 2
+    interval = args.interval_ms / 1000.0
+    rc = 0
+    try:
+        if cmd:
+            res, rc = profile_command(args.name, cmd, interval)
+        else:
+            res = profile_for(args.name, args.duration, interval)
+    except NoGpuError as exc:
+        print(f"no NVIDIA GPU/driver found: {exc}", file=sys.stderr)
+        return NO_GPU_EXIT
+    except OSError as exc:
+        print(f"error: cannot run {cmd[0]!r}: {exc}", file=sys.stderr)
+        return 2
+    from workbench.store import Store
+
+    with Store(args.db) as store:
+        profile_id = store.save_gpu_profile(res.summary, res.samples)
+    _print_summary(res, profile_id)
+    if rc:
+        print(f"command exited with status {rc}", file=sys.stderr)
+    return rc
