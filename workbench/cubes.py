@@ -32,6 +32,11 @@ class CubeError(ValueError):
     """Grid data cannot form a valid cube; the message names the region and time."""
 
 
+def _step_s(idx: pd.DatetimeIndex) -> np.ndarray:
+    """Seconds between consecutive timestamps, whatever the index's time unit."""
+    return np.diff(np.asarray((idx - idx[0]).total_seconds(), dtype=float))
+
+
 def _naive_utc(value: datetime | str | pd.Timestamp) -> pd.Timestamp:
     return pd.Timestamp(as_utc(pd.Timestamp(value).to_pydatetime())).tz_localize(None)
 
@@ -81,14 +86,14 @@ def validate_cube(ds: xr.Dataset, regions: list[str] | None = None) -> None:
         dup = times[times.duplicated()][0]
         raise CubeError(f"duplicate timestamp {dup.isoformat()} in the cube")
     if not times.is_monotonic_increasing:
-        pos = int(np.flatnonzero(np.diff(times.asi8) < 0)[0]) + 1
+        pos = int(np.flatnonzero(_step_s(times) < 0)[0]) + 1
         raise CubeError(
             f"timestamps go backwards at {times[pos].isoformat()} (after "
             f"{times[pos - 1].isoformat()}); sort the series"
         )
     step = ds.attrs.get("slot_s")
     if step and len(times) > 1:
-        diffs = np.diff(times.asi8) / 1e9
+        diffs = _step_s(times)
         bad = np.flatnonzero(diffs != step)
         if bad.size:
             i = int(bad[0])
@@ -119,22 +124,23 @@ def _region_values(
     if series.index.has_duplicates:
         dup = series.index[series.index.duplicated()][0]
         raise CubeError(f"duplicate {var} timestamp for region {region} at {dup.isoformat()}")
-    src_step = float(np.median(np.diff(series.index.asi8)) / 1e9) if len(series) > 1 else slot_s
+    steps = _step_s(series.index)
+    src_step = float(np.median(steps)) if len(series) > 1 else float(slot_s)
     end = grid[-1] + pd.Timedelta(seconds=slot_s)
     if src_step < slot_s:
         # Time-weighted mean over each slot: energy-weighted for constant power.
         fine = series[(series.index >= grid[0]) & (series.index < end)]
         binned = fine.groupby(((fine.index - grid[0]).total_seconds() // slot_s).astype(int)).mean()
-        values = binned.reindex(range(len(grid))).to_numpy(dtype=float)
+        values = binned.reindex(range(len(grid))).to_numpy(dtype=float, copy=True)
     else:
         # Hold each value until the next timestamp, but not beyond one source step.
         held = series.reindex(series.index.union(grid)).ffill(limit=None)
-        values = held.reindex(grid).to_numpy(dtype=float)
+        values = held.reindex(grid).to_numpy(dtype=float, copy=True)
         last_valid = series.index[-1] + pd.Timedelta(seconds=src_step)
         values[grid >= last_valid] = np.nan
         values[grid < series.index[0]] = np.nan
         # A hold across a hole in the source is a gap, not data.
-        gaps = np.diff(series.index.asi8) / 1e9 > src_step * 1.5
+        gaps = steps > src_step * 1.5
         for i in np.flatnonzero(gaps):
             hole = (grid >= series.index[i] + pd.Timedelta(seconds=src_step)) & (
                 grid < series.index[i + 1])

@@ -204,6 +204,7 @@ class Store:
             raise StoreError(
                 f"{self.path} has schema version {version}; open it writable once to migrate"
             )
+        fresh = version is None
         with self.transaction() as con:
             if version is None:
                 con.execute("CREATE TABLE schema_version (version INTEGER, applied_utc TIMESTAMP)")
@@ -212,7 +213,9 @@ class Store:
                 version = 1
                 con.execute("INSERT INTO schema_version VALUES (1, ?)", [_now()])
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                log.info("migrating store %s to schema version %d", self.path, target)
+                # A new file passes through the migrations too; only an old one is news.
+                log.log(logging.DEBUG if fresh else logging.INFO,
+                        "migrating store %s to schema version %d", self.path, target)
                 for ddl in _MIGRATIONS[target]:
                     con.execute(ddl)
                 con.execute("INSERT INTO schema_version VALUES (?, ?)", [target, _now()])
@@ -340,10 +343,16 @@ class Store:
             )
         for col in ("price_per_kwh", "carbon_g_per_kwh"):
             data[col] = data[col].astype("float64")
+        for col in ("region", "currency", "source"):
+            data[col] = data[col].astype(object).where(data[col].notna(), None)
         con.register("_grid_in", data)
         try:
             con.execute(
-                """INSERT INTO grid_series SELECT * FROM _grid_in
+                """INSERT INTO grid_series
+                   SELECT CAST(time_utc AS TIMESTAMP), CAST(region AS VARCHAR),
+                          CAST(price_per_kwh AS DOUBLE), CAST(currency AS VARCHAR),
+                          CAST(carbon_g_per_kwh AS DOUBLE), CAST(source AS VARCHAR)
+                   FROM _grid_in
                    ON CONFLICT (region, time_utc) DO UPDATE SET
                      price_per_kwh = coalesce(excluded.price_per_kwh, grid_series.price_per_kwh),
                      currency = coalesce(excluded.currency, grid_series.currency),

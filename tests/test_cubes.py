@@ -1,0 +1,135 @@
+"""Cube building, validation, resampling and forecasts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench import cubes
+from workbench.cubes import CubeError
+
+
+def _series(region: str, start: str, periods: int, freq: str, price, carbon) -> pd.DataFrame:
+    return pd.DataFrame({
+        "time_utc": pd.date_range(start, periods=periods, freq=freq, tz="UTC"),
+        "region": region, "price_per_kwh": price, "currency": "CNY",
+        "carbon_g_per_kwh": carbon, "source": "t",
+    })
+
+
+def _cube(n: int = 8, slot_s: int = 900) -> xr.Dataset:
+    times = pd.date_range("2025-07-01", periods=n, freq=pd.Timedelta(seconds=slot_s))
+    price = np.column_stack([np.arange(n) + 1.0, np.arange(n) + 10.0])
+    carbon = np.column_stack([np.full(n, 400.0), np.full(n, 300.0)])
+    return cubes.make_cube(times, ["a", "b"], price, carbon, "CNY", slot_s)
+
+
+def test_hourly_is_step_held_to_15_minutes() -> None:
+    s = _series("a", "2025-07-01", 3, "h", [1.0, 2.0, 3.0], [100.0, 200.0, 300.0])
+    ds = cubes.cube_from_series(s, 900, "2025-07-01T00:00Z", "2025-07-01T03:00Z")
+    assert ds.sizes["time"] == 12
+    np.testing.assert_allclose(ds["price_per_kwh"].sel(region="a").values,
+                               np.repeat([1.0, 2.0, 3.0], 4))
+    assert ds["price_per_kwh"].attrs["units"] == "CNY/kWh"
+    assert ds["carbon_g_per_kwh"].attrs["units"] == "gCO2/kWh"
+
+
+def test_five_minute_data_is_averaged_up() -> None:
+    vals = np.arange(12, dtype=float)
+    s = _series("a", "2025-07-01", 12, "5min", vals, vals * 10)
+    ds = cubes.cube_from_series(s, 900, "2025-07-01T00:00Z", "2025-07-01T01:00Z")
+    np.testing.assert_allclose(ds["price_per_kwh"].values[:, 0], [1.0, 4.0, 7.0, 10.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(st.floats(-50, 500, allow_nan=False), min_size=4, max_size=48),
+    k=st.sampled_from([2, 3, 4]),
+)
+def test_resampling_keeps_time_weighted_means(values: list[float], k: int) -> None:
+    n = (len(values) // k) * k
+    if n == 0:
+        return
+    arr = np.asarray(values[:n])
+    times = pd.date_range("2025-07-01", periods=n, freq="15min")
+    ds = cubes.make_cube(times, ["a"], arr[:, None], np.abs(arr[:, None]), "CNY", 900)
+    coarse = cubes.resample(ds, 900 * k)
+    assert coarse.attrs["slot_s"] == 900 * k
+    np.testing.assert_allclose(coarse["price_per_kwh"].values.mean(), arr.mean(), atol=1e-9)
+    fine = cubes.resample(coarse, 900)
+    np.testing.assert_allclose(fine["price_per_kwh"].values.mean(), arr.mean(), atol=1e-9)
+    # Energy (constant power) x price over the horizon is kept too.
+    np.testing.assert_allclose(fine["price_per_kwh"].values.sum() * 900,
+                               coarse["price_per_kwh"].values.sum() * 900 * k, rtol=1e-12)
+
+
+def test_validation_names_region_and_time_of_nan() -> None:
+    ds = _cube()
+    ds["carbon_g_per_kwh"].values[3, 1] = np.nan
+    with pytest.raises(CubeError, match=r"region b at 2025-07-01T00:45:00"):
+        cubes.validate_cube(ds)
+
+
+def test_validation_catches_duplicates_order_and_gaps() -> None:
+    ds = _cube()
+    t = ds["time"].values.copy()
+    t[2] = t[1]
+    with pytest.raises(CubeError, match="duplicate timestamp 2025-07-01T00:15:00"):
+        cubes.validate_cube(ds.assign_coords(time=t))
+    t = ds["time"].values.copy()
+    t[2], t[3] = t[3], t[2]
+    with pytest.raises(CubeError, match="go backwards at 2025-07-01T00:30:00"):
+        cubes.validate_cube(ds.assign_coords(time=t))
+    with pytest.raises(CubeError, match="gap in the cube: 2025-07-01T00:15:00"):
+        cubes.validate_cube(ds.drop_isel(time=2))
+    with pytest.raises(CubeError, match=r"lacks regions \['c'\]"):
+        cubes.validate_cube(ds, regions=["a", "c"])
+
+
+def test_series_gap_and_missing_region_raise_unless_filled() -> None:
+    s = _series("a", "2025-07-01", 6, "h", np.arange(6.0), np.arange(6.0))
+    s = s.drop(index=[2, 3])
+    with pytest.raises(CubeError, match="price_per_kwh is missing for region a at 2025-07-01T02"):
+        cubes.cube_from_series(s, 3600, "2025-07-01T00:00Z", "2025-07-01T06:00Z")
+    filled = cubes.cube_from_series(s, 3600, "2025-07-01T00:00Z", "2025-07-01T06:00Z",
+                                    fill="hold")
+    np.testing.assert_allclose(filled["price_per_kwh"].values[:, 0], [0, 1, 1, 1, 4, 5])
+    with pytest.raises(CubeError, match=r"no grid series for regions \['zz'\]"):
+        cubes.cube_from_series(s, 3600, "2025-07-01T00:00Z", "2025-07-01T06:00Z",
+                               regions=["a", "zz"])
+
+
+def test_forecast_modes() -> None:
+    n = 96 * 2 + 8
+    times = pd.date_range("2025-07-01", periods=n, freq="15min")
+    price = np.column_stack([np.arange(n, dtype=float) + 1.0])
+    ds = cubes.make_cube(times, ["a"], price, price * 2, "CNY", 900)
+    perfect = cubes.forecast(ds, 100, 10)
+    np.testing.assert_allclose(perfect.price_per_kwh[:, 0], price[100:110, 0])
+    naive = cubes.forecast(ds, 100, 10, mode="seasonal-naive")
+    assert naive.price_per_kwh[0, 0] == price[100, 0]
+    np.testing.assert_allclose(naive.price_per_kwh[1:, 0], price[5:14, 0])
+    early = cubes.forecast(ds, 3, 5, mode="seasonal-naive")
+    np.testing.assert_allclose(early.price_per_kwh[1:, 0], price[3, 0])  # persistence
+    noisy_a = cubes.forecast(ds, 100, 50, mode="noisy", error=0.2, seed=1)
+    noisy_b = cubes.forecast(ds, 100, 50, mode="noisy", error=0.2, seed=1)
+    np.testing.assert_array_equal(noisy_a.price_per_kwh, noisy_b.price_per_kwh)
+    assert noisy_a.price_per_kwh[0, 0] == price[100, 0]
+    rel = noisy_a.price_per_kwh[1:, 0] / price[101:150, 0] - 1
+    assert 0.05 < rel.std() < 0.4
+    with pytest.raises(ValueError, match="unknown forecast mode"):
+        cubes.forecast(ds, 0, mode="oracle")
+
+
+def test_summary_and_local_hours(seed3) -> None:
+    table = cubes.summary(seed3.grid)
+    row = table.set_index("region").loc["guangdong"]
+    # Guangdong's published TOU: valley 0.38 x flat, critical peak 1.25 x 1.7 x flat.
+    assert row["price_per_kwh_min"] == pytest.approx(0.65 * 0.38)
+    assert row["price_per_kwh_max"] == pytest.approx(0.65 * 1.7 * 1.25)
+    hours = cubes.local_hours(seed3.grid, "guangdong")
+    assert hours[0] == 0.0  # the week starts at local midnight

@@ -1,0 +1,161 @@
+"""The DuckDB store: round trips, schema versions, atomic writes, locks."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.store import _SCHEMA_V1, SCHEMA_VERSION, Store, StoreError
+
+
+def _grid(region: str = "r1", n: int = 4, price: float = 0.5) -> pd.DataFrame:
+    return pd.DataFrame({
+        "time_utc": pd.date_range("2025-07-01", periods=n, freq="h", tz="UTC"),
+        "region": region,
+        "price_per_kwh": price + np.arange(n) * 0.1,
+        "currency": "CNY",
+        "carbon_g_per_kwh": 400.0 + np.arange(n),
+        "source": "test",
+    })
+
+
+def test_scenario_round_trip(tmp_path: Path, seed3) -> None:
+    db = tmp_path / "s.duckdb"
+    with Store(db) as store:
+        store.save_scenario(seed3)
+    with Store(db) as store:
+        back = store.load_scenario("seed3")
+    assert back.datacenters == seed3.datacenters
+    assert back.pools == tuple(sorted(seed3.pools, key=lambda p: (p.datacenter, p.gpu_type))) \
+        or set(back.pools) == set(seed3.pools)
+    assert set(back.links) == set(seed3.links)
+    assert {j.job_id: j for j in back.jobs} == {j.job_id: j for j in seed3.jobs}
+    assert {(p.app, p.gpu_type): p for p in back.profiles} == {
+        (p.app, p.gpu_type): p for p in seed3.profiles}
+    np.testing.assert_allclose(back.grid["price_per_kwh"].values,
+                               seed3.grid["price_per_kwh"].sel(region=back.grid["region"]).values)
+    assert (back.start, back.slot_s, back.n_slots) == (seed3.start, seed3.slot_s, seed3.n_slots)
+
+
+def test_save_scenario_twice_replaces(tmp_path: Path, seed3) -> None:
+    with Store(tmp_path / "s.duckdb") as store:
+        store.save_scenario(seed3)
+        store.save_scenario(seed3)
+        assert len(store.table("jobs")) == len(seed3.jobs)
+        assert store.scenario_names() == ["seed3"]
+
+
+def test_grid_upsert_merges_price_and_carbon(tmp_path: Path) -> None:
+    with Store(tmp_path / "g.duckdb") as store:
+        price_only = _grid().drop(columns=["carbon_g_per_kwh"])
+        carbon_only = _grid().drop(columns=["price_per_kwh", "currency"])
+        store.write_grid_series(price_only)
+        store.write_grid_series(carbon_only)
+        store.write_grid_series(carbon_only)  # importing twice adds nothing
+        rows = store.grid_series(["r1"])
+    assert len(rows) == 4
+    assert rows["price_per_kwh"].notna().all() and rows["carbon_g_per_kwh"].notna().all()
+
+
+def test_failed_write_leaves_store_intact(tmp_path: Path) -> None:
+    db = tmp_path / "f.duckdb"
+    with Store(db) as store:
+        store.write_grid_series(_grid())
+        before = store.table("grid_series")
+        bad = pd.concat([_grid("r2"), _grid("r2")])  # duplicate (region, time) rows
+        with pytest.raises(StoreError, match="duplicate grid row for region r2"):
+            store.write_grid_series(bad)
+        with pytest.raises(RuntimeError):
+            with store.transaction() as con:
+                con.execute("DELETE FROM grid_series")
+                raise RuntimeError("boom")
+        pd.testing.assert_frame_equal(store.table("grid_series"), before)
+
+
+def test_old_schema_is_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE schema_version (version INTEGER, applied_utc TIMESTAMP)")
+    for ddl in _SCHEMA_V1:
+        con.execute(ddl)
+    con.execute("INSERT INTO schema_version VALUES (1, now())")
+    con.execute("INSERT INTO profiles VALUES ('a', 'g', '{}', 'old')")
+    con.close()
+    with Store(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        prof = store.table("profiles")
+        assert list(prof["app"]) == ["a"] and not prof["derived"].iloc[0]
+        assert "gpu_profile_runs" in set(store.con.execute("SHOW TABLES").df()["name"])
+
+
+def test_newer_or_foreign_schema_is_refused(tmp_path: Path) -> None:
+    newer = tmp_path / "new.duckdb"
+    con = duckdb.connect(str(newer))
+    con.execute("CREATE TABLE schema_version (version INTEGER, applied_utc TIMESTAMP)")
+    con.execute(f"INSERT INTO schema_version VALUES ({SCHEMA_VERSION + 1}, now())")
+    con.close()
+    with pytest.raises(StoreError, match="newer than this workbench"):
+        Store(newer)
+    foreign = tmp_path / "foreign.duckdb"
+    con = duckdb.connect(str(foreign))
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.close()
+    with pytest.raises(StoreError, match="not written by the workbench"):
+        Store(foreign)
+    text = tmp_path / "text.duckdb"
+    text.write_text("not a database")
+    with pytest.raises(StoreError):
+        Store(text)
+
+
+def _hold_lock(path: str, ready: mp.synchronize.Event, done: mp.synchronize.Event) -> None:
+    s = Store(path)
+    ready.set()
+    done.wait(30)
+    s.close()
+
+
+def test_locked_file_gives_clear_message(tmp_path: Path) -> None:
+    db = str(tmp_path / "locked.duckdb")
+    Store(db).close()
+    ctx = mp.get_context("spawn")
+    ready, done = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold_lock, args=(db, ready, done))
+    proc.start()
+    try:
+        assert ready.wait(60)
+        with pytest.raises(StoreError, match="locked by another process"):
+            Store(db)
+    finally:
+        done.set()
+        proc.join(30)
+
+
+def test_run_tables_round_trip(tmp_path: Path) -> None:
+    plan = pd.DataFrame({
+        "slot_start": ["2025-07-01T00:00:00Z"], "slot_end": ["2025-07-01T00:15:00Z"],
+        "job_id": ["j1"], "region": ["a"], "gpu_type": ["A100"], "n_gpus": [2],
+        "batch_size": [64], "action": ["start"], "energy_kwh": [0.2], "cost": [0.1],
+        "carbon_kg": [0.08], "price_per_kwh": [0.5], "carbon_g_per_kwh": [400.0],
+        "progress": [0.1],
+    })
+    mig = pd.DataFrame(columns=["slot_start", "job_id", "from_region", "to_region",
+                                "checkpoint_gb", "transfer_s", "expected_gain", "reason"])
+    slots = pd.DataFrame({"slot": [0], "energy_kwh": [0.2]})
+    with Store(tmp_path / "r.duckdb") as store:
+        run_id = store.save_run({"scenario": "x", "policy": "asap-home", "knobs": {"V": 1}},
+                                plan, mig, slots, {"cost": 0.1, "currency": "CNY"})
+        assert store.run_metrics(run_id) == {"cost": 0.1, "currency": "CNY"}
+        back = store.run_plan(run_id)
+        assert back["job_id"].tolist() == ["j1"] and back["n_gpus"].tolist() == [2]
+        assert store.runs()["policy"].tolist() == ["asap-home"]
+
+
+def test_read_only_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "nope.duckdb", read_only=True)
