@@ -21,6 +21,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.profile",
     "workbench.cli.plan",
     "workbench.cli.imports",
+    "workbench.cli.serve",
+    "workbench.cli.sweep",
 )
 
 log = logging.getLogger("workbench")
