@@ -126,11 +126,13 @@ def sample_loop(
     device: GpuDevice,
     interval_s: float,
     should_stop: Callable[[], bool],
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
     max_samples: int | None = None,
 ) -> pd.DataFrame:
     """Read every GPU each ``interval_s`` seconds until ``should_stop()`` is true.
+
+    ``clock`` (s) and ``sleep`` default to :func:`time.monotonic` and :func:`time.sleep`.
 
     One round is always taken before stopping and one after, so the energy counter spans
     the whole run. Returns a frame with :data:`SAMPLE_COLUMNS` (``t_s`` from the first
@@ -138,6 +140,8 @@ def sample_loop(
     """
     if interval_s <= 0:
         raise ValueError(f"interval_s must be positive, got {interval_s}")
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
     n = device.device_count()
     rows: list[tuple[float, ...]] = []
     t0 = clock()
@@ -207,10 +211,14 @@ def profile_for(
     duration_s: float,
     interval_s: float = 0.1,
     device: GpuDevice | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> ProfileResult:
-    """Sample every GPU for ``duration_s`` seconds (an idle or externally loaded GPU)."""
+    """Sample every GPU for ``duration_s`` seconds (an idle or externally loaded GPU).
+
+    ``clock`` and ``sleep`` default to :func:`time.monotonic` and :func:`time.sleep`.
+    """
+    clock = clock or time.monotonic
     dev = device if device is not None else NvmlBackend()
     started = datetime.now(UTC)
     t_end = clock() + duration_s
