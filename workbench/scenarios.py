@@ -104,8 +104,9 @@ def _grid_cube(cfg: Mapping[str, Any], start: datetime, n_slots: int, slot_s: in
     price = np.column_stack([tou_prices(times, cfg["tariffs"][r], tz_of[r]) for r in regions])
     carbon = np.column_stack(
         [carbon_profile(hourly, cfg["carbon"][r], tz_of[r], rng) for r in regions])
+    source = "seed3 generator: TOU tariffs and carbon shapes of data/seed3.toml"
     cube = cubes.make_cube(times, regions, price, carbon, cfg["scenario"]["currency"], slot_s,
-                           source="seed3 generator: TOU tariffs and carbon shapes of data/seed3.toml")
+                           source=source)
     cube.attrs["timezones"] = tz_of
     return cube
 

@@ -237,7 +237,8 @@ class Store:
 
     # -- scenarios ---------------------------------------------------------------------
     def scenario_names(self) -> list[str]:
-        return [r[0] for r in self.con.execute("SELECT name FROM scenarios ORDER BY name").fetchall()]
+        rows = self.con.execute("SELECT name FROM scenarios ORDER BY name").fetchall()
+        return [r[0] for r in rows]
 
     def has_scenario(self, name: str) -> bool:
         return name in self.scenario_names()

@@ -12,8 +12,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from workbench.store import StoreError
 from workbench.model import ScenarioError
+from workbench.store import StoreError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.scenario",
