@@ -1,0 +1,57 @@
+"""Scheduling policies behind one interface, and a registry to build them by name.
+
+``make_policy("lyapunov", V=20)`` returns a fresh :class:`~workbench.policies.base.Policy`.
+Baselines live in :mod:`workbench.policies.baselines` and are imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from workbench.policies.base import Policy
+
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "lyapunov": ("workbench.policies.lyapunov", "LyapunovPolicy"),
+    "offline": ("workbench.policies.offline", "OfflinePolicy"),
+    "greedy": ("workbench.policies.greedy", "GreedyPolicy"),
+    "asap-home": ("workbench.policies.baselines", "AsapHome"),
+    "cheapest-at-arrival": ("workbench.policies.baselines", "CheapestAtArrival"),
+    "wait-for-cheap": ("workbench.policies.baselines", "WaitForCheap"),
+    "carbon-scaling": ("workbench.policies.baselines", "CarbonScaling"),
+    "goodput-only": ("workbench.policies.baselines", "GoodputOnly"),
+}
+
+POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+"""Every name :func:`make_policy` accepts."""
+
+
+def policy_class(name: str) -> Callable[..., Policy]:
+    """The class registered under ``name`` (imported on first use)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    module, attr = _REGISTRY[name]
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+        raise ValueError(f"policy {name!r} is registered but {module} is not installed "
+                         f"yet") from err
+    cls: Callable[..., Policy] = getattr(mod, attr)
+    return cls
+
+
+def make_policy(name: str, **knobs: Any) -> Policy:
+    """Build the policy registered under ``name`` with keyword ``knobs``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or an invalid knob value (the message says which).
+    """
+    return policy_class(name)(**knobs)
+
+
+__all__ = ["POLICY_NAMES", "Policy", "make_policy", "policy_class"]
