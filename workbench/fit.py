@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,7 @@ ZEUS_NETWORK_FOR_APP: Mapping[str, tuple[str, str]] = {
 }
 
 
-ArrayLikeF = FloatArray | Sequence[float] | pd.Series
+ArrayLikeF: TypeAlias = FloatArray | Sequence[float] | pd.Series
 
 
 class ProfileDataError(ValueError):
