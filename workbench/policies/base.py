@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -190,6 +191,24 @@ def _batch_grid(profile: perf.JobProfile, n: int) -> NDArray[np.float64]:
     return np.unique(np.round(np.geomspace(lo, hi, _BATCH_GRID)))
 
 
+@lru_cache(maxsize=8192)
+def _grid_curves(
+    profile: perf.JobProfile, n: int, gpus_per_node: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Batch grid, hardware throughput ``X(n, m)`` and power ``P(n, m)`` on it.
+
+    Neither depends on the gradient noise scale, so they are memoised per (profile, n,
+    gpus_per_node); only the statistical efficiency is evaluated per call. Pure function
+    of frozen inputs: the memo cannot go stale.
+    """
+    grid = _batch_grid(profile, n)
+    x = perf.throughput(profile.throughput, n, grid, gpus_per_node)
+    p_w = perf.power_w(profile, n, grid, gpus_per_node)
+    for arr in (grid, x, p_w):
+        arr.setflags(write=False)
+    return grid, x, p_w
+
+
 def slot_options(
     state: SlotState,
     price_per_kwh: Mapping[str, float],
@@ -253,8 +272,9 @@ def slot_options(
                 for n in counts:
                     if job.is_training:
                         prof = sc.profile(job.app, pool.gpu_type)
-                        grid = _batch_grid(prof, n)
-                        u = perf.ecu(prof, n, grid, gpus_per_node=pool.gpus_per_node, phi=js.phi)
+                        grid, x, p_grid = _grid_curves(prof, n, pool.gpus_per_node)
+                        # ECU = X * E(m), E = (phi + m0) / (phi + m): same as perf.ecu.
+                        u = x * ((js.phi + prof.efficiency.m0) / (js.phi + grid))
                         b = int(np.argmax(u))
                         m = int(grid[b])
                         lost = transfer_s + (0.0 if same_place else restart_s)
@@ -263,7 +283,7 @@ def slot_options(
                             float(u[b]) * js.throughput_scale * useful_s / job.work_samples,
                             js.remaining,
                         )
-                        p_w = float(perf.power_w(prof, n, m, pool.gpus_per_node))
+                        p_w = float(p_grid[b])
                         # Power drawn for the whole slot: a restart still holds the GPUs.
                     else:
                         m = job.batch_size
