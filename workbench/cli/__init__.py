@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.plan",
     "workbench.cli.imports",
     "workbench.cli.serve",
+    "workbench.cli.quote",
     "workbench.cli.sweep",
 )
 

@@ -1,0 +1,382 @@
+"""Quote a new job: where, on what and when to run it, with predicted energy, cost and carbon.
+
+The seed's "submit a task, measure it, route it to the best node": for a job described by a
+:class:`JobSpec`, every datacenter, GPU type and GPU count in the job's range is an *option*.
+For each option the job model (:mod:`workbench.perf`) predicts how long the job runs and how
+much power it draws; every start slot between the job's arrival and its deadline is then
+priced against the grid cube, and the cheapest start is kept. The option with the lowest
+score is recommended.
+
+Per option (datacenter ``d``, GPU type ``g``, ``n`` GPUs, best global batch ``m*``)::
+
+    run_s    = W * mean_p(1 / ECU(n, m*, p))           p on a grid of training progress
+    lost_s   = restart_s + 8 * checkpoint_gb / bandwidth_gbps   (data moved from home)
+    slots    = ceil((run_s + lost_s) / slot_s)
+    e_slot   = P(n, m*) * slot_s / 3.6e6 * PUE_d                (kWh; the last slot pro rata)
+    cost(s)  = sum_{k<slots} e_k * price[d, s+k] + transfer_kwh * price[home, s]
+    score(s) = cost(s) + carbon_price_per_kg * carbon_kg(s)
+
+Capacity: an option is offered only where the pool holds ``n`` GPUs; with ``occupancy`` (a
+run's per-slot ``gpus_busy:<dc>/<gpu>`` columns, see :class:`workbench.sim.RunResult`) only
+starts whose slots all have ``n`` GPUs free.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench import perf
+from workbench.cubes import FORECAST_MODES, forecast
+from workbench.model import Scenario, as_utc
+
+log = logging.getLogger(__name__)
+
+QUOTE_COLUMNS: tuple[str, ...] = (
+    "datacenter", "region", "gpu_type", "n_gpus", "batch_size", "feasible", "start", "finish",
+    "duration_h", "energy_kwh", "cost", "carbon_kg", "score", "cost_if_now", "carbon_kg_if_now",
+    "note",
+)
+"""Columns of :attr:`Quote.options`, one row per (datacenter, GPU type, GPU count)."""
+
+RESTART_S = 120.0
+"""Seconds to load data or a checkpoint and warm up before the job makes progress."""
+
+_PROGRESS_GRID = np.linspace(0.0, 1.0, 21)
+
+
+class QuoteError(ValueError):
+    """The job description does not fit the scenario; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job to quote.
+
+    Attributes
+    ----------
+    app : str
+        Application whose performance profile applies (e.g. ``"cifar10"``).
+    work_samples : float
+        Total effective samples to process.
+    home : str
+        Datacenter where the job's data lives.
+    min_gpus, max_gpus : int
+        GPU-count range to consider (powers of two in the range, plus both ends).
+    deadline_h : float or None
+        Hours after arrival by which the job must finish; None: by the horizon end.
+    arrival : datetime or None
+        When the job can start (UTC); None: the scenario's first slot.
+    gpu_types : tuple of str
+        Allowed accelerator types; empty means any.
+    checkpoint_gb : float
+        Data or checkpoint size moved when the job runs away from home, GB.
+    """
+
+    app: str
+    work_samples: float
+    home: str
+    min_gpus: int = 1
+    max_gpus: int = 8
+    deadline_h: float | None = None
+    arrival: datetime | None = None
+    gpu_types: tuple[str, ...] = ()
+    checkpoint_gb: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.app:
+            raise QuoteError("app must not be empty, e.g. 'cifar10'")
+        if not (math.isfinite(self.work_samples) and self.work_samples > 0):
+            raise QuoteError(f"work_samples must be a positive number, got {self.work_samples}")
+        if not (isinstance(self.min_gpus, int) and isinstance(self.max_gpus, int)
+                and 1 <= self.min_gpus <= self.max_gpus):
+            raise QuoteError(
+                f"GPU range must satisfy 1 <= min_gpus <= max_gpus, got {self.min_gpus}.."
+                f"{self.max_gpus}"
+            )
+        if self.deadline_h is not None and not (
+                math.isfinite(self.deadline_h) and self.deadline_h > 0):
+            raise QuoteError(f"deadline_h must be a positive number of hours, got "
+                             f"{self.deadline_h}")
+        if self.checkpoint_gb < 0:
+            raise QuoteError("checkpoint_gb must be >= 0")
+        if self.arrival is not None:
+            object.__setattr__(self, "arrival", as_utc(self.arrival))
+        object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
+
+    def gpu_counts(self) -> tuple[int, ...]:
+        """Counts considered: powers of two inside the range, plus its two ends."""
+        counts = {self.min_gpus, self.max_gpus}
+        n = 1
+        while n <= self.max_gpus:
+            if n >= self.min_gpus:
+                counts.add(n)
+            n *= 2
+        return tuple(sorted(counts))
+
+
+@dataclass(frozen=True)
+class Quote:
+    """The options for a job, best first.
+
+    Attributes
+    ----------
+    spec : JobSpec
+        What was quoted.
+    options : DataFrame
+        :data:`QUOTE_COLUMNS`; feasible options first, by ascending ``score``.
+    currency : str
+        Currency of ``cost``.
+    warnings : list of str
+        Options that were skipped and why.
+    """
+
+    spec: JobSpec
+    options: pd.DataFrame
+    currency: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def recommended(self) -> dict[str, Any] | None:
+        """The best feasible option as a dict, or None when no option meets the deadline."""
+        ok = self.options[self.options["feasible"]]
+        return None if ok.empty else ok.iloc[0].to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the spec, the recommendation, the options and warnings."""
+        def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+            out = frame.copy()
+            for col in ("start", "finish"):
+                out[col] = [None if pd.isna(v) else pd.Timestamp(v).isoformat() for v in out[col]]
+            return [{k: _plain(v) for k, v in r.items()} for r in out.to_dict("records")]
+
+        opts = rows(self.options)
+        best = next((r for r in opts if r["feasible"]), None)
+        spec = {
+            "app": self.spec.app, "work_samples": self.spec.work_samples, "home": self.spec.home,
+            "min_gpus": self.spec.min_gpus, "max_gpus": self.spec.max_gpus,
+            "deadline_h": self.spec.deadline_h,
+            "arrival": self.spec.arrival.isoformat() if self.spec.arrival else None,
+            "gpu_types": list(self.spec.gpu_types), "checkpoint_gb": self.spec.checkpoint_gb,
+        }
+        return {"spec": spec, "currency": self.currency, "recommended": best, "options": opts,
+                "warnings": list(self.warnings)}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return None if not np.isfinite(v) else float(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def quote(
+    scenario: Scenario,
+    spec: JobSpec,
+    *,
+    carbon_price_per_kg: float = 0.0,
+    forecast_mode: str = "perfect",
+    forecast_error: float = 0.0,
+    seed: int = 0,
+    occupancy: pd.DataFrame | None = None,
+    restart_s: float = RESTART_S,
+) -> Quote:
+    """Price every (datacenter, GPU type, GPU count) for ``spec`` and pick the best start.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        Sites, pools, links, profiles and the price/carbon cube.
+    spec : JobSpec
+        The job.
+    carbon_price_per_kg : float
+        Currency per kg of CO2 added to the cost in the score (0: cheapest wins).
+    forecast_mode, forecast_error, seed
+        What is known about future prices (:func:`workbench.cubes.forecast` from the
+        arrival slot); ``"perfect"`` prices against the cube itself.
+    occupancy : DataFrame, optional
+        GPUs already busy per slot (``gpus_busy:<dc>/<gpu>`` columns, one row per slot).
+    restart_s : float
+        Seconds before the job makes progress at its start.
+
+    Returns
+    -------
+    Quote
+
+    Raises
+    ------
+    QuoteError
+        When the home datacenter or the application is unknown, or the arrival lies
+        outside the horizon.
+    """
+    sc = scenario
+    if forecast_mode not in FORECAST_MODES:
+        raise QuoteError(f"unknown forecast mode {forecast_mode!r}; use one of {FORECAST_MODES}")
+    if carbon_price_per_kg < 0:
+        raise QuoteError("carbon_price_per_kg must be >= 0")
+    names = [d.name for d in sc.datacenters]
+    if spec.home not in names:
+        raise QuoteError(f"home {spec.home!r} is not a datacenter; choose one of {names}")
+    apps = sorted({p.app for p in sc.profiles})
+    if spec.app not in apps:
+        raise QuoteError(f"no performance profile for app {spec.app!r}; known apps: {apps}")
+
+    slot_s = float(sc.slot_s)
+    arrival = spec.arrival or sc.start
+    t0 = max(sc.slot_of(arrival), 0)
+    if arrival > sc.start + timedelta(seconds=slot_s * t0):
+        t0 += 1  # a job runs from the first slot starting at or after its arrival
+    if t0 >= sc.n_slots:
+        raise QuoteError(f"arrival {arrival.isoformat()} is after the horizon end "
+                         f"{sc.end.isoformat()}")
+    last = sc.n_slots
+    if spec.deadline_h is not None:
+        deadline = arrival + timedelta(hours=spec.deadline_h)
+        last = min(last, int(math.floor((deadline - sc.start).total_seconds() / slot_s)))
+
+    cube = _horizon(sc)
+    fc = forecast(cube, t0, None, forecast_mode, forecast_error, seed)
+    r_index = {r: i for i, r in enumerate(fc.regions)}
+    price = fc.price_per_kwh  # row k is slot t0 + k
+    carbon = fc.carbon_g_per_kwh
+    home = sc.datacenter(spec.home)
+
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for dc in sc.datacenters:
+        link = sc.link(spec.home, dc.name)
+        if dc.name != spec.home and link is None:
+            warnings.append(f"{dc.name}: no link from {spec.home}; skipped")
+            continue
+        transfer_s = 0.0 if link is None or dc.name == spec.home else link.transfer_s(
+            spec.checkpoint_gb)
+        transfer_kwh = 0.0 if link is None or dc.name == spec.home else (
+            spec.checkpoint_gb * link.transfer_energy_kwh_per_gb)
+        for pool in sc.pools_at(dc.name):
+            if spec.gpu_types and pool.gpu_type not in spec.gpu_types:
+                continue
+            try:
+                prof = sc.profile(spec.app, pool.gpu_type)
+            except KeyError:
+                warnings.append(f"{dc.name}/{pool.gpu_type}: no profile for {spec.app}; skipped")
+                continue
+            for n in spec.gpu_counts():
+                if n > pool.count:
+                    continue
+                rows.append(_option(
+                    sc, spec, dc.name, dc.region, dc.pue, pool.gpu_type, pool.gpus_per_node,
+                    pool.count, n, prof, t0, last, price[:, r_index[dc.region]],
+                    carbon[:, r_index[dc.region]], price[:, r_index[home.region]],
+                    carbon[:, r_index[home.region]], transfer_s, transfer_kwh, restart_s,
+                    carbon_price_per_kg, occupancy,
+                ))
+    if not rows:
+        raise QuoteError(
+            f"no datacenter offers {spec.app} on GPU types {list(spec.gpu_types) or 'any'} with "
+            f"{spec.min_gpus}..{spec.max_gpus} GPUs; widen the GPU range or the types"
+        )
+    options = pd.DataFrame(rows, columns=list(QUOTE_COLUMNS))
+    options = options.sort_values(
+        ["feasible", "score", "carbon_kg", "n_gpus"], ascending=[False, True, True, True],
+        kind="mergesort").reset_index(drop=True)
+    if not options["feasible"].any():
+        warnings.append("no option finishes before the deadline; relax the deadline or allow "
+                        "more GPUs")
+    log.debug("quoted %s: %d options, %d feasible", spec.app, len(options),
+              int(options["feasible"].sum()))
+    return Quote(spec=spec, options=options, currency=sc.currency, warnings=warnings)
+
+
+def _horizon(sc: Scenario) -> Any:
+    times = pd.DatetimeIndex(sc.grid["time"].values)
+    start = pd.Timestamp(sc.start).tz_convert("UTC").tz_localize(None)
+    pos = int(times.get_indexer([start])[0])
+    if pos < 0:
+        raise QuoteError(f"scenario {sc.name!r}: its grid has no step at the scenario start")
+    cube = sc.grid.isel(time=slice(pos, pos + sc.n_slots))
+    if "slot_s" not in cube.attrs:
+        cube = cube.assign_attrs(slot_s=sc.slot_s)
+    return cube
+
+
+def _option(
+    sc: Scenario, spec: JobSpec, dc: str, region: str, pue: float, gpu_type: str,
+    gpus_per_node: int, pool_count: int, n: int, prof: perf.JobProfile, t0: int, last: int,
+    price: np.ndarray, carbon: np.ndarray, home_price: np.ndarray, home_carbon: np.ndarray,
+    transfer_s: float, transfer_kwh: float, restart_s: float, carbon_price: float,
+    occupancy: pd.DataFrame | None,
+) -> dict[str, Any]:
+    """One row of the quote: the best start of one configuration (see the module docstring)."""
+    slot_s = float(sc.slot_s)
+    m = perf.best_batch(prof, n, progress=0.5, gpus_per_node=gpus_per_node)
+    rate = perf.ecu(prof, n, m, _PROGRESS_GRID, gpus_per_node=gpus_per_node)
+    run_s = float(spec.work_samples * np.mean(1.0 / rate))
+    total_s = run_s + restart_s + transfer_s
+    k = max(int(math.ceil(total_s / slot_s - 1e-9)), 1)
+    e_full = float(perf.energy_kwh(prof, n, m, slot_s, pue, gpus_per_node))
+    frac_last = (total_s - (k - 1) * slot_s) / slot_s
+    weights = np.full(k, e_full)
+    weights[-1] *= frac_last
+    energy = float(weights.sum()) + transfer_kwh
+    row: dict[str, Any] = {
+        "datacenter": dc, "region": region, "gpu_type": gpu_type, "n_gpus": n, "batch_size": m,
+        "feasible": False, "start": pd.NaT, "finish": pd.NaT, "duration_h": total_s / 3600.0,
+        "energy_kwh": energy, "cost": math.nan, "carbon_kg": math.nan, "score": math.inf,
+        "cost_if_now": math.nan, "carbon_kg_if_now": math.nan, "note": "",
+    }
+    n_starts = last - k - t0 + 1  # start s in [t0, last - k]: finishes by the deadline slot
+    horizon_left = price.shape[0]
+    if n_starts <= 0:
+        # Still price "start now" so the user sees what missing the deadline would cost.
+        if k <= horizon_left:
+            cost_now = float(weights @ price[:k] + transfer_kwh * home_price[0])
+            row["cost_if_now"] = cost_now
+            row["carbon_kg_if_now"] = float((weights @ carbon[:k]
+                                             + transfer_kwh * home_carbon[0]) / 1000.0)
+        row["note"] = f"needs {total_s / 3600:.1f} h; cannot finish before the deadline"
+        return row
+    # cost[s] = sum_k w_k * price[s + k], as a sliding dot product over all starts.
+    windows = np.lib.stride_tricks.sliding_window_view(price[: n_starts + k - 1], k)
+    cwin = np.lib.stride_tricks.sliding_window_view(carbon[: n_starts + k - 1], k)
+    cost = windows @ weights + transfer_kwh * home_price[:n_starts]
+    carb = (cwin @ weights + transfer_kwh * home_carbon[:n_starts]) / 1000.0
+    score = cost + carbon_price * carb
+    if occupancy is not None:
+        col = f"gpus_busy:{dc}/{gpu_type}"
+        if col in occupancy:
+            busy = np.zeros(sc.n_slots)
+            vals = occupancy[col].to_numpy(dtype=float)
+            busy[: min(len(vals), sc.n_slots)] = vals[: sc.n_slots]
+            free = pool_count - busy[t0:]
+            fits = np.lib.stride_tricks.sliding_window_view(free[: n_starts + k - 1], k).min(
+                axis=1) >= n
+            score = np.where(fits, score, np.inf)
+    best = int(np.argmin(score))
+    row["cost_if_now"] = float(cost[0])
+    row["carbon_kg_if_now"] = float(carb[0])
+    if not np.isfinite(score[best]):
+        row["note"] = "pool busy in every window before the deadline"
+        return row
+    start = sc.start + timedelta(seconds=slot_s * (t0 + best))
+    row.update({
+        "feasible": True, "start": pd.Timestamp(start),
+        "finish": pd.Timestamp(start + timedelta(seconds=total_s)),
+        "cost": float(cost[best]), "carbon_kg": float(carb[best]), "score": float(score[best]),
+    })
+    if dc != spec.home:
+        row["note"] = f"moves {spec.checkpoint_gb:g} GB from {spec.home}"
+    return row
+
+
+__all__ = ["QUOTE_COLUMNS", "JobSpec", "Quote", "QuoteError", "quote"]
