@@ -1,0 +1,256 @@
+"""``workbench plan``: run a policy over a scenario, store the run, export the plan.
+
+Runs ``asap-home`` as the baseline too (unless ``--no-baseline``), prints a summary of the
+policy against it (or one JSON object with ``--json``) and writes the plan and migrations
+CSVs (formats: ``docs/plan_csv.md``). Progress bars and warnings go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from workbench.cli.scenario import load_or_build
+from workbench.cubes import FORECAST_MODES
+from workbench.io.plan_csv import write_migrations_csv
+from workbench.model import Scenario
+from workbench.policies import POLICY_NAMES, make_policy
+from workbench.policies.base import RESTART_S_DEFAULT, Policy
+from workbench.recorders import CsvRecorder, DuckDBRecorder
+from workbench.sim import AllocationError, Recorder, RunResult, simulate
+
+BASELINE = "asap-home"
+SUMMARY_KEYS: tuple[str, ...] = (
+    "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
+    "jobs_total", "migrations", "mean_jct_h",
+)
+"""Metrics in the ``--json`` object (besides ``policy``), for the run and its baseline."""
+
+_MAX_WARNINGS = 10
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="simulate a policy over a scenario, store the run and export the plan",
+        description="Run a scheduling policy over a scenario's horizon, compare it with "
+        "asap-home (run at home as soon as possible), store both runs and write the plan.",
+    )
+    p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
+    p.add_argument("--policy", default="lyapunov", choices=POLICY_NAMES,
+                   help="policy (default: lyapunov)")
+    p.add_argument("--V", type=float, default=None,
+                   help="Lyapunov trade-off: weight of cost against queue backlogs (> 0)")
+    p.add_argument("--carbon-cap", default=None, metavar="KG|PCT%",
+                   help="carbon cap over the horizon: kg CO2 (e.g. 1200) or a percentage "
+                   "below the asap-home run's carbon (e.g. 20%%)")
+    p.add_argument("--migration-threshold", type=float, default=None,
+                   help="relative gain a move must exceed (hysteresis), e.g. 0.1")
+    p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
+                   help="what the policy is told about future price and carbon")
+    p.add_argument("--forecast-error", type=float, default=None,
+                   help="relative error of --forecast noisy (default 0.1)")
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="log-normal sigma of hidden throughput errors and measurement noise")
+    p.add_argument("--seed", type=int, default=0, help="random seed of noise (default 0)")
+    p.add_argument("--restart-s", type=float, default=RESTART_S_DEFAULT,
+                   help=f"seconds lost per start, resume or move (default {RESTART_S_DEFAULT:g})")
+    p.add_argument("--out", type=Path, default=None, help="plan CSV to write")
+    p.add_argument("--migrations-out", type=Path, default=None,
+                   help="migrations CSV to write")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="skip the asap-home comparison run")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.set_defaults(func=run)
+
+
+def parse_carbon_cap(text: str | None) -> tuple[float | None, float | None]:
+    """``"1200"`` -> ``(1200.0, None)`` kg; ``"20%"`` -> ``(None, 20.0)`` percent below
+    the baseline. Raises ValueError with the accepted forms."""
+    if text is None:
+        return None, None
+    raw = text.strip()
+    try:
+        if raw.endswith("%"):
+            pct = float(raw[:-1])
+            if not 0 <= pct < 100:
+                raise ValueError
+            return None, pct
+        kg = float(raw)
+        if not (math.isfinite(kg) and kg > 0):
+            raise ValueError
+        return kg, None
+    except ValueError:
+        raise ValueError(
+            f"--carbon-cap {text!r}: give kg CO2 over the horizon (a positive number, e.g. "
+            "1200) or a percentage below asap-home in [0, 100) (e.g. 20%)"
+        ) from None
+
+
+def _summary(policy: str, result: RunResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"policy": policy}
+    for key in SUMMARY_KEYS:
+        value = result.metrics[key]
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None
+        out[key] = value
+    return out
+
+
+def _simulate(
+    scenario: Scenario, policy: Policy, knobs: dict[str, Any], args: argparse.Namespace,
+    recorders: list[Recorder],
+) -> RunResult:
+    error = args.forecast_error
+    if error is None:
+        error = 0.1 if args.forecast == "noisy" else 0.0
+    return simulate(
+        scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
+        seed=args.seed, recorders=recorders, progress=not args.no_progress,
+        restart_s=args.restart_s, knobs=knobs,
+    )
+
+
+def _warn(name: str, result: RunResult) -> None:
+    for msg in result.warnings[:_MAX_WARNINGS]:
+        print(f"warning ({name}): {msg}", file=sys.stderr)
+    if len(result.warnings) > _MAX_WARNINGS:
+        print(f"warning ({name}): ... and {len(result.warnings) - _MAX_WARNINGS} more "
+              "(see the run log in the store)", file=sys.stderr)
+
+
+def _pct(new: float, old: float) -> str:
+    if not (math.isfinite(new) and math.isfinite(old)) or old == 0:
+        return ""
+    return f"{100.0 * (new - old) / old:+.1f}%"
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _print_summary(
+    scenario: Scenario, name: str, run: dict[str, Any], base: dict[str, Any] | None,
+    run_id: str | None, cap_kg: float | None, args: argparse.Namespace,
+) -> None:
+    cur = run["currency"]
+    hours = scenario.n_slots * scenario.slot_s / 3600
+    print(f"{scenario.name}: {name} over {scenario.n_slots} slots of "
+          f"{scenario.slot_s / 60:g} min ({hours:g} h)"
+          + (f", against {BASELINE}" if base else ""))
+    rows = [
+        (f"cost ({cur})", "cost", 2), ("energy (kWh)", "energy_kwh", 1),
+        ("carbon (kg CO2)", "carbon_kg", 1), ("deadline misses", "deadline_misses", 0),
+        ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
+        ("mean JCT (h)", "mean_jct_h", 2),
+    ]
+    head = f"  {'':<18}{name:>16}"
+    if base:
+        head += f"{BASELINE:>16}{'change':>10}"
+    print(head)
+    for label, key, digits in rows:
+        line = f"  {label:<18}{_fmt(run[key], digits):>16}"
+        if key == "jobs_finished":
+            done = f"{run[key]}/{run['jobs_total']}"
+            line = f"  {label:<18}{done:>16}"
+        if base:
+            other = (f"{base[key]}/{base['jobs_total']}" if key == "jobs_finished"
+                     else _fmt(base[key], digits))
+            change = ""
+            if key in ("cost", "energy_kwh", "carbon_kg", "mean_jct_h") and run[key] is not None \
+                    and base[key] is not None:
+                change = _pct(float(run[key]), float(base[key]))
+            line += f"{other:>16}{change:>10}"
+        print(line)
+    if base and base["cost"]:
+        saving = 100.0 * (base["cost"] - run["cost"]) / base["cost"]
+        print(f"  saving against {BASELINE}: {saving:.1f}% of the electricity bill "
+              f"({base['cost'] - run['cost']:,.2f} {cur})")
+    if cap_kg is not None:
+        diff = run["carbon_kg"] - cap_kg
+        where = "above" if diff > 0 else "below"
+        print(f"  carbon cap {cap_kg:,.1f} kg: the run ended {abs(diff):,.1f} kg "
+              f"({abs(100 * diff / cap_kg):.1f}%) {where} it")
+    if run_id:
+        print(f"  stored as run {run_id} in {args.db}")
+    if args.out:
+        print(f"  plan written to {args.out}")
+    if args.migrations_out:
+        print(f"  migrations written to {args.migrations_out}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cap_kg, cap_pct = parse_carbon_cap(args.carbon_cap)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.V is not None and not (math.isfinite(args.V) and args.V > 0):
+        print(f"error: --V must be a positive number, got {args.V}", file=sys.stderr)
+        return 2
+    scenario = load_or_build(args.db, args.scenario)
+
+    base_result: RunResult | None = None
+    base_rec: DuckDBRecorder | None = None
+    if not args.no_baseline or cap_pct is not None:
+        recs: list[Recorder] = []
+        if not args.no_baseline:
+            base_rec = DuckDBRecorder(args.db, {"status": "baseline"})
+            recs.append(base_rec)
+        base_knobs = {"restart_s": args.restart_s}
+        base_result = _simulate(scenario, make_policy(BASELINE, **base_knobs), base_knobs, args,
+                                recs)
+        _warn(BASELINE, base_result)
+    if cap_pct is not None:
+        assert base_result is not None
+        cap_kg = base_result.metrics["carbon_kg"] * (1.0 - cap_pct / 100.0)
+
+    knobs: dict[str, Any] = {"restart_s": args.restart_s}
+    if args.V is not None:
+        knobs["V"] = args.V
+    if cap_kg is not None:
+        knobs["carbon_cap_kg"] = cap_kg
+    if args.migration_threshold is not None:
+        knobs["migration_threshold"] = args.migration_threshold
+    try:
+        policy = make_policy(args.policy, **knobs)
+    except TypeError as exc:
+        given = ", ".join(k for k in knobs if k != "restart_s") or "none"
+        print(f"error: policy {args.policy!r} does not accept these knobs ({given}): {exc}",
+              file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    recorder = DuckDBRecorder(args.db)
+    recorders: list[Recorder] = [recorder]
+    if args.out is not None:
+        recorders.append(CsvRecorder(args.out, args.migrations_out))
+    try:
+        result = _simulate(scenario, policy, knobs, args, recorders)
+    except AllocationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.migrations_out is not None and args.out is None:
+        write_migrations_csv(result.migrations, args.migrations_out)
+    _warn(args.policy, result)
+
+    summary = _summary(args.policy, result)
+    base = _summary(BASELINE, base_result) if base_result is not None and not args.no_baseline \
+        else None
+    if args.json:
+        obj = {**summary, "baseline": base, "scenario": scenario.name,
+               "run_id": recorder.run_id, "carbon_cap_kg": cap_kg}
+        print(json.dumps(obj))
+    else:
+        _print_summary(scenario, args.policy, summary, base, recorder.run_id, cap_kg, args)
+    return 0

@@ -1,0 +1,179 @@
+"""Plan and migrations CSV files: the exported schedule, one row per job per slot.
+
+Both formats are documented for operators in ``docs/plan_csv.md``. Times are ISO-8601 in
+UTC with a ``Z`` suffix (``2024-07-01T08:15:00Z``); ``region`` is the *datacenter* name
+(e.g. ``guangzhou``), not the grid zone. Numbers are written with full precision, so that
+:func:`read_plan_csv` returns exactly what :func:`write_plan_csv` was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import pandas as pd
+
+PLAN_COLUMNS: tuple[str, ...] = (
+    "slot_start",
+    "slot_end",
+    "job_id",
+    "region",
+    "gpu_type",
+    "n_gpus",
+    "batch_size",
+    "action",
+    "energy_kwh",
+    "cost",
+    "carbon_kg",
+    "price_per_kwh",
+    "carbon_g_per_kwh",
+    "progress",
+)
+"""Plan CSV columns, in file order."""
+
+MIGRATION_COLUMNS: tuple[str, ...] = (
+    "slot_start",
+    "job_id",
+    "from_region",
+    "to_region",
+    "checkpoint_gb",
+    "transfer_s",
+    "expected_gain",
+    "reason",
+)
+"""Migrations CSV columns, in file order."""
+
+ACTIONS: tuple[str, ...] = ("start", "run", "migrate", "pause", "resume", "finish")
+"""What a job does in a slot (the plan's ``action`` column)."""
+
+_PLAN_TIMES = ("slot_start", "slot_end")
+_PLAN_INTS = ("n_gpus", "batch_size")
+_PLAN_FLOATS = (
+    "energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh", "progress"
+)
+_PLAN_TEXT = ("job_id", "region", "gpu_type", "action")
+_MIG_FLOATS = ("checkpoint_gb", "transfer_s", "expected_gain")
+_MIG_TEXT = ("job_id", "from_region", "to_region", "reason")
+
+_ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class PlanCsvError(ValueError):
+    """A plan or migrations table does not follow the CSV schema; the message says how."""
+
+
+def _utc(values: pd.Series, column: str) -> pd.Series:
+    try:
+        out = pd.to_datetime(values, utc=True)
+    except (ValueError, TypeError) as exc:
+        raise PlanCsvError(f"column {column!r} holds a value that is not a time: {exc}") from exc
+    if out.isna().any():
+        row = int(np.flatnonzero(out.isna().to_numpy())[0])
+        raise PlanCsvError(f"column {column!r} is empty in row {row}; every row needs a time")
+    return out
+
+
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise PlanCsvError(
+            f"{what} lacks the columns {missing}; expected {list(columns)} in this order"
+        )
+
+
+def normalise_plan(plan: pd.DataFrame) -> pd.DataFrame:
+    """The plan's CSV columns only, in order, with the schema's types.
+
+    Times become timezone-aware UTC timestamps, ``n_gpus`` and ``batch_size`` integers
+    (0 when the job does not run), ``gpu_type`` an empty string when it does not run.
+    Raises :class:`PlanCsvError` on a missing column or an unknown action.
+    """
+    _check_columns(plan, PLAN_COLUMNS, "plan")
+    out = plan.loc[:, list(PLAN_COLUMNS)].copy()
+    for col in _PLAN_TIMES:
+        out[col] = _utc(out[col], col)
+    for col in _PLAN_INTS:
+        out[col] = pd.to_numeric(out[col]).fillna(0).astype(np.int64)
+    for col in _PLAN_FLOATS:
+        out[col] = pd.to_numeric(out[col]).astype(float)
+    for col in _PLAN_TEXT:
+        out[col] = out[col].fillna("").astype(str)
+    bad = sorted(set(out["action"]) - set(ACTIONS))
+    if bad:
+        raise PlanCsvError(f"unknown plan actions {bad}; allowed: {list(ACTIONS)}")
+    return out.reset_index(drop=True)
+
+
+def normalise_migrations(migrations: pd.DataFrame) -> pd.DataFrame:
+    """The migrations table's CSV columns only, in order, with the schema's types."""
+    _check_columns(migrations, MIGRATION_COLUMNS, "migrations table")
+    out = migrations.loc[:, list(MIGRATION_COLUMNS)].copy()
+    out["slot_start"] = _utc(out["slot_start"], "slot_start")
+    for col in _MIG_FLOATS:
+        out[col] = pd.to_numeric(out[col]).astype(float)
+    for col in _MIG_TEXT:
+        out[col] = out[col].fillna("").astype(str)
+    return out.reset_index(drop=True)
+
+
+def _to_csv(frame: pd.DataFrame, dest: str | Path | IO[str], header: bool) -> None:
+    text = frame.copy()
+    for col in text.columns:
+        if isinstance(text[col].dtype, pd.DatetimeTZDtype):
+            text[col] = text[col].dt.strftime(_ISO_FORMAT)
+    # float_format=None keeps pandas' shortest round-trip repr of every float.
+    text.to_csv(dest, index=False, header=header, lineterminator="\n")
+
+
+def write_plan_csv(
+    plan: pd.DataFrame, dest: str | Path | IO[str], *, header: bool = True
+) -> None:
+    """Write the plan CSV (columns :data:`PLAN_COLUMNS`) to a path or an open text file.
+
+    Extra columns of ``plan`` (e.g. ``slot``, ``grid_region``) are left out. With
+    ``header=False`` rows are appended without the header line (streaming writers).
+    """
+    _to_csv(normalise_plan(plan), dest, header)
+
+
+def write_migrations_csv(
+    migrations: pd.DataFrame, dest: str | Path | IO[str], *, header: bool = True
+) -> None:
+    """Write the migrations CSV (columns :data:`MIGRATION_COLUMNS`)."""
+    _to_csv(normalise_migrations(migrations), dest, header)
+
+
+def _read(path: str | Path | IO[str], columns: Sequence[str], what: str) -> pd.DataFrame:
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if tuple(frame.columns) != tuple(columns):
+        raise PlanCsvError(
+            f"{what} header is {list(frame.columns)}; expected exactly {list(columns)}"
+        )
+    return frame
+
+
+def _numbers(frame: pd.DataFrame, columns: Sequence[str], kind: type) -> None:
+    for col in columns:
+        raw = frame[col].replace("", np.nan)
+        try:
+            values = pd.to_numeric(raw)
+        except (ValueError, TypeError) as exc:
+            raise PlanCsvError(f"column {col!r} holds a value that is not a number: {exc}") from exc
+        frame[col] = values.fillna(0).astype(np.int64) if kind is int else values.astype(float)
+
+
+def read_plan_csv(path: str | Path | IO[str]) -> pd.DataFrame:
+    """Read a plan CSV back into a frame with the schema's types (see :func:`normalise_plan`)."""
+    frame = _read(path, PLAN_COLUMNS, "plan CSV")
+    _numbers(frame, _PLAN_INTS, int)
+    _numbers(frame, _PLAN_FLOATS, float)
+    return normalise_plan(frame)
+
+
+def read_migrations_csv(path: str | Path | IO[str]) -> pd.DataFrame:
+    """Read a migrations CSV back into a frame with the schema's types."""
+    frame = _read(path, MIGRATION_COLUMNS, "migrations CSV")
+    _numbers(frame, _MIG_FLOATS, float)
+    return normalise_migrations(frame)

@@ -1,0 +1,231 @@
+"""Run metrics: energy, cost, carbon, where and when energy was used, completion, utilisation.
+
+:func:`compute_metrics` turns a run's frames (see :class:`workbench.sim.RunResult`) into one
+flat dict of numbers (plus ``currency``), so that runs compare column by column and the store
+keeps each metric as one row.
+
+Peak hours: a slot is *peak* in a grid region when that region's price in the slot is above
+the median price of the region over the same local calendar day (the day in the timezone of
+the region's datacenters). Everything else is off-peak (valley). This follows the shape of
+Chinese time-of-use tariffs, whose peak blocks are the dearer half of the day.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.model import Scenario
+
+METRIC_KEYS: tuple[str, ...] = (
+    "energy_kwh", "cost", "currency", "carbon_kg", "energy_moved_kwh", "energy_peak_kwh",
+    "energy_offpeak_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses", "jobs_finished",
+    "jobs_total", "jobs_unfinished", "inference_services", "inference_unserved_slots",
+    "migrations", "migration_gb", "gpu_utilisation", "jobs_waiting_mean", "decide_s_mean",
+    "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
+)
+"""Keys every metrics dict has; per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue
+``queue_mean:<kind>`` / ``queue_max:<kind>`` keys follow them."""
+
+
+def peak_mask(scenario: Scenario) -> pd.DataFrame:
+    """Whether each slot of the horizon is a peak slot in each grid region.
+
+    A slot is peak when ``price[t, r] > median(price[s, r] for s in the local day of t)``.
+
+    Returns
+    -------
+    DataFrame
+        Boolean, indexed by slot number, one column per grid region.
+    """
+    grid = scenario.grid
+    times = pd.DatetimeIndex(grid["time"].values).tz_localize("UTC")
+    start = pd.Timestamp(scenario.start)
+    pos = int(times.get_indexer([start])[0])
+    if pos < 0:
+        raise ValueError(f"scenario {scenario.name!r}: grid has no step at its start")
+    times = times[pos:pos + scenario.n_slots]
+    tz_of = {d.region: d.timezone for d in scenario.datacenters}
+    tz_of.update(grid.attrs.get("timezones", {}) or {})
+    out = {}
+    for region in sorted({d.region for d in scenario.datacenters}):
+        price = grid["price_per_kwh"].sel(region=region).values[pos:pos + scenario.n_slots]
+        s = pd.Series(np.asarray(price, dtype=float))
+        day = pd.Series(times.tz_convert(tz_of.get(region, "UTC")).date)
+        median = s.groupby(day).transform("median")
+        out[region] = (s > median).to_numpy()
+    return pd.DataFrame(out, index=pd.RangeIndex(len(times), name="slot"))
+
+
+def _frames(result: Any) -> dict[str, pd.DataFrame | None]:
+    if isinstance(result, Mapping):
+        get = result.get
+    else:
+        def get(key: str, default: object = None) -> Any:
+            return getattr(result, key, default)
+    frames = {k: get(k, None) for k in ("plan", "migrations", "slots", "jobs", "queues")}
+    if frames["plan"] is None:
+        raise ValueError("compute_metrics needs at least a plan frame")
+    return frames
+
+
+def _float(x: float) -> float:
+    return float(x) if x is not None and math.isfinite(float(x)) else math.nan
+
+
+def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
+    """Metrics of one run.
+
+    Parameters
+    ----------
+    result : RunResult or mapping
+        A :class:`workbench.sim.RunResult`, or a mapping with a ``plan`` frame and
+        optionally ``migrations``, ``slots``, ``jobs`` and ``queues`` frames (e.g. read back
+        from CSV or the store).
+    scenario : Scenario
+        The scenario the run used (pools, homes, prices for peak hours).
+
+    Returns
+    -------
+    dict
+        Flat: :data:`METRIC_KEYS`, then ``gpu_utilisation:<dc>/<gpu>``,
+        ``queue_mean:<kind>`` and ``queue_max:<kind>``. Definitions:
+
+        - ``energy_kwh``, ``cost``, ``carbon_kg``: sums over the plan (facility energy with
+          PUE, at the true price and carbon).
+        - ``energy_moved_kwh``: energy of rows run outside the job's home datacenter.
+        - ``energy_peak_kwh`` / ``energy_offpeak_kwh``: split by :func:`peak_mask`.
+        - ``mean_jct_h``, ``p95_jct_h``: completion time ``finish - arrival`` of finished
+          training jobs, hours (NaN when none finished).
+        - ``deadline_misses``: training jobs that finished after their deadline, or did not
+          finish although their deadline fell inside the horizon.
+        - ``jobs_finished`` / ``jobs_total``: training jobs only; inference services are
+          counted in ``inference_services`` and their unserved slots separately.
+        - ``gpu_utilisation``: busy GPU-slots / (GPUs x slots), overall and per pool.
+        - ``jobs_waiting_mean``: mean number of active training jobs not running.
+        - ``queue_mean:<kind>``, ``queue_max:<kind>``: mean and maximum over time of the
+          policy's queue backlogs, summed over queues named ``<kind>:<key>`` (so
+          ``queue_mean:Z`` is the mean total carbon backlog).
+        - ``decide_s_*``: wall time of the policy's decision per slot; ``solve_s_*``: the
+          solver time the policy reported (0 when it reports none); ``fallbacks``: slots
+          answered by a fallback allocation.
+    """
+    f = _frames(result)
+    plan = f["plan"]
+    assert plan is not None
+    out: dict[str, Any] = {}
+    out["energy_kwh"] = float(plan["energy_kwh"].sum())
+    out["cost"] = float(plan["cost"].sum())
+    out["currency"] = scenario.currency
+    out["carbon_kg"] = float(plan["carbon_kg"].sum())
+
+    home = plan["home"] if "home" in plan else plan["job_id"].map(
+        {j.job_id: j.home for j in scenario.jobs})
+    running = plan["n_gpus"].fillna(0).astype(int) > 0
+    out["energy_moved_kwh"] = float(plan.loc[running & (plan["region"] != home),
+                                             "energy_kwh"].sum())
+    peak = peak_mask(scenario)
+    region_of = {d.name: d.region for d in scenario.datacenters}
+    if "slot" in plan:
+        slot = plan["slot"].astype(int).to_numpy()
+    else:
+        start = pd.Timestamp(scenario.start)
+        slot = ((pd.to_datetime(plan["slot_start"], utc=True) - start).dt.total_seconds()
+                // scenario.slot_s).astype(int).to_numpy()
+    regs = plan["region"].map(region_of)
+    is_peak = np.zeros(len(plan), dtype=bool)
+    for region in peak.columns:
+        rows = (regs == region).to_numpy() & (slot >= 0) & (slot < len(peak))
+        is_peak[rows] = peak[region].to_numpy()[slot[rows]]
+    out["energy_peak_kwh"] = float(plan.loc[is_peak, "energy_kwh"].sum())
+    out["energy_offpeak_kwh"] = float(plan.loc[~is_peak, "energy_kwh"].sum())
+
+    training = [j for j in scenario.jobs if j.is_training]
+    jobs = f["jobs"]
+    if jobs is not None and len(jobs):
+        tr = jobs[jobs["kind"] == "training"]
+        finished = tr[tr["finished"].astype(bool)]
+        jct = finished["jct_h"].astype(float).to_numpy()
+        met = tr["deadline_met"]
+        misses = int(sum(1 for v in met if v is not None and v is not pd.NA
+                         and not (isinstance(v, float) and math.isnan(v)) and not bool(v)))
+        n_finished = len(finished)
+    else:
+        fin = plan[plan["action"] == "finish"]
+        fin = fin[fin["job_id"].isin({j.job_id for j in training})]
+        end = pd.to_datetime(fin["slot_start"], utc=True) + pd.to_timedelta(
+            fin["used_s"] if "used_s" in fin else scenario.slot_s, unit="s")
+        arrival = fin["job_id"].map({j.job_id: pd.Timestamp(j.arrival) for j in training})
+        jct = ((end - arrival).dt.total_seconds() / 3600.0).to_numpy()
+        done = dict(zip(fin["job_id"], end, strict=True))
+        misses = 0
+        horizon_end = pd.Timestamp(scenario.end)
+        for j in training:
+            if j.deadline is None:
+                continue
+            when = done.get(j.job_id)
+            if (when is None and pd.Timestamp(j.deadline) <= horizon_end) or (
+                when is not None and when > pd.Timestamp(j.deadline)
+            ):
+                misses += 1
+        n_finished = len(fin)
+    out["mean_jct_h"] = _float(np.mean(jct)) if len(jct) else math.nan
+    out["p95_jct_h"] = _float(np.percentile(jct, 95)) if len(jct) else math.nan
+    out["deadline_misses"] = misses
+    out["jobs_finished"] = int(n_finished)
+    out["jobs_total"] = len(training)
+    out["jobs_unfinished"] = len(training) - int(n_finished)
+    out["inference_services"] = len(scenario.jobs) - len(training)
+    inf_ids = {j.job_id for j in scenario.jobs if not j.is_training}
+    out["inference_unserved_slots"] = int(
+        ((plan["action"] == "pause") & plan["job_id"].isin(inf_ids)).sum())
+
+    mig = f["migrations"]
+    out["migrations"] = 0 if mig is None else len(mig)
+    out["migration_gb"] = 0.0 if mig is None else float(mig["checkpoint_gb"].sum())
+
+    busy = plan.loc[running].groupby(["region", "gpu_type"])["n_gpus"].sum()
+    per_pool = {}
+    total_busy = 0.0
+    total_cap = 0.0
+    for p in scenario.pools:
+        b = float(busy.get((p.datacenter, p.gpu_type), 0.0))
+        cap = float(p.count * scenario.n_slots)
+        per_pool[f"gpu_utilisation:{p.datacenter}/{p.gpu_type}"] = b / cap
+        total_busy += b
+        total_cap += cap
+    out["gpu_utilisation"] = total_busy / total_cap if total_cap else 0.0
+
+    slots = f["slots"]
+    if slots is not None and len(slots):
+        out["jobs_waiting_mean"] = float(slots["jobs_waiting"].mean())
+        out["decide_s_mean"] = float(slots["decide_s"].mean())
+        out["decide_s_max"] = float(slots["decide_s"].max())
+        solve = slots["solve_s"].astype(float).dropna() if "solve_s" in slots else pd.Series()
+        out["solve_s_mean"] = float(solve.mean()) if len(solve) else 0.0
+        out["solve_s_max"] = float(solve.max()) if len(solve) else 0.0
+        out["fallbacks"] = int(slots["fallback"].astype(bool).sum()) if "fallback" in slots else 0
+    else:
+        out.update(jobs_waiting_mean=math.nan, decide_s_mean=math.nan, decide_s_max=math.nan,
+                   solve_s_mean=0.0, solve_s_max=0.0, fallbacks=0)
+    out.update(per_pool)
+
+    queues = f["queues"]
+    if queues is None and slots is not None and "queues" in slots:
+        queues = pd.DataFrame([json.loads(q) for q in slots["queues"]])
+    if queues is not None and len(queues.columns):
+        # Queues named "<kind>:<key>" (e.g. Z:guangzhou, R:job-7) are summed per kind, so
+        # the metric count stays small however many jobs a run has.
+        groups: dict[str, list[str]] = {}
+        for name in queues.columns:
+            groups.setdefault(str(name).split(":", 1)[0], []).append(name)
+        for kind, names in sorted(groups.items()):
+            q = queues[names].astype(float).fillna(0.0).sum(axis=1)
+            out[f"queue_mean:{kind}"] = float(q.mean())
+            out[f"queue_max:{kind}"] = float(q.max())
+    return out

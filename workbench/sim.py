@@ -1,0 +1,759 @@
+"""The slot loop: hand each slot's state to a policy, apply its allocation to the truth, record.
+
+The clock is explicit: slot ``t`` covers ``[start + t*slot_s, start + (t+1)*slot_s)``. Each
+slot the simulator
+
+1. activates arrivals (a training job from the first slot starting at or after its arrival,
+   until it finishes; an inference service in every slot starting in ``[arrival, end)``);
+2. builds a :class:`~workbench.policies.base.SlotState` with the jobs' remaining work and
+   online estimates, and a :class:`~workbench.policies.base.Forecast` from
+   :func:`workbench.cubes.forecast`;
+3. calls ``policy.decide`` and validates the allocation (pool capacity, allowed GPU types,
+   latency bounds, links for moves); an invalid allocation raises :class:`AllocationError`;
+4. applies it to the *truth*: progress from :func:`workbench.perf.ecu` at the profile's true
+   gradient noise scale, times a hidden per-job throughput factor and per-slot noise;
+   restart and transfer losses; energy, cost and carbon at the true price and carbon;
+5. re-estimates each job's throughput scale and gradient noise scale from the noisy
+   observations (:class:`workbench.estimate.OnlineEstimator`, exponential moving averages);
+6. hands a :class:`SlotRecord` to every recorder.
+
+The simulator never asks which policy it runs: every policy is driven by the same
+``reset``/``decide`` calls and the same truth.
+
+Truth model, for a training job on ``n`` GPUs of type ``g`` with global batch ``m``::
+
+    lost     = restart_s  (unless it ran in the same datacenter last slot)
+             + 8 * checkpoint_gb / bandwidth_gbps   (if its checkpoint lives elsewhere)
+    X_true   = X(n, m) * f_j * eta_t          f_j ~ LogNormal(0, noise) once per job,
+                                              eta_t ~ LogNormal(0, noise) per job and slot
+    rate     = X_true * E_phi(progress)(m) / W_j          fraction of the work per second
+    progress = min(rate * (slot_s - lost), remaining)
+    used_s   = slot_s, or lost + remaining / rate when the job finishes in the slot
+    energy   = min(n * a1 + a2 * X_true, n * max_power_w) * used_s / 3.6e6 * PUE
+               + checkpoint_gb * transfer_energy_kwh_per_gb   (on a move)
+
+An inference service draws ``n * (idle + load * (max - idle))`` W for the whole slot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time as _time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from tqdm.auto import tqdm
+
+from workbench import perf
+from workbench.cubes import FORECAST_MODES, forecast
+from workbench.estimate import OnlineEstimator
+from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
+from workbench.model import Datacenter, GpuPool, Job, Scenario
+from workbench.policies.base import (
+    RESTART_S_DEFAULT,
+    Allocation,
+    JobState,
+    Placement,
+    Policy,
+    SlotState,
+)
+
+log = logging.getLogger(__name__)
+
+EMA_ALPHA_DEFAULT = 0.1
+"""Weight of the newest observation in the online estimates (:mod:`workbench.estimate`)."""
+
+PLAN_EXTRA_COLUMNS: tuple[str, ...] = (
+    "slot", "kind", "home", "grid_region", "used_s", "lost_s", "remaining",
+)
+"""Columns of :attr:`RunResult.plan` beyond the plan CSV's (:data:`PLAN_COLUMNS`)."""
+
+JOB_COLUMNS: tuple[str, ...] = (
+    "job_id", "kind", "app", "home", "arrival", "deadline", "first_start", "finish_time",
+    "jct_h", "finished", "deadline_met", "remaining", "slots_active", "slots_run",
+    "migrations", "energy_kwh", "cost", "carbon_kg", "reason",
+)
+"""Columns of :attr:`RunResult.jobs` (one row per job of the scenario)."""
+
+
+class AllocationError(ValueError):
+    """A policy returned an allocation that breaks the scenario's rules."""
+
+
+@dataclass(frozen=True)
+class SlotRecord:
+    """Everything that happened in one slot, as handed to recorders.
+
+    ``plan`` rows carry the plan CSV columns plus :data:`PLAN_EXTRA_COLUMNS`;
+    ``migrations`` rows the migrations CSV columns; ``summary`` is the slot's row of
+    :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
+    """
+
+    t: int
+    slot_start: datetime
+    slot_end: datetime
+    plan: tuple[dict[str, Any], ...]
+    migrations: tuple[dict[str, Any], ...]
+    summary: dict[str, Any]
+    queues: Mapping[str, float]
+
+
+@dataclass
+class RunResult:
+    """The outcome of one simulated run.
+
+    Attributes
+    ----------
+    meta : dict
+        ``scenario``, ``policy``, ``knobs`` and the simulator's settings.
+    plan : DataFrame
+        One row per job per slot it is active in: :data:`PLAN_COLUMNS` (``region`` is the
+        datacenter) then :data:`PLAN_EXTRA_COLUMNS`.
+    migrations : DataFrame
+        :data:`MIGRATION_COLUMNS`, one row per move of a job between datacenters.
+    slots : DataFrame
+        One row per slot: totals (``energy_kwh``, ``cost``, ``carbon_kg``), counts of jobs,
+        busy GPUs, the policy's solve status and time, fallback flag, then per datacenter
+        ``energy_kwh:<dc>``, ``cost:<dc>``, ``carbon_kg:<dc>``, per pool
+        ``gpus_busy:<dc>/<gpu>``, and ``queues`` (the policy's queues as JSON).
+    queues : DataFrame
+        The policy's queues after each slot, one column per queue, indexed by slot.
+    jobs : DataFrame
+        One row per job (:data:`JOB_COLUMNS`): finish time, JCT, deadline met, and for a job
+        not done a ``reason``.
+    metrics : dict
+        :func:`workbench.metrics.compute_metrics` of the run.
+    warnings : list of str
+        What the user should see: solver fallbacks, unserved inference, unfinished jobs.
+    """
+
+    meta: dict[str, Any]
+    plan: pd.DataFrame
+    migrations: pd.DataFrame
+    slots: pd.DataFrame
+    queues: pd.DataFrame
+    jobs: pd.DataFrame
+    metrics: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def policy(self) -> str:
+        return str(self.meta["policy"])
+
+
+class Recorder(Protocol):
+    """Receives a run as it happens; see :mod:`workbench.recorders`."""
+
+    def start(self, run_meta: Mapping[str, Any]) -> None: ...
+
+    def record(self, slot_record: SlotRecord) -> None: ...
+
+    def finish(self, result: RunResult) -> None: ...
+
+
+@dataclass
+class _JobRun:
+    """The simulator's mutable bookkeeping of one job (truth and estimates)."""
+
+    job: Job
+    first_slot: int
+    stop_slot: int  # exclusive; n_slots for training (they run until done)
+    factor: float
+    est: OnlineEstimator | None
+    done: float = 0.0
+    placement: Placement | None = None
+    last_dc: str | None = None
+    slots_active: int = 0
+    slots_run: int = 0
+    migrations: int = 0
+    first_start: datetime | None = None
+    finish_time: datetime | None = None
+    energy_kwh: float = 0.0
+    cost: float = 0.0
+    carbon_kg: float = 0.0
+    capacity_seen: bool = False
+    unserved: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_time is not None
+
+    def active(self, t: int) -> bool:
+        return self.first_slot <= t < self.stop_slot and not self.finished
+
+    def state(self) -> JobState:
+        if self.est is not None:
+            phi = self.est.phi(self.done)
+            scale = self.est.speed_factor
+            remaining = max(1.0 - self.done, 0.0)
+        else:
+            phi, scale, remaining = 1.0, 1.0, 1.0
+        return JobState(
+            job=self.job,
+            remaining=remaining,
+            placement=self.placement,
+            last_datacenter=self.last_dc,
+            phi=phi,
+            throughput_scale=scale,
+            slots_run=self.slots_run,
+        )
+
+
+def _first_slot_at_or_after(scenario: Scenario, when: datetime) -> int:
+    offset = (when - scenario.start).total_seconds() / scenario.slot_s
+    return max(int(math.ceil(offset - 1e-9)), 0)
+
+
+def _horizon_cube(scenario: Scenario) -> xr.Dataset:
+    """The scenario's cube cut to its horizon, so that row ``t`` is slot ``t``."""
+    grid = scenario.grid
+    times = pd.DatetimeIndex(grid["time"].values)
+    start = pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
+    pos = times.get_indexer([start])[0]
+    if pos < 0:
+        raise ValueError(
+            f"scenario {scenario.name!r}: its grid cube has no time step at the scenario start "
+            f"{scenario.start.isoformat()}; rebuild the cube from the start"
+        )
+    if times.size - pos < scenario.n_slots:
+        raise ValueError(
+            f"scenario {scenario.name!r}: its grid cube covers {times.size - pos} slots from the "
+            f"start, fewer than n_slots {scenario.n_slots}"
+        )
+    cube = grid.isel(time=slice(pos, pos + scenario.n_slots))
+    if "slot_s" not in cube.attrs:
+        cube = cube.assign_attrs(slot_s=scenario.slot_s)
+    for var in ("price_per_kwh", "carbon_g_per_kwh"):
+        if not np.all(np.isfinite(cube[var].values)):
+            raise ValueError(
+                f"scenario {scenario.name!r}: {var} has missing values inside the horizon; "
+                "fill or re-import the grid data"
+            )
+    return cube
+
+
+def _validate(
+    alloc: Allocation,
+    state: SlotState,
+    pools: Mapping[tuple[str, str], GpuPool],
+    policy_name: str,
+) -> None:
+    """Raise :class:`AllocationError` unless every placement is allowed and pools suffice."""
+    sc = state.scenario
+    where = f"policy {policy_name!r}, slot {state.t} ({state.time.isoformat()})"
+    active = {js.job.job_id: js for js in state.jobs}
+    used: Counter[tuple[str, str]] = Counter()
+    users: dict[tuple[str, str], list[str]] = {}
+    for job_id, p in alloc.placements.items():
+        js = active.get(job_id)
+        if js is None:
+            raise AllocationError(
+                f"{where}: job {job_id!r} is placed but is not active (unknown, not yet "
+                "arrived, finished, or past its service end)"
+            )
+        job = js.job
+        key = (p.datacenter, p.gpu_type)
+        pool = pools.get(key)
+        if pool is None:
+            raise AllocationError(
+                f"{where}: job {job_id!r} is placed on {p.datacenter}/{p.gpu_type}, which is "
+                "not a GPU pool of the scenario"
+            )
+        if not job.allows(p.gpu_type):
+            raise AllocationError(
+                f"{where}: job {job_id!r} may run only on {list(job.gpu_types)}, not on "
+                f"{p.gpu_type}"
+            )
+        if not (isinstance(p.n_gpus, int | np.integer) and p.n_gpus >= 1):
+            raise AllocationError(f"{where}: job {job_id!r} needs n_gpus >= 1, got {p.n_gpus!r}")
+        if not (isinstance(p.batch_size, int | np.integer) and p.batch_size >= 1):
+            raise AllocationError(
+                f"{where}: job {job_id!r} needs batch_size >= 1, got {p.batch_size!r}"
+            )
+        if not job.is_training:
+            bound = job.max_latency_ms if job.max_latency_ms is not None else math.inf
+            latency = sc.latency_ms(job.home, p.datacenter)
+            if latency > bound:
+                raise AllocationError(
+                    f"{where}: inference service {job_id!r} placed in {p.datacenter}, "
+                    f"{latency} ms from its home {job.home} (bound {bound} ms)"
+                )
+        if js.last_datacenter is not None and js.last_datacenter != p.datacenter:
+            if sc.link(js.last_datacenter, p.datacenter) is None:
+                raise AllocationError(
+                    f"{where}: job {job_id!r} moves {js.last_datacenter} -> {p.datacenter} but "
+                    "no link joins them"
+                )
+        used[key] += int(p.n_gpus)
+        users.setdefault(key, []).append(f"{job_id}:{p.n_gpus}")
+    for key, n in used.items():
+        cap = pools[key].count
+        if n > cap:
+            raise AllocationError(
+                f"{where}: pool {key[0]}/{key[1]} is given {n} GPUs but has {cap} "
+                f"({', '.join(users[key])})"
+            )
+
+
+def _json_queues(queues: Mapping[str, float]) -> str:
+    return json.dumps({str(k): float(v) for k, v in queues.items()}, sort_keys=True)
+
+
+def simulate(
+    scenario: Scenario,
+    policy: Policy,
+    *,
+    forecast_mode: str = "perfect",
+    forecast_error: float = 0.0,
+    noise: float = 0.0,
+    seed: int = 0,
+    recorders: Sequence[Recorder] = (),
+    progress: bool = False,
+    restart_s: float = RESTART_S_DEFAULT,
+    ema_alpha: float = EMA_ALPHA_DEFAULT,
+    knobs: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run ``policy`` over the scenario's horizon and return what happened.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        Sites, pools, links, jobs, profiles and the price/carbon cube.
+    policy : Policy
+        Anything with ``name``, ``reset(scenario)`` and ``decide(state, forecast)``.
+    forecast_mode, forecast_error : str, float
+        What the policy is told about future price and carbon (see
+        :func:`workbench.cubes.forecast`); the simulator always charges the truth.
+    noise : float
+        Log-normal sigma of the hidden per-job throughput factor, of the per-slot
+        throughput noise and of the noise on observed gradient noise scales (0: the job
+        model is exact and observations are noiseless).
+    seed : int
+        Seed of every random draw (noise and noisy forecasts); equal seeds, equal runs.
+    recorders : sequence of Recorder
+        Each gets ``start(meta)``, ``record(slot_record)`` per slot and ``finish(result)``.
+    progress : bool
+        Show a tqdm progress bar on stderr.
+    restart_s : float
+        Seconds lost on every start, resume or migration.
+    ema_alpha : float
+        Weight in (0, 1] of the newest observation in the online estimates.
+    knobs : mapping, optional
+        The policy's settings, stored with the run (``meta["knobs"]``).
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    AllocationError
+        When the policy places a job where it may not run or over a pool's capacity.
+    """
+    # Imported here: metrics reads RunResult frames and would otherwise import this module.
+    from workbench.metrics import compute_metrics
+
+    if forecast_mode not in FORECAST_MODES:
+        raise ValueError(f"unknown forecast mode {forecast_mode!r}; use one of {FORECAST_MODES}")
+    for value, what in ((forecast_error, "forecast_error"), (noise, "noise"),
+                        (restart_s, "restart_s")):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
+    if not 0 < ema_alpha <= 1:
+        raise ValueError(f"ema_alpha must be in (0, 1], got {ema_alpha!r}")
+
+    sc = scenario
+    slot_s = float(sc.slot_s)
+    cube = _horizon_cube(sc)
+    regions = [str(r) for r in cube["region"].values]
+    r_index = {r: i for i, r in enumerate(regions)}
+    price = np.asarray(cube["price_per_kwh"].values, dtype=float)
+    carbon = np.asarray(cube["carbon_g_per_kwh"].values, dtype=float)
+    dcs: dict[str, Datacenter] = {d.name: d for d in sc.datacenters}
+    pools: dict[tuple[str, str], GpuPool] = {(p.datacenter, p.gpu_type): p for p in sc.pools}
+
+    rng = np.random.default_rng(seed)
+    factors = np.exp(noise * rng.standard_normal(len(sc.jobs)))
+    slot_rng = np.random.default_rng([seed, 1])
+    runs: list[_JobRun] = []
+    for job, factor in zip(sc.jobs, factors, strict=True):
+        first = _first_slot_at_or_after(sc, job.arrival)
+        if job.is_training:
+            stop = sc.n_slots
+            # One estimator per job, against a reference profile: observations on other GPU
+            # types are mapped onto it by the ratio to their own model.
+            ref_pool = min((p for p in sc.pools if job.allows(p.gpu_type)),
+                           key=lambda p: (p.gpu_type, p.datacenter))
+            est: OnlineEstimator | None = OnlineEstimator(
+                sc.profile(job.app, ref_pool.gpu_type), alpha=ema_alpha,
+                gpus_per_node=ref_pool.gpus_per_node)
+        else:
+            assert job.end is not None
+            stop = min(_first_slot_at_or_after(sc, job.end), sc.n_slots)
+            est = None
+        runs.append(_JobRun(
+            job=job, first_slot=first, stop_slot=stop,
+            factor=float(factor) if job.is_training else 1.0, est=est,
+        ))
+
+    meta: dict[str, Any] = {
+        "scenario": sc.name,
+        "policy": policy.name,
+        "knobs": dict(knobs or {}),
+        "forecast_mode": forecast_mode,
+        "forecast_error": forecast_error,
+        "noise": noise,
+        "seed": seed,
+        "restart_s": restart_s,
+        "slot_s": sc.slot_s,
+        "n_slots": sc.n_slots,
+        "start": sc.start.isoformat(),
+        "currency": sc.currency,
+    }
+    for rec in recorders:
+        rec.start(meta)
+
+    policy.reset(sc)
+    warnings: list[str] = []
+    plan_rows: list[dict[str, Any]] = []
+    mig_rows: list[dict[str, Any]] = []
+    slot_rows: list[dict[str, Any]] = []
+    queue_rows: list[dict[str, float]] = []
+    cost_so_far = 0.0
+    carbon_so_far = 0.0
+    wall0 = _time.perf_counter()
+
+    bar = tqdm(range(sc.n_slots), desc=f"{sc.name}/{policy.name}", unit="slot",
+               disable=not progress, leave=False)
+    for t in bar:
+        t_start = sc.start + timedelta(seconds=slot_s * t)
+        t_end = t_start + timedelta(seconds=slot_s)
+        active = [r for r in runs if r.active(t)]
+        state = SlotState(
+            scenario=sc, t=t, time=t_start, jobs=tuple(r.state() for r in active),
+            carbon_kg_so_far=carbon_so_far, cost_so_far=cost_so_far,
+        )
+        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed)
+        tic = _time.perf_counter()
+        alloc = policy.decide(state, fc)
+        decide_s = _time.perf_counter() - tic
+        _validate(alloc, state, pools, policy.name)
+
+        solve = alloc.solve
+        if solve is not None and solve.fallback:
+            detail = f": {solve.message}" if solve.message else ""
+            msg = (f"slot {t} ({t_start:%Y-%m-%d %H:%M} UTC): {policy.name} used a fallback "
+                   f"allocation (solver status {solve.status}){detail}")
+            log.warning(msg)
+            warnings.append(msg)
+
+        busy: Counter[tuple[str, str]] = Counter()
+        for p in alloc.placements.values():
+            busy[(p.datacenter, p.gpu_type)] += p.n_gpus
+        dc_energy: Counter[str] = Counter()
+        dc_cost: Counter[str] = Counter()
+        dc_carbon: Counter[str] = Counter()
+        slot_plan: list[dict[str, Any]] = []
+        slot_migs: list[dict[str, Any]] = []
+        running = waiting = unserved = 0
+
+        for r in active:
+            job = r.job
+            r.slots_active += 1
+            p = alloc.placements.get(job.job_id)
+            if p is None:
+                where = r.last_dc or job.home
+                reg = dcs[where].region
+                if job.is_training:
+                    waiting += 1
+                    need = min(job.gpu_counts)
+                    if any(
+                        pool.count - busy[key] >= need
+                        for key, pool in pools.items() if job.allows(pool.gpu_type)
+                    ):
+                        r.capacity_seen = True
+                else:
+                    unserved += 1
+                    r.unserved += 1
+                r.placement = None
+                slot_plan.append({
+                    "slot_start": t_start, "slot_end": t_end, "job_id": job.job_id,
+                    "region": where, "gpu_type": "", "n_gpus": 0, "batch_size": 0,
+                    "action": "pause", "energy_kwh": 0.0, "cost": 0.0, "carbon_kg": 0.0,
+                    "price_per_kwh": float(price[t, r_index[reg]]),
+                    "carbon_g_per_kwh": float(carbon[t, r_index[reg]]), "progress": 0.0,
+                    "slot": t, "kind": job.kind, "home": job.home, "grid_region": reg,
+                    "used_s": 0.0, "lost_s": 0.0, "remaining": max(1.0 - r.done, 0.0)
+                    if job.is_training else 1.0,
+                })
+                continue
+
+            running += 1
+            dc = dcs[p.datacenter]
+            pool = pools[(p.datacenter, p.gpu_type)]
+            reg = dc.region
+            pr = float(price[t, r_index[reg]])
+            cg = float(carbon[t, r_index[reg]])
+            moves = r.last_dc is not None and r.last_dc != p.datacenter
+            same_place = r.placement is not None and r.placement.datacenter == p.datacenter
+            transfer_s = transfer_kwh = 0.0
+            if moves:
+                assert r.last_dc is not None
+                link = sc.link(r.last_dc, p.datacenter)
+                assert link is not None  # checked by _validate
+                transfer_s = link.transfer_s(job.checkpoint_gb)
+                transfer_kwh = job.checkpoint_gb * link.transfer_energy_kwh_per_gb
+            finishing = False
+            if job.is_training:
+                prof = sc.profile(job.app, p.gpu_type)
+                lost = min(transfer_s + (0.0 if same_place else restart_s), slot_s)
+                useful = slot_s - lost
+                eta = float(np.exp(noise * slot_rng.standard_normal())) if noise > 0 else 1.0
+                x_model = float(perf.throughput(prof.throughput, p.n_gpus, p.batch_size,
+                                                pool.gpus_per_node))
+                x_true = x_model * r.factor * eta
+                phi_true = float(prof.efficiency.phi(r.done))
+                eff = float(perf.efficiency(phi_true, prof.efficiency.m0, p.batch_size))
+                rate = x_true * eff / job.work_samples
+                remaining = 1.0 - r.done
+                if rate * useful >= remaining - 1e-12:
+                    finishing = True
+                    run_s = remaining / rate if rate > 0 else 0.0
+                    used_s = min(lost + run_s, slot_s)
+                    delta = remaining
+                else:
+                    used_s = slot_s
+                    delta = rate * useful
+                e = prof.energy
+                power = min(p.n_gpus * e.a1_w + e.a2_w_per_sps * x_true,
+                            p.n_gpus * e.max_power_w)
+                energy = power * used_s / 3.6e6 * dc.pue + transfer_kwh
+                # Online re-estimation from what the job reports this slot.
+                if useful > 0:
+                    _observe(r, p.n_gpus, p.batch_size, x_true / x_model, phi_true, noise,
+                             slot_rng)
+                r.done = 1.0 if finishing else r.done + delta
+            else:
+                lost = 0.0
+                used_s = slot_s
+                delta = 0.0
+                power = p.n_gpus * (pool.idle_power_w
+                                    + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
+                energy = power * slot_s / 3.6e6 * dc.pue + transfer_kwh
+                finishing = t == r.stop_slot - 1
+
+            if finishing:
+                action = "finish"
+            elif moves:
+                action = "migrate"
+            elif r.slots_run == 0:
+                action = "start"
+            elif same_place:
+                action = "run"
+            else:
+                action = "resume"
+            if moves:
+                r.migrations += 1
+                slot_migs.append({
+                    "slot_start": t_start, "job_id": job.job_id, "from_region": r.last_dc,
+                    "to_region": p.datacenter, "checkpoint_gb": job.checkpoint_gb,
+                    "transfer_s": transfer_s,
+                    "expected_gain": float(alloc.expected_gain.get(job.job_id, math.nan)),
+                    "reason": str(alloc.reasons.get(job.job_id, "")),
+                })
+            if r.first_start is None:
+                r.first_start = t_start
+            if finishing and job.is_training:
+                r.finish_time = t_start + timedelta(seconds=used_s)
+            cost = energy * pr
+            carb = energy * cg / 1000.0
+            r.energy_kwh += energy
+            r.cost += cost
+            r.carbon_kg += carb
+            r.slots_run += 1
+            r.placement = p
+            r.last_dc = p.datacenter
+            dc_energy[p.datacenter] += energy
+            dc_cost[p.datacenter] += cost
+            dc_carbon[p.datacenter] += carb
+            slot_plan.append({
+                "slot_start": t_start, "slot_end": t_end, "job_id": job.job_id,
+                "region": p.datacenter, "gpu_type": p.gpu_type, "n_gpus": int(p.n_gpus),
+                "batch_size": int(p.batch_size), "action": action, "energy_kwh": energy,
+                "cost": cost, "carbon_kg": carb, "price_per_kwh": pr, "carbon_g_per_kwh": cg,
+                "progress": delta, "slot": t, "kind": job.kind, "home": job.home,
+                "grid_region": reg, "used_s": used_s, "lost_s": lost,
+                "remaining": max(1.0 - r.done, 0.0) if job.is_training else 1.0,
+            })
+
+        e_tot = float(sum(dc_energy.values()))
+        c_tot = float(sum(dc_cost.values()))
+        k_tot = float(sum(dc_carbon.values()))
+        cost_so_far += c_tot
+        carbon_so_far += k_tot
+        queues = {str(k): float(v) for k, v in alloc.queues.items()}
+        summary: dict[str, Any] = {
+            "slot": t, "time": t_start, "energy_kwh": e_tot, "cost": c_tot, "carbon_kg": k_tot,
+            "jobs_active": len(active), "jobs_running": running, "jobs_waiting": waiting,
+            "inference_unserved": unserved, "migrations": len(slot_migs),
+            "gpus_busy": int(sum(busy.values())),
+            "gpus_total": int(sum(p.count for p in sc.pools)),
+            "decide_s": decide_s,
+            "solver_status": solve.status if solve is not None else "",
+            "solve_s": solve.solve_s if solve is not None else math.nan,
+            "objective": (solve.objective if solve is not None and solve.objective is not None
+                          else math.nan),
+            "gap": solve.gap if solve is not None and solve.gap is not None else math.nan,
+            "fallback": bool(solve.fallback) if solve is not None else False,
+            "solver_message": solve.message if solve is not None else "",
+        }
+        for name in dcs:
+            summary[f"energy_kwh:{name}"] = float(dc_energy[name])
+            summary[f"cost:{name}"] = float(dc_cost[name])
+            summary[f"carbon_kg:{name}"] = float(dc_carbon[name])
+        for key in pools:
+            summary[f"gpus_busy:{key[0]}/{key[1]}"] = int(busy[key])
+        summary["queues"] = _json_queues(queues)
+
+        plan_rows.extend(slot_plan)
+        mig_rows.extend(slot_migs)
+        slot_rows.append(summary)
+        queue_rows.append(queues)
+        record = SlotRecord(t=t, slot_start=t_start, slot_end=t_end, plan=tuple(slot_plan),
+                            migrations=tuple(slot_migs), summary=summary, queues=queues)
+        for rec in recorders:
+            rec.record(record)
+    bar.close()
+
+    meta["wall_s"] = _time.perf_counter() - wall0
+    plan = pd.DataFrame(plan_rows, columns=list(PLAN_COLUMNS + PLAN_EXTRA_COLUMNS))
+    for col in ("slot_start", "slot_end"):
+        plan[col] = pd.to_datetime(plan[col], utc=True)
+    migrations = pd.DataFrame(mig_rows, columns=list(MIGRATION_COLUMNS))
+    migrations["slot_start"] = pd.to_datetime(migrations["slot_start"], utc=True)
+    slots = pd.DataFrame(slot_rows)
+    if len(slots):
+        slots["time"] = pd.to_datetime(slots["time"], utc=True)
+    queues_df = pd.DataFrame(queue_rows, index=pd.RangeIndex(len(queue_rows), name="slot"))
+    jobs = _outcomes(runs, sc, policy.name)
+    warnings.extend(_job_warnings(jobs))
+    meta["status"] = "ok" if not any(slots.get("fallback", pd.Series(dtype=bool))) else "fallback"
+    meta["log"] = "\n".join(warnings)
+    result = RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,
+                       queues=queues_df, jobs=jobs, metrics={}, warnings=warnings)
+    result.metrics = compute_metrics(result, sc)
+    for rec in recorders:
+        rec.finish(result)
+    return result
+
+
+def _observe(
+    r: _JobRun, n: int, m: int, speed: float, phi_true: float, noise: float,
+    rng: np.random.Generator,
+) -> None:
+    """Feed one slot's noisy observations to the job's estimator.
+
+    The job reports its throughput (``speed`` times the model's, mapped onto the reference
+    profile) and gradient statistics with ``grad_var / grad_sqr = phi_true / m0``, each
+    multiplied by log-normal noise of sigma ``noise``.
+    """
+    est = r.est
+    assert est is not None
+    x_ref = float(perf.throughput(est.profile.throughput, n, m, est.gpus_per_node))
+    z = np.exp(noise * rng.standard_normal(2)) if noise > 0 else np.ones(2)
+    m0 = est.profile.efficiency.m0
+    est.update(n, m, observed_throughput_sps=speed * x_ref, grad_sqr=float(z[0]),
+               grad_var=float(phi_true / m0 * z[1]))
+
+
+def _hours(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds() / 3600.0
+
+
+def _outcomes(runs: Iterable[_JobRun], sc: Scenario, policy_name: str) -> pd.DataFrame:
+    """One row per job: when it finished, its JCT, whether it met its deadline, or why not."""
+    rows = []
+    horizon_end = sc.end
+    for r in runs:
+        job = r.job
+        deadline_met: bool | None = None
+        reason = ""
+        jct = math.nan
+        if job.is_training:
+            finished = r.finished
+            left = max(1.0 - r.done, 0.0)
+            if finished:
+                assert r.finish_time is not None
+                jct = _hours(job.arrival, r.finish_time)
+                if job.deadline is not None:
+                    deadline_met = r.finish_time <= job.deadline
+                    if not deadline_met:
+                        reason = (f"finished {_hours(job.deadline, r.finish_time):.1f} h after "
+                                  "its deadline")
+            else:
+                if job.deadline is not None and job.deadline <= horizon_end:
+                    deadline_met = False
+                if r.first_slot >= sc.n_slots:
+                    reason = "arrives after the horizon ends"
+                elif r.slots_run == 0:
+                    if not r.capacity_seen:
+                        reason = (f"never scheduled: no capacity (no allowed pool had "
+                                  f"{min(job.gpu_counts)} free GPUs in its {r.slots_active} "
+                                  "slots)")
+                    else:
+                        reason = (f"never scheduled: {policy_name} kept it waiting for "
+                                  f"{r.slots_active} slots")
+                    if job.deadline is not None and job.deadline <= horizon_end:
+                        reason += "; deadline passed"
+                elif job.deadline is not None and job.deadline <= horizon_end:
+                    reason = f"deadline passed with {100 * left:.0f}% left"
+                elif job.deadline is not None:
+                    reason = (f"horizon ended with {100 * left:.0f}% left (deadline "
+                              f"{job.deadline:%Y-%m-%d %H:%M} UTC is after the horizon)")
+                else:
+                    reason = f"horizon ended with {100 * left:.0f}% left (no deadline)"
+        else:
+            left = 0.0
+            finished = r.slots_active > 0 and r.unserved == 0
+            if r.first_slot >= sc.n_slots or r.first_slot >= r.stop_slot:
+                reason = "service window lies outside the horizon"
+                finished = False
+            elif r.unserved:
+                reason = f"unserved in {r.unserved} of {r.slots_active} slots (no capacity)"
+        rows.append({
+            "job_id": job.job_id, "kind": job.kind, "app": job.app, "home": job.home,
+            "arrival": job.arrival, "deadline": job.deadline, "first_start": r.first_start,
+            "finish_time": r.finish_time, "jct_h": jct, "finished": finished,
+            "deadline_met": deadline_met, "remaining": left, "slots_active": r.slots_active,
+            "slots_run": r.slots_run, "migrations": r.migrations, "energy_kwh": r.energy_kwh,
+            "cost": r.cost, "carbon_kg": r.carbon_kg, "reason": reason,
+        })
+    frame = pd.DataFrame(rows, columns=list(JOB_COLUMNS))
+    for col in ("arrival", "deadline", "first_start", "finish_time"):
+        frame[col] = pd.to_datetime(frame[col], utc=True)
+    return frame
+
+
+def _job_warnings(jobs: pd.DataFrame) -> list[str]:
+    out = []
+    unfinished = jobs[(jobs["kind"] == "training") & ~jobs["finished"].astype(bool)]
+    if len(unfinished):
+        detail = "; ".join(f"{j}: {why}" for j, why in
+                           zip(unfinished["job_id"][:5], unfinished["reason"][:5], strict=True))
+        more = f" (+{len(unfinished) - 5} more)" if len(unfinished) > 5 else ""
+        out.append(f"{len(unfinished)} training job(s) unfinished at the horizon end: "
+                   f"{detail}{more}")
+    unserved = jobs[(jobs["kind"] == "inference") & (jobs["reason"] != "")]
+    if len(unserved):
+        detail = "; ".join(f"{j}: {why}" for j, why in
+                           zip(unserved["job_id"][:5], unserved["reason"][:5], strict=True))
+        out.append(f"{len(unserved)} inference service(s) not fully served: {detail}")
+    return out
