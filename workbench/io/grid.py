@@ -1,0 +1,437 @@
+"""Importers of grid signals: carbon intensity and electricity price, normalised to the
+store's long format (UTC, ``<currency>/kWh``, ``gCO2/kWh``).
+
+Every reader returns a frame with the columns ``time_utc`` (naive UTC), ``region``,
+``price_per_kwh`` and ``currency`` (price files) or ``carbon_g_per_kwh`` (carbon files), and
+``source``; rows are sorted by time and checked for duplicate or backwards timestamps,
+missing values and unknown units. :func:`import_grid` writes one file into the store in one
+transaction. The formats and their assumptions are documented in ``docs/importers.md``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.io import _table
+from workbench.io.errors import InputError
+from workbench.io.units import UnitError, carbon_factor, price_factor
+from workbench.io.urdb import read_urdb_json
+
+log = logging.getLogger(__name__)
+
+GridReader = Callable[..., pd.DataFrame]
+
+
+def _frame(
+    times: pd.DatetimeIndex, values: np.ndarray, region: str, kind: str, source: str,
+    currency: str | None = None,
+) -> pd.DataFrame:
+    data: dict[str, Any] = {"time_utc": times, "region": region}
+    if kind == "price":
+        data.update(price_per_kwh=values, currency=currency)
+    else:
+        data.update(carbon_g_per_kwh=values)
+    data["source"] = source
+    return pd.DataFrame(data)
+
+
+def _series(
+    table: _table.Table, time_col: str, value_col: str, factor: float, *, region: str,
+    kind: str, source: str, currency: str | None = None, timezone: str | None = None,
+    time_format: str | None = None, drop_missing: bool = False, allow_negative: bool = True,
+) -> pd.DataFrame:
+    """Times and values of one column, converted, checked and sorted-order verified."""
+    times = _table.parse_times(table, time_col, timezone, time_format)
+    values, keep = _table.parse_numbers(table, value_col, drop_missing)
+    _table.check_order(times, table.lines, table.path, time_col)
+    if not keep.all():
+        log.warning("%s: dropped %d row(s) with a missing %s", table.path, int((~keep).sum()),
+                    value_col)
+    values = values * factor
+    if not allow_negative and (values[keep] < 0).any():
+        i = int(np.flatnonzero(keep & (values < 0))[0])
+        raise InputError(table.path, f"negative carbon intensity {values[i] / factor:g}",
+                         "average carbon intensity cannot be below zero; correct the row",
+                         line=int(table.lines[i]), column=value_col)
+    return _frame(times[keep], values[keep], region, kind, source, currency)
+
+
+def _unit_in(header: str, path: str) -> str:
+    """The unit between the last parentheses of a header, e.g. ``Price (USD/MWh)``."""
+    if "(" not in header or not header.endswith(")"):
+        raise InputError(path, f"column {header!r} names no unit in parentheses",
+                         "use the exported header, e.g. 'Price (USD/MWh)'", column=header)
+    return header[header.rindex("(") + 1:-1]
+
+
+def _one(table: _table.Table, pattern: str, what: str, fix: str) -> str:
+    found = table.find(pattern)
+    if len(found) != 1:
+        problem = (f"no {what} column" if not found else
+                   f"{len(found)} {what} columns {found}")
+        raise InputError(table.path, f"{problem}; the header is {table.header}", fix,
+                         line=table.header_line)
+    return found[0]
+
+
+def _unit_error(path: str, exc: UnitError, column: str | None = None) -> InputError:
+    return InputError(path, str(exc), "name the unit as documented in docs/importers.md",
+                      column=column)
+
+
+# -- Electricity Maps --------------------------------------------------------------------
+
+
+def read_electricitymaps_csv(
+    path: str | Path, region: str, intensity: str = "lca", drop_missing: bool = False,
+) -> pd.DataFrame:
+    """Electricity Maps hourly export (``Datetime (UTC)``, ``Carbon Intensity gCO₂eq/kWh
+    (direct)`` and ``(LCA)``), or the wide history export (``datetime``,
+    ``carbon_intensity_avg``, lifecycle only).
+
+    Parameters
+    ----------
+    intensity : {"lca", "direct"}
+        Lifecycle (the Electricity Maps default) or direct (combustion only) intensity.
+    """
+    if intensity not in ("lca", "direct"):
+        raise InputError(path, f"unknown intensity {intensity!r}", "use --intensity lca or direct")
+    table = _table.read_table(path)
+    name = Path(path).name
+    if table.has("Datetime (UTC)"):
+        tag = "LCA" if intensity == "lca" else "direct"
+        col = _one(table, rf"^carbon intensity.*\({tag}\)$", f"carbon intensity ({tag})",
+                   "export the hourly carbon-intensity file from Electricity Maps")
+        unit = col[len("Carbon Intensity"):col.rindex("(")].strip()
+        try:
+            factor = carbon_factor(unit)
+        except UnitError as exc:
+            raise _unit_error(table.path, exc, col) from None
+        return _series(table, "Datetime (UTC)", col, factor, region=region, kind="carbon",
+                       source=f"electricitymaps-csv {intensity}: {name}", timezone="UTC",
+                       drop_missing=drop_missing, allow_negative=False)
+    if table.has("datetime") and table.has("carbon_intensity_avg"):
+        if intensity != "lca":
+            raise InputError(path, "the wide export holds lifecycle intensity only "
+                             "(carbon_intensity_avg)", "pass --intensity lca",
+                             column="carbon_intensity_avg")
+        return _series(table, "datetime", "carbon_intensity_avg", 1.0, region=region,
+                       kind="carbon", source=f"electricitymaps-csv lca: {name}", timezone="UTC",
+                       drop_missing=drop_missing, allow_negative=False)
+    raise InputError(
+        path, f"not an Electricity Maps export: the header is {table.header}",
+        "expected 'Datetime (UTC)' and 'Carbon Intensity gCO₂eq/kWh (LCA)' columns, or "
+        "'datetime' and 'carbon_intensity_avg'", line=table.header_line,
+    )
+
+
+def read_electricitymaps_json(
+    path: str | Path, region: str, drop_missing: bool = False,
+) -> pd.DataFrame:
+    """Electricity Maps API ``carbon-intensity/history`` response: ``{"history": [{"datetime",
+    "carbonIntensity", ...}]}`` (or ``"data"``, or a bare list), gCO2eq/kWh."""
+    doc = _table.read_json(path)
+    items = doc.get("history", doc.get("data")) if isinstance(doc, dict) else doc
+    if not isinstance(items, list) or not items:
+        raise InputError(path, "no 'history' list of readings",
+                         "save the carbon-intensity/history API response as returned")
+    times, values = [], []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "datetime" not in item or "carbonIntensity" not in item:
+            raise InputError(path, "a reading lacks 'datetime' or 'carbonIntensity'",
+                             "save the API response unchanged", column=f"history[{i}]")
+        times.append(item["datetime"])
+        values.append(item["carbonIntensity"])
+    kinds = {str(it.get("emissionFactorType", "lifecycle")) for it in items}
+    keys = pd.Series([f"history[{i}]" for i in range(len(items))])
+    vals, keep = _table.numbers_from_strings(
+        pd.Series([np.nan if v is None else v for v in values], dtype=object), None,
+        str(path), "carbonIntensity", drop_missing)
+    for i in np.flatnonzero(keep & (vals < 0))[:1]:
+        raise InputError(path, f"negative carbon intensity {vals[i]:g}", "correct the reading",
+                         column=f"{keys[i]}.carbonIntensity")
+    t = _table.times_from_strings(pd.Series(times, dtype=object).astype(str), None, str(path),
+                                  "datetime", "UTC")
+    _table.check_order(t, None, str(path), "datetime")
+    source = f"electricitymaps-json {'/'.join(sorted(kinds))}: {Path(path).name}"
+    return _frame(t[keep], vals[keep], region, "carbon", source)
+
+
+# -- prices --------------------------------------------------------------------------------
+
+
+def read_price_csv(
+    path: str | Path, region: str, currency: str | None = None, timezone: str | None = None,
+    drop_missing: bool = False,
+) -> pd.DataFrame:
+    """SustainCluster price file: ``Datetime (UTC),Datetime (Local),Price (USD/MWh)``, or the
+    local variant ``Datetime,Price (JPY/MWh)`` whose naive times are in ``timezone``.
+
+    The currency comes from the price header; ``currency`` must agree with it, or supply it
+    when the header names none. Negative prices are kept.
+    """
+    table = _table.read_table(path)
+    col = _one(table, r"^price\b", "price", "the price column must be named 'Price (<unit>)'")
+    try:
+        factor, cur = price_factor(_unit_in(col, table.path), currency)
+    except UnitError as exc:
+        raise _unit_error(table.path, exc, col) from None
+    if table.has("Datetime (UTC)"):
+        time_col, tz = "Datetime (UTC)", "UTC"
+    else:
+        time_col = _one(table, r"^datetime", "time",
+                        "name the time column 'Datetime (UTC)' or 'Datetime'")
+        tz = timezone
+        first = table.column(time_col).iloc[0]
+        if tz is None and not _table._OFFSET_RE.search(first):
+            raise InputError(
+                path, f"the times in {time_col!r} are local and carry no UTC offset",
+                "pass --timezone with the market's IANA zone (e.g. Asia/Tokyo)", column=time_col,
+            )
+    return _series(table, time_col, col, factor, region=region, kind="price",
+                   source=f"price-csv: {Path(path).name}", currency=cur, timezone=tz,
+                   drop_missing=drop_missing)
+
+
+def read_nyiso_lmp(
+    path: str | Path, region: str, column: str | None = None,
+    timezone: str = "America/New_York", drop_missing: bool = False,
+) -> pd.DataFrame:
+    """NYISO real-time LBMP file (``"Time Stamp","Name","PTID","LBMP ($/MWHr)",...``).
+
+    One zone (``column``: a ``Name`` value, default ``region``) becomes the series; times
+    are Eastern local time (``MM/DD/YYYY HH:MM:SS``, daylight saving applied), labelled as
+    NYISO labels them.
+    """
+    table = _table.read_table(path)
+    col = _one(table, r"^LBMP", "LBMP", "pass a NYISO real-time LBMP file")
+    try:
+        factor, cur = price_factor(_unit_in(col, table.path))
+    except UnitError as exc:
+        raise _unit_error(table.path, exc, col) from None
+    names = table.column("Name")
+    want = column or region
+    if want not in set(names):
+        raise InputError(path, f"no zone {want!r}; the file has {sorted(set(names))}",
+                         "pass --column with one of them", column="Name")
+    sub = table.take((names == want).to_numpy())
+    return _series(sub, "Time Stamp", col, factor, region=region, kind="price",
+                   source=f"nyiso-lmp {want}: {Path(path).name}", currency=cur,
+                   timezone=timezone, time_format="%m/%d/%Y %H:%M:%S",
+                   drop_missing=drop_missing)
+
+
+# -- marginal emissions -----------------------------------------------------------------------
+
+
+def read_watttime_csv(
+    path: str | Path, region: str, column: str | None = None, timezone: str = "UTC",
+    unit: str = "lb/MWh", drop_missing: bool = False,
+) -> pd.DataFrame:
+    """WattTime marginal operating emissions rate (MOER), lb CO2/MWh by default.
+
+    The time column is the first whose name contains ``time`` (the vessim example calls it
+    ``oootime``); the value column is ``column``, or the only other column. Naive times are
+    in ``timezone`` (UTC by default). Marginal rates may be negative and are kept.
+    """
+    table = _table.read_table(path)
+    times = table.find("time")
+    if not times:
+        raise InputError(path, f"no time column in {table.header}",
+                         "name the time column e.g. 'point_time'", line=table.header_line)
+    time_col = times[0]
+    others = [h for h in table.header if h != time_col]
+    if column is None:
+        if len(others) != 1:
+            raise InputError(path, f"several value columns {others}",
+                             "pass --column with the one to import", line=table.header_line)
+        column = others[0]
+    try:
+        factor = carbon_factor(unit)
+    except UnitError as exc:
+        raise _unit_error(table.path, exc) from None
+    return _series(table, time_col, column, factor, region=region, kind="carbon",
+                   source=f"watttime-csv {column}: {Path(path).name}", timezone=timezone,
+                   drop_missing=drop_missing)
+
+
+def read_avert(
+    path: str | Path, region: str, year: int | None = None, column: str | None = None,
+    timezone: str = "UTC", drop_missing: bool = False,
+) -> pd.DataFrame:
+    """EPA AVERT hourly marginal CO2 (lb/kWh): ``Month,Timestamp,<region>...``, where
+    ``Timestamp`` is the hour of the year 0..8759.
+
+    Hour ``h`` is ``h`` hours after 1 January ``year`` 00:00 in ``timezone`` (a fixed step:
+    pass a standard-time zone such as ``Etc/GMT+5`` for US Eastern). ``column`` picks the
+    AVERT region (default ``region``). The ``Month`` column is checked against the calendar.
+    """
+    if year is None:
+        raise InputError(path, "AVERT files carry the hour of the year, not a date",
+                         "pass --year (e.g. --year 2023)")
+    table = _table.read_table(path)
+    want = column or region
+    data_cols = [h for h in table.header if h not in ("Month", "Timestamp")]
+    if want not in data_cols:
+        raise InputError(path, f"no AVERT region column {want!r}; the file has {data_cols}",
+                         "pass --column with one of them", line=table.header_line)
+    hours, _ = _table.parse_numbers(table, "Timestamp")
+    if (hours != np.round(hours)).any() or (hours < 0).any():
+        i = int(np.flatnonzero((hours != np.round(hours)) | (hours < 0))[0])
+        raise InputError(path, f"hour of year {hours[i]:g} is not a whole number >= 0",
+                         "correct the row", line=int(table.lines[i]), column="Timestamp")
+    tz = _table.zone(timezone, path)
+    origin = pd.Timestamp(datetime(int(year), 1, 1), tz=tz).tz_convert("UTC").tz_localize(None)
+    times = pd.DatetimeIndex(origin + pd.to_timedelta(hours, unit="h")).as_unit("ns")
+    _table.check_order(times, table.lines, table.path, "Timestamp")
+    if table.has("Month"):
+        months, _ = _table.parse_numbers(table, "Month")
+        calendar = (pd.Timestamp(datetime(int(year), 1, 1))
+                    + pd.to_timedelta(hours, unit="h")).month.to_numpy()
+        wrong = np.flatnonzero(months != calendar)
+        if wrong.size:
+            i = int(wrong[0])
+            raise InputError(
+                path, f"hour {int(hours[i])} falls in month {calendar[i]} of {year}, but the "
+                f"row says {months[i]:g}", "check --year (AVERT data use non-leap years)",
+                line=int(table.lines[i]), column="Month",
+            )
+    values, keep = _table.parse_numbers(table, want, drop_missing)
+    frame = _frame(times[keep], values[keep] * carbon_factor("lb/kWh"), region, "carbon",
+                   f"avert {want} {year}: {Path(path).name}")
+    return frame
+
+
+# -- tariffs and generic files ---------------------------------------------------------------
+
+
+def read_csv_generic(
+    path: str | Path, region: str, *, time_column: str | None = None,
+    value_column: str | None = None, kind: str | None = None, unit: str | None = None,
+    timezone: str = "UTC", time_format: str | None = None, currency: str | None = None,
+    delimiter: str = ",", drop_missing: bool = False,
+) -> pd.DataFrame:
+    """Any CSV with one time column and one value column.
+
+    ``kind`` is ``price`` (``unit`` like ``EUR/MWh``, or ``/MWh`` with ``currency``) or
+    ``carbon`` (``unit`` like ``gCO2/kWh``, ``lb/MWh``). Naive times are local in
+    ``timezone``; ``time_format`` takes strftime codes.
+    """
+    missing = [f"--{n}" for n, v in (("time-column", time_column),
+                                     ("value-column", value_column), ("kind", kind),
+                                     ("unit", unit)) if not v]
+    if missing:
+        raise InputError(path, f"the generic csv format needs {', '.join(missing)}",
+                         "name the columns, the kind (price|carbon) and the unit")
+    assert time_column and value_column and unit
+    if kind not in ("price", "carbon"):
+        raise InputError(path, f"unknown kind {kind!r}", "pass --kind price or --kind carbon")
+    if len(delimiter) != 1:
+        raise InputError(path, f"delimiter {delimiter!r} is not one character",
+                         "pass --delimiter ',' or ';' or a tab")
+    table = _table.read_table(path, delimiter=delimiter)
+    try:
+        if kind == "price":
+            factor, cur = price_factor(unit, currency)
+        else:
+            factor, cur = carbon_factor(unit), None
+    except UnitError as exc:
+        raise _unit_error(table.path, exc, value_column) from None
+    return _series(table, time_column, value_column, factor, region=region, kind=kind,
+                   source=f"csv {value_column} [{unit}]: {Path(path).name}", currency=cur,
+                   timezone=timezone, time_format=time_format, drop_missing=drop_missing)
+
+
+GRID_FORMATS: dict[str, GridReader] = {
+    "electricitymaps-csv": read_electricitymaps_csv,
+    "electricitymaps-json": read_electricitymaps_json,
+    "price-csv": read_price_csv,
+    "watttime-csv": read_watttime_csv,
+    "avert": read_avert,
+    "nyiso-lmp": read_nyiso_lmp,
+    "urdb-json": read_urdb_json,
+    "csv": read_csv_generic,
+}
+"""Grid formats by name (the ``FORMAT`` of ``workbench import grid``)."""
+
+
+def read_grid(fmt: str, path: str | Path, region: str, **options: Any) -> pd.DataFrame:
+    """Read one grid file in format ``fmt`` (see :data:`GRID_FORMATS`); options that are
+    None are left at the reader's default."""
+    if fmt not in GRID_FORMATS:
+        raise InputError(path, f"unknown grid format {fmt!r}",
+                         f"use one of {', '.join(GRID_FORMATS)}")
+    if not region:
+        raise InputError(path, "no region name", "pass --region (the name the series gets)")
+    opts = {k: v for k, v in options.items() if v is not None}
+    reader = GRID_FORMATS[fmt]
+    takes = set(inspect.signature(reader).parameters) - {"path", "region"}
+    extra = sorted(set(opts) - takes)
+    if extra:
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise InputError(path, f"format {fmt} does not take {flags}",
+                         f"drop it; {fmt} takes {', '.join(sorted(takes)) or 'no options'}")
+    return reader(path, region, **opts)
+
+
+@dataclass(frozen=True)
+class GridImport:
+    """What one grid import wrote."""
+
+    path: str
+    region: str
+    kind: str
+    rows: int
+    start: pd.Timestamp
+    end: pd.Timestamp
+    minimum: float
+    maximum: float
+    unit: str
+    source: str
+
+
+def summarize(frame: pd.DataFrame, path: str | Path) -> GridImport:
+    """Row count, span and value range of a grid frame from one file."""
+    kind = "price" if "price_per_kwh" in frame else "carbon"
+    col = "price_per_kwh" if kind == "price" else "carbon_g_per_kwh"
+    unit = f"{frame['currency'].iloc[0]}/kWh" if kind == "price" else "gCO2/kWh"
+    return GridImport(
+        path=str(path), region=str(frame["region"].iloc[0]), kind=kind, rows=len(frame),
+        start=frame["time_utc"].min(), end=frame["time_utc"].max(),
+        minimum=float(frame[col].min()), maximum=float(frame[col].max()), unit=unit,
+        source=str(frame["source"].iloc[0]),
+    )
+
+
+def import_grid(store: Any, fmt: str, path: str | Path, region: str,
+                **options: Any) -> GridImport:
+    """Read a grid file and upsert it into ``store`` in one transaction.
+
+    Re-importing the same file rewrites the same ``(region, time)`` rows; a file whose price
+    currency differs from the prices the region already holds is refused.
+    """
+    frame = read_grid(fmt, path, region, **options)
+    if frame.empty:
+        raise InputError(path, "no rows left to import", "check --drop-missing and the file")
+    if "currency" in frame:
+        cur = str(frame["currency"].iloc[0])
+        held = store.con.execute(
+            "SELECT DISTINCT currency FROM grid_series WHERE region = ? AND price_per_kwh "
+            "IS NOT NULL AND currency IS NOT NULL", [region]).fetchall()
+        other = sorted({r[0] for r in held} - {cur})
+        if other:
+            raise InputError(path, f"region {region!r} already holds prices in {other}, this "
+                             f"file is in {cur}", "import it under another --region name")
+    store.write_grid_series(frame)
+    info = summarize(frame, path)
+    log.info("imported %d %s rows for %s from %s", info.rows, info.kind, region, path)
+    return info
