@@ -1,9 +1,182 @@
-"""Placeholder: this command group is being written (see the open issues)."""
+"""``workbench import grid|jobs|profiles``: bring real data into the store.
+
+Every import is one transaction: on an error nothing is written. Errors name the file, the
+line and column, and the fix, and exit with status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from workbench.io.errors import InputError
+from workbench.io.grid import GRID_FORMATS, import_grid
+from workbench.io.jobs import JOB_FORMATS, import_jobs
+from workbench.store import Store
+
+_GRID_HELP = """formats:
+  electricitymaps-csv   hourly export, 'Datetime (UTC)' + 'Carbon Intensity ... (LCA|direct)'
+                        (--intensity), or the wide export (carbon_intensity_avg)
+  electricitymaps-json  API carbon-intensity/history response
+  price-csv             'Datetime (UTC),Datetime (Local),Price (USD/MWh)', or local
+                        'Datetime,Price (JPY/MWh)' with --timezone (and --currency)
+  watttime-csv          MOER in lb/MWh; --column picks the value column
+  avert                 hour-of-year lb/kWh; --year required, --column picks the region
+  nyiso-lmp             NYISO real-time LBMP; --column picks the zone (default --region)
+  urdb-json             OpenEI tariff expanded to hourly USD/kWh over --start..--end in
+                        --timezone (first tier, rate + adj, weekends use the weekend table)
+  csv                   generic: --time-column --value-column --kind --unit [--timezone
+                        --time-format --currency --delimiter]
+Stored as UTC, <currency>/kWh and gCO2/kWh (1 lb = 453.59237 g). Re-importing a file
+updates the same (region, time) rows. Negative prices are kept."""
+
+_JOBS_HELP = """formats:
+  pollux-workload  name,time,application,num_replicas,batch_size (Pollux artifact)
+  philly           timestamp,duration,num_gpus,gpu_time,cluster (Pollux's philly.csv)
+  alibaba-pods     Alibaba v2023 openb_pod_list_*.csv
+  gaia             arrival_time,length,cpus (GAIA); cpus are read as GPUs
+Mapping assumptions (each row becomes a training job):
+  arrival   the trace's time; relative traces start at --start (default 1970-01-01Z;
+            `scenario build` realigns a set to its horizon)
+  GPUs      as requested; a fractional Alibaba GPU counts as 1; CPU-only, never
+            scheduled and zero-length Alibaba pods are skipped (and counted)
+  app       Pollux: the trace's; others: --app (a name, or 'mix': the six Pollux apps
+            in turn)
+  work      Pollux: the app's completion target in the artifact; others: ECU on
+            --reference-gpu at the requested GPUs and batch x the trace's duration
+  batch     Pollux: the trace's, clipped to the profile's range; others: m0 x max(n//2,1)
+  deadline  arrival + --slack x duration (0: none)
+  home      --homes in turn (default 'unassigned'; `scenario build` can reassign)"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: ARG001
-    return None
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``import`` command group."""
+    p = sub.add_parser("import", help="import grid signals, job traces and GPU profiles")
+    isub = p.add_subparsers(dest="import_command", metavar="WHAT", required=True)
+
+    g = isub.add_parser("grid", help="import a price or carbon-intensity series",
+                        description="Import one grid signal file as a series of the store.",
+                        epilog=_GRID_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("format", choices=sorted(GRID_FORMATS), metavar="FORMAT")
+    g.add_argument("path", type=Path, metavar="PATH")
+    g.add_argument("--region", required=True,
+                   help="name of the series in the store (datacenters name it in a scenario)")
+    g.add_argument("--intensity", choices=("lca", "direct"),
+                   help="electricitymaps-csv: lifecycle (default) or direct intensity")
+    g.add_argument("--currency", help="price currency (ISO code) when the file names none")
+    g.add_argument("--timezone", help="IANA zone of naive local times (e.g. Asia/Tokyo)")
+    g.add_argument("--year", type=int, help="avert: the calendar year of the hours")
+    g.add_argument("--column", help="avert: AVERT region; nyiso-lmp: zone; watttime-csv: "
+                   "value column")
+    g.add_argument("--start", help="urdb-json: first hour (ISO, UTC unless offset given)")
+    g.add_argument("--end", help="urdb-json: end of the span (exclusive)")
+    g.add_argument("--tier", type=int, help="urdb-json: consumption tier (default 0)")
+    g.add_argument("--time-column", help="csv: the time column")
+    g.add_argument("--value-column", help="csv: the value column")
+    g.add_argument("--kind", choices=("price", "carbon"), help="csv: what the values are")
+    g.add_argument("--unit", help="csv: e.g. EUR/MWh, USD/kWh, gCO2/kWh, lb/MWh")
+    g.add_argument("--time-format", help="csv: strftime codes, e.g. '%%d.%%m.%%Y %%H:%%M'")
+    g.add_argument("--delimiter", help="csv: field delimiter (default ',')")
+    g.add_argument("--drop-missing", action="store_true",
+                   help="skip rows whose value is blank/NaN instead of failing")
+    g.add_argument("--json", action="store_true", help="print a JSON summary")
+    g.set_defaults(func=_grid)
+
+    j = isub.add_parser("jobs", help="import a job trace as a job set",
+                        description="Map a job trace to training jobs stored as a job set.",
+                        epilog=_JOBS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    j.add_argument("format", choices=sorted(JOB_FORMATS), metavar="FORMAT")
+    j.add_argument("path", type=Path, metavar="PATH")
+    j.add_argument("--into", required=True, help="job set name (not a scenario name)")
+    j.add_argument("--start", help="origin of relative arrival times (ISO; default 1970-01-01Z)")
+    j.add_argument("--app", default="mix", help="application for traces without one "
+                   "(default: mix)")
+    j.add_argument("--homes", default="unassigned",
+                   help="comma-separated home datacenters, assigned in turn")
+    j.add_argument("--reference-gpu", default="A100",
+                   help="GPU type whose profile turns durations into work (default A100)")
+    j.add_argument("--slack", type=float, default=2.0,
+                   help="deadline = arrival + slack x duration; 0: no deadline (default 2)")
+    j.add_argument("--limit", type=int, help="keep only the first N jobs by arrival")
+    j.add_argument("--timezone", default="UTC", help="philly: zone of the timestamps")
+    j.add_argument("--replace", action="store_true", help="empty the job set first")
+    j.add_argument("--json", action="store_true", help="print a JSON summary")
+    j.set_defaults(func=_jobs)
+
+    pr = isub.add_parser("profiles", help="fit measured GPU profiles into the store")
+    pr.add_argument("kind", choices=("pollux", "zeus"))
+    pr.add_argument("directory", type=Path, metavar="DIR",
+                    help="pollux: folder of <app>/placements.csv; zeus: folder with "
+                    "summary_power_v100.csv")
+    pr.set_defaults(func=_profiles)
+
+
+def _fail(exc: Exception) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _grid(args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {
+        "intensity": args.intensity, "currency": args.currency, "timezone": args.timezone,
+        "year": args.year, "start": args.start, "end": args.end, "tier": args.tier,
+        "time_column": args.time_column, "value_column": args.value_column, "kind": args.kind,
+        "unit": args.unit, "time_format": args.time_format, "delimiter": args.delimiter,
+        "drop_missing": args.drop_missing or None, "column": args.column,
+    }
+    try:
+        with Store(args.db) as store:
+            info = import_grid(store, args.format, args.path, args.region, **options)
+    except InputError as exc:
+        return _fail(exc)
+    summary = {"path": info.path, "region": info.region, "kind": info.kind, "rows": info.rows,
+               "start_utc": info.start.isoformat(), "end_utc": info.end.isoformat(),
+               "min": info.minimum, "max": info.maximum, "unit": info.unit}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"imported {info.rows} {info.kind} rows into region {info.region}: "
+              f"{info.start} .. {info.end} UTC, {info.minimum:.4g} .. {info.maximum:.4g} "
+              f"{info.unit}")
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    homes = [h.strip() for h in args.homes.split(",") if h.strip()]
+    try:
+        with Store(args.db) as store:
+            info = import_jobs(
+                store, args.format, args.path, args.into, start=args.start, app=args.app,
+                homes=homes, reference_gpu=args.reference_gpu, slack=args.slack,
+                limit=args.limit, replace=args.replace, timezone=args.timezone,
+            )
+    except InputError as exc:
+        return _fail(exc)
+    summary = {"path": info.path, "job_set": info.job_set, "jobs": info.jobs,
+               "skipped": info.skipped, "apps": info.apps,
+               "first_arrival": info.first_arrival.isoformat() if info.first_arrival else None,
+               "last_arrival": info.last_arrival.isoformat() if info.last_arrival else None,
+               "gpus": [info.gpus_min, info.gpus_max]}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        skipped = ", ".join(f"{n} {why}" for why, n in info.skipped.items() if n) or "none"
+        print(f"imported {info.jobs} jobs into job set {info.job_set} (skipped: {skipped}); "
+              f"arrivals {info.first_arrival} .. {info.last_arrival}, "
+              f"{info.gpus_min}-{info.gpus_max} GPUs")
+    return 0
+
+
+def _profiles(args: argparse.Namespace) -> int:
+    from workbench.fit import ProfileDataError, import_profiles
+
+    try:
+        with Store(args.db) as store:
+            n = import_profiles(store, args.kind, args.directory)
+    except (ProfileDataError, FileNotFoundError) as exc:
+        return _fail(exc)
+    print(f"saved {n} profiles ({args.kind}) into {args.db}")
+    return 0

@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     gen.set_defaults(func=_generate)
 
+    bld = ssub.add_parser("build", help="compose a scenario from imported data and a TOML config "
+                          "(schema: docs/importers.md)")
+    bld.add_argument("name", help="scenario name (overrides [scenario] name)")
+    bld.add_argument("--config", required=True, help="scenario TOML file")
+    bld.set_defaults(func=_build)
+
     c = sub.add_parser("cubes", help="per-region mean, min and max of price and carbon")
     c.add_argument("name", help="scenario name")
     c.add_argument("--json", action="store_true", help="print one JSON object")
@@ -92,6 +98,17 @@ def _generate(args: argparse.Namespace) -> int:
         store.save_scenario(scenario)
     print(f"generated scenario {scenario.name} (seed {args.seed}) into {args.db}: "
           f"{len(scenario.jobs)} jobs, {scenario.n_slots} slots", file=sys.stderr)
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from workbench.build import build_and_save  # BuildError is a ScenarioError: main prints it
+
+    with Store(args.db) as store:
+        scenario = build_and_save(store, args.config, args.name)
+    print(f"built scenario {scenario.name} into {args.db}: {len(scenario.datacenters)} "
+          f"datacenters, {len(scenario.links)} links, {len(scenario.jobs)} jobs, "
+          f"{scenario.n_slots} slots of {scenario.slot_s // 60} min", file=sys.stderr)
     return 0
 
 
