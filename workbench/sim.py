@@ -456,11 +456,11 @@ def simulate(
             warnings.append(msg)
 
         busy: Counter[tuple[str, str]] = Counter()
-        for p in alloc.placements.values():
-            busy[(p.datacenter, p.gpu_type)] += p.n_gpus
-        dc_energy: Counter[str] = Counter()
-        dc_cost: Counter[str] = Counter()
-        dc_carbon: Counter[str] = Counter()
+        for placed in alloc.placements.values():
+            busy[(placed.datacenter, placed.gpu_type)] += placed.n_gpus
+        dc_energy: dict[str, float] = dict.fromkeys(dcs, 0.0)
+        dc_cost: dict[str, float] = dict.fromkeys(dcs, 0.0)
+        dc_carbon: dict[str, float] = dict.fromkeys(dcs, 0.0)
         slot_plan: list[dict[str, Any]] = []
         slot_migs: list[dict[str, Any]] = []
         running = waiting = unserved = 0
@@ -548,7 +548,8 @@ def simulate(
                 power = p.n_gpus * (pool.idle_power_w
                                     + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
                 energy = power * slot_s / 3.6e6 * dc.pue + transfer_kwh
-                finishing = t == r.stop_slot - 1
+                # The last slot before the service's end (not merely the horizon's last).
+                finishing = t == _first_slot_at_or_after(sc, job.end) - 1 if job.end else False
 
             if finishing:
                 action = "finish"

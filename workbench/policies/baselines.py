@@ -491,20 +491,20 @@ class GoodputOnly:
                 key = (str(opts.datacenter[i]), str(opts.gpu_type[i]))
                 rows = np.flatnonzero((opts.job_index == k) & (opts.datacenter == key[0])
                                       & (opts.gpu_type == key[1]) & (opts.n_gpus > opts.n_gpus[i]))
-                for r in rows:
-                    extra = int(opts.n_gpus[r] - opts.n_gpus[i])
-                    gain = float(opts.progress[r] - opts.progress[i])
+                for row in rows:
+                    extra = int(opts.n_gpus[row] - opts.n_gpus[i])
+                    gain = float(opts.progress[row] - opts.progress[i])
                     if gain > 1e-12 and free.free[key] >= extra:
                         ratio = gain / extra
                         if best is None or ratio > best[0]:
-                            best = (ratio, k, int(r))
+                            best = (ratio, k, int(row))
             if best is None:
                 break
-            _, k, r = best
+            _, k, up = best
             i = chosen[k]
             key = (str(opts.datacenter[i]), str(opts.gpu_type[i]))
-            free.take(*key, int(opts.n_gpus[r] - opts.n_gpus[i]))
-            chosen[k] = r
+            free.take(*key, int(opts.n_gpus[up] - opts.n_gpus[i]))
+            chosen[k] = up
         for k, i in chosen.items():
             placements[train[k].job.job_id] = opts.placement(i)
         return Allocation(placements=placements)

@@ -1,0 +1,81 @@
+"""``workbench plan`` in-process on a tiny scenario stored in a temporary DuckDB file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers_sim import inference, tiny_scenario, training
+
+from workbench.cli import main
+from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS, read_plan_csv
+from workbench.store import Store
+
+KEYS = {"policy", "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses",
+        "jobs_finished", "jobs_total", "migrations", "mean_jct_h"}
+
+
+@pytest.fixture
+def db(tmp_path):
+    price_a = [1.0, 1.0, 0.2, 0.2, 1.0, 1.0, 1.0, 1.0]
+    jobs = [training("j", slots_of_work=1.0, deadline_slot=8),
+            training("k", home="b", arrival_slot=1, slots_of_work=2.0, deadline_slot=8),
+            inference("svc", last=8)]
+    path = tmp_path / "wb.duckdb"
+    with Store(path) as store:
+        store.save_scenario(tiny_scenario(jobs, n_slots=8, price_a=price_a))
+    return path
+
+
+def test_plan_json_writes_csvs_and_stores_both_runs(db, tmp_path, capsys) -> None:
+    out, mig = tmp_path / "plan.csv", tmp_path / "mig.csv"
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
+               "--json", "--no-progress", "--out", str(out), "--migrations-out", str(mig)])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert KEYS <= set(obj) and KEYS <= set(obj["baseline"])
+    assert obj["policy"] == "wait-for-cheap" and obj["baseline"]["policy"] == "asap-home"
+    assert obj["jobs_total"] == 2 and obj["jobs_finished"] == 2
+    assert obj["currency"] == "CNY"
+    assert obj["cost"] < obj["baseline"]["cost"]
+    assert out.read_text().splitlines()[0] == ",".join(PLAN_COLUMNS)
+    assert mig.read_text().splitlines()[0] == ",".join(MIGRATION_COLUMNS)
+    plan = read_plan_csv(out)
+    assert set(plan["job_id"]) == {"j", "k", "svc"}
+    with Store(db) as store:
+        runs = store.runs("tiny")
+        assert sorted(runs["policy"]) == ["asap-home", "wait-for-cheap"]
+        assert store.run_metrics(obj["run_id"])["jobs_finished"] == 2
+        assert len(store.run_plan(obj["run_id"])) == len(plan)
+
+
+def test_plan_human_summary_against_asap(db, capsys) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "cheapest-at-arrival",
+               "--no-progress"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "against asap-home" in text
+    assert "saving against asap-home" in text
+    assert "jobs finished" in text and "2/2" in text
+
+
+def test_percent_carbon_cap_uses_the_baseline_carbon(db, capsys) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "lyapunov",
+               "--V", "10", "--carbon-cap", "20%", "--json", "--no-progress"])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["carbon_cap_kg"] == pytest.approx(0.8 * obj["baseline"]["carbon_kg"])
+    assert obj["policy"] == "lyapunov"
+
+
+def test_bad_knobs_and_caps_exit_with_a_message(db, capsys) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
+               "--V", "10", "--no-baseline", "--no-progress"])
+    assert rc == 2
+    assert "does not accept these knobs (V)" in capsys.readouterr().err
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--carbon-cap", "lots"])
+    assert rc == 2
+    assert "--carbon-cap 'lots'" in capsys.readouterr().err
+    rc = main(["--db", str(db), "plan", "--scenario", "nowhere", "--no-progress"])
+    assert rc == 2
+    assert "no scenario 'nowhere'" in capsys.readouterr().err

@@ -1,0 +1,82 @@
+"""Run metrics on hand-built plans and on simulated runs."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from helpers_sim import SLOT_S, START, tiny_scenario, training
+
+from workbench.metrics import METRIC_KEYS, compute_metrics, peak_mask
+from workbench.policies.baselines import AsapHome
+from workbench.sim import simulate
+
+
+def row(slot: int, job: str, region: str, n: int, energy: float, action: str = "run",
+        home: str = "a", price: float = 1.0) -> dict:
+    t = pd.Timestamp(START) + pd.Timedelta(seconds=SLOT_S * slot)
+    return {
+        "slot_start": t, "slot_end": t + pd.Timedelta(seconds=SLOT_S), "job_id": job,
+        "region": region, "gpu_type": "A100" if n else "", "n_gpus": n, "batch_size": 128,
+        "action": action, "energy_kwh": energy, "cost": energy * price,
+        "carbon_kg": energy * 0.5, "price_per_kwh": price, "carbon_g_per_kwh": 500.0,
+        "progress": 0.5 if n else 0.0, "slot": slot, "home": home,
+        "used_s": SLOT_S / 2 if action == "finish" else SLOT_S,
+    }
+
+
+def test_peak_mask_marks_slots_above_the_daily_median() -> None:
+    sc = tiny_scenario(n_slots=4, price_a=[1.0, 3.0, 2.0, 2.0], price_b=[5.0])
+    mask = peak_mask(sc)
+    assert mask["ra"].tolist() == [False, True, False, False]
+    assert not mask["rb"].any()  # a flat price has no peak
+
+
+def test_hand_plan_metrics() -> None:
+    jobs = [training("j", deadline_slot=1), training("k", home="b", deadline_slot=8)]
+    sc = tiny_scenario(jobs, n_slots=4, price_a=[1.0, 3.0, 2.0, 2.0])
+    plan = pd.DataFrame([
+        row(0, "j", "a", 2, 1.0),
+        row(1, "j", "a", 2, 2.0, action="finish"),  # finishes at 1.5 slots: after deadline
+        row(0, "k", "b", 0, 0.0, action="pause", home="b"),
+        row(1, "k", "a", 1, 4.0, home="b"),
+        row(2, "k", "a", 1, 8.0, action="finish", home="b"),
+    ])
+    mig = pd.DataFrame([{"slot_start": plan.loc[3, "slot_start"], "job_id": "k",
+                         "from_region": "b", "to_region": "a", "checkpoint_gb": 2.0,
+                         "transfer_s": 1.6, "expected_gain": 1.0, "reason": ""}])
+    m = compute_metrics({"plan": plan, "migrations": mig}, sc)
+    assert m["energy_kwh"] == pytest.approx(15.0)
+    assert m["carbon_kg"] == pytest.approx(7.5)
+    assert m["currency"] == "CNY"
+    assert m["energy_moved_kwh"] == pytest.approx(12.0)
+    assert m["energy_peak_kwh"] == pytest.approx(2.0 + 4.0)  # slot 1 is a's peak
+    assert m["energy_offpeak_kwh"] == pytest.approx(9.0)
+    assert m["jobs_finished"] == 2 and m["jobs_total"] == 2
+    assert m["deadline_misses"] == 1
+    assert m["mean_jct_h"] == pytest.approx((1.5 + 2.5) / 2 * SLOT_S / 3600)
+    assert m["migrations"] == 1 and m["migration_gb"] == pytest.approx(2.0)
+    # pool a: 2 + 2 + 1 + 1 busy GPU-slots of 4 GPUs x 4 slots
+    assert m["gpu_utilisation:a/A100"] == pytest.approx(6 / 16)
+    assert m["gpu_utilisation"] == pytest.approx(6 / 32)
+    assert set(METRIC_KEYS) <= set(m)
+
+
+def test_metrics_from_frames_equal_metrics_of_the_run() -> None:
+    jobs = [training("j", slots_of_work=1.5, deadline_slot=6),
+            training("k", home="b", arrival_slot=1, slots_of_work=30.0, deadline_slot=3)]
+    sc = tiny_scenario(jobs, n_slots=6)
+    res = simulate(sc, AsapHome())
+    again = compute_metrics({"plan": res.plan, "migrations": res.migrations,
+                             "slots": res.slots, "jobs": res.jobs}, sc)
+    assert again == pytest.approx(res.metrics, nan_ok=True)
+    plan_only = compute_metrics({"plan": res.plan, "migrations": res.migrations}, sc)
+    for key in ("energy_kwh", "cost", "carbon_kg", "jobs_finished", "deadline_misses",
+                "mean_jct_h", "p95_jct_h"):
+        assert plan_only[key] == pytest.approx(res.metrics[key]), key
+    assert res.metrics["deadline_misses"] == 1
+    assert res.metrics["jobs_unfinished"] == 1
+    assert res.metrics["jobs_waiting_mean"] == 0.0
+    assert res.metrics["solve_s_mean"] == 0.0  # asap-home solves nothing
+    assert not math.isnan(res.metrics["decide_s_max"])

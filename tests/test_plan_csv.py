@@ -1,0 +1,114 @@
+"""Plan and migrations CSV: exact schema, ISO-8601 UTC times, lossless round trip."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pandas as pd
+import pytest
+from helpers_sim import inference, tiny_scenario, training
+
+from workbench.io.plan_csv import (
+    MIGRATION_COLUMNS,
+    PLAN_COLUMNS,
+    PlanCsvError,
+    normalise_migrations,
+    normalise_plan,
+    read_migrations_csv,
+    read_plan_csv,
+    write_migrations_csv,
+    write_plan_csv,
+)
+from workbench.policies.base import Allocation, Placement
+from workbench.sim import simulate
+
+T0 = pd.Timestamp("2025-07-01T00:00:00Z")
+
+
+def plan_frame() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"slot_start": T0, "slot_end": T0 + pd.Timedelta(minutes=15), "job_id": "j",
+         "region": "guangzhou", "gpu_type": "A100", "n_gpus": 4, "batch_size": 512,
+         "action": "start", "energy_kwh": 0.1 + 0.2, "cost": 1 / 3, "carbon_kg": 2e-7,
+         "price_per_kwh": 0.65, "carbon_g_per_kwh": 512.25, "progress": 0.123456789012345,
+         "slot": 0},
+        {"slot_start": T0 + pd.Timedelta(minutes=15), "slot_end": T0 + pd.Timedelta(minutes=30),
+         "job_id": "j", "region": "guangzhou", "gpu_type": "", "n_gpus": 0, "batch_size": 0,
+         "action": "pause", "energy_kwh": 0.0, "cost": 0.0, "carbon_kg": 0.0,
+         "price_per_kwh": 1.1, "carbon_g_per_kwh": 500.0, "progress": 0.0, "slot": 1},
+    ])
+
+
+def test_plan_header_is_exact_and_times_are_iso_utc() -> None:
+    buf = io.StringIO()
+    write_plan_csv(plan_frame(), buf)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == ",".join(PLAN_COLUMNS)
+    assert lines[1].startswith("2025-07-01T00:00:00Z,2025-07-01T00:15:00Z,j,guangzhou,A100,4,")
+    assert lines[2].split(",")[3:8] == ["guangzhou", "", "0", "0", "pause"]
+    assert "slot" not in lines[0].split(",")[2:]  # extras are left out
+
+
+def test_plan_round_trip_is_lossless() -> None:
+    buf = io.StringIO()
+    write_plan_csv(plan_frame(), buf)
+    back = read_plan_csv(io.StringIO(buf.getvalue()))
+    pd.testing.assert_frame_equal(back, normalise_plan(plan_frame()))
+    assert str(back["slot_start"].dt.tz) == "UTC"
+    assert back.loc[0, "energy_kwh"] == 0.1 + 0.2  # bit-exact floats
+
+
+def test_migrations_round_trip_keeps_missing_gain() -> None:
+    mig = pd.DataFrame([
+        {"slot_start": T0, "job_id": "j", "from_region": "guangzhou", "to_region": "guiyang",
+         "checkpoint_gb": 4.0, "transfer_s": 0.32, "expected_gain": 0.25,
+         "reason": "cheaper, cleaner"},
+        {"slot_start": T0, "job_id": "k", "from_region": "a", "to_region": "b",
+         "checkpoint_gb": 1.0, "transfer_s": 0.8, "expected_gain": math.nan, "reason": ""},
+    ])
+    buf = io.StringIO()
+    write_migrations_csv(mig, buf)
+    assert buf.getvalue().splitlines()[0] == ",".join(MIGRATION_COLUMNS)
+    assert '"cheaper, cleaner"' in buf.getvalue()
+    back = read_migrations_csv(io.StringIO(buf.getvalue()))
+    pd.testing.assert_frame_equal(back, normalise_migrations(mig))
+    assert math.isnan(back.loc[1, "expected_gain"])
+
+
+def test_schema_errors_say_what_is_wrong() -> None:
+    with pytest.raises(PlanCsvError, match="lacks the columns"):
+        write_plan_csv(plan_frame().drop(columns=["progress"]), io.StringIO())
+    bad = plan_frame()
+    bad.loc[0, "action"] = "teleport"
+    with pytest.raises(PlanCsvError, match="unknown plan actions"):
+        write_plan_csv(bad, io.StringIO())
+    with pytest.raises(PlanCsvError, match="expected exactly"):
+        read_plan_csv(io.StringIO("job_id,slot_start\nj,2025-07-01T00:00:00Z\n"))
+
+
+class Mover:
+    name = "mover"
+
+    def reset(self, scenario) -> None:
+        return None
+
+    def decide(self, state, forecast) -> Allocation:
+        where = "a" if state.t == 0 else "b"
+        placements = {js.job.job_id: Placement(where, "A100", 1, 128) for js in state.jobs
+                      if js.job.is_training}
+        return Allocation(placements=placements, expected_gain={"j": 0.4},
+                          reasons={"j": "cheaper in b"})
+
+
+def test_simulated_plan_and_migrations_round_trip(tmp_path) -> None:
+    sc = tiny_scenario([training("j", slots_of_work=2.0), inference("svc", last=2)], n_slots=3)
+    res = simulate(sc, Mover())
+    write_plan_csv(res.plan, tmp_path / "plan.csv")
+    write_migrations_csv(res.migrations, tmp_path / "mig.csv")
+    plan = read_plan_csv(tmp_path / "plan.csv")
+    pd.testing.assert_frame_equal(plan, normalise_plan(res.plan))
+    assert set(plan["action"]) <= {"start", "run", "migrate", "pause", "resume", "finish"}
+    mig = read_migrations_csv(tmp_path / "mig.csv")
+    assert mig[["job_id", "from_region", "to_region", "expected_gain", "reason"]].values.tolist() \
+        == [["j", "a", "b", 0.4, "cheaper in b"]]
