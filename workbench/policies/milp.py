@@ -277,6 +277,9 @@ def solve_slot_problem(
 ) -> tuple[NDArray[np.bool_] | None, SolveInfo]:
     """Create, solve and extract in one call; the choice is None when the solve failed."""
     t0 = time.perf_counter()
+    if prob.n_options == 0:
+        # Nothing to decide (no active job has an option): the empty choice is optimal.
+        return np.zeros(0, dtype=bool), SolveInfo(status="empty", solve_s=0.0, objective=0.0)
     m = create_slot_model(prob)
     info = solve_slot_model(m, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
                             extra_constraints=extra_constraints)
