@@ -242,6 +242,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.migrations_out is not None and args.out is None:
         write_migrations_csv(result.migrations, args.migrations_out)
+    # A policy may explain a knob it could not honour (e.g. a cap below what the inference
+    # services alone emit); show it with the run's warnings.
+    cap_warning = getattr(policy, "cap_warning", None)
+    if cap_warning:
+        print(f"warning ({args.policy}): {cap_warning}", file=sys.stderr)
     _warn(args.policy, result)
 
     summary = _summary(args.policy, result)
