@@ -9,7 +9,9 @@ slot the simulator
    online estimates, and a :class:`~workbench.policies.base.Forecast` from
    :func:`workbench.cubes.forecast`;
 3. calls ``policy.decide`` and validates the allocation (pool capacity, allowed GPU types,
-   latency bounds, links for moves); an invalid allocation raises :class:`AllocationError`;
+   latency bounds, links for moves); an invalid allocation raises :class:`AllocationError`.
+   GPU counts outside a job's ``gpu_counts`` are accepted (operators may pass wider menus
+   to a policy) as long as the pool holds them;
 4. applies it to the *truth*: progress from :func:`workbench.perf.ecu` at the profile's true
    gradient noise scale, times a hidden per-job throughput factor and per-slot noise;
    restart and transfer losses; energy, cost and carbon at the true price and carbon;
