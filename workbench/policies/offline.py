@@ -269,6 +269,12 @@ class OfflinePolicy:
         train_ids = np.flatnonzero(training)
         n_short = train_ids.size
 
+        exact = block == 1 and nx <= self.exact_max_columns
+        # Columns: use u (slots run, continuous), shortfall, carbon slack, and in exact mode
+        # the binaries z (configuration chosen) with u <= z: a finishing job pays only the
+        # part of its last slot it uses, as in the simulator.
+        zc = nx + n_short + 1
+        ncol = zc + (nx if exact else 0)
         rows: list[sp.coo_matrix] = []
         lo: list[NDArray[np.float64]] = []
         hi: list[NDArray[np.float64]] = []
@@ -276,7 +282,7 @@ class OfflinePolicy:
         def add(r_idx: NDArray[np.int64], c_idx: NDArray[np.int64], vals: NDArray[np.float64],
                 n_rows: int, r_lo: NDArray[np.float64], r_hi: NDArray[np.float64],
                 extra: sp.coo_matrix | None = None) -> None:
-            m = sp.coo_matrix((vals, (r_idx, c_idx)), shape=(n_rows, nx + n_short + 1))
+            m = sp.coo_matrix((vals, (r_idx, c_idx)), shape=(n_rows, ncol))
             rows.append(m if extra is None else (m + extra).tocoo())
             lo.append(r_lo)
             hi.append(r_hi)
@@ -301,7 +307,7 @@ class OfflinePolicy:
         pos[train_ids] = np.arange(n_short)
         tr = training[job_of]
         short = sp.coo_matrix((np.ones(n_short), (np.arange(n_short), nx + np.arange(n_short))),
-                              shape=(n_short, nx + n_short + 1))
+                              shape=(n_short, ncol))
         add(pos[job_of[tr]], np.flatnonzero(tr), rate[tr], n_short, need,
             np.full(n_short, np.inf), extra=short)
         # Carbon cap (hard, with a priced slack column so the model stays feasible).
@@ -315,12 +321,12 @@ class OfflinePolicy:
                 sel = r_of >= 0
                 slack = sp.coo_matrix((-np.ones(len(keys)), (np.arange(len(keys)),
                                                               np.full(len(keys), slack_col))),
-                                      shape=(len(keys), nx + n_short + 1))
+                                      shape=(len(keys), ncol))
                 add(r_of[sel], np.flatnonzero(sel), carb[sel], len(keys),
                     np.full(len(keys), -np.inf), np.array([float(ccap[k]) for k in keys]),
                     extra=slack)
             else:
-                slack = sp.coo_matrix(([-1.0], ([0], [slack_col])), shape=(1, nx + n_short + 1))
+                slack = sp.coo_matrix(([-1.0], ([0], [slack_col])), shape=(1, ncol))
                 add(np.zeros(nx, np.int64), np.arange(nx), carb, 1, np.array([-np.inf]),
                     np.array([float(ccap)]), extra=slack)
         if self.power_cap_kw is not None:
@@ -334,15 +340,23 @@ class OfflinePolicy:
                 np.full(len(names) * n_blocks, -np.inf),
                 np.repeat(caps, n_blocks) * np.tile(lens, len(names)))
 
+        if exact:
+            # Choice and capacity on z; link u - ub * z <= 0.
+            add(inv, zc + np.arange(nx), np.ones(nx), uniq.size,
+                np.where(must, 1.0, -np.inf), np.ones(uniq.size))
+            add(pb, zc + np.arange(nx), n_g, n_pools * n_blocks,
+                np.full(n_pools * n_blocks, -np.inf), np.repeat(pcap, n_blocks))
+            link = sp.coo_matrix((-ub, (np.arange(nx), zc + np.arange(nx))), shape=(nx, ncol))
+            add(np.arange(nx), np.arange(nx), np.ones(nx), nx, np.full(nx, -np.inf),
+                np.zeros(nx), extra=link)
         big = _SHORTFALL_WEIGHT * max(float(cost.max(initial=1.0)) / max(
             float(rate[tr].min(initial=1.0)), 1e-9), 1.0)
-        col_cost = np.concatenate([cost, np.full(n_short, big), [big]])
-        col_lo = np.zeros(nx + n_short + 1)
+        col_cost = np.concatenate([cost, np.full(n_short, big), [big], np.zeros(ncol - zc)])
+        col_lo = np.zeros(ncol)
         col_hi = np.concatenate([ub, np.full(n_short, np.inf),
-                                 [np.inf if ccap is not None else 0.0]])
+                                 [np.inf if ccap is not None else 0.0], np.ones(ncol - zc)])
         a_mat = sp.vstack(rows).tocsc()
         r_lo, r_hi = np.concatenate(lo), np.concatenate(hi)
-        exact = block == 1 and nx <= self.exact_max_columns
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("time_limit", self.time_limit_s)
@@ -361,8 +375,8 @@ class OfflinePolicy:
         lp.a_matrix_.index_ = a_mat.indices.astype(np.int32)
         lp.a_matrix_.value_ = a_mat.data.astype(float)
         if exact:
-            lp.integrality_ = [highspy.HighsVarType.kInteger] * nx + [
-                highspy.HighsVarType.kContinuous] * (n_short + 1)
+            lp.integrality_ = [highspy.HighsVarType.kContinuous] * zc + [
+                highspy.HighsVarType.kInteger] * nx
         h.passModel(lp)
         h.run()
         status = h.getModelStatus()

@@ -1,0 +1,104 @@
+"""The offline optimum: hand-known plans, bound labels, and never worse than online policies."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from helpers_policies import inference_job, run_slots, tiny_scenario, training_job
+
+from workbench.policies import make_policy
+from workbench.policies.greedy import GreedyPolicy
+from workbench.policies.lyapunov import LyapunovPolicy
+from workbench.policies.offline import OfflinePolicy, job_configs
+
+
+def _cheapest_cost(sc: object, job: object, price: float, dc: str) -> float:
+    """Least cost of a whole job on one datacenter's configs at a constant price."""
+    cfgs = [c for c in job_configs(sc, job) if c.datacenter == dc]  # type: ignore[arg-type]
+    return min(c.energy_kwh / c.rate for c in cfgs) * price
+
+
+def test_two_jobs_two_regions_hand_optimum() -> None:
+    # b is always 4x cheaper and holds both jobs: the optimum runs both in b on their
+    # most energy-efficient configuration; its cost is the sum of those.
+    jobs = [training_job("j1", "a", 1.0, deadline_slot=8),
+            training_job("j2", "a", 1.0, deadline_slot=8)]
+    sc = tiny_scenario(jobs, prices=[[1.0, 0.25]] * 8)
+    pol = OfflinePolicy()
+    pol.reset(sc)
+    expect = sum(_cheapest_cost(sc, j, 0.25, "b") for j in jobs)
+    assert pol.optimum_cost == pytest.approx(expect, rel=1e-6)
+    assert not pol.shortfall and pol.block_slots == 1
+
+
+def test_exact_milp_and_lp_bound_are_labelled() -> None:
+    jobs = [training_job("j1", "a", 1.5, deadline_slot=6),
+            training_job("j2", "b", 1.5, deadline_slot=6)]
+    prices = [[1.0, 0.6]] * 3 + [[0.3, 0.9]] * 5
+    sc = tiny_scenario(jobs, prices=prices)
+    exact = OfflinePolicy(exact_max_columns=10_000)
+    exact.reset(sc)
+    lp = OfflinePolicy(exact_max_columns=0)
+    lp.reset(sc)
+    assert not exact.is_bound and lp.is_bound
+    assert lp.optimum_cost <= exact.optimum_cost + 1e-9
+    blocks = OfflinePolicy(max_columns=20, exact_max_columns=0)
+    blocks.reset(sc)
+    assert blocks.block_slots > 1 and blocks.is_bound
+    assert blocks.optimum_cost <= lp.optimum_cost + 1e-9
+
+
+def test_shortfall_is_reported_for_impossible_deadlines(caplog: pytest.LogCaptureFixture) -> None:
+    sc = tiny_scenario([training_job("j", "a", 20.0, deadline_slot=2, gpus=1, counts=(1,))])
+    pol = OfflinePolicy()
+    pol.reset(sc)
+    assert "j" in pol.shortfall and pol.shortfall["j"] > 0.5
+    assert any("cannot finish" in r.getMessage() for r in caplog.records)
+
+
+def test_carbon_cap_raises_the_cost() -> None:
+    # b is cheap but dirty; a tight cap pushes work to clean, dear a.
+    jobs = [training_job("j", "a", 2.0, deadline_slot=8)]
+    sc = tiny_scenario(jobs, prices=[[1.0, 0.2]] * 8, carbons=[[50.0, 900.0]] * 8)
+    free = OfflinePolicy()
+    free.reset(sc)
+    capped = OfflinePolicy(carbon_cap_kg=free.optimum_carbon_kg / 3)
+    capped.reset(sc)
+    assert capped.optimum_carbon_kg <= free.optimum_carbon_kg / 3 + 1e-6
+    assert capped.optimum_cost > free.optimum_cost
+
+
+def _instance() -> object:
+    jobs = [
+        training_job("j1", "a", 1.5, deadline_slot=6),
+        training_job("j2", "b", 2.0, arrival_slot=1, deadline_slot=8, gpus=4),
+        training_job("j3", "a", 1.0, arrival_slot=2, deadline_slot=7, gpus=1),
+        inference_job("i", "a", end_slot=8),
+    ]
+    prices = [[1.0, 0.8], [0.9, 0.7], [0.4, 0.9], [0.3, 1.0],
+              [0.6, 0.2], [0.8, 0.3], [1.1, 0.5], [1.0, 0.9]]
+    carbons = [[500.0, 300.0]] * 8
+    return tiny_scenario(jobs, prices=prices, carbons=carbons, gpus_per_pool=6)
+
+
+@pytest.mark.parametrize("exact_max_columns", [0, 10_000])
+def test_offline_is_never_worse_than_online_policies(exact_max_columns: int) -> None:
+    sc = _instance()
+    off = OfflinePolicy(exact_max_columns=exact_max_columns)
+    replay = run_slots(sc, off)  # type: ignore[arg-type]
+    assert math.isfinite(off.optimum_cost) and not off.shortfall
+    for pol in (LyapunovPolicy(), LyapunovPolicy(V=1.0), GreedyPolicy()):
+        res = run_slots(sc, pol)  # type: ignore[arg-type]
+        assert not res.unfinished, pol.name
+        assert off.optimum_cost <= res.cost + 1e-9, pol.name
+    # The replay pays restart losses the model ignores, so it costs at least the optimum.
+    assert replay.cost >= off.optimum_cost - 1e-9
+    assert not replay.deadline_misses
+    for pool in sc.pools:  # type: ignore[attr-defined]
+        assert replay.max_pool_use.get(f"{pool.datacenter}/{pool.gpu_type}", 0) <= pool.count
+
+
+def test_registry_builds_offline() -> None:
+    pol = make_policy("offline", exact_max_columns=0)
+    assert isinstance(pol, OfflinePolicy) and pol.name == "offline"
