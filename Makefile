@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/workbench --db $(DB) scenario generate seed3 --seed 0
 	$(BIN)/workbench --db $(DB) scenario show seed3
+	$(BIN)/workbench --db $(DB) plan --scenario seed3 --policy lyapunov --out out/plan.csv --migrations-out out/migrations.csv
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
