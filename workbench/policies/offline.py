@@ -189,7 +189,7 @@ class OfflinePolicy:
         time_limit_s: float = 300.0,
         mip_rel_gap: float = 1e-4,
         restart_s: float = RESTART_S_DEFAULT,
-        lead_slots: int = 1,
+        lead_slots: int = 2,
     ) -> None:
         if exact_max_columns < 0 or max_columns <= 0 or time_limit_s <= 0:
             raise ValueError("exact_max_columns >= 0, max_columns > 0, time_limit_s > 0")
