@@ -1,0 +1,26 @@
+"""The workbench web app: ``panel serve apps/workbench.py`` (or ``workbench serve``).
+
+The store defaults to ``./workbench.duckdb``; pick another with
+``panel serve apps/workbench.py --args --db PATH`` (or ``workbench serve --db PATH``).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+# `panel serve` puts this file's folder first on sys.path, where this file would shadow
+# the `workbench` package it serves: take the folder off before importing the package.
+_APPS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _APPS]
+
+import panel as pn  # noqa: E402
+
+from workbench.app import create_app  # noqa: E402
+
+pn.extension("tabulator", notifications=True)
+
+_parser = argparse.ArgumentParser(prog="apps/workbench.py")
+_parser.add_argument("--db", default="workbench.duckdb", help="DuckDB store file")
+_args, _ = _parser.parse_known_args(sys.argv[1:])
+
+create_app(_args.db).template().servable(title="Workbench")

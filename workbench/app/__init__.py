@@ -1,0 +1,32 @@
+"""The Panel web app: a param-based state object and thin views over it.
+
+``create_app(db_path)`` builds one app per session; ``apps/workbench.py`` serves it and
+``workbench serve`` starts that server. Notebooks use the same state, views and plots.
+"""
+
+from workbench.app.state import RunOutcome, WorkbenchState
+from workbench.app.views import (
+    ExportView,
+    GridView,
+    MetricsView,
+    MigrationsView,
+    PlanView,
+    QuoteView,
+    Sidebar,
+    WorkbenchApp,
+    create_app,
+)
+
+__all__ = [
+    "ExportView",
+    "GridView",
+    "MetricsView",
+    "MigrationsView",
+    "PlanView",
+    "QuoteView",
+    "RunOutcome",
+    "Sidebar",
+    "WorkbenchApp",
+    "WorkbenchState",
+    "create_app",
+]

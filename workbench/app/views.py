@@ -1,0 +1,452 @@
+"""Thin Panel views over :class:`~workbench.app.state.WorkbenchState`: one ``Viewer`` per tab.
+
+Views hold widgets and layout only; every number they show comes from the state object or
+from :mod:`workbench.app.derive`. ``WorkbenchApp`` puts them together (sidebar and tabs) and
+:func:`create_app` builds one per browser session.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import logging
+import math
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+from panel.viewable import Viewer
+
+from workbench.app import derive, plots
+from workbench.app.state import V_STEPS, WorkbenchState, horizon_hours, median_work
+from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
+from workbench.quote import JobSpec, QuoteError
+
+log = logging.getLogger(__name__)
+
+HEADLINE: tuple[tuple[str, str, str], ...] = (
+    ("cost", "Cost", "{:,.2f}"),
+    ("carbon_kg", "Carbon (kg)", "{:,.1f}"),
+    ("energy_kwh", "Energy (kWh)", "{:,.1f}"),
+    ("mean_jct_h", "Mean JCT (h)", "{:,.2f}"),
+    ("deadline_misses", "Deadline misses", "{:d}"),
+    ("migrations", "Migrations", "{:d}"),
+)
+"""Headline metrics of the Metrics tab: key, label, format (element id ``metric-<key>``)."""
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if "d}" in fmt:
+        return fmt.format(int(value))
+    return fmt.format(float(value))
+
+
+def headline_html(metrics: dict[str, Any] | None, currency: str = "") -> str:
+    """The headline metrics as HTML cards; each value sits in ``<span id="metric-KEY">``."""
+    if not metrics:
+        return '<div id="metrics-empty">No run yet: choose knobs and press <b>Run</b>.</div>'
+    cards = []
+    for key, label, fmt in HEADLINE:
+        unit = f" {currency}" if key == "cost" and currency else ""
+        cards.append(
+            f'<div class="wb-card" style="display:inline-block;margin:4px 12px 4px 0;'
+            f'padding:6px 12px;border:1px solid #ddd;border-radius:6px">'
+            f'<div style="font-size:11px;color:#666">{label}</div>'
+            f'<div style="font-size:20px"><span id="metric-{key}">{_fmt(fmt, metrics.get(key))}'
+            f"</span>{unit}</div></div>"
+        )
+    return '<div id="metrics-headline">' + "".join(cards) + "</div>"
+
+
+class Sidebar(Viewer):
+    """Scenario, policy and knobs; the Run button, progress and messages."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        s = self.state
+        self.v_slider = pn.widgets.DiscreteSlider(
+            name="V (log scale)", options=list(V_STEPS),
+            value=min(V_STEPS, key=lambda v: abs(math.log(v / s.V))))
+        self.v_input = pn.widgets.FloatInput.from_param(s.param.V, name="V", start=1e-3)
+        self.v_slider.param.watch(lambda e: setattr(s, "V", float(e.new)), "value")
+        s.param.watch(self._sync_slider, "V")
+        self.run_button = pn.widgets.Button(name="Run", button_type="primary",
+                                            disabled=s.param.running, css_classes=["wb-run"])
+        self.run_button.on_click(self._on_run)
+        self.progress = pn.indicators.Progress(
+            name="progress", value=s.param.progress, max=s.param.progress_max,
+            visible=s.param.running, sizing_mode="stretch_width", bar_color="primary")
+        self.caps = pn.Column()
+        s.param.watch(self._caps_widgets, ["cap_mode", "scenario"])
+        self._caps_widgets()
+
+    def _sync_slider(self, event: Any) -> None:
+        if event.new in V_STEPS and self.v_slider.value != event.new:
+            self.v_slider.value = event.new
+
+    async def _on_run(self, _event: Any) -> None:
+        await self.state.run_async()
+
+    def _caps_widgets(self, *_: Any) -> None:
+        s = self.state
+        if s.cap_mode == "global":
+            self.caps.objects = [pn.widgets.FloatInput.from_param(s.param.carbon_cap_kg)]
+        elif s.cap_mode == "per datacenter" and s.scenario is not None:
+            widgets = []
+            for dc in s.scenario.datacenters:
+                w = pn.widgets.FloatInput(name=f"cap {dc.name} (kg)", start=0.0,
+                                          value=float(s.carbon_caps_kg.get(dc.name, 0.0)))
+                w.param.watch(lambda e, name=dc.name: setattr(
+                    s, "carbon_caps_kg", {**s.carbon_caps_kg, name: float(e.new)}), "value")
+                widgets.append(w)
+            self.caps.objects = widgets
+        else:
+            self.caps.objects = []
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        s = self.state
+        return pn.Column(
+            pn.widgets.Select.from_param(s.param.scenario_name),
+            pn.widgets.Select.from_param(s.param.policy),
+            self.v_slider, self.v_input,
+            pn.widgets.Select.from_param(s.param.cap_mode), self.caps,
+            pn.widgets.MultiChoice.from_param(s.param.gpu_counts),
+            pn.widgets.FloatSlider.from_param(s.param.migration_threshold),
+            pn.widgets.StaticText(value="Slot length (min)", margin=(5, 10, 0, 10)),
+            pn.widgets.RadioButtonGroup.from_param(s.param.slot_minutes, name="Slot (min)"),
+            pn.widgets.Select.from_param(s.param.forecast_mode),
+            pn.widgets.FloatInput.from_param(s.param.forecast_error,
+                                             visible=s.param.forecast_mode.rx() == "noisy"),
+            pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
+            pn.widgets.Checkbox.from_param(s.param.save_runs),
+            self.run_button, self.progress,
+            pn.pane.Alert(s.param.message, alert_type=s.param.message_kind,
+                          visible=s.param.message.rx.bool(), css_classes=["wb-message"]),
+            sizing_mode="stretch_width",
+        )
+
+
+class GridView(Viewer):
+    """Price and carbon over time by region (curves) and as heatmaps."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    @param.depends("state.scenario")
+    def _plots(self) -> pn.viewable.Viewable:
+        sc = self.state.scenario
+        if sc is None:
+            return pn.pane.Markdown("No scenario loaded.")
+        n = sc.n_slots
+        times = pd.DatetimeIndex(sc.grid["time"].values)
+        pos = int(times.get_indexer([pd.Timestamp(sc.start).tz_localize(None)])[0])
+        grid = derive.grid_long(sc.grid.isel(time=slice(max(pos, 0), max(pos, 0) + n)))
+        return pn.Column(
+            pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency),
+                              sizing_mode="stretch_width"),
+            pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh"),
+                              sizing_mode="stretch_width"),
+            pn.Row(pn.pane.HoloViews(plots.grid_heatmap(grid, "price_per_kwh"),
+                                     sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.grid_heatmap(grid, "carbon_g_per_kwh"),
+                                     sizing_mode="stretch_width"),
+                   sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.panel(self._plots, sizing_mode="stretch_width")
+
+
+class PlanView(Viewer):
+    """Placements per job and datacenter (Gantt-like) and GPU occupancy per pool."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    @param.depends("state.result")
+    def _plots(self) -> pn.viewable.Viewable:
+        res = self.state.result
+        if res is None:
+            return pn.pane.Markdown("No run yet.")
+        return pn.Column(
+            pn.pane.HoloViews(plots.occupancy(derive.occupancy_long(res.slots)),
+                              sizing_mode="stretch_width"),
+            pn.pane.HoloViews(plots.gantt(derive.gantt_segments(res.plan)),
+                              sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.panel(self._plots, sizing_mode="stretch_width")
+
+
+class MigrationsView(Viewer):
+    """The migration plan as a table and as flows between datacenters, filtered by time."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        lo, hi = dt.datetime(2000, 1, 1), dt.datetime(2000, 1, 2)
+        self.window = pn.widgets.DatetimeRangeSlider(name="time window", start=lo, end=hi,
+                                                     value=(lo, hi), step=900_000,
+                                                     sizing_mode="stretch_width")
+        self.state.param.watch(self._bounds, ["scenario", "result"])
+        self._bounds()
+
+    def _bounds(self, *_: Any) -> None:
+        sc = self.state.scenario
+        if sc is None:
+            return
+        start = pd.Timestamp(sc.start).tz_localize(None).to_pydatetime()
+        end = pd.Timestamp(sc.end).tz_localize(None).to_pydatetime()
+        self.window.param.update(start=start, end=end, value=(start, end))
+
+    def _selected(self) -> tuple[Any, Any]:
+        lo, hi = self.window.value or (None, None)
+        return (None if lo is None else pd.Timestamp(lo).tz_localize("UTC"),
+                None if hi is None else pd.Timestamp(hi).tz_localize("UTC"))
+
+    @param.depends("state.result", "window.value")
+    def _content(self) -> pn.viewable.Viewable:
+        res = self.state.result
+        if res is None:
+            return pn.pane.Markdown("No run yet.")
+        lo, hi = self._selected()
+        moves = derive.filter_migrations(res.migrations, lo, hi)
+        flow = derive.migration_flows(res.plan, res.migrations, lo, hi)
+        return pn.Column(
+            pn.pane.Markdown(f"**{len(moves)}** migrations in the window "
+                             f"({len(res.migrations)} in the run)."),
+            pn.Row(pn.pane.HoloViews(plots.flows(flow), sizing_mode="stretch_width"),
+                   pn.widgets.Tabulator(flow, disabled=True, show_index=False, width=420),
+                   sizing_mode="stretch_width"),
+            pn.widgets.Tabulator(moves, disabled=True, show_index=False, pagination="local",
+                                 page_size=15, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.Column(self.window, pn.panel(self._content, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
+
+
+class MetricsView(Viewer):
+    """The run against the baselines and the offline optimum; the V trade-off curve."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    @param.depends("state.result", "state.baselines")
+    def _headline(self) -> pn.viewable.Viewable:
+        res = self.state.result
+        metrics = res.metrics if res is not None else None
+        currency = str(metrics.get("currency", "")) if metrics else ""
+        return pn.pane.HTML(headline_html(metrics, currency), sizing_mode="stretch_width")
+
+    @param.depends("state.result", "state.baselines")
+    def _compare(self) -> pn.viewable.Viewable:
+        res = self.state.result
+        if res is None:
+            return pn.pane.Markdown("")
+        table = derive.compare_table(res.policy, res.metrics, self.state.baselines)
+        missing = [b for b in self.state.baseline_policies
+                   if b not in self.state.baselines and b != res.policy]
+        note = (f"Not compared (unavailable or not selected): {', '.join(missing)}."
+                if missing else "")
+        return pn.Column(
+            pn.widgets.Tabulator(table.round(3), disabled=True, show_index=False,
+                                 sizing_mode="stretch_width"),
+            pn.pane.Markdown(note),
+            pn.Row(pn.pane.HoloViews(plots.compare_bars(table, "cost"),
+                                     sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.compare_bars(table, "carbon_kg"),
+                                     sizing_mode="stretch_width"),
+                   sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )
+
+    @param.depends("state.tradeoff")
+    def _tradeoff(self) -> pn.viewable.Viewable:
+        return pn.pane.HoloViews(plots.tradeoff(self.state.tradeoff),
+                                 sizing_mode="stretch_width")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.Column(pn.panel(self._headline), pn.panel(self._compare),
+                         pn.panel(self._tradeoff), sizing_mode="stretch_width")
+
+
+class QuoteView(Viewer):
+    """Describe a new job and see where, on what and when it should run."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.app = pn.widgets.Select(name="application")
+        self.work = pn.widgets.FloatInput(name="work (effective samples)", start=1.0)
+        self.gpus = pn.widgets.IntRangeSlider(name="GPU count", start=1, end=32, value=(1, 8))
+        self.deadline = pn.widgets.FloatInput(name="deadline (h after arrival)", value=24.0,
+                                              start=0.25)
+        self.home = pn.widgets.Select(name="home datacenter")
+        self.carbon_price = pn.widgets.FloatInput(name="carbon price (per kg)", value=0.0,
+                                                  start=0.0)
+        self.respect = pn.widgets.Checkbox(name="respect the latest plan's GPU occupancy")
+        self.button = pn.widgets.Button(name="Quote", button_type="primary")
+        self.button.on_click(self._on_quote)
+        self.app.param.watch(self._default_work, "value")
+        self.state.param.watch(self._choices, "scenario")
+        self._choices()
+
+    def _choices(self, *_: Any) -> None:
+        sc = self.state.scenario
+        if sc is None:
+            return
+        apps = sorted({p.app for p in sc.profiles})
+        self.app.options = apps
+        self.home.options = [d.name for d in sc.datacenters]
+        self.deadline.value = min(self.deadline.value or 24.0, horizon_hours(sc))
+        self._default_work()
+
+    def _default_work(self, *_: Any) -> None:
+        sc = self.state.scenario
+        if sc is not None and self.app.value:
+            work = median_work(sc, self.app.value)
+            self.work.value = work if math.isfinite(work) else 1e6
+
+    def spec(self) -> JobSpec:
+        return JobSpec(app=self.app.value, work_samples=float(self.work.value),
+                       home=self.home.value, min_gpus=int(self.gpus.value[0]),
+                       max_gpus=int(self.gpus.value[1]),
+                       deadline_h=float(self.deadline.value) if self.deadline.value else None)
+
+    def _on_quote(self, _event: Any) -> None:
+        try:
+            spec = self.spec()
+        except (QuoteError, TypeError) as exc:
+            self.state._say(f"quote: bad input: {exc}", "danger")
+            return
+        self.state.quote(spec, carbon_price_per_kg=float(self.carbon_price.value or 0.0),
+                         respect_plan=self.respect.value)
+
+    @param.depends("state.last_quote")
+    def _result(self) -> pn.viewable.Viewable:
+        q = self.state.last_quote
+        if q is None:
+            return pn.pane.Markdown("Describe a job and press **Quote**.")
+        best = q.recommended
+        if best is None:
+            head = "**No option finishes before the deadline.**"
+        else:
+            saving = best["cost_if_now"] - best["cost"]
+            head = (f"**Recommended:** {best['datacenter']} ({best['region']}), "
+                    f"{best['n_gpus']} x {best['gpu_type']}, batch {best['batch_size']}, start "
+                    f"{best['start']:%Y-%m-%d %H:%M} UTC, {best['duration_h']:.1f} h — "
+                    f"{best['energy_kwh']:.2f} kWh, {best['cost']:.2f} {q.currency}, "
+                    f"{best['carbon_kg']:.2f} kg CO2 (waiting saves {saving:.2f} {q.currency} "
+                    "against starting now).")
+        table = q.options.copy()
+        for col in ("start", "finish"):
+            table[col] = table[col].dt.strftime("%Y-%m-%d %H:%M")
+        return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
+                         pn.widgets.Tabulator(table.round(3), disabled=True, show_index=False,
+                                              pagination="local", page_size=12,
+                                              sizing_mode="stretch_width"),
+                         pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
+                         sizing_mode="stretch_width")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        form = pn.Column(self.app, self.work, self.gpus, self.deadline, self.home,
+                         self.carbon_price, self.respect, self.button, width=320)
+        return pn.Row(form, pn.panel(self._result, sizing_mode="stretch_width"),
+                      sizing_mode="stretch_width")
+
+
+class ExportView(Viewer):
+    """Download the plan and migrations CSV of the latest run (the CLI's schema)."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.plan_download = pn.widgets.FileDownload(
+            callback=self._plan_csv, filename="plan.csv", label="Download plan CSV",
+            button_type="primary", disabled=True, css_classes=["wb-download-plan"])
+        self.migrations_download = pn.widgets.FileDownload(
+            callback=self._migrations_csv, filename="migrations.csv",
+            label="Download migrations CSV", disabled=True,
+            css_classes=["wb-download-migrations"])
+        self.state.param.watch(self._update, "result")
+        self._update()
+
+    def _stem(self) -> str:
+        res = self.state.result
+        return "run" if res is None else f"{res.meta['scenario']}_{res.policy}"
+
+    def _update(self, *_: Any) -> None:
+        has = self.state.result is not None
+        stem = self._stem()
+        self.plan_download.param.update(disabled=not has, filename=f"{stem}_plan.csv")
+        self.migrations_download.param.update(disabled=not has,
+                                              filename=f"{stem}_migrations.csv")
+
+    def _plan_csv(self) -> io.StringIO:
+        buf = io.StringIO()
+        if self.state.result is not None:
+            write_plan_csv(self.state.result.plan, buf)
+        buf.seek(0)
+        return buf
+
+    def _migrations_csv(self) -> io.StringIO:
+        buf = io.StringIO()
+        if self.state.result is not None:
+            write_migrations_csv(self.state.result.migrations, buf)
+        buf.seek(0)
+        return buf
+
+    @param.depends("state.result")
+    def _summary(self) -> pn.viewable.Viewable:
+        res = self.state.result
+        if res is None:
+            return pn.pane.Markdown("No run yet.")
+        return pn.pane.Markdown(
+            f"Run of **{res.policy}** on **{res.meta['scenario']}**: {len(res.plan)} plan rows, "
+            f"{len(res.migrations)} migrations. Columns as in `docs/plan_csv.md`.")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.Column(pn.panel(self._summary), self.plan_download, self.migrations_download)
+
+
+class WorkbenchApp(Viewer):
+    """The whole app: the sidebar and the six tabs over one :class:`WorkbenchState`."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+    title = param.String(default="Compute–Power Fusion Planning Workbench")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        s = self.state
+        self.sidebar = Sidebar(state=s)
+        self.tabs = pn.Tabs(
+            ("Grid", GridView(state=s)), ("Plan", PlanView(state=s)),
+            ("Migrations", MigrationsView(state=s)), ("Metrics", MetricsView(state=s)),
+            ("Quote", QuoteView(state=s)), ("Export", ExportView(state=s)),
+            dynamic=True, sizing_mode="stretch_width",
+        )
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.Row(pn.Column(self.sidebar, width=300), self.tabs, sizing_mode="stretch_width")
+
+    def template(self) -> pn.template.BaseTemplate:
+        """A served page: the knobs in the sidebar, the tabs in the main area."""
+        return pn.template.FastListTemplate(
+            title=self.title, sidebar=[self.sidebar], main=[self.tabs], sidebar_width=320,
+            accent="#1f6f8b")
+
+
+def create_app(db_path: str = "workbench.duckdb", **state_params: Any) -> WorkbenchApp:
+    """A fresh app (its own state) for one session."""
+    return WorkbenchApp(state=WorkbenchState(db_path=db_path, **state_params))
