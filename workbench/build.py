@@ -298,7 +298,8 @@ def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) 
         raise BuildError(f"the series' prices are in {held}, not {currency}; import prices "
                          f"in one currency")
     names = [d.name for d in dcs]
-    jobs = _jobs(store, cfg, start, end, names) + _inference(cfg, start, end)
+    jobs = sorted(_jobs(store, cfg, start, end, names) + _inference(cfg, start, end),
+                  key=lambda j: (j.arrival, j.job_id))
     profiles = store.load_profiles() or perf.load_default_profiles()
     apps = {j.app for j in jobs}
     return Scenario(

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 _MISSING = {"", "nan", "na", "n/a", "null", "none", "-"}
 _OFFSET_RE = re.compile(r"(?:[zZ]|[+-]\d{2}:?\d{2})$")
 _OTHER_DELIMITERS = (";", "\t", "|")
+_EARLIEST = pd.Timestamp("1900-01-01")
+_LATEST = pd.Timestamp("2200-01-01")
 
 
 @dataclass(frozen=True)
@@ -196,17 +198,11 @@ def times_from_strings(
         i = int(np.flatnonzero(blank)[0])
         raise InputError(path, "the time is empty", "fill it in or delete the row",
                          line=where(i), column=column)
-    fmt = time_format or "ISO8601"
     aware = raw.str.contains(_OFFSET_RE).to_numpy() if time_format is None else None
-    if aware is not None and aware.any() and not aware.all():
-        i = int(np.flatnonzero(aware != aware[0])[0])
-        raise InputError(
-            path, f"time {raw[i]!r} {'lacks' if aware[0] else 'has'} a UTC offset unlike "
-            f"line {where(0)}", "write every time the same way", line=where(i), column=column,
-        )
     try:
-        parsed = pd.to_datetime(raw, format=fmt, errors="coerce", utc=bool(aware is not None
-                                                                         and aware.all()))
+        # utc=True reads offsets and takes naive strings at their wall time.
+        parsed = pd.to_datetime(raw, format=time_format or "ISO8601", errors="coerce",
+                                utc=time_format is None)
     except (ValueError, TypeError) as exc:
         # pandas raises (rather than coercing) for a few malformed format strings and for
         # %z formats whose rows mix offsets.
@@ -219,7 +215,21 @@ def times_from_strings(
         fix = ("pass --time-format with strftime codes (e.g. %d/%m/%Y %H:%M)"
                if time_format is None else f"the time does not match --time-format {time_format!r}")
         raise InputError(path, f"cannot read time {raw[i]!r}", fix, line=where(i), column=column)
+    if aware is not None and aware.any() and not aware.all():
+        i = int(np.flatnonzero(aware != aware[0])[0])
+        raise InputError(
+            path, f"time {raw[i]!r} {'lacks' if aware[0] else 'has'} a UTC offset unlike "
+            f"line {where(0)}", "write every time the same way", line=where(i), column=column,
+        )
+    if aware is not None and not aware.any():
+        parsed = parsed.dt.tz_localize(None)
     idx = pd.DatetimeIndex(parsed)
+    naive = idx.tz_convert("UTC").tz_localize(None) if idx.tz is not None else idx
+    odd = np.flatnonzero((naive < _EARLIEST) | (naive > _LATEST))
+    if odd.size:
+        i = int(odd[0])
+        raise InputError(path, f"time {raw[i]!r} is outside the years 1900-2200",
+                         "correct the row", line=where(i), column=column)
     if idx.tz is not None:
         return idx.tz_convert("UTC").tz_localize(None).as_unit("ns")
     if timezone is None or timezone == "UTC":
@@ -248,9 +258,9 @@ def localize(
     dst = np.ones(len(idx), dtype=bool)
     if folded.any():
         seen: set[pd.Timestamp] = set()
-        for i in np.flatnonzero(folded):
-            dst[i] = idx[i] not in seen
-            seen.add(idx[i])
+        for k in np.flatnonzero(folded):
+            dst[k] = idx[k] not in seen
+            seen.add(idx[k])
     out = idx.tz_localize(tz, ambiguous=dst, nonexistent="NaT")
     return pd.DatetimeIndex(out).tz_convert("UTC").tz_localize(None).as_unit("ns")
 

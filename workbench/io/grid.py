@@ -185,9 +185,9 @@ def read_price_csv(
         factor, cur = price_factor(_unit_in(col, table.path), currency)
     except UnitError as exc:
         raise _unit_error(table.path, exc, col) from None
-    if table.has("Datetime (UTC)"):
-        time_col, tz = "Datetime (UTC)", "UTC"
-    else:
+    tz: str | None = "UTC"
+    time_col = "Datetime (UTC)"
+    if not table.has(time_col):
         time_col = _one(table, r"^datetime", "time",
                         "name the time column 'Datetime (UTC)' or 'Datetime'")
         tz = timezone
@@ -285,9 +285,10 @@ def read_avert(
         raise InputError(path, f"no AVERT region column {want!r}; the file has {data_cols}",
                          "pass --column with one of them", line=table.header_line)
     hours, _ = _table.parse_numbers(table, "Timestamp")
-    if (hours != np.round(hours)).any() or (hours < 0).any():
-        i = int(np.flatnonzero((hours != np.round(hours)) | (hours < 0))[0])
-        raise InputError(path, f"hour of year {hours[i]:g} is not a whole number >= 0",
+    wrong = (hours != np.round(hours)) | (hours < 0) | (hours > 8783)
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
+        raise InputError(path, f"hour of year {hours[i]:g} is not a whole number in 0..8783",
                          "correct the row", line=int(table.lines[i]), column="Timestamp")
     tz = _table.zone(timezone, path)
     origin = pd.Timestamp(datetime(int(year), 1, 1), tz=tz).tz_convert("UTC").tz_localize(None)

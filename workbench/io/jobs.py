@@ -76,19 +76,28 @@ class Trace:
     skipped: dict[str, int]
 
 
-def _whole(values: np.ndarray, table: _table.Table, column: str, minimum: int) -> np.ndarray:
-    bad = (values != np.round(values)) | (values < minimum)
+_MAX_GPUS = 4096
+_MAX_SECONDS = 100 * 365 * 86400.0  # a century: beyond it a time is a unit mistake
+
+
+def _whole(values: np.ndarray, table: _table.Table, column: str, minimum: int,
+           maximum: int = _MAX_GPUS) -> np.ndarray:
+    bad = (values != np.round(values)) | (values < minimum) | (values > maximum)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InputError(table.path, f"{values[i]:g} is not a whole number >= {minimum}",
-                         "correct the row", line=int(table.lines[i]), column=column)
+        raise InputError(table.path, f"{values[i]:g} is not a whole number in "
+                         f"{minimum}..{maximum}", "correct the row",
+                         line=int(table.lines[i]), column=column)
     return values.astype(np.int64)
 
 
 def _non_negative(values: np.ndarray, table: _table.Table, column: str) -> None:
-    if (values < 0).any():
-        i = int(np.flatnonzero(values < 0)[0])
-        raise InputError(table.path, f"{values[i]:g} is negative", "correct the row",
+    """Seconds must lie in [0, a century]."""
+    bad = (values < 0) | (values > _MAX_SECONDS)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        what = "negative" if values[i] < 0 else "more than a century of seconds"
+        raise InputError(table.path, f"{values[i]:g} is {what}", "correct the row (seconds)",
                          line=int(table.lines[i]), column=column)
 
 
@@ -114,7 +123,7 @@ def read_pollux_workload(path: str | Path) -> Trace:
     time_s, _ = _table.parse_numbers(table, "time")
     _non_negative(time_s, table, "time")
     gpus = _whole(_table.parse_numbers(table, "num_replicas")[0], table, "num_replicas", 1)
-    batch = _whole(_table.parse_numbers(table, "batch_size")[0], table, "batch_size", 1)
+    batch = _whole(_table.parse_numbers(table, "batch_size")[0], table, "batch_size", 1, 10**7)
     apps = table.column("application")
     unknown = ~apps.isin(list(POLLUX_WORK_SAMPLES)).to_numpy()
     if unknown.any():
@@ -163,7 +172,10 @@ def read_alibaba_pods(path: str | Path) -> Trace:
         _non_negative(vals, table, col)
     gpus = _whole(_table.parse_numbers(table, "num_gpu")[0], table, "num_gpu", 0)
     milli, _ = _table.parse_numbers(table, "gpu_milli")
-    _non_negative(milli, table, "gpu_milli")
+    if ((milli < 0) | (milli > 1000)).any():
+        i = int(np.flatnonzero((milli < 0) | (milli > 1000))[0])
+        raise InputError(path, f"gpu_milli {milli[i]:g} is outside 0..1000", "correct the row",
+                         line=int(table.lines[i]), column="gpu_milli")
     run = deleted - np.where(ran, sched, np.nan)
     cpu_only = gpus == 0
     pending = ~cpu_only & ~ran
@@ -337,7 +349,7 @@ def import_jobs(
     if store.has_scenario(into):
         raise InputError(path, f"{into!r} is a scenario in the store; a job set needs a name "
                          "of its own", f"pass --into with another name (e.g. {into}-jobs)")
-    trace = JOB_FORMATS[fmt](path, timezone) if fmt == "philly" else JOB_FORMATS[fmt](path)
+    trace = read_philly(path, timezone) if fmt == "philly" else JOB_FORMATS[fmt](path)
     frame = trace.frame
     if limit is not None:
         if limit <= 0:

@@ -113,6 +113,8 @@ def read_urdb_json(
     if timezone is None:
         raise InputError(path, "URDB schedules are in local time",
                          "pass --timezone (e.g. America/New_York)")
+    if tier < 0:
+        raise InputError(path, f"tier {tier} is negative", "pass --tier 0 for the first tier")
     tz = _table.zone(timezone, path)
     span = _table.times_from_strings(pd.Series([str(start), str(end)]), None, str(path),
                                      "--start/--end", "UTC")
@@ -130,7 +132,7 @@ def read_urdb_json(
     local = times.tz_localize("UTC").tz_convert(tz)
     month = np.asarray(local.month) - 1
     hour = np.asarray(local.hour)
-    is_weekend = np.asarray(local.dayofweek) >= 5
+    is_weekend = np.asarray(local.day_of_week) >= 5
     period = np.where(is_weekend, weekend[month, hour], weekday[month, hour])
     name = t.get("name") or Path(path).stem
     return pd.DataFrame({

@@ -1,0 +1,213 @@
+"""Scenarios built from a TOML config and imported data."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.build import BuildError, build_and_save, build_scenario, load_config
+from workbench.cli import main
+from workbench.io.grid import import_grid
+from workbench.io.jobs import import_jobs
+from workbench.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+START = pd.Timestamp("2024-03-04T00:00:00Z")
+
+
+def _grid(store: Store, region: str, base: float) -> None:
+    times = pd.date_range(START - pd.Timedelta(hours=2), periods=60, freq="h")
+    store.write_grid_series(pd.DataFrame({
+        "time_utc": times, "region": region, "price_per_kwh": base + np.arange(60) / 1000,
+        "currency": "USD", "carbon_g_per_kwh": 100 * base + np.arange(60), "source": "test",
+    }))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with Store(tmp_path / "wb.duckdb") as s:
+        _grid(s, "ZA", 0.1)
+        _grid(s, "ZB", 0.2)
+        _grid(s, "ZC", 0.3)
+        wl = tmp_path / "w.csv"
+        wl.write_text("name,time,application,num_replicas,batch_size\n"
+                      "j0,0,cifar10,2,256\nj1,600,ncf,1,256\nj2,7200,bert,4,48\n"
+                      "j3,999999,cifar10,1,128\n")
+        import_jobs(s, "pollux-workload", wl, "wl")
+        yield s
+
+
+def _matrix(tmp_path: Path) -> Path:
+    path = tmp_path / "lat.csv"
+    path.write_text("origin,ZA,ZB,ZC,ZB\nZA,5,20,40,21\nZB,22,5,30,5\nZC,40,30,5,30\n")
+    return path
+
+
+def _config(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "_base_dir": str(tmp_path),
+        "scenario": {"name": "t3", "start": "2024-03-04T00:00:00Z", "hours": 24,
+                     "slot_minutes": 15, "currency": "USD"},
+        "datacenters": [
+            {"name": "a", "region": "ZA", "timezone": "UTC", "pue": 1.2},
+            {"name": "b", "region": "ZB", "timezone": "Europe/Berlin", "pue": 1.3,
+             "idle_power_kw": 5.0},
+            {"name": "c", "region": "ZC", "pue": 1.1},
+        ],
+        "pools": [{"datacenter": d, "gpu_type": "A100", "count": 16, "idle_power_w": 60.0,
+                   "max_power_w": 400.0} for d in "abc"],
+        "network": {"latency_matrix": "lat.csv", "bandwidth_gbps": 25.0,
+                    "transfer_energy_kwh_per_gb": 0.01},
+        "links": [{"src": "a", "dst": "c", "latency_ms": 12.0, "bandwidth_gbps": 100.0}],
+        "jobs": {"set": "wl", "align": "start", "offset_hours": 1.0, "homes": ["a", "b"],
+                 "work_scale": 2.0},
+        "inference": [{"job_id": "svc", "app": "bert", "home": "b", "gpu_type": "A100",
+                       "gpus": 2, "max_latency_ms": 50.0}],
+    }
+
+
+def test_build_composes_sites_links_jobs_and_cube(store: Store, tmp_path: Path) -> None:
+    _matrix(tmp_path)
+    sc = build_scenario(store, _config(tmp_path))
+    assert sc.n_slots == 96 and sc.slot_s == 900 and sc.currency == "USD"
+    assert sc.link("a", "b").latency_ms == pytest.approx(21.0)  # mean of 20 and 22
+    assert sc.link("b", "a").bandwidth_gbps == 25.0
+    explicit = sc.link("a", "c")
+    assert (explicit.latency_ms, explicit.bandwidth_gbps) == (12.0, 100.0)
+    assert explicit.transfer_energy_kwh_per_gb == 0.01  # inherited from [network]
+    training = sc.jobs_of_kind("training")
+    # j3 arrives 277 h after j0: outside the 24-h horizon once aligned.
+    assert [j.job_id for j in training] == ["j0", "j1", "j2"]
+    assert training[0].arrival == START + pd.Timedelta(hours=1)
+    assert [j.home for j in training] == ["a", "b", "a"]
+    assert sc.jobs_of_kind("inference")[0].end == sc.end
+    # Hourly series step-held into 15-minute slots.
+    price = sc.grid["price_per_kwh"].sel(region="ZB").values
+    assert price[0] == pytest.approx(0.202) and price[3] == pytest.approx(0.202)
+    assert price[4] == pytest.approx(0.203)
+
+
+def test_work_scale_stretches_work_and_deadline(store: Store, tmp_path: Path) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    one = copy.deepcopy(cfg)
+    one["jobs"]["work_scale"] = 1.0
+    a, b = build_scenario(store, one), build_scenario(store, cfg)
+    ja, jb = a.jobs_of_kind("training")[0], b.jobs_of_kind("training")[0]
+    assert jb.work_samples == pytest.approx(2 * ja.work_samples)
+    assert (jb.deadline - jb.arrival) == 2 * (ja.deadline - ja.arrival)
+
+
+def test_missing_series_are_all_listed(store: Store, tmp_path: Path) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["datacenters"][0]["region"] = "NOPE"
+    cfg["datacenters"][2]["region"] = "ALSO-NOPE"
+    store.write_grid_series(pd.DataFrame({"time_utc": [START], "region": "HALF",
+                                          "carbon_g_per_kwh": [1.0]}))
+    cfg["datacenters"][1]["region"] = "HALF"
+    with pytest.raises(BuildError, match=r"lacks grid series for: ALSO-NOPE \(price and "
+                       r"carbon\), HALF \(price\), NOPE \(price and carbon\)"):
+        build_scenario(store, cfg)
+
+
+@pytest.mark.parametrize(("edit", "pattern"), [
+    (lambda c: c["scenario"].update(start="2030-01-01T00:00:00Z"), r"do not cover the horizon"),
+    (lambda c: c["jobs"].update(set="ghost"), r"set 'ghost' is not in the store.*wl"),
+    (lambda c: c["jobs"].pop("homes"), r"homes \['unassigned'\].*not datacenters"),
+    (lambda c: c["datacenters"][2].update(grid_zone="ZZ"), r"lacks zones \['ZZ'\]"),
+    (lambda c: c["scenario"].update(hours=24.1), r"multiple of the slot"),
+    (lambda c: c["scenario"].update(currency="EUR"), r"currency|EUR"),
+    (lambda c: c["pools"][0].update(colour="red"), r"unknown keys \['colour'\]"),
+    (lambda c: c["pools"][0].pop("count"), r"\[\[pools\]\] entry 0 lacks 'count'"),
+    (lambda c: c.update(extras={}), r"unknown config sections \['extras'\]"),
+    (lambda c: c["scenario"].update(name="wl"), r"names a job set"),
+])
+def test_bad_configs_say_what_to_fix(store: Store, tmp_path: Path, edit: Any,
+                                     pattern: str) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    edit(cfg)
+    with pytest.raises(BuildError, match=pattern):
+        build_scenario(store, cfg)
+
+
+def test_build_saves_and_reloads(store: Store, tmp_path: Path) -> None:
+    _matrix(tmp_path)
+    path = tmp_path / "sc.toml"
+    path.write_text(_toml(_config(tmp_path)))
+    built = build_and_save(store, path, "mine")
+    loaded = store.load_scenario("mine")
+    assert [j.job_id for j in loaded.jobs] == [j.job_id for j in built.jobs]
+    assert {(lk.src, lk.dst) for lk in loaded.links} == {(lk.src, lk.dst) for lk in built.links}
+    np.testing.assert_allclose(loaded.grid["price_per_kwh"].values,
+                               built.grid["price_per_kwh"].values)
+    assert load_config(path)["scenario"]["name"] == "t3"
+
+
+def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text(_toml(cfg))
+    cfg["datacenters"][0]["region"] = "NOPE"
+    bad.write_text(_toml(cfg))
+    db = store.path
+    store.close()
+    assert main(["--db", db, "scenario", "build", "cli3", "--config", str(good)]) == 0
+    assert main(["--db", db, "scenario", "build", "cli4", "--config", str(bad)]) == 2
+    assert "lacks grid series for: NOPE" in capsys.readouterr().err
+    with Store(db) as again:
+        assert again.scenario_names() == ["cli3"]
+
+
+def _toml(cfg: dict[str, Any]) -> str:
+    """A tiny TOML writer for the config dicts above (tables, arrays of tables, scalars)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, str):
+            return '"' + v + '"'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(v)
+
+    out = []
+    for key, section in cfg.items():
+        if key.startswith("_"):
+            continue
+        entries = section if isinstance(section, list) else [section]
+        for entry in entries:
+            out.append(f"[[{key}]]" if isinstance(section, list) else f"[{key}]")
+            out += [f"{k} = {value(v)}" for k, v in entry.items()]
+    return "\n".join(out) + "\n"
+
+
+# -- the shipped example on the real files ---------------------------------------------------
+
+
+@pytest.mark.shared_data
+def test_example_config_builds_from_real_data(shared_data: Path, tmp_path: Path) -> None:
+    sc_dir = shared_data / "grid/sustain-cluster"
+    with Store(tmp_path / "real.duckdb") as store:
+        for z in ("US-CAL-CISO", "US-TEX-ERCO", "US-MIDA-PJM", "DE-LU"):
+            import_grid(store, "electricitymaps-csv", sc_dir / f"carbon/{z}/{z}_2023_hourly.csv",
+                        z)
+            import_grid(store, "price-csv",
+                        sc_dir / f"prices/{z}/{z}_electricity_prices_2023.csv", z)
+        import_jobs(store, "pollux-workload",
+                    shared_data / "jobs/pollux/workloads/workload-6.csv", "pollux-w6")
+        sc = build_and_save(store, REPO / "examples/real_grid.toml")
+        assert sc.name == "real4" and len(sc.datacenters) == 4 and len(sc.links) == 6
+        assert sc.n_slots == 288 and sc.currency == "USD"
+        assert len(sc.jobs_of_kind("training")) == 159  # one asks for 48 GPUs > max_gpus
+        assert sc.link("virginia", "texas").latency_ms == pytest.approx(32.0)
+        reloaded = store.load_scenario("real4")
+        assert len(reloaded.jobs) == len(sc.jobs)
