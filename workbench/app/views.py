@@ -306,8 +306,11 @@ class QuoteView(Viewer):
         if sc is None:
             return
         apps = sorted({p.app for p in sc.profiles})
-        self.app.options = apps
-        self.home.options = [d.name for d in sc.datacenters]
+        homes = [d.name for d in sc.datacenters]
+        self.app.param.update(options=apps,
+                              value=self.app.value if self.app.value in apps else apps[0])
+        self.home.param.update(options=homes,
+                               value=self.home.value if self.home.value in homes else homes[0])
         self.deadline.value = min(self.deadline.value or 24.0, horizon_hours(sc))
         self._default_work()
 
@@ -430,12 +433,12 @@ class WorkbenchApp(Viewer):
         super().__init__(**params)
         s = self.state
         self.sidebar = Sidebar(state=s)
-        self.tabs = pn.Tabs(
-            ("Grid", GridView(state=s)), ("Plan", PlanView(state=s)),
-            ("Migrations", MigrationsView(state=s)), ("Metrics", MetricsView(state=s)),
-            ("Quote", QuoteView(state=s)), ("Export", ExportView(state=s)),
-            dynamic=True, sizing_mode="stretch_width",
-        )
+        self.views: dict[str, Viewer] = {
+            "Grid": GridView(state=s), "Plan": PlanView(state=s),
+            "Migrations": MigrationsView(state=s), "Metrics": MetricsView(state=s),
+            "Quote": QuoteView(state=s), "Export": ExportView(state=s),
+        }
+        self.tabs = pn.Tabs(*self.views.items(), dynamic=True, sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Row(pn.Column(self.sidebar, width=300), self.tabs, sizing_mode="stretch_width")

@@ -1,0 +1,192 @@
+"""The app's state object and views without a browser: set parameters, check derived results."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+import pandas as pd
+import panel as pn
+import pytest
+
+from workbench import Store
+from workbench.app import WorkbenchState, create_app, derive
+from workbench.app.views import headline_html
+from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
+from workbench.model import Scenario
+from workbench.quote import JobSpec
+
+
+def _tiny(seed3: Scenario) -> Scenario:
+    """seed3 cut to 12 hours and the jobs of its first three hours."""
+    end = seed3.start + timedelta(hours=12)
+    jobs = [j for j in seed3.jobs if j.arrival < seed3.start + timedelta(hours=3)]
+    jobs = [dataclasses.replace(j, end=min(j.end, end)) if j.end is not None else j
+            for j in jobs]
+    return dataclasses.replace(seed3, name="tiny", jobs=tuple(jobs), n_slots=48, _index={})
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory, seed3: Scenario) -> Path:
+    path = tmp_path_factory.mktemp("app") / "wb.duckdb"
+    with Store(path) as store:
+        store.save_scenario(_tiny(seed3))
+    return path
+
+
+@pytest.fixture
+def state(db: Path) -> WorkbenchState:
+    return WorkbenchState(db_path=str(db), scenario_name="tiny",
+                          baseline_policies=["asap-home"], save_runs=False)
+
+
+def test_scenarios_from_store_and_builtin(state: WorkbenchState) -> None:
+    assert {"tiny", "seed3"} <= set(state.param.scenario_name.objects)
+    assert state.scenario is not None and state.scenario.name == "tiny"
+    assert set(state.carbon_caps_kg) == {d.name for d in state.scenario.datacenters}
+
+
+def test_knobs_follow_the_sidebar_and_the_policy(state: WorkbenchState) -> None:
+    state.param.update(V=5.0, cap_mode="global", carbon_cap_kg=80.0, gpu_counts=[1, 4],
+                       migration_threshold=0.3)
+    knobs = state.knobs()
+    assert knobs == {"V": 5.0, "migration_threshold": 0.3, "carbon_cap_kg": 80.0,
+                     "gpu_counts": (1, 4)}
+    state.cap_mode = "per datacenter"
+    assert isinstance(state.knobs()["carbon_cap_kg"], dict)
+    # A baseline takes none of the Lyapunov knobs.
+    assert state.knobs("asap-home") == {}
+
+
+def test_slot_length_resamples_the_cube(state: WorkbenchState) -> None:
+    state.slot_minutes = 60
+    sc = state.planning_scenario()
+    assert (sc.slot_s, sc.n_slots) == (3600, 12)
+    assert sc.grid.attrs["slot_s"] == 3600
+
+
+def test_run_sets_result_baselines_and_changes_with_v(state: WorkbenchState) -> None:
+    res = state.run()
+    assert res is not None and state.result is res
+    assert state.message_kind in ("success", "warning")
+    assert set(state.baselines) == {"asap-home"}
+    assert state.progress == state.progress_max
+    cost_20 = res.metrics["cost"]
+    state.V = 0.1
+    res2 = state.run()
+    assert res2 is not None and res2.metrics["cost"] != cost_20
+    assert state.runs_done == 2
+    table = derive.compare_table(res2.policy, res2.metrics, state.baselines)
+    assert list(table["policy"]) == ["lyapunov", "asap-home"]
+    assert table.loc[1, "cost_saving_pct"] == pytest.approx(0.0)
+
+
+def test_error_keeps_previous_result(state: WorkbenchState) -> None:
+    res = state.run()
+    assert res is not None
+    state.policy = "offline"
+    state.slot_minutes = 15
+    # An impossible slot length for the horizon is a bad input: message, old result kept.
+    state.scenario = dataclasses.replace(state.scenario, n_slots=47, _index={})
+    state.slot_minutes = 30
+    assert state.run() is None
+    assert state.message_kind == "danger" and "slot" in state.message
+    assert state.result is res
+
+
+def test_run_async_leaves_the_loop_free(state: WorkbenchState) -> None:
+    async def main() -> tuple[object, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        res = await state.run_async()
+        task.cancel()
+        return res, ticks
+
+    res, ticks = asyncio.run(main())
+    assert res is not None
+    assert ticks > 5  # the event loop kept running while the simulation ran
+
+
+def test_saved_runs_give_a_v_tradeoff(db: Path) -> None:
+    state = WorkbenchState(db_path=str(db), scenario_name="tiny", baseline_policies=[])
+    for v in (0.1, 20.0):
+        state.V = v
+        assert state.run() is not None
+    assert state.tradeoff is not None
+    assert list(state.tradeoff["V"]) == [0.1, 20.0]
+
+
+def test_derived_tables(state: WorkbenchState) -> None:
+    res = state.run()
+    assert res is not None
+    seg = derive.gantt_segments(res.plan)
+    running = res.plan[res.plan["n_gpus"] > 0]
+    assert seg["slots"].sum() == len(running)
+    assert seg["energy_kwh"].sum() == pytest.approx(running["energy_kwh"].sum())
+    occ = derive.occupancy_long(res.slots)
+    assert occ["gpus_busy"].sum() == pytest.approx(res.slots["gpus_busy"].sum())
+    flows = derive.migration_flows(res.plan, res.migrations)
+    assert flows["migrations"].sum() == len(res.migrations)
+    if len(res.migrations):
+        assert flows["gb"].sum() == pytest.approx(res.migrations["checkpoint_gb"].sum())
+    t0 = res.plan["slot_start"].max() + pd.Timedelta(hours=1)
+    assert derive.filter_migrations(res.migrations, start=t0).empty
+
+
+def test_tradeoff_frame_keeps_latest_per_v() -> None:
+    runs = pd.DataFrame({
+        "run_id": ["a", "b", "c", "d"],
+        "created_utc": pd.to_datetime(["2025-01-01", "2025-01-02", "2025-01-03", "2025-01-04"]),
+        "knobs": ['{"V": 1}', '{"V": 10}', '{"V": 1}', "{}"],
+    })
+    metrics = {k: {"cost": c, "queue_mean:Y": b} for k, c, b in
+               (("a", 5.0, 0.1), ("b", 3.0, 0.4), ("c", 4.0, 0.2), ("d", 9.0, 0.0))}
+    frame = derive.tradeoff_frame(runs, metrics)
+    assert list(frame["V"]) == [1.0, 10.0]
+    assert list(frame["cost"]) == [4.0, 3.0]
+
+
+def test_headline_html_has_metric_ids() -> None:
+    html = headline_html({"cost": 12.5, "carbon_kg": 3.0, "energy_kwh": 4.0, "mean_jct_h": 1.0,
+                          "deadline_misses": 0, "migrations": 2}, "CNY")
+    assert 'id="metric-cost">12.50<' in html and 'id="metric-migrations">2<' in html
+    assert "metrics-empty" in headline_html(None)
+
+
+def test_views_render_and_export(db: Path) -> None:
+    app = create_app(str(db), scenario_name="tiny", baseline_policies=["asap-home"],
+                     save_runs=False)
+    assert isinstance(app.__panel__(), pn.viewable.Viewable)
+    for view in [app.sidebar, *app.views.values()]:
+        pn.panel(view).get_root()  # renders before any run
+    assert app.state.run() is not None
+    for view in app.views.values():
+        pn.panel(view).get_root()  # and after one
+    export = app.views["Export"]
+    plan_csv = export._plan_csv().read().splitlines()
+    assert tuple(plan_csv[0].split(",")) == PLAN_COLUMNS
+    assert len(plan_csv) - 1 == len(app.state.result.plan)
+    mig_csv = export._migrations_csv().read().splitlines()
+    assert tuple(mig_csv[0].split(",")) == MIGRATION_COLUMNS
+    assert export.plan_download.filename == "tiny_lyapunov_plan.csv"
+    assert not export.plan_download.disabled
+
+
+def test_quote_view_uses_the_state(db: Path) -> None:
+    app = create_app(str(db), scenario_name="tiny", save_runs=False)
+    view = app.views["Quote"]
+    assert view.app.options and view.home.options
+    spec = view.spec()
+    assert isinstance(spec, JobSpec)
+    q = app.state.quote(spec)
+    assert q is not None and app.state.last_quote is q
+    pn.panel(view).get_root()

@@ -1,0 +1,113 @@
+"""Quotes: invariants of the options, deadline and occupancy handling, and ``workbench quote``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.cli import main
+from workbench.model import Scenario
+from workbench.quote import QUOTE_COLUMNS, JobSpec, QuoteError, quote
+
+
+@pytest.fixture(scope="module")
+def spec(seed3: Scenario) -> JobSpec:
+    job = next(j for j in seed3.jobs if j.app == "cifar10")
+    return JobSpec(app="cifar10", work_samples=job.work_samples, home="guangzhou",
+                   min_gpus=1, max_gpus=8, deadline_h=24)
+
+
+def test_options_are_sorted_and_consistent(seed3: Scenario, spec: JobSpec) -> None:
+    q = quote(seed3, spec)
+    opts = q.options
+    assert tuple(opts.columns) == QUOTE_COLUMNS
+    ok = opts[opts["feasible"]]
+    assert len(ok) > 0 and q.recommended is not None
+    assert q.recommended["score"] == ok["score"].min()
+    assert np.all(np.diff(ok["score"].to_numpy()) >= 0)
+    # Every feasible option finishes by the deadline and costs no more than starting now.
+    deadline = seed3.start + pd.Timedelta(hours=24)
+    assert (ok["finish"] <= deadline).all()
+    assert (ok["cost"] <= ok["cost_if_now"] + 1e-9).all()
+    assert (ok["energy_kwh"] > 0).all() and (ok["carbon_kg"] > 0).all()
+    # Only allowed counts: powers of two in the range.
+    assert set(opts["n_gpus"]) <= {1, 2, 4, 8}
+
+
+def test_cost_equals_energy_times_price_for_one_slot_job(seed3: Scenario) -> None:
+    tiny = JobSpec(app="cifar10", work_samples=1e5, home="guiyang", min_gpus=1, max_gpus=1,
+                   gpu_types=("A100",), deadline_h=1)
+    q = quote(seed3, tiny)
+    best = q.recommended
+    assert best is not None and best["datacenter"] == "guiyang"
+    t = seed3.slot_of(best["start"].to_pydatetime())
+    price = float(seed3.grid["price_per_kwh"].sel(region="guizhou").values[t])
+    assert best["cost"] == pytest.approx(best["energy_kwh"] * price)
+
+
+def test_carbon_price_shifts_towards_clean_power(seed3: Scenario, spec: JobSpec) -> None:
+    cheap = quote(seed3, spec).recommended
+    clean = quote(seed3, spec, carbon_price_per_kg=100.0).recommended
+    assert cheap is not None and clean is not None
+    assert clean["carbon_kg"] <= cheap["carbon_kg"] + 1e-9
+
+
+def test_impossible_deadline_has_no_recommendation(seed3: Scenario, spec: JobSpec) -> None:
+    rushed = JobSpec(app=spec.app, work_samples=spec.work_samples * 1000, home="guangzhou",
+                     min_gpus=1, max_gpus=2, deadline_h=1)
+    q = quote(seed3, rushed)
+    assert q.recommended is None
+    assert not q.options["feasible"].any()
+    assert any("deadline" in w for w in q.warnings)
+
+
+def test_busy_pools_are_avoided(seed3: Scenario, spec: JobSpec) -> None:
+    free = quote(seed3, spec).recommended
+    assert free is not None
+    col = f"gpus_busy:{free['datacenter']}/{free['gpu_type']}"
+    pool = next(p for p in seed3.pools
+                if (p.datacenter, p.gpu_type) == (free["datacenter"], free["gpu_type"]))
+    occupancy = pd.DataFrame({col: np.full(seed3.n_slots, pool.count)})
+    busy = quote(seed3, spec, occupancy=occupancy)
+    same = busy.options[(busy.options["datacenter"] == free["datacenter"])
+                        & (busy.options["gpu_type"] == free["gpu_type"])]
+    assert not same["feasible"].any()
+    assert busy.recommended is not None
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"home": "atlantis"}, "home"),
+    ({"app": "nope"}, "profile"),
+])
+def test_bad_input_says_what_to_fix(seed3: Scenario, kwargs: dict, match: str) -> None:
+    base = {"app": "cifar10", "work_samples": 1e6, "home": "guangzhou"}
+    with pytest.raises(QuoteError, match=match):
+        quote(seed3, JobSpec(**{**base, **kwargs}))
+
+
+def test_spec_validation() -> None:
+    with pytest.raises(QuoteError, match="min_gpus"):
+        JobSpec(app="cifar10", work_samples=1e6, home="x", min_gpus=4, max_gpus=2)
+    with pytest.raises(QuoteError, match="work_samples"):
+        JobSpec(app="cifar10", work_samples=0, home="x")
+    assert JobSpec(app="a", work_samples=1, home="x", min_gpus=3, max_gpus=12).gpu_counts() == (
+        3, 4, 8, 12)
+
+
+def test_cli_quote_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "wb.duckdb"
+    rc = main(["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8",
+               "--home", "guangzhou", "--gpus", "1-4", "--deadline-h", "12", "--json",
+               "--top", "3"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["recommended"]["feasible"] is True
+    assert len(data["options"]) == 3
+    assert data["currency"] == "CNY"
+    rc = main(["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8",
+               "--home", "nowhere"])
+    assert rc == 2
