@@ -159,3 +159,27 @@ def test_run_tables_round_trip(tmp_path: Path) -> None:
 def test_read_only_missing_file(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         Store(tmp_path / "nope.duckdb", read_only=True)
+
+
+def test_saving_a_scenario_keeps_imported_series(tmp_path: Path, seed3) -> None:
+    hourly = _grid("guangdong", n=24 * 9, price=0.3)
+    hourly["time_utc"] = pd.date_range(seed3.start - pd.Timedelta(days=1), periods=24 * 9,
+                                       freq="h", tz="UTC")
+    with Store(tmp_path / "k.duckdb") as store:
+        store.write_grid_series(hourly)
+        store.save_scenario(seed3)
+        kept = store.grid_series(["guangdong"])
+        assert len(kept) == len(hourly) and set(kept["source"]) == {"test"}
+        # Regions without imported data get the scenario's own cube.
+        assert len(store.grid_series(["guizhou"])) == seed3.n_slots
+        store.save_scenario(seed3)  # saving again rewrites its own rows only
+        assert len(store.grid_series(["guizhou"])) == seed3.n_slots
+
+
+def test_job_sets_round_trip(tmp_path: Path, seed3) -> None:
+    with Store(tmp_path / "j.duckdb") as store:
+        assert store.write_jobs("mine", seed3.jobs[:5]) == 5
+        store.write_jobs("mine", seed3.jobs[:3])  # upsert: no duplicates
+        assert len(store.load_jobs("mine")) == 5
+        store.write_jobs("mine", seed3.jobs[:2], replace=True)
+        assert {j.job_id for j in store.load_jobs("mine")} == {j.job_id for j in seed3.jobs[:2]}

@@ -255,6 +255,14 @@ class Store:
         )
         jobs = pd.DataFrame([_job_row(name, j) for j in scenario.jobs])
         grid = grid_frame(scenario)
+        # A scenario built from imported series must not write its resampled cube over
+        # them: only regions the store has no data for over the horizon are written.
+        covered = {r[0] for r in self.con.execute(
+            "SELECT DISTINCT region FROM grid_series WHERE time_utc >= ? AND time_utc < ? "
+            "AND source IS DISTINCT FROM ?",
+            [_to_naive_utc(scenario.start), _to_naive_utc(scenario.end), _cube_source(scenario)],
+        ).fetchall()}
+        grid = grid[~grid["region"].isin(covered)]
         with self.transaction() as con:
             con.execute("DELETE FROM scenarios WHERE name = ?", [name])
             for table in _SCENARIO_TABLES:
@@ -289,9 +297,7 @@ class Store:
         dcs = [Datacenter(**r) for r in self._records(q.format("datacenters"), name)]
         pools = [GpuPool(**r) for r in self._records(q.format("gpu_pools"), name)]
         links = [Link(**r) for r in self._records(q.format("links"), name)]
-        jobs = [_job_from_row(r) for r in self._records(
-            "SELECT * EXCLUDE (scenario) FROM jobs WHERE scenario = ? ORDER BY arrival_utc, job_id",
-            name)]
+        jobs = self.load_jobs(name)
         start_utc = as_utc(start)
         end_utc = start_utc + pd.Timedelta(seconds=int(slot_s) * int(n_slots))
         regions = sorted({d.region for d in dcs})
@@ -307,6 +313,29 @@ class Store:
             slot_s=int(slot_s), n_slots=int(n_slots), currency=str(currency),
             description=str(description or ""),
         )
+
+    # -- jobs ------------------------------------------------------------------------
+    def write_jobs(self, set_name: str, jobs: Iterable[Job], replace: bool = False) -> int:
+        """Insert or update jobs under a job-set (or scenario) name, in one transaction;
+        ``replace`` first empties the set. Returns the number of jobs written."""
+        rows = pd.DataFrame([_job_row(set_name, j) for j in jobs])
+        with self.transaction() as con:
+            if replace:
+                con.execute("DELETE FROM jobs WHERE scenario = ?", [set_name])
+            if not rows.empty:
+                con.register("_jobs_in", rows)
+                try:
+                    cols = ", ".join(f'"{c}"' for c in rows.columns)
+                    con.execute(f"INSERT OR REPLACE INTO jobs ({cols}) SELECT {cols} FROM _jobs_in")
+                finally:
+                    con.unregister("_jobs_in")
+        return len(rows)
+
+    def load_jobs(self, set_name: str) -> list[Job]:
+        """The jobs stored under a job-set or scenario name, by arrival."""
+        return [_job_from_row(r) for r in self._records(
+            "SELECT * EXCLUDE (scenario) FROM jobs WHERE scenario = ? ORDER BY arrival_utc, job_id",
+            set_name)]
 
     def _records(self, sql: str, *params: object) -> list[dict[str, Any]]:
         frame = self.con.execute(sql, list(params)).df()
@@ -536,8 +565,13 @@ def grid_frame(scenario: Scenario) -> pd.DataFrame:
     frame = cube[["price_per_kwh", "carbon_g_per_kwh"]].to_dataframe().reset_index()
     frame = frame.rename(columns={"time": "time_utc"})
     frame["currency"] = cube["price_per_kwh"].attrs.get("currency", scenario.currency)
-    frame["source"] = cube.attrs.get("source", f"scenario {scenario.name}")
+    frame["source"] = _cube_source(scenario)
     return frame
+
+
+def _cube_source(scenario: Scenario) -> str:
+    """The ``source`` of grid rows that a scenario wrote itself (not imported)."""
+    return f"scenario {scenario.name}"
 
 
 def _job_row(scenario: str, job: Job) -> dict[str, Any]:

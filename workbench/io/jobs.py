@@ -310,14 +310,7 @@ def job_sets(store: Any) -> dict[str, int]:
 
 def load_job_set(store: Any, name: str) -> list[Job]:
     """The jobs of one stored job set, by arrival."""
-    from workbench.store import _job_from_row
-
-    frame = store.con.execute(
-        "SELECT * EXCLUDE (scenario) FROM jobs WHERE scenario = ? ORDER BY arrival_utc, job_id",
-        [name]).df()
-    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    return [_job_from_row({k: v.to_pydatetime() if isinstance(v, pd.Timestamp) else v
-                           for k, v in r.items()}) for r in records]
+    return list(store.load_jobs(name))
 
 
 def import_jobs(
@@ -339,8 +332,6 @@ def import_jobs(
     """Read a job trace, map it to jobs and upsert them into job set ``into`` in one
     transaction (``replace`` first empties the set). Profiles default to the store's, or
     the shipped defaults when the store has none."""
-    from workbench.store import _job_row
-
     if fmt not in JOB_FORMATS:
         raise InputError(path, f"unknown job format {fmt!r}",
                          f"use one of {', '.join(JOB_FORMATS)}")
@@ -366,16 +357,7 @@ def import_jobs(
     if profiles is None:
         profiles = store.load_profiles() or perf.load_default_profiles()
     jobs = jobs_from_trace(trace, profiles, origin, app, homes, reference_gpu, slack)
-    rows = pd.DataFrame([_job_row(into, j) for j in jobs])
-    with store.transaction() as con:
-        if replace:
-            con.execute("DELETE FROM jobs WHERE scenario = ?", [into])
-        con.register("_jobs_in", rows)
-        try:
-            cols = ", ".join(f'"{c}"' for c in rows.columns)
-            con.execute(f"INSERT OR REPLACE INTO jobs ({cols}) SELECT {cols} FROM _jobs_in")
-        finally:
-            con.unregister("_jobs_in")
+    store.write_jobs(into, jobs, replace=replace)
     for why, count in trace.skipped.items():
         if count:
             log.info("%s: skipped %d row(s): %s", path, count, why)
