@@ -1,9 +1,133 @@
-"""Placeholder: this command group is being written (see the open issues)."""
+"""``workbench sweep``: a grid of runs (policies x V x carbon caps x seeds) on Dask.
+
+Example::
+
+    workbench sweep --scenario seed3 --policy lyapunov --V 1,3,10,30,100 \\
+        --carbon-cap none,20% --seeds 3 --noise 0.1 --out sweep.csv
+
+Runs go to a local cluster of ``--workers`` processes unless ``--scheduler tcp://HOST:PORT``
+names a running one. Every run lands in the store's run tables; the table (one row per run)
+goes to ``--out`` and a short summary (mean over seeds) to stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.cli.scenario import load_or_build
+from workbench.cubes import FORECAST_MODES
+from workbench.policies import POLICY_NAMES
+from workbench.sweep import CarbonCap, SimSettings, run_sweep, sweep_points
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "cost", "carbon_kg", "energy_kwh", "deadline_misses", "mean_jct_h", "migrations",
+)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: ARG001
-    return None
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a grid of policies and knobs over seeds on Dask distributed",
+        description="Run every combination of policy, V, carbon cap and seed on a Dask "
+        "cluster; store each run and write one CSV row per run.",
+    )
+    p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
+    p.add_argument("--policy", default="lyapunov",
+                   help=f"comma-separated policies, from: {', '.join(POLICY_NAMES)}")
+    p.add_argument("--V", default="", help="comma-separated V values for lyapunov, e.g. "
+                   "1,3,10,30,100 (default: the policy's own)")
+    p.add_argument("--carbon-cap", default="", metavar="CAPS",
+                   help="comma-separated caps: none, kg (1200) or percent below asap-home "
+                   "(20%%); asap-home is added to the grid when a percentage is given")
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds, 0..N-1 (default 1)")
+    p.add_argument("--noise", type=float, default=None,
+                   help="log-normal sigma of throughput errors (default 0.1 with several "
+                   "seeds, else 0)")
+    p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
+                   help="what policies are told about future price and carbon")
+    p.add_argument("--forecast-error", type=float, default=None,
+                   help="relative error of --forecast noisy (default 0.1)")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="address of a running Dask scheduler (default: a local cluster)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="workers of the local cluster (default 2)")
+    p.add_argument("--threads", action="store_true",
+                   help="run in this process, one run at a time (debugging)")
+    p.add_argument("--out", type=Path, default=Path("sweep.csv"),
+                   help="CSV of one row per run (default: sweep.csv)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def _floats(text: str, what: str) -> list[float]:
+    out = []
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(f"{what}: {part!r} is not a number; use e.g. 1,3,10") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{what}: values must be positive, got {part}")
+        out.append(value)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policies = [s.strip() for s in args.policy.split(",") if s.strip()]
+        unknown = sorted(set(policies) - set(POLICY_NAMES))
+        if unknown:
+            raise ValueError(f"unknown policies {unknown}; choose from {', '.join(POLICY_NAMES)}")
+        V = _floats(args.V, "--V")
+        caps = [CarbonCap.parse(s) for s in args.carbon_cap.split(",") if s.strip()]
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        if args.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        points = sweep_points(policies, V=V, carbon_caps=caps, seeds=range(args.seeds))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    noise = args.noise if args.noise is not None else (0.1 if args.seeds > 1 else 0.0)
+    error = args.forecast_error
+    if error is None:
+        error = 0.1 if args.forecast == "noisy" else 0.0
+    settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
+    scenario = load_or_build(args.db, args.scenario)
+    table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
+                      scheduler_address=args.scheduler, n_workers=args.workers,
+                      processes=not args.threads, settings=settings,
+                      progress=not args.no_progress)
+    bad = table[table["status"].isin(["error", "skipped"])]
+    for _, row in bad.iterrows():
+        print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "
+              f"seed={row['seed']}: {row['status']}: {row['message']}", file=sys.stderr)
+    if args.json:
+        print(table.to_json(orient="records"))
+        return 0 if bad.empty else 1
+    print(_summary(table).to_string(index=False))
+    print(f"{len(table)} runs ({len(bad)} failed) stored in {args.db}; table in {args.out}")
+    return 0 if bad.empty else 1
+
+
+def _summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds of the headline metrics, one row per policy, V and cap."""
+    ok = table[table["status"].isin(["ok", "warnings"])].copy()
+    cols = [c for c in SUMMARY_COLUMNS if c in ok]
+    if ok.empty:
+        return pd.DataFrame(columns=["policy", "V", "carbon_cap", "runs", *cols])
+    ok["V"] = ok["V"].astype(object).where(ok["V"].notna(), "-")
+    grouped = ok.groupby(["policy", "V", "carbon_cap"], sort=False, dropna=False)
+    out = grouped[cols].mean().round(2)
+    out.insert(0, "runs", grouped.size())
+    return out.reset_index()
+
+
+__all__ = ["register", "run"]
+

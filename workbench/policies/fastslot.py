@@ -760,9 +760,9 @@ def synthetic_slot_problem(
     ckpt = rng.uniform(1.0, 40.0, n_jobs)
     work = rng.uniform(0.5, 2.0, n_jobs)
 
-    jj, dd, cc = np.meshgrid(np.arange(n_jobs), np.arange(n_dcs), np.arange(n_configs),
-                             indexing="ij")
-    jj, dd, cc = jj.ravel(), dd.ravel(), cc.ravel()
+    mesh = np.meshgrid(np.arange(n_jobs), np.arange(n_dcs), np.arange(n_configs),
+                       indexing="ij")
+    jj, dd, cc = (a.ravel() for a in mesh)
     home = rng.integers(0, n_dcs, n_jobs)
     near = (dd - home[jj]) % n_dcs < max(1, math.ceil(n_dcs / 3))
     ok = ~inference[jj] | (near & (cfg_n[cc] == 1))

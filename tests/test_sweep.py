@@ -1,0 +1,103 @@
+"""Sweeps: grid expansion, carbon caps, and a small sweep on a 2-worker LocalCluster."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers_policies import tiny_scenario, training_job
+
+from workbench.cli import main
+from workbench.model import Scenario
+from workbench.store import Store
+from workbench.sweep import CarbonCap, SimSettings, run_sweep, sweep_points
+
+
+def _scenario() -> Scenario:
+    prices = [[1.0, 0.4], [1.0, 0.4], [0.3, 1.0], [0.3, 1.0]] * 2
+    jobs = [training_job("t1", "a", 1.5, deadline_slot=8),
+            training_job("t2", "b", 1.0, arrival_slot=1, deadline_slot=8)]
+    return tiny_scenario(jobs, prices=prices, n_slots=8)
+
+
+@pytest.mark.parametrize(("text", "kg", "pct", "label"), [
+    ("none", None, None, "none"),
+    ("1200", 1200.0, None, "1200"),
+    ("20%", None, 20.0, "20%"),
+])
+def test_carbon_cap_parse(text: str, kg: float | None, pct: float | None, label: str) -> None:
+    cap = CarbonCap.parse(text)
+    assert (cap.kg, cap.pct_below_baseline, cap.label) == (kg, pct, label)
+    if pct is not None:
+        assert cap.resolve(100.0) == pytest.approx(80.0)
+
+
+@pytest.mark.parametrize("bad", ["-3", "120%", "lots"])
+def test_carbon_cap_refuses_bad_text(bad: str) -> None:
+    with pytest.raises(ValueError, match="carbon cap"):
+        CarbonCap.parse(bad)
+
+
+def test_grid_varies_knobs_only_where_the_policy_takes_them() -> None:
+    pts = sweep_points(["lyapunov", "greedy"], V=[1.0, 10.0],
+                       carbon_caps=[CarbonCap(), CarbonCap(pct_below_baseline=10.0)],
+                       seeds=[0, 1])
+    by = pd.DataFrame([{"policy": p.policy, "V": p.V, "cap": p.carbon_cap.label,
+                        "seed": p.seed} for p in pts])
+    assert len(by[by.policy == "lyapunov"]) == 2 * 2 * 2
+    assert by[by.policy == "greedy"]["V"].isna().all()
+    # The percentage cap brings the baseline in, once per seed, first.
+    assert by.iloc[0].policy == "asap-home" and len(by[by.policy == "asap-home"]) == 2
+    with pytest.raises(ValueError, match="V values"):
+        sweep_points(["lyapunov"], V=[0.0])
+
+
+def test_sweep_on_a_two_worker_local_cluster(tmp_path: Path) -> None:
+    sc = _scenario()
+    db = tmp_path / "wb.duckdb"
+    csv = tmp_path / "sweep.csv"
+    pts = sweep_points(["lyapunov"], V=[1.0, 30.0],
+                       carbon_caps=[CarbonCap(), CarbonCap(pct_below_baseline=10.0)],
+                       seeds=[0])
+    seen: list[str] = []
+    table = run_sweep(sc, pts, db=db, csv_path=csv, n_workers=2, processes=True,
+                      settings=SimSettings(noise=0.0), progress=False,
+                      on_result=lambda row: seen.append(row["policy"]))
+    assert len(table) == len(pts) == 5 and len(seen) == 5
+    assert set(table["status"]) <= {"ok", "warnings"}, table[["status", "message"]]
+    base = table[table.policy == "asap-home"].iloc[0]
+    capped = table[table.carbon_cap == "10%"]
+    assert capped["carbon_cap_kg"].tolist() == pytest.approx([0.9 * base["carbon_kg"]] * 2)
+    assert all(math.isfinite(c) for c in table["cost"])
+    with Store(db, read_only=True) as store:
+        stored = set(store.runs()["run_id"])
+        assert set(table["run_id"]) == stored
+        rid = table.iloc[-1]["run_id"]
+        assert store.run_metrics(rid)["cost"] == pytest.approx(table.iloc[-1]["cost"])
+    back = pd.read_csv(csv)
+    assert list(back["run_id"]) == list(table["run_id"])
+
+
+def test_failed_run_becomes_an_error_row(tmp_path: Path) -> None:
+    sc = _scenario()
+    pts = sweep_points(["lyapunov"], seeds=[0], knobs={"slack_margin": 0.5})
+    table = run_sweep(sc, pts, n_workers=1, processes=False, progress=False)
+    assert table.iloc[0]["status"] == "error"
+    assert "slack_margin" in table.iloc[0]["message"]
+
+
+def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_scenario())
+    out = tmp_path / "s.csv"
+    code = main(["--db", str(db), "sweep", "--scenario", "tiny", "--policy",
+                 "lyapunov,asap-home", "--V", "1,10", "--seeds", "1", "--threads",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "lyapunov" in text and "3 runs (0 failed)" in text
+    assert len(pd.read_csv(out)) == 3
+    assert main(["--db", str(db), "sweep", "--scenario", "tiny", "--V", "x"]) == 2

@@ -1,0 +1,348 @@
+"""Grids of simulator runs on Dask distributed: policies x V x carbon caps x seeds.
+
+:func:`sweep_points` expands the grid; :func:`run_sweep` runs it on a Dask cluster (a
+``LocalCluster`` it starts and stops, or an existing scheduler by address) and gathers one
+row of metrics per run. Runs execute on the workers; storing happens on the client, in
+the order runs finish, through :meth:`workbench.store.Store.save_run` (DuckDB takes one
+writer, and a remote worker cannot see the client's store file). Workers of an existing
+cluster need the same ``workbench`` package installed.
+
+A carbon cap is given in kg over the horizon or as a percentage below the ``asap-home`` run
+of the same seed: ``cap_kg = carbon_kg(asap-home, seed) * (1 - pct / 100)``. The baseline
+runs first (it is also a row of the result), then the rest of the grid.
+
+A knob is only varied for a policy that takes it (``V`` for ``lyapunov``, ``carbon_cap_kg``
+for ``lyapunov`` and ``offline``, read from the policy's constructor), so that a grid
+does not repeat identical runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from workbench.model import Scenario
+from workbench.policies import make_policy, policy_class
+from workbench.sim import RunResult, simulate
+
+log = logging.getLogger(__name__)
+
+BASELINE = "asap-home"
+"""The policy percentage carbon caps refer to."""
+
+ROW_KEYS: tuple[str, ...] = (
+    "policy", "V", "carbon_cap", "carbon_cap_kg", "seed", "run_id", "status", "elapsed_s",
+    "n_warnings", "message",
+)
+"""Leading columns of the sweep table; the run's metrics follow."""
+
+
+@dataclass(frozen=True)
+class CarbonCap:
+    """A carbon cap over the horizon: absolute kg, or percent below the baseline's carbon.
+
+    Exactly one of ``kg`` and ``pct_below_baseline`` is set; ``CarbonCap()`` means none.
+    """
+
+    kg: float | None = None
+    pct_below_baseline: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kg is not None and self.pct_below_baseline is not None:
+            raise ValueError("give a carbon cap in kg or in percent below the baseline, not both")
+        if self.kg is not None and not (math.isfinite(self.kg) and self.kg > 0):
+            raise ValueError(f"carbon cap must be positive kg, got {self.kg}")
+        pct = self.pct_below_baseline
+        if pct is not None and not 0 <= pct < 100:
+            raise ValueError(f"carbon cap percentage must be in [0, 100), got {pct}")
+
+    @classmethod
+    def parse(cls, text: str) -> CarbonCap:
+        """``"none"``, ``"1200"`` (kg) or ``"20%"`` (below the baseline)."""
+        raw = text.strip().lower()
+        if raw in ("", "none"):
+            return cls()
+        try:
+            if raw.endswith("%"):
+                return cls(pct_below_baseline=float(raw[:-1]))
+            return cls(kg=float(raw))
+        except ValueError as err:
+            raise ValueError(f"carbon cap {text!r}: use none, kg (e.g. 1200) or a percentage "
+                             f"below asap-home (e.g. 20%): {err}") from None
+
+    @property
+    def label(self) -> str:
+        if self.kg is not None:
+            return f"{self.kg:g}"
+        if self.pct_below_baseline is not None:
+            return f"{self.pct_below_baseline:g}%"
+        return "none"
+
+    def resolve(self, baseline_carbon_kg: float | None) -> float | None:
+        """The cap in kg, given the baseline's carbon (needed for a percentage)."""
+        if self.pct_below_baseline is None:
+            return self.kg
+        if baseline_carbon_kg is None:
+            raise ValueError("a percentage carbon cap needs the baseline's carbon")
+        return baseline_carbon_kg * (1.0 - self.pct_below_baseline / 100.0)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of the grid: a policy with its knobs, under one seed."""
+
+    policy: str
+    seed: int
+    V: float | None = None
+    carbon_cap: CarbonCap = field(default_factory=CarbonCap)
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Simulator settings shared by every run of a sweep (see :func:`workbench.sim.simulate`)."""
+
+    forecast_mode: str = "perfect"
+    forecast_error: float = 0.0
+    noise: float = 0.0
+
+
+def _accepts(policy: str, knob: str) -> bool:
+    params = inspect.signature(policy_class(policy)).parameters
+    return knob in params
+
+
+def sweep_points(
+    policies: Sequence[str],
+    *,
+    V: Sequence[float] = (),
+    carbon_caps: Sequence[CarbonCap] = (),
+    seeds: Sequence[int] = (0,),
+    knobs: Mapping[str, Any] | None = None,
+) -> list[SweepPoint]:
+    """Expand the grid: for each policy, V values and caps only where the policy takes them.
+
+    A percentage cap adds the baseline (``asap-home``) for every seed if it is missing.
+    """
+    if not policies:
+        raise ValueError("a sweep needs at least one policy")
+    if any(not (math.isfinite(v) and v > 0) for v in V):
+        raise ValueError(f"V values must be positive, got {list(V)}")
+    out: list[SweepPoint] = []
+    seen: set[tuple[Any, ...]] = set()
+    policies = list(dict.fromkeys(policies))
+    if any(c.pct_below_baseline is not None for c in carbon_caps) and BASELINE not in policies:
+        policies.insert(0, BASELINE)
+    for name in policies:
+        v_grid: list[float | None] = list(V) if V and _accepts(name, "V") else [None]
+        c_grid = list(carbon_caps) if carbon_caps and _accepts(name, "carbon_cap_kg") \
+            else [CarbonCap()]
+        extra = {k: v for k, v in (knobs or {}).items() if _accepts(name, k)}
+        for v, cap, seed in itertools.product(v_grid, c_grid, seeds):
+            key = (name, v, cap, seed)
+            if key not in seen:
+                seen.add(key)
+                out.append(SweepPoint(name, int(seed), v, cap, extra))
+    return out
+
+
+def run_point(scenario: Scenario, point: SweepPoint, cap_kg: float | None,
+              settings: SimSettings) -> RunResult:
+    """Build the point's policy and simulate it (this runs on a worker)."""
+    knobs: dict[str, Any] = dict(point.knobs)
+    if point.V is not None:
+        knobs["V"] = point.V
+    if cap_kg is not None:
+        knobs["carbon_cap_kg"] = cap_kg
+    policy = make_policy(point.policy, **knobs)
+    return simulate(scenario, policy, forecast_mode=settings.forecast_mode,
+                    forecast_error=settings.forecast_error, noise=settings.noise,
+                    seed=point.seed, knobs=knobs)
+
+
+def _timed_run(scenario: Scenario, point: SweepPoint, cap_kg: float | None,
+               settings: SimSettings) -> tuple[RunResult, float]:
+    t0 = time.perf_counter()
+    result = run_point(scenario, point, cap_kg, settings)
+    return result, time.perf_counter() - t0
+
+
+def _row(point: SweepPoint, cap_kg: float | None, run_id: str | None, status: str,
+         elapsed_s: float, result: RunResult | None, message: str = "") -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "policy": point.policy, "V": point.V, "carbon_cap": point.carbon_cap.label,
+        "carbon_cap_kg": cap_kg, "seed": point.seed, "run_id": run_id, "status": status,
+        "elapsed_s": elapsed_s, "n_warnings": len(result.warnings) if result else 0,
+        "message": message,
+    }
+    if result is not None:
+        for key, value in result.metrics.items():
+            if isinstance(value, int | float | str | bool) or value is None:
+                row[key] = value
+    return row
+
+
+def run_sweep(
+    scenario: Scenario,
+    points: Sequence[SweepPoint],
+    *,
+    db: str | Path | None = None,
+    csv_path: str | Path | None = None,
+    scheduler_address: str | None = None,
+    n_workers: int = 2,
+    threads_per_worker: int = 1,
+    processes: bool = True,
+    settings: SimSettings | None = None,
+    progress: bool = True,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """Run every point on Dask and return one row per run (:data:`ROW_KEYS`, then metrics).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        Sent once to every worker (``scatter(broadcast=True)``).
+    points : sequence of SweepPoint
+        From :func:`sweep_points`.
+    db : path, optional
+        Store every run there (``Store.save_run``, meta ``status="sweep"``); the row's
+        ``run_id`` names it.
+    csv_path : path, optional
+        Write the table there once all runs are done.
+    scheduler_address : str, optional
+        ``tcp://HOST:PORT`` of a running scheduler; default: a ``LocalCluster`` of
+        ``n_workers`` worker processes on loopback. With ``processes=False`` the cluster
+        runs in this process, one simulation at a time (Pyomo's solver-output capture is
+        not thread-safe), which is for tests and debugging.
+    progress : bool
+        A tqdm bar on stderr, advanced as runs finish.
+    on_result : callable(row), optional
+        Called on the client with each row as its run finishes (e.g. an app's live table).
+
+    Notes
+    -----
+    A run that raises becomes a row with ``status="error"`` and the exception's text in
+    ``message``; the rest of the grid still runs. A run whose percentage cap needs a failed
+    baseline is skipped with ``status="skipped"``.
+    """
+    from distributed import Client, LocalCluster, as_completed
+
+    settings = settings or SimSettings()
+    if not points:
+        raise ValueError("the sweep has no runs")
+    cluster: LocalCluster | None = None
+    if scheduler_address is None:
+        # Worker processes talk over loopback TCP; threads share the in-process transport.
+        where = {"host": "127.0.0.1"} if processes else {}
+        if not processes and n_workers * threads_per_worker > 1:
+            # Pyomo's solver-output capture swaps the process's file descriptors and
+            # deadlocks when two solves overlap in one process: threads run one at a time.
+            log.warning("a threaded cluster runs one simulation at a time (Pyomo's "
+                        "output capture is not thread-safe); use processes to parallelise")
+            n_workers, threads_per_worker = 1, 1
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               processes=processes, dashboard_address=None, **where)
+        client = Client(cluster)
+    else:
+        client = Client(scheduler_address)
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=len(points), desc=f"sweep {scenario.name}", unit="run", disable=not progress)
+    try:
+        log.info("sweep of %d runs on %s", len(points), client.scheduler.address)
+        sc_future = client.scatter(scenario, broadcast=True)
+        base_pts = [p for p in points if p.policy == BASELINE and not p.knobs]
+        rest = [p for p in points if p not in base_pts]
+        needs_base = any(p.carbon_cap.pct_below_baseline is not None for p in rest)
+        baseline_carbon: dict[int, float] = {}
+
+        def consume(futures: dict[Any, tuple[SweepPoint, float | None]]) -> None:
+            for fut in as_completed(list(futures)):
+                point, cap_kg = futures[fut]
+                if fut.status == "error":
+                    exc = fut.exception()
+                    row = _row(point, cap_kg, None, "error", math.nan, None,
+                               f"{type(exc).__name__}: {exc}")
+                    log.warning("run %s failed: %s", point, row["message"])
+                else:
+                    result, elapsed = fut.result()
+                    run_id = _store(db, result) if db is not None else None
+                    status = "ok" if not result.warnings else "warnings"
+                    row = _row(point, cap_kg, run_id, status, elapsed, result)
+                    if point.policy == BASELINE and not point.knobs:
+                        baseline_carbon[point.seed] = float(result.metrics["carbon_kg"])
+                rows.append(row)
+                if on_result is not None:
+                    on_result(row)
+                bar.update(1)
+
+        def submit(pts: Sequence[SweepPoint]) -> dict[Any, tuple[SweepPoint, float | None]]:
+            futures: dict[Any, tuple[SweepPoint, float | None]] = {}
+            for p in pts:
+                if p.carbon_cap.pct_below_baseline is not None and p.seed not in baseline_carbon:
+                    rows.append(_row(p, None, None, "skipped", math.nan, None,
+                                     f"no {BASELINE} run for seed {p.seed} to set the cap"))
+                    bar.update(1)
+                    continue
+                cap_kg = p.carbon_cap.resolve(baseline_carbon.get(p.seed))
+                fut = client.submit(_timed_run, sc_future, p, cap_kg, settings, pure=False)
+                futures[fut] = (p, cap_kg)
+            return futures
+
+        if needs_base:
+            consume(submit(base_pts))
+            consume(submit(rest))
+        else:
+            consume(submit(list(points)))
+    finally:
+        bar.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    table = _table(rows)
+    if csv_path is not None:
+        Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(csv_path, index=False)
+        log.info("sweep table written to %s", csv_path)
+    return table
+
+
+def _store(db: str | Path, result: RunResult) -> str:
+    from workbench.store import Store
+
+    meta = {**result.meta, "status": "sweep", "log": "\n".join(result.warnings)}
+    with Store(db) as store:
+        return store.save_run(meta, result.plan, result.migrations, result.slots,
+                              result.metrics)
+
+
+def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    table = pd.DataFrame(rows)
+    for key in ROW_KEYS:
+        if key not in table:
+            table[key] = None
+    metric_cols = [c for c in table.columns if c not in ROW_KEYS]
+    table = table[list(ROW_KEYS) + metric_cols]
+    order = ["policy", "V", "carbon_cap", "seed"]
+    return table.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
+
+
+__all__ = [
+    "BASELINE",
+    "ROW_KEYS",
+    "CarbonCap",
+    "SimSettings",
+    "SweepPoint",
+    "run_point",
+    "run_sweep",
+    "sweep_points",
+]
