@@ -1,0 +1,40 @@
+"""The tutorials run top to bottom (nbclient; ``pytest --nbmake notebooks`` works too)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+TIMEOUT_S = 120
+
+
+def _execute(path: Path, cwd: Path) -> list[str]:
+    """Run a notebook in ``cwd``; returns its stream outputs."""
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
+                                     resources={"metadata": {"path": str(cwd)}})
+    client.execute()
+    return [o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
+            if o.get("output_type") == "stream"]
+
+
+@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "02_v_tradeoff.ipynb",
+                                  "03_real_grid.ipynb"])
+def test_notebook_runs(name: str) -> None:
+    _execute(NOTEBOOKS / name, NOTEBOOKS)
+
+
+def test_real_grid_notebook_stops_cleanly_without_data(tmp_path: Path) -> None:
+    # Two levels below tmp_path there is no shared/data folder.
+    where = tmp_path / "repo" / "notebooks"
+    where.mkdir(parents=True)
+    shutil.copy(NOTEBOOKS / "03_real_grid.ipynb", where)
+    out = "".join(_execute(where / "03_real_grid.ipynb", where))
+    assert "absent" in out
