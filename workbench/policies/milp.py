@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ ExtraConstraints = Callable[[pyo.ConcreteModel], None]
 """A what-if hook: receives the built model (sets ``J, K, P, D, L``, binaries ``z``)."""
 
 _OK = {TerminationCondition.optimal, TerminationCondition.locallyOptimal}
+
+# Pyomo's HiGHS interface redirects the process's stdout/stderr file descriptors while it
+# solves; two threads doing so at once deadlock or raise. Solves are therefore serialised.
+_SOLVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -243,12 +248,13 @@ def solve_slot_model(
         extra_constraints(m)
     solver = pyo.SolverFactory("highs")
     t0 = time.perf_counter()
-    results = solver.solve(
-        m,
-        load_solutions=False,
-        options={"mip_rel_gap": float(mip_rel_gap), "time_limit": float(time_limit_s),
-                 "output_flag": False},
-    )
+    with _SOLVE_LOCK:
+        results = solver.solve(
+            m,
+            load_solutions=False,
+            options={"mip_rel_gap": float(mip_rel_gap), "time_limit": float(time_limit_s),
+                     "output_flag": False},
+        )
     solve_s = time.perf_counter() - t0
     cond = results.solver.termination_condition
     if cond not in _OK or len(results.solution) == 0:
