@@ -223,7 +223,7 @@ class MigrationsView(Viewer):
             pn.pane.Markdown(f"**{len(moves)}** migrations in the window "
                              f"({len(res.migrations)} in the run)."),
             pn.Row(pn.pane.HoloViews(plots.flows(flow), sizing_mode="stretch_width"),
-                   pn.widgets.Tabulator(flow, disabled=True, show_index=False, width=420),
+                   pn.widgets.Tabulator(flow.round(2), disabled=True, show_index=False, width=460),
                    sizing_mode="stretch_width"),
             pn.widgets.Tabulator(moves, disabled=True, show_index=False, pagination="local",
                                  page_size=15, sizing_mode="stretch_width"),
