@@ -100,5 +100,6 @@ def tradeoff(frame: pd.DataFrame) -> hv.Element:
     labels = hv.Labels(frame.assign(text=[f"V={v:g}" for v in frame["V"]]),
                        ["backlog", "cost"], "text").opts(text_font_size="9pt", yoffset=0)
     return (curve * points * labels).opts(
-        responsive=True, height=300, padding=0.15, title="V trade-off: cost vs mean deadline backlog",
+        responsive=True, height=300, padding=0.15,
+        title="V trade-off: cost vs mean deadline backlog",
         xlabel="mean backlog (fraction of work)", ylabel="cost")

@@ -87,10 +87,13 @@ class WorkbenchState(param.Parameterized):
     """
 
     db_path = param.String(default="workbench.duckdb", doc="DuckDB store file")
-    scenario_name = param.Selector(default=None, objects=[], label="Scenario")
-    policy = param.Selector(default="lyapunov", objects=list(POLICY_NAMES), label="Policy")
+    scenario_name: param.Selector[str | None] = param.Selector(
+        default=None, objects=[], label="Scenario")
+    policy: param.Selector[str] = param.Selector(
+        default="lyapunov", objects=list(POLICY_NAMES), label="Policy")
     V = param.Number(default=20.0, bounds=(1e-3, 1e5), label="V (cost weight)")
-    cap_mode = param.Selector(default="none", objects=list(CAP_MODES), label="Carbon cap")
+    cap_mode: param.Selector[str] = param.Selector(
+        default="none", objects=list(CAP_MODES), label="Carbon cap")
     carbon_cap_kg = param.Number(default=1000.0, bounds=(1e-6, None),
                                  label="Global carbon cap (kg over the horizon)")
     carbon_caps_kg = param.Dict(default={}, doc="Carbon cap per datacenter, kg over the horizon")
@@ -98,9 +101,10 @@ class WorkbenchState(param.Parameterized):
                                     label="GPU-count menu (empty: each job's own)")
     migration_threshold = param.Number(default=0.1, bounds=(0.0, 5.0), step=0.05,
                                        label="Migration threshold")
-    slot_minutes = param.Selector(default=15, objects=list(SLOT_MINUTES), label="Slot (min)")
-    forecast_mode = param.Selector(default="perfect", objects=list(FORECAST_MODES),
-                                   label="Forecast")
+    slot_minutes: param.Selector[int] = param.Selector(
+        default=15, objects=list(SLOT_MINUTES), label="Slot (min)")
+    forecast_mode: param.Selector[str] = param.Selector(
+        default="perfect", objects=list(FORECAST_MODES), label="Forecast")
     forecast_error = param.Number(default=0.1, bounds=(0.0, 2.0), label="Forecast error")
     baseline_policies = param.ListSelector(default=list(BASELINES), objects=list(BASELINES),
                                            label="Compare with")
@@ -117,7 +121,7 @@ class WorkbenchState(param.Parameterized):
     progress = param.Integer(default=0, bounds=(0, None))
     progress_max = param.Integer(default=1, bounds=(1, None))
     message = param.String(default="")
-    message_kind = param.Selector(default="info",
+    message_kind: param.Selector[str] = param.Selector(default="info",
                                   objects=["info", "success", "warning", "danger"])
     runs_done = param.Integer(default=0, doc="Completed runs in this session")
 

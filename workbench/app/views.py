@@ -61,14 +61,25 @@ def headline_html(metrics: dict[str, Any] | None, currency: str = "") -> str:
     return '<div id="metrics-headline">' + "".join(cards) + "</div>"
 
 
-class Sidebar(Viewer):
-    """Scenario, policy and knobs; the Run button, progress and messages."""
+class _StateView(Viewer):
+    """A view over one :class:`WorkbenchState` (``s`` is it, typed)."""
 
     state = param.ClassSelector(class_=WorkbenchState)
 
+    @property
+    def s(self) -> WorkbenchState:
+        state = self.state
+        if not isinstance(state, WorkbenchState):
+            raise TypeError("a view needs state=WorkbenchState(...)")
+        return state
+
+
+class Sidebar(_StateView):
+    """Scenario, policy and knobs; the Run button, progress and messages."""
+
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        s = self.state
+        s = self.s
         self.v_slider = pn.widgets.DiscreteSlider(
             name="V (log scale)", options=list(V_STEPS),
             value=min(V_STEPS, key=lambda v: abs(math.log(v / s.V))))
@@ -90,10 +101,10 @@ class Sidebar(Viewer):
             self.v_slider.value = event.new
 
     async def _on_run(self, _event: Any) -> None:
-        await self.state.run_async()
+        await self.s.run_async()
 
     def _caps_widgets(self, *_: Any) -> None:
-        s = self.state
+        s = self.s
         if s.cap_mode == "global":
             self.caps.objects = [pn.widgets.FloatInput.from_param(s.param.carbon_cap_kg)]
         elif s.cap_mode == "per datacenter" and s.scenario is not None:
@@ -109,7 +120,7 @@ class Sidebar(Viewer):
             self.caps.objects = []
 
     def __panel__(self) -> pn.viewable.Viewable:
-        s = self.state
+        s = self.s
         return pn.Column(
             pn.widgets.Select.from_param(s.param.scenario_name),
             pn.widgets.Select.from_param(s.param.policy),
@@ -131,14 +142,12 @@ class Sidebar(Viewer):
         )
 
 
-class GridView(Viewer):
+class GridView(_StateView):
     """Price and carbon over time by region (curves) and as heatmaps."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
 
     @param.depends("state.scenario")
     def _plots(self) -> pn.viewable.Viewable:
-        sc = self.state.scenario
+        sc = self.s.scenario
         if sc is None:
             return pn.pane.Markdown("No scenario loaded.")
         n = sc.n_slots
@@ -159,17 +168,15 @@ class GridView(Viewer):
         )
 
     def __panel__(self) -> pn.viewable.Viewable:
-        return pn.panel(self._plots, sizing_mode="stretch_width")
+        return pn.panel(self._plots, sizing_mode="stretch_width")  # type: ignore[return-value]
 
 
-class PlanView(Viewer):
+class PlanView(_StateView):
     """Placements per job and datacenter (Gantt-like) and GPU occupancy per pool."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
 
     @param.depends("state.result")
     def _plots(self) -> pn.viewable.Viewable:
-        res = self.state.result
+        res = self.s.result
         if res is None:
             return pn.pane.Markdown("No run yet.")
         return pn.Column(
@@ -181,13 +188,11 @@ class PlanView(Viewer):
         )
 
     def __panel__(self) -> pn.viewable.Viewable:
-        return pn.panel(self._plots, sizing_mode="stretch_width")
+        return pn.panel(self._plots, sizing_mode="stretch_width")  # type: ignore[return-value]
 
 
-class MigrationsView(Viewer):
+class MigrationsView(_StateView):
     """The migration plan as a table and as flows between datacenters, filtered by time."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -195,11 +200,11 @@ class MigrationsView(Viewer):
         self.window = pn.widgets.DatetimeRangeSlider(name="time window", start=lo, end=hi,
                                                      value=(lo, hi), step=900_000,
                                                      sizing_mode="stretch_width")
-        self.state.param.watch(self._bounds, ["scenario", "result"])
+        self.s.param.watch(self._bounds, ["scenario", "result"])
         self._bounds()
 
     def _bounds(self, *_: Any) -> None:
-        sc = self.state.scenario
+        sc = self.s.scenario
         if sc is None:
             return
         start = pd.Timestamp(sc.start).tz_localize(None).to_pydatetime()
@@ -213,7 +218,7 @@ class MigrationsView(Viewer):
 
     @param.depends("state.result", "window.value")
     def _content(self) -> pn.viewable.Viewable:
-        res = self.state.result
+        res = self.s.result
         if res is None:
             return pn.pane.Markdown("No run yet.")
         lo, hi = self._selected()
@@ -235,26 +240,24 @@ class MigrationsView(Viewer):
                          sizing_mode="stretch_width")
 
 
-class MetricsView(Viewer):
+class MetricsView(_StateView):
     """The run against the baselines and the offline optimum; the V trade-off curve."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
 
     @param.depends("state.result", "state.baselines")
     def _headline(self) -> pn.viewable.Viewable:
-        res = self.state.result
+        res = self.s.result
         metrics = res.metrics if res is not None else None
         currency = str(metrics.get("currency", "")) if metrics else ""
         return pn.pane.HTML(headline_html(metrics, currency), sizing_mode="stretch_width")
 
     @param.depends("state.result", "state.baselines")
     def _compare(self) -> pn.viewable.Viewable:
-        res = self.state.result
+        res = self.s.result
         if res is None:
             return pn.pane.Markdown("")
-        table = derive.compare_table(res.policy, res.metrics, self.state.baselines)
-        missing = [b for b in self.state.baseline_policies
-                   if b not in self.state.baselines and b != res.policy]
+        table = derive.compare_table(res.policy, res.metrics, self.s.baselines)
+        missing = [b for b in self.s.baseline_policies
+                   if b not in self.s.baselines and b != res.policy]
         note = (f"Not compared (unavailable or not selected): {', '.join(missing)}."
                 if missing else "")
         return pn.Column(
@@ -271,7 +274,7 @@ class MetricsView(Viewer):
 
     @param.depends("state.tradeoff")
     def _tradeoff(self) -> pn.viewable.Viewable:
-        return pn.pane.HoloViews(plots.tradeoff(self.state.tradeoff),
+        return pn.pane.HoloViews(plots.tradeoff(self.s.tradeoff),
                                  sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -279,10 +282,8 @@ class MetricsView(Viewer):
                          pn.panel(self._tradeoff), sizing_mode="stretch_width")
 
 
-class QuoteView(Viewer):
+class QuoteView(_StateView):
     """Describe a new job and see where, on what and when it should run."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -298,11 +299,11 @@ class QuoteView(Viewer):
         self.button = pn.widgets.Button(name="Quote", button_type="primary")
         self.button.on_click(self._on_quote)
         self.app.param.watch(self._default_work, "value")
-        self.state.param.watch(self._choices, "scenario")
+        self.s.param.watch(self._choices, "scenario")
         self._choices()
 
     def _choices(self, *_: Any) -> None:
-        sc = self.state.scenario
+        sc = self.s.scenario
         if sc is None:
             return
         apps = sorted({p.app for p in sc.profiles})
@@ -311,17 +312,17 @@ class QuoteView(Viewer):
                               value=self.app.value if self.app.value in apps else apps[0])
         self.home.param.update(options=homes,
                                value=self.home.value if self.home.value in homes else homes[0])
-        self.deadline.value = min(self.deadline.value or 24.0, horizon_hours(sc))
+        self.deadline.value = min(float(self.deadline.value or 24.0), horizon_hours(sc))
         self._default_work()
 
     def _default_work(self, *_: Any) -> None:
-        sc = self.state.scenario
+        sc = self.s.scenario
         if sc is not None and self.app.value:
             work = median_work(sc, self.app.value)
             self.work.value = work if math.isfinite(work) else 1e6
 
     def spec(self) -> JobSpec:
-        return JobSpec(app=self.app.value, work_samples=float(self.work.value),
+        return JobSpec(app=self.app.value, work_samples=float(self.work.value or 0.0),
                        home=self.home.value, min_gpus=int(self.gpus.value[0]),
                        max_gpus=int(self.gpus.value[1]),
                        deadline_h=float(self.deadline.value) if self.deadline.value else None)
@@ -330,14 +331,14 @@ class QuoteView(Viewer):
         try:
             spec = self.spec()
         except (QuoteError, TypeError) as exc:
-            self.state._say(f"quote: bad input: {exc}", "danger")
+            self.s._say(f"quote: bad input: {exc}", "danger")
             return
-        self.state.quote(spec, carbon_price_per_kg=float(self.carbon_price.value or 0.0),
+        self.s.quote(spec, carbon_price_per_kg=float(self.carbon_price.value or 0.0),
                          respect_plan=self.respect.value)
 
     @param.depends("state.last_quote")
     def _result(self) -> pn.viewable.Viewable:
-        q = self.state.last_quote
+        q = self.s.last_quote
         if q is None:
             return pn.pane.Markdown("Describe a job and press **Quote**.")
         best = q.recommended
@@ -368,10 +369,8 @@ class QuoteView(Viewer):
                       sizing_mode="stretch_width")
 
 
-class ExportView(Viewer):
+class ExportView(_StateView):
     """Download the plan and migrations CSV of the latest run (the CLI's schema)."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -382,15 +381,15 @@ class ExportView(Viewer):
             callback=self._migrations_csv, filename="migrations.csv",
             label="Download migrations CSV", disabled=True,
             css_classes=["wb-download-migrations"])
-        self.state.param.watch(self._update, "result")
+        self.s.param.watch(self._update, "result")
         self._update()
 
     def _stem(self) -> str:
-        res = self.state.result
+        res = self.s.result
         return "run" if res is None else f"{res.meta['scenario']}_{res.policy}"
 
     def _update(self, *_: Any) -> None:
-        has = self.state.result is not None
+        has = self.s.result is not None
         stem = self._stem()
         self.plan_download.param.update(disabled=not has, filename=f"{stem}_plan.csv")
         self.migrations_download.param.update(disabled=not has,
@@ -398,21 +397,21 @@ class ExportView(Viewer):
 
     def _plan_csv(self) -> io.StringIO:
         buf = io.StringIO()
-        if self.state.result is not None:
-            write_plan_csv(self.state.result.plan, buf)
+        if self.s.result is not None:
+            write_plan_csv(self.s.result.plan, buf)
         buf.seek(0)
         return buf
 
     def _migrations_csv(self) -> io.StringIO:
         buf = io.StringIO()
-        if self.state.result is not None:
-            write_migrations_csv(self.state.result.migrations, buf)
+        if self.s.result is not None:
+            write_migrations_csv(self.s.result.migrations, buf)
         buf.seek(0)
         return buf
 
     @param.depends("state.result")
     def _summary(self) -> pn.viewable.Viewable:
-        res = self.state.result
+        res = self.s.result
         if res is None:
             return pn.pane.Markdown("No run yet.")
         return pn.pane.Markdown(
@@ -423,15 +422,14 @@ class ExportView(Viewer):
         return pn.Column(pn.panel(self._summary), self.plan_download, self.migrations_download)
 
 
-class WorkbenchApp(Viewer):
+class WorkbenchApp(_StateView):
     """The whole app: the sidebar and the six tabs over one :class:`WorkbenchState`."""
 
-    state = param.ClassSelector(class_=WorkbenchState)
     title = param.String(default="Compute–Power Fusion Planning Workbench")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        s = self.state
+        s = self.s
         self.sidebar = Sidebar(state=s)
         self.views: dict[str, Viewer] = {
             "Grid": GridView(state=s), "Plan": PlanView(state=s),
