@@ -12,6 +12,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from workbench.cubes import CubeError
+from workbench.io.errors import InputError
 from workbench.model import ScenarioError
 from workbench.store import StoreError
 
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (StoreError, ScenarioError) as exc:
+    except (StoreError, ScenarioError, CubeError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
