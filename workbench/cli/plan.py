@@ -2,7 +2,7 @@
 
 Runs ``asap-home`` as the baseline too (unless ``--no-baseline``), prints a summary of the
 policy against it (or one JSON object with ``--json``) and writes the plan and migrations
-CSVs (formats: ``docs/plan_csv.md``). Progress bars and warnings go to stderr.
+CSVs (formats: the README ("Plan and migrations CSV")). Progress bars and warnings go to stderr.
 """
 
 from __future__ import annotations
