@@ -529,7 +529,6 @@ class FastSlotSolver:
             # Not infeasible, only unsolved: the MILP may still find an allocation.
             return self._solve_mip(prob, arr, mip_rel_gap,
                                    max(time_limit_s - solve_s, 1.0), build_s)
-        lp_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         choice, n_frac = repair(prob, arr, x)
         extract_s = time.perf_counter() - t1
@@ -570,7 +569,8 @@ class FastSlotSolver:
                 return None, mrep
             return choice, report(gap, method="auto", polished=True,
                                   message=f"MILP polish did not improve ({mrep.status})")
-        return mchoice, replace(mrep, solve_s=mrep.solve_s + lp_s,
+        return mchoice, replace(mrep, solve_s=time.perf_counter() - t0 - extract_s
+                                - mrep.extract_s,
                                 extract_s=mrep.extract_s + extract_s, lp_bound=bound,
                                 gap=relative_gap(bound, float(mrep.objective or 0.0)),
                                 n_fractional=n_frac, hot_start=hot, polished=True,

@@ -1,0 +1,80 @@
+"""Shared helpers of the bench scripts: run policies, tabulate, write CSV/markdown tables.
+
+Bench scripts are not tests: they print tables and ratios against a baseline run in the same
+process and write them to ``docs/results/``. Run them from the repository root.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.model import Scenario
+from workbench.policies import make_policy
+from workbench.sim import RunResult, simulate
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+
+POLICY_COLUMNS: tuple[str, ...] = (
+    "policy", "cost", "cost_vs_asap", "carbon_kg", "carbon_vs_asap", "energy_kwh",
+    "energy_moved_kwh", "energy_offpeak_kwh", "offpeak_share", "mean_jct_h", "p95_jct_h",
+    "deadline_misses", "jobs_finished", "migrations", "fallbacks", "decide_s_mean", "wall_s",
+)
+
+
+def run_policy(scenario: Scenario, name: str, **knobs: Any) -> tuple[RunResult, float, Any]:
+    """Simulate ``name`` with ``knobs``; returns the run, its wall time and the policy."""
+    policy = make_policy(name, **knobs)
+    t0 = time.perf_counter()
+    result = simulate(scenario, policy, knobs=knobs)
+    return result, time.perf_counter() - t0, policy
+
+
+def policy_row(name: str, result: RunResult, wall_s: float,
+               base: Mapping[str, Any] | None) -> dict[str, Any]:
+    m = result.metrics
+    energy = float(m["energy_kwh"])
+    row = {
+        "policy": name, "cost": m["cost"], "carbon_kg": m["carbon_kg"], "energy_kwh": energy,
+        "energy_moved_kwh": m["energy_moved_kwh"], "energy_offpeak_kwh": m["energy_offpeak_kwh"],
+        "offpeak_share": m["energy_offpeak_kwh"] / energy if energy else math.nan,
+        "mean_jct_h": m["mean_jct_h"], "p95_jct_h": m["p95_jct_h"],
+        "deadline_misses": m["deadline_misses"],
+        "jobs_finished": f"{m['jobs_finished']}/{m['jobs_total']}",
+        "migrations": m["migrations"], "fallbacks": m["fallbacks"],
+        "decide_s_mean": m["decide_s_mean"], "wall_s": wall_s,
+    }
+    if base is not None:
+        row["cost_vs_asap"] = m["cost"] / base["cost"]
+        row["carbon_vs_asap"] = m["carbon_kg"] / base["carbon_kg"]
+    return row
+
+
+def write_table(frame: pd.DataFrame, stem: str, title: str, notes: Iterable[str] = (),
+                digits: int = 3) -> None:
+    """``docs/results/<stem>.csv`` and ``<stem>.md`` (a markdown table with notes)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(RESULTS / f"{stem}.csv", index=False)
+    md = [f"# {title}", "", _markdown(frame, digits), ""]
+    md += [f"- {n}" for n in notes]
+    (RESULTS / f"{stem}.md").write_text("\n".join(md) + "\n")
+
+
+def _markdown(frame: pd.DataFrame, digits: int) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return "-"
+            return f"{v:,.{digits}g}" if abs(v) < 1 else f"{v:,.{max(digits - 1, 1)}f}"
+        return str(v)
+
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in frame.iterrows():
+        lines.append("| " + " | ".join(fmt(r[c]) for c in cols) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""The seed's headline on ``seed3``: every policy (and the offline optimum) against asap-home.
+
+Usage: ``python bench/seed_headline.py [--seed 0]``. Prints the table and the targets of
+issue 5, writes ``docs/results/seed_headline.{csv,md,png}``.
+
+Targets for ``lyapunov`` with its default knobs: cost at least 36% below asap-home, no
+deadline misses, carbon not above asap-home, cost within 10% of the offline optimum (or of
+its LP bound).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from common import POLICY_COLUMNS, RESULTS, policy_row, run_policy, write_table  # noqa: E402
+
+from workbench.policies import POLICY_NAMES  # noqa: E402
+from workbench.scenarios import build_seed3  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seed", type=int, default=0, help="scenario generator seed")
+    ap.add_argument("--policies", default=",".join(POLICY_NAMES))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    sc = build_seed3(args.seed)
+    order = ["asap-home"] + [p for p in args.policies.split(",") if p != "asap-home"]
+    rows, base, offline = [], None, None
+    for name in order:
+        result, wall, policy = run_policy(sc, name)
+        row = policy_row(name, result, wall, base)
+        if name == "asap-home":
+            base = result.metrics
+            row = policy_row(name, result, wall, base)
+        if name == "offline":
+            offline = policy
+        rows.append(row)
+        print(f"{name:>20}: cost {row['cost']:9.2f}  carbon {row['carbon_kg']:8.1f} kg  "
+              f"misses {row['deadline_misses']}  {wall:6.1f} s", flush=True)
+        for w in result.warnings[:3]:
+            print(f"{'':>22}warning: {w}")
+    table = pd.DataFrame(rows)[list(POLICY_COLUMNS)]
+    notes = [f"scenario seed3 (generator seed {args.seed}): {sc.n_slots} slots of "
+             f"{sc.slot_s // 60} min, {len(sc.jobs)} jobs; currency {sc.currency}",
+             "command: `python bench/seed_headline.py`",
+             "cost_vs_asap, carbon_vs_asap: ratio to the asap-home run in the same process"]
+    if offline is not None:
+        kind = "LP bound" if offline.is_bound else "MILP optimum"
+        notes.append(f"offline plan ({kind}, no restart losses, blocks of "
+                     f"{offline.block_slots} slots): cost {offline.optimum_cost:.2f}, carbon "
+                     f"{offline.optimum_carbon_kg:.1f} kg; the 'offline' row is its replay")
+    lyap = table[table.policy == "lyapunov"]
+    if len(lyap) and base is not None:
+        r = lyap.iloc[0]
+        saving = 1 - r["cost_vs_asap"]
+        checks = [
+            ("cost >= 36% below asap-home", saving >= 0.36, f"{saving:.1%} below"),
+            ("no deadline misses", r["deadline_misses"] == 0, f"{r['deadline_misses']}"),
+            ("carbon <= asap-home", r["carbon_vs_asap"] <= 1.0, f"x{r['carbon_vs_asap']:.3f}"),
+        ]
+        if offline is not None:
+            ref = min(offline.optimum_cost,
+                      float(table[table.policy == "offline"].iloc[0]["cost"]))
+            within = r["cost"] / ref - 1
+            checks.append(("cost within 10% of offline", within <= 0.10,
+                           f"{within:+.1%} vs {ref:.2f}"))
+        print("\ntargets (lyapunov, default knobs):")
+        for label, ok, val in checks:
+            print(f"  [{'x' if ok else ' '}] {label}: {val}")
+            notes.append(f"target {label}: {'met' if ok else 'MISSED'} ({val})")
+    print()
+    print(table.to_string(index=False))
+    write_table(table, "seed_headline", "seed3: every policy against asap-home", notes)
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    ax[0].barh(table.policy, table.cost, color="tab:blue")
+    ax[0].set_xlabel(f"electricity cost ({sc.currency})")
+    if offline is not None:
+        ax[0].axvline(offline.optimum_cost, color="k", ls="--", label="offline plan")
+        ax[0].legend()
+    ax[1].barh(table.policy, table.carbon_kg, color="tab:green")
+    ax[1].set_xlabel("carbon (kg CO2)")
+    ax[1].set_yticklabels([])
+    fig.suptitle("seed3, one week at 15-minute slots")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "seed_headline.png", dpi=120)
+    print(f"written to {RESULTS}/seed_headline.*")
+
+
+if __name__ == "__main__":
+    main()
