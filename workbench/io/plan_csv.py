@@ -1,9 +1,9 @@
 """Plan and migrations CSV files: the exported schedule, one row per job per slot.
 
-Both formats are documented for operators in the README ("Plan and migrations CSV"). Times are ISO-8601 in
-UTC with a ``Z`` suffix (``2024-07-01T08:15:00Z``); ``region`` is the *datacenter* name
-(e.g. ``guangzhou``), not the grid zone. Numbers are written with full precision, so that
-:func:`read_plan_csv` returns exactly what :func:`write_plan_csv` was given.
+Both formats are documented for operators in the README ("Plan and migrations CSV").
+Times are ISO-8601 in UTC with a ``Z`` suffix (``2024-07-01T08:15:00Z``); ``region`` is the
+*datacenter* name (e.g. ``guangzhou``), not the grid zone. Numbers are written with full
+precision, so that :func:`read_plan_csv` returns exactly what :func:`write_plan_csv` was given.
 """
 
 from __future__ import annotations
