@@ -205,3 +205,19 @@ def test_batch_is_fine_tuned_within_bounds() -> None:
     pl = res.allocations[0].placements["j"]
     assert 64 <= pl.batch_size <= min(2048, 256 * pl.n_gpus)
     assert np.isfinite(res.cost)
+
+
+def test_fast_solver_matches_the_pyomo_reference_over_a_run() -> None:
+    from workbench.policies import make_policy
+    from workbench.sim import simulate
+
+    jobs = [training_job(f"j{i}", "ab"[i % 2], 1.0 + 0.4 * i, arrival_slot=i % 3,
+                         deadline_slot=8) for i in range(5)]
+    prices = [[1.0 + 0.3 * (t % 3), 0.6 + 0.2 * (t % 2)] for t in range(8)]
+    sc = tiny_scenario(jobs, prices=prices)
+    ref = simulate(sc, make_policy("lyapunov", solver="pyomo"))
+    fast = simulate(sc, make_policy("lyapunov", solver="fast"))
+    assert fast.metrics["deadline_misses"] == ref.metrics["deadline_misses"]
+    assert fast.metrics["cost"] == pytest.approx(ref.metrics["cost"], rel=0.02)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        make_policy("lyapunov", solver="cplex")

@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "below the asap-home run's carbon (e.g. 20%%)")
     p.add_argument("--migration-threshold", type=float, default=None,
                    help="relative gain a move must exceed (hysteresis), e.g. 0.1")
+    p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
+                   help="lyapunov's slot solver: the Pyomo reference MILP (default) or the "
+                   "highspy array fast path")
     p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
                    help="what the policy is told about future price and carbon")
     p.add_argument("--forecast-error", type=float, default=None,
@@ -221,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
         knobs["carbon_cap_kg"] = cap_kg
     if args.migration_threshold is not None:
         knobs["migration_threshold"] = args.migration_threshold
+    if args.solver is not None:
+        knobs["solver"] = args.solver
     try:
         policy = make_policy(args.policy, **knobs)
     except TypeError as exc:

@@ -51,6 +51,7 @@ import highspy
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.policies._highs import new_highs
 from workbench.policies.base import SolveInfo
 from workbench.policies.milp import ExtraConstraints, SlotProblem, solve_slot_problem
 
@@ -269,8 +270,7 @@ def _lp(arr: SlotArrays, integral: bool,
 
 
 def _new_highs(time_limit_s: float, threads: int | None) -> highspy.Highs:
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("time_limit", float(time_limit_s))
     if threads is not None:
         h.setOptionValue("threads", int(threads))
@@ -521,7 +521,7 @@ class FastSlotSolver:
         t0 = time.perf_counter()
         status, x, reduced, bound, hot = self._solve_lp(arr, time_limit_s)
         if status != highspy.HighsModelStatus.kOptimal:
-            msg = f"LP relaxation {highspy.Highs().modelStatusToString(status)}"
+            msg = f"LP relaxation {_status_name(status)}"
             solve_s = time.perf_counter() - t0
             if status == highspy.HighsModelStatus.kInfeasible:
                 return None, FastSolveReport(self.method, "infeasible", build_s, solve_s, 0.0,
@@ -674,7 +674,8 @@ def _status_name(status: highspy.HighsModelStatus) -> str:
         return "infeasible"
     if status == highspy.HighsModelStatus.kTimeLimit:
         return "maxTimeLimit"
-    return str(highspy.Highs().modelStatusToString(status))
+    # The enum's own name: a throw-away Highs() would print HiGHS's banner.
+    return str(status.name).removeprefix("k")
 
 
 def _option_keys(prob: SlotProblem) -> list[tuple[str, str, int]]:

@@ -66,6 +66,7 @@ from workbench.policies.base import (
     SolveInfo,
     slot_options,
 )
+from workbench.policies.fastslot import FastSlotSolver
 from workbench.policies.greedy import greedy_choice
 from workbench.policies.milp import (
     ExtraConstraints,
@@ -77,6 +78,9 @@ from workbench.policies.milp import (
 log = logging.getLogger(__name__)
 
 DEFAULT_V = 20.0
+SOLVERS = ("pyomo", "fast")
+"""Slot solvers: the readable Pyomo reference model, or the array fast path
+(:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
 """Default V: a job may fall ~20 slots (5 h at 15 min) behind pace before paying double."""
 
 _URGENCY_GAIN = 10.0
@@ -116,6 +120,10 @@ class LyapunovPolicy:
         Fine-tune each running job's batch size by golden-section search.
     extra_constraints : callable(model) -> None, optional
         What-if hook applied to every slot's Pyomo model before solving.
+    solver : {"pyomo", "fast"}
+        ``"pyomo"`` solves the readable reference MILP; ``"fast"`` the same model as arrays
+        with highspy (LP relaxation, integer repair, exact polish; see ``bench/slot_solver.py``).
+        A what-if hook always goes through the Pyomo model.
     """
 
     name = "lyapunov"
@@ -137,7 +145,10 @@ class LyapunovPolicy:
         carbon_gain: float = 1.0,
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
+        solver: str = "pyomo",
     ) -> None:
+        if solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
         if not (isinstance(V, int | float) and math.isfinite(V) and V > 0):
             raise ValueError(f"V must be a positive number, got {V!r}; try V=20")
         if migration_threshold < 0:
@@ -171,6 +182,8 @@ class LyapunovPolicy:
         self.carbon_gain = float(carbon_gain)
         self.refine_batch = bool(refine_batch)
         self.extra_constraints = extra_constraints
+        self.solver = solver
+        self._fast = FastSlotSolver()
         self.cap_warning: str | None = None
         self._scenario: Scenario | None = None
 
@@ -178,6 +191,7 @@ class LyapunovPolicy:
     def reset(self, scenario: Scenario) -> None:
         """Empty every queue; check the carbon cap against what inference alone emits."""
         self._scenario = scenario
+        self._fast.reset()
         self._Y: dict[str, float] = {}
         self._eps: dict[str, float] = {}
         self._R_prev: dict[str, float] = {}
@@ -255,17 +269,24 @@ class LyapunovPolicy:
         rows = np.flatnonzero(keep)
         sub = prob.subset(keep)
         t0 = time.perf_counter()
-        choice, info = solve_slot_problem(sub, mip_rel_gap=self.mip_rel_gap,
-                                          time_limit_s=self.time_limit_s,
-                                          extra_constraints=self.extra_constraints)
-        if choice is None:
+        chosen: NDArray[np.int64] | None
+        if self.solver == "fast":
+            full, info = self._fast(prob, keep=keep, mip_rel_gap=self.mip_rel_gap,
+                                    time_limit_s=self.time_limit_s,
+                                    extra_constraints=self.extra_constraints)
+            chosen = None if full is None else np.flatnonzero(full)
+        else:
+            choice, info = solve_slot_problem(sub, mip_rel_gap=self.mip_rel_gap,
+                                              time_limit_s=self.time_limit_s,
+                                              extra_constraints=self.extra_constraints)
+            chosen = None if choice is None else rows[choice]
+        if chosen is None:
             msg = (f"slot {state.t}: MILP {info.status} ({info.message}); "
                    f"using the greedy feasible allocation")
             log.warning(msg)
-            choice = greedy_choice(sub, priority=q)
+            chosen = rows[greedy_choice(sub, priority=q)]
             info = SolveInfo(status=info.status, solve_s=time.perf_counter() - t0,
                              fallback=True, message=msg)
-        chosen = rows[choice]
         placements: dict[str, Placement] = {}
         gains: dict[str, float] = {}
         reasons: dict[str, str] = {}
@@ -443,7 +464,8 @@ class LyapunovPolicy:
         return {"policy": self.name, "V": self.V, "carbon_cap_kg": self.carbon_cap_kg,
                 "power_cap_kw": self.power_cap_kw, "gpu_counts": self.gpu_counts,
                 "migration_threshold": self.migration_threshold,
-                "use_forecast": self.use_forecast, "restart_s": self.restart_s}
+                "use_forecast": self.use_forecast, "restart_s": self.restart_s,
+                "solver": self.solver}
 
 
 def _relative_gain(move: float, stay: float) -> float:

@@ -45,6 +45,7 @@ from numpy.typing import NDArray
 
 from workbench import perf
 from workbench.model import Job, Scenario
+from workbench.policies._highs import new_highs
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -357,8 +358,7 @@ class OfflinePolicy:
                                  [np.inf if ccap is not None else 0.0], np.ones(ncol - zc)])
         a_mat = sp.vstack(rows).tocsc()
         r_lo, r_hi = np.concatenate(lo), np.concatenate(hi)
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("time_limit", self.time_limit_s)
         h.setOptionValue("mip_rel_gap", self.mip_rel_gap)
         lp = highspy.HighsLp()
