@@ -25,8 +25,9 @@ Per option ``i`` (job ``j``, datacenter ``d``, GPU type and count) with slot pro
 
 with ``pbar`` the mean price per kg of carbon of the forecast, ``pref_j`` the job's best
 progress per slot, ``Q_j = Y_j / pref_j + 10 V max(0, (u_j - u0) / (1 - u0))`` the backlog in
-slots behind the required pace plus an urgency boost (``u_j = R_j / (pref_j L_j)`` is the
-share of the remaining slots the job needs at full speed), and ``kappa_j`` the job's
+slots behind the required pace plus an urgency boost (``u_j = R_j / (preq_j L_j)`` is the
+share of the remaining slots the job needs at its best progress with at most its requested
+GPU count, ``preq_j``: a job must not count on a whole pool being free near its deadline), and ``kappa_j`` the job's
 *threshold unit cost* (currency per unit of progress): the ``N_j``-th cheapest of the best
 unit costs ``min_i c'_i / p_i`` over the slots left before its deadline, with
 ``N_j = ceil(slack_margin * R_j / p_sel)`` the slots it needs. The forecast thus values
@@ -400,7 +401,11 @@ class LyapunovPolicy:
                 coef[rows] = -1.0
                 continue
             left = self._slots_left(sc, js, state.t)
-            u = js.remaining / (pref * left)
+            # Urgency is judged at the job's requested size, not at the largest menu entry:
+            # a job must not count on grabbing a whole pool in its last hours.
+            req = opts.n_gpus[rows] <= js.job.requested_gpus
+            psafe = float(p[req].max()) if req.any() and p[req].max() > 0 else pref
+            u = js.remaining / (psafe * left)
             boost = _URGENCY_GAIN * V * max(0.0, (u - self.urgency_start)
                                             / (1 - self.urgency_start))
             qj = self._Y.get(js.job.job_id, 0.0) / pref + boost
