@@ -157,6 +157,16 @@ def test_cli_fit_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "placements.csv" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["", 'a,b\n1,2,3,4\n"x\n'])
+def test_cli_fit_unreadable_csv_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    (tmp_path / "summary_power_v100.csv").write_text(text)
+    assert main(["fit", "energy", "--gpu", "v100", "--profiles", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "summary_power_v100.csv is not a readable CSV" in err and "Traceback" not in err
+
+
 class _FakeStore:
     def __init__(self) -> None:
         self.saved: list = []

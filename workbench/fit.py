@@ -97,8 +97,13 @@ def mape(pred: ArrayLikeF, true: ArrayLikeF) -> float:
 
 def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     if not path.is_file():
-        raise ProfileDataError(f"{path} not found; pass the folder of one Pollux application")
-    df = pd.read_csv(path)
+        raise ProfileDataError(f"{path} not found; check the profiles folder you passed")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ProfileDataError(
+            f"{path} is not a readable CSV ({exc}); restore the file from its source"
+        ) from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ProfileDataError(f"{path} lacks columns {missing}; found {list(df.columns)}")
