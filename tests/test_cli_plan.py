@@ -79,3 +79,27 @@ def test_bad_knobs_and_caps_exit_with_a_message(db, capsys) -> None:
     rc = main(["--db", str(db), "plan", "--scenario", "nowhere", "--no-progress"])
     assert rc == 2
     assert "no scenario 'nowhere'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag,value", [("--noise", "-1"), ("--forecast-error", "-0.5"),
+                                        ("--noise", "nan")])
+def test_plan_negative_noise_is_one_line_error(db, capsys, flag, value) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
+               "--forecast", "noisy", "--no-progress", flag, value])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert f"error: {flag} must be a number >= 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", ["--out", "--migrations-out"])
+def test_plan_unwritable_output_stores_nothing(db, tmp_path, capsys, flag) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with Store(db) as store:
+        runs_before = len(store.table("runs"))
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
+               "--no-progress", flag, str(blocker / "plan.csv")])
+    assert rc == 2
+    assert f"error: {flag}" in capsys.readouterr().err
+    with Store(db) as store:
+        assert len(store.table("runs")) == runs_before

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,20 @@ def parse_carbon_cap(text: str | None) -> tuple[float | None, float | None]:
             f"--carbon-cap {text!r}: give kg CO2 over the horizon (a positive number, e.g. "
             "1200) or a percentage below asap-home in [0, 100) (e.g. 20%)"
         ) from None
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (checked before any run is stored), or None."""
+    if path.exists():
+        if not path.is_file():
+            return "it is not a regular file"
+        return None if os.access(path, os.W_OK) else "no permission to write it"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    return None if os.access(parent, os.W_OK) else f"no permission to write in {parent}"
 
 
 def _summary(policy: str, result: RunResult) -> dict[str, Any]:
@@ -200,6 +215,16 @@ def run(args: argparse.Namespace) -> int:
     if args.V is not None and not (math.isfinite(args.V) and args.V > 0):
         print(f"error: --V must be a positive number, got {args.V}", file=sys.stderr)
         return 2
+    for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            print(f"error: {flag} must be a number >= 0, got {value}", file=sys.stderr)
+            return 2
+    for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
+        why = None if path is None else _unwritable(path)
+        if why:
+            print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
+                  "folder", file=sys.stderr)
+            return 2
     scenario = load_or_build(args.db, args.scenario)
 
     base_result: RunResult | None = None
@@ -242,11 +267,16 @@ def run(args: argparse.Namespace) -> int:
         recorders.append(CsvRecorder(args.out, args.migrations_out))
     try:
         result = _simulate(scenario, policy, knobs, args, recorders)
+        if args.migrations_out is not None and args.out is None:
+            write_migrations_csv(result.migrations, args.migrations_out)
     except AllocationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.migrations_out is not None and args.out is None:
-        write_migrations_csv(result.migrations, args.migrations_out)
+    except OSError as exc:
+        # An unwritable --out / --migrations-out (missing permission, a read-only place).
+        print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}; "
+              "pass --out/--migrations-out in a writable folder", file=sys.stderr)
+        return 2
     # A policy may explain a knob it could not honour (e.g. a cap below what the inference
     # services alone emit); show it with the run's warnings.
     cap_warning = getattr(policy, "cap_warning", None)
