@@ -80,3 +80,28 @@ def test_metrics_from_frames_equal_metrics_of_the_run() -> None:
     assert res.metrics["jobs_waiting_mean"] == 0.0
     assert res.metrics["solve_s_mean"] == 0.0  # asap-home solves nothing
     assert not math.isnan(res.metrics["decide_s_max"])
+
+
+def test_site_idle_power_is_reported_not_dropped() -> None:
+    """A datacenter's idle_power_kw costs money under every policy; the metrics say how much."""
+    import dataclasses
+
+    sc = tiny_scenario(n_slots=4, price_a=[1.0, 3.0, 2.0, 2.0])
+    a, b = sc.datacenters
+    sc = dataclasses.replace(sc, datacenters=(dataclasses.replace(a, idle_power_kw=10.0), b))
+    plan = pd.DataFrame([row(0, "j", "a", 1, 1.0)])
+    m = compute_metrics({"plan": plan}, sc)
+    slot_h = SLOT_S / 3600
+    # 10 kW x PUE 1.5 over 4 slots, at prices 1, 3, 2, 2 and 600 g/kWh; b has no idle power.
+    assert m["site_idle_energy_kwh"] == pytest.approx(10 * 1.5 * slot_h * 4)
+    assert m["site_idle_cost"] == pytest.approx(10 * 1.5 * slot_h * 8.0)
+    assert m["site_idle_carbon_kg"] == pytest.approx(10 * 1.5 * slot_h * 4 * 0.6)
+    assert m["energy_kwh"] == pytest.approx(1.0)  # the jobs' own energy stays separate
+
+
+def test_plan_without_finish_rows_and_without_jobs_frame() -> None:
+    """A plan read back from CSV in which no training job finished (used to crash)."""
+    sc = tiny_scenario([training("j", deadline_slot=2)], n_slots=4)
+    m = compute_metrics({"plan": pd.DataFrame([row(0, "j", "a", 1, 1.0)])}, sc)
+    assert m["jobs_finished"] == 0 and math.isnan(m["mean_jct_h"])
+    assert m["deadline_misses"] == 1

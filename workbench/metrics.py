@@ -27,7 +27,8 @@ METRIC_KEYS: tuple[str, ...] = (
     "energy_offpeak_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "inference_services", "inference_unserved_slots",
     "migrations", "migration_gb", "gpu_utilisation", "jobs_waiting_mean", "decide_s_mean",
-    "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
+    "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks", "site_idle_energy_kwh",
+    "site_idle_cost", "site_idle_carbon_kg",
 )
 """Keys every metrics dict has; per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue
 ``queue_mean:<kind>`` / ``queue_max:<kind>`` keys follow them."""
@@ -44,12 +45,7 @@ def peak_mask(scenario: Scenario) -> pd.DataFrame:
         Boolean, indexed by slot number, one column per grid region.
     """
     grid = scenario.grid
-    times = pd.DatetimeIndex(grid["time"].values).tz_localize("UTC")
-    start = pd.Timestamp(scenario.start)
-    pos = int(times.get_indexer([start])[0])
-    if pos < 0:
-        raise ValueError(f"scenario {scenario.name!r}: grid has no step at its start")
-    times = times[pos:pos + scenario.n_slots]
+    times, pos = _horizon(scenario)
     tz_of = {d.region: d.timezone for d in scenario.datacenters}
     tz_of.update(grid.attrs.get("timezones", {}) or {})
     out = {}
@@ -60,6 +56,44 @@ def peak_mask(scenario: Scenario) -> pd.DataFrame:
         median = s.groupby(day).transform("median")
         out[region] = (s > median).to_numpy()
     return pd.DataFrame(out, index=pd.RangeIndex(len(times), name="slot"))
+
+
+def _horizon(scenario: Scenario) -> tuple[pd.DatetimeIndex, int]:
+    """The horizon's slot start times (UTC) and the grid row of the first slot."""
+    times = pd.DatetimeIndex(scenario.grid["time"].values).tz_localize("UTC")
+    pos = int(times.get_indexer([pd.Timestamp(scenario.start)])[0])
+    if pos < 0:
+        raise ValueError(f"scenario {scenario.name!r}: grid has no step at its start")
+    return times[pos:pos + scenario.n_slots], pos
+
+
+def site_idle(scenario: Scenario) -> dict[str, float]:
+    """Energy, cost and carbon of the datacenters' baseline power over the horizon.
+
+    ``idle_power_kw`` of a datacenter is drawn whatever runs, so no job's plan rows carry it
+    and it is the same under every policy::
+
+        site_idle_energy_kwh = sum_d idle_power_kw[d] * PUE[d] * slot_s * n_slots / 3600
+        site_idle_cost       = sum_d sum_t idle_power_kw[d] * PUE[d] * slot_s / 3600 * p[d, t]
+        site_idle_carbon_kg  = sum_d sum_t idle_power_kw[d] * PUE[d] * slot_s / 3600
+                               * c[d, t] / 1000
+    """
+    _, pos = _horizon(scenario)
+    end = pos + scenario.n_slots
+    slot_h = scenario.slot_s / 3600.0
+    energy = cost = carbon = 0.0
+    for d in scenario.datacenters:
+        kwh = d.idle_power_kw * d.pue * slot_h
+        if kwh == 0:
+            continue
+        cell = scenario.grid.sel(region=d.region)
+        price = np.asarray(cell["price_per_kwh"].values[pos:end], dtype=float)
+        grams = np.asarray(cell["carbon_g_per_kwh"].values[pos:end], dtype=float)
+        energy += kwh * price.size
+        cost += kwh * float(price.sum())
+        carbon += kwh * float(grams.sum()) / 1000.0
+    return {"site_idle_energy_kwh": energy, "site_idle_cost": cost,
+            "site_idle_carbon_kg": carbon}
 
 
 def _frames(result: Any) -> dict[str, pd.DataFrame | None]:
@@ -97,7 +131,11 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         ``queue_mean:<kind>`` and ``queue_max:<kind>``. Definitions:
 
         - ``energy_kwh``, ``cost``, ``carbon_kg``: sums over the plan (facility energy with
-          PUE, at the true price and carbon).
+          PUE, at the true price and carbon): the jobs' own energy, without the sites'
+          baseline power.
+        - ``site_idle_energy_kwh``, ``site_idle_cost``, ``site_idle_carbon_kg``: the
+          datacenters' ``idle_power_kw`` (times PUE) over the horizon, the same under every
+          policy (:func:`site_idle`); add them for the sites' total bill.
         - ``energy_moved_kwh``: energy of rows run outside the job's home datacenter.
         - ``energy_peak_kwh`` / ``energy_offpeak_kwh``: split by :func:`peak_mask`.
         - ``mean_jct_h``, ``p95_jct_h``: completion time ``finish - arrival`` of finished
@@ -160,7 +198,8 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         fin = fin[fin["job_id"].isin({j.job_id for j in training})]
         end = pd.to_datetime(fin["slot_start"], utc=True) + pd.to_timedelta(
             fin["used_s"] if "used_s" in fin else scenario.slot_s, unit="s")
-        arrival = fin["job_id"].map({j.job_id: pd.Timestamp(j.arrival) for j in training})
+        arrival = pd.to_datetime(
+            fin["job_id"].map({j.job_id: pd.Timestamp(j.arrival) for j in training}), utc=True)
         jct = ((end - arrival).dt.total_seconds() / 3600.0).to_numpy()
         done = dict(zip(fin["job_id"], end, strict=True))
         misses = 0
@@ -213,6 +252,7 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     else:
         out.update(jobs_waiting_mean=math.nan, decide_s_mean=math.nan, decide_s_max=math.nan,
                    solve_s_mean=0.0, solve_s_max=0.0, fallbacks=0)
+    out.update(site_idle(scenario))
     out.update(per_pool)
 
     queues = f["queues"]
