@@ -99,9 +99,11 @@ def test_site_idle_power_is_reported_not_dropped() -> None:
     assert m["energy_kwh"] == pytest.approx(1.0)  # the jobs' own energy stays separate
 
 
-def test_plan_without_finish_rows_and_without_jobs_frame() -> None:
-    """A plan read back from CSV in which no training job finished (used to crash)."""
-    sc = tiny_scenario([training("j", deadline_slot=2)], n_slots=4)
+@pytest.mark.parametrize("jobs", [[], [training("j", deadline_slot=2)]])
+def test_plan_without_finish_rows_and_without_jobs_frame(jobs) -> None:
+    """A plan read back from CSV in which no training job finished (crashed on a scenario
+    without training jobs)."""
+    sc = tiny_scenario(jobs, n_slots=4)
     m = compute_metrics({"plan": pd.DataFrame([row(0, "j", "a", 1, 1.0)])}, sc)
     assert m["jobs_finished"] == 0 and math.isnan(m["mean_jct_h"])
-    assert m["deadline_misses"] == 1
+    assert m["deadline_misses"] == len(jobs)
