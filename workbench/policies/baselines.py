@@ -179,7 +179,29 @@ def _window(state: SlotState, js: JobState, horizon: int, default_slack_h: float
     return max(0, min(slots, horizon))
 
 
-class AsapHome:
+class _AtHome:
+    """Baselines that keep each training job at its home site (:func:`_home_site`)."""
+
+    def __init__(self, *, restart_s: float) -> None:
+        _check_knobs(restart_s)
+        self.restart_s = restart_s
+        self._site: dict[str, str] = {}
+
+    def reset(self, scenario: Scenario) -> None:
+        self._site = {j.job_id: _home_site(scenario, j) for j in scenario.jobs}
+
+
+class _WithinSlack(_AtHome):
+    """Home baselines that plan over the window to the deadline with a safety margin."""
+
+    def __init__(self, *, margin: float, default_slack_h: float, restart_s: float) -> None:
+        _check_knobs(restart_s, margin, default_slack_h)
+        super().__init__(restart_s=restart_s)
+        self.margin = margin
+        self.default_slack_h = default_slack_h
+
+
+class AsapHome(_AtHome):
     """As soon as possible at home, requested GPUs and batch, FIFO; price and carbon blind.
 
     Parameters
@@ -191,12 +213,7 @@ class AsapHome:
     name = "asap-home"
 
     def __init__(self, *, restart_s: float = RESTART_S_DEFAULT) -> None:
-        _check_knobs(restart_s)
-        self.restart_s = restart_s
-        self._site: dict[str, str] = {}
-
-    def reset(self, scenario: Scenario) -> None:
-        self._site = {j.job_id: _home_site(scenario, j) for j in scenario.jobs}
+        super().__init__(restart_s=restart_s)
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:  # noqa: ARG002
         free = _Free(state.scenario)
@@ -256,7 +273,7 @@ class CheapestAtArrival:
         return Allocation(placements=placements)
 
 
-class WaitForCheap:
+class WaitForCheap(_WithinSlack):
     """Time shifting only: home, requested GPUs and batch, in the cheapest slots that still
     finish before the deadline.
 
@@ -284,14 +301,7 @@ class WaitForCheap:
 
     def __init__(self, *, margin: float = 0.5, default_slack_h: float = 24.0,
                  restart_s: float = RESTART_S_DEFAULT) -> None:
-        _check_knobs(restart_s, margin, default_slack_h)
-        self.margin = margin
-        self.default_slack_h = default_slack_h
-        self.restart_s = restart_s
-        self._site: dict[str, str] = {}
-
-    def reset(self, scenario: Scenario) -> None:
-        self._site = {j.job_id: _home_site(scenario, j) for j in scenario.jobs}
+        super().__init__(margin=margin, default_slack_h=default_slack_h, restart_s=restart_s)
 
     def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
         """Whether the job wants this slot, and its slack in slots (for priority)."""
@@ -332,7 +342,7 @@ def _home_rows(opts: SlotOptions, k: int, dc: str) -> np.ndarray:
     return rows
 
 
-class CarbonScaling:
+class CarbonScaling(_WithinSlack):
     """CarbonScaler-style GPU scaling by marginal carbon, home datacenter.
 
     For a job with per-slot progress ``p(n)`` and energy ``e(n)`` on each GPU count ``n`` of
@@ -354,14 +364,7 @@ class CarbonScaling:
 
     def __init__(self, *, margin: float = 0.25, default_slack_h: float = 24.0,
                  restart_s: float = RESTART_S_DEFAULT) -> None:
-        _check_knobs(restart_s, margin, default_slack_h)
-        self.margin = margin
-        self.default_slack_h = default_slack_h
-        self.restart_s = restart_s
-        self._site: dict[str, str] = {}
-
-    def reset(self, scenario: Scenario) -> None:
-        self._site = {j.job_id: _home_site(scenario, j) for j in scenario.jobs}
+        super().__init__(margin=margin, default_slack_h=default_slack_h, restart_s=restart_s)
 
     def _plan_now(
         self, remaining: float, progress: np.ndarray, energy: np.ndarray, carbon: np.ndarray,
