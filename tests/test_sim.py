@@ -267,3 +267,18 @@ def test_baselines_never_exceed_capacity_and_every_job_is_accounted_for(
     assert res.metrics["jobs_finished"] + res.metrics["jobs_unfinished"] == len(tr)
     assert res.metrics["energy_kwh"] == pytest.approx(res.slots["energy_kwh"].sum())
     assert (res.plan["energy_kwh"] >= 0).all()
+
+
+def test_inference_ending_mid_slot_is_charged_for_the_part_it_ran() -> None:
+    """The plan's promise: a job that finishes mid-slot pays only for the part it used."""
+    import dataclasses
+    from datetime import timedelta
+
+    svc = inference("svc", last=2)
+    svc = dataclasses.replace(svc, end=svc.end - timedelta(seconds=SLOT_S / 4))
+    sc = tiny_scenario([svc], n_slots=3)
+    res = simulate(sc, Scripted({0: {"svc": on("a")}, 1: {"svc": on("a")}}))
+    rows = res.plan.set_index("slot")
+    assert list(rows["action"]) == ["start", "finish"]
+    assert rows.loc[1, "used_s"] == pytest.approx(0.75 * SLOT_S)
+    assert rows.loc[1, "energy_kwh"] == pytest.approx(0.75 * rows.loc[0, "energy_kwh"])

@@ -34,7 +34,8 @@ Truth model, for a training job on ``n`` GPUs of type ``g`` with global batch ``
     energy   = min(n * a1 + a2 * X_true, n * max_power_w) * used_s / 3.6e6 * PUE
                + checkpoint_gb * transfer_energy_kwh_per_gb   (on a move)
 
-An inference service draws ``n * (idle + load * (max - idle))`` W for the whole slot.
+An inference service draws ``n * (idle + load * (max - idle))`` W for the whole slot, or
+until its end when it ends inside the slot.
 """
 
 from __future__ import annotations
@@ -545,13 +546,15 @@ def simulate(
                 r.done = 1.0 if finishing else r.done + delta
             else:
                 lost = 0.0
-                used_s = slot_s
                 delta = 0.0
+                # A service ending inside the slot draws power only until its end.
+                assert job.end is not None
+                used_s = min(slot_s, max((job.end - t_start).total_seconds(), 0.0))
                 power = p.n_gpus * (pool.idle_power_w
                                     + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
-                energy = power * slot_s / 3.6e6 * dc.pue + transfer_kwh
+                energy = power * used_s / 3.6e6 * dc.pue + transfer_kwh
                 # The last slot before the service's end (not merely the horizon's last).
-                finishing = t == _first_slot_at_or_after(sc, job.end) - 1 if job.end else False
+                finishing = t == _first_slot_at_or_after(sc, job.end) - 1
 
             if finishing:
                 action = "finish"
