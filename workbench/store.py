@@ -225,13 +225,17 @@ class Store:
         """The whole of one table as a DataFrame (for inspection and tests)."""
         return self.con.execute(f'SELECT * FROM "{name}"').df()
 
-    def _insert(self, con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> None:
+    def _insert(
+        self, con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, *,
+        or_replace: bool = False,
+    ) -> None:
         if frame.empty:
             return
         con.register("_incoming", frame)
         try:
             cols = ", ".join(f'"{c}"' for c in frame.columns)
-            con.execute(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM _incoming')
+            verb = "INSERT OR REPLACE" if or_replace else "INSERT"
+            con.execute(f'{verb} INTO "{table}" ({cols}) SELECT {cols} FROM _incoming')
         finally:
             con.unregister("_incoming")
 
@@ -322,13 +326,7 @@ class Store:
         with self.transaction() as con:
             if replace:
                 con.execute("DELETE FROM jobs WHERE scenario = ?", [set_name])
-            if not rows.empty:
-                con.register("_jobs_in", rows)
-                try:
-                    cols = ", ".join(f'"{c}"' for c in rows.columns)
-                    con.execute(f"INSERT OR REPLACE INTO jobs ({cols}) SELECT {cols} FROM _jobs_in")
-                finally:
-                    con.unregister("_jobs_in")
+            self._insert(con, "jobs", rows, or_replace=True)
         return len(rows)
 
     def load_jobs(self, set_name: str) -> list[Job]:
