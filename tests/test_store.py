@@ -183,3 +183,12 @@ def test_job_sets_round_trip(tmp_path: Path, seed3) -> None:
         assert len(store.load_jobs("mine")) == 5
         store.write_jobs("mine", seed3.jobs[:2], replace=True)
         assert {j.job_id for j in store.load_jobs("mine")} == {j.job_id for j in seed3.jobs[:2]}
+
+
+def test_write_jobs_twice_keeps_one_row_per_job(tmp_path: Path, seed3) -> None:
+    jobs = list(seed3.jobs[:5])
+    with Store(tmp_path / "wb.duckdb") as store:
+        assert store.write_jobs("set-a", jobs) == 5
+        store.write_jobs("set-a", jobs, replace=False)
+        ids = [j.job_id for j in store.load_jobs("set-a")]
+        assert sorted(ids) == sorted(j.job_id for j in jobs)
