@@ -125,6 +125,17 @@ def test_forecast_modes() -> None:
         cubes.forecast(ds, 0, mode="oracle")
 
 
+def test_noisy_forecast_keeps_the_sign_of_prices() -> None:
+    """Negative prices stay <= 0 and positive ones >= 0 however large the error."""
+    n = 200
+    times = pd.date_range("2025-07-01", periods=n, freq="15min")
+    price = np.column_stack([np.where(np.arange(n) % 2, 1.0, -1.0)])
+    ds = cubes.make_cube(times, ["a"], price, np.abs(price) * 300, "EUR", 900)
+    fc = cubes.forecast(ds, 0, None, mode="noisy", error=3.0, seed=0)
+    assert np.all(fc.price_per_kwh[:, 0] * price[:, 0] >= 0)
+    assert np.all(fc.carbon_g_per_kwh >= 0)
+
+
 def test_summary_and_local_hours(seed3) -> None:
     table = cubes.summary(seed3.grid)
     row = table.set_index("region").loc["guangdong"]

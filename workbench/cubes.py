@@ -172,7 +172,8 @@ def cube_from_series(
     timezones : mapping region -> IANA zone, optional
         Recorded in the cube (``attrs['timezones']``) so views can show local time.
     fill : None or "hold"
-        None (default) raises on any hole; "hold" carries the last value forward.
+        None (default) raises on any hole; "hold" carries the last value forward, and a
+        hole before a region's first value takes that first value.
     """
     start_ts, end_ts = _naive_utc(start), _naive_utc(end)
     if end_ts <= start_ts:
@@ -261,9 +262,9 @@ def forecast(
     - ``perfect``: the true future.
     - ``seasonal-naive``: the value one day earlier (``x[t+k-P]`` with ``P`` slots a day);
       before a day of history exists, the latest observed value ``x[t]`` (persistence).
-    - ``noisy``: the truth times ``1 + error * eps`` with ``eps ~ N(0, 1)``, drawn from
-      ``seed`` and ``t`` so that runs are repeatable; prices keep their sign, carbon stays
-      >= 0.
+    - ``noisy``: the truth times ``max(1 + error * eps, 0)`` with ``eps ~ N(0, 1)``, drawn
+      from ``seed`` and ``t`` so that runs are repeatable; prices keep their sign (or become
+      0), carbon stays >= 0.
     """
     # Imported here: the policies package imports this module.
     from workbench.policies.base import Forecast
@@ -288,8 +289,9 @@ def forecast(
             c[k] = carbon[src] if src >= 0 else carbon[t]
     elif mode == "noisy" and error > 0 and stop - t > 1:
         rng = np.random.default_rng([seed, t])
-        p[1:] *= 1.0 + error * rng.standard_normal(p[1:].shape)
-        c[1:] = np.maximum(c[1:] * (1.0 + error * rng.standard_normal(c[1:].shape)), 0.0)
+        # The factor is clipped at 0 so that a large error never flips a price's sign.
+        p[1:] *= np.maximum(1.0 + error * rng.standard_normal(p[1:].shape), 0.0)
+        c[1:] *= np.maximum(1.0 + error * rng.standard_normal(c[1:].shape), 0.0)
     return Forecast(
         t=t,
         regions=tuple(str(r) for r in cube["region"].values),
