@@ -101,3 +101,21 @@ def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "lyapunov" in text and "3 runs (0 failed)" in text
     assert len(pd.read_csv(out)) == 3
     assert main(["--db", str(db), "sweep", "--scenario", "tiny", "--V", "x"]) == 2
+
+
+@pytest.mark.parametrize("extra", [["--noise", "-0.1"], ["--forecast-error", "-1"],
+                                   ["--out", "BLOCKED/s.csv"]])
+def test_cli_sweep_bad_settings_fail_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    (tmp_path / "BLOCKED").write_text("a file, not a folder")
+    extra = [e.replace("BLOCKED", str(tmp_path / "BLOCKED")) for e in extra]
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_scenario())
+    code = main(["--db", str(db), "sweep", "--scenario", "tiny", "--policy", "asap-home",
+                 "--seeds", "1", "--threads", "--no-progress", *extra])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(f"error: {extra[0]}")
+    with Store(db) as store:
+        assert store.table("runs").empty

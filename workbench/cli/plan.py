@@ -96,7 +96,7 @@ def parse_carbon_cap(text: str | None) -> tuple[float | None, float | None]:
         ) from None
 
 
-def _unwritable(path: Path) -> str | None:
+def unwritable(path: Path) -> str | None:
     """Why ``path`` cannot be written (checked before any run is stored), or None."""
     if path.exists():
         if not path.is_file():
@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {flag} must be a number >= 0, got {value}", file=sys.stderr)
             return 2
     for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
-        why = None if path is None else _unwritable(path)
+        why = None if path is None else unwritable(path)
         if why:
             print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
                   "folder", file=sys.stderr)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.cli.plan import unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import FORECAST_MODES
 from workbench.policies import POLICY_NAMES
@@ -91,6 +92,13 @@ def run(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {args.workers}")
         points = sweep_points(policies, V=V, carbon_caps=caps, seeds=range(args.seeds))
+        for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{flag} must be a number >= 0, got {value}")
+        why = unwritable(args.out)
+        if why:
+            raise ValueError(f"--out {args.out}: cannot write it ({why}); pass a path in a "
+                             "writable folder")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
