@@ -144,3 +144,13 @@ def test_summary_and_local_hours(seed3) -> None:
     assert row["price_per_kwh_max"] == pytest.approx(0.65 * 1.7 * 1.25)
     hours = cubes.local_hours(seed3.grid, "guangdong")
     assert hours[0] == 0.0  # the week starts at local midnight
+
+
+def test_prices_without_currency_are_refused() -> None:
+    s = _series("a", "2025-07-01", 3, "h", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    s["currency"] = None
+    with pytest.raises(CubeError, match="carry no currency"):
+        cubes.cube_from_series(s, 3600, "2025-07-01T00:00Z", "2025-07-01T03:00Z")
+    ds = cubes.cube_from_series(s, 3600, "2025-07-01T00:00Z", "2025-07-01T03:00Z",
+                                currency="EUR")
+    assert ds["price_per_kwh"].attrs["units"] == "EUR/kWh"

@@ -191,7 +191,10 @@ def cube_from_series(
             raise CubeError(
                 f"grid prices mix currencies {sorted(currencies)}; convert them to one first"
             )
-        currency = str(currencies[0]) if len(currencies) else "CNY"
+        if not len(currencies):
+            raise CubeError("grid prices carry no currency; import them with one (--currency) "
+                            "or pass currency=")
+        currency = str(currencies[0])
     price = np.empty((len(grid), len(regions)))
     carbon = np.empty((len(grid), len(regions)))
     for j, region in enumerate(regions):
