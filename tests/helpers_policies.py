@@ -25,6 +25,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
+from workbench.policies.milp import SlotProblem
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 SLOT_S = 900
@@ -203,3 +204,31 @@ def run_slots(sc: Scenario, policy: Policy) -> LoopResult:
             if job.deadline is not None:
                 res.deadline_misses.append(job.job_id)
     return res
+
+
+def problem(job_index: list[int], coef: list[float], pool_index: list[int], n_gpus: list[int],
+            capacity: list[int], must: list[bool], *, power_kw: list[float] | None = None,
+            power_cap: list[float] | None = None, link_index: list[int] | None = None,
+            transfer_gb: list[float] | None = None,
+            link_cap: list[float] | None = None) -> SlotProblem:
+    """A hand-written slot problem: one datacenter per pool, optional power and link rows."""
+    k = len(job_index)
+    n_links = len(link_cap) if link_cap is not None else 0
+    return SlotProblem(
+        job_ids=tuple(f"j{i}" for i in range(len(must))),
+        job_index=np.array(job_index, dtype=np.int64),
+        coef=np.array(coef, dtype=float),
+        must_place=np.array(must, dtype=bool),
+        pool_labels=tuple(f"p{i}" for i in range(len(capacity))),
+        pool_index=np.array(pool_index, dtype=np.int64),
+        n_gpus=np.array(n_gpus, dtype=np.int64),
+        pool_capacity=np.array(capacity, dtype=np.int64),
+        dc_labels=tuple(f"d{i}" for i in range(len(capacity))),
+        dc_index=np.array(pool_index, dtype=np.int64),
+        power_kw=np.array(power_kw if power_kw is not None else [0.0] * k),
+        power_cap_kw=np.array(power_cap if power_cap is not None else [np.inf] * len(capacity)),
+        link_labels=tuple(f"l{i}" for i in range(n_links)),
+        link_index=np.array(link_index if link_index is not None else [-1] * k, dtype=np.int64),
+        transfer_gb=np.array(transfer_gb if transfer_gb is not None else [0.0] * k),
+        link_capacity_gb=np.array(link_cap if link_cap is not None else [], dtype=float),
+    )
