@@ -103,6 +103,23 @@ def test_work_scale_stretches_work_and_deadline(store: Store, tmp_path: Path) ->
     assert (jb.deadline - jb.arrival) == 2 * (ja.deadline - ja.arrival)
 
 
+def test_min_deadline_widens_short_windows_only(store: Store, tmp_path: Path) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    base = build_scenario(store, cfg).jobs_of_kind("training")
+    windows = sorted((j.deadline - j.arrival).total_seconds() / 3600 for j in base)
+    cut = (windows[0] + windows[-1]) / 2
+    cfg["jobs"]["min_deadline_h"] = cut
+    widened = build_scenario(store, cfg).jobs_of_kind("training")
+    for before, after in zip(base, widened, strict=True):
+        old_h = (before.deadline - before.arrival).total_seconds() / 3600
+        new_h = (after.deadline - after.arrival).total_seconds() / 3600
+        assert new_h == pytest.approx(max(old_h, cut))
+    cfg["jobs"]["min_deadline_h"] = -1.0
+    with pytest.raises(BuildError, match="min_deadline_h -1.0 must be positive"):
+        build_scenario(store, cfg)
+
+
 def test_missing_series_are_all_listed(store: Store, tmp_path: Path) -> None:
     _matrix(tmp_path)
     cfg = _config(tmp_path)

@@ -44,7 +44,8 @@ _KEYS: dict[str, set[str]] = {
               "gpus_per_node"},
     "network": {"latency_matrix", "bandwidth_gbps", "transfer_energy_kwh_per_gb"},
     "links": {"src", "dst", "bandwidth_gbps", "latency_ms", "transfer_energy_kwh_per_gb"},
-    "jobs": {"set", "align", "offset_hours", "homes", "limit", "max_gpus", "work_scale"},
+    "jobs": {"set", "align", "offset_hours", "homes", "limit", "max_gpus", "work_scale",
+             "min_deadline_h"},
     "inference": {"job_id", "app", "home", "gpu_type", "gpus", "max_latency_ms",
                   "load_fraction", "checkpoint_gb"},
 }
@@ -200,6 +201,13 @@ def _jobs(store: Any, cfg: Mapping[str, Any], start: datetime, end: datetime,
                         deadline=None if j.deadline is None
                         else j.arrival + (j.deadline - j.arrival) * scale)
                 for j in jobs]
+    if "min_deadline_h" in jc:
+        # Traces give short jobs windows of minutes; an operator's deadlines are hours away.
+        window = timedelta(hours=float(jc["min_deadline_h"]))
+        if window <= timedelta(0):
+            raise BuildError(f"[jobs] min_deadline_h {jc['min_deadline_h']} must be positive")
+        jobs = [j if j.deadline is None or j.deadline - j.arrival >= window
+                else replace(j, deadline=j.arrival + window) for j in jobs]
     before = len(jobs)
     jobs = [j for j in jobs if start <= j.arrival < end]
     if "max_gpus" in jc:
