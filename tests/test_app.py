@@ -179,6 +179,16 @@ def test_views_render_and_export(db: Path) -> None:
     assert tuple(mig_csv[0].split(",")) == MIGRATION_COLUMNS
     assert export.plan_download.filename == "tiny_lyapunov_plan.csv"
     assert not export.plan_download.disabled
+    compare_csv = export._compare_csv().read().splitlines()
+    assert compare_csv[0].split(",") == list(derive.COMPARE_COLUMNS)
+    assert compare_csv[1].startswith("lyapunov,") and len(compare_csv) == 3
+    # No figure is a HoloViews Layout: a responsive Layout makes Bokeh's layout loop spin
+    # and freezes the browser tab.
+    import holoviews as hv
+
+    for view in app.views.values():
+        for pane in pn.panel(view).select(pn.pane.HoloViews):
+            assert not isinstance(pane.object, hv.Layout)
 
 
 def test_quote_view_uses_the_state(db: Path) -> None:
@@ -190,3 +200,82 @@ def test_quote_view_uses_the_state(db: Path) -> None:
     q = app.state.quote(spec)
     assert q is not None and app.state.last_quote is q
     pn.panel(view).get_root()
+
+
+def test_widget_defaults_are_the_librarys(state: WorkbenchState) -> None:
+    """V and the migration threshold start at LyapunovPolicy's own defaults, not copies."""
+    import inspect
+
+    from workbench.policies.lyapunov import LyapunovPolicy
+
+    defaults = inspect.signature(LyapunovPolicy).parameters
+    assert WorkbenchState.param.V.default == defaults["V"].default
+    assert (WorkbenchState.param.migration_threshold.default
+            == defaults["migration_threshold"].default)
+    assert state.knobs()["migration_threshold"] == defaults["migration_threshold"].default
+    app = create_app(state.db_path, scenario_name="tiny")
+    slider = next(w for w in pn.panel(app.sidebar).select(pn.widgets.FloatSlider)
+                  if w.name == "Migration threshold")
+    assert slider.value == defaults["migration_threshold"].default
+
+
+def test_gantt_has_one_colour_per_datacenter(state: WorkbenchState) -> None:
+    from workbench.app import plots
+
+    res = state.run()
+    assert res is not None
+    segments = derive.gantt_segments(res.plan)
+    overlay = plots.gantt(segments)
+    colours = {layer.label: layer.opts.get().kwargs["color"] for layer in overlay}
+    assert set(colours) == set(segments["region"])
+    assert len(set(colours.values())) == len(colours)
+    assert colours == {k: v for k, v in derive.datacenter_colors(segments["region"]).items()}
+    # Rows run by first start, and every job has one.
+    order = derive.job_order(segments)
+    firsts = segments.groupby("job_id")["start"].min()
+    assert list(firsts.loc[order]) == sorted(firsts)
+
+
+def test_datacenter_colors_are_stable_and_distinct() -> None:
+    a = derive.datacenter_colors(["suzhou", "guiyang", "guangzhou", "guiyang"])
+    assert list(a) == ["guangzhou", "guiyang", "suzhou"] and len(set(a.values())) == 3
+    assert derive.datacenter_colors(["guiyang", "suzhou", "guangzhou"]) == a
+
+
+def test_grid_in_local_time(state: WorkbenchState) -> None:
+    sc = state.scenario
+    assert sc is not None
+    zones = derive.time_zones(sc.grid)
+    assert zones[0] == "UTC" and "Asia/Shanghai" in zones
+    utc = derive.grid_long(sc.grid)
+    local = derive.grid_long(sc.grid, tz="Asia/Shanghai")
+    assert str(local["time"].dt.tz) == "Asia/Shanghai"
+    assert (local["time"].dt.tz_convert("UTC") == utc["time"]).all()
+    assert (local["time"].iloc[0].hour - utc["time"].iloc[0].hour) % 24 == 8
+
+
+def test_compare_table_savings_and_offline_gap() -> None:
+    table = derive.compare_table("lyapunov", {"cost": 90.0, "carbon_kg": 40.0},
+                                 {"asap-home": {"cost": 100.0, "carbon_kg": 50.0},
+                                  "offline": {"cost": 80.0, "carbon_kg": 45.0}})
+    run = table.iloc[0]
+    assert run["cost_saving_pct"] == pytest.approx(10.0)
+    assert run["carbon_saving_pct"] == pytest.approx(20.0)
+    assert run["cost_vs_offline_pct"] == pytest.approx(12.5)
+    summary = derive.savings_summary(table)
+    assert summary["cost_saved"] == pytest.approx(10.0)
+    no_ref = derive.compare_table("lyapunov", {"cost": 90.0, "carbon_kg": 40.0}, {})
+    assert no_ref["cost_vs_offline_pct"].isna().all()
+
+
+def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
+    from workbench.app.views import quote_table
+
+    sc = state.scenario
+    assert sc is not None
+    q = state.quote(JobSpec(app=sc.profiles[0].app, work_samples=1e5,
+                            home=sc.datacenters[0].name, deadline_h=6.0))
+    assert q is not None
+    table = quote_table(q.options, q.currency)
+    assert list(table.columns[:3]) == ["datacenter", "GPU", "GPUs"]
+    assert f"cost ({q.currency})" in table.columns and len(table) == len(q.options)

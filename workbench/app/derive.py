@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,21 +13,53 @@ import pandas as pd
 import xarray as xr
 
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "policy", "cost", "carbon_kg", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
-    "jobs_unfinished", "migrations", "energy_moved_kwh", "cost_saving_pct", "carbon_saving_pct",
+    "policy", "cost", "cost_saving_pct", "cost_vs_offline_pct", "carbon_kg",
+    "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
+    "jobs_unfinished", "migrations", "energy_moved_kwh",
 )
-"""Columns of :func:`compare_table`; savings are relative to ``asap-home``."""
+"""Columns of :func:`compare_table`: savings are relative to ``asap-home`` (positive: cheaper
+or cleaner than it), ``cost_vs_offline_pct`` is the excess over the offline optimum's cost."""
+
+PALETTE: tuple[str, ...] = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+)
+"""Colours given to datacenters, in the order of their sorted names (Category10)."""
 
 FLOW_COLUMNS: tuple[str, ...] = ("from_region", "to_region", "migrations", "gb", "kwh")
 """Columns of :func:`migration_flows`."""
 
 
-def grid_long(cube: xr.Dataset) -> pd.DataFrame:
-    """The cube as rows ``time, region, price_per_kwh, carbon_g_per_kwh`` (time in UTC)."""
+def datacenter_colors(names: Iterable[str]) -> dict[str, str]:
+    """One colour per datacenter (or region), stable: sorted names take :data:`PALETTE` in
+    turn, cycling past ten."""
+    unique = sorted({str(n) for n in names})
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(unique)}
+
+
+def time_zones(cube: xr.Dataset) -> list[str]:
+    """Time zones the grid can be shown in: ``UTC`` and the regions' zones (cube attrs)."""
+    zones = sorted(set(dict(cube.attrs.get("timezones", {})).values()) - {"UTC"})
+    return ["UTC", *zones]
+
+
+def grid_long(cube: xr.Dataset, tz: str = "UTC") -> pd.DataFrame:
+    """The cube as rows ``time, region, price_per_kwh, carbon_g_per_kwh``.
+
+    ``time`` is the slot start in zone ``tz`` (timezone-aware; the cube's clock is UTC).
+    """
     frame = cube[["price_per_kwh", "carbon_g_per_kwh"]].to_dataframe().reset_index()
-    frame["time"] = pd.to_datetime(frame["time"]).dt.tz_localize("UTC")
+    frame["time"] = pd.to_datetime(frame["time"]).dt.tz_localize("UTC").dt.tz_convert(tz)
     frame["region"] = frame["region"].astype(str)
     return frame
+
+
+def job_order(segments: pd.DataFrame) -> list[str]:
+    """Jobs of :func:`gantt_segments` by first start (then id): the Gantt's rows, top down."""
+    if segments.empty:
+        return []
+    first = segments.groupby("job_id")["start"].min().reset_index()
+    return list(first.sort_values(["start", "job_id"])["job_id"].astype(str))
 
 
 def gantt_segments(plan: pd.DataFrame) -> pd.DataFrame:
@@ -114,16 +146,43 @@ def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
 
 def compare_table(policy: str, metrics: Mapping[str, Any],
                   baselines: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The run and each comparison policy, one row each, with savings against asap-home."""
+    """The run and each comparison policy, one row each (the run first).
+
+    ``cost_saving_pct = 100 (1 - cost / cost[asap-home])`` (likewise for carbon) and
+    ``cost_vs_offline_pct = 100 (cost / cost[offline] - 1)``; NaN where the reference policy
+    was not run.
+    """
     rows = [{"policy": policy, **metrics}]
     rows += [{"policy": name, **m} for name, m in baselines.items() if name != policy]
     frame = pd.DataFrame(rows).reindex(columns=list(COMPARE_COLUMNS))
-    ref = {"policy": policy, **metrics} if policy == "asap-home" else baselines.get("asap-home")
+    by_name = {str(r["policy"]): r for r in rows}
+    asap, offline = by_name.get("asap-home"), by_name.get("offline")
     for metric, col in (("cost", "cost_saving_pct"), ("carbon_kg", "carbon_saving_pct")):
-        base = float(ref[metric]) if ref is not None else math.nan
+        base = float(asap[metric]) if asap is not None else math.nan
         frame[col] = (100.0 * (1.0 - frame[metric].astype(float) / base)
                       if base and math.isfinite(base) else math.nan)
+    best = float(offline["cost"]) if offline is not None else math.nan
+    frame["cost_vs_offline_pct"] = (100.0 * (frame["cost"].astype(float) / best - 1.0)
+                                    if best and math.isfinite(best) else math.nan)
     return frame
+
+
+def savings_summary(table: pd.DataFrame) -> dict[str, float]:
+    """The run's (first row of :func:`compare_table`) savings, as numbers for the headline.
+
+    Keys: ``cost_saving_pct``, ``carbon_saving_pct`` (against asap-home),
+    ``cost_vs_offline_pct`` (excess over the offline optimum), and ``cost_saved`` (in the
+    run's currency against asap-home); NaN where a reference is missing.
+    """
+    if table.empty:
+        return {}
+    run = table.iloc[0]
+    asap = table[table["policy"] == "asap-home"]
+    saved = (float(asap["cost"].iloc[0]) - float(run["cost"])) if len(asap) else math.nan
+    return {"cost_saving_pct": float(run["cost_saving_pct"]),
+            "carbon_saving_pct": float(run["carbon_saving_pct"]),
+            "cost_vs_offline_pct": float(run["cost_vs_offline_pct"]),
+            "cost_saved": saved}
 
 
 def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

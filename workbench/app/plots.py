@@ -10,6 +10,8 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend and its options)
 import pandas as pd
 
+from workbench.app.derive import datacenter_colors, job_order
+
 if hv.Store.current_backend != "bokeh":
     hv.Store.set_current_backend("bokeh")
 
@@ -21,73 +23,153 @@ def _empty(text: str) -> hv.Text:
                                     height=120)
 
 
+_UNITS = {"price_per_kwh": "price ({currency}/kWh)", "carbon_g_per_kwh": "carbon (gCO2/kWh)"}
+
+
+def _zone(grid: pd.DataFrame) -> str:
+    tz = getattr(grid["time"].dt, "tz", None)
+    return str(tz) if tz is not None else "UTC"
+
+
+def _naive(grid: pd.DataFrame) -> pd.DataFrame:
+    """Bokeh draws wall-clock times: drop the zone after converting (the label keeps it)."""
+    times = grid["time"]
+    if getattr(times.dt, "tz", None) is not None:
+        times = times.dt.tz_localize(None)
+    return grid.assign(time=times)
+
+
 def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.Overlay:
-    """Price (``price_per_kwh``) or carbon (``carbon_g_per_kwh``) over time, a curve per region."""
-    label = {"price_per_kwh": f"price ({currency}/kWh)",
-             "carbon_g_per_kwh": "carbon (gCO2/kWh)"}[variable]
+    """Price (``price_per_kwh``) or carbon (``carbon_g_per_kwh``) over time, a curve per region.
+
+    ``grid`` is :func:`workbench.app.derive.grid_long`; the x axis is in its time zone.
+    """
+    label = _UNITS[variable].format(currency=currency)
+    zone = _zone(grid)
+    colors = datacenter_colors(grid["region"])
     curves = [
-        hv.Curve(g, "time", (variable, label), label=str(region)).opts(
-            tools=["hover"], line_width=1.5)
-        for region, g in grid.groupby("region")
+        hv.Curve(g, ("time", f"time ({zone})"), (variable, label), label=str(region)).opts(
+            tools=["hover"], line_width=1.5, color=colors[str(region)],
+            hover_tooltips=[("region", str(region)), ("time", "@time{%a %F %H:%M}"),
+                            (label, f"@{{{variable}}}{{0.000}}")],
+            hover_formatters={"@time": "datetime"})
+        for region, g in _naive(grid).groupby("region")
     ]
-    return hv.Overlay(curves).opts(responsive=True, height=260, legend_position="top_left",
-                                   title=label)
+    return hv.Overlay(curves).opts(responsive=True, height=260, legend_position="right",
+                                   title=f"{label} by region, time in {zone}")
 
 
-def grid_heatmap(grid: pd.DataFrame, variable: str) -> hv.HeatMap:
-    """Heatmap of ``variable`` over time (x) and region (y)."""
-    data = grid.assign(time=pd.DatetimeIndex(grid["time"]).tz_localize(None))
-    return hv.HeatMap(data, ["time", "region"], variable).opts(
-        tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=200,
-        title=f"{variable} by region")
+def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
+                 currency: str = "CNY") -> hv.Element:
+    """Heatmap of ``variable`` in ``region`` over hour of day (x) and day (y).
+
+    Daily patterns (tariff windows, solar dips) line up as columns. The colour range spans
+    every region of ``grid``, so heatmaps of several regions side by side compare.
+    """
+    label = _UNITS[variable].format(currency=currency)
+    zone = _zone(grid)
+    data = _naive(grid)
+    lo, hi = float(data[variable].min()), float(data[variable].max())
+    data = data[data["region"] == region]
+    if data.empty:
+        return _empty(f"no grid data for {region}")
+    data = data.assign(hour=data["time"].dt.hour + data["time"].dt.minute / 60.0,
+                       day=data["time"].dt.strftime("%m-%d %a"))
+    data = data.groupby(["day", "hour"], as_index=False)[variable].mean()
+    return hv.HeatMap(data, [("hour", f"hour of day ({zone})"), "day"],
+                      (variable, label)).opts(
+        tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=230,
+        invert_yaxis=True, title=f"{region}: {label}", xticks=list(range(0, 24, 3)),
+        clabel=label, clim=(lo, hi))
 
 
 def gantt(segments: pd.DataFrame) -> hv.Element:
-    """Placements per job over time, coloured by datacenter; hover shows the configuration."""
+    """Placements per job over time, coloured by datacenter; hover shows the configuration.
+
+    Rows are jobs by first start (top: earliest); one colour per datacenter
+    (:func:`workbench.app.derive.datacenter_colors`).
+    """
     if segments.empty:
         return _empty("no job ran")
-    data = segments.assign(y1=segments["job_id"])
-    vdims = ["region", "gpu_type", "n_gpus", "batch_size", "slots", "energy_kwh", "cost",
+    order = job_order(segments)
+    row = {job: len(order) - 1 - i for i, job in enumerate(order)}
+    colors = datacenter_colors(segments["region"])
+    data = segments.assign(y0=segments["job_id"].map(row).astype(float),
+                           datacenter=segments["region"], config=[
+                               f"{n} x {g}" for n, g in zip(segments["n_gpus"],
+                                                            segments["gpu_type"], strict=True)])
+    data = data.assign(y1=data["y0"])
+    vdims = ["job_id", "datacenter", "config", "batch_size", "slots", "energy_kwh", "cost",
              "carbon_kg", "actions"]
+    tooltips = [("job", "@job_id"), ("datacenter", "@datacenter"), ("GPUs", "@config"),
+                ("batch", "@batch_size"), ("from", "@start{%a %F %H:%M}"),
+                ("to", "@end{%a %F %H:%M}"), ("energy (kWh)", "@energy_kwh{0.00}"),
+                ("cost", "@cost{0.00}"), ("carbon (kg)", "@carbon_kg{0.000}"),
+                ("actions", "@actions")]
     layers = [
-        hv.Segments(g, [("start", "time"), ("job_id", "job"), "end", "y1"], vdims,
-                    label=str(region)).opts(line_width=6, tools=["hover"])
-        for region, g in data.groupby("region")
+        hv.Segments(g, [("start", "time (UTC)"), ("y0", "job"), "end", "y1"], vdims,
+                    label=str(dc)).opts(
+            line_width=7, color=colors[str(dc)], tools=["hover"], hover_tooltips=tooltips,
+            hover_formatters={"@start": "datetime", "@end": "datetime"})
+        for dc, g in data.groupby("datacenter")
     ]
-    n_jobs = segments["job_id"].nunique()
+    n_jobs = len(order)
+    step = max(1, n_jobs // 60)
+    ticks = [(row[job], job) for job in order[::step]]
     return hv.Overlay(layers).opts(
-        responsive=True, height=max(240, min(14 * n_jobs + 60, 2000)),
-        legend_position="right", title="Placements (job x time, colour = datacenter)")
+        responsive=True, height=max(260, min(12 * n_jobs + 90, 1800)), yticks=ticks,
+        ylim=(-1, n_jobs), legend_position="top", legend_cols=len(colors), show_grid=True,
+        title="Placements (job x time, colour = datacenter)")
 
 
 def occupancy(occ: pd.DataFrame) -> hv.Element:
-    """Busy GPUs per pool over time as a stacked area."""
+    """Busy GPUs per pool (``datacenter/GPU type``) over time as a stacked area."""
     if occ.empty:
         return _empty("no GPU was busy")
-    areas = [hv.Area(g, "time", ("gpus_busy", "GPUs busy"), label=str(pool))
+    areas = [hv.Area(g, ("time", "time (UTC)"), ("gpus_busy", "GPUs busy"), label=str(pool))
              for pool, g in occ.groupby("pool")]
     stacked = hv.Area.stack(hv.Overlay(areas)).map(
         lambda a: a.opts(tools=["hover"], alpha=0.8), hv.Area)
-    return stacked.opts(responsive=True, height=280, legend_position="right",
-                        title="GPU occupancy per pool")
+    return stacked.opts(responsive=True, height=300, legend_position="right",
+                        title="GPU occupancy per pool (datacenter/GPU type)")
 
 
-def flows(flow: pd.DataFrame) -> hv.Element:
-    """GB and kWh moved per route (``from -> to``) as grouped bars."""
+FLOW_QUANTITIES: dict[str, tuple[str, str]] = {
+    "gb": ("checkpoint GB moved", "Checkpoint data moved (GB)"),
+    "kwh": ("kWh of work that followed", "Work that moved (kWh run at the destination)"),
+}
+"""Quantities :func:`flows` can draw: column -> (axis label, title)."""
+
+
+def flows(flow: pd.DataFrame, quantity: str = "kwh") -> hv.Element:
+    """One quantity (``gb`` or ``kwh``) per route ``from -> to`` as horizontal bars.
+
+    GB and kWh are not one axis: draw one figure each. Bars take the destination's colour.
+    """
     if flow.empty:
         return _empty("no migrations in this window")
-    data = flow.assign(route=flow["from_region"] + " -> " + flow["to_region"])
-    long = data.melt(id_vars=["route"], value_vars=["gb", "kwh"], var_name="quantity",
-                     value_name="amount")
-    return hv.Bars(long, ["route", "quantity"], "amount").opts(
-        tools=["hover"], responsive=True, height=280, xrotation=20,
-        title="Flows between datacenters (GB of checkpoints, kWh of work that moved)")
+    axis, title = FLOW_QUANTITIES[quantity]
+    data = flow.assign(route=flow["from_region"] + " → " + flow["to_region"]).sort_values(
+        quantity)
+    colors = datacenter_colors([*flow["from_region"], *flow["to_region"]])
+    data = data.assign(color=data["to_region"].map(colors))
+    return hv.Bars(data, ("route", "route (from → to)"),
+                   [(quantity, axis), "migrations", "color"]).opts(
+        invert_axes=True, responsive=True, height=max(180, 34 * len(data) + 90),
+        color="color", tools=["hover"], title=title)
 
 
-def compare_bars(table: pd.DataFrame, metric: str) -> hv.Bars:
-    """One metric across the run and its comparison policies."""
-    return hv.Bars(table, "policy", metric).opts(
-        tools=["hover"], responsive=True, height=240, xrotation=20, title=metric)
+def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
+    """One metric across the run (first row, dark) and its comparison policies.
+
+    ``asap-home`` (the reference of the savings) is grey, the offline optimum green.
+    """
+    run = str(table["policy"].iloc[0]) if len(table) else ""
+    role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
+    data = table.assign(color=[role.get(str(p), "#9ecae1") for p in table["policy"]])
+    return hv.Bars(data, "policy", [(metric, label or metric), "color"]).opts(
+        tools=["hover"], responsive=True, height=260, xrotation=20, color="color",
+        title=label or metric)
 
 
 def tradeoff(frame: pd.DataFrame) -> hv.Element:

@@ -47,6 +47,25 @@ BASELINES: tuple[str, ...] = tuple(
 )
 """Policies the run is compared with in the Metrics tab (the offline optimum included)."""
 
+
+
+def policy_default(policy: str, knob: str) -> Any:
+    """The default of ``knob`` in ``policy``'s constructor, read from its signature.
+
+    The app's widgets start from the library's defaults rather than copies of them, so a
+    change of default in the library shows up in the app.
+    """
+    parameter = inspect.signature(policy_class(policy)).parameters.get(knob)
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        raise KeyError(f"policy {policy!r} has no knob {knob!r} with a default")
+    return parameter.default
+
+
+DEFAULT_V: float = float(policy_default("lyapunov", "V"))
+"""Initial V of the app: :class:`workbench.policies.lyapunov.LyapunovPolicy`'s default."""
+DEFAULT_MIGRATION_THRESHOLD: float = float(policy_default("lyapunov", "migration_threshold"))
+"""Initial migration threshold of the app: the Lyapunov policy's default."""
+
 _RUN_ERRORS = (ValueError, RuntimeError, ScenarioError, StoreError, CubeError, AllocationError)
 """What a run may raise for a bad input, an infeasible cap or a solver failure; shown to the
 user as a message (anything else is a bug and propagates)."""
@@ -91,7 +110,7 @@ class WorkbenchState(param.Parameterized):
         default=None, objects=[], label="Scenario")
     policy: param.Selector[str] = param.Selector(
         default="lyapunov", objects=list(POLICY_NAMES), label="Policy")
-    V = param.Number(default=20.0, bounds=(1e-3, 1e5), label="V (cost weight)")
+    V = param.Number(default=DEFAULT_V, bounds=(1e-3, 1e5), label="V (cost weight)")
     cap_mode: param.Selector[str] = param.Selector(
         default="none", objects=list(CAP_MODES), label="Carbon cap")
     carbon_cap_kg = param.Number(default=1000.0, bounds=(1e-6, None),
@@ -99,7 +118,8 @@ class WorkbenchState(param.Parameterized):
     carbon_caps_kg = param.Dict(default={}, doc="Carbon cap per datacenter, kg over the horizon")
     gpu_counts = param.ListSelector(default=[], objects=list(GPU_COUNT_CHOICES),
                                     label="GPU-count menu (empty: each job's own)")
-    migration_threshold = param.Number(default=0.1, bounds=(0.0, 5.0), step=0.05,
+    migration_threshold = param.Number(default=DEFAULT_MIGRATION_THRESHOLD, bounds=(0.0, None),
+                                       softbounds=(0.0, 1.0), step=0.01,
                                        label="Migration threshold")
     slot_minutes: param.Selector[int] = param.Selector(
         default=15, objects=list(SLOT_MINUTES), label="Slot (min)")
@@ -120,6 +140,7 @@ class WorkbenchState(param.Parameterized):
     running = param.Boolean(default=False)
     progress = param.Integer(default=0, bounds=(0, None))
     progress_max = param.Integer(default=1, bounds=(1, None))
+    stage = param.String(default="", doc="What the running computation is doing now")
     message = param.String(default="")
     message_kind: param.Selector[str] = param.Selector(default="info",
                                   objects=["info", "success", "warning", "danger"])
@@ -129,6 +150,7 @@ class WorkbenchState(param.Parameterized):
         super().__init__(**params)
         self._baseline_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._done = 0
         self.refresh_scenarios()
 
     # -- scenario ------------------------------------------------------------------------
@@ -223,7 +245,9 @@ class WorkbenchState(param.Parameterized):
                     settings["forecast_error"])
         todo = [b for b in self.baseline_policies
                 if b != self.policy and (*key_base, b) not in self._baseline_cache]
-        self.param.update(progress=0, progress_max=max(sc.n_slots * (1 + len(todo)), 1))
+        self._done = 0
+        self.param.update(progress=0, progress_max=max(sc.n_slots * (1 + len(todo)), 1),
+                          stage=f"running {self.policy} over {sc.n_slots} slots")
         tick = _Progress(self._tick)
         notes: list[str] = []
         try:
@@ -235,7 +259,8 @@ class WorkbenchState(param.Parameterized):
         if cap_warning:
             notes.append(str(cap_warning))
         baselines: dict[str, dict[str, Any]] = {}
-        for name in todo:
+        for i, name in enumerate(todo, 1):
+            self.stage = f"comparison {i}/{len(todo)}: {name} (cached for this session)"
             try:
                 base = simulate(sc, make_policy(name), recorders=[tick], **settings)
             except _RUN_ERRORS as exc:
@@ -256,8 +281,16 @@ class WorkbenchState(param.Parameterized):
         return RunOutcome(result=result, baselines=baselines, notes=notes, run_id=run_id)
 
     def _tick(self, n: int) -> None:
+        """Count finished slots; publish ``progress`` only when it moves by 1 % of the total.
+
+        Every published change is a message to the browser: thousands of them (one per slot
+        and policy) would swamp the session and slow the run down severalfold.
+        """
         with self._lock:
-            self.progress = min(self.progress + n, self.progress_max)
+            self._done = min(self._done + n, self.progress_max)
+            step = max(self.progress_max // 100, 1)
+            if self._done - self.progress >= step or self._done == self.progress_max:
+                self.progress = self._done
 
     def apply(self, outcome: RunOutcome) -> None:
         """Publish an outcome; on error keep the previous results and show the message."""

@@ -61,6 +61,16 @@ def headline_html(metrics: dict[str, Any] | None, currency: str = "") -> str:
     return '<div id="metrics-headline">' + "".join(cards) + "</div>"
 
 
+NO_RUN = ("**No run yet.** Pick a scenario, a policy and its knobs in the sidebar and press "
+          "**Run**. A week of `seed3` with every comparison policy takes about a minute; "
+          "the comparison runs are cached for the session.")
+"""What a tab that needs a run shows before the first one."""
+
+
+def _no_run() -> pn.pane.Markdown:
+    return pn.pane.Markdown(NO_RUN, css_classes=["wb-empty"], sizing_mode="stretch_width")
+
+
 class _StateView(Viewer):
     """A view over one :class:`WorkbenchState` (``s`` is it, typed)."""
 
@@ -92,9 +102,16 @@ class Sidebar(_StateView):
         self.progress = pn.indicators.Progress(
             name="progress", value=s.param.progress, max=s.param.progress_max,
             visible=s.param.running, sizing_mode="stretch_width", bar_color="primary")
+        self.stage = pn.pane.Markdown(
+            pn.bind(self._stage_text, s.param.stage),
+            visible=s.param.running, css_classes=["wb-stage"], margin=(0, 10))
         self.caps = pn.Column()
         s.param.watch(self._caps_widgets, ["cap_mode", "scenario"])
         self._caps_widgets()
+
+    @staticmethod
+    def _stage_text(stage: str) -> str:
+        return f"{stage}… The tabs stay usable meanwhile."
 
     def _sync_slider(self, event: Any) -> None:
         if event.new in V_STEPS and self.v_slider.value != event.new:
@@ -135,7 +152,7 @@ class Sidebar(_StateView):
                                              visible=s.param.forecast_mode.rx() == "noisy"),
             pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
             pn.widgets.Checkbox.from_param(s.param.save_runs),
-            self.run_button, self.progress,
+            self.run_button, self.progress, self.stage,
             pn.pane.Alert(s.param.message, alert_type=s.param.message_kind,
                           visible=s.param.message.rx.bool(), css_classes=["wb-message"]),
             sizing_mode="stretch_width",
@@ -143,47 +160,84 @@ class Sidebar(_StateView):
 
 
 class GridView(_StateView):
-    """Price and carbon over time by region (curves) and as heatmaps."""
+    """Price and carbon over time by region (curves) and as hour-of-day heatmaps."""
 
-    @param.depends("state.scenario")
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.zone = pn.widgets.RadioButtonGroup(name="time zone", options=["UTC"], value="UTC",
+                                                css_classes=["wb-zone"])
+        self.s.param.watch(self._zones, "scenario")
+        self._zones()
+
+    def _zones(self, *_: Any) -> None:
+        sc = self.s.scenario
+        if sc is None:
+            return
+        zones = derive.time_zones(sc.grid)
+        # The sites' own clock by default when they share one: tariffs are set in it.
+        self.zone.param.update(options=zones, value=zones[-1])
+
+    @param.depends("state.scenario", "zone.value")
     def _plots(self) -> pn.viewable.Viewable:
         sc = self.s.scenario
         if sc is None:
-            return pn.pane.Markdown("No scenario loaded.")
+            return pn.pane.Markdown("No scenario loaded: pick one in the sidebar.")
         n = sc.n_slots
         times = pd.DatetimeIndex(sc.grid["time"].values)
         pos = int(times.get_indexer([pd.Timestamp(sc.start).tz_localize(None)])[0])
-        grid = derive.grid_long(sc.grid.isel(time=slice(max(pos, 0), max(pos, 0) + n)))
+        grid = derive.grid_long(sc.grid.isel(time=slice(max(pos, 0), max(pos, 0) + n)),
+                                tz=self.zone.value or "UTC")
+        regions = sorted(grid["region"].unique())
+        zones = dict(sc.grid.attrs.get("timezones", {}))
+        where = ", ".join(f"{r}: {z}" for r, z in sorted(zones.items())) or "not recorded"
         return pn.Column(
+            pn.pane.Markdown(f"Slot starts in **{self.zone.value}** (regions' zones: {where}). "
+                             "Hover a curve for the exact value."),
             pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency),
                               sizing_mode="stretch_width"),
             pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh"),
                               sizing_mode="stretch_width"),
-            pn.Row(pn.pane.HoloViews(plots.grid_heatmap(grid, "price_per_kwh"),
-                                     sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.grid_heatmap(grid, "carbon_g_per_kwh"),
-                                     sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width"),
+            *(pn.Row(*(pn.pane.HoloViews(plots.grid_heatmap(grid, var, r, sc.currency),
+                                         sizing_mode="stretch_width") for r in regions),
+                     sizing_mode="stretch_width")
+              for var in ("price_per_kwh", "carbon_g_per_kwh")),
             sizing_mode="stretch_width",
         )
 
     def __panel__(self) -> pn.viewable.Viewable:
-        return pn.panel(self._plots, sizing_mode="stretch_width")  # type: ignore[return-value]
+        return pn.Column(pn.Row(pn.pane.Markdown("**Time axis**", margin=(12, 5, 0, 10)),
+                                self.zone),
+                         pn.panel(self._plots, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
 
 
 class PlanView(_StateView):
     """Placements per job and datacenter (Gantt-like) and GPU occupancy per pool."""
 
-    @param.depends("state.result")
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.kind = pn.widgets.RadioButtonGroup(
+            name="jobs", options=["all jobs", "training", "inference"], value="all jobs",
+            css_classes=["wb-kind"])
+
+    @param.depends("state.result", "kind.value")
     def _plots(self) -> pn.viewable.Viewable:
         res = self.s.result
         if res is None:
-            return pn.pane.Markdown("No run yet.")
+            return _no_run()
+        plan = res.plan
+        if self.kind.value != "all jobs" and "kind" in plan:
+            plan = plan[plan["kind"] == self.kind.value]
+        segments = derive.gantt_segments(plan)
         return pn.Column(
             pn.pane.HoloViews(plots.occupancy(derive.occupancy_long(res.slots)),
                               sizing_mode="stretch_width"),
-            pn.pane.HoloViews(plots.gantt(derive.gantt_segments(res.plan)),
-                              sizing_mode="stretch_width"),
+            pn.Row(pn.pane.Markdown("**Gantt rows**", margin=(12, 5, 0, 10)), self.kind),
+            pn.pane.Markdown(f"{segments['job_id'].nunique()} jobs, {len(segments)} segments "
+                             "(a segment: consecutive slots in one datacenter and "
+                             "configuration). Hover a bar for its configuration, energy, cost "
+                             "and carbon; drag to zoom."),
+            pn.pane.HoloViews(plots.gantt(segments), sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
 
@@ -197,7 +251,7 @@ class MigrationsView(_StateView):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         lo, hi = dt.datetime(2000, 1, 1), dt.datetime(2000, 1, 2)
-        self.window = pn.widgets.DatetimeRangeSlider(name="time window", start=lo, end=hi,
+        self.window = pn.widgets.DatetimeRangeSlider(name="time window (UTC)", start=lo, end=hi,
                                                      value=(lo, hi), step=900_000,
                                                      sizing_mode="stretch_width")
         self.s.param.watch(self._bounds, ["scenario", "result"])
@@ -220,24 +274,56 @@ class MigrationsView(_StateView):
     def _content(self) -> pn.viewable.Viewable:
         res = self.s.result
         if res is None:
-            return pn.pane.Markdown("No run yet.")
+            return _no_run()
         lo, hi = self._selected()
         moves = derive.filter_migrations(res.migrations, lo, hi)
         flow = derive.migration_flows(res.plan, res.migrations, lo, hi)
+        routes = flow.rename(columns={"from_region": "from", "to_region": "to",
+                                      "gb": "GB moved", "kwh": "kWh that moved"}).round(2)
+        moves = moves.assign(slot_start=moves["slot_start"].dt.strftime("%Y-%m-%d %H:%M"))
+        total = (f"**{len(moves)}** migrations in the window ({len(res.migrations)} in the "
+                 f"run): {flow['gb'].sum():,.1f} GB of checkpoints moved, "
+                 f"{flow['kwh'].sum():,.1f} kWh of work ran where it moved to. Times in UTC.")
         return pn.Column(
-            pn.pane.Markdown(f"**{len(moves)}** migrations in the window "
-                             f"({len(res.migrations)} in the run)."),
-            pn.Row(pn.pane.HoloViews(plots.flows(flow), sizing_mode="stretch_width"),
-                   pn.widgets.Tabulator(flow.round(2), disabled=True, show_index=False, width=460),
+            pn.pane.Markdown(total, css_classes=["wb-migrations-total"]),
+            pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb"), sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.flows(flow, "kwh"), sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
-            pn.widgets.Tabulator(moves, disabled=True, show_index=False, pagination="local",
-                                 page_size=15, sizing_mode="stretch_width"),
+            pn.widgets.Tabulator(routes, disabled=True, show_index=False,
+                                 sizing_mode="stretch_width"),
+            pn.widgets.Tabulator(moves.round(3), disabled=True, show_index=False,
+                                 pagination="local", page_size=15, sizing_mode="stretch_width",
+                                 header_filters=True),
             sizing_mode="stretch_width",
         )
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(self.window, pn.panel(self._content, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")
+
+
+def savings_html(summary: dict[str, float], policy: str, currency: str = "") -> str:
+    """The run's savings as sentences; numbers sit in ``<span id="saving-KEY">``."""
+    if not summary:
+        return ""
+
+    def pct(key: str, sign: str = "") -> str:
+        v = summary.get(key, math.nan)
+        text = "–" if not math.isfinite(v) else format(v, f"{sign}.1f") + " %"
+        return f'<span id="saving-{key}">{text}</span>'
+
+    saved = summary.get("cost_saved", math.nan)
+    money = "" if not math.isfinite(saved) else f" ({saved:,.2f} {currency})"
+    parts = [f"<b>{policy}</b> against asap-home (run at once, at home): cost "
+             f"{pct('cost_saving_pct')}{money} saved, carbon {pct('carbon_saving_pct')} saved."]
+    gap = summary.get("cost_vs_offline_pct", math.nan)
+    if math.isfinite(gap):
+        parts.append(f"Cost above the offline optimum (perfect hindsight): "
+                     f"{pct('cost_vs_offline_pct', '+')}.")
+    else:
+        parts.append("The offline optimum was not run (add it under <i>Compare with</i>).")
+    return ('<div id="metrics-savings" style="font-size:15px;padding:6px 10px;'
+            'border-left:4px solid #1f6f8b;background:#eef6f8">' + " ".join(parts) + "</div>")
 
 
 class MetricsView(_StateView):
@@ -248,25 +334,41 @@ class MetricsView(_StateView):
         res = self.s.result
         metrics = res.metrics if res is not None else None
         currency = str(metrics.get("currency", "")) if metrics else ""
-        return pn.pane.HTML(headline_html(metrics, currency), sizing_mode="stretch_width")
+        html = headline_html(metrics, currency)
+        if res is not None:
+            table = derive.compare_table(res.policy, res.metrics, self.s.baselines)
+            html += savings_html(derive.savings_summary(table), res.policy, currency)
+        return pn.pane.HTML(html, sizing_mode="stretch_width")
 
     @param.depends("state.result", "state.baselines")
     def _compare(self) -> pn.viewable.Viewable:
         res = self.s.result
         if res is None:
-            return pn.pane.Markdown("")
+            return _no_run()
+        currency = str(res.metrics.get("currency", ""))
         table = derive.compare_table(res.policy, res.metrics, self.s.baselines)
         missing = [b for b in self.s.baseline_policies
                    if b not in self.s.baselines and b != res.policy]
         note = (f"Not compared (unavailable or not selected): {', '.join(missing)}."
                 if missing else "")
+        shown = table.rename(columns={
+            "cost": f"cost ({currency})", "cost_saving_pct": "cost saved vs asap-home (%)",
+            "cost_vs_offline_pct": "cost above offline (%)", "carbon_kg": "carbon (kg)",
+            "carbon_saving_pct": "carbon saved vs asap-home (%)", "energy_kwh": "energy (kWh)",
+            "mean_jct_h": "mean JCT (h)", "p95_jct_h": "p95 JCT (h)",
+            "deadline_misses": "deadline misses", "jobs_unfinished": "unfinished",
+            "energy_moved_kwh": "kWh moved"})
         return pn.Column(
-            pn.widgets.Tabulator(table.round(3), disabled=True, show_index=False,
-                                 sizing_mode="stretch_width"),
-            pn.pane.Markdown(note),
-            pn.Row(pn.pane.HoloViews(plots.compare_bars(table, "cost"),
+            pn.widgets.Tabulator(shown.round(2), disabled=True, show_index=False,
+                                 frozen_columns=["policy"], sizing_mode="stretch_width",
+                                 css_classes=["wb-compare"]),
+            pn.pane.Markdown("First row: this run. Grey bar: asap-home, the reference of the "
+                             "savings; green: the offline optimum. " + note),
+            pn.Row(pn.pane.HoloViews(plots.compare_bars(table, "cost", f"cost ({currency})"),
                                      sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.compare_bars(table, "carbon_kg"),
+                   pn.pane.HoloViews(plots.compare_bars(table, "carbon_kg", "carbon (kg)"),
+                                     sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.compare_bars(table, "mean_jct_h", "mean JCT (h)"),
                                      sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
@@ -274,12 +376,36 @@ class MetricsView(_StateView):
 
     @param.depends("state.tradeoff")
     def _tradeoff(self) -> pn.viewable.Viewable:
-        return pn.pane.HoloViews(plots.tradeoff(self.s.tradeoff),
-                                 sizing_mode="stretch_width")
+        frame = self.s.tradeoff
+        if frame is None or len(frame) < 2:
+            return pn.pane.Markdown(
+                "**V trade-off:** no sweep yet. Run `lyapunov` at two or more V values "
+                "(with *Save runs in the store* on) or `workbench sweep`; the curve of cost "
+                "against mean backlog appears here.", css_classes=["wb-tradeoff-empty"])
+        return pn.pane.HoloViews(plots.tradeoff(frame), sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(pn.panel(self._headline), pn.panel(self._compare),
                          pn.panel(self._tradeoff), sizing_mode="stretch_width")
+
+
+QUOTE_SHOWN: tuple[tuple[str, str], ...] = (
+    ("datacenter", "datacenter"), ("gpu_type", "GPU"), ("n_gpus", "GPUs"),
+    ("start", "start (UTC)"), ("finish", "finish (UTC)"), ("duration_h", "hours"),
+    ("energy_kwh", "energy (kWh)"), ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"),
+    ("cost_if_now", "cost if started now ({c})"), ("feasible", "meets deadline"),
+    ("batch_size", "batch"), ("region", "grid region"), ("note", "note"),
+)
+"""Columns of the Quote tab's table, in order: the decision first, details after."""
+
+
+def quote_table(options: pd.DataFrame, currency: str) -> pd.DataFrame:
+    """:attr:`workbench.quote.Quote.options` as shown: readable columns and units, rounded."""
+    table = options.copy()
+    for col in ("start", "finish"):
+        table[col] = table[col].dt.strftime("%Y-%m-%d %H:%M")
+    cols = [(k, label.format(c=currency)) for k, label in QUOTE_SHOWN if k in table]
+    return table[[k for k, _ in cols]].rename(columns=dict(cols)).round(2)
 
 
 class QuoteView(_StateView):
@@ -290,8 +416,12 @@ class QuoteView(_StateView):
         self.app = pn.widgets.Select(name="application")
         self.work = pn.widgets.FloatInput(name="work (effective samples)", start=1.0)
         self.gpus = pn.widgets.IntRangeSlider(name="GPU count", start=1, end=32, value=(1, 8))
+        self.arrival = pn.widgets.DatetimePicker(name="arrival (UTC; empty: horizon start)",
+                                                 value=None, enable_seconds=False)
         self.deadline = pn.widgets.FloatInput(name="deadline (h after arrival)", value=24.0,
                                               start=0.25)
+        self.checkpoint = pn.widgets.FloatInput(name="data/checkpoint moved if away (GB)",
+                                                value=1.0, start=0.0)
         self.home = pn.widgets.Select(name="home datacenter")
         self.carbon_price = pn.widgets.FloatInput(name="carbon price (per kg)", value=0.0,
                                                   start=0.0)
@@ -313,19 +443,26 @@ class QuoteView(_StateView):
         self.home.param.update(options=homes,
                                value=self.home.value if self.home.value in homes else homes[0])
         self.deadline.value = min(float(self.deadline.value or 24.0), horizon_hours(sc))
+        start = pd.Timestamp(sc.start).tz_localize(None).to_pydatetime()
+        end = pd.Timestamp(sc.end).tz_localize(None).to_pydatetime()
+        self.arrival.param.update(start=start, end=end, value=None)
         self._default_work()
 
     def _default_work(self, *_: Any) -> None:
         sc = self.s.scenario
         if sc is not None and self.app.value:
             work = median_work(sc, self.app.value)
-            self.work.value = work if math.isfinite(work) else 1e6
+            self.work.value = float(f"{work:.3g}") if math.isfinite(work) else 1e6
 
     def spec(self) -> JobSpec:
         return JobSpec(app=self.app.value, work_samples=float(self.work.value or 0.0),
                        home=self.home.value, min_gpus=int(self.gpus.value[0]),
                        max_gpus=int(self.gpus.value[1]),
-                       deadline_h=float(self.deadline.value) if self.deadline.value else None)
+                       deadline_h=float(self.deadline.value) if self.deadline.value else None,
+                       arrival=(None if self.arrival.value is None
+                                else pd.Timestamp(self.arrival.value).tz_localize("UTC")
+                                .to_pydatetime()),
+                       checkpoint_gb=float(self.checkpoint.value or 0.0))
 
     def _on_quote(self, _event: Any) -> None:
         try:
@@ -352,19 +489,20 @@ class QuoteView(_StateView):
                     f"{best['energy_kwh']:.2f} kWh, {best['cost']:.2f} {q.currency}, "
                     f"{best['carbon_kg']:.2f} kg CO2 (waiting saves {saving:.2f} {q.currency} "
                     "against starting now).")
-        table = q.options.copy()
-        for col in ("start", "finish"):
-            table[col] = table[col].dt.strftime("%Y-%m-%d %H:%M")
+        table = quote_table(q.options, q.currency)
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
-                         pn.widgets.Tabulator(table.round(3), disabled=True, show_index=False,
-                                              pagination="local", page_size=12,
-                                              sizing_mode="stretch_width"),
+                         pn.widgets.Tabulator(table, disabled=True, show_index=False,
+                                              pagination="local", page_size=15,
+                                              frozen_columns=["datacenter"],
+                                              sizing_mode="stretch_width",
+                                              css_classes=["wb-quote-options"]),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
-        form = pn.Column(self.app, self.work, self.gpus, self.deadline, self.home,
-                         self.carbon_price, self.respect, self.button, width=320)
+        form = pn.Column(self.app, self.work, self.gpus, self.arrival, self.deadline, self.home,
+                         self.checkpoint, self.carbon_price, self.respect, self.button,
+                         width=320)
         return pn.Row(form, pn.panel(self._result, sizing_mode="stretch_width"),
                       sizing_mode="stretch_width")
 
@@ -381,6 +519,10 @@ class ExportView(_StateView):
             callback=self._migrations_csv, filename="migrations.csv",
             label="Download migrations CSV", disabled=True,
             css_classes=["wb-download-migrations"])
+        self.compare_download = pn.widgets.FileDownload(
+            callback=self._compare_csv, filename="comparison.csv",
+            label="Download comparison CSV", disabled=True,
+            css_classes=["wb-download-compare"])
         self.s.param.watch(self._update, "result")
         self._update()
 
@@ -394,6 +536,8 @@ class ExportView(_StateView):
         self.plan_download.param.update(disabled=not has, filename=f"{stem}_plan.csv")
         self.migrations_download.param.update(disabled=not has,
                                               filename=f"{stem}_migrations.csv")
+        self.compare_download.param.update(disabled=not has,
+                                           filename=f"{stem}_comparison.csv")
 
     def _plan_csv(self) -> io.StringIO:
         buf = io.StringIO()
@@ -409,17 +553,29 @@ class ExportView(_StateView):
         buf.seek(0)
         return buf
 
+    def _compare_csv(self) -> io.StringIO:
+        buf = io.StringIO()
+        res = self.s.result
+        if res is not None:
+            derive.compare_table(res.policy, res.metrics, self.s.baselines).to_csv(
+                buf, index=False)
+        buf.seek(0)
+        return buf
+
     @param.depends("state.result")
     def _summary(self) -> pn.viewable.Viewable:
         res = self.s.result
         if res is None:
-            return pn.pane.Markdown("No run yet.")
+            return _no_run()
         return pn.pane.Markdown(
             f"Run of **{res.policy}** on **{res.meta['scenario']}**: {len(res.plan)} plan rows, "
-            f"{len(res.migrations)} migrations. Columns as in `docs/plan_csv.md`.")
+            f"{len(res.migrations)} migrations. Plan and migrations CSV have the CLI's "
+            "columns (`docs/plan_csv.md`); the comparison CSV holds the Metrics tab's table "
+            "(savings in % against asap-home).")
 
     def __panel__(self) -> pn.viewable.Viewable:
-        return pn.Column(pn.panel(self._summary), self.plan_download, self.migrations_download)
+        return pn.Column(pn.panel(self._summary), self.plan_download, self.migrations_download,
+                         self.compare_download)
 
 
 class WorkbenchApp(_StateView):
