@@ -570,7 +570,7 @@ class ExportView(_StateView):
         return pn.pane.Markdown(
             f"Run of **{res.policy}** on **{res.meta['scenario']}**: {len(res.plan)} plan rows, "
             f"{len(res.migrations)} migrations. Plan and migrations CSV have the CLI's "
-            "columns (`docs/plan_csv.md`); the comparison CSV holds the Metrics tab's table "
+            "columns (README: Plan and migrations CSV); the comparison CSV holds the Metrics tab's table "
             "(savings in % against asap-home).")
 
     def __panel__(self) -> pn.viewable.Viewable:
