@@ -570,8 +570,8 @@ class ExportView(_StateView):
         return pn.pane.Markdown(
             f"Run of **{res.policy}** on **{res.meta['scenario']}**: {len(res.plan)} plan rows, "
             f"{len(res.migrations)} migrations. Plan and migrations CSV have the CLI's "
-            "columns (README: Plan and migrations CSV); the comparison CSV holds the Metrics tab's table "
-            "(savings in % against asap-home).")
+            "columns (README: Plan and migrations CSV); the comparison CSV holds the Metrics "
+            "tab's table (savings in % against asap-home).")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(pn.panel(self._summary), self.plan_download, self.migrations_download,
