@@ -24,16 +24,17 @@ Per option ``i`` (job ``j``, datacenter ``d``, GPU type and count) with slot pro
     NetCoef_i = -V * c'_i / mean_i(c'_i)                          inference (placed every slot)
 
 with ``pbar`` the mean price per kg of carbon of the forecast, ``pref_j`` the job's best
-progress per slot, ``Q_j = Y_j / pref_j + 10 V max(0, (u_j - u0) / (1 - u0))`` the backlog in
-slots behind the required pace plus an urgency boost (``u_j = R_j / (preq_j L_j)`` is the
+progress per slot, ``Q_j = Y_j / pref_j + 10 V max(0, (u_j - u0) / (1 - u0))`` the backlog
+in slots behind the required pace plus an urgency boost (``u_j = R_j / (preq_j L_j)`` is the
 share of the remaining slots the job needs at its best progress with at most its requested
-GPU count, ``preq_j``: a job must not count on a whole pool being free near its deadline), and ``kappa_j`` the job's
-*threshold unit cost* (currency per unit of progress): the ``N_j``-th cheapest of the best
-unit costs ``min_i c'_i / p_i`` over the slots left before its deadline, with
-``N_j = ceil(slack_margin * R_j / p_sel)`` the slots it needs. The forecast thus values
-waiting: a slot cheaper than ``kappa_j`` earns a positive NetCoef, a dearer one only runs
-once the backlog ``Q_j`` outweighs the price. Without a forecast (``use_forecast=False``)
-the future unit costs use an exponential moving average of past prices per region.
+GPU count, ``preq_j``: a job must not count on a whole pool being free near its deadline),
+and ``kappa_j`` the job's *threshold unit cost* (currency per unit of progress): the
+``N_j``-th cheapest of the best unit costs ``min_i c'_i / p_i`` over the slots left before
+its deadline, with ``N_j = ceil(slack_margin * R_j / p_sel)`` the slots it needs. The
+forecast thus values waiting: a slot cheaper than ``kappa_j`` earns a positive NetCoef, a
+dearer one only runs once the backlog ``Q_j`` outweighs the price. Without a forecast
+(``use_forecast=False``) the future unit costs use an exponential moving average of past
+prices per region.
 
 **Meaning of V**: the backlog, in slots behind the required pace, that a job accepts before
 it pays twice its threshold unit cost (``Q_j > V (c'/(kappa p) - 1)`` makes it run). Large V:
