@@ -164,8 +164,8 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
     lower_parts = [np.where(prob.must_place[has_opts], 1.0, -np.inf)]
     upper_parts = [np.ones(n_rows)]
 
-    def coupling(index: NDArray[np.int64], weight: NDArray[np.float64],
-                 cap: NDArray[np.float64], binds: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def coupling(cap: NDArray[np.float64], binds: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Add one ``<= cap`` row per entry where ``binds``; return each entry's row or -1."""
         nonlocal n_rows
         row = np.full(cap.size, -1, dtype=np.int64)
         count = int(binds.sum())
@@ -177,18 +177,15 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
 
     n_p = len(prob.pool_labels)
     pool_use = np.bincount(prob.pool_index, weights=prob.n_gpus.astype(float), minlength=n_p)
-    pool_row = coupling(prob.pool_index, prob.n_gpus.astype(float),
-                        prob.pool_capacity.astype(float), pool_use > prob.pool_capacity)
+    pool_row = coupling(prob.pool_capacity.astype(float), pool_use > prob.pool_capacity)
     n_d = len(prob.dc_labels)
     dc_has = np.bincount(prob.dc_index, minlength=n_d) > 0
-    dc_row = coupling(prob.dc_index, prob.power_kw, prob.power_cap_kw.astype(float),
-                      dc_has & np.isfinite(prob.power_cap_kw))
+    dc_row = coupling(prob.power_cap_kw.astype(float), dc_has & np.isfinite(prob.power_cap_kw))
     n_l = len(prob.link_labels)
     moving = prob.link_index >= 0
     link_use = np.bincount(prob.link_index[moving], weights=prob.transfer_gb[moving],
                            minlength=n_l)
-    link_row = coupling(prob.link_index, prob.transfer_gb, prob.link_capacity_gb.astype(float),
-                        link_use > prob.link_capacity_gb)
+    link_row = coupling(prob.link_capacity_gb.astype(float), link_use > prob.link_capacity_gb)
 
     rows = np.full((n_k, 4), -1, dtype=np.int64)
     vals = np.zeros((n_k, 4))
