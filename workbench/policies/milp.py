@@ -18,12 +18,11 @@ Maths, with binaries ``z[k]`` (option ``k`` of job ``j(k)`` is chosen)::
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyomo.environ as pyo
@@ -32,8 +31,6 @@ from pyomo.opt import TerminationCondition
 
 from workbench.model import Scenario
 from workbench.policies.base import Forecast, SlotOptions, SlotState, SolveInfo
-
-log = logging.getLogger(__name__)
 
 ExtraConstraints = Callable[[pyo.ConcreteModel], None]
 """A what-if hook: receives the built model (sets ``J, K, P, D, L``, binaries ``z``)."""
@@ -289,21 +286,10 @@ def solve_slot_problem(
     m = create_slot_model(prob)
     info = solve_slot_model(m, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
                             extra_constraints=extra_constraints)
-    total_s = time.perf_counter() - t0
-    info = SolveInfo(status=info.status, solve_s=total_s, objective=info.objective,
-                     gap=info.gap, fallback=info.fallback, message=info.message)
+    info = replace(info, solve_s=time.perf_counter() - t0)
     if info.objective is None:
         return None, info
     return extract_choice(m), info
-
-
-def option_labels(prob: SlotProblem) -> Sequence[str]:
-    """Human-readable label of every option (``job@pool x n``), for debugging views."""
-    return [
-        f"{prob.job_ids[j]}@{prob.pool_labels[p]}x{n}"
-        for j, p, n in zip(prob.job_index.tolist(), prob.pool_index.tolist(),
-                           prob.n_gpus.tolist(), strict=True)
-    ]
 
 
 def current_prices(
