@@ -104,8 +104,8 @@ class GreedyPolicy:
     def __init__(self, restart_s: float = RESTART_S_DEFAULT) -> None:
         self.restart_s = float(restart_s)
 
-    def reset(self, scenario: Scenario) -> None:
-        self._scenario = scenario
+    def reset(self, scenario: Scenario) -> None:  # noqa: ARG002
+        """Nothing to forget: every decision reads only the slot's state."""
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         price, carbon = current_prices(state.scenario, forecast)
