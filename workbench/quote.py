@@ -35,6 +35,7 @@ import pandas as pd
 from workbench import perf
 from workbench.cubes import FORECAST_MODES, forecast
 from workbench.model import Scenario, as_utc
+from workbench.policies.base import RESTART_S_DEFAULT
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,10 @@ QUOTE_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :attr:`Quote.options`, one row per (datacenter, GPU type, GPU count)."""
 
-RESTART_S = 120.0
-"""Seconds to load data or a checkpoint and warm up before the job makes progress."""
+RESTART_S = RESTART_S_DEFAULT
+"""Seconds to load data or a checkpoint and warm up before the job makes progress (the
+policies' :data:`~workbench.policies.base.RESTART_S_DEFAULT`, so that a quote and a plan
+charge the same start-up loss)."""
 
 _PROGRESS_GRID = np.linspace(0.0, 1.0, 21)
 
