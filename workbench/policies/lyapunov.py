@@ -80,10 +80,10 @@ from workbench.policies.milp import (
 log = logging.getLogger(__name__)
 
 DEFAULT_V = 20.0
+"""Default V: a job may fall ~20 slots (5 h at 15 min) behind pace before paying double."""
 SOLVERS = ("pyomo", "fast")
 """Slot solvers: the readable Pyomo reference model, or the array fast path
 (:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
-"""Default V: a job may fall ~20 slots (5 h at 15 min) behind pace before paying double."""
 
 _URGENCY_GAIN = 10.0
 _GLOBAL = "global"
