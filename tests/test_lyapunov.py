@@ -232,3 +232,15 @@ def test_large_v_still_meets_every_deadline_on_seed3(seed3) -> None:
     result = simulate(seed3, make_policy("lyapunov", V=300.0, solver="fast"))
     assert result.metrics["deadline_misses"] == 0
     assert result.metrics["jobs_finished"] == result.metrics["jobs_total"]
+
+
+@pytest.mark.parametrize(("move", "stay", "expected"), [
+    (3.0, 2.0, 0.5), (1.0, -2.0, 1.5), (-3.0, -2.0, -0.5),
+    (1.0, 0.0, float("inf")), (-1.0, 0.0, 0.0), (1.0, float("-inf"), float("inf")),
+])
+def test_relative_gain_table(move: float, stay: float, expected: float) -> None:
+    from workbench.policies.lyapunov import _relative_gain
+
+    assert float(_relative_gain(move, stay)) == pytest.approx(expected)
+    got = _relative_gain(np.array([move, move]), np.array([stay, stay]))
+    assert got.tolist() == pytest.approx([expected, expected])

@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from workbench import perf
 from workbench.model import Scenario
@@ -302,7 +302,7 @@ class LyapunovPolicy:
             if opts.moves[k]:
                 s = stay_best[int(opts.job_index[k])]
                 gains[jid] = float(coef[k] - s) if math.isfinite(s) else float(coef[k])
-                rel = _relative_gain(float(coef[k]), s)
+                rel = float(_relative_gain(coef[k], s))
                 reasons[jid] = (
                     f"migrate {js.last_datacenter}->{dc}: NetCoef {coef[k]:.3g} vs stay "
                     f"{s:.3g} (gain {rel:.0%} > threshold {self.migration_threshold:.0%})"
@@ -450,9 +450,9 @@ class LyapunovPolicy:
         np.maximum.at(stay_best, opts.job_index[stay], coef[stay])
         move_best = np.full(len(state.jobs), -np.inf)
         np.maximum.at(move_best, opts.job_index[opts.moves], coef[opts.moves])
-        for j in np.flatnonzero(np.isfinite(move_best) & np.isfinite(stay_best)):
-            if _relative_gain(move_best[j], stay_best[j]) <= self.migration_threshold:
-                keep[(opts.job_index == j) & opts.moves] = False
+        both = np.isfinite(move_best) & np.isfinite(stay_best)
+        drop = both & (_relative_gain(move_best, stay_best) <= self.migration_threshold)
+        keep[drop[opts.job_index] & opts.moves] = False
         return keep, stay_best
 
     def _placement(self, sc: Scenario, js: JobState, opts: SlotOptions, k: int) -> Placement:
@@ -474,13 +474,17 @@ class LyapunovPolicy:
                 "solver": self.solver}
 
 
-def _relative_gain(move: float, stay: float) -> float:
-    """``(move - stay) / |stay|``; infinite when staying is worth nothing."""
-    if not math.isfinite(stay):
-        return math.inf
-    if abs(stay) < 1e-12:
-        return math.inf if move > stay else 0.0
-    return (move - stay) / abs(stay)
+def _relative_gain(move: ArrayLike, stay: ArrayLike) -> NDArray[np.float64]:
+    """``(move - stay) / |stay|`` elementwise; infinite when staying is worth nothing.
+
+    A ``stay`` of (about) zero gives ``inf`` if ``move`` beats it, else 0.
+    """
+    mv, st = np.asarray(move, dtype=float), np.asarray(stay, dtype=float)
+    small = np.abs(st) < 1e-12
+    with np.errstate(invalid="ignore"):
+        rel = (mv - st) / np.where(small, 1.0, np.abs(st))
+    rel = np.where(small, np.where(mv > st, np.inf, 0.0), rel)
+    return np.where(np.isfinite(st), rel, np.inf)
 
 
 def inference_carbon_floor_kg(scenario: Scenario) -> float:
