@@ -52,6 +52,7 @@ from workbench.policies.base import (
     Forecast,
     SlotState,
     SolveInfo,
+    _batch_grid,
     slot_options,
 )
 from workbench.policies.greedy import greedy_choice
@@ -121,8 +122,7 @@ def job_configs(sc: Scenario, job: Job,
             for n in menu:
                 if n > pool.count:
                     continue
-                lo, hi = perf.batch_bounds(prof, n)
-                grid = np.unique(np.round(np.geomspace(lo, hi, 24)))
+                grid = _batch_grid(prof, n)
                 phi = prof.efficiency.phi(qp)
                 u = perf.ecu(prof, n, grid[None, :], gpus_per_node=pool.gpus_per_node,
                              phi=phi[:, None])
@@ -366,7 +366,6 @@ class OfflinePolicy:
         lp.num_row_ = int(r_lo.size)
         lp.col_cost_ = col_cost
         lp.col_lower_ = col_lo
-        lp.col_upper_ = col_hi
         lp.row_lower_ = np.where(np.isfinite(r_lo), r_lo, -highspy.kHighsInf)
         lp.row_upper_ = np.where(np.isfinite(r_hi), r_hi, highspy.kHighsInf)
         lp.col_upper_ = np.where(np.isfinite(col_hi), col_hi, highspy.kHighsInf)
