@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import perf
-from workbench.model import Job, Scenario
+from workbench.model import GpuPool, Job, Scenario
 
 RESTART_S_DEFAULT = 120.0
 """Seconds to restore a checkpoint and warm up after a start, resume or migration."""
@@ -183,6 +183,16 @@ class SlotOptions:
         return np.flatnonzero(self.job_index == k)
 
 
+def inference_power_w(job: Job, pool: GpuPool) -> float:
+    """Board power of inference service ``job`` on ``pool``, W (before PUE).
+
+    Its requested GPUs at ``load_fraction`` between idle and maximum board power:
+    ``n * (P_idle + load_fraction * (P_max - P_idle))``.
+    """
+    return job.requested_gpus * (
+        pool.idle_power_w + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
+
+
 _BATCH_GRID = 24
 
 
@@ -288,10 +298,7 @@ def slot_options(
                     else:
                         m = job.batch_size
                         progress = 0.0
-                        p_w = n * (
-                            pool.idle_power_w
-                            + job.load_fraction * (pool.max_power_w - pool.idle_power_w)
-                        )
+                        p_w = inference_power_w(job, pool)
                     e_kwh = p_w * slot_s / 3.6e6 * dc.pue + transfer_kwh
                     cols["job_index"].append(k)
                     cols["datacenter"].append(dc.name)

@@ -66,6 +66,7 @@ from workbench.policies.base import (
     SlotOptions,
     SlotState,
     SolveInfo,
+    inference_power_w,
     slot_options,
 )
 from workbench.policies.fastslot import FastSlotSolver
@@ -510,9 +511,7 @@ def inference_carbon_floor_kg(scenario: Scenario) -> float:
             for pool in scenario.pools_at(dc.name):
                 if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
                     continue
-                p_w = job.requested_gpus * (pool.idle_power_w + job.load_fraction
-                                            * (pool.max_power_w - pool.idle_power_w))
-                kwh = p_w * scenario.slot_s / 3.6e6 * dc.pue
+                kwh = inference_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
                 c = carbon.sel(region=dc.region).values[a:b]
                 best = np.minimum(best, kwh * c / 1000.0)
         total += float(np.sum(best[np.isfinite(best)]))

@@ -53,6 +53,7 @@ from workbench.policies.base import (
     SlotState,
     SolveInfo,
     _batch_grid,
+    inference_power_w,
     slot_options,
 )
 from workbench.policies.greedy import greedy_choice
@@ -112,11 +113,10 @@ def job_configs(sc: Scenario, job: Job,
                 continue
             if not job.is_training:
                 if job.requested_gpus <= pool.count:
-                    p_w = job.requested_gpus * (pool.idle_power_w + job.load_fraction
-                                                * (pool.max_power_w - pool.idle_power_w))
                     out.append(_Config(dc.name, pool.gpu_type, job.requested_gpus,
                                        pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
-                                       0.0, p_w * sc.slot_s / 3.6e6 * dc.pue))
+                                       0.0, inference_power_w(job, pool) * sc.slot_s / 3.6e6
+                                       * dc.pue))
                 continue
             prof = sc.profile(job.app, pool.gpu_type)
             for n in menu:
