@@ -67,6 +67,7 @@ from workbench.policies.base import (
     Placement,
     Policy,
     SlotState,
+    inference_power_w,
 )
 
 log = logging.getLogger(__name__)
@@ -550,8 +551,7 @@ def simulate(
                 # A service ending inside the slot draws power only until its end.
                 assert job.end is not None
                 used_s = min(slot_s, max((job.end - t_start).total_seconds(), 0.0))
-                power = p.n_gpus * (pool.idle_power_w
-                                    + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
+                power = inference_power_w(job, pool, p.n_gpus)
                 energy = power * used_s / 3.6e6 * dc.pue + transfer_kwh
                 # The last slot before the service's end (not merely the horizon's last).
                 finishing = t == _first_slot_at_or_after(sc, job.end) - 1

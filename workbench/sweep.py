@@ -18,7 +18,6 @@ does not repeat identical runs.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import math
@@ -32,7 +31,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from workbench.model import Scenario
-from workbench.policies import make_policy, policy_class
+from workbench.policies import make_policy, policy_knobs
 from workbench.sim import RunResult, simulate
 
 log = logging.getLogger(__name__)
@@ -118,8 +117,7 @@ class SimSettings:
 
 
 def _accepts(policy: str, knob: str) -> bool:
-    params = inspect.signature(policy_class(policy)).parameters
-    return knob in params
+    return knob in policy_knobs(policy)
 
 
 def sweep_points(

@@ -27,7 +27,7 @@ import param
 from workbench import scenarios
 from workbench.cubes import FORECAST_MODES, CubeError, resample
 from workbench.model import Scenario, ScenarioError
-from workbench.policies import POLICY_NAMES, make_policy, policy_class
+from workbench.policies import POLICY_NAMES, make_policy, policy_knobs
 from workbench.quote import JobSpec, Quote, quote
 from workbench.sim import AllocationError, RunResult, SlotRecord, simulate
 from workbench.store import Store, StoreError
@@ -55,7 +55,7 @@ def policy_default(policy: str, knob: str) -> Any:
     The app's widgets start from the library's defaults rather than copies of them, so a
     change of default in the library shows up in the app.
     """
-    parameter = inspect.signature(policy_class(policy)).parameters.get(knob)
+    parameter = policy_knobs(policy).get(knob)
     if parameter is None or parameter.default is inspect.Parameter.empty:
         raise KeyError(f"policy {policy!r} has no knob {knob!r} with a default")
     return parameter.default
@@ -219,7 +219,7 @@ class WorkbenchState(param.Parameterized):
             wanted["carbon_cap_kg"] = {k: float(v) for k, v in self.carbon_caps_kg.items()}
         if self.gpu_counts:
             wanted["gpu_counts"] = tuple(sorted(int(n) for n in self.gpu_counts))
-        accepted = inspect.signature(policy_class(name)).parameters
+        accepted = policy_knobs(name)
         return {k: v for k, v in wanted.items() if k in accepted}
 
     def _settings(self) -> dict[str, Any]:

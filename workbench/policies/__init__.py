@@ -7,7 +7,8 @@ Baselines live in :mod:`workbench.policies.baselines` and are imported only when
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from workbench.policies.base import Policy
@@ -43,6 +44,11 @@ def policy_class(name: str) -> Callable[..., Policy]:
     return cls
 
 
+def policy_knobs(name: str) -> Mapping[str, inspect.Parameter]:
+    """The keyword knobs the policy registered under ``name`` takes, with their defaults."""
+    return inspect.signature(policy_class(name)).parameters
+
+
 def make_policy(name: str, **knobs: Any) -> Policy:
     """Build the policy registered under ``name`` with keyword ``knobs``.
 
@@ -54,4 +60,4 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     return policy_class(name)(**knobs)
 
 
-__all__ = ["POLICY_NAMES", "Policy", "make_policy", "policy_class"]
+__all__ = ["POLICY_NAMES", "Policy", "make_policy", "policy_class", "policy_knobs"]

@@ -183,13 +183,14 @@ class SlotOptions:
         return np.flatnonzero(self.job_index == k)
 
 
-def inference_power_w(job: Job, pool: GpuPool) -> float:
+def inference_power_w(job: Job, pool: GpuPool, n_gpus: int | None = None) -> float:
     """Board power of inference service ``job`` on ``pool``, W (before PUE).
 
-    Its requested GPUs at ``load_fraction`` between idle and maximum board power:
-    ``n * (P_idle + load_fraction * (P_max - P_idle))``.
+    ``n`` GPUs (default: its requested count) at ``load_fraction`` between idle and maximum
+    board power: ``n * (P_idle + load_fraction * (P_max - P_idle))``.
     """
-    return job.requested_gpus * (
+    n = job.requested_gpus if n_gpus is None else n_gpus
+    return n * (
         pool.idle_power_w + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
 
 
