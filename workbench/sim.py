@@ -433,6 +433,7 @@ def simulate(
     queue_rows: list[dict[str, float]] = []
     cost_so_far = 0.0
     carbon_so_far = 0.0
+    carbon_by_dc_so_far: Counter[str] = Counter()
     wall0 = _time.perf_counter()
 
     bar = tqdm(range(sc.n_slots), desc=f"{sc.name}/{policy.name}", unit="slot",
@@ -444,6 +445,7 @@ def simulate(
         state = SlotState(
             scenario=sc, t=t, time=t_start, jobs=tuple(r.state() for r in active),
             carbon_kg_so_far=carbon_so_far, cost_so_far=cost_so_far,
+            carbon_kg_by_dc_so_far=dict(carbon_by_dc_so_far),
         )
         fc = forecast(cube, t, None, forecast_mode, forecast_error, seed)
         tic = _time.perf_counter()
@@ -605,6 +607,7 @@ def simulate(
         k_tot = float(sum(dc_carbon.values()))
         cost_so_far += c_tot
         carbon_so_far += k_tot
+        carbon_by_dc_so_far.update({d: float(v) for d, v in dc_carbon.items()})
         queues = {str(k): float(v) for k, v in alloc.queues.items()}
         summary: dict[str, Any] = {
             "slot": t, "time": t_start, "energy_kwh": e_tot, "cost": c_tot, "carbon_kg": k_tot,

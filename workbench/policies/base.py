@@ -82,6 +82,8 @@ class SlotState:
     jobs: tuple[JobState, ...]
     carbon_kg_so_far: float = 0.0
     cost_so_far: float = 0.0
+    carbon_kg_by_dc_so_far: Mapping[str, float] = field(default_factory=dict)
+    """Metered carbon per datacenter since the start, kg (empty when not metered)."""
 
 
 @dataclass(frozen=True)

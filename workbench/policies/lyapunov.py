@@ -202,6 +202,7 @@ class LyapunovPolicy:
         self._cap_slot: dict[str, float] = {}
         self._pred_carbon: dict[str, float] = {}
         self._carbon_so_far = 0.0
+        self._carbon_by_dc: dict[str, float] = {}
         self._ema_price: NDArray[np.float64] | None = None
         self._ema_carbon: NDArray[np.float64] | None = None
         cap = self.carbon_cap_kg
@@ -238,9 +239,14 @@ class LyapunovPolicy:
             emitted = max(state.carbon_kg_so_far - self._carbon_so_far, 0.0)
             self._Z[_GLOBAL] = max(self._Z[_GLOBAL] + emitted - self._cap_slot[_GLOBAL], 0.0)
         else:
+            metered = state.carbon_kg_by_dc_so_far
             for d in self._Z:
-                self._Z[d] = max(self._Z[d] + self._pred_carbon.get(d, 0.0)
-                                 - self._cap_slot[d], 0.0)
+                # The meter when the state carries one; a hand-built state without it
+                # falls back on what the last allocation was predicted to emit.
+                emitted = (metered.get(d, 0.0) - self._carbon_by_dc.get(d, 0.0)
+                           if metered else self._pred_carbon.get(d, 0.0))
+                self._Z[d] = max(self._Z[d] + max(emitted, 0.0) - self._cap_slot[d], 0.0)
+            self._carbon_by_dc = dict(metered)
         self._carbon_so_far = state.carbon_kg_so_far
         self._R_prev = remaining
 
