@@ -121,12 +121,18 @@ def test_failed_solve_falls_back_to_greedy_with_a_warning(
     js = tuple(JobState(job=j, remaining=1.0, placement=None, last_datacenter=None, phi=200.0)
                for j in sc.jobs)
     state = SlotState(scenario=sc, t=0, time=sc.start, jobs=js)
-    with caplog.at_level(logging.WARNING):
-        alloc = pol.decide(state, perfect_forecast(sc, 0))
+    alloc = pol.decide(state, perfect_forecast(sc, 0))
     assert alloc.solve is not None and alloc.solve.fallback
     assert "infeasible" in alloc.solve.status and "greedy" in alloc.solve.message
-    assert any("greedy" in r.getMessage() for r in caplog.records)
     assert set(alloc.placements) == {"j1", "i"}
+    # Through the simulator the user sees it: in the run's warnings and in the log.
+    from workbench.sim import simulate
+
+    with caplog.at_level(logging.WARNING):
+        result = simulate(sc, LyapunovPolicy(extra_constraints=impossible))
+    assert result.warnings and all("fallback" in w for w in result.warnings[:3])
+    assert any("greedy" in r.getMessage() and r.levelno == logging.WARNING
+               for r in caplog.records)
 
 
 def test_time_limit_fallback_is_feasible() -> None:

@@ -458,7 +458,9 @@ def simulate(
             detail = f": {solve.message}" if solve.message else ""
             msg = (f"slot {t} ({t_start:%Y-%m-%d %H:%M} UTC): {policy.name} used a fallback "
                    f"allocation (solver status {solve.status}){detail}")
-            log.warning(msg)
+            # Collected for RunResult.warnings (the CLI and app show them) and summarised
+            # once at the end of the run, rather than one log line per slot.
+            log.debug(msg)
             warnings.append(msg)
 
         busy: Counter[tuple[str, str]] = Counter()
@@ -654,6 +656,9 @@ def simulate(
     queues_df = pd.DataFrame(queue_rows, index=pd.RangeIndex(len(queue_rows), name="slot"))
     jobs = _outcomes(runs, sc, policy.name)
     warnings.extend(_job_warnings(jobs))
+    if warnings:
+        log.warning("%s on %s: %d warning(s), the first: %s (all in RunResult.warnings)",
+                    policy.name, sc.name, len(warnings), warnings[0])
     meta["status"] = "ok" if not any(slots.get("fallback", pd.Series(dtype=bool))) else "fallback"
     meta["log"] = "\n".join(warnings)
     result = RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,

@@ -277,11 +277,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}; "
               "pass --out/--migrations-out in a writable folder", file=sys.stderr)
         return 2
-    # A policy may explain a knob it could not honour (e.g. a cap below what the inference
-    # services alone emit); show it with the run's warnings.
-    cap_warning = getattr(policy, "cap_warning", None)
-    if cap_warning:
-        print(f"warning ({args.policy}): {cap_warning}", file=sys.stderr)
+    # A knob the policy could not honour (a cap below what inference alone emits) was
+    # logged by the policy when the run started.
     _warn(args.policy, result)
 
     summary = _summary(args.policy, result)

@@ -292,7 +292,7 @@ class LyapunovPolicy:
         if chosen is None:
             msg = (f"slot {state.t}: MILP {info.status} ({info.message}); "
                    f"using the greedy feasible allocation")
-            log.warning(msg)
+            log.debug(msg)  # the simulator reports fallbacks (SolveInfo.fallback)
             chosen = rows[greedy_choice(sub, priority=q)]
             info = SolveInfo(status=info.status, solve_s=time.perf_counter() - t0,
                              fallback=True, message=msg)
