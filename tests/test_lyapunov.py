@@ -268,3 +268,13 @@ def test_per_datacenter_carbon_queues_follow_the_meter() -> None:
             z = max(z + float(result.slots[f"carbon_kg:{d}"].iloc[t]) - cap / sc.n_slots, 0.0)
         np.testing.assert_allclose(result.queues[f"Z:{d}"].to_numpy(), expected, atol=1e-12)
     assert result.queues["Z:a"].max() > 0  # the caps bind
+
+
+@pytest.mark.parametrize("policy", ["lyapunov", "offline"])
+@pytest.mark.parametrize("knob", ["carbon_cap_kg", "power_cap_kw"])
+def test_caps_must_be_positive(policy: str, knob: str) -> None:
+    from workbench.policies import make_policy
+
+    for bad in (-3.0, 0.0, float("nan"), {"a": -1.0}):
+        with pytest.raises(ValueError, match=f"{knob} must be positive"):
+            make_policy(policy, **{knob: bad})

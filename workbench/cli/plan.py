@@ -51,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "below the asap-home run's carbon (e.g. 20%%)")
     p.add_argument("--migration-threshold", type=float, default=None,
                    help="relative gain a move must exceed (hysteresis), e.g. 0.1")
+    p.add_argument("--power-cap-kw", type=float, default=None, metavar="KW",
+                   help="IT power cap of every datacenter in each slot, kW (lyapunov, offline)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the Pyomo reference MILP (default) or the "
                    "highspy array fast path")
@@ -251,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
         knobs["migration_threshold"] = args.migration_threshold
     if args.solver is not None:
         knobs["solver"] = args.solver
+    if args.power_cap_kw is not None:
+        knobs["power_cap_kw"] = args.power_cap_kw
     try:
         policy = make_policy(args.policy, **knobs)
     except TypeError as exc:

@@ -13,6 +13,7 @@ carbon: the raw material of the Lyapunov MILP, the offline optimum and the basel
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -183,6 +184,16 @@ class SlotOptions:
     def rows_of(self, job_id: str) -> NDArray[np.int64]:
         k = next(i for i, js in enumerate(self.jobs) if js.job.job_id == job_id)
         return np.flatnonzero(self.job_index == k)
+
+
+def check_caps(value: float | Mapping[str, float] | None, what: str, unit: str) -> None:
+    """Raise ``ValueError`` unless a cap (one number, or one per datacenter) is positive."""
+    caps = list(value.values()) if isinstance(value, Mapping) else (
+        [] if value is None else [value])
+    for c in caps:
+        if not (isinstance(c, int | float) and math.isfinite(c) and c > 0):
+            raise ValueError(f"{what} must be positive {unit} (one number, or one per "
+                             f"datacenter), got {value!r}")
 
 
 def inference_power_w(job: Job, pool: GpuPool, n_gpus: int | None = None) -> float:

@@ -87,8 +87,9 @@ def greedy_choice(
             break
         else:
             if must[j]:
-                log.warning("greedy: no feasible option left for must-place job %s",
-                            prob.job_ids[j])
+                # Reported by the simulator as unserved inference, once per run.
+                log.debug("greedy: no feasible option left for must-place job %s",
+                          prob.job_ids[j])
     return chosen
 
 

@@ -66,6 +66,7 @@ from workbench.policies.base import (
     SlotOptions,
     SlotState,
     SolveInfo,
+    check_caps,
     inference_power_w,
     slot_options,
 )
@@ -164,10 +165,8 @@ class LyapunovPolicy:
             raise ValueError("restart_s and carbon_gain must be >= 0")
         if not (mip_rel_gap >= 0 and time_limit_s > 0):
             raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
-        caps = carbon_cap_kg.values() if isinstance(carbon_cap_kg, Mapping) else (
-            [] if carbon_cap_kg is None else [carbon_cap_kg])
-        if any(not (math.isfinite(c) and c > 0) for c in caps):
-            raise ValueError(f"carbon_cap_kg must be positive kg, got {carbon_cap_kg!r}")
+        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
+        check_caps(power_cap_kw, "power_cap_kw", "kW")
         if isinstance(gpu_counts, tuple | list) and not all(
                 isinstance(n, int) and n > 0 for n in gpu_counts):
             raise ValueError(f"gpu_counts must hold positive integers, got {gpu_counts!r}")

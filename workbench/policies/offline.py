@@ -53,6 +53,7 @@ from workbench.policies.base import (
     SlotState,
     SolveInfo,
     _batch_grid,
+    check_caps,
     inference_power_w,
     slot_options,
 )
@@ -194,6 +195,8 @@ class OfflinePolicy:
     ) -> None:
         if exact_max_columns < 0 or max_columns <= 0 or time_limit_s <= 0:
             raise ValueError("exact_max_columns >= 0, max_columns > 0, time_limit_s > 0")
+        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
+        check_caps(power_cap_kw, "power_cap_kw", "kW")
         self.carbon_cap_kg = carbon_cap_kg
         self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
