@@ -279,3 +279,16 @@ def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
     table = quote_table(q.options, q.currency)
     assert list(table.columns[:3]) == ["datacenter", "GPU", "GPUs"]
     assert f"cost ({q.currency})" in table.columns and len(table) == len(q.options)
+
+
+def test_charts_do_not_capture_page_scrolling() -> None:
+    """No chart starts with wheel zoom active: scrolling the page must scroll the page."""
+    import holoviews as hv
+    import pandas as pd
+
+    from workbench.app import plots
+
+    frame = pd.DataFrame({"policy": ["lyapunov", "asap-home"], "cost": [1.0, 2.0]})
+    bokeh_plot = hv.render(plots.compare_bars(frame, "cost"))
+    assert bokeh_plot.toolbar.active_scroll in (None, "auto")
+    assert plots.CALM == {"active_tools": ["pan"]}

@@ -18,6 +18,10 @@ if hv.Store.current_backend != "bokeh":
 WIDTH = 900
 
 
+# Scrolling the page over a chart must scroll the page: no wheel zoom until the user picks it.
+CALM = {"active_tools": ["pan"]}
+
+
 def _empty(text: str) -> hv.Text:
     return hv.Text(0, 0, text).opts(xaxis=None, yaxis=None, toolbar=None, responsive=True,
                                     height=120)
@@ -55,7 +59,8 @@ def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.
             hover_formatters={"@time": "datetime"})
         for region, g in _naive(grid).groupby("region")
     ]
-    return hv.Overlay(curves).opts(responsive=True, height=260, legend_position="right",
+    return hv.Overlay(curves).opts(
+        **CALM, responsive=True, height=260, legend_position="right",
                                    title=f"{label} by region, time in {zone}")
 
 
@@ -78,7 +83,7 @@ def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
     data = data.groupby(["day", "hour"], as_index=False)[variable].mean()
     return hv.HeatMap(data, [("hour", f"hour of day ({zone})"), "day"],
                       (variable, label)).opts(
-        tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=230,
+        **CALM, tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=230,
         invert_yaxis=True, title=f"{region}: {label}", xticks=list(range(0, 24, 3)),
         clabel=label, clim=(lo, hi))
 
@@ -117,7 +122,7 @@ def gantt(segments: pd.DataFrame) -> hv.Element:
     step = max(1, n_jobs // 60)
     ticks = [(row[job], job) for job in order[::step]]
     return hv.Overlay(layers).opts(
-        responsive=True, height=max(260, min(12 * n_jobs + 90, 1800)), yticks=ticks,
+        **CALM, responsive=True, height=max(260, min(12 * n_jobs + 90, 1800)), yticks=ticks,
         ylim=(-1, n_jobs), legend_position="top", legend_cols=len(colors), show_grid=True,
         title="Placements (job x time, colour = datacenter)")
 
@@ -130,7 +135,8 @@ def occupancy(occ: pd.DataFrame) -> hv.Element:
              for pool, g in occ.groupby("pool")]
     stacked = hv.Area.stack(hv.Overlay(areas)).map(
         lambda a: a.opts(tools=["hover"], alpha=0.8), hv.Area)
-    return stacked.opts(responsive=True, height=300, legend_position="right",
+    return stacked.opts(
+        **CALM, responsive=True, height=300, legend_position="right",
                         title="GPU occupancy per pool (datacenter/GPU type)")
 
 
@@ -155,7 +161,7 @@ def flows(flow: pd.DataFrame, quantity: str = "kwh") -> hv.Element:
     data = data.assign(color=data["to_region"].map(colors))
     return hv.Bars(data, ("route", "route (from → to)"),
                    [(quantity, axis), "migrations", "color"]).opts(
-        invert_axes=True, responsive=True, height=max(180, 34 * len(data) + 90),
+        **CALM, invert_axes=True, responsive=True, height=max(180, 34 * len(data) + 90),
         color="color", tools=["hover"], title=title)
 
 
@@ -168,7 +174,7 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
     role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
     data = table.assign(color=[role.get(str(p), "#9ecae1") for p in table["policy"]])
     return hv.Bars(data, "policy", [(metric, label or metric), "color"]).opts(
-        tools=["hover"], responsive=True, height=260, xrotation=20, color="color",
+        **CALM, tools=["hover"], responsive=True, height=260, xrotation=20, color="color",
         title=label or metric)
 
 
@@ -182,6 +188,6 @@ def tradeoff(frame: pd.DataFrame) -> hv.Element:
     labels = hv.Labels(frame.assign(text=[f"V={v:g}" for v in frame["V"]]),
                        ["backlog", "cost"], "text").opts(text_font_size="9pt", yoffset=0)
     return (curve * points * labels).opts(
-        responsive=True, height=300, padding=0.15,
+        **CALM, responsive=True, height=300, padding=0.15,
         title="V trade-off: cost vs mean deadline backlog",
         xlabel="mean backlog (fraction of work)", ylabel="cost")
