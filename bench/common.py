@@ -65,6 +65,28 @@ def write_table(frame: pd.DataFrame, stem: str, title: str, notes: Iterable[str]
     (RESULTS / f"{stem}.md").write_text("\n".join(md) + "\n")
 
 
+def cost_carbon_bars(table: pd.DataFrame, stem: str, title: str, currency: str,
+                     optimum_cost: float | None = None) -> None:
+    """``docs/results/<stem>.png``: cost and carbon per policy, the offline plan as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    ax[0].barh(table.policy, table.cost, color="tab:blue")
+    ax[0].set_xlabel(f"electricity cost ({currency})")
+    if optimum_cost is not None:
+        ax[0].axvline(optimum_cost, color="k", ls="--", label="offline plan")
+        ax[0].legend()
+    ax[1].barh(table.policy, table.carbon_kg, color="tab:green")
+    ax[1].set_xlabel("carbon (kg CO2)")
+    ax[1].set_yticklabels([])
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{stem}.png", dpi=120)
+
+
 def _markdown(frame: pd.DataFrame, digits: int) -> str:
     def fmt(v: Any) -> str:
         if isinstance(v, float):

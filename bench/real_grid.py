@@ -17,16 +17,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+from common import (
+    POLICY_COLUMNS,
+    cost_carbon_bars,
+    policy_row,
+    run_policy,
+    write_table,
+)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from common import POLICY_COLUMNS, RESULTS, policy_row, run_policy, write_table  # noqa: E402
-
-from workbench.cli import main as cli  # noqa: E402
-from workbench.policies import POLICY_NAMES  # noqa: E402
-from workbench.store import Store  # noqa: E402
+from workbench.cli import main as cli
+from workbench.policies import POLICY_NAMES
+from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 ZONES = ("US-CAL-CISO", "US-TEX-ERCO", "US-MIDA-PJM", "DE-LU")
@@ -88,15 +90,8 @@ def main() -> None:
                      f"{offline.optimum_carbon_kg:.1f} kg")
     print(table.to_string(index=False))
     write_table(table, "real_grid", "real4 (real 2023 grid data): every policy", notes)
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    ax[0].barh(table.policy, table.cost, color="tab:blue")
-    ax[0].set_xlabel(f"electricity cost ({sc.currency})")
-    ax[1].barh(table.policy, table.carbon_kg, color="tab:green")
-    ax[1].set_xlabel("carbon (kg CO2)")
-    ax[1].set_yticklabels([])
-    fig.suptitle("real4: CAISO, ERCOT, PJM, DE-LU, July 2023")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "real_grid.png", dpi=120)
+    cost_carbon_bars(table, "real_grid", "real4: CAISO, ERCOT, PJM, DE-LU, July 2023",
+                     sc.currency)
 
 
 if __name__ == "__main__":

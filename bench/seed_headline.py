@@ -13,15 +13,18 @@ from __future__ import annotations
 import argparse
 import logging
 
-import matplotlib
+import pandas as pd
+from common import (
+    POLICY_COLUMNS,
+    RESULTS,
+    cost_carbon_bars,
+    policy_row,
+    run_policy,
+    write_table,
+)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from common import POLICY_COLUMNS, RESULTS, policy_row, run_policy, write_table  # noqa: E402
-
-from workbench.policies import POLICY_NAMES  # noqa: E402
-from workbench.scenarios import build_seed3  # noqa: E402
+from workbench.policies import POLICY_NAMES
+from workbench.scenarios import build_seed3
 
 
 def main() -> None:
@@ -78,18 +81,8 @@ def main() -> None:
     print()
     print(table.to_string(index=False))
     write_table(table, "seed_headline", "seed3: every policy against asap-home", notes)
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    ax[0].barh(table.policy, table.cost, color="tab:blue")
-    ax[0].set_xlabel(f"electricity cost ({sc.currency})")
-    if offline is not None:
-        ax[0].axvline(offline.optimum_cost, color="k", ls="--", label="offline plan")
-        ax[0].legend()
-    ax[1].barh(table.policy, table.carbon_kg, color="tab:green")
-    ax[1].set_xlabel("carbon (kg CO2)")
-    ax[1].set_yticklabels([])
-    fig.suptitle("seed3, one week at 15-minute slots")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "seed_headline.png", dpi=120)
+    cost_carbon_bars(table, "seed_headline", "seed3, one week at 15-minute slots",
+                     sc.currency, None if offline is None else offline.optimum_cost)
     print(f"written to {RESULTS}/seed_headline.*")
 
 
