@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -17,15 +16,12 @@ from workbench.app.views import headline_html
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.quote import JobSpec
+from workbench.scenarios import first_hours
 
 
 def _tiny(seed3: Scenario) -> Scenario:
     """seed3 cut to 12 hours and the jobs of its first three hours."""
-    end = seed3.start + timedelta(hours=12)
-    jobs = [j for j in seed3.jobs if j.arrival < seed3.start + timedelta(hours=3)]
-    jobs = [dataclasses.replace(j, end=min(j.end, end)) if j.end is not None else j
-            for j in jobs]
-    return dataclasses.replace(seed3, name="tiny", jobs=tuple(jobs), n_slots=48, _index={})
+    return first_hours(seed3, 12, arrivals_h=3, name="tiny")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +85,7 @@ def test_error_keeps_previous_result(state: WorkbenchState) -> None:
     state.policy = "offline"
     state.slot_minutes = 15
     # An impossible slot length for the horizon is a bad input: message, old result kept.
-    state.scenario = dataclasses.replace(state.scenario, n_slots=47, _index={})
+    state.scenario = dataclasses.replace(state.scenario, n_slots=47)
     state.slot_minutes = 30
     assert state.run() is None
     assert state.message_kind == "danger" and "slot" in state.message

@@ -7,7 +7,6 @@ installs chromium). Never downloads a browser. Screenshots land in ``test-artifa
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import os
 import shutil
@@ -17,12 +16,11 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from workbench import Store, build_seed3
+from workbench import Store, build_seed3, first_hours
 from workbench.io.plan_csv import PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.policies import make_policy
@@ -46,12 +44,7 @@ if not Path(CHROMIUM).exists():
 
 def mini_scenario() -> Scenario:
     """seed3 cut to one day and the jobs arriving in its first six hours."""
-    sc = build_seed3()
-    end = sc.start + timedelta(days=1)
-    jobs = [j for j in sc.jobs if j.arrival < sc.start + timedelta(hours=6)]
-    jobs = [dataclasses.replace(j, end=min(j.end, end)) if j.end is not None else j
-            for j in jobs]
-    return dataclasses.replace(sc, name="mini", jobs=tuple(jobs), n_slots=96, _index={})
+    return first_hours(build_seed3(), 24, arrivals_h=6, name="mini")
 
 
 def _free_port() -> int:

@@ -71,3 +71,11 @@ def test_describe_has_the_documented_keys(seed3) -> None:
     info = scenarios.describe(seed3)
     assert {"regions", "gpu_pools", "links", "slots", "slot_minutes", "jobs"} <= set(info)
     assert info["slot_minutes"] == 15
+
+
+def test_first_hours_cuts_horizon_jobs_and_services(seed3) -> None:
+    day = scenarios.first_hours(seed3, 24, arrivals_h=6)
+    assert day.n_slots == 96 and day.name == "seed3-24h"
+    assert all(j.arrival < seed3.start + pd.Timedelta(hours=6) for j in day.jobs)
+    assert all(j.end <= day.end for j in day.jobs_of_kind("inference"))
+    assert len(day.jobs_of_kind("inference")) == len(seed3.jobs_of_kind("inference"))

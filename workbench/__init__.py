@@ -22,7 +22,7 @@ from workbench.model import (
     Scenario,
     ScenarioError,
 )
-from workbench.scenarios import build_seed3, describe
+from workbench.scenarios import build_seed3, describe, first_hours
 from workbench.store import Store, StoreError
 
 __version__ = "0.1.0"
@@ -77,6 +77,7 @@ __all__ = [
     "build_seed3",
     "cube_from_series",
     "describe",
+    "first_hours",
     "forecast",
     "make_cube",
     "resample",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,19 @@ def build_builtin(name: str, seed: int = 0) -> Scenario:
     if name not in BUILTIN:
         raise KeyError(f"no built-in scenario {name!r}; built-in: {builtin_names()}")
     return build_from_config(load_config(BUILTIN[name]), seed=seed)
+
+
+def first_hours(scenario: Scenario, hours: float, arrivals_h: float | None = None,
+                name: str | None = None) -> Scenario:
+    """The scenario cut to its first ``hours``, keeping the jobs that arrive in the first
+    ``arrivals_h`` (default: all that arrive within ``hours``); inference services end at
+    the new horizon. For quick looks, tests and tutorials."""
+    end = scenario.start + timedelta(hours=hours)
+    cutoff = scenario.start + timedelta(hours=hours if arrivals_h is None else arrivals_h)
+    jobs = [j for j in scenario.jobs if j.arrival < cutoff]
+    jobs = [replace(j, end=min(j.end, end)) if j.end is not None else j for j in jobs]
+    return replace(scenario, name=name or f"{scenario.name}-{hours:g}h", jobs=tuple(jobs),
+                   n_slots=int(hours * 3600 // scenario.slot_s))
 
 
 def describe(scenario: Scenario) -> dict[str, Any]:

@@ -205,7 +205,7 @@ class WorkbenchState(param.Parameterized):
             raise ScenarioError(f"the horizon ({horizon_s / 3600:g} h) is not a whole number "
                                 f"of {self.slot_minutes}-min slots; pick another slot length")
         return dataclasses.replace(sc, grid=resample(sc.grid, slot_s), slot_s=slot_s,
-                                   n_slots=horizon_s // slot_s, _index={})
+                                   n_slots=horizon_s // slot_s)
 
     # -- knobs ---------------------------------------------------------------------------
     def knobs(self, policy: str | None = None) -> dict[str, Any]:
