@@ -161,7 +161,7 @@ class WorkbenchState(param.Parameterized):
             with Store(self.db_path) as store:
                 names = store.scenario_names()
         except StoreError as exc:
-            self._say(str(exc), "danger")
+            self.say(str(exc), "danger")
         names = sorted(set(names) | set(scenarios.builtin_names()))
         self.param.scenario_name.objects = names
         if self.scenario_name not in names:
@@ -182,14 +182,14 @@ class WorkbenchState(param.Parameterized):
                     scenario = scenarios.build_builtin(name)
                     store.save_scenario(scenario)
         except (StoreError, ScenarioError, CubeError, KeyError) as exc:
-            self._say(f"cannot load scenario {name!r}: {exc}", "danger")
+            self.say(f"cannot load scenario {name!r}: {exc}", "danger")
             return
         self.param.update(scenario=scenario, result=None, baselines={})
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
                                    for d in scenario.datacenters}
         self.refresh_tradeoff()
-        self._say(f"scenario {name}: {len(scenario.jobs)} jobs, {scenario.n_slots} slots of "
+        self.say(f"scenario {name}: {len(scenario.jobs)} jobs, {scenario.n_slots} slots of "
                   f"{scenario.slot_s // 60} min", "info")
 
     def planning_scenario(self) -> Scenario:
@@ -295,7 +295,7 @@ class WorkbenchState(param.Parameterized):
     def apply(self, outcome: RunOutcome) -> None:
         """Publish an outcome; on error keep the previous results and show the message."""
         if outcome.result is None:
-            self._say(outcome.error, "danger")
+            self.say(outcome.error, "danger")
             return
         res = outcome.result
         m = res.metrics
@@ -309,9 +309,9 @@ class WorkbenchState(param.Parameterized):
         if warnings:
             shown = "; ".join(warnings[:3]) + (f" (+{len(warnings) - 3} more)"
                                                if len(warnings) > 3 else "")
-            self._say(f"{text}. Warnings: {shown}", "warning")
+            self.say(f"{text}. Warnings: {shown}", "warning")
         else:
-            self._say(text, "success")
+            self.say(text, "success")
 
     def run(self) -> RunResult | None:
         """Run synchronously (tests, notebooks); returns the new result or None on error."""
@@ -366,19 +366,21 @@ class WorkbenchState(param.Parameterized):
             q = quote(sc, spec, carbon_price_per_kg=carbon_price_per_kg,
                       occupancy=occupancy, **self._settings())
         except _RUN_ERRORS as exc:
-            self._say(f"quote failed: {exc}", "danger")
+            self.say(f"quote failed: {exc}", "danger")
             return None
         self.last_quote = q
         best = q.recommended
         if best is None:
-            self._say("quote: no option finishes before the deadline", "warning")
+            self.say("quote: no option finishes before the deadline", "warning")
         else:
-            self._say(f"quote: {best['datacenter']} {best['n_gpus']}x{best['gpu_type']} from "
+            self.say(f"quote: {best['datacenter']} {best['n_gpus']}x{best['gpu_type']} from "
                       f"{best['start']:%Y-%m-%d %H:%M} UTC, {best['cost']:.2f} "
                       f"{q.currency}", "success")
         return q
 
-    def _say(self, text: str, kind: str = "info") -> None:
+    def say(self, text: str, kind: str = "info") -> None:
+        """Show ``text`` in the sidebar's message box (``kind``: info, success, warning,
+        danger); views use it for errors of their own inputs."""
         if kind == "danger":
             log.warning("%s", text)
         self.param.update(message=text, message_kind=kind)

@@ -468,7 +468,7 @@ class QuoteView(_StateView):
         try:
             spec = self.spec()
         except (QuoteError, TypeError) as exc:
-            self.s._say(f"quote: bad input: {exc}", "danger")
+            self.s.say(f"quote: bad input: {exc}", "danger")
             return
         self.s.quote(spec, carbon_price_per_kg=float(self.carbon_price.value or 0.0),
                          respect_plan=self.respect.value)
