@@ -366,7 +366,7 @@ def fit_sync(rows: pd.DataFrame, graphs: Mapping[str, Graph],
     return model(fit.x)
 
 
-def train(profiles_dir: Path | str, exclude_devices: Iterable[str] = (),
+def train(profiles_dir: Path | str | None, exclude_devices: Iterable[str] = (),
           exclude_apps: Iterable[str] = (), kernels: pd.DataFrame | None = None,
           steps: pd.DataFrame | None = None, graphs: Mapping[str, Graph] | None = None,
           ) -> Coefficients:
@@ -374,8 +374,14 @@ def train(profiles_dir: Path | str, exclude_devices: Iterable[str] = (),
     ``exclude_apps`` (their step times). ``kernels``/``steps`` pass pre-read data."""
     devs = dict(BUILTIN_DEVICES)
     xd, xa = set(exclude_devices), set(exclude_apps)
-    kernels = read_all_deepbench(profiles_dir) if kernels is None else kernels
-    steps = read_step_times(profiles_dir) if steps is None else steps
+    if (kernels is None or steps is None) and profiles_dir is None:
+        raise TrainingDataError("train needs profiles_dir or both kernels and steps")
+    if kernels is None:
+        assert profiles_dir is not None
+        kernels = read_all_deepbench(profiles_dir)
+    if steps is None:
+        assert profiles_dir is not None
+        steps = read_step_times(profiles_dir)
     graphs = load_graphs(steps["graph"].unique()) if graphs is None else graphs
     k = kernels[~kernels["device"].isin(xd)]
     s = steps[~steps["device"].isin(xd) & ~steps["app"].isin(xa)]
@@ -455,7 +461,8 @@ def leave_one_device_out(kernels: pd.DataFrame, steps: pd.DataFrame,
     for dev in sorted(steps["device"].unique()):
         coef = train(None, exclude_devices=[dev], kernels=kernels, steps=steps, graphs=graphs)
         rows = steps[steps["device"] == dev].copy()
-        preds = {"pred": [], "pred_no_offset": [], "pred_roofline": []}
+        preds: dict[str, list[pd.Series]] = {"pred": [], "pred_no_offset": [],
+                                              "pred_roofline": []}
         for app, grp in rows.groupby("app", sort=False):
             c = coef.with_(sync=sync_wo.get(str(app), coef.sync))
             preds["pred"].append(pd.Series(predict_rows(grp, c, graphs), index=grp.index))
