@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -208,7 +208,7 @@ def normalise_device_name(name: str, known: Mapping[str, Any] | None = None) -> 
 
 def device_to_dict(d: DeviceSpec) -> dict[str, Any]:
     """Plain-JSON form of a device."""
-    out = asdict(d)
+    out = {f.name: getattr(d, f.name) for f in fields(d)}
     out["sources"] = dict(d.sources)
     return out
 
