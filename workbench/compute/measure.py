@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.compute.devices import normalise_device_name
+from workbench.compute.devices import devices, normalise_device_name
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ def save_measurement(store: Any, m: StepMeasurement) -> str:
     with store.transaction() as con:
         con.execute(
             "INSERT INTO compute_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [mid, m.app, normalise_device_name(m.device), m.gpus, m.nodes, m.local_batch,
-             m.step_time_s, m.sync_time_s, m.steps, when, m.command, m.profile_id])
+            [mid, m.app, normalise_device_name(m.device, devices(store)), m.gpus, m.nodes,
+             m.local_batch, m.step_time_s, m.sync_time_s, m.steps, when, m.command, m.profile_id])
     return mid
 
 
@@ -93,7 +93,7 @@ def load_measurements(store: Any, app: str | None = None, device: str | None = N
         args.append(app)
     if device is not None:
         q += " AND device = ?"
-        args.append(normalise_device_name(device))
+        args.append(normalise_device_name(device, devices(store)))
     return store.con.execute(q + " ORDER BY measured_utc", args).df()
 
 
@@ -152,7 +152,7 @@ def measure_command(store: Any, app: str, device: str, gpus: int, local_batch: i
     profile_id = None
     if profile is not None:
         profile_id = store.save_gpu_profile(profile.summary, profile.samples)
-    m = StepMeasurement(app=app, device=normalise_device_name(device), gpus=gpus,
+    m = StepMeasurement(app=app, device=normalise_device_name(device, devices(store)), gpus=gpus,
                         nodes=nodes, local_batch=local_batch, step_time_s=busy / steps,
                         steps=steps, command=" ".join(cmd), profile_id=profile_id)
     return m, save_measurement(store, m), 0
