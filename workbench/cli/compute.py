@@ -67,6 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--out", type=Path, default=None,
                    help="output (default: the shipped workbench/data/compute/coefficients.json)")
     t.set_defaults(func=_train)
+    f = csub.add_parser("fit", help="replace a predicted profile by a fit to stored "
+                        "measurements (3 or more)")
+    f.add_argument("--app", required=True, help="application")
+    f.add_argument("--gpu", required=True, help="device the measurements were taken on")
+    f.set_defaults(func=_fit)
     m = csub.add_parser("measure", help="time a training command and store its step time")
     m.add_argument("--app", required=True, help="application the command trains")
     m.add_argument("--gpu", required=True, help="device it runs on")
@@ -199,6 +204,31 @@ def _train(args: argparse.Namespace) -> int:
     t = coef.trained_on
     print(f"wrote {out}: {t['kernel_rows']} kernels on {len(t['kernel_devices'])} devices, "
           f"{t['step_rows_1gpu']} 1-GPU and {t['step_rows_multi']} multi-GPU step times")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from workbench.compute.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
+    from workbench.perf import load_default_profiles
+    from workbench.store import Store
+
+    with Store(args.db) as store:
+        try:
+            gpu = normalise_device_name(args.gpu, devices(store))
+        except UnknownDeviceError as exc:
+            return _fail(str(exc))
+        pool = store.load_profiles() or load_default_profiles()
+        base = next((p for p in pool if p.app == args.app and p.gpu_type == gpu), None)
+        if base is None:
+            known = sorted({p.app for p in pool if p.gpu_type == gpu})
+            return _fail(f"no profile of {args.app!r} on {gpu} to refit; apps on {gpu}: "
+                         f"{', '.join(known) or 'none'}")
+        prof = profile_from_measurements(store, base)
+        if prof is None:
+            return _fail(f"fewer than {MIN_MEASUREMENTS_TO_FIT} stored measurements of "
+                         f"{args.app} on {gpu}; add some with `workbench compute measure`")
+        store.save_profiles([prof])
+    print(f"saved fitted profile {args.app}/{gpu}: {prof.source}")
     return 0
 
 

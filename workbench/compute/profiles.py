@@ -97,3 +97,31 @@ def predict_profile(app: str, efficiency: EfficiencyParams, energy_fit: EnergyFi
                       energy=placeholder, derived=True, source=f"{src}; energy: -",
                       step_time_interval=(lo, hi))
     return with_energy_from(prof, energy_fit)
+
+
+MIN_MEASUREMENTS_TO_FIT = 3
+"""Stored measurements of an (app, device) needed before a fit replaces the prediction."""
+
+
+def profile_from_measurements(store: object, base: JobProfile) -> JobProfile | None:
+    """``base`` with its throughput fitted to the store's measurements of ``base.app`` on
+    ``base.gpu_type`` (:func:`workbench.fit.fit_throughput_params`), no longer derived and
+    without an interval; None with fewer than :data:`MIN_MEASUREMENTS_TO_FIT` rows."""
+    from dataclasses import replace
+
+    from workbench.compute.measure import load_measurements, measurement_timings
+    from workbench.fit import fit_throughput_params, mape, placement_iteration_time
+
+    rows = load_measurements(store, base.app, base.gpu_type)
+    if len(rows) < MIN_MEASUREMENTS_TO_FIT:
+        return None
+    t = measurement_timings(rows)
+    tp = fit_throughput_params(t)
+    err = mape(placement_iteration_time(tp, t["num_nodes"], t["num_replicas"],
+                                        t["local_bsz"]), t["step_time"])
+    energy_src = base.source.split("; energy:", 1)[1] if "; energy:" in base.source else " -"
+    prof = replace(base, throughput=tp, derived=False, step_time_interval=None,
+                   source=f"throughput: fitted to {len(t)} stored measurements on "
+                          f"{base.gpu_type} (step-time MAPE {100 * err:.1f}%); energy:"
+                          f"{energy_src}")
+    return prof  # the power model of ``base`` is kept
