@@ -217,7 +217,7 @@ def _fit(args: argparse.Namespace) -> int:
             gpu = normalise_device_name(args.gpu, devices(store))
         except UnknownDeviceError as exc:
             return _fail(str(exc))
-        pool = store.load_profiles() or load_default_profiles()
+        pool = store.load_profiles() + load_default_profiles()  # stored ones first
         base = next((p for p in pool if p.app == args.app and p.gpu_type == gpu), None)
         if base is None:
             known = sorted({p.app for p in pool if p.gpu_type == gpu})
