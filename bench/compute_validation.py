@@ -178,6 +178,8 @@ def main() -> None:
                "| predictor | 1 GPU median | 1 GPU worst (device, app) | 2-8 GPUs median | "
                "2-8 GPUs worst | multi-node median |", "|---|---:|---:|---:|---:|---:|"]
     for name, frame, col in (("graph model, LODO", lodo, "pred"),
+                             ("graph model, LODO, without the host-bound NCF",
+                              lodo[lodo["app"] != "ncf"], "pred"),
                              ("no app offset, LODO", lodo, "pred_no_offset"),
                              ("roofline only, LODO", lodo, "pred_roofline"),
                              ("one measurement, LODO", lodo, "pred_calibrated"),
