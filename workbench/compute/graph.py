@@ -328,13 +328,11 @@ def graph_from_onnx(path: Path | str, name: str | None = None) -> Graph:
         if t == "Conv":
             w = init_arr.get(node.input[1])
             wshape = w.shape if w is not None else vinfo.get(node.input[1], ((),))[0]
-            group = int(attrs.get("group", 1))
-            per_out = 1.0
+            per_out = 1.0  # weight (C_out, C_in/groups, k...): MACs per output element
             for d in list(wshape)[1:]:
                 per_out *= float(d or 1)
             flops = 2.0 * out_n * per_out
             kind = "conv"
-            del group  # C_in/groups is already wshape[1]
         elif t in ("MatMul", "Gemm"):
             a_shape = vinfo.get(node.input[0], ((),))[0]
             kdim = a_shape[-1] if a_shape else None

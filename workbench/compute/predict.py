@@ -321,7 +321,8 @@ def predict_step(graph: Graph, device: DeviceSpec, gpus: int, local_batch: int,
                  calibration: float = 1.0) -> StepPrediction:
     """Predicted step time of ``graph`` on ``gpus`` x ``device`` over ``nodes`` servers.
 
-    ``calibration`` multiplies the compute time (1: none; see :func:`calibration_factor`).
+    ``calibration`` multiplies the compute time (1: none), e.g. measured / predicted at one
+    measured configuration (:func:`workbench.compute.measure.calibration_from_store`).
     """
     if gpus < 1 or nodes < 1 or nodes > gpus:
         raise ValueError(f"need 1 <= nodes <= gpus, got gpus={gpus}, nodes={nodes}")
@@ -342,13 +343,6 @@ def predict_grid(graph: Graph, device: DeviceSpec, gpus: Sequence[int],
     """One :class:`StepPrediction` per combination of ``gpus`` and ``local_batches``."""
     return [predict_step(graph, device, n, b, coef, nodes=nodes, **kwargs)
             for n in gpus for b in local_batches]
-
-
-def calibration_factor(measured_compute_s: float, graph: Graph, device: DeviceSpec,
-                       local_batch: int, coef: Coefficients, **kwargs: Any) -> float:
-    """``measured / predicted`` compute time at one measured configuration: multiply later
-    predictions on the same device by it (one measurement on the target device)."""
-    return measured_compute_s / compute_time_s(graph, device, local_batch, coef, **kwargs)
 
 
 def interval_factors(coef: Coefficients, multi_gpu: bool = False) -> tuple[float, float]:
