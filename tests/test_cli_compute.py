@@ -75,9 +75,9 @@ def test_predict_unknown_app_and_bad_graph(tmp_path: Path,
 
 
 def test_predict_from_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.test_compute_graph import _tiny_onnx
+    from helpers_onnx import tiny_onnx
 
-    path = _tiny_onnx(tmp_path / "tiny.onnx")
+    path = tiny_onnx(tmp_path / "tiny.onnx")
     assert main(["--db", str(tmp_path / "w.duckdb"), "predict", "--graph", str(path),
                  "--gpu", "T4", "--gpus", "1,2", "--local-batch", "16", "--json"]) == 0
     rows = _json(capsys)
