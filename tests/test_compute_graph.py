@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_onnx import tiny_onnx as _tiny_onnx  # noqa: E402
+from helpers_onnx import tiny_onnx as _tiny_onnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
