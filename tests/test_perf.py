@@ -154,7 +154,7 @@ def test_best_batch_matches_fine_grid_on_shipped_profiles(objective: str) -> Non
         # profiles are predicted from the apps' graphs (workbench.compute)
         ("yolov3", [4, 64, 64, 64, 64, 64]),
         ("cifar10", [8, 32, 32, 32, 32, 32]),
-        ("deepspeech2", [16, 32, 32, 32, 32, 32]),
+        ("deepspeech2", [16, 64, 64, 64, 64, 64]),
     ],
 )
 def test_best_gpu_count_drifts_up_as_phi_grows(app: str, expected: list[int]) -> None:
