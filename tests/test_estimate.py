@@ -62,3 +62,26 @@ def test_skips_missing_and_invalid_observations() -> None:
     assert est.speed_factor == 1.0 and est.slots == 2
     with pytest.raises(ValueError):
         OnlineEstimator(_prior(), alpha=0.0)
+
+
+def test_predicted_profile_is_planned_slow_near_its_deadline() -> None:
+    from datetime import UTC, datetime
+
+    from workbench.estimate import planning_speed_factor
+    from workbench.model import Job
+
+    prof = replace(_prior(), step_time_interval=(0.5, 2.0))
+    est = OnlineEstimator(prof)
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    job = Job(job_id="j", kind="training", app=prof.app, arrival=t0, home="a",
+              requested_gpus=1, gpu_counts=(1,), batch_size=prof.efficiency.m0,
+              work_samples=1e6, deadline=datetime(2025, 1, 3, tzinfo=UTC))
+    rate = float(ecu(prof, 1, prof.efficiency.m0, 0.0))
+    run_s = 1e6 / rate
+    assert planning_speed_factor(est, job, 1.0, 10 * run_s) == 1.0  # far from the deadline
+    assert planning_speed_factor(est, job, 1.0, 1.5 * run_s) == pytest.approx(0.5)  # 1 / hi
+    assert planning_speed_factor(est, job, 1.0, None) == 1.0  # no deadline
+    est.update(1, prof.efficiency.m0, observed_throughput_sps=0.8 * rate)
+    assert planning_speed_factor(est, job, 1.0, 1.5 * run_s) == pytest.approx(est.speed_factor)
+    fitted = OnlineEstimator(replace(prof, step_time_interval=None))  # measured: no caution
+    assert planning_speed_factor(fitted, job, 1.0, 1.5 * run_s) == 1.0

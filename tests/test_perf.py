@@ -150,10 +150,11 @@ def test_best_batch_matches_fine_grid_on_shipped_profiles(objective: str) -> Non
 @pytest.mark.parametrize(
     ("app", "expected"),
     [
-        # progress 0, 0.1, 0.25, 0.5, 0.75, 1 on H800 (see docs/profiles.md)
-        ("yolov3", [1, 8, 8, 32, 32, 32]),
-        ("cifar10", [8, 8, 32, 32, 32, 32]),
-        ("deepspeech2", [8, 32, 32, 32, 32, 32]),
+        # progress 0, 0.1, 0.25, 0.5, 0.75, 1 on H800 (see docs/profiles.md); the H800
+        # profiles are predicted from the apps' graphs (workbench.compute)
+        ("yolov3", [4, 64, 64, 64, 64, 64]),
+        ("cifar10", [8, 32, 32, 32, 32, 32]),
+        ("deepspeech2", [16, 64, 64, 64, 64, 64]),
     ],
 )
 def test_best_gpu_count_drifts_up_as_phi_grows(app: str, expected: list[int]) -> None:

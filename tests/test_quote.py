@@ -111,3 +111,23 @@ def test_cli_quote_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     rc = main(["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8",
                "--home", "nowhere"])
     assert rc == 2
+
+
+def test_predicted_profiles_carry_a_run_time_interval(seed3: Scenario, spec: JobSpec) -> None:
+    from dataclasses import replace
+
+    q = quote(seed3, spec)
+    opts = q.options
+    assert set(opts["profile"]) == {"predicted"}  # seed3's pools have no measurements
+    assert (opts["duration_lo_h"] < opts["duration_h"]).all()
+    assert (opts["duration_h"] < opts["duration_hi_h"]).all()
+    # a fitted profile (no interval) has a zero-width interval
+    fitted = replace(seed3, profiles=tuple(replace(p, step_time_interval=None, derived=False)
+                                           for p in seed3.profiles))
+    f = quote(fitted, spec).options
+    assert set(f["profile"]) == {"fitted"}
+    assert np.allclose(f["duration_lo_h"], f["duration_h"])
+    assert np.allclose(f["duration_hi_h"], f["duration_h"])
+    # an option whose slow end would overrun the deadline says so
+    tight = quote(seed3, replace(spec, deadline_h=float(opts["duration_h"].min()) * 1.2 + 1))
+    assert tight.options["note"].str.contains("slow end").any()

@@ -282,3 +282,22 @@ def test_inference_ending_mid_slot_is_charged_for_the_part_it_ran() -> None:
     assert list(rows["action"]) == ["start", "finish"]
     assert rows.loc[1, "used_s"] == pytest.approx(0.75 * SLOT_S)
     assert rows.loc[1, "energy_kwh"] == pytest.approx(0.75 * rows.loc[0, "energy_kwh"])
+
+
+def test_predicted_speed_is_planned_slow_near_the_deadline_until_observed() -> None:
+    from dataclasses import replace
+
+    jobs = [training("tight", slots_of_work=3.0, deadline_slot=4),
+            training("loose", slots_of_work=3.0, deadline_slot=40)]
+    base = tiny_scenario(jobs, n_slots=6)
+    predicted = replace(base, profiles=tuple(replace(p, step_time_interval=(0.5, 2.0))
+                                             for p in base.profiles))
+    pol = Scripted(script={1: {"tight": on("a"), "loose": on("a")}})
+    simulate(predicted, pol, noise=0.0)
+    first = {j.job.job_id: j.throughput_scale for j in pol.seen[0].jobs}
+    assert first == {"tight": pytest.approx(0.5), "loose": 1.0}  # 1 / hi near the deadline
+    after = {j.job.job_id: j.throughput_scale for j in pol.seen[2].jobs}
+    assert after["tight"] == pytest.approx(1.0, abs=0.05)  # observed: the estimate takes over
+    pol_fit = Scripted()
+    simulate(base, pol_fit, noise=0.0)  # fitted profiles: no caution
+    assert {j.throughput_scale for j in pol_fit.seen[0].jobs} == {1.0}

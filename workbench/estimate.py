@@ -15,6 +15,10 @@ moving averages (EMA) with bias correction, as AdaptDL's ``GradientNoiseScale`` 
 The speed correction multiplies the model's throughput (every time term of
 :class:`~workbench.perf.ThroughputParams` is divided by it); before the first observation it
 is 1 and ``phi`` is the profile's trajectory value at the job's progress.
+
+:func:`planning_speed_factor` is the speed the simulator hands the policies: the estimate,
+or, near the deadline of a job with a predicted and still unobserved profile, the slow end
+of the prediction interval.
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.perf import JobProfile, throughput
+
+if TYPE_CHECKING:
+    from workbench.model import Job
 
 log = logging.getLogger(__name__)
 
@@ -119,3 +127,34 @@ def _finite_positive(v: float | None) -> float | None:
         return None
     v = float(v)
     return v if math.isfinite(v) and v > 0 else None
+
+
+NEAR_DEADLINE_SLACK = 2.0
+"""A deadline is *near* when the time left is at most this many times the run time the
+remaining work needs at the job's requested configuration."""
+
+
+def planning_speed_factor(est: OnlineEstimator, job: Job, remaining: float,
+                          time_left_s: float | None) -> float:
+    """Speed correction a policy should plan with: :attr:`OnlineEstimator.speed_factor`,
+    except near the deadline of a job whose profile is *predicted* and not yet observed.
+
+    Then the slow end of the profile's interval, ``1 / hi``, is assumed, so that a
+    prediction that turns out optimistic does not cost the deadline. Near means
+    ``time_left_s <= NEAR_DEADLINE_SLACK * remaining_run_s`` with ``remaining_run_s =
+    remaining * W / ECU(n_req, m_req)`` at the current estimate. Once the job has run, the
+    observed speed replaces the prediction (the estimator corrects it as before).
+    """
+    f = est.speed_factor
+    iv = est.profile.step_time_interval
+    if iv is None or est._speed_w > 0.0 or time_left_s is None or job.work_samples <= 0:
+        return f
+    from workbench.perf import ecu
+
+    progress = 1.0 - remaining
+    rate = f * float(ecu(est.profile, job.requested_gpus, job.batch_size, progress,
+                         gpus_per_node=est.gpus_per_node, phi=est.phi(progress)))
+    run_s = remaining * job.work_samples / rate if rate > 0 else math.inf
+    if time_left_s <= NEAR_DEADLINE_SLACK * run_s:
+        return f / iv[1]
+    return f

@@ -508,10 +508,9 @@ def build_default_profiles(
     """Fit every Pollux app and derive its profile on each of ``gpu_types``.
 
     Returns the profiles and a report ``{"throughput_mape": {app: x},
-    "energy_mape": {"<dataset>/<network>": x}}``.
+    "energy_mape": {"<dataset>/<network>": x}}``. GPU types other than the measured
+    reference get *predicted* profiles (:func:`profile_for_gpu`).
     """
-    from workbench.gpus import derive_profile
-
     root = Path(profiles_dir)
     energy = {(f.dataset, f.network): f for f in fit_zeus_gpu(_zeus_dir(root),
                                                                   energy_reference_gpu)}
@@ -524,9 +523,21 @@ def build_default_profiles(
         report["throughput_mape"][app] = round(fit.mape, 4)
         efit = energy[ZEUS_NETWORK_FOR_APP[app]]
         for gpu in gpu_types:
-            out.append(derive_profile(app, fit.params, fit.efficiency, efit, gpu,
-                                      throughput_mape=fit.mape))
+            out.append(profile_for_gpu(fit, efit, gpu))
     return out, report
+
+
+def profile_for_gpu(fit: ThroughputFit, energy_fit: EnergyFit | None, gpu: str) -> JobProfile:
+    """The profile of a fitted app on ``gpu``: the fit itself on the GPU it was measured on
+    (:data:`workbench.gpus.REFERENCE_GPU`), else predicted from the app's computation graph
+    (:func:`workbench.compute.profiles.predict_profile`, labelled with its interval)."""
+    from workbench.compute.profiles import predict_profile
+    from workbench.gpus import REFERENCE_GPU, derive_profile
+
+    if gpu == REFERENCE_GPU:
+        return derive_profile(fit.app, fit.params, fit.efficiency, energy_fit, gpu,
+                              throughput_mape=fit.mape)
+    return predict_profile(fit.app, fit.efficiency, energy_fit, gpu)
 
 
 def write_default_profiles(
@@ -575,7 +586,7 @@ def import_profiles(
     int
         Number of profiles saved.
     """
-    from workbench.gpus import derive_profile, with_energy_from
+    from workbench.gpus import with_energy_from
     from workbench.perf import load_default_profiles
 
     d = Path(directory)
@@ -590,8 +601,7 @@ def import_profiles(
         for app in apps:
             fit = fit_pollux_app(root / app)
             efit = energy.get(ZEUS_NETWORK_FOR_APP.get(app, ("", "")))
-            out += [derive_profile(app, fit.params, fit.efficiency, efit, g,
-                                   throughput_mape=fit.mape) for g in gpu_types]
+            out += [profile_for_gpu(fit, efit, g) for g in gpu_types]
         store.save_profiles(out)
         return len(out)
     if kind == "zeus":

@@ -168,8 +168,11 @@ class EnergyParams:
 class JobProfile:
     """Throughput, efficiency and power parameters of ``app`` on ``gpu_type``.
 
-    ``derived`` is True when the parameters were scaled from another GPU's measurements
-    (``source`` says from which and by what factors) rather than fitted to measurements.
+    ``derived`` is True when the parameters were not fitted to measurements on this GPU
+    type (``source`` says how they were obtained). ``step_time_interval`` is set on
+    *predicted* profiles (:mod:`workbench.compute`): factors ``(lo, hi)`` such that the true
+    step time lies in ``[lo * T_iter, hi * T_iter]`` with about 90 % probability (the 5-95 %
+    range of the predictor's error on devices held out of its training).
     """
 
     app: str
@@ -179,6 +182,18 @@ class JobProfile:
     energy: EnergyParams
     derived: bool = False
     source: str = ""
+    step_time_interval: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        iv = self.step_time_interval
+        if iv is not None and not (len(iv) == 2 and 0 < iv[0] <= 1.0 <= iv[1] < float("inf")):
+            raise ValueError(f"JobProfile {self.app}/{self.gpu_type}: step_time_interval "
+                             f"must be (lo, hi) with 0 < lo <= 1 <= hi, got {iv!r}")
+
+    @property
+    def predicted(self) -> bool:
+        """True for a profile from the step-time predictor (it carries an interval)."""
+        return self.step_time_interval is not None
 
 
 def iteration_time(
@@ -335,6 +350,8 @@ def profile_to_dict(profile: JobProfile) -> dict[str, Any]:
             for k, v in asdict(profile.efficiency).items()
         },
         "energy": asdict(profile.energy),
+        **({"step_time_interval": list(profile.step_time_interval)}
+           if profile.step_time_interval is not None else {}),
     }
 
 
@@ -352,10 +369,16 @@ def profile_from_dict(d: Mapping[str, Any]) -> JobProfile:
             energy=EnergyParams(**{k: float(v) for k, v in d["energy"].items()}),
             derived=bool(d.get("derived", False)),
             source=str(d.get("source", "")),
+            step_time_interval=_interval(d.get("step_time_interval")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         name = f"{d.get('app', '?')}/{d.get('gpu_type', '?')}" if isinstance(d, Mapping) else "?"
         raise ValueError(f"invalid job profile {name}: {exc}") from exc
+
+
+def _interval(v: Any) -> tuple[float, float] | None:
+    """``[lo, hi]`` from JSON as a tuple, or None."""
+    return None if v is None else (float(v[0]), float(v[1]))
 
 
 def profiles_to_json(profiles: Iterable[JobProfile]) -> dict[str, Any]:

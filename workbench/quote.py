@@ -16,6 +16,12 @@ Per option (datacenter ``d``, GPU type ``g``, ``n`` GPUs, best global batch ``m*
     cost(s)  = sum_{k<slots} e_k * price[d, s+k] + transfer_kwh * price[home, s]
     score(s) = cost(s) + carbon_price_per_kg * carbon_kg(s)
 
+Profiles predicted from the job's computation graph (:mod:`workbench.compute`; ``profile``
+is ``"predicted"``, else ``"fitted"`` or ``"derived"``) carry a step-time interval
+``(lo, hi)``; the option's run time then lies in ``[lo, hi] * run_s`` (``duration_lo_h``,
+``duration_hi_h``; equal to ``duration_h`` for a fitted profile), and a start whose slow end
+would overrun the deadline is noted.
+
 Capacity: an option is offered only where the pool holds ``n`` GPUs; with ``occupancy`` (a
 run's per-slot ``gpus_busy:<dc>/<gpu>`` columns, see :class:`workbench.sim.RunResult`) only
 starts whose slots all have ``n`` GPUs free.
@@ -42,7 +48,7 @@ log = logging.getLogger(__name__)
 QUOTE_COLUMNS: tuple[str, ...] = (
     "datacenter", "region", "gpu_type", "n_gpus", "batch_size", "feasible", "start", "finish",
     "duration_h", "energy_kwh", "cost", "carbon_kg", "score", "cost_if_now", "carbon_kg_if_now",
-    "note",
+    "note", "profile", "duration_lo_h", "duration_hi_h",
 )
 """Columns of :attr:`Quote.options`, one row per (datacenter, GPU type, GPU count)."""
 
@@ -332,11 +338,15 @@ def _option(
     weights = np.full(k, e_full)
     weights[-1] *= frac_last
     energy = float(weights.sum()) + transfer_kwh
+    lo_f, hi_f = prof.step_time_interval or (1.0, 1.0)
+    kind = "predicted" if prof.predicted else ("derived" if prof.derived else "fitted")
     row: dict[str, Any] = {
         "datacenter": dc, "region": region, "gpu_type": gpu_type, "n_gpus": n, "batch_size": m,
         "feasible": False, "start": pd.NaT, "finish": pd.NaT, "duration_h": total_s / 3600.0,
         "energy_kwh": energy, "cost": math.nan, "carbon_kg": math.nan, "score": math.inf,
         "cost_if_now": math.nan, "carbon_kg_if_now": math.nan, "note": "",
+        "profile": kind, "duration_lo_h": (lo_f * run_s + restart_s + transfer_s) / 3600.0,
+        "duration_hi_h": (hi_f * run_s + restart_s + transfer_s) / 3600.0,
     }
     n_starts = last - k - t0 + 1  # start s in [t0, last - k]: finishes by the deadline slot
     horizon_left = price.shape[0]
@@ -377,8 +387,14 @@ def _option(
         "finish": pd.Timestamp(start + timedelta(seconds=total_s)),
         "cost": float(cost[best]), "carbon_kg": float(carb[best]), "score": float(score[best]),
     })
+    notes = []
     if dc != spec.home:
-        row["note"] = f"moves {spec.checkpoint_gb:g} GB from {spec.home}"
+        notes.append(f"moves {spec.checkpoint_gb:g} GB from {spec.home}")
+    slow_end_s = hi_f * run_s + restart_s + transfer_s
+    if slow_end_s > (last - t0 - best) * slot_s:
+        notes.append(f"predicted speed: at the interval's slow end ({hi_f:.2f}x) it would "
+                     "miss the deadline")
+    row["note"] = "; ".join(notes)
     return row
 
 

@@ -57,7 +57,7 @@ from tqdm.auto import tqdm
 
 from workbench import perf
 from workbench.cubes import FORECAST_MODES, forecast
-from workbench.estimate import OnlineEstimator
+from workbench.estimate import OnlineEstimator, planning_speed_factor
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Datacenter, GpuPool, Job, Scenario
 from workbench.policies.base import (
@@ -193,11 +193,13 @@ class _JobRun:
     def active(self, t: int) -> bool:
         return self.first_slot <= t < self.stop_slot and not self.finished
 
-    def state(self) -> JobState:
+    def state(self, now: datetime | None = None) -> JobState:
         if self.est is not None:
             phi = self.est.phi(self.done)
-            scale = self.est.speed_factor
             remaining = max(1.0 - self.done, 0.0)
+            left = (None if now is None or self.job.deadline is None
+                    else (self.job.deadline - now).total_seconds())
+            scale = planning_speed_factor(self.est, self.job, remaining, left)
         else:
             phi, scale, remaining = 1.0, 1.0, 1.0
         return JobState(
@@ -443,7 +445,7 @@ def simulate(
         t_end = t_start + timedelta(seconds=slot_s)
         active = [r for r in runs if r.active(t)]
         state = SlotState(
-            scenario=sc, t=t, time=t_start, jobs=tuple(r.state() for r in active),
+            scenario=sc, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
             carbon_kg_so_far=carbon_so_far, cost_so_far=cost_so_far,
             carbon_kg_by_dc_so_far=dict(carbon_by_dc_so_far),
         )

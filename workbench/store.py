@@ -16,6 +16,8 @@ Tables (all keyed by ``scenario`` where they belong to one):
 - ``jobs``: scenario, job_id, kind, app, arrival_utc, home, ... (one row per job)
 - ``profiles``: app, gpu_type, params (JSON), derived, source
 - ``gpu_profile_runs`` / ``gpu_profile_samples``: NVML profiler summaries and samples
+- ``devices``: operator-added accelerator specs (JSON); ``compute_measurements``: timed
+  training steps (app, device, GPUs, local batch, step and sync time)
 - ``runs``, ``plan_rows``, ``migrations``, ``slot_rows``, ``run_metrics``: simulator output
 """
 
@@ -39,9 +41,11 @@ from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
-Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles."""
+Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.
+Version 3: adds ``devices`` (operator-added device specs) and ``compute_measurements``
+(timed training steps, :mod:`workbench.compute.measure`)."""
 
 
 class StoreError(RuntimeError):
@@ -109,6 +113,15 @@ _MIGRATIONS: dict[int, list[str]] = {
             profile_id VARCHAR NOT NULL, t_s DOUBLE NOT NULL, gpu_index INTEGER NOT NULL,
             power_w DOUBLE, energy_j DOUBLE, util_pct DOUBLE, mem_used_mb DOUBLE,
             sm_clock_mhz DOUBLE)""",
+    ],
+    # 2 -> 3: the compute predictor's device table and step-time measurements.
+    3: [
+        "CREATE TABLE devices (name VARCHAR PRIMARY KEY, spec VARCHAR NOT NULL)",
+        """CREATE TABLE compute_measurements (
+            measurement_id VARCHAR PRIMARY KEY, app VARCHAR NOT NULL, device VARCHAR NOT NULL,
+            gpus INTEGER NOT NULL, nodes INTEGER NOT NULL, local_batch INTEGER NOT NULL,
+            step_time_s DOUBLE NOT NULL, sync_time_s DOUBLE, steps INTEGER NOT NULL,
+            measured_utc TIMESTAMP, command VARCHAR, profile_id VARCHAR)""",
     ],
 }
 
@@ -427,7 +440,9 @@ class Store:
             {"app": p.app, "gpu_type": p.gpu_type,
              "params": json.dumps({"throughput": asdict(p.throughput),
                                    "efficiency": asdict(p.efficiency),
-                                   "energy": asdict(p.energy)}),
+                                   "energy": asdict(p.energy),
+                                   "step_time_interval": getattr(p, "step_time_interval",
+                                                                 None)}),
              "source": p.source, "derived": bool(p.derived)}
             for p in profiles
         ]
@@ -460,6 +475,8 @@ class Store:
                 app=app, gpu_type=gpu, throughput=ThroughputParams(**d["throughput"]),
                 efficiency=EfficiencyParams(**eff), energy=EnergyParams(**d["energy"]),
                 derived=bool(derived), source=source or "",
+                step_time_interval=(None if d.get("step_time_interval") is None
+                                    else tuple(d["step_time_interval"])),
             ))
         return out
 

@@ -392,7 +392,9 @@ class MetricsView(_StateView):
 QUOTE_SHOWN: tuple[tuple[str, str], ...] = (
     ("datacenter", "datacenter"), ("gpu_type", "GPU"), ("n_gpus", "GPUs"),
     ("start", "start (UTC)"), ("finish", "finish (UTC)"), ("duration_h", "hours"),
-    ("energy_kwh", "energy (kWh)"), ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"),
+    ("duration_lo_h", "hours, 90% interval low"), ("duration_hi_h", "hours, 90% interval high"),
+    ("profile", "speed (fitted/predicted)"), ("energy_kwh", "energy (kWh)"),
+    ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"),
     ("cost_if_now", "cost if started now ({c})"), ("feasible", "meets deadline"),
     ("batch_size", "batch"), ("region", "grid region"), ("note", "note"),
 )
@@ -485,7 +487,11 @@ class QuoteView(_StateView):
             saving = best["cost_if_now"] - best["cost"]
             head = (f"**Recommended:** {best['datacenter']} ({best['region']}), "
                     f"{best['n_gpus']} x {best['gpu_type']}, batch {best['batch_size']}, start "
-                    f"{best['start']:%Y-%m-%d %H:%M} UTC, {best['duration_h']:.1f} h — "
+                    f"{best['start']:%Y-%m-%d %H:%M} UTC, {best['duration_h']:.1f} h"
+                    + (f" (predicted speed, 90% interval {best['duration_lo_h']:.1f}-"
+                       f"{best['duration_hi_h']:.1f} h)" if best["profile"] == "predicted"
+                       else "")
+                    + " — "
                     f"{best['energy_kwh']:.2f} kWh, {best['cost']:.2f} {q.currency}, "
                     f"{best['carbon_kg']:.2f} kg CO2 (waiting saves {saving:.2f} {q.currency} "
                     "against starting now).")

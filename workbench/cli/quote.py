@@ -72,16 +72,21 @@ def _quote(args: argparse.Namespace) -> int:
     else:
         print(f"recommended: {best['datacenter']} {best['n_gpus']}x{best['gpu_type']} "
               f"(batch {best['batch_size']}), start {best['start']}, finish {best['finish']}")
+        if best["profile"] == "predicted":
+            print(f"  run time predicted from the job's graph: {best['duration_h']:.1f} h, "
+                  f"90% interval {best['duration_lo_h']:.1f}-{best['duration_hi_h']:.1f} h")
         print(f"  energy {best['energy_kwh']:.2f} kWh, cost {best['cost']:.2f} {cur}, "
               f"carbon {best['carbon_kg']:.2f} kg (start now: {best['cost_if_now']:.2f} {cur})")
-    print(f"{'datacenter':<12}{'config':<16}{'start':<27}{'hours':>7}{'kWh':>9}"
-          f"{'cost':>10}{'kg CO2':>9}")
+    print(f"{'datacenter':<12}{'config':<16}{'start':<27}{'hours':>7}{'h 90% int.':>13}"
+          f"{'kWh':>9}{'cost':>10}{'kg CO2':>9}")
     for r in data["options"]:
         config = f"{r['n_gpus']}x{r['gpu_type']}"
         start = r["start"] or "-"
         cost = f"{r['cost']:.2f}" if r["cost"] is not None else "-"
         kg = f"{r['carbon_kg']:.2f}" if r["carbon_kg"] is not None else "-"
-        print(f"{r['datacenter']:<12}{config:<16}{start:<27}{r['duration_h']:>7.1f}"
+        iv = (f"{r['duration_lo_h']:.1f}-{r['duration_hi_h']:.1f}"
+              if r["profile"] == "predicted" else r["profile"])
+        print(f"{r['datacenter']:<12}{config:<16}{start:<27}{r['duration_h']:>7.1f}{iv:>13}"
               f"{r['energy_kwh']:>9.2f}{cost:>10}{kg:>9}  {r['note']}")
     for w in data["warnings"]:
         print(f"warning: {w}", file=sys.stderr)

@@ -1,0 +1,78 @@
+"""Predicted profiles for the planner; fits to stored measurements override them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.compute.measure import StepMeasurement, save_measurement
+from workbench.compute.profiles import predict_profile, profile_from_measurements
+from workbench.fit import EnergyFit
+from workbench.perf import (
+    iteration_time,
+    load_default_profiles,
+    profile_from_dict,
+    profile_to_dict,
+)
+from workbench.store import Store
+
+
+def _shipped(app: str, gpu: str):  # noqa: ANN202
+    return next(p for p in load_default_profiles() if p.app == app and p.gpu_type == gpu)
+
+
+def test_shipped_unmeasured_profiles_are_predicted_with_an_interval() -> None:
+    for p in load_default_profiles():
+        assert p.derived and p.predicted and p.source.startswith("throughput: predicted")
+        lo, hi = p.step_time_interval  # type: ignore[misc]
+        assert 0 < lo < 1 < hi
+
+
+def test_predict_profile_follows_the_predictor() -> None:
+    import numpy as np
+
+    from workbench.compute import BUILTIN_DEVICES, load_coefficients, load_graph
+    from workbench.compute.profiles import predicted_timings
+    from workbench.fit import placement_iteration_time
+
+    base = _shipped("imagenet", "A100")
+    energy: EnergyFit | None = None
+    prof = predict_profile("imagenet", base.efficiency, energy, "A100")
+    rows = predicted_timings(load_graph("imagenet"), BUILTIN_DEVICES["A100"],
+                             load_coefficients(), prof.efficiency.max_local_batch, 8)
+    got = placement_iteration_time(prof.throughput, rows["num_nodes"], rows["num_replicas"],
+                                   rows["local_bsz"])
+    ape = np.abs(got - rows["step_time"]) / rows["step_time"]
+    assert float(np.median(ape)) < 0.10  # the Pollux form summarises the predictions
+    assert prof.energy.max_power_w == 400.0 and prof.predicted
+
+
+def test_interval_survives_json_and_the_store(tmp_path: Path) -> None:
+    p = _shipped("bert", "H800")
+    assert profile_from_dict(json.loads(json.dumps(profile_to_dict(p)))) == p
+    with Store(tmp_path / "s.duckdb") as store:
+        store.save_profiles([p])
+        assert store.load_profiles() == [p]
+
+
+def test_stored_measurements_override_the_prediction(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    base = _shipped("cifar10", "A100")
+    db = tmp_path / "s.duckdb"
+    with Store(db) as store:
+        assert profile_from_measurements(store, base) is None
+        for b in (32, 64, 128, 256):
+            save_measurement(store, StepMeasurement("cifar10", "A100", gpus=1, local_batch=b,
+                                                    step_time_s=0.004 + 1e-4 * b, steps=100))
+    assert main(["--db", str(db), "compute", "fit", "--app", "cifar10", "--gpu", "a100"]) == 0
+    assert "fitted to 4 stored measurements" in capsys.readouterr().out
+    with Store(db) as store:
+        (prof,) = [p for p in store.load_profiles() if (p.app, p.gpu_type) == ("cifar10", "A100")]
+    assert not prof.derived and not prof.predicted
+    assert float(iteration_time(prof.throughput, 1, 128)) == pytest.approx(0.0168, rel=0.05)
+    assert main(["--db", str(db), "compute", "fit", "--app", "bert", "--gpu", "A100"]) == 2
+    assert "fewer than 3 stored measurements" in capsys.readouterr().err

@@ -1,0 +1,261 @@
+"""``workbench predict``, ``workbench devices`` and ``workbench compute train|measure``.
+
+``predict`` prints the predicted step time of an app (or an ONNX model) on a device for
+every combination of GPU count and local batch; ``devices`` lists and adds device specs;
+``compute train`` refits the predictor on the public measurements and ``compute measure``
+times a training command on the GPUs at hand (see :mod:`workbench.compute`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from workbench.compute.devices import (
+    DeviceSpec,
+    UnknownDeviceError,
+    device_from_dict,
+    devices,
+    normalise_device_name,
+    save_device,
+)
+from workbench.compute.graph import GraphError, app_graph_names, load_graph
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``predict``, ``devices`` and ``compute`` commands."""
+    p = sub.add_parser(
+        "predict", help="predict a job's step time on a device from its computation graph",
+        description="Predicted step time (s) of one training step for every combination of "
+        "--gpus and --local-batch (N GPUs on --nodes servers, B samples per GPU), with its "
+        "5-95%% prediction interval and Pollux's compute/sync split.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--app", help=f"shipped graph: {', '.join(app_graph_names())}")
+    src.add_argument("--graph", type=Path, help="a user's model: FILE.onnx (or a graph .json)")
+    p.add_argument("--gpu", required=True, help="device, e.g. A100, 'RTX 2080 Ti' "
+                   "(`workbench devices list`)")
+    p.add_argument("--gpus", default="1", help="GPU counts N[,N...] (default 1)")
+    p.add_argument("--local-batch", required=True, help="samples per GPU B[,B...]")
+    p.add_argument("--nodes", type=str, default="1", help="servers the GPUs span (default 1)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "fp16"), default="fp32",
+                   help="arithmetic of the job (default fp32; the training data is FP32)")
+    p.add_argument("--inter-node-gbit-s", type=float, default=None,
+                   help="network per server, Gbit/s (default: the device's typical)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="ignore stored measurements of the app on this device")
+    p.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    p.set_defaults(func=_predict)
+
+    d = sub.add_parser("devices", help="list or add accelerator specs for the predictor")
+    dsub = d.add_subparsers(dest="devices_command", metavar="WHAT", required=True)
+    lst = dsub.add_parser("list", help="known devices and their figures")
+    lst.add_argument("--json", action="store_true", help="print JSON with every source")
+    lst.set_defaults(func=_devices_list)
+    add = dsub.add_parser("add", help="add or replace a device in the store from JSON")
+    add.add_argument("spec", type=Path, help="JSON file with the fields of `devices list "
+                     "--json` (sources optional)")
+    add.set_defaults(func=_devices_add)
+
+    c = sub.add_parser("compute", help="train the step-time predictor; time a training run")
+    csub = c.add_subparsers(dest="compute_command", metavar="WHAT", required=True)
+    t = csub.add_parser("train", help="refit the predictor on DeepBench, Zeus and Pollux")
+    t.add_argument("--data", required=True, type=Path,
+                   help="profiles folder holding deepbench/, zeus/, pollux/ "
+                   "(../shared/data/profiles)")
+    t.add_argument("--out", type=Path, default=None,
+                   help="output (default: the shipped workbench/data/compute/coefficients.json)")
+    t.set_defaults(func=_train)
+    f = csub.add_parser("fit", help="replace a predicted profile by a fit to stored "
+                        "measurements (3 or more)")
+    f.add_argument("--app", required=True, help="application")
+    f.add_argument("--gpu", required=True, help="device the measurements were taken on")
+    f.set_defaults(func=_fit)
+    m = csub.add_parser("measure", help="time a training command and store its step time")
+    m.add_argument("--app", required=True, help="application the command trains")
+    m.add_argument("--gpu", required=True, help="device it runs on")
+    m.add_argument("--gpus", type=int, default=1, help="GPUs it uses (default 1)")
+    m.add_argument("--nodes", type=int, default=1, help="servers (default 1)")
+    m.add_argument("--local-batch", type=int, required=True, help="samples per GPU")
+    m.add_argument("--steps", type=int, required=True, help="optimizer steps the command runs")
+    m.add_argument("--warmup-s", type=float, default=0.0,
+                   help="start-up seconds to subtract from the wall time (default 0)")
+    m.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    m.set_defaults(func=_measure)
+
+
+def _fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} takes whole numbers N[,N...], got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise ValueError(f"{flag} takes positive whole numbers N[,N...], got {text!r}")
+    return vals
+
+
+def _store_devices(db: str) -> dict[str, DeviceSpec]:
+    from workbench.store import Store
+
+    if not Path(db).exists():
+        return devices()
+    with Store(db, read_only=True) as store:
+        if store.schema_version() is None or store.schema_version() < 3:  # type: ignore[operator]
+            return devices()
+        return devices(store)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from workbench.compute.predict import compute_time_s, load_coefficients, predict_step
+
+    try:
+        gpus = _int_list(args.gpus, "--gpus")
+        batches = _int_list(args.local_batch, "--local-batch")
+        nodes = _int_list(args.nodes, "--nodes")
+        if len(nodes) != 1:
+            raise ValueError("--nodes takes one number")
+        k = nodes[0]
+        bad = [n for n in gpus if n < k]
+        if bad:
+            raise ValueError(f"--gpus {bad} is fewer than --nodes {k}: each server needs a GPU")
+        table = _store_devices(args.db)
+        dev = table[normalise_device_name(args.gpu, table)]
+        if args.graph is not None:
+            graph = load_graph(args.graph)
+        else:
+            graph = load_graph(args.app)
+        coef = load_coefficients()
+    except (ValueError, UnknownDeviceError, GraphError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    cal, n_meas = 1.0, 0
+    if args.app and not args.no_calibration and Path(args.db).exists():
+        from workbench.compute.measure import calibration_from_store
+        from workbench.store import Store
+
+        with Store(args.db, read_only=True) as store:
+            if (store.schema_version() or 0) >= 3:
+                cal, n_meas = calibration_from_store(
+                    store, args.app, dev.name,
+                    lambda b: compute_time_s(graph, dev, b, coef, args.precision))
+    rows = [predict_step(graph, dev, n, b, coef, nodes=k, precision=args.precision,
+                         inter_node_gbit_s=args.inter_node_gbit_s, calibration=cal)
+            for n in gpus for b in batches]
+    if args.json:
+        print(json.dumps([r.row() for r in rows]))
+        return 0
+    label = f"calibrated by {n_meas} stored measurement(s), x{cal:.3f}" if n_meas else \
+        "predicted (no measurement on this device)"
+    print(f"{graph.name} on {dev.name}, {k} node(s), {args.precision}: {label}")
+    print(f"{'gpus':>5}{'local_batch':>12}{'step_time_s':>13}{'5-95% interval_s':>22}"
+          f"{'compute_s':>11}{'sync_s':>9}")
+    for r in rows:
+        iv = f"{r.step_time_lo_s:.4f}-{r.step_time_hi_s:.4f}"
+        print(f"{r.gpus:>5}{r.local_batch:>12}{r.step_time_s:>13.4f}{iv:>22}"
+              f"{r.compute_s:>11.4f}{r.sync_s:>9.4f}")
+    return 0
+
+
+def _devices_list(args: argparse.Namespace) -> int:
+    table = _store_devices(args.db)
+    if args.json:
+        from workbench.compute.devices import device_to_dict
+
+        print(json.dumps([device_to_dict(d) for d in table.values()]))
+        return 0
+    print(f"{'device':<14}{'FP32_TF':>8}{'TF32_TF':>8}{'FP16_TF':>8}{'mem_GB/s':>9}"
+          f"{'mem_GB':>7}{'TDP_W':>6}{'intra_GB/s':>11}{'net_Gbit/s':>11}")
+    for d in sorted(table.values(), key=lambda x: x.name):
+        print(f"{d.name:<14}{d.fp32_tflops:>8g}{d.tf32_tflops:>8g}{d.fp16_tflops:>8g}"
+              f"{d.mem_bw_gb_s:>9g}{d.memory_gb:>7g}{d.tdp_w:>6g}{d.intra_node_gb_s:>11g}"
+              f"{d.inter_node_gbit_s:>11g}")
+    print("sources: `workbench devices list --json`")
+    return 0
+
+
+def _devices_add(args: argparse.Namespace) -> int:
+    from workbench.store import Store
+
+    try:
+        doc = json.loads(Path(args.spec).read_text())
+        spec = device_from_dict(doc)
+    except (OSError, json.JSONDecodeError, ValueError, TypeError) as exc:
+        return _fail(f"cannot read device spec {args.spec}: {exc}")
+    with Store(args.db) as store:
+        save_device(store, spec)
+    print(f"saved device {spec.name} in {args.db}")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from workbench.compute.predict import coefficients_path
+    from workbench.compute.train import TrainingDataError, train_and_write
+
+    out = args.out or coefficients_path()
+    try:
+        coef = train_and_write(args.data, out)
+    except (TrainingDataError, OSError, ImportError) as exc:
+        return _fail(str(exc))
+    t = coef.trained_on
+    print(f"wrote {out}: {t['kernel_rows']} kernels on {len(t['kernel_devices'])} devices, "
+          f"{t['step_rows_1gpu']} 1-GPU and {t['step_rows_multi']} multi-GPU step times")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from workbench.compute.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
+    from workbench.perf import load_default_profiles
+    from workbench.store import Store
+
+    with Store(args.db) as store:
+        try:
+            gpu = normalise_device_name(args.gpu, devices(store))
+        except UnknownDeviceError as exc:
+            return _fail(str(exc))
+        pool = store.load_profiles() + load_default_profiles()  # stored ones first
+        base = next((p for p in pool if p.app == args.app and p.gpu_type == gpu), None)
+        if base is None:
+            known = sorted({p.app for p in pool if p.gpu_type == gpu})
+            return _fail(f"no profile of {args.app!r} on {gpu} to refit; apps on {gpu}: "
+                         f"{', '.join(known) or 'none'}")
+        prof = profile_from_measurements(store, base)
+        if prof is None:
+            return _fail(f"fewer than {MIN_MEASUREMENTS_TO_FIT} stored measurements of "
+                         f"{args.app} on {gpu}; add some with `workbench compute measure`")
+        store.save_profiles([prof])
+    print(f"saved fitted profile {args.app}/{gpu}: {prof.source}")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from workbench.compute.measure import measure_command
+    from workbench.store import Store
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        return _fail("give the training command after --")
+    try:
+        dev = normalise_device_name(args.gpu, _store_devices(args.db))
+        if args.steps < 1 or args.local_batch < 1 or not 1 <= args.nodes <= args.gpus:
+            raise ValueError("--steps and --local-batch must be >= 1 and 1 <= --nodes <= --gpus")
+        with Store(args.db) as store:
+            m, mid, rc = measure_command(store, args.app, dev, args.gpus, args.local_batch,
+                                         args.steps, cmd, nodes=args.nodes,
+                                         warmup_s=args.warmup_s)
+    except (ValueError, UnknownDeviceError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot run {cmd[0]!r}: {exc}")
+    if m is None:
+        return _fail(f"the command exited with status {rc}; nothing stored")
+    power = f", power profile {m.profile_id}" if m.profile_id else " (no GPU seen: time only)"
+    print(f"measurement {mid}: {args.app} on {args.gpus}x{dev}, local batch "
+          f"{args.local_batch}: {m.step_time_s:.4f} s per step over {args.steps} steps{power}")
+    return 0
