@@ -15,6 +15,8 @@ from workbench.policies.base import Policy
 
 _REGISTRY: dict[str, tuple[str, str]] = {
     "lyapunov": ("workbench.policies.lyapunov", "LyapunovPolicy"),
+    "threshold": ("workbench.policies.threshold", "ThresholdPolicy"),
+    "lookahead": ("workbench.policies.lookahead", "LookaheadPolicy"),
     "offline": ("workbench.policies.offline", "OfflinePolicy"),
     "greedy": ("workbench.policies.greedy", "GreedyPolicy"),
     "asap-home": ("workbench.policies.baselines", "AsapHome"),
