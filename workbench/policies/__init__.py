@@ -29,6 +29,10 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 """Every name :func:`make_policy` accepts."""
 
+DEFAULT_POLICY = "lookahead"
+"""The product's default policy (``workbench plan``): the best of the real-grid battery
+(``bench/battery.py``, docs/results/battery.md) at no more deadline misses."""
+
 
 def policy_class(name: str) -> Callable[..., Policy]:
     """The class registered under ``name`` (imported on first use)."""
@@ -62,4 +66,5 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     return policy_class(name)(**knobs)
 
 
-__all__ = ["POLICY_NAMES", "Policy", "make_policy", "policy_class", "policy_knobs"]
+__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "make_policy", "policy_class",
+           "policy_knobs"]

@@ -27,7 +27,7 @@ constant ``kappa`` (currency per whole job of work) only fixes the unit of ``V``
 needs no tuning: set once per run at the first slot with a training job,
 ``kappa = median_j(min_i e_i / p_i) * mean |forecast price|`` (the typical energy per job times
 the typical price). ``V = 1`` then means: a job with a full queue runs when its slot costs
-less than a typical job's whole bill per unit of work. Large V: cost within ``O(1/V)`` of the
+less than a typical job's whole bill per unit of work; the default is ``V = 0.1``. Large V: cost within ``O(1/V)`` of the
 optimum, backlogs ``O(V)`` (``bench/lyapunov_theory.py``).
 
 A job with no positive choice pauses. Migration: losses enter ``p_i`` (seconds lost) and
@@ -80,8 +80,10 @@ from workbench.policies.offline import job_configs
 
 log = logging.getLogger(__name__)
 
-DEFAULT_V = 1.0
-"""Default V, in units of ``kappa`` (see the module docstring): no per-scenario tuning."""
+DEFAULT_V = 0.1
+"""Default V, in units of ``kappa`` (see the module docstring), the same on every scenario:
+on the battery's us3-jul-burst and es-no-br-jan, V = 0.1 missed 3 and 0 deadlines against
+9 and 7 at V = 0.3, 19 and 15 at V = 1 (``bench/battery.py``, docs/results.md)."""
 SOLVERS = ("pyomo", "fast")
 """Slot solvers: the readable Pyomo reference model, or the array fast path
 (:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
