@@ -429,6 +429,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--update", default="",
+                    help="re-run only these policies (with asap-home and offline for the bound) "
+                    "and replace their rows in docs/results/battery.csv")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     if not args.data.is_dir():
@@ -439,6 +442,8 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown scenarios {unknown}; choose from {', '.join(specs)}")
     policies = [p for p in args.policies.split(",") if p]
+    if args.update:
+        policies = [p for p in args.update.split(",") if p]
     tmp = Path(tempfile.mkdtemp(prefix="wb-battery-"))
     db_dir = args.db_dir or tmp
     db_dir.mkdir(parents=True, exist_ok=True)
@@ -458,11 +463,23 @@ def main() -> None:
         print(table.to_string(index=False))
     print(f"battery: {len(names)} scenarios, {len(policies)} policies, {total:.0f} s",
           file=sys.stderr)
-    if args.only or args.policies != ",".join(POLICIES):
+    if args.update:
+        old = pd.read_csv(RESULTS / "battery.csv")
+        keep = old[~(old.policy.isin(policies) & old.scenario.isin(names))]
+        table = pd.concat([keep, table], ignore_index=True)
+        table["default"] = table.policy == default
+        order = {p: i for i, p in enumerate(POLICIES)}
+        table = table.sort_values(["scenario", "policy"], key=lambda c: c.map(
+            order) if c.name == "policy" else c.map({n: i for i, n in enumerate(specs)}),
+            kind="stable").reset_index(drop=True)
+        names = list(dict.fromkeys(table.scenario))
+    elif args.only or args.policies != ",".join(POLICIES):
         return
     summary = _summary(table, default)
-    notes = [f"command: `python bench/battery.py{' --quick' if args.quick else ''}`, "
-             f"{len(names)} scenarios, {total:.0f} s wall on the shared 2-core machine",
+    cmd = " --quick" if args.quick else f" --update {args.update}" if args.update else ""
+    notes = [f"command: `python bench/battery.py{cmd}`, {len(names)} scenarios, {total:.0f} s "
+             "wall on the shared 2-core machine (with --update: the re-run's time; the other "
+             "rows are from the last full run)",
              f"default policy: {default}; every policy ran with the honest default forecast "
              f"(per scenario in the `forecast` column)",
              "measured on the pre-accounting simulator (issue 10 not merged): first placements "

@@ -110,20 +110,30 @@ def main() -> None:
         print(f"V={V:g}: cost/work {rows[-1]['cost_per_work']:.3f}, backlog {backlog:.2f}",
               flush=True)
     table = pd.DataFrame(rows)
-    inv = 1.0 / table["V"].to_numpy()
+    # The theory compares policies that serve the arriving work (stable queues). On a finite
+    # horizon a large V leaves work in the queues: fit only where >= 95 % of it was done.
+    table["serves_load"] = table["work_done_jobs"] >= 0.95 * table["jobs_total"]
+    fit = table[table.serves_load]
+    inv = 1.0 / fit["V"].to_numpy()
     a_mat = np.vstack([np.ones_like(inv), inv]).T
-    (c_star, a), *_ = np.linalg.lstsq(a_mat, table["cost_per_work"].to_numpy(), rcond=None)
+    (c_star, a), *_ = np.linalg.lstsq(a_mat, fit["cost_per_work"].to_numpy(), rcond=None)
     table["gap"] = table["cost_per_work"] - c_star
-    lv = np.log(table["V"].to_numpy())
-    pos = table["gap"].to_numpy() > 0
-    slope_gap = float(np.polyfit(lv[pos], np.log(table["gap"].to_numpy()[pos]), 1)[0]) \
+    lv = np.log(fit["V"].to_numpy())
+    gap = fit["cost_per_work"].to_numpy() - c_star
+    pos = gap > 0
+    slope_gap = float(np.polyfit(lv[pos], np.log(gap[pos]), 1)[0]) \
         if pos.sum() >= 2 else float("nan")
-    slope_bl = float(np.polyfit(lv, np.log(table["backlog"].to_numpy()), 1)[0])
+    slope_bl = float(np.polyfit(lv, np.log(fit["backlog"].to_numpy()), 1)[0])
     notes = [f"stationary scenario: {sc.n_slots} slots of 15 min, {len(sc.jobs)} jobs "
              f"(Poisson, 1/h, no deadlines), i.i.d. prices U(0.2, 1.8) USD/kWh, seed {args.seed}",
-             f"fit cost_per_work = c* + a/V: c* = {c_star:.3f} USD per job of work, a = {a:.3f}",
-             f"log-log slopes: gap {slope_gap:.2f} (theory -1), backlog {slope_bl:.2f} "
-             f"(theory <= +1)",
+             f"fit cost_per_work = c* + a/V over the V that serve >= 95 % of the work "
+             f"({', '.join(f'{v:g}' for v in fit.V)}): c* = {c_star:.3f} USD per job of work, "
+             f"a = {a:.3f}",
+             f"log-log slopes over the same V: gap {slope_gap:.2f} (theory -1), backlog "
+             f"{slope_bl:.2f} (theory <= +1)",
+             "larger V: the backlog keeps growing (O(V)) and the 3-day horizon ends with work "
+             "undone, so their cost per work is not the theory's time average (serves_load "
+             "false)",
              f"command: `python bench/lyapunov_theory.py --V {args.V} --days {args.days:g}`, "
              f"{time.perf_counter() - t0:.0f} s"]
     print(table.to_string(index=False))
@@ -137,12 +147,16 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    ax[0].loglog(table.V, table.gap.clip(lower=1e-6), "o-")
-    ax[0].loglog(table.V, a / table.V, "k--", lw=0.8, label="a / V")
+    ax[0].loglog(fit.V, (fit.cost_per_work - c_star).clip(lower=1e-6), "o-",
+                 label="serves >= 95 % of the work")
+    ax[0].loglog(fit.V, a / fit.V, "k--", lw=0.8, label="a / V")
     ax[0].set_xlabel("V")
     ax[0].set_ylabel("cost gap, USD per job of work (vs fitted c*)")
     ax[0].legend()
     ax[1].loglog(table.V, table.backlog, "o-", color="tab:red")
+    ax[1].loglog(table.V, table.backlog.iloc[0] * table.V / table.V.iloc[0], "k--", lw=0.8,
+                 label="slope +1")
+    ax[1].legend()
     ax[1].set_xlabel("V")
     ax[1].set_ylabel("time-average backlog sum(R + Y), jobs of work")
     fig.suptitle("Drift-plus-penalty on a stationary scenario")

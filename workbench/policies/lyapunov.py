@@ -27,8 +27,8 @@ constant ``kappa`` (currency per whole job of work) only fixes the unit of ``V``
 needs no tuning: set once per run at the first slot with a training job,
 ``kappa = median_j(min_i e_i / p_i) * mean |forecast price|`` (the typical energy per job times
 the typical price). ``V = 1`` then means: a job with a full queue runs when its slot costs
-less than a typical job's whole bill per unit of work; the default is ``V = 0.1``. Large V: cost within ``O(1/V)`` of the
-optimum, backlogs ``O(V)`` (``bench/lyapunov_theory.py``).
+less than a typical job's whole bill per unit of work; the default is ``V = 0.1``. Large V:
+cost within ``O(1/V)`` of the optimum, backlogs ``O(V)`` (``bench/lyapunov_theory.py``).
 
 A job with no positive choice pauses. Migration: losses enter ``p_i`` (seconds lost) and
 ``c_i`` (transfer energy), and a move must pay for its round trip over the expected dwell
