@@ -52,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--migration-threshold", type=float, default=None,
                    help="relative gain a move must exceed (hysteresis), e.g. 0.1")
     p.add_argument("--power-cap-kw", type=float, default=None, metavar="KW",
-                   help="IT power cap of every datacenter in each slot, kW (lyapunov, offline)")
+                   help="IT power cap of every datacenter in each slot, kW (lookahead, lyapunov, "
+                   "offline)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
-                   help="lyapunov's slot solver: the Pyomo reference MILP (default) or the "
-                   "highspy array fast path")
+                   help="lyapunov's slot solver: the highspy array fast path (default) or the "
+                   "Pyomo reference MILP")
     p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
                    help="what the policy is told about future price and carbon")
     p.add_argument("--forecast-error", type=float, default=None,
