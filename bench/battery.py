@@ -49,7 +49,7 @@ from common import RESULTS, write_table
 
 from workbench.cli import main as cli
 from workbench.model import Scenario
-from workbench.policies import make_policy
+from workbench.policies import make_policy, policy_knobs
 from workbench.sim import simulate
 from workbench.store import Store
 
@@ -356,7 +356,10 @@ def run_scenario(name: str, sc: Scenario, tariff: bool, policies: Sequence[str],
     runs: dict[str, tuple[dict[str, Any], float, Any]] = {}
     order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")]
     for pol_name in order:
-        pol = make_policy(pol_name)
+        # The hindsight policy takes the true scenario in its constructor once policies see
+        # only a static view (issue 10's contract); before that it reads it at reset.
+        knobs = {"scenario": sc} if "scenario" in policy_knobs(pol_name) else {}
+        pol = make_policy(pol_name, **knobs)
         t0 = time.perf_counter()
         res = simulate(sc, pol, forecast_mode=mode)
         wall = time.perf_counter() - t0
