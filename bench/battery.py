@@ -432,6 +432,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--lyapunov-V", default="",
+                    help="comma-separated V values: run only lyapunov at each V and write "
+                    "docs/results/battery_v.* (is the default V within 5 %% of the best?)")
     ap.add_argument("--update", default="",
                     help="re-run only these policies (with asap-home and offline for the bound) "
                     "and replace their rows in docs/results/battery.csv")
@@ -448,6 +451,9 @@ def main() -> None:
     if args.update:
         policies = [p for p in args.update.split(",") if p]
     tmp = Path(tempfile.mkdtemp(prefix="wb-battery-"))
+    if args.lyapunov_V:
+        v_sweep(args.data, tmp, names, [float(v) for v in args.lyapunov_V.split(",")])
+        return
     db_dir = args.db_dir or tmp
     db_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -495,6 +501,42 @@ def main() -> None:
     write_table(table, stem, "Real-grid battery: every policy, honest forecast", notes)
     if not args.quick:
         plot(table)
+
+
+def v_sweep(data: Path, tmp: Path, names: Sequence[str], values: Sequence[float]) -> None:
+    """``lyapunov`` at each V per scenario; is the default V within 5 % of the best V's cost
+    among the V with no more misses and no more unfinished jobs than the default?"""
+    from workbench.policies.lyapunov import DEFAULT_V
+
+    specs = scenarios()
+    values = sorted(set(values) | {DEFAULT_V})
+    built = build(data, tmp, names, tmp)
+    rows = []
+    for n in names:
+        mode = forecast_mode(built[n], bool(specs[n]["tariff"]))
+        for V in values:
+            t0 = time.perf_counter()
+            m = simulate(built[n], make_policy("lyapunov", V=V), forecast_mode=mode).metrics
+            rows.append({"scenario": n, "V": V, "default": V == DEFAULT_V, "cost": m["cost"],
+                         "deadline_misses": int(m["deadline_misses"]),
+                         "unfinished": int(m["jobs_unfinished"]),
+                         "wall_s": time.perf_counter() - t0})
+            print(f"  {n:>20} V={V:g}: cost {m['cost']:.3f} misses {m['deadline_misses']}",
+                  file=sys.stderr, flush=True)
+    table = pd.DataFrame(rows)
+    verdict = []
+    for n, g in table.groupby("scenario", sort=False):
+        d = g[g["default"]].iloc[0]
+        ok = g[(g.deadline_misses <= d.deadline_misses) & (g.unfinished <= d.unfinished)]
+        best = float(ok.cost.min())
+        within = d.cost <= best + 0.05 * abs(best) + 1e-9
+        verdict.append(f"{n}: default V={DEFAULT_V:g} cost {d.cost:.3f}, best at no more "
+                       f"misses/unfinished {best:.3f}: {'within' if within else 'NOT within'} "
+                       f"5 %")
+    print("\n".join(verdict))
+    write_table(table, "battery_v", "lyapunov: default V against a V sweep, per battery scenario",
+                [f"command: `python bench/battery.py --lyapunov-V "
+                 f"{','.join(f'{v:g}' for v in values)}`", *verdict])
 
 
 def _summary(table: pd.DataFrame, default: str) -> list[str]:
