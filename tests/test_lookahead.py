@@ -108,3 +108,19 @@ def test_registry_and_view_only() -> None:
     blk = lied.block_of(9)
     assert any(b == blk for (_, b) in lied.share)
     assert truthful.share != lied.share
+
+
+def test_a_failed_window_lp_is_reported_and_jobs_still_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = [training_job("j1", "a", 1.0, deadline_slot=8)]
+    sc = tiny_scenario(jobs, n_slots=8)
+    pol = LookaheadPolicy(window_h=2.0)
+
+    def fail(*_: object) -> object:
+        raise RuntimeError("look-ahead LP at slot 0 not solved: HiGHS Time limit reached")
+
+    monkeypatch.setattr(pol, "solve_window", fail)
+    res = run_slots(sc, pol)
+    assert not res.unfinished and not res.deadline_misses
+    first = res.allocations[0].solve
+    assert first is not None and first.fallback and "not solved" in first.message

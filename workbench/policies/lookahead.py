@@ -45,6 +45,10 @@ runs first. A move must pay for its round trip (:mod:`workbench.policies.migrati
 Between re-plans the plan is reused (its duals and quotas), which is the warm start: a
 re-plan only happens when the forecast has moved on by ``replan_slots`` or a job arrived.
 
+A window LP that fails (HiGHS status other than optimal) is reported in the slot's
+``SolveInfo`` (``fallback``, with the message): the previous plan stays, and a job it does not
+know prices its progress at its dearest option now, so it runs rather than waits.
+
 Reads only ``state.t``, ``state.time``, ``state.jobs``, the scenario's static facts and the
 forecast: no true future price and no future arrival.
 """
@@ -538,10 +542,23 @@ class LookaheadPolicy:
         self._track_moves(state)
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
+        lp_failed = ""
         if (self.plan is None or t - self.plan.t0 >= self.replan_slots or new_job):
-            self.plan = self.solve_window(state, forecast)
-            self.replans += 1
-            self._quota = {j: dict(q) for j, q in self.plan.quota.items()}
+            try:
+                self.plan = self.solve_window(state, forecast)
+                self.replans += 1
+                self._quota = {j: dict(q) for j, q in self.plan.quota.items()}
+            except RuntimeError as exc:
+                # Reported through SolveInfo.fallback (the run's warnings), never silent: the
+                # previous plan stays; jobs it does not know run at their cheapest option.
+                lp_failed = str(exc)
+                log.debug(lp_failed)
+                if self.plan is None:
+                    self.plan = WindowPlan(
+                        t0=t, block_start=np.zeros(1, dtype=np.int64),
+                        block_len=np.ones(1, dtype=np.int64), mu={}, share={}, quota={},
+                        shortfall={}, cost=math.nan, status="failed", solve_s=0.0,
+                        n_columns=0)
         plan = self.plan
         price, carbon = current_prices(sc, forecast)
         opts = slot_options(state, price, carbon, restart_s=self.restart_s,
@@ -567,7 +584,14 @@ class LookaheadPolicy:
             rows = np.flatnonzero(opts.job_index == j)
             if rows.size == 0:
                 continue
-            mu = float(plan.mu.get(jid, 0.0))
+            if jid in plan.mu:
+                mu = float(plan.mu[jid])
+            else:
+                # No plan for this job (the window LP failed): price its progress at its
+                # dearest option now, so that it runs (cheapest first) rather than waits.
+                ok = opts.progress[rows] > 0
+                mu = 1.1 * float(np.max(opts.cost[rows][ok] / opts.progress[rows][ok],
+                                        initial=0.0))
             mu_opt[rows] = mu
             sh = self._quota.get(jid, {})
             bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
@@ -628,7 +652,8 @@ class LookaheadPolicy:
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
         info = SolveInfo(status=info.status, solve_s=info.solve_s + (
             plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
-            fallback=info.fallback, message=info.message)
+            fallback=info.fallback or bool(lp_failed),
+            message="; ".join(m for m in (lp_failed, info.message) if m))
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=queues)
 
