@@ -1,4 +1,4 @@
-"""The V trade-off of the Lyapunov scheduler on ``seed3``, run as a Dask sweep.
+"""The V trade-off of the threshold rule (round 1's lyapunov) on ``seed3``, run as a Dask sweep.
 
 Usage: ``python bench/v_tradeoff.py [--V 1,3,10,30,100,300] [--workers 2]``.
 
@@ -36,13 +36,13 @@ def main() -> None:
     sc = build_seed3(0)
     Vs = [float(v) for v in args.V.split(",")]
     t0 = time.perf_counter()
-    table = run_sweep(sc, sweep_points(["asap-home", "lyapunov"], V=Vs, seeds=[0]),
+    table = run_sweep(sc, sweep_points(["asap-home", "threshold"], V=Vs, seeds=[0]),
                       n_workers=args.workers, scheduler_address=args.scheduler)
     sweep_s = time.perf_counter() - t0
     off = OfflinePolicy()
     off.reset(sc)
     base = table[table.policy == "asap-home"].iloc[0]
-    lyap = table[table.policy == "lyapunov"].sort_values("V")
+    lyap = table[table.policy == "threshold"].sort_values("V")
     out = pd.DataFrame({
         "V": lyap["V"].to_numpy(),
         "cost": lyap["cost"].to_numpy(),

@@ -107,3 +107,21 @@ def test_plan_without_finish_rows_and_without_jobs_frame(jobs) -> None:
     m = compute_metrics({"plan": pd.DataFrame([row(0, "j", "a", 1, 1.0)])}, sc)
     assert m["jobs_finished"] == 0 and math.isnan(m["mean_jct_h"])
     assert m["deadline_misses"] == len(jobs)
+
+
+def test_round_trips_count_moves_that_undo_the_previous_one() -> None:
+    import pandas as pd
+
+    from workbench.metrics import round_trips
+
+    t = pd.date_range("2024-01-01", periods=6, freq="15min", tz="UTC")
+    mig = pd.DataFrame({
+        "slot_start": t,
+        "job_id": ["j1", "j1", "j1", "j2", "j2", "j1"],
+        "from_region": ["a", "b", "a", "a", "b", "b"],
+        "to_region": ["b", "a", "b", "b", "c", "c"],
+        "checkpoint_gb": [1.0] * 6,
+    })
+    # j1: a->b, b->a (1), a->b (2), b->c (not a return); j2: a->b, b->c (none).
+    assert round_trips(mig) == 2
+    assert round_trips(mig.iloc[:0]) == 0 and round_trips(None) == 0

@@ -9,8 +9,9 @@ from helpers_policies import inference_job, run_slots, tiny_scenario, training_j
 
 from workbench.policies import make_policy
 from workbench.policies.greedy import GreedyPolicy
-from workbench.policies.lyapunov import LyapunovPolicy
+from workbench.policies.lookahead import LookaheadPolicy
 from workbench.policies.offline import OfflinePolicy, job_configs
+from workbench.policies.threshold import ThresholdPolicy
 
 
 def _cheapest_cost(sc: object, job: object, price: float, dc: str) -> float:
@@ -88,7 +89,7 @@ def test_offline_is_never_worse_than_online_policies(exact_max_columns: int) -> 
     off = OfflinePolicy(exact_max_columns=exact_max_columns)
     replay = run_slots(sc, off)  # type: ignore[arg-type]
     assert math.isfinite(off.optimum_cost) and not off.shortfall
-    for pol in (LyapunovPolicy(), LyapunovPolicy(V=1.0), GreedyPolicy()):
+    for pol in (ThresholdPolicy(), ThresholdPolicy(V=1.0), LookaheadPolicy(), GreedyPolicy()):
         res = run_slots(sc, pol)  # type: ignore[arg-type]
         assert not res.unfinished, pol.name
         assert off.optimum_cost <= res.cost + 1e-9, pol.name

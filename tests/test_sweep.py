@@ -82,10 +82,10 @@ def test_sweep_on_a_two_worker_local_cluster(tmp_path: Path) -> None:
 
 def test_failed_run_becomes_an_error_row(tmp_path: Path) -> None:
     sc = _scenario()
-    pts = sweep_points(["lyapunov"], seeds=[0], knobs={"slack_margin": 0.5})
+    pts = sweep_points(["lyapunov"], seeds=[0], knobs={"migration_threshold": -0.5})
     table = run_sweep(sc, pts, n_workers=1, processes=False, progress=False)
     assert table.iloc[0]["status"] == "error"
-    assert "slack_margin" in table.iloc[0]["message"]
+    assert "migration_threshold" in table.iloc[0]["message"]
 
 
 def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,12 +26,29 @@ METRIC_KEYS: tuple[str, ...] = (
     "energy_kwh", "cost", "currency", "carbon_kg", "energy_moved_kwh", "energy_peak_kwh",
     "energy_offpeak_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "inference_services", "inference_unserved_slots",
-    "migrations", "migration_gb", "gpu_utilisation", "jobs_waiting_mean", "decide_s_mean",
-    "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks", "site_idle_energy_kwh",
-    "site_idle_cost", "site_idle_carbon_kg",
+    "migrations", "migration_gb", "round_trips", "gpu_utilisation", "jobs_waiting_mean",
+    "decide_s_mean", "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
+    "site_idle_energy_kwh", "site_idle_cost", "site_idle_carbon_kg",
 )
 """Keys every metrics dict has; per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue
 ``queue_mean:<kind>`` / ``queue_max:<kind>`` keys follow them."""
+
+
+def round_trips(migrations: pd.DataFrame | None) -> int:
+    """Moves that undo a job's previous move: ``a -> b`` followed, for the same job, by
+    ``b -> a`` (the next move of that job). Rows with an empty ``from_region`` (a first
+    placement away from home) start a job's sequence and are never the return leg."""
+    if migrations is None or migrations.empty:
+        return 0
+    count = 0
+    frame = migrations.sort_values("slot_start", kind="stable")
+    for _, rows in frame.groupby("job_id", sort=False):
+        src = rows["from_region"].tolist()
+        dst = rows["to_region"].tolist()
+        for i in range(1, len(src)):
+            if src[i] == dst[i - 1] and dst[i] == src[i - 1] and src[i - 1]:
+                count += 1
+    return count
 
 
 def peak_mask(scenario: Scenario) -> pd.DataFrame:
@@ -227,6 +244,7 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     mig = f["migrations"]
     out["migrations"] = 0 if mig is None else len(mig)
     out["migration_gb"] = 0.0 if mig is None else float(mig["checkpoint_gb"].sum())
+    out["round_trips"] = round_trips(mig)
 
     busy = plan.loc[running].groupby(["region", "gpu_type"])["n_gpus"].sum()
     per_pool = {}

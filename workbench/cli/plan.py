@@ -19,7 +19,7 @@ from workbench.cli.scenario import load_or_build
 from workbench.cubes import FORECAST_MODES
 from workbench.io.plan_csv import write_migrations_csv
 from workbench.model import Scenario
-from workbench.policies import POLICY_NAMES, make_policy
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy
 from workbench.policies.base import RESTART_S_DEFAULT, Policy
 from workbench.recorders import CsvRecorder, DuckDBRecorder
 from workbench.sim import AllocationError, Recorder, RunResult, simulate
@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "asap-home (run at home as soon as possible), store both runs and write the plan.",
     )
     p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
-    p.add_argument("--policy", default="lyapunov", choices=POLICY_NAMES,
-                   help="policy (default: lyapunov)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICY_NAMES,
+                   help=f"policy (default: {DEFAULT_POLICY})")
     p.add_argument("--V", type=float, default=None,
                    help="Lyapunov trade-off: weight of cost against queue backlogs (> 0)")
     p.add_argument("--carbon-cap", default=None, metavar="KG|PCT%",
@@ -52,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--migration-threshold", type=float, default=None,
                    help="relative gain a move must exceed (hysteresis), e.g. 0.1")
     p.add_argument("--power-cap-kw", type=float, default=None, metavar="KW",
-                   help="IT power cap of every datacenter in each slot, kW (lyapunov, offline)")
+                   help="IT power cap of every datacenter in each slot, kW (lookahead, lyapunov, "
+                   "offline)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
-                   help="lyapunov's slot solver: the Pyomo reference MILP (default) or the "
-                   "highspy array fast path")
+                   help="lyapunov's slot solver: the highspy array fast path (default) or the "
+                   "Pyomo reference MILP")
     p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
                    help="what the policy is told about future price and carbon")
     p.add_argument("--forecast-error", type=float, default=None,

@@ -15,6 +15,8 @@ from workbench.policies.base import Policy
 
 _REGISTRY: dict[str, tuple[str, str]] = {
     "lyapunov": ("workbench.policies.lyapunov", "LyapunovPolicy"),
+    "threshold": ("workbench.policies.threshold", "ThresholdPolicy"),
+    "lookahead": ("workbench.policies.lookahead", "LookaheadPolicy"),
     "offline": ("workbench.policies.offline", "OfflinePolicy"),
     "greedy": ("workbench.policies.greedy", "GreedyPolicy"),
     "asap-home": ("workbench.policies.baselines", "AsapHome"),
@@ -26,6 +28,10 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 """Every name :func:`make_policy` accepts."""
+
+DEFAULT_POLICY = "lookahead"
+"""The product's default policy (``workbench plan``): the best of the real-grid battery
+(``bench/battery.py``, docs/results/battery.md) at no more deadline misses."""
 
 
 def policy_class(name: str) -> Callable[..., Policy]:
@@ -60,4 +66,5 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     return policy_class(name)(**knobs)
 
 
-__all__ = ["POLICY_NAMES", "Policy", "make_policy", "policy_class", "policy_knobs"]
+__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "make_policy", "policy_class",
+           "policy_knobs"]

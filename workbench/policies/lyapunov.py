@@ -1,47 +1,39 @@
-"""The Lyapunov (drift-plus-penalty) online scheduler: one assignment MILP per slot.
+"""The Lyapunov (drift-plus-penalty) online scheduler, true to its maths: one MILP per slot.
 
-Queues, updated at the start of every slot from what the previous slot achieved:
+Queues, updated at the start of every slot from what the previous slot metered:
 
-* ``R_j`` — remaining progress of training job ``j`` as a fraction of its total work
-  (the state's ``remaining``; ``R:<job>`` in :attr:`Allocation.queues`).
-* ``Y_j`` — deadline-aware ε-persistent virtual queue (Neely), in fractions of work::
+* ``R_j`` — remaining progress of training job ``j``, a fraction of its total work (the
+  state's ``remaining``, observed): ``R_j(t+1) = max(R_j(t) - progress_j(t), 0)``.
+* ``Y_j`` — Neely's epsilon-persistent deadline queue, in fractions of work::
 
       Y_j(t+1) = max(Y_j(t) + eps_j(t) - progress_j(t), 0),   eps_j = R_j / L_j
 
-  where ``L_j`` is the number of slots left before the deadline (horizon end if none):
-  it grows by the *required rate* whenever the job falls behind, so a nearly finished job
-  near its deadline is not starved (``Y:<job>``).
-* ``Z_d`` — carbon backlog in kg per datacenter (or one ``global``) under a cap::
+  with ``L_j`` the slots left before the deadline (the horizon end if none): it grows by
+  the required rate whenever the job falls behind, so worst-case delay stays bounded.
+* ``Z_d`` — carbon backlog per datacenter (or one ``global``) under a cap, in units of the
+  per-slot cap ``a_d = cap_d / n_slots``: ``Z_d(t+1) = max(Z_d(t) + g_d(t)/a_d - 1, 0)``
+  with ``g_d(t)`` the metered carbon (kg).
 
-      Z_d(t+1) = max(Z_d(t) + carbon_d(t) - cap_d / n_slots, 0)     (``Z:<dc>``)
+Each slot maximises ``sum_i z_i * NetCoef_i`` over binaries ``z`` (one option per job, pool
+capacity, power cap, link volume; :mod:`workbench.policies.milp`) with, for option ``i`` of
+job ``j`` in datacenter ``d`` (progress ``p_i``, cost ``c_i``, carbon ``g_i`` kg from
+:func:`~workbench.policies.base.slot_options`)::
 
-Per option ``i`` (job ``j``, datacenter ``d``, GPU type and count) with slot progress
-``p_i``, cost ``c_i`` and carbon ``g_i`` from :func:`~workbench.policies.base.slot_options`::
+    NetCoef_i = (R_j + Y_j) * p_i - V * c_i / kappa - Z_d * g_i / a_d     training
+    NetCoef_i =                   - V * c_i / kappa - Z_d * g_i / a_d     inference
 
-    lambda_d  = carbon_gain * Z_d / cap_slot_d * pbar           (currency per kg)
-    c'_i      = c_i + lambda_d * g_i                              (carbon-priced cost)
-    NetCoef_i = ((V + Q_j) * p_i - V * c'_i / kappa_j) / pref_j   training
-    NetCoef_i = -V * c'_i / mean_i(c'_i)                          inference (placed every slot)
+This is drift-plus-penalty: minimising ``V * penalty - sum queue * service`` per slot. The
+constant ``kappa`` (currency per whole job of work) only fixes the unit of ``V`` so that it
+needs no tuning: set once per run at the first slot with a training job,
+``kappa = median_j(min_i e_i / p_i) * mean |forecast price|`` (the typical energy per job times
+the typical price). ``V = 1`` then means: a job with a full queue runs when its slot costs
+less than a typical job's whole bill per unit of work; the default is ``V = 0.1``. Large V:
+cost within ``O(1/V)`` of the optimum, backlogs ``O(V)`` (``bench/lyapunov_theory.py``).
 
-with ``pbar`` the mean price per kg of carbon of the forecast, ``pref_j`` the job's best
-progress per slot, ``Q_j = Y_j / pref_j + 10 V max(0, (u_j - u0) / (1 - u0))`` the backlog
-in slots behind the required pace plus an urgency boost (``u_j = R_j / (preq_j L_j)`` is the
-share of the remaining slots the job needs at its best progress with at most its requested
-GPU count, ``preq_j``: a job must not count on a whole pool being free near its deadline),
-and ``kappa_j`` the job's *threshold unit cost* (currency per unit of progress): the
-``N_j``-th cheapest of the best unit costs ``min_i c'_i / p_i`` over the slots left before
-its deadline, with ``N_j = ceil(slack_margin * R_j / p_sel)`` the slots it needs. The
-forecast thus values waiting: a slot cheaper than ``kappa_j`` earns a positive NetCoef, a
-dearer one only runs once the backlog ``Q_j`` outweighs the price. Without a forecast
-(``use_forecast=False``) the future unit costs use an exponential moving average of past
-prices per region.
-
-**Meaning of V**: the backlog, in slots behind the required pace, that a job accepts before
-it pays twice its threshold unit cost (``Q_j > V (c'/(kappa p) - 1)`` makes it run). Large V:
-cheaper, later, larger backlogs (``O(V)``); small V: runs as soon as it lags. Migration and
-restart losses are charged through ``p_i`` (seconds lost) and ``c_i`` (transfer energy);
-on top, a job moves only when the best remote NetCoef beats the best stay NetCoef by more
-than ``migration_threshold`` (relative, hysteresis).
+A job with no positive choice pauses. Migration: losses enter ``p_i`` (seconds lost) and
+``c_i`` (transfer energy), and a move must pay for its round trip over the expected dwell
+(:mod:`workbench.policies.migration`) and beat staying by ``migration_threshold``
+(relative, default 0). After the MILP, the batch size of each running job is fine-tuned.
 """
 
 from __future__ import annotations
@@ -53,7 +45,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from workbench import perf
 from workbench.model import Scenario
@@ -72,23 +64,46 @@ from workbench.policies.base import (
 )
 from workbench.policies.fastslot import FastSlotSolver
 from workbench.policies.greedy import greedy_choice
+from workbench.policies.migration import (
+    advantage_slots,
+    moves_that_pay,
+    one_way_move_cost,
+    transfer_kwh,
+)
 from workbench.policies.milp import (
     ExtraConstraints,
     build_slot_problem,
     current_prices,
     solve_slot_problem,
 )
+from workbench.policies.offline import job_configs
 
 log = logging.getLogger(__name__)
 
-DEFAULT_V = 20.0
-"""Default V: a job may fall ~20 slots (5 h at 15 min) behind pace before paying double."""
+DEFAULT_V = 0.1
+"""Default V, in units of ``kappa`` (see the module docstring), the same on every scenario:
+on the battery's us3-jul-burst and es-no-br-jan, V = 0.1 missed 3 and 0 deadlines against
+9 and 7 at V = 0.3, 19 and 15 at V = 1 (``bench/battery.py``, docs/results.md)."""
 SOLVERS = ("pyomo", "fast")
 """Slot solvers: the readable Pyomo reference model, or the array fast path
 (:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
 
-_URGENCY_GAIN = 10.0
 _GLOBAL = "global"
+
+
+def net_coef(weight: NDArray[np.float64], progress: NDArray[np.float64],
+             cost: NDArray[np.float64], carbon_kg: NDArray[np.float64],
+             z_per_cap: NDArray[np.float64], cap_slot_kg: NDArray[np.float64],
+             V: float, kappa: float) -> NDArray[np.float64]:
+    """Drift-plus-penalty weight per option.
+
+    ``NetCoef = w * p - V * c / kappa - Z * g / a`` with ``w = R_j + Y_j`` (0 for inference),
+    ``Z`` the carbon queue in units of the per-slot cap ``a`` (kg) of the option's
+    datacenter (``a = inf``: no cap).
+    """
+    carbon_term = np.where(np.isfinite(cap_slot_kg), z_per_cap * carbon_kg
+                           / np.where(np.isfinite(cap_slot_kg), cap_slot_kg, 1.0), 0.0)
+    return weight * progress - V * cost / kappa - carbon_term
 
 
 class LyapunovPolicy:
@@ -97,37 +112,30 @@ class LyapunovPolicy:
     Parameters
     ----------
     V : float
-        Cost weight against backlog (> 0); see "Meaning of V" above.
+        Cost weight against backlog (> 0), in units of the run's cost scale ``kappa``.
     carbon_cap_kg : float or mapping datacenter -> float, optional
-        Carbon cap over the whole horizon, kg (one global cap or per datacenter). The
-        caller converts "percent below asap-home" into kg. Soft: enforced through ``Z``.
+        Carbon cap over the whole horizon, kg (one global cap or per datacenter). Soft:
+        enforced through ``Z``.
     power_cap_kw : float or mapping datacenter -> float, optional
         Facility power cap per datacenter and slot, kW (hard, in the MILP).
     gpu_counts : tuple of int or mapping job id -> tuple of int, optional
         GPU-count menu override: one menu for every training job, or per job.
     migration_threshold : float
-        Minimum relative NetCoef gain of the best remote option over the best stay option
-        for a move (0.1 = 10 %).
-    use_forecast : bool
-        Value waiting with the forecast (temporal shifting); False uses past prices.
+        Extra relative margin a move's NetCoef must beat staying by (0 = the round-trip
+        rule alone).
+    min_dwell_slots : int
+        A job is not moved again within this many slots of its last move.
     restart_s : float
         Seconds lost on a start, resume or migration.
     mip_rel_gap, time_limit_s : float
         HiGHS relative MIP gap and time limit per slot (s).
-    slack_margin : float
-        Safety factor (>= 1) on the slots a job needs when setting its threshold.
-    urgency_start : float
-        Urgency ``u0`` in (0, 1) above which the urgency boost starts.
-    carbon_gain : float
-        Gain of the carbon shadow price ``lambda_d`` (>= 0).
     refine_batch : bool
         Fine-tune each running job's batch size by golden-section search.
     extra_constraints : callable(model) -> None, optional
         What-if hook applied to every slot's Pyomo model before solving.
-    solver : {"pyomo", "fast"}
-        ``"pyomo"`` solves the readable reference MILP; ``"fast"`` the same model as arrays
-        with highspy (LP relaxation, integer repair, exact polish; see ``bench/slot_solver.py``).
-        A what-if hook always goes through the Pyomo model.
+    solver : {"fast", "pyomo"}
+        ``"fast"`` solves the MILP as arrays with highspy; ``"pyomo"`` the readable reference
+        model (same optimum). A what-if hook always goes through the Pyomo model.
     """
 
     name = "lyapunov"
@@ -139,30 +147,25 @@ class LyapunovPolicy:
         carbon_cap_kg: float | Mapping[str, float] | None = None,
         power_cap_kw: float | Mapping[str, float] | None = None,
         gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
-        migration_threshold: float = 0.03,
-        use_forecast: bool = True,
+        migration_threshold: float = 0.0,
+        min_dwell_slots: int = 8,
         restart_s: float = RESTART_S_DEFAULT,
         mip_rel_gap: float = 1e-3,
         time_limit_s: float = 10.0,
-        slack_margin: float = 1.1,
-        urgency_start: float = 0.7,
-        carbon_gain: float = 1.0,
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
-        solver: str = "pyomo",
+        solver: str = "fast",
     ) -> None:
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
         if not (isinstance(V, int | float) and math.isfinite(V) and V > 0):
-            raise ValueError(f"V must be a positive number, got {V!r}; try V=20")
-        if migration_threshold < 0:
+            raise ValueError(f"V must be a positive number, got {V!r}; try V=1")
+        if not (math.isfinite(migration_threshold) and migration_threshold >= 0):
             raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
-        if slack_margin < 1:
-            raise ValueError(f"slack_margin must be >= 1, got {slack_margin}")
-        if not 0 < urgency_start < 1:
-            raise ValueError(f"urgency_start must be in (0, 1), got {urgency_start}")
-        if restart_s < 0 or carbon_gain < 0:
-            raise ValueError("restart_s and carbon_gain must be >= 0")
+        if not (isinstance(min_dwell_slots, int) and min_dwell_slots >= 0):
+            raise ValueError(f"min_dwell_slots must be an integer >= 0, got {min_dwell_slots!r}")
+        if not (math.isfinite(restart_s) and restart_s >= 0):
+            raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
         if not (mip_rel_gap >= 0 and time_limit_s > 0):
             raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
         check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
@@ -175,19 +178,17 @@ class LyapunovPolicy:
         self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
         self.migration_threshold = float(migration_threshold)
-        self.use_forecast = bool(use_forecast)
+        self.min_dwell_slots = min_dwell_slots
         self.restart_s = float(restart_s)
         self.mip_rel_gap = float(mip_rel_gap)
         self.time_limit_s = float(time_limit_s)
-        self.slack_margin = float(slack_margin)
-        self.urgency_start = float(urgency_start)
-        self.carbon_gain = float(carbon_gain)
         self.refine_batch = bool(refine_batch)
         self.extra_constraints = extra_constraints
         self.solver = solver
         self._fast = FastSlotSolver()
         self.cap_warning: str | None = None
         self._scenario: Scenario | None = None
+        self.kappa: float | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self, scenario: Scenario) -> None:
@@ -197,13 +198,14 @@ class LyapunovPolicy:
         self._Y: dict[str, float] = {}
         self._eps: dict[str, float] = {}
         self._R_prev: dict[str, float] = {}
-        self._Z: dict[str, float] = {}
         self._cap_slot: dict[str, float] = {}
         self._pred_carbon: dict[str, float] = {}
         self._carbon_so_far = 0.0
         self._carbon_by_dc: dict[str, float] = {}
-        self._ema_price: NDArray[np.float64] | None = None
-        self._ema_carbon: NDArray[np.float64] | None = None
+        self._moved_at: dict[str, int] = {}
+        self._where: dict[str, str] = {}
+        self._rates: dict[str, dict[tuple[str, str, int], float]] = {}
+        self.kappa = None
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
             names = {dc.name for dc in scenario.datacenters}
@@ -213,9 +215,9 @@ class LyapunovPolicy:
             self._cap_slot = {d: float(v) / scenario.n_slots for d, v in cap.items()}
         elif cap is not None:
             self._cap_slot = {_GLOBAL: float(cap) / scenario.n_slots}
-        self._Z = dict.fromkeys(self._cap_slot, 0.0)
+        self._Z: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
         self.cap_warning = None
-        if cap is not None:
+        if cap is not None and getattr(scenario, "grid", None) is not None:
             floor = inference_carbon_floor_kg(scenario)
             total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
             if total < floor:
@@ -236,7 +238,8 @@ class LyapunovPolicy:
             self._Y[jid] = max(self._Y.get(jid, 0.0) + self._eps.get(jid, 0.0) - progress, 0.0)
         if _GLOBAL in self._Z:
             emitted = max(state.carbon_kg_so_far - self._carbon_so_far, 0.0)
-            self._Z[_GLOBAL] = max(self._Z[_GLOBAL] + emitted - self._cap_slot[_GLOBAL], 0.0)
+            self._Z[_GLOBAL] = max(self._Z[_GLOBAL] + emitted / self._cap_slot[_GLOBAL] - 1.0,
+                                   0.0)
         else:
             metered = state.carbon_kg_by_dc_so_far
             for d in self._Z:
@@ -244,13 +247,21 @@ class LyapunovPolicy:
                 # falls back on what the last allocation was predicted to emit.
                 emitted = (metered.get(d, 0.0) - self._carbon_by_dc.get(d, 0.0)
                            if metered else self._pred_carbon.get(d, 0.0))
-                self._Z[d] = max(self._Z[d] + max(emitted, 0.0) - self._cap_slot[d], 0.0)
+                self._Z[d] = max(self._Z[d] + max(emitted, 0.0) / self._cap_slot[d] - 1.0, 0.0)
             self._carbon_by_dc = dict(metered)
         self._carbon_so_far = state.carbon_kg_so_far
         self._R_prev = remaining
+        for js in state.jobs:
+            here = js.last_datacenter
+            if here is None:
+                continue
+            prev = self._where.get(js.job.job_id)
+            if prev is not None and prev != here:
+                self._moved_at[js.job.job_id] = state.t - 1
+            self._where[js.job.job_id] = here
 
     def queues(self) -> dict[str, float]:
-        """Current queue values: ``R:<job>``, ``Y:<job>``, ``Z:<dc or global>``."""
+        """Current queue values: ``R:<job>``, ``Y:<job>``, ``Z:<dc or global>`` (per-slot caps)."""
         out = {f"R:{j}": r for j, r in self._R_prev.items()}
         out.update({f"Y:{j}": y for j, y in self._Y.items()})
         out.update({f"Z:{d}": z for d, z in self._Z.items()})
@@ -258,21 +269,27 @@ class LyapunovPolicy:
 
     # -- the decision --------------------------------------------------------------------
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
-        if self._scenario is None or self._scenario is not state.scenario:
+        if self._scenario is None:
             self.reset(state.scenario)
-        sc = state.scenario
+        sc = self._scenario
+        assert sc is not None
         self._update_queues(state)
         price, carbon = current_prices(sc, forecast)
         opts = slot_options(state, price, carbon, gpu_counts=self._menus(state),
                             restart_s=self.restart_s)
+        if self.kappa is None:
+            self.kappa = cost_scale(opts, forecast)
+        kappa = self.kappa if self.kappa is not None else 1.0
         dc_names = [dc.name for dc in sc.datacenters]
         dc_pos = {n: i for i, n in enumerate(dc_names)}
         dc_idx = np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64)
-        lam = self._carbon_price(sc, forecast)
-        ceff = opts.cost + lam[dc_idx] * opts.carbon_kg
-        future = self._future_prices(sc, forecast, lam, state)
-        coef, q = self._net_coef(state, opts, dc_idx, ceff, future)
-        keep, stay_best = self._hysteresis(state, opts, coef)
+        weight = np.array([self._weight(js) for js in state.jobs], dtype=float)
+        z, a = self._carbon_arrays(dc_names)
+        used = self._used_fraction(state, opts)
+        coef = net_coef(weight[opts.job_index] if len(opts) else np.zeros(0), opts.progress,
+                        opts.cost * used, opts.carbon_kg * used, z[dc_idx], a[dc_idx], self.V,
+                        kappa)
+        keep, stay_best = self._moves(state, opts, coef, weight, price, kappa, forecast)
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
         rows = np.flatnonzero(keep)
         sub = prob.subset(keep)
@@ -292,7 +309,7 @@ class LyapunovPolicy:
             msg = (f"slot {state.t}: MILP {info.status} ({info.message}); "
                    f"using the greedy feasible allocation")
             log.debug(msg)  # the simulator reports fallbacks (SolveInfo.fallback)
-            chosen = rows[greedy_choice(sub, priority=q)]
+            chosen = rows[greedy_choice(sub, priority=weight)]
             info = SolveInfo(status=info.status, solve_s=time.perf_counter() - t0,
                              fallback=True, message=msg)
         placements: dict[str, Placement] = {}
@@ -300,31 +317,115 @@ class LyapunovPolicy:
         reasons: dict[str, str] = {}
         carbon_by_dc: dict[str, float] = {}
         for k in chosen.tolist():
-            js = state.jobs[int(opts.job_index[k])]
+            j = int(opts.job_index[k])
+            js = state.jobs[j]
             jid = js.job.job_id
             placements[jid] = self._placement(sc, js, opts, k)
             dc = str(opts.datacenter[k])
             carbon_by_dc[dc] = carbon_by_dc.get(dc, 0.0) + float(opts.carbon_kg[k])
             if opts.moves[k]:
-                s = stay_best[int(opts.job_index[k])]
-                gains[jid] = float(coef[k] - s) if math.isfinite(s) else float(coef[k])
-                rel = float(_relative_gain(coef[k], s))
-                reasons[jid] = (
-                    f"migrate {js.last_datacenter}->{dc}: NetCoef {coef[k]:.3g} vs stay "
-                    f"{s:.3g} (gain {rel:.0%} > threshold {self.migration_threshold:.0%})"
-                )
-            elif js.job.is_training and q[int(opts.job_index[k])] > self.V:
-                reasons[jid] = "behind its required pace (urgent)"
+                gains[jid] = float(coef[k] - stay_best[j])
+                reasons[jid] = (f"migrate {js.last_datacenter}->{dc}: NetCoef {coef[k]:.3g} vs "
+                                f"stay {stay_best[j]:.3g}; pays for its round trip")
         self._pred_carbon = carbon_by_dc
-        self._eps = {}
-        for js in state.jobs:
-            if js.job.is_training:
-                self._eps[js.job.job_id] = js.remaining / self._slots_left(sc, js, state.t)
-        queues = self.queues()
+        self._eps = {js.job.job_id: js.remaining / self._slots_left(sc, js, state.t)
+                     for js in state.jobs if js.job.is_training}
         return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues)
+                          reasons=reasons, queues=self.queues())
 
     # -- helpers -------------------------------------------------------------------------
+    def _used_fraction(self, state: SlotState, opts: SlotOptions) -> NDArray[np.float64]:
+        """Share of the slot a finishing option runs (1 for the others).
+
+        The simulator charges a job that finishes mid-slot for the time it ran; round-1
+        slot options charge the whole slot, which makes a job's last few percent never worth
+        its slot. Until slot options share the simulator's outcome model (issue 10, which
+        adds ``lost_s`` to them), the share is ``R_j / (r_k * s_j)`` with ``r_k`` the
+        configuration's modelled progress per slot.
+        """
+        out = np.ones(len(opts))
+        if hasattr(opts, "lost_s") or not len(opts) or self._scenario is None:
+            return out
+        for k in np.flatnonzero(opts.progress > 0).tolist():
+            js = state.jobs[int(opts.job_index[k])]
+            if not js.job.is_training or opts.progress[k] < js.remaining - 1e-9:
+                continue
+            key = (str(opts.datacenter[k]), str(opts.gpu_type[k]), int(opts.n_gpus[k]))
+            full = self._rate(js, key)
+            if full > 0:
+                out[k] = float(np.clip(js.remaining / full, 0.0, 1.0))
+        return out
+
+    def _rate(self, js: JobState, key: tuple[str, str, int]) -> float:
+        """Modelled progress per slot of the job on a configuration (memoised per job)."""
+        got = self._rates.get(js.job.job_id)
+        if got is None:
+            assert self._scenario is not None
+            got = {(c.datacenter, c.gpu_type, c.n_gpus): c.rate
+                   for c in job_configs(self._scenario, js.job)}
+            self._rates[js.job.job_id] = got
+        return got.get(key, 0.0) * js.throughput_scale
+
+    def _weight(self, js: JobState) -> float:
+        """``R_j + Y_j`` for a training job, 0 for an inference service."""
+        if not js.job.is_training:
+            return 0.0
+        return js.remaining + self._Y.get(js.job.job_id, 0.0)
+
+    def _carbon_arrays(self, names: list[str]) -> tuple[NDArray[np.float64],
+                                                          NDArray[np.float64]]:
+        z = np.zeros(len(names))
+        a = np.full(len(names), np.inf)
+        for i, n in enumerate(names):
+            key = _GLOBAL if _GLOBAL in self._Z else n
+            if key in self._Z:
+                z[i], a[i] = self._Z[key], self._cap_slot[key]
+        return z, a
+
+    def _moves(self, state: SlotState, opts: SlotOptions, coef: NDArray[np.float64],
+               weight: NDArray[np.float64], price: Mapping[str, float],
+               kappa: float, forecast: Forecast) -> tuple[NDArray[np.bool_],
+                                                          NDArray[np.float64]]:
+        """Keep only the moves that pay for their round trip (and beat the margin)."""
+        sc = self._scenario
+        assert sc is not None
+        n_jobs = len(state.jobs)
+        if not len(opts) or not opts.moves.any():
+            keep = np.ones(len(opts), dtype=bool)
+            stay = np.where([js.job.is_training for js in state.jobs], 0.0, -np.inf)
+            if len(opts):
+                np.maximum.at(stay, opts.job_index[~opts.moves], coef[~opts.moves])
+            return keep, np.asarray(stay, dtype=float).reshape(n_jobs)
+        slot_s = float(sc.slot_s)
+        region = {dc.name: dc.region for dc in sc.datacenters}
+        p_opt = np.array([price[region[str(d)]] for d in opts.datacenter])
+        useful = np.maximum(slot_s - opts.transfer_s - self.restart_s, 1.0)
+        steady = np.where(opts.moves, opts.progress * (slot_s - self.restart_s) / useful,
+                          opts.progress)
+        w = weight[opts.job_index]
+        one_way = one_way_move_cost(opts, w, steady,
+                                    self.V * transfer_kwh(sc, opts) * p_opt / kappa, slot_s)
+        left = np.array([self._slots_left(sc, js, state.t) for js in state.jobs], dtype=float)
+        rem = np.array([js.remaining for js in state.jobs], dtype=float)
+        to_finish = rem[opts.job_index] / np.maximum(steady, 1e-12)
+        names = [dc.name for dc in sc.datacenters]
+        ridx = [forecast.region_index(dc.region) for dc in sc.datacenters]
+        fp = np.asarray(forecast.price_per_kwh, dtype=float)[:, ridx]
+        origin = np.array([names.index(js.last_datacenter) if js.last_datacenter in names
+                           else 0 for js in state.jobs], dtype=np.int64)[opts.job_index]
+        dest = np.array([names.index(str(d)) for d in opts.datacenter], dtype=np.int64)
+        ahead = advantage_slots(fp, origin, dest)
+        dwell = np.minimum(np.minimum(to_finish, left[opts.job_index]), ahead)
+        finishes = to_finish <= dwell + 1e-9
+        recent = np.array([state.t - self._moved_at.get(js.job.job_id, -10**9)
+                           < self.min_dwell_slots for js in state.jobs], dtype=bool)
+        keep, stay_best = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
+        if self.migration_threshold > 0:
+            sb = stay_best[opts.job_index]
+            margin = coef - sb > self.migration_threshold * np.abs(sb)
+            keep &= ~opts.moves | margin | ~np.isfinite(sb)
+        return keep, stay_best
+
     def _menus(self, state: SlotState) -> Mapping[str, tuple[int, ...]] | None:
         if self.gpu_counts is None or isinstance(self.gpu_counts, Mapping):
             return self.gpu_counts
@@ -333,133 +434,11 @@ class LyapunovPolicy:
 
     @staticmethod
     def _slots_left(sc: Scenario, js: JobState, t: int) -> int:
-        end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
+        if js.job.deadline is None:
+            end = sc.n_slots
+        else:
+            end = math.floor((js.job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
         return max(end - t, 1)
-
-    def _carbon_price(self, sc: Scenario, forecast: Forecast) -> NDArray[np.float64]:
-        """Shadow carbon price per datacenter, currency per kg: ``gain * Z / cap_slot * pbar``."""
-        lam = np.zeros(len(sc.datacenters))
-        if not self._Z:
-            return lam
-        pbar = float(np.mean(forecast.price_per_kwh)) / max(
-            float(np.mean(forecast.carbon_g_per_kwh)) / 1000.0, 1e-9)
-        for i, dc in enumerate(sc.datacenters):
-            key = _GLOBAL if _GLOBAL in self._Z else dc.name
-            if key in self._Z:
-                lam[i] = self.carbon_gain * self._Z[key] / self._cap_slot[key] * pbar
-        return lam
-
-    def _future_prices(self, sc: Scenario, forecast: Forecast, lam: NDArray[np.float64],
-                       state: SlotState) -> NDArray[np.float64]:
-        """Carbon-priced price per kWh, shape (slots ahead, datacenters); row 0 is now.
-
-        The forecast is tiled over whole days (its seasonal shape repeats) to cover the
-        longest deadline; without a forecast, an EMA of past prices stands for the future.
-        """
-        reg = [forecast.region_index(dc.region) for dc in sc.datacenters]
-        price = forecast.price_per_kwh[:, reg]
-        carbon = forecast.carbon_g_per_kwh[:, reg]
-        if self._ema_price is None or self._ema_carbon is None:
-            self._ema_price, self._ema_carbon = price[0].copy(), carbon[0].copy()
-        else:
-            a = 1.0 / 96.0
-            self._ema_price = (1 - a) * self._ema_price + a * price[0]
-            self._ema_carbon = (1 - a) * self._ema_carbon + a * carbon[0]
-        horizon = max([self._slots_left(sc, js, state.t) for js in state.jobs], default=1)
-        if self.use_forecast and price.shape[0] > 1:
-            per_day = max(int(round(86400 / sc.slot_s)), 1)
-            period = price.shape[0]
-            if period >= per_day:
-                period = (period // per_day) * per_day
-            idx = np.arange(horizon) % period
-            fp, fc = price[idx], carbon[idx]
-        else:
-            fp = np.vstack([price[:1], np.repeat(self._ema_price[None, :], horizon - 1, 0)])
-            fc = np.vstack([carbon[:1], np.repeat(self._ema_carbon[None, :], horizon - 1, 0)])
-        return fp + lam[None, :] * fc / 1000.0
-
-    def _net_coef(
-        self,
-        state: SlotState,
-        opts: SlotOptions,
-        dc_idx: NDArray[np.int64],
-        ceff: NDArray[np.float64],
-        future: NDArray[np.float64],
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """NetCoef per option and the backlog weight ``Q_j`` per job."""
-        sc = state.scenario
-        V = self.V
-        coef = np.zeros(len(opts))
-        q = np.zeros(len(state.jobs))
-        order = np.argsort(opts.job_index, kind="stable")
-        bounds = np.searchsorted(opts.job_index[order], np.arange(len(state.jobs) + 1))
-        n_dc = future.shape[1]
-        for j, js in enumerate(state.jobs):
-            rows = order[bounds[j]:bounds[j + 1]]
-            if rows.size == 0:
-                continue
-            if not js.job.is_training:
-                scale = max(float(np.mean(ceff[rows])), 1e-12)
-                coef[rows] = -V * ceff[rows] / scale
-                continue
-            p = opts.progress[rows]
-            pref = float(p.max())
-            if pref <= 0:
-                coef[rows] = -1.0
-                continue
-            left = self._slots_left(sc, js, state.t)
-            # Urgency is judged at the job's requested size, not at the largest menu entry:
-            # a job must not count on grabbing a whole pool in its last hours.
-            req = opts.n_gpus[rows] <= js.job.requested_gpus
-            psafe = float(p[req].max()) if req.any() and p[req].max() > 0 else pref
-            u = js.remaining / (psafe * left)
-            boost = _URGENCY_GAIN * V * max(0.0, (u - self.urgency_start)
-                                            / (1 - self.urgency_start))
-            qj = self._Y.get(js.job.job_id, 0.0) / pref + boost
-            q[j] = qj
-            kappa = self._threshold(js, rows, opts, dc_idx, ceff, future[:left], n_dc, pref)
-            cost_term = 0.0 if not math.isfinite(kappa) else 1.0 / kappa
-            coef[rows] = ((V + qj) * p - V * ceff[rows] * cost_term) / pref
-        return coef, q
-
-    def _threshold(self, js: JobState, rows: NDArray[np.int64], opts: SlotOptions,
-                   dc_idx: NDArray[np.int64], ceff: NDArray[np.float64],
-                   future: NDArray[np.float64], n_dc: int, pref: float) -> float:
-        """Threshold unit cost ``kappa_j``: the N-th cheapest best unit cost before the deadline."""
-        p = opts.progress[rows]
-        ok = p > 0
-        rows, p = rows[ok], p[ok]
-        unit_now = ceff[rows] / p
-        best = int(np.argmin(unit_now))
-        left = future.shape[0]
-        need = math.ceil(self.slack_margin * js.remaining / p[best] - 1e-9)
-        if need > left:
-            need = math.ceil(self.slack_margin * js.remaining / pref - 1e-9)
-        if need >= left:
-            return math.inf
-        ue = np.full(n_dc, np.inf)
-        np.minimum.at(ue, dc_idx[rows], opts.energy_kwh[rows] / p)
-        unit = np.min(ue[None, :] * future, axis=1)
-        unit[0] = unit_now[best]
-        kappa = float(np.partition(unit, need - 1)[need - 1])
-        # Among equally cheap slots, the earliest wins: run now rather than later.
-        return kappa * (1.0 + 1e-6)
-
-    def _hysteresis(self, state: SlotState, opts: SlotOptions,
-                    coef: NDArray[np.float64]) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
-        """Drop the moves of jobs whose best move does not beat staying by the threshold."""
-        keep = np.ones(len(opts), dtype=bool)
-        stay_best = np.full(len(state.jobs), -np.inf)
-        if not len(opts):
-            return keep, stay_best
-        stay = ~opts.moves
-        np.maximum.at(stay_best, opts.job_index[stay], coef[stay])
-        move_best = np.full(len(state.jobs), -np.inf)
-        np.maximum.at(move_best, opts.job_index[opts.moves], coef[opts.moves])
-        both = np.isfinite(move_best) & np.isfinite(stay_best)
-        drop = both & (_relative_gain(move_best, stay_best) <= self.migration_threshold)
-        keep[drop[opts.job_index] & opts.moves] = False
-        return keep, stay_best
 
     def _placement(self, sc: Scenario, js: JobState, opts: SlotOptions, k: int) -> Placement:
         pl = opts.placement(k)
@@ -473,24 +452,28 @@ class LyapunovPolicy:
 
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
-        return {"policy": self.name, "V": self.V, "carbon_cap_kg": self.carbon_cap_kg,
-                "power_cap_kw": self.power_cap_kw, "gpu_counts": self.gpu_counts,
-                "migration_threshold": self.migration_threshold,
-                "use_forecast": self.use_forecast, "restart_s": self.restart_s,
+        return {"policy": self.name, "V": self.V, "kappa": self.kappa,
+                "carbon_cap_kg": self.carbon_cap_kg, "power_cap_kw": self.power_cap_kw,
+                "gpu_counts": self.gpu_counts, "migration_threshold": self.migration_threshold,
+                "min_dwell_slots": self.min_dwell_slots, "restart_s": self.restart_s,
                 "solver": self.solver}
 
 
-def _relative_gain(move: ArrayLike, stay: ArrayLike) -> NDArray[np.float64]:
-    """``(move - stay) / |stay|`` elementwise; infinite when staying is worth nothing.
+def cost_scale(opts: SlotOptions, forecast: Forecast) -> float | None:
+    """``kappa``: typical energy of a whole job (kWh) times the typical |price| (per kWh).
 
-    A ``stay`` of (about) zero gives ``inf`` if ``move`` beats it, else 0.
+    ``median_j min_i e_i / p_i`` over the slot's training jobs (``e`` kWh and ``p`` progress
+    per option), times the mean absolute forecast price. None while no training job has a
+    running option (the next slot tries again).
     """
-    mv, st = np.asarray(move, dtype=float), np.asarray(stay, dtype=float)
-    small = np.abs(st) < 1e-12
-    with np.errstate(invalid="ignore"):
-        rel = (mv - st) / np.where(small, 1.0, np.abs(st))
-    rel = np.where(small, np.where(mv > st, np.inf, 0.0), rel)
-    return np.where(np.isfinite(st), rel, np.inf)
+    ok = opts.progress > 0
+    if not ok.any():
+        return None
+    unit = np.full(len(opts.jobs), np.inf)
+    np.minimum.at(unit, opts.job_index[ok], opts.energy_kwh[ok] / opts.progress[ok])
+    unit = unit[np.isfinite(unit)]
+    price = float(np.mean(np.abs(forecast.price_per_kwh)))
+    return max(float(np.median(unit)) * price, 1e-9)
 
 
 def inference_carbon_floor_kg(scenario: Scenario) -> float:

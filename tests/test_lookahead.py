@@ -1,0 +1,126 @@
+"""The receding-horizon look-ahead: the joint plan shares capacity, contention is priced."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers_policies import (
+    perfect_forecast,
+    run_slots,
+    tiny_scenario,
+    training_job,
+)
+
+from workbench.policies import make_policy
+from workbench.policies.base import JobState, SlotState
+from workbench.policies.lookahead import LookaheadPolicy, window_blocks
+
+
+@pytest.mark.parametrize("knobs", [
+    {"window_h": 0.0}, {"window_h": float("nan")}, {"replan_slots": 0},
+    {"block_slots": 0}, {"deadline_margin_slots": -1}, {"carbon_price_per_kg": -1.0},
+    {"restart_s": -1.0}, {"carbon_cap_kg": 0.0}, {"power_cap_kw": -2.0},
+])
+def test_invalid_knobs_are_rejected(knobs: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        LookaheadPolicy(**knobs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("n", "fine", "block", "starts", "lens"), [
+    (10, 4, 4, [0, 1, 2, 3, 4, 8], [1, 1, 1, 1, 4, 2]),
+    (3, 4, 4, [0, 1, 2], [1, 1, 1]),
+    (9, 1, 4, [0, 1, 5], [1, 4, 4]),
+])
+def test_window_blocks_table(n: int, fine: int, block: int, starts: list[int],
+                             lens: list[int]) -> None:
+    st, ln = window_blocks(n, fine, block)
+    assert st.tolist() == starts and ln.tolist() == lens and int(ln.sum()) == n
+
+
+def _valley_scenario() -> tuple[object, list[object]]:
+    # One cheap valley (slots 4-5) and one 4-GPU pool per region; three 4-GPU jobs each
+    # need about 2 slots of work, deadline slot 12. The valley holds one job only: a
+    # per-job threshold sends all three to it; the joint plan must not.
+    jobs = [training_job(f"j{i}", "a", 2.0, gpus=4, counts=(4,), deadline_slot=12)
+            for i in range(3)]
+    prices = [[1.0]] * 4 + [[0.1]] * 2 + [[1.0]] * 6
+    sc = tiny_scenario(jobs, prices=prices, carbons=[[500.0]] * 12, n_slots=12,
+                       regions=("a",))
+    return sc, jobs
+
+
+def test_joint_plan_respects_pool_capacity_in_every_block() -> None:
+    sc, jobs = _valley_scenario()
+    pol = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0)
+    pol.reset(sc)  # type: ignore[arg-type]
+    states = tuple(JobState(job=j, remaining=1.0, placement=None, last_datacenter=None,
+                            phi=200.0) for j in jobs)  # type: ignore[attr-defined]
+    state = SlotState(scenario=sc, t=0, time=sc.start, jobs=states)  # type: ignore[attr-defined]
+    plan = pol.solve_window(state, perfect_forecast(sc, 0))  # type: ignore[arg-type]
+    assert plan.status == "Optimal"
+    cap = sc.pools[0].count  # type: ignore[attr-defined]
+    for b in range(plan.block_start.size):
+        used = sum(n * s for (jid, bb), shares in plan.share.items() if bb == b
+                   for (_, _, n), s in shares.items())
+        assert used <= cap + 1e-6, f"block {b} uses {used} of {cap} GPUs"
+    # Contention is priced: the valley is full, so the jobs' work duals exceed what the
+    # valley alone would charge, and every job's work is planned.
+    assert not plan.shortfall
+    assert all(mu > 0 for mu in plan.mu.values())
+
+
+def test_contended_valley_every_job_finishes_and_capacity_holds() -> None:
+    sc, _ = _valley_scenario()
+    res = run_slots(sc, LookaheadPolicy(window_h=3.0))  # type: ignore[arg-type]
+    assert not res.unfinished and not res.deadline_misses
+    assert res.max_pool_use["a/A100"] <= 4
+    # The valley is used (it is the cheapest) and not left idle.
+    valley = [t for t, a in enumerate(res.allocations) if a.placements and t in (4, 5)]
+    assert valley == [4, 5]
+
+
+def test_lookahead_waits_for_a_cheap_region_hour_when_it_has_slack() -> None:
+    jobs = [training_job("j1", "a", 1.0, deadline_slot=12)]
+    prices = [[5.0, 5.0]] * 6 + [[0.5, 0.5]] * 6
+    sc = tiny_scenario(jobs, prices=prices, n_slots=12)
+    res = run_slots(sc, LookaheadPolicy(window_h=3.0))
+    assert not res.deadline_misses
+    first = min(t for t, a in enumerate(res.allocations) if a.placements)
+    assert first >= 6
+
+
+def test_registry_and_view_only() -> None:
+    pol = make_policy("lookahead", window_h=48.0)
+    assert pol.name == "lookahead" and isinstance(pol, LookaheadPolicy)
+    # The plan reads the forecast, not the scenario's grid: a forecast that lies about the
+    # future changes the plan.
+    jobs = [training_job("j1", "a", 1.0, deadline_slot=12)]
+    sc = tiny_scenario(jobs, prices=[[1.0, 1.0]] * 12, n_slots=12)
+    st = SlotState(scenario=sc, t=0, time=sc.start, jobs=(JobState(
+        job=jobs[0], remaining=1.0, placement=None, last_datacenter=None, phi=200.0),))
+    fc = perfect_forecast(sc, 0)
+    lie = type(fc)(t=0, regions=fc.regions, price_per_kwh=np.where(
+        np.arange(12)[:, None] == 9, 0.01, fc.price_per_kwh), carbon_g_per_kwh=fc.carbon_g_per_kwh)
+    p = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0)
+    p.reset(sc)
+    truthful = p.solve_window(st, fc)
+    lied = p.solve_window(st, lie)
+    blk = lied.block_of(9)
+    assert any(b == blk for (_, b) in lied.share)
+    assert truthful.share != lied.share
+
+
+def test_a_failed_window_lp_is_reported_and_jobs_still_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = [training_job("j1", "a", 1.0, deadline_slot=8)]
+    sc = tiny_scenario(jobs, n_slots=8)
+    pol = LookaheadPolicy(window_h=2.0)
+
+    def fail(*_: object) -> object:
+        raise RuntimeError("look-ahead LP at slot 0 not solved: HiGHS Time limit reached")
+
+    monkeypatch.setattr(pol, "solve_window", fail)
+    res = run_slots(sc, pol)
+    assert not res.unfinished and not res.deadline_misses
+    first = res.allocations[0].solve
+    assert first is not None and first.fallback and "not solved" in first.message

@@ -1,0 +1,129 @@
+"""Migration that pays for its round trip: one rule, shared by the online policies.
+
+A move of job ``j`` from its checkpoint's datacenter to ``d'`` costs, one way,
+``C1 = w_j * r_j * lost_s / slot_s + transfer_kwh * price_d'`` in the policy's objective units:
+``lost_s`` the seconds lost (transfer and restart), ``r_j`` its progress per slot and ``w_j``
+its value of progress (``V``-weighted queue of the Lyapunov policy, the work dual of the
+look-ahead plan); ``transfer_kwh = GB moved * transfer_energy_kwh_per_gb``. A move pays when::
+
+    g * dwell > C1 * trips,     trips = 1 if the job finishes within the dwell there, else 2
+
+with ``g`` the move's steady gain per slot over the best way of staying (running where the
+checkpoint is, or pausing: worth 0) and ``dwell`` the slots it is expected to stay: the
+smaller of the slots it needs to finish there, the slots left before its deadline and the
+run of forecast slots, from now, in which the destination stays cheaper than the origin
+(:func:`advantage_slots`). A job is not moved again within ``min_dwell_slots`` of its last move.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench.model import Link
+from workbench.policies.base import SlotOptions
+
+
+class ScenarioLike(Protocol):
+    """The static fact the rule reads: the link between two datacenters."""
+
+    def link(self, a: str, b: str) -> Link | None: ...
+
+
+def transfer_kwh(scenario: ScenarioLike, opts: SlotOptions) -> NDArray[np.float64]:
+    """Transfer energy per option, kWh: GB moved times the link's kWh per GB (0 if no move).
+
+    GB moved is the option's ``transfer_gb`` where slot options carry it, else the job's
+    checkpoint; the link joins the job's checkpoint datacenter and the option's.
+    """
+    gb = getattr(opts, "transfer_gb", None)
+    out = np.zeros(len(opts))
+    for k in np.flatnonzero(opts.moves).tolist():
+        js = opts.jobs[int(opts.job_index[k])]
+        src = js.last_datacenter if js.last_datacenter is not None else js.job.home
+        link = scenario.link(src, str(opts.datacenter[k]))
+        size = float(gb[k]) if gb is not None else js.job.checkpoint_gb
+        out[k] = 0.0 if link is None else size * link.transfer_energy_kwh_per_gb
+    return out
+
+
+def one_way_move_cost(opts: SlotOptions, value_per_progress: NDArray[np.float64],
+                      rate_per_slot: NDArray[np.float64], energy_value: NDArray[np.float64],
+                      slot_s: float) -> NDArray[np.float64]:
+    """``C1`` per option (0 for an option that does not move), in objective units.
+
+    ``value_per_progress`` and ``rate_per_slot`` are per option (the job's value of a unit of
+    progress, its steady progress per slot there); ``energy_value`` is the transfer energy's
+    weight in objective units (e.g. ``V * transfer_kwh * price``).
+    """
+    lost = opts.transfer_s / slot_s * rate_per_slot * value_per_progress
+    return np.where(opts.moves, lost + energy_value, 0.0)
+
+
+def advantage_slots(price: NDArray[np.float64], origin: NDArray[np.int64],
+                    dest: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Forecast slots from now in which ``dest`` stays cheaper than ``origin`` (at least 1).
+
+    ``price`` has shape (slots ahead, datacenters), row 0 the current slot; ``origin`` and
+    ``dest`` are datacenter indices per option. The count stops at the first slot where the
+    destination is not cheaper: that is when a price-chasing job would want to go back.
+    """
+    if price.shape[0] == 0 or origin.size == 0:
+        return np.ones(origin.size)
+    cheaper = price[:, dest] < price[:, origin]          # (slots, options)
+    run = np.argmin(np.vstack([cheaper, np.zeros((1, origin.size), dtype=bool)]), axis=0)
+    return np.maximum(run, 1).astype(float)
+
+
+def moves_that_pay(
+    opts: SlotOptions,
+    coef: NDArray[np.float64],
+    one_way: NDArray[np.float64],
+    dwell_slots: NDArray[np.float64],
+    finishes: NDArray[np.bool_],
+    recently_moved: NDArray[np.bool_],
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """Keep mask over the options and the best stay value per job.
+
+    Parameters
+    ----------
+    coef : (K,)
+        Objective weight of each option in the slot (larger is better); a move's weight
+        already carries its one-way loss ``one_way``.
+    one_way : (K,)
+        ``C1`` per option (0 when it does not move).
+    dwell_slots, finishes : (K,)
+        Expected dwell at the option's datacenter, and whether the job finishes within it.
+    recently_moved : (J,)
+        Jobs moved within their minimum dwell: none of their moves is kept.
+
+    Returns
+    -------
+    keep : bool (K,)
+        False for a move whose round trip costs more than it saves (staying stays possible).
+    stay_best : float (J,)
+        Best weight of staying (``>= 0`` for training jobs, which may pause; ``-inf`` when
+        an inference service has no option without a move).
+    """
+    n_jobs = len(opts.jobs)
+    keep = np.ones(len(opts), dtype=bool)
+    training = np.array([js.job.is_training for js in opts.jobs], dtype=bool)
+    stay_best = np.where(training, 0.0, -np.inf)
+    if not len(opts):
+        return keep, stay_best
+    stay = ~opts.moves
+    np.maximum.at(stay_best, opts.job_index[stay], coef[stay])
+    mv = np.flatnonzero(opts.moves)
+    j = opts.job_index[mv]
+    # The move's steady gain per slot: its weight without the one-way loss, over staying.
+    gain = coef[mv] + one_way[mv] - stay_best[j]
+    trips = np.where(finishes[mv], 1.0, 2.0)
+    pays = gain * dwell_slots[mv] > one_way[mv] * trips
+    # An inference service that cannot stay keeps its moves: it must be placed.
+    pays |= ~np.isfinite(stay_best[j])
+    pays &= ~recently_moved[j] | ~np.isfinite(stay_best[j])
+    keep[mv] = pays
+    assert stay_best.shape == (n_jobs,)
+    return keep, stay_best
