@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.serve",
     "workbench.cli.quote",
     "workbench.cli.sweep",
+    "workbench.cli.forecast",
 )
 
 log = logging.getLogger("workbench")
