@@ -77,7 +77,7 @@ def trace_jobs(trace: Trace, anchor: datetime = ANCHOR) -> pd.DataFrame:
 
 
 def _hour_of_week(idx: pd.DatetimeIndex) -> np.ndarray:
-    return np.asarray(idx.weekday * 24 + idx.hour, dtype=int)
+    return np.asarray(idx.day_of_week * 24 + idx.hour, dtype=int)
 
 
 @dataclass(frozen=True)

@@ -72,9 +72,10 @@ def series_input(
         raise ForecastError(f"unknown kind {kind!r}; use one of {sorted(KINDS)}")
     var = KINDS[kind]
     label = f"{kind} series of {region}"
-    mine = rows[(rows["region"] == region) & rows[var].notna()] if len(rows) else rows
+    has = var in rows and len(rows)
+    mine = rows[(rows["region"] == region) & rows[var].notna()] if has else rows.iloc[:0]
     if mine.empty:
-        held = sorted(rows.loc[rows[var].notna(), "region"].unique()) if len(rows) else []
+        held = sorted(rows.loc[rows[var].notna(), "region"].unique()) if has else []
         raise ForecastError(f"the store holds no {label} (regions with {kind}: "
                             f"{', '.join(held) or 'none'}); import it first")
     first = pd.Timestamp(mine["time_utc"].min())
@@ -104,8 +105,9 @@ def series_input(
                 f"{min_history_days}; import that period or start later")
         grid, values = grid[cut:], values[cut:]
     other_var = KINDS["carbon" if kind == "price" else "price"]
-    other = rows[(rows["region"] == region) & rows[other_var].notna()]
     exog = None
+    other = rows[(rows["region"] == region) & rows[other_var].notna()] if other_var in rows \
+        else rows.iloc[:0]
     if not other.empty:
         x = values_on_grid(other, other_var, grid, HOUR_S, region)
         if np.isfinite(x).all():

@@ -65,7 +65,7 @@ def calendar(index: pd.DatetimeIndex, region: str, timezone: str = "UTC") -> Cal
         log.debug("no public-holiday calendar for region %s; holiday feature off", region)
     return Calendar(
         hour_local=np.asarray(local.hour, dtype=int),
-        weekday_local=np.asarray(local.weekday, dtype=int),
+        weekday_local=np.asarray(local.day_of_week, dtype=int),
         holiday=flags,
         country=country,
     )

@@ -9,10 +9,12 @@ once its whole path is observed (``j + H <= o``). Over the last ``window`` score
 - ``auto`` weights ``w_c = MAE_c^-2 / sum MAE^-2`` over the candidates with
   ``MAE_c <= 1.25 min MAE`` (Bates-Granger inverse-error weights among the near-best), so the
   combination leans on whatever has forecast this series best lately, naive included;
-- the quantiles add the empirical 10/50/90 % quantiles of the combination's past errors
-  ``y[j + k] - sum_c w_c f_c[j, k]`` (pooled over each day of lead) to the point forecast:
-  ``q10 = f + min(Q10(e), 0)``, ``q50 = f``, ``q90 = f + max(Q90(e), 0)``, so
-  ``q10 <= q50 <= q90`` always.
+- the band adds quantiles of the issued forecast's own past errors ``e = y - f`` (pooled over
+  each day of lead) to the point forecast: ``q10 = f + min(Q_{a/2}(e), 0)``, ``q50 = f``,
+  ``q90 = f + max(Q_{1-a/2}(e), 0)``, so ``q10 <= q50 <= q90`` always. The level ``a`` starts
+  at 0.2 and is adapted after every scored origin, ``a <- a + 0.03 (0.2 - miss)`` with
+  ``miss`` the share of that origin's truth outside its band (adaptive conformal inference,
+  Gibbs and Candes 2021), so the band's long-run coverage tracks 80 % when errors drift.
 
 Before ``min_scored`` origins are scored, the forecast is the daily seasonal naive and the band
 comes from its in-sample errors over the last week.
@@ -52,6 +54,9 @@ GBM_REFIT_H = 7 * DAY_H
 GBM_TRAIN_H = 120 * DAY_H
 GBM_MIN_TRAIN = 14
 NEAR_BEST = 1.25
+ALPHA = 0.2  # 1 - the band's target coverage (10 % .. 90 %)
+ACI_GAMMA = 0.03
+ALPHA_BOUNDS = (0.02, 0.6)
 MAX_HORIZON_H = WEEK_H
 
 
@@ -115,14 +120,20 @@ class RollingForecast:
     candidates: dict[str, Array] = field(default_factory=dict)
 
 
-def _weights(errors: dict[str, np.ndarray], model: str) -> np.ndarray | None:
-    """Weights over CANDIDATES from their per-origin MAE rows (NaN: no forecast)."""
+def _mae(errors: dict[str, np.ndarray]) -> np.ndarray:
+    """Mean of each candidate's per-origin MAE row; NaN with fewer than MIN_SCORED."""
     mae = np.full(len(CANDIDATES), np.nan)
     for i, c in enumerate(CANDIDATES):
         e = errors[c]
         ok = np.isfinite(e)
         if ok.sum() >= MIN_SCORED:
             mae[i] = float(e[ok].mean())
+    return mae
+
+
+def _weights(errors: dict[str, np.ndarray], model: str) -> np.ndarray | None:
+    """Weights over CANDIDATES from their per-origin MAE rows (NaN: no forecast)."""
+    mae = _mae(errors)
     if model != "auto":
         i = CANDIDATES.index(model)
         if not np.isfinite(mae[i]):
@@ -207,6 +218,7 @@ def _rolling(
     weights = np.zeros((n, len(CANDIDATES)))
     gbm: GbmModel | None = None
     want = CANDIDATES if model == "auto" else ("seasonal-naive", model)
+    alpha = ALPHA
     scored_upto = 0  # origins every[:scored_upto] have their MAE filled
     blocks = np.arange(horizon_h) // DAY_H
     for i, o in enumerate(every):
@@ -236,35 +248,32 @@ def _rolling(
             truth = y[every[j]:every[j] + horizon_h]
             for c in want:
                 mae_rows[c][j] = float(np.abs(truth - paths[c][j]).mean())
+            miss = float(np.mean((truth < q10[j]) | (truth > q90[j])))
+            alpha = float(np.clip(alpha + ACI_GAMMA * (ALPHA - miss), *ALPHA_BOUNDS))
             scored_upto += 1
         lo_j = max(0, scored_upto - WINDOW_ORIGINS)
-        w = _weights({c: mae_rows[c][lo_j:scored_upto] for c in CANDIDATES}, model)
+        window = {c: mae_rows[c][lo_j:scored_upto] for c in CANDIDATES}
+        w = _weights(window, model)
         if w is None:
             w = np.zeros(len(CANDIDATES))
             w[0] = 1.0
             point = paths["seasonal-naive"][i]
-            resid = (past[-WEEK_H:] - past[-WEEK_H - DAY_H:-DAY_H])
-            lo_e = np.full(horizon_h, np.quantile(resid, QUANTILES[0]))
-            hi_e = np.full(horizon_h, np.quantile(resid, QUANTILES[2]))
         else:
-            used = [c for c, wc in zip(CANDIDATES, w, strict=True) if wc > 0]
             point = sum(wc * paths[c][i] for c, wc in zip(CANDIDATES, w, strict=True)
                         if wc > 0)
-            js = np.arange(lo_j, scored_upto)
-            past_comb = sum(wc * paths[c][js] for c, wc in zip(CANDIDATES, w, strict=True)
-                            if wc > 0)
-            truth = np.stack([y[every[j]:every[j] + horizon_h] for j in js])
-            err = truth - past_comb
-            ok = np.isfinite(err).all(axis=1)
-            if not ok.any():
-                raise ForecastError(f"{series.name}: no scored origins for {used}")
-            err = err[ok]
-            lo_e = np.empty(horizon_h)
-            hi_e = np.empty(horizon_h)
+        js = np.arange(lo_j, scored_upto)
+        js = js[np.isfinite(q50[js]).all(axis=1)] if len(js) else js
+        levels = (alpha / 2, 1 - alpha / 2)
+        lo_e = np.empty(horizon_h)
+        hi_e = np.empty(horizon_h)
+        if len(js) >= MIN_SCORED:
+            err = np.stack([y[every[j]:every[j] + horizon_h] for j in js]) - q50[js]
             for b in np.unique(blocks):
                 e = err[:, blocks == b].ravel()
-                lo_e[blocks == b] = np.quantile(e, QUANTILES[0])
-                hi_e[blocks == b] = np.quantile(e, QUANTILES[2])
+                lo_e[blocks == b], hi_e[blocks == b] = np.quantile(e, levels)
+        else:
+            resid = past[-WEEK_H:] - past[-WEEK_H - DAY_H:-DAY_H]
+            lo_e[:], hi_e[:] = np.quantile(resid, levels)
         point = np.asarray(point, dtype=float)
         lo = point + np.minimum(lo_e, 0.0)
         hi = point + np.maximum(hi_e, 0.0)
