@@ -226,3 +226,30 @@ def test_history_cube_stops_at_the_last_hole(tmp_path) -> None:
     hist = cubes.history_cube(rows, ["Z"], T0 + pd.Timedelta(days=20))
     assert hist is not None and hist.sizes["time"] == 24 * 10 - 4
     assert cubes.history_cube(rows, ["Z", "W"], T0 + pd.Timedelta(days=20)) is None
+
+
+def test_grid_tab_draws_the_band_against_the_truth_for_an_origin(seed3, tmp_path) -> None:
+    import holoviews as hv
+    import panel as pn
+
+    from workbench.app.state import WorkbenchState
+    from workbench.app.views import ForecastPane
+
+    sc = _with_history(first_hours(seed3, 6), 30)
+    state = WorkbenchState(db_path=str(tmp_path / "wb.duckdb"), scenario_name="seed3",
+                           baseline_policies=[], save_runs=False)
+    state.scenario = sc
+    pane = ForecastPane(state=state)
+    pane.variable.value = "carbon_g_per_kwh"
+    pane.button.clicks += 1
+    (plot,) = pane.out.objects
+    assert isinstance(plot, pn.pane.HoloViews) and isinstance(plot.object, hv.Overlay)
+    frame = plot.object.Curve.Truth.data
+    # Issued 00:00 UTC; the scenario runs 16:00 .. 22:00: 22 hours, the first 16 from history.
+    assert len(frame) == 22 and frame["truth"].notna().all()
+    assert (frame["q10"] <= frame["q50"]).all() and (frame["q50"] <= frame["q90"]).all()
+    state.scenario = seed3  # no history: the pane says what is missing
+    pane = ForecastPane(state=state)
+    pane.button.clicks += 1
+    (alert,) = pane.out.objects
+    assert isinstance(alert, pn.pane.Alert) and "0.0 days" in alert.object

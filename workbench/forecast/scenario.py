@@ -159,3 +159,29 @@ def fit_scenario(scenario: Scenario, model: str = DEFAULT_MODEL,
              scenario.name, len(origins), len(regions), days)
     return ModelForecast(model=model, origins=origins, regions=regions, horizon_h=horizon_h,
                          paths=paths, history_days=days)
+
+
+def band_frame(scenario: Scenario, fm: ModelForecast, origin: pd.Timestamp, region: str,
+               var: str) -> pd.DataFrame:
+    """The forecast issued at ``origin`` for ``region``'s ``var`` against the truth, hourly
+    over the issued horizon within the scenario: columns ``time`` (naive UTC), ``truth``,
+    ``q10``, ``q50``, ``q90`` (the cube's unit)."""
+    if var not in VARIABLES:
+        raise ForecastError(f"unknown variable {var!r}; use one of {VARIABLES}")
+    i = int(fm.origins.get_indexer([origin])[0])
+    if i < 0:
+        raise ForecastError(f"no forecast issued at {origin}; origins: "
+                            f"{', '.join(str(o.date()) for o in fm.origins)}")
+    j = fm.regions.index(region)
+    start = pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
+    end = start + pd.Timedelta(seconds=scenario.slot_s * scenario.n_slots)
+    times = pd.date_range(origin, periods=fm.horizon_h, freq="h")
+    truth = _hourly(scenario.grid.sel(time=slice(start, end - pd.Timedelta(seconds=1))))
+    truth_s = truth[var].sel(region=region).to_series()
+    hist = scenario.history
+    if hist is not None:
+        truth_s = pd.concat([hist[var].sel(region=region).to_series(), truth_s])
+    frame = pd.DataFrame({"time": times, "truth": truth_s.reindex(times).to_numpy(),
+                          **{f"q{int(q * 100)}": fm.paths[var][q][i, :, j]
+                             for q in (0.1, 0.5, 0.9)}})
+    return frame[frame["time"] < end].reset_index(drop=True)
