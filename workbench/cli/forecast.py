@@ -36,14 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     a = fsub.add_parser(
         "arrivals", help="fit and backtest the job-arrival model on a trace",
-        description="Fit arrival rate and GPU demand by hour of week per job class on the "
-        "first part of a job trace and score hourly arrivals on the rest against a flat rate.")
+        description="Every week, fit arrival rate and GPU demand by hour of week per job "
+        "class on the weeks before, forecast the next week's hourly arrivals and score them "
+        "against the trace and against a flat rate.")
     from workbench.forecast.arrivals import TRACE_FORMATS
 
     a.add_argument("format", choices=sorted(TRACE_FORMATS))
     a.add_argument("path")
-    a.add_argument("--train-fraction", type=float, default=0.7,
-                   help="share of the trace's span to fit on (default 0.7)")
+    a.add_argument("--train-weeks", type=int, default=4,
+                   help="weeks before each origin to fit on (default 4)")
     a.add_argument("--json", action="store_true", help="print one JSON object")
     a.set_defaults(func=_arrivals)
 
@@ -71,13 +72,15 @@ def _backtest(args: argparse.Namespace) -> int:
 def _arrivals(args: argparse.Namespace) -> int:
     from workbench.forecast.arrivals import backtest_arrivals, read_trace
 
-    result = backtest_arrivals(read_trace(args.format, args.path), args.train_fraction)
+    result = backtest_arrivals(read_trace(args.format, args.path), args.train_weeks)
     data = result.to_json()
     if args.json:
         print(json.dumps(data))
         return 0
-    print(f"{args.path}: fitted on {data['train_hours']} h, scored on {data['test_hours']} h")
+    print(f"{args.path}: {data['origins']} weekly origins, each fitted on the "
+          f"{data['train_weeks']} weeks before, {data['horizon_h']} h ahead")
     print(f"  hourly arrivals MAE {data['mae_jobs_per_h']:.3f} jobs/h (flat rate "
           f"{data['mae_flat_jobs_per_h']:.3f}); GPUs requested MAE "
-          f"{data['mae_gpus_per_h']:.3f} GPUs/h (flat {data['mae_flat_gpus_per_h']:.3f})")
+          f"{data['mae_gpus_per_h']:.3f} GPUs/h (flat {data['mae_flat_gpus_per_h']:.3f}); "
+          f"forecast/actual arrivals {data['total_jobs_ratio']:.3f}")
     return 0

@@ -184,10 +184,13 @@ def fit_arrivals(jobs: pd.DataFrame, start: pd.Timestamp | None = None,
 
 @dataclass(frozen=True)
 class ArrivalBacktest:
-    """Hourly arrivals on the held-out part of a trace against the model and a flat rate."""
+    """Rolling-origin backtest of hourly arrivals: every ``step_h`` hours the model is fitted
+    on the ``train_weeks`` weeks before the origin and forecasts the next ``horizon_h`` hours;
+    the flat baseline forecasts the same weeks' mean rate for every hour."""
 
-    train_hours: int
-    test_hours: int
+    origins: int
+    train_weeks: int
+    horizon_h: int
     mae_jobs_per_h: float
     mae_flat_jobs_per_h: float
     mae_gpus_per_h: float
@@ -198,34 +201,47 @@ class ArrivalBacktest:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def backtest_arrivals(trace: Trace, train_fraction: float = 0.7,
+def backtest_arrivals(trace: Trace, train_weeks: int = 4, horizon_h: int = WEEK_H,
                       anchor: datetime = ANCHOR) -> ArrivalBacktest:
-    """Fit on the first ``train_fraction`` of the trace's span, score hourly arrivals and GPUs
-    requested on the rest: MAE against the model and against the training mean rate (flat);
-    ``total_jobs_ratio`` = forecast / actual arrivals over the test span."""
-    if not 0 < train_fraction < 1:
-        raise ForecastError(f"train fraction must be in (0, 1), got {train_fraction}")
+    """Score hourly arrivals and GPUs requested, forecast from the ``train_weeks`` weeks
+    before each weekly origin, against the truth and the flat rate: MAE per hour, and
+    ``total_jobs_ratio`` = forecast / actual arrivals summed over all origins."""
+    if train_weeks < 1:
+        raise ForecastError(f"train_weeks must be >= 1, got {train_weeks}")
     jobs = trace_jobs(trace, anchor)
     t = pd.DatetimeIndex(jobs["arrival_utc"])
     lo, hi = t.min().floor("h"), (t.max() + pd.Timedelta(hours=1)).floor("h")
-    split = (lo + (hi - lo) * train_fraction).floor("h")
-    model = fit_arrivals(jobs, lo, split)
-    test_hours = pd.date_range(split, hi, freq="h", inclusive="left")
-    if len(test_hours) < 1:
-        raise ForecastError(f"{trace.path}: nothing left to score after the split")
-    test = jobs[t >= split]
-    bins = ((pd.DatetimeIndex(test["arrival_utc"]) - split) // pd.Timedelta(hours=1)).to_numpy()
-    actual_jobs = np.bincount(bins, minlength=len(test_hours))[: len(test_hours)].astype(float)
-    actual_gpus = np.bincount(bins, weights=test["gpus"].to_numpy(float),
-                              minlength=len(test_hours))[: len(test_hours)]
-    fc = model.expected_arrivals(split, len(test_hours))
-    flat_jobs = model.jobs_per_h.sum(axis=0).mean()
-    flat_gpus = model.gpus_per_h.sum(axis=0).mean()
+    train = pd.Timedelta(weeks=train_weeks)
+    origins = pd.date_range(lo + train, hi - pd.Timedelta(hours=horizon_h), freq=f"{WEEK_H}h")
+    if origins.empty:
+        raise ForecastError(f"{trace.path}: the trace spans {(hi - lo) / pd.Timedelta(days=1):.1f}"
+                            f" days, the backtest needs {train_weeks} weeks plus "
+                            f"{horizon_h} h")
+    hours = pd.date_range(lo, hi, freq="h", inclusive="left")
+    bins = ((t - lo) // pd.Timedelta(hours=1)).to_numpy()
+    n_jobs = np.bincount(bins, minlength=len(hours)).astype(float)
+    n_gpus = np.bincount(bins, weights=jobs["gpus"].to_numpy(float), minlength=len(hours))
+    err = {k: [] for k in ("jobs", "flat_jobs", "gpus", "flat_gpus")}
+    total_fc = total_true = 0.0
+    for o in origins:
+        sel = jobs[(t >= o - train) & (t < o)]
+        if sel.empty:
+            continue
+        model = fit_arrivals(sel, o - train, o)
+        fc = model.expected_arrivals(o, horizon_h)
+        i = int((o - lo) // pd.Timedelta(hours=1))
+        true_j, true_g = n_jobs[i:i + horizon_h], n_gpus[i:i + horizon_h]
+        err["jobs"].append(np.abs(true_j - fc["jobs"].to_numpy()))
+        err["gpus"].append(np.abs(true_g - fc["gpus_requested"].to_numpy()))
+        err["flat_jobs"].append(np.abs(true_j - n_jobs[i - train_weeks * WEEK_H:i].mean()))
+        err["flat_gpus"].append(np.abs(true_g - n_gpus[i - train_weeks * WEEK_H:i].mean()))
+        total_fc += float(fc["jobs"].sum())
+        total_true += float(true_j.sum())
+    if not err["jobs"]:
+        raise ForecastError(f"{trace.path}: no job arrives in any training window")
+    mae = {k: float(np.concatenate(v).mean()) for k, v in err.items()}
     return ArrivalBacktest(
-        train_hours=model.fitted_hours, test_hours=len(test_hours),
-        mae_jobs_per_h=float(np.abs(actual_jobs - fc["jobs"].to_numpy()).mean()),
-        mae_flat_jobs_per_h=float(np.abs(actual_jobs - flat_jobs).mean()),
-        mae_gpus_per_h=float(np.abs(actual_gpus - fc["gpus_requested"].to_numpy()).mean()),
-        mae_flat_gpus_per_h=float(np.abs(actual_gpus - flat_gpus).mean()),
-        total_jobs_ratio=float(fc["jobs"].sum() / max(actual_jobs.sum(), 1.0)),
-    )
+        origins=len(err["jobs"]), train_weeks=train_weeks, horizon_h=horizon_h,
+        mae_jobs_per_h=mae["jobs"], mae_flat_jobs_per_h=mae["flat_jobs"],
+        mae_gpus_per_h=mae["gpus"], mae_flat_gpus_per_h=mae["flat_gpus"],
+        total_jobs_ratio=total_fc / max(total_true, 1.0))
