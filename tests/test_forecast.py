@@ -253,3 +253,43 @@ def test_grid_tab_draws_the_band_against_the_truth_for_an_origin(seed3, tmp_path
     pane.button.clicks += 1
     (alert,) = pane.out.objects
     assert isinstance(alert, pn.pane.Alert) and "0.0 days" in alert.object
+
+
+def test_a_scenario_loaded_from_the_store_carries_its_history(tmp_path) -> None:
+    from helpers_sim import START, tiny_scenario
+
+    start = pd.Timestamp(START).tz_convert(None)
+    idx = pd.date_range(start - pd.Timedelta(days=30), start, freq="h", inclusive="left")
+    rows = pd.concat([pd.DataFrame({"time_utc": idx, "region": r, "price_per_kwh": 0.5,
+                                    "currency": "CNY", "carbon_g_per_kwh": 300.0,
+                                    "source": "test"}) for r in ("ra", "rb")])
+    with Store(tmp_path / "s.duckdb") as store:
+        store.write_grid_series(rows)
+        store.save_scenario(tiny_scenario())
+        sc = store.load_scenario("tiny")
+    assert sc.history is not None and history_days(sc) == pytest.approx(30.0)
+    assert has_history(sc) and list(sc.history["region"].values) == ["ra", "rb"]
+
+
+def test_quote_prices_against_the_model_forecast(seed3) -> None:
+    from workbench.quote import JobSpec, quote
+
+    sc = _with_history(first_hours(seed3, 6), 30)
+    spec = JobSpec(app=sc.profiles[0].app, work_samples=1e5, home=sc.datacenters[0].name,
+                   min_gpus=1, max_gpus=1)
+    q = quote(sc, spec, forecast_mode="model")
+    assert q.to_dict()["options"]
+    with pytest.raises(ForecastError, match="days of gap-free"):
+        quote(seed3, spec, forecast_mode="model")
+
+
+def test_cli_arrivals_backtests_a_trace(tmp_path, capsys) -> None:
+    rng = np.random.default_rng(1)
+    hours = pd.date_range(T0, periods=6 * 168, freq="h")
+    times = np.repeat(hours, rng.poisson(np.where(hours.hour < 12, 3.0, 0.3)))
+    path = tmp_path / "philly.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M:%S"), "duration": 600.0,
+                  "num_gpus": 2, "gpu_time": 1200.0, "cluster": "c1"}).to_csv(path, index=False)
+    assert main(["forecast", "arrivals", "philly", str(path), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["origins"] == 2 and obj["mae_jobs_per_h"] < obj["mae_flat_jobs_per_h"]

@@ -15,8 +15,9 @@ origin cannot look ahead by construction; the tests perturb the future to check 
 - ``gbm``: LightGBM gradient-boosted trees with an absolute-error loss (a median forecast)
   on the lead, calendar (local hour, weekday, public holiday), the same hour one, two and
   seven days before, the last value and the 24 h and 168 h means, and the same lags of the
-  zone's other series; every value is taken relative to the last day's mean and divided
-  by the last week's standard deviation, so that one model serves changing price levels.
+  zone's other series; every value is taken relative to the last day's median and divided
+  by the last week's interquartile range / 1.349 (a spike-robust standard deviation), so that
+  one model serves changing price levels and a few spikes do not inflate the next day's.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ def harmonic(past: Array, horizon_h: int, t0: int) -> Array:
 
 
 def _level_scale(past: Array) -> tuple[float, float]:
-    level = float(past[-DAY_H:].mean())
-    week = past[-WEEK_H:]
-    scale = float(week.std())
+    level = float(np.median(past[-DAY_H:]))
+    q25, q75 = np.quantile(past[-WEEK_H:], (0.25, 0.75))
+    scale = float(q75 - q25) / 1.349
     return level, max(scale, 1e-6 * (abs(level) + 1.0))
 
 
