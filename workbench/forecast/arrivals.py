@@ -221,7 +221,7 @@ def backtest_arrivals(trace: Trace, train_weeks: int = 4, horizon_h: int = WEEK_
     bins = ((t - lo) // pd.Timedelta(hours=1)).to_numpy()
     n_jobs = np.bincount(bins, minlength=len(hours)).astype(float)
     n_gpus = np.bincount(bins, weights=jobs["gpus"].to_numpy(float), minlength=len(hours))
-    err = {k: [] for k in ("jobs", "flat_jobs", "gpus", "flat_gpus")}
+    err: dict[str, list[np.ndarray]] = {k: [] for k in ("jobs", "flat_jobs", "gpus", "flat_gpus")}
     total_fc = total_true = 0.0
     for o in origins:
         sel = jobs[(t >= o - train) & (t < o)]

@@ -20,6 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from workbench.cubes import HISTORY_SLOT_S, VARIABLES, resample
+from workbench.forecast.backtest import MIN_HISTORY_DAYS
 from workbench.forecast.calendar import calendar
 from workbench.forecast.models import DAY_H
 from workbench.forecast.rolling import (
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Days of history before the start from which ``model`` is the honest default.
-MIN_HISTORY_DAYS = 28
 PLAN_HORIZON_H = 2 * DAY_H
 
 
