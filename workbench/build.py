@@ -305,6 +305,9 @@ def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) 
     if held and held != [currency]:
         raise BuildError(f"the series' prices are in {held}, not {currency}; import prices "
                          f"in one currency")
+    history = cubes.history_cube(
+        store.grid_series(regions, start - timedelta(days=cubes.HISTORY_DAYS), start), regions,
+        start, timezones={d.region: d.timezone for d in dcs}, currency=currency)
     names = [d.name for d in dcs]
     jobs = sorted(_jobs(store, cfg, start, end, names) + _inference(cfg, start, end),
                   key=lambda j: (j.arrival, j.job_id))
@@ -314,7 +317,7 @@ def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) 
         name=str(name), datacenters=tuple(dcs), pools=tuple(pools), links=tuple(_links(cfg, dcs)),
         jobs=tuple(jobs), profiles=tuple(p for p in profiles if p.app in apps), grid=cube,
         start=start, slot_s=slot_s, n_slots=n_slots, currency=currency,
-        description=str(sc.get("description", "")),
+        description=str(sc.get("description", "")), history=history,
     )
 
 

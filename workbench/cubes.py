@@ -22,10 +22,11 @@ import xarray as xr
 from workbench.model import as_utc
 
 if TYPE_CHECKING:
+    from workbench.forecast.scenario import ModelForecast
     from workbench.policies.base import Forecast
 
 VARIABLES = ("price_per_kwh", "carbon_g_per_kwh")
-FORECAST_MODES = ("perfect", "seasonal-naive", "noisy")
+FORECAST_MODES = ("perfect", "seasonal-naive", "noisy", "model")
 
 
 class CubeError(ValueError):
@@ -152,6 +153,16 @@ def _region_values(
     return values
 
 
+def values_on_grid(
+    rows: pd.DataFrame, var: str, grid: pd.DatetimeIndex, slot_s: int, region: str,
+) -> np.ndarray:
+    """One region's ``var`` (long grid rows) on the slot starts ``grid``, as a cube holds it
+    (step-held from coarser data, time-averaged from finer); NaN where the data has a hole."""
+    frame = rows.copy()
+    frame["time_utc"] = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
+    return _region_values(frame, var, grid, slot_s, region, None)
+
+
 def cube_from_series(
     series: pd.DataFrame,
     slot_s: int,
@@ -208,6 +219,64 @@ def cube_from_series(
     return ds
 
 
+HISTORY_SLOT_S = 3600
+#: Days of history a scenario carries at most (what the forecast models read).
+HISTORY_DAYS = 160
+
+
+def history_cube(
+    series: pd.DataFrame,
+    regions: list[str] | tuple[str, ...],
+    start: datetime | str,
+    days: int = HISTORY_DAYS,
+    timezones: Mapping[str, str] | None = None,
+    currency: str | None = None,
+) -> xr.Dataset | None:
+    """The hourly cube of the gap-free hours right before ``start``, at most ``days`` long.
+
+    The span is the longest one ending at ``start`` in which every region has both price and
+    carbon (an hour missing anywhere cuts it); None when not even a day is left. This is what
+    the forecast models learn from (:mod:`workbench.forecast`); the horizon's cube stays
+    separate, so a policy can never read history and truth as one array by mistake.
+    """
+    start_ts = _naive_utc(start)
+    lo = start_ts - pd.Timedelta(days=days)
+    grid = pd.date_range(lo, start_ts, freq=pd.Timedelta(seconds=HISTORY_SLOT_S),
+                         inclusive="left")
+    frame = series.copy()
+    if frame.empty:
+        return None
+    frame["time_utc"] = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
+    frame = frame[frame["time_utc"] < start_ts]
+    cut = 0
+    values: dict[str, np.ndarray] = {}
+    for region in regions:
+        rows = frame[frame["region"] == region]
+        for var in VARIABLES:
+            sub = rows[rows[var].notna()]
+            if sub.empty:
+                return None
+            v = _region_values(sub, var, grid, HISTORY_SLOT_S, region, None)
+            bad = np.flatnonzero(~np.isfinite(v))
+            if bad.size:
+                cut = max(cut, int(bad[-1]) + 1)
+            values[f"{var}:{region}"] = v
+    if len(grid) - cut < 86400 // HISTORY_SLOT_S:
+        return None
+    if currency is None:
+        held = frame.loc[frame["price_per_kwh"].notna(), "currency"].dropna().unique()
+        if len(held) != 1:
+            return None
+        currency = str(held[0])
+    price = np.column_stack([values[f"price_per_kwh:{r}"][cut:] for r in regions])
+    carbon = np.column_stack([values[f"carbon_g_per_kwh:{r}"][cut:] for r in regions])
+    ds = make_cube(grid[cut:], list(regions), price, carbon, currency, HISTORY_SLOT_S,
+                   "history before the scenario")
+    if timezones:
+        ds.attrs["timezones"] = dict(timezones)
+    return ds
+
+
 def resample(ds: xr.Dataset, slot_s: int) -> xr.Dataset:
     """Change the cube's slot length: coarser slots average (time-weighted), finer slots
     step-hold. The time-average of each variable is kept exactly."""
@@ -257,6 +326,7 @@ def forecast(
     mode: str = "perfect",
     error: float = 0.0,
     seed: int = 0,
+    model: ModelForecast | None = None,
 ) -> Forecast:
     """What a scheduler at slot ``t`` believes about the slots ``t, t+1, ...``.
 
@@ -268,6 +338,9 @@ def forecast(
     - ``noisy``: the truth times ``max(1 + error * eps, 0)`` with ``eps ~ N(0, 1)``, drawn
       from ``seed`` and ``t`` so that runs are repeatable; prices keep their sign (or become
       0), carbon stays >= 0.
+    - ``model``: the median of the forecasts in ``model``
+      (:func:`workbench.forecast.fit_scenario`, fitted once per run on the scenario's
+      history), issued at the last 00:00 UTC at or before slot ``t`` from data before it.
     """
     # Imported here: the policies package imports this module.
     from workbench.policies.base import Forecast
@@ -290,6 +363,16 @@ def forecast(
             src = t + k - period * int(np.ceil(k / period))
             p[k] = price[src] if src >= 0 else price[t]
             c[k] = carbon[src] if src >= 0 else carbon[t]
+    elif mode == "model":
+        if model is None:
+            raise ValueError("forecast mode 'model' needs the fitted forecasts: pass "
+                             "model=workbench.forecast.fit_scenario(scenario)")
+        if stop - t > 1:
+            times = pd.DatetimeIndex(cube["time"].values[t:stop])
+            regions = [str(r) for r in cube["region"].values]
+            cols = [model.regions.index(r) for r in regions]
+            p[1:] = model.at(times, "price_per_kwh")[1:, cols]
+            c[1:] = model.at(times, "carbon_g_per_kwh")[1:, cols]
     elif mode == "noisy" and error > 0 and stop - t > 1:
         rng = np.random.default_rng([seed, t])
         # The factor is clipped at 0 so that a large error never flips a price's sign.

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+import pandas as pd
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -294,6 +295,10 @@ class Scenario:
         Performance and energy parameters per (application, GPU type).
     currency : str
         Currency of ``price_per_kwh``.
+    history : xarray.Dataset or None
+        Hourly cube of the gap-free hours right before ``start`` (at most 160 days), from the
+        store's imported series (:func:`workbench.cubes.history_cube`): what forecast models
+        learn from. None when the store holds none (generated scenarios).
     """
 
     name: str
@@ -308,6 +313,7 @@ class Scenario:
     n_slots: int
     currency: str = "CNY"
     description: str = ""
+    history: xr.Dataset | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "start", as_utc(self.start))
@@ -360,6 +366,15 @@ class Scenario:
         regions = {str(r) for r in self.grid["region"].values}
         absent = sorted({d.region for d in self.datacenters} - regions)
         _require(not absent, f"grid cube lacks regions {absent} used by datacenters")
+        if self.history is not None:
+            hist_regions = {str(r) for r in self.history["region"].values}
+            lacking = sorted({d.region for d in self.datacenters} - hist_regions)
+            _require(not lacking, f"history cube lacks regions {lacking} used by datacenters")
+            last = pd.Timestamp(self.history["time"].values[-1]) + pd.Timedelta(
+                seconds=int(self.history.attrs["slot_s"]))
+            _require(last == pd.Timestamp(self.start).tz_convert("UTC").tz_localize(None),
+                     f"history cube ends at {last}, not at the scenario start "
+                     f"{self.start.isoformat()}")
         _require(
             self.grid.sizes["time"] >= self.n_slots,
             f"grid cube has {self.grid.sizes['time']} time steps, fewer than n_slots "

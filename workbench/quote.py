@@ -255,7 +255,12 @@ def quote(
         last = min(last, int(math.floor((deadline - sc.start).total_seconds() / slot_s)))
 
     cube = _horizon(sc)
-    fc = forecast(cube, t0, None, forecast_mode, forecast_error, seed)
+    fc_model = None
+    if forecast_mode == "model":
+        from workbench.forecast.scenario import fit_scenario
+
+        fc_model = fit_scenario(sc)
+    fc = forecast(cube, t0, None, forecast_mode, forecast_error, seed, fc_model)
     r_index = {r: i for i, r in enumerate(fc.regions)}
     price = fc.price_per_kwh  # row k is slot t0 + k
     carbon = fc.carbon_g_per_kwh

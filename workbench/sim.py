@@ -379,6 +379,11 @@ def simulate(
     sc = scenario
     slot_s = float(sc.slot_s)
     cube = _horizon_cube(sc)
+    fc_model = None
+    if forecast_mode == "model":
+        from workbench.forecast.scenario import fit_scenario
+
+        fc_model = fit_scenario(sc)
     regions = [str(r) for r in cube["region"].values]
     r_index = {r: i for i, r in enumerate(regions)}
     price = np.asarray(cube["price_per_kwh"].values, dtype=float)
@@ -416,6 +421,7 @@ def simulate(
         "knobs": dict(knobs or {}),
         "forecast_mode": forecast_mode,
         "forecast_error": forecast_error,
+        "forecast_history_days": None if fc_model is None else fc_model.history_days,
         "noise": noise,
         "seed": seed,
         "restart_s": restart_s,
@@ -449,7 +455,7 @@ def simulate(
             carbon_kg_so_far=carbon_so_far, cost_so_far=cost_so_far,
             carbon_kg_by_dc_so_far=dict(carbon_by_dc_so_far),
         )
-        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed)
+        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
         tic = _time.perf_counter()
         alloc = policy.decide(state, fc)
         decide_s = _time.perf_counter() - tic

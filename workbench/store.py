@@ -322,13 +322,17 @@ class Store:
                                   end_utc + pd.Timedelta(days=1))
         cube = cubes.cube_from_series(series, slot_s=int(slot_s), start=start_utc, end=end_utc,
                                       timezones={d.region: d.timezone for d in dcs})
+        history = cubes.history_cube(
+            self.grid_series(regions, start_utc - pd.Timedelta(days=cubes.HISTORY_DAYS),
+                             start_utc), regions, start_utc,
+            timezones={d.region: d.timezone for d in dcs}, currency=str(currency))
         apps = {j.app for j in jobs}
         profiles = [p for p in self.load_profiles() if p.app in apps]
         return Scenario(
             name=name, datacenters=tuple(dcs), pools=tuple(pools), links=tuple(links),
             jobs=tuple(jobs), profiles=tuple(profiles), grid=cube, start=start_utc,
             slot_s=int(slot_s), n_slots=int(n_slots), currency=str(currency),
-            description=str(description or ""),
+            description=str(description or ""), history=history,
         )
 
     # -- jobs ------------------------------------------------------------------------

@@ -64,6 +64,24 @@ def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.
                                    title=f"{label} by region, time in {zone}")
 
 
+def forecast_band(frame: pd.DataFrame, variable: str, region: str, origin: str,
+                  currency: str = "CNY") -> hv.Overlay:
+    """The ``model`` forecast's 10-90 % band and median against the truth, hourly (UTC).
+
+    ``frame`` is :func:`workbench.forecast.scenario.band_frame`.
+    """
+    label = _UNITS[variable].format(currency=currency)
+    band = hv.Area(frame, ("time", "time (UTC)"), ["q10", "q90"],
+                   label="forecast 10-90 % band").opts(alpha=0.3, color="#1f77b4")
+    median = hv.Curve(frame, ("time", "time (UTC)"), ("q50", label),
+                      label="forecast median").opts(color="#1f77b4", line_width=2)
+    truth = hv.Curve(frame, ("time", "time (UTC)"), ("truth", label), label="truth").opts(
+        color="black", line_width=1.5, tools=["hover"])
+    return (band * median * truth).opts(
+        **CALM, responsive=True, height=260, legend_position="right",
+        title=f"{region}: {label}, forecast issued {origin} UTC vs truth")
+
+
 def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
                  currency: str = "CNY") -> hv.Element:
     """Heatmap of ``variable`` in ``region`` over hour of day (x) and day (y).

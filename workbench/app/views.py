@@ -201,6 +201,7 @@ class GridView(_StateView):
                                          sizing_mode="stretch_width") for r in regions),
                      sizing_mode="stretch_width")
               for var in ("price_per_kwh", "carbon_g_per_kwh")),
+            ForecastPane(state=self.state),
             sizing_mode="stretch_width",
         )
 
@@ -209,6 +210,54 @@ class GridView(_StateView):
                                 self.zone),
                          pn.panel(self._plots, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")
+
+
+class ForecastPane(_StateView):
+    """The ``model`` forecast issued at a chosen origin against the truth (Grid tab)."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        sc = self.s.scenario
+        regions = [] if sc is None else [str(r) for r in sc.grid["region"].values]
+        self.region = pn.widgets.Select(name="region", options=regions,
+                                        value=regions[0] if regions else None)
+        self.variable = pn.widgets.Select(
+            name="variable", value="price_per_kwh",
+            options={"price": "price_per_kwh", "carbon": "carbon_g_per_kwh"})
+        days = [] if sc is None else sorted({
+            str(t.date()) for t in pd.DatetimeIndex(sc.grid["time"].values)[:sc.n_slots]})
+        self.origin = pn.widgets.Select(name="origin (00:00 UTC)", options=days,
+                                        value=days[0] if days else None)
+        self.button = pn.widgets.Button(name="Forecast", button_type="primary",
+                                        css_classes=["wb-forecast"])
+        self.out = pn.Column(sizing_mode="stretch_width")
+        self.button.on_click(self._draw)
+
+    def _draw(self, *_: Any) -> None:
+        from workbench.forecast.rolling import ForecastError
+        from workbench.forecast.scenario import band_frame, fit_scenario
+
+        sc = self.s.scenario
+        if sc is None:
+            return
+        try:
+            fm = fit_scenario(sc)
+            frame = band_frame(sc, fm, pd.Timestamp(self.origin.value), str(self.region.value),
+                               str(self.variable.value))
+        except ForecastError as exc:
+            self.out.objects = [pn.pane.Alert(str(exc), alert_type="warning")]
+            return
+        self.out.objects = [pn.pane.HoloViews(
+            plots.forecast_band(frame, str(self.variable.value), str(self.region.value),
+                                str(self.origin.value), sc.currency),
+            sizing_mode="stretch_width")]
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.Column(
+            pn.pane.Markdown("**Forecast vs truth** (mode `model`: needs >= 28 days of history "
+                             "before the scenario)"),
+            pn.Row(self.region, self.variable, self.origin, self.button),
+            self.out, sizing_mode="stretch_width")
 
 
 class PlanView(_StateView):

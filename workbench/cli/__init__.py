@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.quote",
     "workbench.cli.sweep",
     "workbench.cli.compute",
+    "workbench.cli.forecast",
 )
 
 log = logging.getLogger("workbench")

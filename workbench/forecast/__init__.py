@@ -1,0 +1,58 @@
+"""Forecasts of electricity price, carbon intensity and job arrivals, built to be planned on.
+
+Every model is trained only on data before its forecast origin (rolling origin). See
+:mod:`workbench.forecast.models` (the candidates), :mod:`workbench.forecast.rolling`
+(selection and combination by past errors, quantiles), :mod:`workbench.forecast.backtest`
+(scores against stored series), :mod:`workbench.forecast.scenario` (the planner's ``model``
+mode) and :mod:`workbench.forecast.arrivals` (job arrivals).
+
+The default-forecast rule calls :func:`has_history`: ``model`` where at least
+:data:`MIN_HISTORY_DAYS` days of history precede the scenario, else seasonal naive.
+"""
+
+from workbench.forecast.arrivals import (
+    ArrivalBacktest,
+    ArrivalModel,
+    backtest_arrivals,
+    fit_arrivals,
+    read_trace,
+    trace_jobs,
+)
+from workbench.forecast.backtest import (
+    KINDS,
+    MIN_HISTORY_DAYS,
+    BacktestResult,
+    backtest,
+    backtest_series,
+    daily_origins,
+    score,
+    series_input,
+)
+from workbench.forecast.calendar import Calendar, calendar, holiday_country
+from workbench.forecast.rolling import (
+    CANDIDATES,
+    DEFAULT_MODEL,
+    MODELS,
+    QUANTILES,
+    ForecastError,
+    RollingForecast,
+    SeriesInput,
+    rolling_forecast,
+)
+from workbench.forecast.scenario import (
+    ModelForecast,
+    band_frame,
+    fit_scenario,
+    has_history,
+    history_days,
+)
+
+__all__ = [
+    "CANDIDATES", "DEFAULT_MODEL", "KINDS", "MIN_HISTORY_DAYS", "MODELS", "QUANTILES",
+    "ArrivalBacktest", "ArrivalModel", "BacktestResult", "Calendar", "ForecastError",
+    "ModelForecast", "RollingForecast", "SeriesInput",
+    "backtest", "backtest_arrivals", "backtest_series", "band_frame", "calendar",
+    "daily_origins", "fit_arrivals", "fit_scenario", "has_history", "history_days",
+    "holiday_country", "read_trace", "rolling_forecast", "score", "series_input",
+    "trace_jobs",
+]

@@ -1,0 +1,186 @@
+"""The ``model`` forecast mode: forecasts for a scenario from the history it carries.
+
+A scenario built from the store carries ``Scenario.history``: the hourly cube of the gap-free
+hours right before its start (:func:`workbench.cubes.history_cube`). :func:`fit_scenario`
+joins it with the horizon's own values (hourly) and issues, for every region and variable,
+a forecast at each day's 00:00 UTC covering the next ``horizon_h`` hours, each from the data
+before its origin only (:func:`workbench.forecast.rolling.rolling_forecast`). A policy at slot
+``t`` sees the forecast issued at the last 00:00 UTC at or before the slot (like a day-ahead
+market, it is not revised within the day); hours past the issued horizon repeat its last day.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from workbench.cubes import HISTORY_SLOT_S, VARIABLES, resample
+from workbench.forecast.backtest import MIN_HISTORY_DAYS
+from workbench.forecast.calendar import calendar
+from workbench.forecast.models import DAY_H
+from workbench.forecast.rolling import (
+    DEFAULT_MODEL,
+    MAX_HORIZON_H,
+    ForecastError,
+    SeriesInput,
+    rolling_forecast,
+)
+
+if TYPE_CHECKING:
+    from workbench.model import Scenario
+
+log = logging.getLogger(__name__)
+
+PLAN_HORIZON_H = 2 * DAY_H
+
+
+def history_days(scenario: Scenario) -> float:
+    """Days of gap-free hourly history (price and carbon, every region) before the start."""
+    hist = getattr(scenario, "history", None)
+    if hist is None:
+        return 0.0
+    return hist.sizes["time"] * float(hist.attrs.get("slot_s", HISTORY_SLOT_S)) / 86400.0
+
+
+def has_history(scenario: Scenario, days: int = MIN_HISTORY_DAYS) -> bool:
+    """Whether at least ``days`` days of history precede the scenario (the ``model`` mode's
+    condition to be the default)."""
+    return history_days(scenario) >= days
+
+
+@dataclass(frozen=True)
+class ModelForecast:
+    """Forecasts issued at each day's 00:00 UTC over a scenario's horizon.
+
+    ``paths[var][q]`` has shape ``(origins, horizon_h, regions)`` (``q`` in 0.1, 0.5, 0.9),
+    in the cube's units (``price_per_kwh``: the scenario currency per kWh; carbon: gCO2/kWh).
+    ``history_days`` says how much history preceded the start.
+    """
+
+    model: str
+    origins: pd.DatetimeIndex
+    regions: tuple[str, ...]
+    horizon_h: int
+    paths: dict[str, dict[float, np.ndarray]]
+    history_days: float
+
+    def at(self, times: pd.DatetimeIndex, var: str, quantile: float = 0.5) -> np.ndarray:
+        """Values ``(len(times), regions)`` for the slots ``times`` as forecast at the last
+        00:00 UTC at or before ``times[0]``; beyond the issued horizon the last issued day
+        repeats."""
+        origin = times[0].floor("D")
+        i = int(self.origins.get_indexer([origin])[0])
+        if i < 0:
+            raise ForecastError(f"no forecast issued at {origin.isoformat()} (issued "
+                                f"{self.origins[0]} .. {self.origins[-1]})")
+        h = np.asarray((times - origin) // pd.Timedelta(hours=1), dtype=int)
+        over = h >= self.horizon_h
+        h[over] = self.horizon_h - DAY_H + (h[over] - self.horizon_h) % DAY_H
+        return np.asarray(self.paths[var][quantile][i, h, :], dtype=float)
+
+
+def _hourly(cube: xr.Dataset) -> xr.Dataset:
+    slot_s = int(cube.attrs["slot_s"])
+    if slot_s == HISTORY_SLOT_S:
+        return cube
+    if slot_s < HISTORY_SLOT_S and HISTORY_SLOT_S % slot_s == 0:
+        return resample(cube, HISTORY_SLOT_S)
+    if slot_s > HISTORY_SLOT_S and slot_s % HISTORY_SLOT_S == 0:
+        return resample(cube, HISTORY_SLOT_S)
+    raise ForecastError(f"the model forecasts hours; a slot of {slot_s} s neither divides nor "
+                        "is a multiple of an hour")
+
+
+def fit_scenario(scenario: Scenario, model: str = DEFAULT_MODEL,
+                 horizon_h: int = PLAN_HORIZON_H) -> ModelForecast:
+    """Issue the ``model`` forecasts for every region and variable of ``scenario``.
+
+    Raises
+    ------
+    ForecastError
+        The scenario carries fewer than :data:`MIN_HISTORY_DAYS` days of history (the message
+        names the regions and what the store must hold), or its slot length does not fit
+        hours.
+    """
+    days = history_days(scenario)
+    regions = tuple(str(r) for r in scenario.grid["region"].values)
+    if days < MIN_HISTORY_DAYS:
+        raise ForecastError(
+            f"scenario {scenario.name!r}: {days:.1f} days of gap-free price and carbon history "
+            f"before {scenario.start.isoformat()} for regions {', '.join(regions)}, the model "
+            f"needs >= {MIN_HISTORY_DAYS}; import earlier series and rebuild the scenario, or "
+            "use --forecast seasonal-naive")
+    hist = scenario.history
+    assert hist is not None
+    start = pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
+    end = start + pd.Timedelta(seconds=scenario.slot_s * scenario.n_slots)
+    horizon = _hourly(scenario.grid.sel(time=slice(start, end - pd.Timedelta(seconds=1))))
+    joined = xr.concat([hist[list(VARIABLES)], horizon[list(VARIABLES)]], dim="time")
+    index = pd.DatetimeIndex(joined["time"].values)
+    if not (np.diff(index.asi8) == HISTORY_SLOT_S * 10**9).all():
+        raise ForecastError(f"scenario {scenario.name!r}: its history does not end where the "
+                            "horizon begins; rebuild the scenario")
+    origins = pd.date_range(start.floor("D"), (end - pd.Timedelta(seconds=1)).floor("D"),
+                            freq="D")
+    n_hours = int(index.get_indexer([origins[-1]])[0]) + horizon_h
+    if n_hours > len(index):
+        # The last origin's path reaches past the horizon: pad the (never read) future.
+        pad = n_hours - len(index)
+        index = index.append(pd.date_range(index[-1] + pd.Timedelta(hours=1), periods=pad,
+                                           freq="h"))
+    zones = {d.region: (d.grid_zone, d.timezone) for d in scenario.datacenters}
+    paths: dict[str, dict[float, np.ndarray]] = {
+        v: {q: np.empty((len(origins), horizon_h, len(regions))) for q in (0.1, 0.5, 0.9)}
+        for v in VARIABLES}
+    cal_index = pd.date_range(index[0], periods=len(index) + MAX_HORIZON_H, freq="h")
+    for j, region in enumerate(regions):
+        zone, tz = zones.get(region, (region, "UTC"))
+        cal = calendar(cal_index, zone, tz)
+        for var in VARIABLES:
+            other = VARIABLES[1] if var == VARIABLES[0] else VARIABLES[0]
+
+            def values(v: str, region: str = region) -> np.ndarray:
+                x = joined[v].sel(region=region).values.astype(float)
+                return np.concatenate([x, np.full(len(index) - len(x), np.nan)])
+
+            series = SeriesInput(name=f"{var} of {region}", index=index, values=values(var),
+                                 calendar=cal, exog=values(other),
+                                 nonnegative=var == "carbon_g_per_kwh")
+            fc = rolling_forecast(series, origins, horizon_h, model)
+            for q, arr in ((0.1, fc.q10), (0.5, fc.q50), (0.9, fc.q90)):
+                paths[var][q][:, :, j] = arr
+    log.info("model forecasts for %s: %d origins x %d regions, %.0f days of history",
+             scenario.name, len(origins), len(regions), days)
+    return ModelForecast(model=model, origins=origins, regions=regions, horizon_h=horizon_h,
+                         paths=paths, history_days=days)
+
+
+def band_frame(scenario: Scenario, fm: ModelForecast, origin: pd.Timestamp, region: str,
+               var: str) -> pd.DataFrame:
+    """The forecast issued at ``origin`` for ``region``'s ``var`` against the truth, hourly
+    over the issued horizon within the scenario: columns ``time`` (naive UTC), ``truth``,
+    ``q10``, ``q50``, ``q90`` (the cube's unit)."""
+    if var not in VARIABLES:
+        raise ForecastError(f"unknown variable {var!r}; use one of {VARIABLES}")
+    i = int(fm.origins.get_indexer([origin])[0])
+    if i < 0:
+        raise ForecastError(f"no forecast issued at {origin}; origins: "
+                            f"{', '.join(str(o.date()) for o in fm.origins)}")
+    j = fm.regions.index(region)
+    start = pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
+    end = start + pd.Timedelta(seconds=scenario.slot_s * scenario.n_slots)
+    times = pd.date_range(origin, periods=fm.horizon_h, freq="h")
+    truth = _hourly(scenario.grid.sel(time=slice(start, end - pd.Timedelta(seconds=1))))
+    truth_s = truth[var].sel(region=region).to_series()
+    hist = scenario.history
+    if hist is not None:
+        truth_s = pd.concat([hist[var].sel(region=region).to_series(), truth_s])
+    frame = pd.DataFrame({"time": times, "truth": truth_s.reindex(times).to_numpy(),
+                          **{f"q{int(q * 100)}": fm.paths[var][q][i, :, j]
+                             for q in (0.1, 0.5, 0.9)}})
+    return frame[frame["time"] < end].reset_index(drop=True)
