@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.io import _table
+from workbench.io import _table, bounds
 from workbench.io.errors import InputError
 from workbench.io.units import UnitError, carbon_factor, price_factor
 from workbench.io.urdb import read_urdb_json
@@ -49,20 +49,50 @@ def _series(
     kind: str, source: str, currency: str | None = None, timezone: str | None = None,
     time_format: str | None = None, drop_missing: bool = False, allow_negative: bool = True,
 ) -> pd.DataFrame:
-    """Times and values of one column, converted, checked and sorted-order verified."""
-    times = _table.parse_times(table, time_col, timezone, time_format)
+    """Times and values of one column, converted, bounded and checked for order.
+
+    With ``drop_missing`` the rows without a value are dropped *before* the times are read,
+    so blank rows that a local-time export lists in the spring daylight-saving gap go away
+    with their (non-existent) times.
+    """
     values, keep = _table.parse_numbers(table, value_col, drop_missing)
-    _table.check_order(times, table.lines, table.path, time_col)
     if not keep.all():
         log.warning("%s: dropped %d row(s) with a missing %s", table.path, int((~keep).sum()),
                     value_col)
-    values = values * factor
-    if not allow_negative and (values[keep] < 0).any():
-        i = int(np.flatnonzero(keep & (values < 0))[0])
-        raise InputError(table.path, f"negative carbon intensity {values[i] / factor:g}",
-                         "average carbon intensity cannot be below zero; correct the row",
-                         line=int(table.lines[i]), column=value_col)
-    return _frame(times[keep], values[keep], region, kind, source, currency)
+        table = table.take(keep)
+        values = values[keep]
+    times = _table.parse_times(table, time_col, timezone, time_format)
+    _table.check_order(times, table.lines, table.path, time_col)
+    with np.errstate(over="ignore"):
+        stored = values * factor
+    if kind == "price":
+        bound = bounds.price_bound(currency or "USD")
+    else:
+        bound = bounds.CARBON_MARGINAL if allow_negative else bounds.CARBON_AVERAGE
+    bounds.check(stored, bound, table.path, value_col, lambda i: int(table.lines[i]),
+                 shown=values if factor != 1.0 else None)
+    return _frame(times, stored, region, kind, source, currency)
+
+
+def check_frame(frame: pd.DataFrame, path: str | Path, marginal: bool = False) -> None:
+    """Bound every value of a grid frame (any reader's output) before it is written.
+
+    Prices: :func:`~workbench.io.bounds.price_bound` of the frame's currency; carbon:
+    average intensity in 0..2,000 gCO2/kWh (``marginal``: -2,000..2,000).
+    """
+    times = pd.DatetimeIndex(frame["time_utc"])
+
+    def label(i: int) -> str:
+        return f"{times[i]} UTC: "
+
+    if "price_per_kwh" in frame:
+        cur = str(frame["currency"].iloc[0]) if len(frame) else "USD"
+        bounds.check(frame["price_per_kwh"].to_numpy(float), bounds.price_bound(cur), str(path),
+                     "price", label=label)
+    if "carbon_g_per_kwh" in frame:
+        bound = bounds.CARBON_MARGINAL if marginal else bounds.CARBON_AVERAGE
+        bounds.check(frame["carbon_g_per_kwh"].to_numpy(float), bound, str(path), "carbon",
+                     label=label)
 
 
 def _unit_in(header: str, path: str) -> str:
@@ -307,9 +337,13 @@ def read_avert(
                 line=int(table.lines[i]), column="Month",
             )
     values, keep = _table.parse_numbers(table, want, drop_missing)
-    frame = _frame(times[keep], values[keep] * carbon_factor("lb/kWh"), region, "carbon",
-                   f"avert {want} {year}: {Path(path).name}")
-    return frame
+    with np.errstate(over="ignore"):
+        stored = values[keep] * carbon_factor("lb/kWh")
+    lines = table.lines[keep]
+    bounds.check(stored, bounds.CARBON_MARGINAL, table.path, want, lambda i: int(lines[i]),
+                 shown=values[keep], shown_unit="lb/kWh")
+    return _frame(times[keep], stored, region, "carbon", f"avert {want} {year}: "
+                  f"{Path(path).name}")
 
 
 # -- tariffs and generic files ---------------------------------------------------------------
@@ -349,8 +383,12 @@ def read_csv_generic(
         raise _unit_error(table.path, exc, value_column) from None
     return _series(table, time_column, value_column, factor, region=region, kind=kind,
                    source=f"csv {value_column} [{unit}]: {Path(path).name}", currency=cur,
-                   timezone=timezone, time_format=time_format, drop_missing=drop_missing)
+                   timezone=timezone, time_format=time_format, drop_missing=drop_missing,
+                   allow_negative=False)
 
+
+_MARGINAL_FORMATS = ("watttime-csv", "avert")
+"""Formats carrying marginal emission rates, which may be negative."""
 
 GRID_FORMATS: dict[str, GridReader] = {
     "electricitymaps-csv": read_electricitymaps_csv,
@@ -381,7 +419,9 @@ def read_grid(fmt: str, path: str | Path, region: str, **options: Any) -> pd.Dat
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise InputError(path, f"format {fmt} does not take {flags}",
                          f"drop it; {fmt} takes {', '.join(sorted(takes)) or 'no options'}")
-    return reader(path, region, **opts)
+    frame = reader(path, region, **opts)
+    check_frame(frame, path, marginal=fmt in _MARGINAL_FORMATS)
+    return frame
 
 
 @dataclass(frozen=True)
@@ -418,11 +458,18 @@ def import_grid(store: Any, fmt: str, path: str | Path, region: str,
     """Read a grid file and upsert it into ``store`` in one transaction.
 
     Re-importing the same file rewrites the same ``(region, time)`` rows; a file whose price
-    currency differs from the prices the region already holds is refused.
+    currency differs from the prices the region already holds is refused. To hold the
+    store's lock only while writing, call :func:`read_grid` first and then
+    :func:`write_grid` (the CLI does).
     """
-    frame = read_grid(fmt, path, region, **options)
+    return write_grid(store, read_grid(fmt, path, region, **options), path)
+
+
+def write_grid(store: Any, frame: pd.DataFrame, path: str | Path) -> GridImport:
+    """Upsert a frame :func:`read_grid` returned into ``store`` in one transaction."""
     if frame.empty:
         raise InputError(path, "no rows left to import", "check --drop-missing and the file")
+    region = str(frame["region"].iloc[0])
     if "currency" in frame:
         cur = str(frame["currency"].iloc[0])
         held = store.con.execute(

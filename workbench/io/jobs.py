@@ -241,7 +241,8 @@ def jobs_from_trace(
         raise InputError(path, f"no profile for application {app!r} on {reference_gpu}",
                          f"pass --app with one of {apps} or 'mix'")
     if slack < 0 or not np.isfinite(slack):
-        raise InputError(path, f"slack {slack} is negative", "pass --slack >= 0 (0: no deadline)")
+        raise InputError(path, f"slack {slack} is not a number >= 0",
+                         "pass --slack >= 0 (0: no deadline)")
     if not homes:
         raise InputError(path, "no home datacenters", "pass --homes a,b,c")
     f = trace.frame
