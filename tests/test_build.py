@@ -116,7 +116,7 @@ def test_min_deadline_widens_short_windows_only(store: Store, tmp_path: Path) ->
         new_h = (after.deadline - after.arrival).total_seconds() / 3600
         assert new_h == pytest.approx(max(old_h, cut))
     cfg["jobs"]["min_deadline_h"] = -1.0
-    with pytest.raises(BuildError, match="min_deadline_h -1.0 must be positive"):
+    with pytest.raises(BuildError, match="min_deadline_h: -1.0 must be greater than 0"):
         build_scenario(store, cfg)
 
 

@@ -110,7 +110,7 @@ def test_price_bound_property(value: float, currency: str) -> None:
 
 
 ZEUS_HEAD = "dataset,network,batch_size,power_limit,time_per_epoch,average_power\n"
-ZEUS_ROWS = ["cifar100,shufflenetv2,{b},250,{t},{p}".format(b=b, t=100 / b, p=100 + b)
+ZEUS_ROWS = [f"cifar100,shufflenetv2,{b},250,{100 / b},{100 + b}"
              for b in (32, 64, 128, 256)]
 
 
@@ -163,9 +163,9 @@ def test_pollux_bad_timings_are_refused(
 
 
 def test_fit_with_every_sync_above_step_is_one_line(tmp_path: Path) -> None:
-    from workbench.fit import ProfileDataError, fit_throughput_params
-
     import pandas as pd
+
+    from workbench.fit import ProfileDataError, fit_throughput_params
 
     rows = pd.DataFrame({"num_nodes": [1, 1, 1], "num_replicas": [1, 2, 4],
                          "local_bsz": [32, 32, 32], "step_time": [0.1, 0.1, 0.1],

@@ -620,6 +620,9 @@ def import_profiles(
     from workbench.perf import load_default_profiles
 
     d = Path(directory)
+    if not d.is_dir():
+        holds = "<app>/placements.csv folders" if kind == "pollux" else "summary_power_v100.csv"
+        raise ProfileDataError(f"{d} is not a folder; pass the folder holding {holds}")
     if kind == "pollux":
         root = _pollux_dir(d)
         apps = sorted(p.name for p in root.iterdir() if (p / "placements.csv").is_file())

@@ -146,7 +146,9 @@ class Store:
                     f"store {self.path} is locked by another process (a running `workbench` "
                     "or app); close it, or pass --db with another file"
                 ) from None
-            raise StoreError(f"cannot open store {self.path}: {text}") from None
+            raise StoreError(f"cannot open store {self.path}: {text.splitlines()[0]}; the file "
+                             "is damaged or not a store: restore it from a backup, or pass "
+                             "--db with another file") from None
         except duckdb.Error as exc:
             raise StoreError(
                 f"{self.path} is not a DuckDB store this workbench can read: {exc}"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._args import number
 from workbench.io.errors import InputError
 from workbench.io.grid import GRID_FORMATS, import_grid
 from workbench.io.jobs import JOB_FORMATS, import_jobs
@@ -68,12 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="electricitymaps-csv: lifecycle (default) or direct intensity")
     g.add_argument("--currency", help="price currency (ISO code) when the file names none")
     g.add_argument("--timezone", help="IANA zone of naive local times (e.g. Asia/Tokyo)")
-    g.add_argument("--year", type=int, help="avert: the calendar year of the hours")
+    g.add_argument("--year", type=number(1900, 2199, integer=True),
+                   help="avert: the calendar year of the hours")
     g.add_argument("--column", help="avert: AVERT region; nyiso-lmp: zone; watttime-csv: "
                    "value column")
     g.add_argument("--start", help="urdb-json: first hour (ISO, UTC unless offset given)")
     g.add_argument("--end", help="urdb-json: end of the span (exclusive)")
-    g.add_argument("--tier", type=int, help="urdb-json: consumption tier (default 0)")
+    g.add_argument("--tier", type=number(0, integer=True),
+                   help="urdb-json: consumption tier (default 0)")
     g.add_argument("--time-column", help="csv: the time column")
     g.add_argument("--value-column", help="csv: the value column")
     g.add_argument("--kind", choices=("price", "carbon"), help="csv: what the values are")
@@ -98,9 +101,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated home datacenters, assigned in turn")
     j.add_argument("--reference-gpu", default="A100",
                    help="GPU type whose profile turns durations into work (default A100)")
-    j.add_argument("--slack", type=float, default=2.0,
+    j.add_argument("--slack", type=number(0, 1000), default=2.0,
                    help="deadline = arrival + slack x duration; 0: no deadline (default 2)")
-    j.add_argument("--limit", type=int, help="keep only the first N jobs by arrival")
+    j.add_argument("--limit", type=number(1, integer=True),
+                   help="keep only the first N jobs by arrival")
     j.add_argument("--timezone", default="UTC", help="philly: zone of the timestamps")
     j.add_argument("--replace", action="store_true", help="empty the job set first")
     j.add_argument("--json", action="store_true", help="print a JSON summary")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._args import number
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import FORECAST_MODES
 from workbench.io.plan_csv import write_migrations_csv
@@ -44,26 +45,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
     p.add_argument("--policy", default="lyapunov", choices=POLICY_NAMES,
                    help="policy (default: lyapunov)")
-    p.add_argument("--V", type=float, default=None,
+    p.add_argument("--V", type=number(0, low_open=True), default=None,
                    help="Lyapunov trade-off: weight of cost against queue backlogs (> 0)")
     p.add_argument("--carbon-cap", default=None, metavar="KG|PCT%",
                    help="carbon cap over the horizon: kg CO2 (e.g. 1200) or a percentage "
                    "below the asap-home run's carbon (e.g. 20%%)")
-    p.add_argument("--migration-threshold", type=float, default=None,
+    p.add_argument("--migration-threshold", type=number(0, 100), default=None,
                    help="relative gain a move must exceed (hysteresis), e.g. 0.1")
-    p.add_argument("--power-cap-kw", type=float, default=None, metavar="KW",
+    p.add_argument("--power-cap-kw", type=number(0, low_open=True, unit="kW"),
+                   default=None, metavar="KW",
                    help="IT power cap of every datacenter in each slot, kW (lyapunov, offline)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the Pyomo reference MILP (default) or the "
                    "highspy array fast path")
     p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
                    help="what the policy is told about future price and carbon")
-    p.add_argument("--forecast-error", type=float, default=None,
+    p.add_argument("--forecast-error", type=number(0, 10), default=None,
                    help="relative error of --forecast noisy (default 0.1)")
-    p.add_argument("--noise", type=float, default=0.0,
+    p.add_argument("--noise", type=number(0, 10), default=0.0,
                    help="log-normal sigma of hidden throughput errors and measurement noise")
-    p.add_argument("--seed", type=int, default=0, help="random seed of noise (default 0)")
-    p.add_argument("--restart-s", type=float, default=RESTART_S_DEFAULT,
+    p.add_argument("--seed", type=number(0, 2**32 - 1, integer=True),
+                   default=0, help="random seed of noise (default 0)")
+    p.add_argument("--restart-s", type=number(0, 86400, unit="seconds"), default=RESTART_S_DEFAULT,
                    help=f"seconds lost per start, resume or move (default {RESTART_S_DEFAULT:g})")
     p.add_argument("--out", type=Path, default=None, help="plan CSV to write")
     p.add_argument("--migrations-out", type=Path, default=None,
@@ -214,13 +217,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.V is not None and not (math.isfinite(args.V) and args.V > 0):
-        print(f"error: --V must be a positive number, got {args.V}", file=sys.stderr)
-        return 2
-    for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            print(f"error: {flag} must be a number >= 0, got {value}", file=sys.stderr)
-            return 2
     for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
         why = None if path is None else unwritable(path)
         if why:

@@ -74,6 +74,8 @@ class Table:
 def read_text(path: str | Path) -> str:
     """The file's text (UTF-8, a leading byte-order mark dropped); empty files raise."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(p, "this is a folder, not a file", "pass the file's path")
     if not p.is_file():
         raise InputError(p, "no such file", "check the path")
     data = p.read_bytes()

@@ -117,5 +117,6 @@ def check(
             else f"{raw}{v:g} {bound.unit} is outside the plausible {bound.quantity} range "
             f"{bound.describe()} ({bound.why})")
     line = None if where is None else where(i)
-    raise InputError(path, f"{label(i) if label else ''}{what}", "check the unit (e.g. /MWh against /kWh, g "
+    prefix = label(i) if label else ""
+    raise InputError(path, f"{prefix}{what}", "check the unit (e.g. /MWh against /kWh, g "
                      "against t) or correct the row", line=line, column=column)
