@@ -106,3 +106,27 @@ def test_plan_unwritable_output_stores_nothing(db, tmp_path, capsys, flag) -> No
     assert f"error: {flag}" in capsys.readouterr().err
     with Store(db) as store:
         assert len(store.table("runs")) == runs_before
+
+
+def test_plan_on_a_locked_store_saves_to_a_side_file(db, tmp_path, capsys) -> None:
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
+                   "--json", "--no-progress", "--lock-wait-s", "1"])
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert rc == 0
+    cap = capsys.readouterr()
+    obj = json.loads(cap.out)
+    assert obj["stored_in"] != str(db) and "stayed locked" in cap.err
+    assert f"import runs {obj['stored_in']}" in cap.err
+    with Store(obj["stored_in"]) as side:
+        assert sorted(side.runs()["policy"]) == ["asap-home", "wait-for-cheap"]

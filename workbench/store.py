@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -46,6 +46,10 @@ Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.""
 
 class StoreError(RuntimeError):
     """The store cannot be opened or written; the message says why and what to do."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store's write lock (a running command or the app)."""
 
 
 _SCHEMA_V1 = [
@@ -142,7 +146,7 @@ class Store:
         except duckdb.IOException as exc:
             text = str(exc)
             if "lock" in text.lower():
-                raise StoreError(
+                raise StoreLockedError(
                     f"store {self.path} is locked by another process (a running `workbench` "
                     "or app); close it, or pass --db with another file"
                 ) from None
@@ -497,6 +501,49 @@ class Store:
         ``log`` (text, e.g. solver warnings) are optional. ``metrics`` values that are
         numbers land in ``value``, others as JSON in ``text``.
         """
+        return self.save_runs([(meta, plan, migrations, slots, metrics)])[0]
+
+    def save_runs(
+        self,
+        runs: Sequence[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame,
+                             dict[str, Any]]],
+    ) -> list[str]:
+        """Store several runs (e.g. a plan and its baseline) in one transaction: all or
+        none. Each entry is ``(meta, plan, migrations, slots, metrics)`` as for
+        :meth:`save_run`; returns the run ids in order."""
+        frames = [self._run_frames(*run) for run in runs]
+        with self.transaction() as con:
+            for run_df, plan_df, mig_df, slot_df, metric_df in frames:
+                self._insert(con, "runs", run_df)
+                self._insert(con, "plan_rows", plan_df)
+                self._insert(con, "migrations", mig_df)
+                self._insert(con, "slot_rows", slot_df)
+                self._insert(con, "run_metrics", metric_df)
+        return [str(f[0]["run_id"].iloc[0]) for f in frames]
+
+    def copy_runs_from(self, path: str | Path) -> list[str]:
+        """Copy every run of another store file (e.g. a side file written while this store
+        was locked) into this one in one transaction; runs already here are skipped.
+        Returns the ids copied."""
+        other = str(Path(path).resolve()).replace("'", "''")
+        tables = ("runs", "plan_rows", "migrations", "slot_rows", "run_metrics")
+        with self.transaction() as con:
+            con.execute(f"ATTACH '{other}' AS side (READ_ONLY)")
+            try:
+                ids = [r[0] for r in con.execute(
+                    "SELECT run_id FROM side.runs WHERE run_id NOT IN (SELECT run_id FROM runs)"
+                ).fetchall()]
+                for table in tables:
+                    con.execute(f"INSERT INTO {table} SELECT * FROM side.{table} WHERE run_id "
+                                "IN (SELECT UNNEST(?::VARCHAR[]))", [ids])
+            finally:
+                con.execute("DETACH side")
+        return [str(i) for i in ids]
+
+    def _run_frames(
+        self, meta: dict[str, Any], plan: pd.DataFrame, migrations: pd.DataFrame,
+        slots: pd.DataFrame, metrics: dict[str, Any],
+    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         run_id = str(meta.get("run_id") or uuid.uuid4().hex[:12])
         run = pd.DataFrame([{
             "run_id": run_id, "scenario": meta["scenario"], "policy": meta["policy"],
@@ -529,13 +576,7 @@ class Store:
             else:
                 metric_rows.append({"run_id": run_id, "metric": key, "value": None,
                                     "text": json.dumps(value, default=str)})
-        with self.transaction() as con:
-            self._insert(con, "runs", run)
-            self._insert(con, "plan_rows", plan_df)
-            self._insert(con, "migrations", mig_df)
-            self._insert(con, "slot_rows", slot_df)
-            self._insert(con, "run_metrics", pd.DataFrame(metric_rows))
-        return run_id
+        return run, plan_df, mig_df, slot_df, pd.DataFrame(metric_rows)
 
     def runs(self, scenario: str | None = None) -> pd.DataFrame:
         sql = "SELECT * FROM runs"

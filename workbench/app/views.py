@@ -20,7 +20,7 @@ from panel.viewable import Viewer
 
 from workbench.app import derive, plots
 from workbench.app.state import V_STEPS, WorkbenchState, horizon_hours, median_work
-from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
+from workbench.io.plan_csv import write_csv, write_migrations_csv, write_plan_csv
 from workbench.quote import JobSpec, QuoteError
 
 log = logging.getLogger(__name__)
@@ -557,8 +557,7 @@ class ExportView(_StateView):
         buf = io.StringIO()
         res = self.s.result
         if res is not None:
-            derive.compare_table(res.policy, res.metrics, self.s.baselines).to_csv(
-                buf, index=False)
+            write_csv(derive.compare_table(res.policy, res.metrics, self.s.baselines), buf)
         buf.seek(0)
         return buf
 

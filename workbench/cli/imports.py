@@ -14,8 +14,8 @@ from typing import Any
 
 from workbench.cli._args import number
 from workbench.io.errors import InputError
-from workbench.io.grid import GRID_FORMATS, import_grid
-from workbench.io.jobs import JOB_FORMATS, import_jobs
+from workbench.io.grid import GRID_FORMATS, read_grid, write_grid
+from workbench.io.jobs import JOB_FORMATS, import_jobs, read_jobs
 from workbench.store import Store
 
 _GRID_HELP = """formats:
@@ -110,6 +110,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--json", action="store_true", help="print a JSON summary")
     j.set_defaults(func=_jobs)
 
+    r = isub.add_parser("runs", help="copy the runs of a side file into the store",
+                        description="Copy every run of another store file (the side file a "
+                        "plan writes when the store stays locked) into the store, in one "
+                        "transaction; runs already there are skipped.")
+    r.add_argument("path", type=Path, metavar="FILE")
+    r.set_defaults(func=_runs)
+
     pr = isub.add_parser("profiles", help="fit measured GPU profiles into the store")
     pr.add_argument("kind", choices=("pollux", "zeus"))
     pr.add_argument("directory", type=Path, metavar="DIR",
@@ -132,8 +139,10 @@ def _grid(args: argparse.Namespace) -> int:
         "drop_missing": args.drop_missing or None, "column": args.column,
     }
     try:
+        # Parse and check the whole file before the store (and its lock) is opened.
+        frame = read_grid(args.format, args.path, args.region, **options)
         with Store(args.db) as store:
-            info = import_grid(store, args.format, args.path, args.region, **options)
+            info = write_grid(store, frame, args.path)
     except InputError as exc:
         return _fail(exc)
     summary = {"path": info.path, "region": info.region, "kind": info.kind, "rows": info.rows,
@@ -151,11 +160,12 @@ def _grid(args: argparse.Namespace) -> int:
 def _jobs(args: argparse.Namespace) -> int:
     homes = [h.strip() for h in args.homes.split(",") if h.strip()]
     try:
+        trace = read_jobs(args.format, args.path, timezone=args.timezone, limit=args.limit)
         with Store(args.db) as store:
             info = import_jobs(
                 store, args.format, args.path, args.into, start=args.start, app=args.app,
                 homes=homes, reference_gpu=args.reference_gpu, slack=args.slack,
-                limit=args.limit, replace=args.replace, timezone=args.timezone,
+                replace=args.replace, trace=trace,
             )
     except InputError as exc:
         return _fail(exc)
@@ -171,6 +181,19 @@ def _jobs(args: argparse.Namespace) -> int:
         print(f"imported {info.jobs} jobs into job set {info.job_set} (skipped: {skipped}); "
               f"arrivals {info.first_arrival} .. {info.last_arrival}, "
               f"{info.gpus_min}-{info.gpus_max} GPUs")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    if not args.path.is_file():
+        print(f"error: {args.path}: no such store file; pass the side file a plan named",
+              file=sys.stderr)
+        return 2
+    with Store(args.path, read_only=True):
+        pass  # a damaged or foreign file fails here with a StoreError, before the lock
+    with Store(args.db) as store:
+        ids = store.copy_runs_from(args.path)
+    print(f"copied {len(ids)} run(s) from {args.path} into {args.db}")
     return 0
 
 

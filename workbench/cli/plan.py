@@ -22,7 +22,7 @@ from workbench.io.plan_csv import write_migrations_csv
 from workbench.model import Scenario
 from workbench.policies import POLICY_NAMES, make_policy
 from workbench.policies.base import RESTART_S_DEFAULT, Policy
-from workbench.recorders import CsvRecorder, DuckDBRecorder
+from workbench.recorders import LOCK_WAIT_S, CsvRecorder, save_results
 from workbench.sim import AllocationError, Recorder, RunResult, simulate
 
 BASELINE = "asap-home"
@@ -75,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the asap-home comparison run")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--lock-wait-s", type=number(0, 3600, unit="seconds"), default=LOCK_WAIT_S,
+                   help="how long to retry a store locked by another process before saving "
+                   f"the runs to a side file (default {LOCK_WAIT_S:g})")
     p.set_defaults(func=run)
 
 
@@ -163,7 +166,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def _print_summary(
     scenario: Scenario, name: str, run: dict[str, Any], base: dict[str, Any] | None,
-    run_id: str | None, cap_kg: float | None, args: argparse.Namespace,
+    run_id: str | None, cap_kg: float | None, args: argparse.Namespace, stored_in: str,
 ) -> None:
     cur = run["currency"]
     hours = scenario.n_slots * scenario.slot_s / 3600
@@ -204,7 +207,7 @@ def _print_summary(
         print(f"  carbon cap {cap_kg:,.1f} kg: the run ended {abs(diff):,.1f} kg "
               f"({abs(100 * diff / cap_kg):.1f}%) {where} it")
     if run_id:
-        print(f"  stored as run {run_id} in {args.db}")
+        print(f"  stored as run {run_id} in {stored_in}")
     if args.out:
         print(f"  plan written to {args.out}")
     if args.migrations_out:
@@ -226,15 +229,10 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_or_build(args.db, args.scenario)
 
     base_result: RunResult | None = None
-    base_rec: DuckDBRecorder | None = None
     if not args.no_baseline or cap_pct is not None:
-        recs: list[Recorder] = []
-        if not args.no_baseline:
-            base_rec = DuckDBRecorder(args.db, {"status": "baseline"})
-            recs.append(base_rec)
         base_knobs = {"restart_s": args.restart_s}
         base_result = _simulate(scenario, make_policy(BASELINE, **base_knobs), base_knobs, args,
-                                recs)
+                                [])
         _warn(BASELINE, base_result)
     if cap_pct is not None:
         assert base_result is not None
@@ -261,10 +259,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    recorder = DuckDBRecorder(args.db)
-    recorders: list[Recorder] = [recorder]
-    if args.out is not None:
-        recorders.append(CsvRecorder(args.out, args.migrations_out))
+    recorders: list[Recorder] = []
+    csv_rec = None if args.out is None else CsvRecorder(args.out, args.migrations_out)
+    if csv_rec is not None:
+        recorders.append(csv_rec)
     try:
         result = _simulate(scenario, policy, knobs, args, recorders)
         if args.migrations_out is not None and args.out is None:
@@ -277,6 +275,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}; "
               "pass --out/--migrations-out in a writable folder", file=sys.stderr)
         return 2
+    finally:
+        if csv_rec is not None:
+            csv_rec.abort()  # no-op after a finished run; drops the partial files otherwise
+    # The run and its baseline are stored together at the end, in one transaction: a plan
+    # killed midway stores nothing (no dangling baseline).
+    to_store: list[tuple[RunResult, dict[str, Any]]] = []
+    if base_result is not None and not args.no_baseline:
+        to_store.append((base_result, {"status": "baseline"}))
+    to_store.append((result, {}))
+    saved = save_results(args.db, to_store, wait_s=args.lock_wait_s)
+    run_id = saved.run_ids[-1]
+    if saved.side_file:
+        print(f"warning: store {args.db} stayed locked for {saved.waited_s:.0f} s; the "
+              f"run{'s were' if len(saved.run_ids) > 1 else ' was'} saved to {saved.path} "
+              f"instead (copy {'them' if len(saved.run_ids) > 1 else 'it'} in with "
+              f"`workbench --db {args.db} import runs {saved.path}`)", file=sys.stderr)
     # A knob the policy could not honour (a cap below what inference alone emits) was
     # logged by the policy when the run started.
     _warn(args.policy, result)
@@ -286,8 +300,9 @@ def run(args: argparse.Namespace) -> int:
         else None
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
-               "run_id": recorder.run_id, "carbon_cap_kg": cap_kg}
+               "run_id": run_id, "stored_in": str(saved.path), "carbon_cap_kg": cap_kg}
         print(json.dumps(obj))
     else:
-        _print_summary(scenario, args.policy, summary, base, recorder.run_id, cap_kg, args)
+        _print_summary(scenario, args.policy, summary, base, run_id, cap_kg, args,
+                       str(saved.path))
     return 0
