@@ -278,3 +278,18 @@ def test_caps_must_be_positive(policy: str, knob: str) -> None:
     for bad in (-3.0, 0.0, float("nan"), {"a": -1.0}):
         with pytest.raises(ValueError, match=f"{knob} must be positive"):
             make_policy(policy, **{knob: bad})
+
+
+@pytest.mark.parametrize("solver", ["fast", "pyomo"])
+def test_empty_slots_are_not_fallbacks(solver: str) -> None:
+    """A slot with no active job needs no solve: it is not counted as a fallback."""
+    from helpers_sim import tiny_scenario, training
+
+    from workbench.policies import make_policy
+    from workbench.sim import simulate
+
+    sc = tiny_scenario([training("j", slots_of_work=1.0, deadline_slot=3)], n_slots=8)
+    result = simulate(sc, make_policy("lyapunov", solver=solver))
+    assert result.metrics["fallbacks"] == 0 and not result.warnings
+    empty = result.slots["jobs_active"] == 0
+    assert empty.any() and (result.slots.loc[empty, "solver_status"] == "empty").all()
