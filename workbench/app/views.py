@@ -99,6 +99,10 @@ class Sidebar(_StateView):
         self.run_button = pn.widgets.Button(name="Run", button_type="primary",
                                             disabled=s.param.running, css_classes=["wb-run"])
         self.run_button.on_click(self._on_run)
+        self.reload_button = pn.widgets.Button(
+            name="Reload store", button_type="light", visible=s.param.store_error.rx.bool(),
+            css_classes=["wb-reload"])
+        self.reload_button.on_click(lambda _e: s.refresh_scenarios())
         self.progress = pn.indicators.Progress(
             name="progress", value=s.param.progress, max=s.param.progress_max,
             visible=s.param.running, sizing_mode="stretch_width", bar_color="primary")
@@ -155,6 +159,9 @@ class Sidebar(_StateView):
             self.run_button, self.progress, self.stage,
             pn.pane.Alert(s.param.message, alert_type=s.param.message_kind,
                           visible=s.param.message.rx.bool(), css_classes=["wb-message"]),
+            pn.pane.Alert(s.param.store_error, alert_type="danger",
+                          visible=s.param.store_error.rx.bool(), css_classes=["wb-store-error"]),
+            self.reload_button,
             sizing_mode="stretch_width",
         )
 
