@@ -32,13 +32,16 @@ _LATEST = pd.Timestamp("2200-01-01")
 
 @dataclass(frozen=True)
 class Table:
-    """A CSV file as strings: the header, the data rows and each row's line number."""
+    """A CSV file as strings: the header, the data rows and each row's line number (or, when
+    not ``complete``, the first rows only)."""
 
     path: str
     header: list[str]
     rows: list[list[str]]
     lines: np.ndarray
     header_line: int
+    complete: bool = True
+    """False for the head of a large file (``_fast.read_head``): rows are the first few."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -68,7 +71,7 @@ class Table:
         """The rows where ``mask`` is true."""
         keep = np.flatnonzero(mask)
         return Table(self.path, self.header, [self.rows[i] for i in keep], self.lines[keep],
-                     self.header_line)
+                     self.header_line, self.complete)
 
 
 def read_text(path: str | Path) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.io import _table, bounds
+from workbench.io import _fast, _table, bounds
 from workbench.io.errors import InputError
 from workbench.io.units import UnitError, carbon_factor, price_factor
 from workbench.io.urdb import read_urdb_json
@@ -48,13 +48,27 @@ def _series(
     table: _table.Table, time_col: str, value_col: str, factor: float, *, region: str,
     kind: str, source: str, currency: str | None = None, timezone: str | None = None,
     time_format: str | None = None, drop_missing: bool = False, allow_negative: bool = True,
+    delimiter: str = ",",
 ) -> pd.DataFrame:
     """Times and values of one column, converted, bounded and checked for order.
+
+    A large file comes as its head (``table.complete`` false): the streaming reader
+    (:mod:`workbench.io._fast`) parses it, or, at the first doubt, the exact reader does.
 
     With ``drop_missing`` the rows without a value are dropped *before* the times are read,
     so blank rows that a local-time export lists in the spring daylight-saving gap go away
     with their (non-existent) times.
     """
+    if kind == "price":
+        bound = bounds.price_bound(currency or "USD")
+    else:
+        bound = bounds.CARBON_MARGINAL if allow_negative else bounds.CARBON_AVERAGE
+    if not table.complete:
+        fast = _fast.fast_series(table, time_col, value_col, factor, bound, timezone,
+                                 time_format, drop_missing, delimiter)
+        if fast is not None:
+            return _frame(fast[0], fast[1], region, kind, source, currency)
+        table = _table.read_table(table.path, delimiter=delimiter)
     values, keep = _table.parse_numbers(table, value_col, drop_missing)
     if not keep.all():
         log.warning("%s: dropped %d row(s) with a missing %s", table.path, int((~keep).sum()),
@@ -65,10 +79,6 @@ def _series(
     _table.check_order(times, table.lines, table.path, time_col)
     with np.errstate(over="ignore"):
         stored = values * factor
-    if kind == "price":
-        bound = bounds.price_bound(currency or "USD")
-    else:
-        bound = bounds.CARBON_MARGINAL if allow_negative else bounds.CARBON_AVERAGE
     bounds.check(stored, bound, table.path, value_col, lambda i: int(table.lines[i]),
                  shown=values if factor != 1.0 else None)
     return _frame(times, stored, region, kind, source, currency)
@@ -93,6 +103,12 @@ def check_frame(frame: pd.DataFrame, path: str | Path, marginal: bool = False) -
         bound = bounds.CARBON_MARGINAL if marginal else bounds.CARBON_AVERAGE
         bounds.check(frame["carbon_g_per_kwh"].to_numpy(float), bound, str(path), "carbon",
                      label=label)
+
+
+def _head_or_table(path: str | Path, delimiter: str = ",") -> _table.Table:
+    """A large file's head (streamed later by :func:`_series`), or a small file whole."""
+    head = _fast.read_head(path, delimiter)
+    return head if head is not None else _table.read_table(path, delimiter=delimiter)
 
 
 def _unit_in(header: str, path: str) -> str:
@@ -135,7 +151,7 @@ def read_electricitymaps_csv(
     """
     if intensity not in ("lca", "direct"):
         raise InputError(path, f"unknown intensity {intensity!r}", "use --intensity lca or direct")
-    table = _table.read_table(path)
+    table = _head_or_table(path)
     name = Path(path).name
     if table.has("Datetime (UTC)"):
         tag = "LCA" if intensity == "lca" else "direct"
@@ -209,7 +225,7 @@ def read_price_csv(
     The currency comes from the price header; ``currency`` must agree with it, or supply it
     when the header names none. Negative prices are kept.
     """
-    table = _table.read_table(path)
+    table = _head_or_table(path)
     col = _one(table, r"^price\b", "price", "the price column must be named 'Price (<unit>)'")
     try:
         factor, cur = price_factor(_unit_in(col, table.path), currency)
@@ -273,7 +289,7 @@ def read_watttime_csv(
     ``oootime``); the value column is ``column``, or the only other column. Naive times are
     in ``timezone`` (UTC by default). Marginal rates may be negative and are kept.
     """
-    table = _table.read_table(path)
+    table = _head_or_table(path)
     times = table.find("time")
     if not times:
         raise InputError(path, f"no time column in {table.header}",
@@ -373,7 +389,7 @@ def read_csv_generic(
     if len(delimiter) != 1:
         raise InputError(path, f"delimiter {delimiter!r} is not one character",
                          "pass --delimiter ',' or ';' or a tab")
-    table = _table.read_table(path, delimiter=delimiter)
+    table = _head_or_table(path, delimiter=delimiter)
     try:
         if kind == "price":
             factor, cur = price_factor(unit, currency)
@@ -384,7 +400,7 @@ def read_csv_generic(
     return _series(table, time_column, value_column, factor, region=region, kind=kind,
                    source=f"csv {value_column} [{unit}]: {Path(path).name}", currency=cur,
                    timezone=timezone, time_format=time_format, drop_missing=drop_missing,
-                   allow_negative=False)
+                   allow_negative=False, delimiter=delimiter)
 
 
 _MARGINAL_FORMATS = ("watttime-csv", "avert")
