@@ -94,4 +94,4 @@ def test_any_pue_either_validates_or_names_the_key(value: object) -> None:
     except ConfigError as exc:
         assert str(exc).startswith("[[datacenters]] entry 0") and "\n" not in str(exc)
     else:
-        assert 1.0 <= out.datacenters[0].pue <= 5.0
+        assert 1.0 <= out.datacenters[0].pue <= 3.0

@@ -81,7 +81,7 @@ class DatacenterEntry(_Section):
     region: str = Field(min_length=1, description="the imported grid series' --region name")
     grid_zone: str | None = Field(None, description="a grid zone code, e.g. \"DE-LU\"")
     timezone: str = Field("UTC", description="an IANA name such as Europe/Berlin or UTC")
-    pue: float = Field(ge=1.0, le=5.0, description="the PUE, a number in [1, 5], e.g. "
+    pue: float = Field(ge=1.0, le=3.0, description="the PUE, a number in [1, 3], e.g. "
                        "pue = 1.2")
     idle_power_kw: float = Field(0.0, ge=0, le=1e6, description="kW >= 0")
 

@@ -377,22 +377,36 @@ class Store:
             )
         for col in ("price_per_kwh", "carbon_g_per_kwh"):
             data[col] = data[col].astype("float64")
-        for col in ("region", "currency", "source"):
-            data[col] = data[col].astype(object).where(data[col].notna(), None)
+        text = ("region", "currency", "source")
+        # One file gives one region, currency and source: pass those as constants so that
+        # DuckDB scans only typed columns (a 2 M-row import would convert 6 M Python strings).
+        constant = all(data[c].nunique(dropna=False) <= 1 for c in text)
+        params: list[object] = []
+        if constant:
+            params = [None if pd.isna(v) else str(v) for v in (data[c].iloc[0] for c in text)]
+            data = data.drop(columns=list(text))
+            select = ("CAST(time_utc AS TIMESTAMP), CAST(? AS VARCHAR), CAST(price_per_kwh AS "
+                      "DOUBLE), CAST(? AS VARCHAR), CAST(carbon_g_per_kwh AS DOUBLE), "
+                      "CAST(? AS VARCHAR)")
+        else:
+            for col in text:
+                data[col] = data[col].astype(object).where(data[col].notna(), None)
+            select = ("CAST(time_utc AS TIMESTAMP), CAST(region AS VARCHAR), "
+                      "CAST(price_per_kwh AS DOUBLE), CAST(currency AS VARCHAR), "
+                      "CAST(carbon_g_per_kwh AS DOUBLE), CAST(source AS VARCHAR)")
         con.register("_grid_in", data)
         try:
             con.execute(
-                """INSERT INTO grid_series
-                   SELECT CAST(time_utc AS TIMESTAMP), CAST(region AS VARCHAR),
-                          CAST(price_per_kwh AS DOUBLE), CAST(currency AS VARCHAR),
-                          CAST(carbon_g_per_kwh AS DOUBLE), CAST(source AS VARCHAR)
+                f"""INSERT INTO grid_series
+                   SELECT {select}
                    FROM _grid_in
                    ON CONFLICT (region, time_utc) DO UPDATE SET
                      price_per_kwh = coalesce(excluded.price_per_kwh, grid_series.price_per_kwh),
                      currency = coalesce(excluded.currency, grid_series.currency),
                      carbon_g_per_kwh = coalesce(excluded.carbon_g_per_kwh,
                                                  grid_series.carbon_g_per_kwh),
-                     source = coalesce(excluded.source, grid_series.source)"""
+                     source = coalesce(excluded.source, grid_series.source)""",
+                params,
             )
         finally:
             con.unregister("_grid_in")
