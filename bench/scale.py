@@ -1,16 +1,19 @@
 """Time and peak memory of imports and of planning, against rows, jobs and slots.
 
-Usage: ``python bench/scale.py [--rows 250000,1000000,2000000] [--quick]``.
+Usage: ``python bench/scale.py [--rows 250000,1000000,2000000] [--days 1,2,4,7]
+[--copies 1,2,4]``.
 
-Every measurement runs in a fresh child process (``--child``) so that its peak resident set
-(``ru_maxrss`` of that child) is its own. Imports: a SustainCluster-format price CSV of N
-hourly rows (``Datetime (UTC),Datetime (Local),Price (USD/MWh)``) generated into a scratch
-folder, imported by ``workbench import grid price-csv`` into a fresh store. Planning: the
-built-in ``seed3`` week with ``lyapunov --solver fast`` (the default policy, fast slot solver)
-and the ``asap-home`` baseline, (a) over 1, 2, 4 and 7 days with the jobs of the first day
-(slots grow, jobs fixed) and (b) over 2 days with the first day's jobs copied 1, 2 and 4 times
-(jobs grow, slots fixed). The slope of a least-squares line through each series is printed:
-seconds and MB per 1,000 rows, per slot and per job. Writes ``docs/results/scale.{csv,md}``.
+Every measurement runs in a fresh child process (``--child``) that reports its own peak
+resident set (``VmHWM``; a child's ``ru_maxrss`` would include the parent's size at fork).
+Imports: a SustainCluster-format price CSV of N 15-minute rows (``Datetime (UTC),Datetime
+(Local),Price (USD/MWh)``) generated into a scratch folder, read by ``read_grid`` and written
+by ``write_grid`` (what ``workbench import grid price-csv`` does) into a fresh store.
+Planning: the built-in ``seed3`` week with ``lyapunov --solver fast`` (the default policy,
+fast slot solver) and the ``asap-home`` baseline, (a) over 1, 2, 4 and 7 days with the jobs
+of the first day (slots grow, jobs fixed) and (b) over 2 days with the first day's jobs
+copied 1, 2 and 4 times (jobs grow, slots fixed). The slope of a least-squares line through
+each series is printed: seconds and MB per 1,000 rows, per slot and per job. Writes
+``docs/results/scale.{csv,md}`` and ``scale_slopes.{csv,md}``.
 """
 
 from __future__ import annotations
@@ -81,19 +84,27 @@ def _child_plan(days: float, copies: int) -> dict[str, float]:
     return out
 
 
+def _own_peak_mb() -> float:
+    """This process's peak resident set (``VmHWM``), MB. Unlike ``ru_maxrss`` of a child it
+    does not inherit the parent's size at fork."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def _measure(argv: list[str]) -> dict[str, float]:
     """Run ``scale.py --child ...`` and return its JSON plus wall time and peak RSS (MB)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", *argv],
                             stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-    _, status, usage = os.wait4(proc.pid, 0)
+    _, status, _usage = os.wait4(proc.pid, 0)
     out = proc.stdout.read() if proc.stdout else ""
     if status != 0:
         raise RuntimeError(f"child {argv} failed with status {status}")
     data = json.loads(out.strip().splitlines()[-1])
     data["wall_s"] = time.perf_counter() - t0
-    data["peak_mb"] = usage.ru_maxrss / 1024  # Linux reports KiB
     return data
 
 
@@ -113,6 +124,7 @@ def main() -> None:
         kind, *rest = args.child
         res = (_child_import(*rest) if kind == "import"
                else _child_plan(float(rest[0]), int(rest[1])))
+        res["peak_mb"] = _own_peak_mb()
         print(json.dumps(res))
         return
     rows_out: list[dict[str, object]] = []

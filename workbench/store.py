@@ -368,32 +368,40 @@ class Store:
         missing = {"time_utc", "region"} - set(frame.columns)
         if missing:
             raise StoreError(f"grid rows lack columns {sorted(missing)}")
-        data = frame.reindex(columns=cols).copy()
-        data["time_utc"] = pd.to_datetime(data["time_utc"], utc=True).dt.tz_localize(None)
-        if data.duplicated(["region", "time_utc"]).any():
-            first = data[data.duplicated(["region", "time_utc"])].iloc[0]
-            raise StoreError(
-                f"duplicate grid row for region {first['region']} at {first['time_utc']}"
-            )
-        for col in ("price_per_kwh", "carbon_g_per_kwh"):
-            data[col] = data[col].astype("float64")
         text = ("region", "currency", "source")
         # One file gives one region, currency and source: pass those as constants so that
-        # DuckDB scans only typed columns (a 2 M-row import would convert 6 M Python strings).
-        constant = all(data[c].nunique(dropna=False) <= 1 for c in text)
+        # DuckDB scans only typed columns (a 2 M-row import would convert 6 M Python strings
+        # and copy the frame several times).
+        constant = all(c not in frame or frame[c].nunique(dropna=False) <= 1 for c in text)
+        times = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
         params: list[object] = []
         if constant:
-            params = [None if pd.isna(v) else str(v) for v in (data[c].iloc[0] for c in text)]
-            data = data.drop(columns=list(text))
+            dup = pd.Index(times).duplicated()
+            params = [None if c not in frame or pd.isna(frame[c].iloc[0]) else
+                      str(frame[c].iloc[0]) for c in text]
+            data = pd.DataFrame({"time_utc": times.to_numpy()})
+            for col in ("price_per_kwh", "carbon_g_per_kwh"):
+                data[col] = (frame[col].to_numpy(dtype="float64") if col in frame
+                             else np.full(len(frame), np.nan))
             select = ("CAST(time_utc AS TIMESTAMP), CAST(? AS VARCHAR), CAST(price_per_kwh AS "
                       "DOUBLE), CAST(? AS VARCHAR), CAST(carbon_g_per_kwh AS DOUBLE), "
                       "CAST(? AS VARCHAR)")
         else:
+            data = frame.reindex(columns=cols).copy()
+            data["time_utc"] = times
+            dup = data.duplicated(["region", "time_utc"]).to_numpy()
+            for col in ("price_per_kwh", "carbon_g_per_kwh"):
+                data[col] = data[col].astype("float64")
             for col in text:
                 data[col] = data[col].astype(object).where(data[col].notna(), None)
             select = ("CAST(time_utc AS TIMESTAMP), CAST(region AS VARCHAR), "
                       "CAST(price_per_kwh AS DOUBLE), CAST(currency AS VARCHAR), "
                       "CAST(carbon_g_per_kwh AS DOUBLE), CAST(source AS VARCHAR)")
+        if dup.any():
+            i = int(np.flatnonzero(dup)[0])
+            raise StoreError(
+                f"duplicate grid row for region {frame['region'].iloc[i]} at {times.iloc[i]}"
+            )
         con.register("_grid_in", data)
         try:
             con.execute(
