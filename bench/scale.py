@@ -1,7 +1,9 @@
 """Time and peak memory of imports and of planning, against rows, jobs and slots.
 
 Usage: ``python bench/scale.py [--rows 250000,1000000,2000000] [--days 1,2,4,7]
-[--copies 1,2,4]``.
+[--copies 1,2,4] [--baseline] [--no-plan]`` (``--baseline``: each file is also imported
+with the exact reader, the path every import took before streaming, and the ratios printed;
+``--no-plan`` writes ``docs/results/scale_imports.*`` instead).
 
 Every measurement runs in a fresh child process (``--child``) that reports its own peak
 resident set (``VmHWM``; a child's ``ru_maxrss`` would include the parent's size at fork).
@@ -52,9 +54,13 @@ def _price_csv(path: Path, rows: int) -> None:
                                    strict=True)) + "\n")
 
 
-def _child_import(path: str, db: str) -> dict[str, float]:
+def _child_import(path: str, db: str, exact: str = "") -> dict[str, float]:
+    from workbench.io import _fast
     from workbench.io.grid import read_grid, write_grid
     from workbench.store import Store
+
+    if exact:  # the baseline: the exact (non-streaming) reader, as before streaming
+        _fast.FAST_MIN_BYTES = 1 << 62
 
     t0 = time.perf_counter()
     frame = read_grid("price-csv", path, "R")
@@ -118,6 +124,9 @@ def main() -> None:
     ap.add_argument("--rows", default="250000,1000000,2000000")
     ap.add_argument("--days", default="1,2,4,7")
     ap.add_argument("--copies", default="1,2,4")
+    ap.add_argument("--baseline", action="store_true",
+                    help="also import each file with the exact reader (ratios against it)")
+    ap.add_argument("--no-plan", action="store_true", help="measure the imports only")
     ap.add_argument("--child", nargs="*", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -141,12 +150,24 @@ def main() -> None:
                              "write_s": round(r["write_s"], 2),
                              "peak_mb": round(r["peak_mb"], 0)})
             print(rows_out[-1], flush=True)
+            if args.baseline:
+                b = _measure(["import", str(path), str(Path(tmp) / f"b{n}.duckdb"), "exact"])
+                rows_out.append({
+                    "what": "import price-csv, exact reader (baseline)", "rows": n,
+                    "file_mb": round(mb, 1), "wall_s": round(b["wall_s"], 2),
+                    "parse_s": round(b["parse_s"], 2), "write_s": round(b["write_s"], 2),
+                    "peak_mb": round(b["peak_mb"], 0),
+                    "parse_ratio": round(b["parse_s"] / r["parse_s"], 2),
+                    "peak_ratio": round(b["peak_mb"] / r["peak_mb"], 2)})
+                print(rows_out[-1], flush=True)
     plans = []
-    for d in (float(x) for x in args.days.split(",")):
+    if args.no_plan:
+        args.days, args.copies = "", ""
+    for d in (float(x) for x in args.days.split(",") if x):
         r = _measure(["plan", str(d), "1"])
         plans.append(("slots", r))
-    for c in (int(x) for x in args.copies.split(",")):
-        if c == 1 and 2.0 in [float(x) for x in args.days.split(",")]:
+    for c in (int(x) for x in args.copies.split(",") if x):
+        if c == 1 and 2.0 in [float(x) for x in args.days.split(",") if x]:
             r = next(p for s, p in plans if s == "slots" and p["slots"] == 192)
         else:
             r = _measure(["plan", "2", str(c)])
@@ -176,8 +197,10 @@ def main() -> None:
     slope_table = pd.DataFrame(slopes).round(5)
     print(table.to_string(index=False))
     print(slope_table.to_string(index=False))
-    write_table(table, "scale", title="Scale: time and peak memory")
-    write_table(slope_table, "scale_slopes", title="Scale: slopes")
+    stem = "scale_imports" if args.no_plan else "scale"
+    write_table(table, stem, title="Scale: time and peak memory")
+    if not args.no_plan:
+        write_table(slope_table, "scale_slopes", title="Scale: slopes")
 
 
 if __name__ == "__main__":
