@@ -197,13 +197,33 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+class _StoreOnFirstUse:
+    """A store opened on first use: the profile fits (seconds) run before the store's lock
+    is taken, as the other imports parse before it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._store: Store | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._store is None:
+            self._store = Store(self.path)
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
 def _profiles(args: argparse.Namespace) -> int:
     from workbench.fit import ProfileDataError, import_profiles
 
+    store = _StoreOnFirstUse(args.db)
     try:
-        with Store(args.db) as store:
-            n = import_profiles(store, args.kind, args.directory)
+        n = import_profiles(store, args.kind, args.directory)
     except (ProfileDataError, FileNotFoundError) as exc:
         return _fail(exc)
+    finally:
+        store.close()
     print(f"saved {n} profiles ({args.kind}) into {args.db}")
     return 0
