@@ -288,3 +288,34 @@ def test_charts_do_not_capture_page_scrolling() -> None:
     bokeh_plot = hv.render(plots.compare_bars(frame, "cost"))
     assert bokeh_plot.toolbar.active_scroll in (None, "auto")
     assert plots.CALM == {"active_tools": ["pan"]}
+
+
+def test_a_locked_store_is_shown_to_the_user(tmp_path) -> None:
+    """Opened while another process holds the store's lock, the app says so on screen (not
+    only in the server log), and a Run explains why no scenario is loaded."""
+    import subprocess
+    import sys
+
+    from workbench.app.state import WorkbenchState
+    from workbench.model import ScenarioError
+    from workbench.store import Store
+
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        state = WorkbenchState(db_path=str(db))
+        assert "locked by another process" in state.store_error
+        assert state.message_kind == "danger" and "locked" in state.message
+        with pytest.raises(ScenarioError, match="no scenario loaded: store .* is locked"):
+            state.planning_scenario()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    state.refresh_scenarios()
+    assert state.store_error == "" and state.scenario is not None

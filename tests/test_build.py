@@ -116,7 +116,7 @@ def test_min_deadline_widens_short_windows_only(store: Store, tmp_path: Path) ->
         new_h = (after.deadline - after.arrival).total_seconds() / 3600
         assert new_h == pytest.approx(max(old_h, cut))
     cfg["jobs"]["min_deadline_h"] = -1.0
-    with pytest.raises(BuildError, match="min_deadline_h -1.0 must be positive"):
+    with pytest.raises(BuildError, match="min_deadline_h: -1.0 must be greater than 0"):
         build_scenario(store, cfg)
 
 
@@ -228,3 +228,17 @@ def test_example_config_builds_from_real_data(shared_data: Path, tmp_path: Path)
         assert sc.link("virginia", "texas").latency_ms == pytest.approx(32.0)
         reloaded = store.load_scenario("real4")
         assert len(reloaded.jobs) == len(sc.jobs)
+
+
+def test_second_scenario_falls_back_to_shipped_profiles_per_app(store: Store,
+                                                                  tmp_path: Path) -> None:
+    """A store holding profiles of some apps only (saved with an earlier scenario) still
+    builds a scenario whose jobs use other apps: those come from the shipped profiles."""
+    from workbench.perf import load_default_profiles
+
+    store.save_profiles([p for p in load_default_profiles() if p.app == "cifar10"])
+    _matrix(tmp_path)
+    sc = build_scenario(store, _config(tmp_path))
+    apps = {j.app for j in sc.jobs}
+    assert {"ncf", "bert"} <= apps
+    assert apps <= {p.app for p in sc.profiles}

@@ -197,7 +197,7 @@ BAD = [
      r"line 3.*lacks a UTC offset"),
     ("negative average carbon",
      "Datetime (UTC),Carbon Intensity gCO₂eq/kWh (LCA)\n2023-01-01 00:00:00,-4\n",
-     "electricitymaps-csv", {}, r"line 2.*negative carbon"),
+     "electricitymaps-csv", {}, r"line 2.*-4 gCO2/kWh is outside the plausible average carbon"),
     ("ragged row", PRICE_HEAD + "2023-01-01 00:00:00+00:00,5\n", "price-csv", {},
      r"line 2: this row has 2 fields"),
     ("unknown carbon unit", "t,v\n2023-01-01 00:00:00,1\n", "csv",

@@ -118,3 +118,19 @@ def test_deadline_queue_grows_by_the_required_rate_when_the_job_waits() -> None:
 def test_registry_builds_the_true_and_the_threshold_variant() -> None:
     assert make_policy("lyapunov").name == "lyapunov"
     assert make_policy("threshold").name == "threshold"
+
+
+@pytest.mark.parametrize("policy", ["lyapunov", "threshold", "lookahead"])
+@pytest.mark.parametrize("solver", ["fast", "pyomo"])
+def test_empty_slots_are_not_fallbacks(policy: str, solver: str) -> None:
+    """A slot with no active job needs no solve: it is not counted as a fallback."""
+    from helpers_sim import tiny_scenario, training
+
+    from workbench.policies import make_policy
+    from workbench.sim import simulate
+
+    sc = tiny_scenario([training("j", slots_of_work=1.0, deadline_slot=3)], n_slots=8)
+    result = simulate(sc, make_policy(policy, solver=solver))
+    assert result.metrics["fallbacks"] == 0 and not result.warnings
+    empty = result.slots["jobs_active"] == 0
+    assert empty.any() and (result.slots.loc[empty, "solver_status"] == "empty").all()

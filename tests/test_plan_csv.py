@@ -8,15 +8,21 @@ import math
 import pandas as pd
 import pytest
 from helpers_sim import inference, tiny_scenario, training
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench.io.plan_csv import (
+    FORMULA_PREFIXES,
     MIGRATION_COLUMNS,
     PLAN_COLUMNS,
     PlanCsvError,
+    atomic_write,
+    neutralise_cell,
     normalise_migrations,
     normalise_plan,
     read_migrations_csv,
     read_plan_csv,
+    restore_cell,
     write_migrations_csv,
     write_plan_csv,
 )
@@ -112,3 +118,52 @@ def test_simulated_plan_and_migrations_round_trip(tmp_path) -> None:
     mig = read_migrations_csv(tmp_path / "mig.csv")
     assert mig[["job_id", "from_region", "to_region", "expected_gain", "reason"]].values.tolist() \
         == [["j", "a", "b", 0.4, "cheaper in b"]]
+
+
+# -- spreadsheet formula injection and atomic files ------------------------------------------
+
+
+@pytest.mark.parametrize("name", ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0",
+                                  "@SUM(1+1)", "-2+3", "\tx", "\rx", "'quoted"])
+def test_text_cells_are_neutralised_and_restored(name: str) -> None:
+    frame = plan_frame().assign(job_id=name, region=name)
+    buf = io.StringIO()
+    write_plan_csv(frame, buf)
+    raw = pd.read_csv(io.StringIO(buf.getvalue()), dtype=str, keep_default_na=False)
+    assert (raw["job_id"] == "'" + name).all() and (raw["region"] == "'" + name).all()
+    assert raw["energy_kwh"].iloc[0] == repr(0.1 + 0.2)  # numbers untouched
+    back = read_plan_csv(io.StringIO(buf.getvalue()))
+    pd.testing.assert_frame_equal(back, normalise_plan(frame))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from("=+-@\t\r'aZ0 ,\"|"), max_size=8))
+def test_any_name_round_trips_and_never_starts_a_formula(name: str) -> None:
+    frame = plan_frame().assign(job_id=name)
+    buf = io.StringIO()
+    write_plan_csv(frame, buf)
+    raw = pd.read_csv(io.StringIO(buf.getvalue()), dtype=str, keep_default_na=False)
+    assert not raw["job_id"].iloc[0].startswith(FORMULA_PREFIXES)
+    assert read_plan_csv(io.StringIO(buf.getvalue()))["job_id"].iloc[0] == name
+    assert restore_cell(neutralise_cell(name)) == name
+
+
+def test_migrations_text_is_neutralised(tmp_path) -> None:
+    mig = pd.DataFrame([{"slot_start": T0, "job_id": "=1+1", "from_region": "@a",
+                         "to_region": "b", "checkpoint_gb": 1.0, "transfer_s": 2.0,
+                         "expected_gain": -0.5, "reason": "+x"}])
+    path = tmp_path / "m.csv"
+    write_migrations_csv(mig, path)
+    assert "'=1+1,'@a,b,1.0,2.0,-0.5,'+x" in path.read_text()
+    pd.testing.assert_frame_equal(read_migrations_csv(path), normalise_migrations(mig))
+
+
+def test_atomic_write_keeps_the_old_file_on_error(tmp_path) -> None:
+    path = tmp_path / "plan.csv"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError), atomic_write(path) as fh:
+        fh.write("half a ")
+        raise RuntimeError("killed")
+    assert path.read_text() == "old\n" and list(tmp_path.iterdir()) == [path]
+    write_plan_csv(plan_frame(), path)
+    assert len(read_plan_csv(path)) == 2 and list(tmp_path.iterdir()) == [path]

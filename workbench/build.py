@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import cubes, perf
+from workbench.config import ConfigError, ScenarioConfig, ScenarioSection, validate_config
 from workbench.io.errors import InputError
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
@@ -30,88 +31,47 @@ from workbench.model import (
     Job,
     Link,
     Scenario,
-    ScenarioError,
     as_utc,
 )
 
 log = logging.getLogger(__name__)
 
-_KEYS: dict[str, set[str]] = {
-    "scenario": {"name", "description", "start", "end", "days", "hours", "slot_minutes",
-                 "currency", "fill"},
-    "datacenters": {"name", "region", "grid_zone", "timezone", "pue", "idle_power_kw"},
-    "pools": {"datacenter", "gpu_type", "count", "idle_power_w", "max_power_w",
-              "gpus_per_node"},
-    "network": {"latency_matrix", "bandwidth_gbps", "transfer_energy_kwh_per_gb"},
-    "links": {"src", "dst", "bandwidth_gbps", "latency_ms", "transfer_energy_kwh_per_gb"},
-    "jobs": {"set", "align", "offset_hours", "homes", "limit", "max_gpus", "work_scale",
-             "min_deadline_h"},
-    "inference": {"job_id", "app", "home", "gpu_type", "gpus", "max_latency_ms",
-                  "load_fraction", "checkpoint_gb"},
-}
-_TOP = {"scenario", "datacenters", "pools", "network", "links", "jobs", "inference"}
-
-
-class BuildError(ScenarioError):
+class BuildError(ConfigError):
     """A scenario config cannot be built from the store; the message says what to fix."""
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Parse a scenario TOML file; the result remembers its folder (for relative paths)."""
     p = Path(path)
+    if p.is_dir():
+        raise BuildError(f"scenario config {p} is a folder; pass the .toml file in it")
     if not p.is_file():
-        raise BuildError(f"scenario config {p} not found")
+        raise BuildError(f"scenario config {p} not found; check the --config path")
     try:
         with p.open("rb") as fh:
             cfg = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
-        raise BuildError(f"{p}: not valid TOML ({exc})") from None
+        raise BuildError(f"{p}: not valid TOML ({exc}); fix the line it names") from None
+    except UnicodeDecodeError:
+        raise BuildError(f"{p}: not UTF-8 text (a binary file?); pass the scenario TOML "
+                         "file") from None
+    if not cfg:
+        raise BuildError(f"{p} is empty; a config needs [scenario] (start and one of end, "
+                         "days, hours) and [[datacenters]] (see the README)")
     cfg["_base_dir"] = str(p.resolve().parent)
     return cfg
 
 
-def _check_keys(cfg: Mapping[str, Any]) -> None:
-    unknown = sorted(set(cfg) - _TOP - {"_base_dir"})
-    if unknown:
-        raise BuildError(f"unknown config sections {unknown}; known: {sorted(_TOP)}")
-    for section, allowed in _KEYS.items():
-        value = cfg.get(section)
-        entries = value if isinstance(value, list) else [value] if value is not None else []
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict):
-                raise BuildError(f"[{section}] entry {i} is not a table")
-            extra = sorted(set(entry) - allowed)
-            if extra:
-                raise BuildError(f"[{section}] entry {i}: unknown keys {extra}; known: "
-                                 f"{sorted(allowed)}")
-
-
-def _need(table: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in table:
-        raise BuildError(f"{where} lacks {key!r}")
-    return table[key]
-
-
-def _horizon(sc: Mapping[str, Any]) -> tuple[datetime, int, int]:
-    try:
-        start = as_utc(str(_need(sc, "start", "[scenario]")))
-    except ValueError:
-        raise BuildError(f"[scenario] start {sc['start']!r} is not an ISO time "
-                         "(e.g. 2023-07-10T00:00:00Z)") from None
-    slot_s = int(round(float(sc.get("slot_minutes", 60)) * 60))
+def _horizon(sc: ScenarioSection) -> tuple[datetime, int, int]:
+    start = as_utc(str(sc.start.isoformat() if isinstance(sc.start, datetime) else sc.start))
+    slot_s = int(round(sc.slot_minutes * 60))
     if slot_s <= 0:
-        raise BuildError("[scenario] slot_minutes must be positive")
-    given = [k for k in ("end", "days", "hours") if k in sc]
-    if len(given) != 1:
-        raise BuildError(f"[scenario] needs exactly one of end, days, hours (has {given})")
-    if "end" in sc:
-        try:
-            end = as_utc(str(sc["end"]))
-        except ValueError:
-            raise BuildError(f"[scenario] end {sc['end']!r} is not an ISO time") from None
+        raise BuildError("[scenario] slot_minutes must be at least one second")
+    if sc.end is not None:
+        end = as_utc(str(sc.end.isoformat() if isinstance(sc.end, datetime) else sc.end))
         span = (end - start).total_seconds()
     else:
-        span = float(sc.get("days", 0)) * 86400 + float(sc.get("hours", 0)) * 3600
+        span = (sc.days or 0.0) * 86400 + (sc.hours or 0.0) * 3600
     if span <= 0 or span % slot_s:
         raise BuildError(f"[scenario] the horizon ({span:g} s) must be a positive multiple of "
                          f"the slot ({slot_s} s)")
@@ -136,19 +96,20 @@ def _check_series(store: Any, regions: Sequence[str]) -> None:
         )
 
 
-def _links(cfg: Mapping[str, Any], dcs: Sequence[Datacenter]) -> list[Link]:
-    net = cfg.get("network", {})
+def _links(cfg: ScenarioConfig, dcs: Sequence[Datacenter]) -> list[Link]:
+    net = cfg.network
     by_pair: dict[frozenset[str], Link] = {}
-    if "latency_matrix" in net:
-        path = Path(str(net["latency_matrix"]))
+    if net.latency_matrix is not None:
+        path = Path(net.latency_matrix)
         if not path.is_absolute():
-            path = Path(cfg.get("_base_dir", ".")) / path
+            path = Path(cfg.base_dir) / path
         try:
             matrix = read_latency_matrix(path)
         except InputError as exc:
             raise BuildError(f"[network] latency_matrix: {exc}") from None
-        bw = float(_need(net, "bandwidth_gbps", "[network] with a latency_matrix"))
-        energy = float(net.get("transfer_energy_kwh_per_gb", 0.0))
+        if net.bandwidth_gbps is None:
+            raise BuildError("[network] with a latency_matrix lacks 'bandwidth_gbps'; give "
+                             "Gbit/s > 0, e.g. bandwidth_gbps = 10")
         absent = sorted({d.grid_zone for d in dcs} - set(matrix.index))
         if absent:
             raise BuildError(f"[network] latency_matrix {path.name} lacks zones {absent} "
@@ -157,66 +118,60 @@ def _links(cfg: Mapping[str, Any], dcs: Sequence[Datacenter]) -> list[Link]:
         for a, b in itertools.combinations(dcs, 2):
             ms = latency_ms(matrix, a.grid_zone, b.grid_zone)
             assert ms is not None
-            by_pair[frozenset((a.name, b.name))] = Link(a.name, b.name, bw, ms, energy)
-    for i, lk in enumerate(cfg.get("links", [])):
-        where = f"[[links]] entry {i}"
-        link = Link(
-            src=str(_need(lk, "src", where)), dst=str(_need(lk, "dst", where)),
-            bandwidth_gbps=float(lk.get("bandwidth_gbps", net.get("bandwidth_gbps", 0.0))),
-            latency_ms=float(_need(lk, "latency_ms", where)),
-            transfer_energy_kwh_per_gb=float(lk.get(
-                "transfer_energy_kwh_per_gb", net.get("transfer_energy_kwh_per_gb", 0.0))),
-        )
+            by_pair[frozenset((a.name, b.name))] = Link(
+                a.name, b.name, net.bandwidth_gbps, ms, net.transfer_energy_kwh_per_gb)
+    for i, lk in enumerate(cfg.links):
+        bw = lk.bandwidth_gbps if lk.bandwidth_gbps is not None else net.bandwidth_gbps
+        if bw is None:
+            raise BuildError(f"[[links]] entry {i} lacks 'bandwidth_gbps' (and [network] "
+                             "gives none); give Gbit/s > 0")
+        energy = (lk.transfer_energy_kwh_per_gb if lk.transfer_energy_kwh_per_gb is not None
+                  else net.transfer_energy_kwh_per_gb)
+        link = Link(src=lk.src, dst=lk.dst, bandwidth_gbps=bw, latency_ms=lk.latency_ms,
+                    transfer_energy_kwh_per_gb=energy)
         by_pair[frozenset((link.src, link.dst))] = link
     return list(by_pair.values())
 
 
-def _jobs(store: Any, cfg: Mapping[str, Any], start: datetime, end: datetime,
+def _jobs(store: Any, cfg: ScenarioConfig, start: datetime, end: datetime,
           names: Sequence[str]) -> list[Job]:
-    jc = cfg.get("jobs")
-    if not jc:
+    jc = cfg.jobs
+    if jc is None:
         return []
-    set_name = str(_need(jc, "set", "[jobs]"))
+    set_name = jc.set
     sets = job_sets(store)
     if set_name not in sets:
         raise BuildError(f"[jobs] set {set_name!r} is not in the store (job sets: "
                          f"{', '.join(sets) or 'none'}); import it with `workbench import jobs "
                          f"FORMAT PATH --into {set_name}`")
     jobs = load_job_set(store, set_name)
-    align = str(jc.get("align", "start"))
-    if align not in ("start", "none"):
-        raise BuildError(f"[jobs] align {align!r}: use 'start' or 'none'")
-    if align == "start":
+    if jc.align == "start":
         first = min(j.arrival for j in jobs)
-        shift = start + timedelta(hours=float(jc.get("offset_hours", 0.0))) - first
+        shift = start + timedelta(hours=jc.offset_hours) - first
         jobs = [replace(j, arrival=j.arrival + shift,
                         deadline=None if j.deadline is None else j.deadline + shift)
                 for j in jobs]
-    scale = float(jc.get("work_scale", 1.0))
-    if not scale > 0:
-        raise BuildError(f"[jobs] work_scale {scale} must be positive")
+    scale = jc.work_scale
     if scale != 1.0:
         # Longer work at the same speed: the deadline window stretches by the same factor.
         jobs = [replace(j, work_samples=j.work_samples * scale,
                         deadline=None if j.deadline is None
                         else j.arrival + (j.deadline - j.arrival) * scale)
                 for j in jobs]
-    if "min_deadline_h" in jc:
+    if jc.min_deadline_h is not None:
         # Traces give short jobs windows of minutes; an operator's deadlines are hours away.
-        window = timedelta(hours=float(jc["min_deadline_h"]))
-        if window <= timedelta(0):
-            raise BuildError(f"[jobs] min_deadline_h {jc['min_deadline_h']} must be positive")
+        window = timedelta(hours=jc.min_deadline_h)
         jobs = [j if j.deadline is None or j.deadline - j.arrival >= window
                 else replace(j, deadline=j.arrival + window) for j in jobs]
     before = len(jobs)
     jobs = [j for j in jobs if start <= j.arrival < end]
-    if "max_gpus" in jc:
-        jobs = [j for j in jobs if j.requested_gpus <= int(jc["max_gpus"])]
+    if jc.max_gpus is not None:
+        jobs = [j for j in jobs if j.requested_gpus <= jc.max_gpus]
     jobs.sort(key=lambda j: (j.arrival, j.job_id))
-    if "limit" in jc:
-        jobs = jobs[: int(jc["limit"])]
+    if jc.limit is not None:
+        jobs = jobs[: jc.limit]
     log.info("job set %s: %d of %d jobs taken into the horizon", set_name, len(jobs), before)
-    homes = jc.get("homes")
+    homes = jc.homes
     if homes:
         jobs = [replace(j, home=str(homes[i % len(homes)])) for i, j in enumerate(jobs)]
     unknown = sorted({j.home for j in jobs} - set(names))
@@ -229,24 +184,26 @@ def _jobs(store: Any, cfg: Mapping[str, Any], start: datetime, end: datetime,
     return jobs
 
 
-def _inference(cfg: Mapping[str, Any], start: datetime, end: datetime) -> list[Job]:
-    out = []
-    for i, svc in enumerate(cfg.get("inference", [])):
-        where = f"[[inference]] entry {i}"
-        gpus = int(_need(svc, "gpus", where))
-        out.append(Job(
-            job_id=str(_need(svc, "job_id", where)), kind="inference",
-            app=str(_need(svc, "app", where)), arrival=start, home=str(_need(svc, "home", where)),
-            requested_gpus=gpus, gpu_counts=(gpus,), batch_size=1, end=end,
-            max_latency_ms=float(_need(svc, "max_latency_ms", where)),
-            gpu_types=(str(_need(svc, "gpu_type", where)),),
-            load_fraction=float(svc.get("load_fraction", 0.5)),
-            checkpoint_gb=float(svc.get("checkpoint_gb", 1.0)),
-        ))
-    return out
+def _inference(cfg: ScenarioConfig, start: datetime, end: datetime) -> list[Job]:
+    return [Job(
+        job_id=svc.job_id, kind="inference", app=svc.app, arrival=start, home=svc.home,
+        requested_gpus=svc.gpus, gpu_counts=(svc.gpus,), batch_size=1, end=end,
+        max_latency_ms=svc.max_latency_ms, gpu_types=(svc.gpu_type,),
+        load_fraction=svc.load_fraction, checkpoint_gb=svc.checkpoint_gb,
+    ) for svc in cfg.inference]
 
 
-def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) -> Scenario:
+def profiles_for(store: Any, apps: set[str]) -> list[perf.JobProfile]:
+    """Profiles of ``apps``: the store's, and the shipped ones for any (app, GPU type) the
+    store lacks (a store that holds profiles of other apps only still builds)."""
+    stored = list(store.load_profiles())
+    have = {(p.app, p.gpu_type) for p in stored}
+    shipped = [p for p in perf.load_default_profiles() if (p.app, p.gpu_type) not in have]
+    return [p for p in stored + shipped if p.app in apps]
+
+
+def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
+                   name: str | None = None) -> Scenario:
     """Build (but do not save) the scenario a parsed config describes.
 
     Raises
@@ -255,42 +212,30 @@ def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) 
         A key is missing or unknown, the store lacks a named grid series (all missing names
         are listed) or job set, the series do not cover the horizon, or a record is invalid.
     """
-    _check_keys(cfg)
-    sc = cfg.get("scenario", {})
-    name = name or sc.get("name")
+    try:
+        config = cfg if isinstance(cfg, ScenarioConfig) else validate_config(cfg)
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+    sc = config.scenario
+    name = name or sc.name
     if not name:
         raise BuildError("no scenario name: pass NAME or set [scenario] name")
     if name in job_sets(store):
         raise BuildError(f"{name!r} names a job set in the store; pick another scenario name")
     start, slot_s, n_slots = _horizon(sc)
     end = start + timedelta(seconds=slot_s * n_slots)
-    dc_cfg = cfg.get("datacenters") or []
-    if not dc_cfg:
-        raise BuildError("the config has no [[datacenters]]")
-    dcs = []
-    for i, d in enumerate(dc_cfg):
-        where = f"[[datacenters]] entry {i}"
-        region = str(_need(d, "region", where))
-        dcs.append(Datacenter(
-            name=str(_need(d, "name", where)), region=region,
-            grid_zone=str(d.get("grid_zone", region)), timezone=str(d.get("timezone", "UTC")),
-            pue=float(_need(d, "pue", where)), idle_power_kw=float(d.get("idle_power_kw", 0.0)),
-        ))
-    pools = []
-    for i, p in enumerate(cfg.get("pools", [])):
-        for key in ("datacenter", "gpu_type", "count", "idle_power_w", "max_power_w"):
-            _need(p, key, f"[[pools]] entry {i}")
-        pools.append(GpuPool(**p))
+    dcs = [Datacenter(name=d.name, region=d.region, grid_zone=d.grid_zone or d.region,
+                      timezone=d.timezone, pue=d.pue, idle_power_kw=d.idle_power_kw)
+           for d in config.datacenters]
+    pools = [GpuPool(**p.model_dump()) for p in config.pools]
     regions = sorted({d.region for d in dcs})
     _check_series(store, regions)
-    fill = sc.get("fill", "none")
-    if fill not in ("none", "hold"):
-        raise BuildError(f"[scenario] fill {fill!r}: use 'none' or 'hold'")
+    fill = sc.fill
     series = store.grid_series(regions, start - timedelta(days=1), end + timedelta(days=1))
     try:
         cube = cubes.cube_from_series(
             series, slot_s=slot_s, start=start, end=end, regions=regions,
-            timezones={d.region: d.timezone for d in dcs}, currency=sc.get("currency"),
+            timezones={d.region: d.timezone for d in dcs}, currency=sc.currency,
             fill=None if fill == "none" else "hold",
         )
     except cubes.CubeError as exc:
@@ -298,9 +243,10 @@ def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) 
                          f"{end.isoformat()}: {exc}; import that period, move the horizon, "
                          "or set [scenario] fill = 'hold'") from None
     currency = str(cube["price_per_kwh"].attrs["currency"])
-    if sc.get("currency") and str(sc["currency"]) != currency:
-        raise BuildError(f"[scenario] currency {sc['currency']} differs from the series' "
-                         f"{currency}")
+    if sc.currency and sc.currency != currency:
+        raise BuildError(f"[scenario] currency {sc.currency} differs from the series' "
+                         f"{currency}; set currency = \"{currency}\" or import prices in "
+                         f"{sc.currency}")
     held = sorted(series.loc[series["price_per_kwh"].notna(), "currency"].dropna().unique())
     if held and held != [currency]:
         raise BuildError(f"the series' prices are in {held}, not {currency}; import prices "
@@ -309,15 +255,16 @@ def build_scenario(store: Any, cfg: Mapping[str, Any], name: str | None = None) 
         store.grid_series(regions, start - timedelta(days=cubes.HISTORY_DAYS), start), regions,
         start, timezones={d.region: d.timezone for d in dcs}, currency=currency)
     names = [d.name for d in dcs]
-    jobs = sorted(_jobs(store, cfg, start, end, names) + _inference(cfg, start, end),
+    jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end),
                   key=lambda j: (j.arrival, j.job_id))
-    profiles = store.load_profiles() or perf.load_default_profiles()
     apps = {j.app for j in jobs}
+    profiles = profiles_for(store, apps)
     return Scenario(
-        name=str(name), datacenters=tuple(dcs), pools=tuple(pools), links=tuple(_links(cfg, dcs)),
-        jobs=tuple(jobs), profiles=tuple(p for p in profiles if p.app in apps), grid=cube,
+        name=str(name), datacenters=tuple(dcs), pools=tuple(pools),
+        links=tuple(_links(config, dcs)),
+        jobs=tuple(jobs), profiles=tuple(profiles), grid=cube,
         start=start, slot_s=slot_s, n_slots=n_slots, currency=currency,
-        description=str(sc.get("description", "")), history=history,
+        description=sc.description, history=history,
     )
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from workbench.io import bounds
 from workbench.perf import (
     EfficiencyParams,
     EnergyParams,
@@ -107,7 +108,23 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ProfileDataError(f"{path} lacks columns {missing}; found {list(df.columns)}")
+    if df.empty:
+        raise ProfileDataError(f"{path} has a header but no rows; restore the file from its "
+                               "source")
     return df
+
+
+def _bounded(df: pd.DataFrame, path: Path, column: str, bound: bounds.Bound) -> None:
+    """Raise :class:`ProfileDataError` at the first row of ``column`` outside ``bound``
+    (numbers only: text, NaN and infinities are outside)."""
+    values = pd.to_numeric(df[column], errors="coerce").to_numpy(float)
+    bad = bound.outside(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ProfileDataError(
+            f"{path}, line {i + 2}, column {column!r}: '{df[column].iloc[i]}' is outside the "
+            f"plausible {bound.quantity} range {bound.describe()} ({bound.why}); correct the "
+            "row or restore the file from its source")
 
 
 def read_pollux_timings(app_dir: Path | str) -> pd.DataFrame:
@@ -121,7 +138,13 @@ def read_pollux_timings(app_dir: Path | str) -> pd.DataFrame:
     """
     d = Path(app_dir)
     pl = _read_csv(d / "placements.csv", ["placement", "local_bsz", "step_time", "sync_time"])
+    _timings_bounded(pl, d / "placements.csv")
     digits = pl["placement"].astype(str)
+    if not digits.str.fullmatch(r"[1-9]+").all():
+        i = int(np.flatnonzero(~digits.str.fullmatch(r"[1-9]+").to_numpy())[0])
+        raise ProfileDataError(
+            f"{d / 'placements.csv'}, line {i + 2}, column 'placement': {digits.iloc[i]!r} is "
+            "not a placement (one digit 1-9 per node: GPUs on that node); correct the row")
     pl = pl.assign(
         num_nodes=digits.str.len(),
         num_replicas=digits.map(lambda s: sum(int(c) for c in s)),
@@ -131,13 +154,17 @@ def read_pollux_timings(app_dir: Path | str) -> pd.DataFrame:
         d / "scalability.csv",
         ["num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"],
     ).assign(source="scalability")
+    _timings_bounded(sc, d / "scalability.csv")
     cols = ["source", "num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"]
-    df = pd.concat([pl[cols], sc[cols]], ignore_index=True)
-    bad = ~np.isfinite(df[["step_time", "sync_time"]]).all(axis=1) | (df["step_time"] <= 0)
-    if bad.any():
-        log.warning("dropping %d non-finite or non-positive timing rows in %s", bad.sum(), d)
-        df = df[~bad].reset_index(drop=True)
-    return df
+    return pd.concat([pl[cols], sc[cols]], ignore_index=True)
+
+
+def _timings_bounded(df: pd.DataFrame, path: Path) -> None:
+    """Step times in (0 s, 1 day), sync times in [0 s, 1 day], local batches >= 1."""
+    _bounded(df, path, "step_time", bounds.STEP_TIME)
+    _bounded(df, path, "sync_time", bounds.SYNC_TIME)
+    _bounded(df, path, "local_bsz", bounds.Bound("local batch size", "samples", 1.0, 1e7,
+                                                 "at least one sample per GPU"))
 
 
 def _sync_time(
@@ -216,6 +243,10 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
     n_rows = len(step)
     if n_rows < 3:
         raise ProfileDataError(f"need at least 3 timing rows to fit throughput, got {n_rows}")
+    if not comp_ok.any():
+        raise ProfileDataError(
+            f"every one of the {n_rows} timing rows has sync_time >= step_time, so no row "
+            "measures compute time; check that the two columns are not swapped")
 
     lower = np.full(7, _LOG_FLOOR)
     upper = np.full(7, 5.0)
@@ -438,6 +469,16 @@ def read_zeus_power(path: Path | str) -> pd.DataFrame:
     p = Path(path)
     df = _read_csv(p, ["dataset", "network", "batch_size", "power_limit", "time_per_epoch",
                        "average_power"])
+    _bounded(df, p, "power_limit", bounds.POWER_LIMIT)
+    _bounded(df, p, "time_per_epoch", bounds.EPOCH_TIME)
+    limit_w = pd.to_numeric(df["power_limit"]).to_numpy(float)
+    power = pd.to_numeric(df["average_power"], errors="coerce").to_numpy(float)
+    for i in np.flatnonzero(bounds.power_bound(1.0).outside(power / limit_w))[:1]:
+        raise ProfileDataError(
+            f"{p}, line {int(i) + 2}, column 'average_power': '{df['average_power'].iloc[i]}' "
+            f"W is outside the plausible average power range (0, {2 * limit_w[i]:g}] W (more "
+            f"than 0 W and at most twice the row's {limit_w[i]:g} W power limit); correct the "
+            "row or restore the file from its source")
     df = df[df["power_limit"] == df["power_limit"].max()].copy()
     unknown = sorted(set(df["dataset"]) - set(ZEUS_SAMPLES_PER_EPOCH))
     if unknown:
@@ -590,6 +631,9 @@ def import_profiles(
     from workbench.perf import load_default_profiles
 
     d = Path(directory)
+    if not d.is_dir():
+        holds = "<app>/placements.csv folders" if kind == "pollux" else "summary_power_v100.csv"
+        raise ProfileDataError(f"{d} is not a folder; pass the folder holding {holds}")
     if kind == "pollux":
         root = _pollux_dir(d)
         apps = sorted(p.name for p in root.iterdir() if (p / "placements.csv").is_file())

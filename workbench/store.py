@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -50,6 +50,10 @@ Version 3: adds ``devices`` (operator-added device specs) and ``compute_measurem
 
 class StoreError(RuntimeError):
     """The store cannot be opened or written; the message says why and what to do."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store's write lock (a running command or the app)."""
 
 
 _SCHEMA_V1 = [
@@ -155,11 +159,13 @@ class Store:
         except duckdb.IOException as exc:
             text = str(exc)
             if "lock" in text.lower():
-                raise StoreError(
+                raise StoreLockedError(
                     f"store {self.path} is locked by another process (a running `workbench` "
                     "or app); close it, or pass --db with another file"
                 ) from None
-            raise StoreError(f"cannot open store {self.path}: {text}") from None
+            raise StoreError(f"cannot open store {self.path}: {text.splitlines()[0]}; the file "
+                             "is damaged or not a store: restore it from a backup, or pass "
+                             "--db with another file") from None
         except duckdb.Error as exc:
             raise StoreError(
                 f"{self.path} is not a DuckDB store this workbench can read: {exc}"
@@ -379,31 +385,53 @@ class Store:
         missing = {"time_utc", "region"} - set(frame.columns)
         if missing:
             raise StoreError(f"grid rows lack columns {sorted(missing)}")
-        data = frame.reindex(columns=cols).copy()
-        data["time_utc"] = pd.to_datetime(data["time_utc"], utc=True).dt.tz_localize(None)
-        if data.duplicated(["region", "time_utc"]).any():
-            first = data[data.duplicated(["region", "time_utc"])].iloc[0]
+        text = ("region", "currency", "source")
+        # One file gives one region, currency and source: pass those as constants so that
+        # DuckDB scans only typed columns (a 2 M-row import would convert 6 M Python strings
+        # and copy the frame several times).
+        constant = all(c not in frame or frame[c].nunique(dropna=False) <= 1 for c in text)
+        times = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
+        params: list[object] = []
+        if constant:
+            dup = pd.Index(times).duplicated()
+            params = [None if c not in frame or pd.isna(frame[c].iloc[0]) else
+                      str(frame[c].iloc[0]) for c in text]
+            data = pd.DataFrame({"time_utc": times.to_numpy()})
+            for col in ("price_per_kwh", "carbon_g_per_kwh"):
+                data[col] = (frame[col].to_numpy(dtype="float64") if col in frame
+                             else np.full(len(frame), np.nan))
+            select = ("CAST(time_utc AS TIMESTAMP), CAST(? AS VARCHAR), CAST(price_per_kwh AS "
+                      "DOUBLE), CAST(? AS VARCHAR), CAST(carbon_g_per_kwh AS DOUBLE), "
+                      "CAST(? AS VARCHAR)")
+        else:
+            data = frame.reindex(columns=cols).copy()
+            data["time_utc"] = times
+            dup = data.duplicated(["region", "time_utc"]).to_numpy()
+            for col in ("price_per_kwh", "carbon_g_per_kwh"):
+                data[col] = data[col].astype("float64")
+            for col in text:
+                data[col] = data[col].astype(object).where(data[col].notna(), None)
+            select = ("CAST(time_utc AS TIMESTAMP), CAST(region AS VARCHAR), "
+                      "CAST(price_per_kwh AS DOUBLE), CAST(currency AS VARCHAR), "
+                      "CAST(carbon_g_per_kwh AS DOUBLE), CAST(source AS VARCHAR)")
+        if dup.any():
+            i = int(np.flatnonzero(dup)[0])
             raise StoreError(
-                f"duplicate grid row for region {first['region']} at {first['time_utc']}"
+                f"duplicate grid row for region {frame['region'].iloc[i]} at {times.iloc[i]}"
             )
-        for col in ("price_per_kwh", "carbon_g_per_kwh"):
-            data[col] = data[col].astype("float64")
-        for col in ("region", "currency", "source"):
-            data[col] = data[col].astype(object).where(data[col].notna(), None)
         con.register("_grid_in", data)
         try:
             con.execute(
-                """INSERT INTO grid_series
-                   SELECT CAST(time_utc AS TIMESTAMP), CAST(region AS VARCHAR),
-                          CAST(price_per_kwh AS DOUBLE), CAST(currency AS VARCHAR),
-                          CAST(carbon_g_per_kwh AS DOUBLE), CAST(source AS VARCHAR)
+                f"""INSERT INTO grid_series
+                   SELECT {select}
                    FROM _grid_in
                    ON CONFLICT (region, time_utc) DO UPDATE SET
                      price_per_kwh = coalesce(excluded.price_per_kwh, grid_series.price_per_kwh),
                      currency = coalesce(excluded.currency, grid_series.currency),
                      carbon_g_per_kwh = coalesce(excluded.carbon_g_per_kwh,
                                                  grid_series.carbon_g_per_kwh),
-                     source = coalesce(excluded.source, grid_series.source)"""
+                     source = coalesce(excluded.source, grid_series.source)""",
+                params,
             )
         finally:
             con.unregister("_grid_in")
@@ -516,6 +544,49 @@ class Store:
         ``log`` (text, e.g. solver warnings) are optional. ``metrics`` values that are
         numbers land in ``value``, others as JSON in ``text``.
         """
+        return self.save_runs([(meta, plan, migrations, slots, metrics)])[0]
+
+    def save_runs(
+        self,
+        runs: Sequence[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame,
+                             dict[str, Any]]],
+    ) -> list[str]:
+        """Store several runs (e.g. a plan and its baseline) in one transaction: all or
+        none. Each entry is ``(meta, plan, migrations, slots, metrics)`` as for
+        :meth:`save_run`; returns the run ids in order."""
+        frames = [self._run_frames(*run) for run in runs]
+        with self.transaction() as con:
+            for run_df, plan_df, mig_df, slot_df, metric_df in frames:
+                self._insert(con, "runs", run_df)
+                self._insert(con, "plan_rows", plan_df)
+                self._insert(con, "migrations", mig_df)
+                self._insert(con, "slot_rows", slot_df)
+                self._insert(con, "run_metrics", metric_df)
+        return [str(f[0]["run_id"].iloc[0]) for f in frames]
+
+    def copy_runs_from(self, path: str | Path) -> list[str]:
+        """Copy every run of another store file (e.g. a side file written while this store
+        was locked) into this one in one transaction; runs already here are skipped.
+        Returns the ids copied."""
+        other = str(Path(path).resolve()).replace("'", "''")
+        tables = ("runs", "plan_rows", "migrations", "slot_rows", "run_metrics")
+        with self.transaction() as con:
+            con.execute(f"ATTACH '{other}' AS side (READ_ONLY)")
+            try:
+                ids = [r[0] for r in con.execute(
+                    "SELECT run_id FROM side.runs WHERE run_id NOT IN (SELECT run_id FROM runs)"
+                ).fetchall()]
+                for table in tables:
+                    con.execute(f"INSERT INTO {table} SELECT * FROM side.{table} WHERE run_id "
+                                "IN (SELECT UNNEST(?::VARCHAR[]))", [ids])
+            finally:
+                con.execute("DETACH side")
+        return [str(i) for i in ids]
+
+    def _run_frames(
+        self, meta: dict[str, Any], plan: pd.DataFrame, migrations: pd.DataFrame,
+        slots: pd.DataFrame, metrics: dict[str, Any],
+    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         run_id = str(meta.get("run_id") or uuid.uuid4().hex[:12])
         run = pd.DataFrame([{
             "run_id": run_id, "scenario": meta["scenario"], "policy": meta["policy"],
@@ -548,13 +619,7 @@ class Store:
             else:
                 metric_rows.append({"run_id": run_id, "metric": key, "value": None,
                                     "text": json.dumps(value, default=str)})
-        with self.transaction() as con:
-            self._insert(con, "runs", run)
-            self._insert(con, "plan_rows", plan_df)
-            self._insert(con, "migrations", mig_df)
-            self._insert(con, "slot_rows", slot_df)
-            self._insert(con, "run_metrics", pd.DataFrame(metric_rows))
-        return run_id
+        return run, plan_df, mig_df, slot_df, pd.DataFrame(metric_rows)
 
     def runs(self, scenario: str | None = None) -> pd.DataFrame:
         sql = "SELECT * FROM runs"

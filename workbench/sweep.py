@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from workbench.io.plan_csv import write_csv
 from workbench.model import Scenario
 from workbench.policies import make_policy, policy_knobs
 from workbench.sim import RunResult, simulate
@@ -308,8 +309,7 @@ def run_sweep(
             cluster.close()
     table = _table(rows)
     if csv_path is not None:
-        Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(csv_path, index=False)
+        write_csv(table, csv_path)
         log.info("sweep table written to %s", csv_path)
     return table
 

@@ -145,6 +145,9 @@ class WorkbenchState(param.Parameterized):
     message_kind: param.Selector[str] = param.Selector(default="info",
                                   objects=["info", "success", "warning", "danger"])
     runs_done = param.Integer(default=0, doc="Completed runs in this session")
+    store_error = param.String(default="", doc="Why the store could not be read or written "
+                               "the last time (e.g. locked by another process); empty when "
+                               "the last access worked")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -160,8 +163,9 @@ class WorkbenchState(param.Parameterized):
         try:
             with Store(self.db_path) as store:
                 names = store.scenario_names()
+            self.store_error = ""
         except StoreError as exc:
-            self.say(str(exc), "danger")
+            self._store_failed(exc, "the store's scenarios are not listed")
         names = sorted(set(names) | set(scenarios.builtin_names()))
         self.param.scenario_name.objects = names
         if self.scenario_name not in names:
@@ -181,9 +185,13 @@ class WorkbenchState(param.Parameterized):
                 else:
                     scenario = scenarios.build_builtin(name)
                     store.save_scenario(scenario)
-        except (StoreError, ScenarioError, CubeError, KeyError) as exc:
+        except StoreError as exc:
+            self._store_failed(exc, f"cannot load scenario {name!r}")
+            return
+        except (ScenarioError, CubeError, KeyError) as exc:
             self.say(f"cannot load scenario {name!r}: {exc}", "danger")
             return
+        self.store_error = ""
         self.param.update(scenario=scenario, result=None, baselines={})
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
@@ -196,6 +204,8 @@ class WorkbenchState(param.Parameterized):
         """The loaded scenario at the chosen slot length (its cube resampled)."""
         sc = self.scenario
         if sc is None:
+            if self.store_error:
+                raise ScenarioError(f"no scenario loaded: {self.store_error}")
             raise ScenarioError("no scenario loaded; pick one in the sidebar")
         slot_s = int(self.slot_minutes) * 60
         if slot_s == sc.slot_s:
@@ -278,6 +288,7 @@ class WorkbenchState(param.Parameterized):
                                             result.slots, result.metrics)
             except StoreError as exc:
                 notes.append(f"run not saved: {exc}")
+                self.store_error = f"run not saved: {exc}"
         return RunOutcome(result=result, baselines=baselines, notes=notes, run_id=run_id)
 
     def _tick(self, n: int) -> None:
@@ -350,7 +361,7 @@ class WorkbenchState(param.Parameterized):
                 runs = runs[runs["policy"] == "lyapunov"]
                 metrics = {rid: store.run_metrics(rid) for rid in runs["run_id"]}
         except StoreError as exc:
-            log.warning("cannot read runs for the trade-off: %s", exc)
+            self._store_failed(exc, "the V trade-off of stored runs is not shown")
             self.tradeoff = None
             return
         frame = tradeoff_frame(runs, metrics)
@@ -377,6 +388,12 @@ class WorkbenchState(param.Parameterized):
                       f"{best['start']:%Y-%m-%d %H:%M} UTC, {best['cost']:.2f} "
                       f"{q.currency}", "success")
         return q
+
+    def _store_failed(self, exc: StoreError, consequence: str) -> None:
+        """Keep a store problem on screen (``store_error``, the sidebar's red box) and in
+        the message box; the log has it too."""
+        self.store_error = f"{exc} ({consequence}; press Reload store when it is free)"
+        self.say(f"{consequence}: {exc}", "danger")
 
     def say(self, text: str, kind: str = "info") -> None:
         """Show ``text`` in the sidebar's message box (``kind``: info, success, warning,

@@ -20,7 +20,7 @@ from panel.viewable import Viewer
 
 from workbench.app import derive, plots
 from workbench.app.state import V_STEPS, WorkbenchState, horizon_hours, median_work
-from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
+from workbench.io.plan_csv import write_csv, write_migrations_csv, write_plan_csv
 from workbench.quote import JobSpec, QuoteError
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,10 @@ class Sidebar(_StateView):
         self.run_button = pn.widgets.Button(name="Run", button_type="primary",
                                             disabled=s.param.running, css_classes=["wb-run"])
         self.run_button.on_click(self._on_run)
+        self.reload_button = pn.widgets.Button(
+            name="Reload store", button_type="light", visible=s.param.store_error.rx.bool(),
+            css_classes=["wb-reload"])
+        self.reload_button.on_click(lambda _e: s.refresh_scenarios())
         self.progress = pn.indicators.Progress(
             name="progress", value=s.param.progress, max=s.param.progress_max,
             visible=s.param.running, sizing_mode="stretch_width", bar_color="primary")
@@ -155,6 +159,9 @@ class Sidebar(_StateView):
             self.run_button, self.progress, self.stage,
             pn.pane.Alert(s.param.message, alert_type=s.param.message_kind,
                           visible=s.param.message.rx.bool(), css_classes=["wb-message"]),
+            pn.pane.Alert(s.param.store_error, alert_type="danger",
+                          visible=s.param.store_error.rx.bool(), css_classes=["wb-store-error"]),
+            self.reload_button,
             sizing_mode="stretch_width",
         )
 
@@ -612,8 +619,7 @@ class ExportView(_StateView):
         buf = io.StringIO()
         res = self.s.result
         if res is not None:
-            derive.compare_table(res.policy, res.metrics, self.s.baselines).to_csv(
-                buf, index=False)
+            write_csv(derive.compare_table(res.policy, res.metrics, self.s.baselines), buf)
         buf.seek(0)
         return buf
 

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from workbench.cli._args import Parser
 from workbench.cubes import CubeError
 from workbench.io.errors import InputError
 from workbench.model import ScenarioError
@@ -34,7 +35,7 @@ log = logging.getLogger("workbench")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="workbench",
         description="Compute-power fusion planning workbench: plan where, when and how AI jobs "
         "run across GPU datacenters so that they follow cheap and clean electricity.",
@@ -53,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or an argument error already printed as one line
+        return exc.code if isinstance(exc.code, int) else 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
@@ -66,6 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StoreError, ScenarioError, CubeError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; nothing of an unfinished run or import was stored",
+              file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line, never a traceback
+        # Bad input has its own error types above; anything reaching here is a bug or an
+        # environment problem (disk full, permissions). -v shows where it came from.
+        log.debug("unexpected error", exc_info=True)
+        what = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        hint = "the traceback is in the log above" if args.verbose else \
+            "rerun with -v for the traceback"
+        print(f"error: unexpected {type(exc).__name__}"
+              + (f": {what}" if what else "") + f"; {hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

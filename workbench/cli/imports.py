@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._args import number
 from workbench.io.errors import InputError
-from workbench.io.grid import GRID_FORMATS, import_grid
-from workbench.io.jobs import JOB_FORMATS, import_jobs
+from workbench.io.grid import GRID_FORMATS, read_grid, write_grid
+from workbench.io.jobs import JOB_FORMATS, import_jobs, read_jobs
 from workbench.store import Store
 
 _GRID_HELP = """formats:
@@ -68,12 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="electricitymaps-csv: lifecycle (default) or direct intensity")
     g.add_argument("--currency", help="price currency (ISO code) when the file names none")
     g.add_argument("--timezone", help="IANA zone of naive local times (e.g. Asia/Tokyo)")
-    g.add_argument("--year", type=int, help="avert: the calendar year of the hours")
+    g.add_argument("--year", type=number(1900, 2199, integer=True),
+                   help="avert: the calendar year of the hours")
     g.add_argument("--column", help="avert: AVERT region; nyiso-lmp: zone; watttime-csv: "
                    "value column")
     g.add_argument("--start", help="urdb-json: first hour (ISO, UTC unless offset given)")
     g.add_argument("--end", help="urdb-json: end of the span (exclusive)")
-    g.add_argument("--tier", type=int, help="urdb-json: consumption tier (default 0)")
+    g.add_argument("--tier", type=number(0, integer=True),
+                   help="urdb-json: consumption tier (default 0)")
     g.add_argument("--time-column", help="csv: the time column")
     g.add_argument("--value-column", help="csv: the value column")
     g.add_argument("--kind", choices=("price", "carbon"), help="csv: what the values are")
@@ -98,13 +101,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated home datacenters, assigned in turn")
     j.add_argument("--reference-gpu", default="A100",
                    help="GPU type whose profile turns durations into work (default A100)")
-    j.add_argument("--slack", type=float, default=2.0,
+    j.add_argument("--slack", type=number(0, 1000), default=2.0,
                    help="deadline = arrival + slack x duration; 0: no deadline (default 2)")
-    j.add_argument("--limit", type=int, help="keep only the first N jobs by arrival")
+    j.add_argument("--limit", type=number(1, integer=True),
+                   help="keep only the first N jobs by arrival")
     j.add_argument("--timezone", default="UTC", help="philly: zone of the timestamps")
     j.add_argument("--replace", action="store_true", help="empty the job set first")
     j.add_argument("--json", action="store_true", help="print a JSON summary")
     j.set_defaults(func=_jobs)
+
+    r = isub.add_parser("runs", help="copy the runs of a side file into the store",
+                        description="Copy every run of another store file (the side file a "
+                        "plan writes when the store stays locked) into the store, in one "
+                        "transaction; runs already there are skipped.")
+    r.add_argument("path", type=Path, metavar="FILE")
+    r.set_defaults(func=_runs)
 
     pr = isub.add_parser("profiles", help="fit measured GPU profiles into the store")
     pr.add_argument("kind", choices=("pollux", "zeus"))
@@ -128,8 +139,10 @@ def _grid(args: argparse.Namespace) -> int:
         "drop_missing": args.drop_missing or None, "column": args.column,
     }
     try:
+        # Parse and check the whole file before the store (and its lock) is opened.
+        frame = read_grid(args.format, args.path, args.region, **options)
         with Store(args.db) as store:
-            info = import_grid(store, args.format, args.path, args.region, **options)
+            info = write_grid(store, frame, args.path)
     except InputError as exc:
         return _fail(exc)
     summary = {"path": info.path, "region": info.region, "kind": info.kind, "rows": info.rows,
@@ -147,11 +160,12 @@ def _grid(args: argparse.Namespace) -> int:
 def _jobs(args: argparse.Namespace) -> int:
     homes = [h.strip() for h in args.homes.split(",") if h.strip()]
     try:
+        trace = read_jobs(args.format, args.path, timezone=args.timezone, limit=args.limit)
         with Store(args.db) as store:
             info = import_jobs(
                 store, args.format, args.path, args.into, start=args.start, app=args.app,
                 homes=homes, reference_gpu=args.reference_gpu, slack=args.slack,
-                limit=args.limit, replace=args.replace, timezone=args.timezone,
+                replace=args.replace, trace=trace,
             )
     except InputError as exc:
         return _fail(exc)
@@ -170,13 +184,46 @@ def _jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs(args: argparse.Namespace) -> int:
+    if not args.path.is_file():
+        print(f"error: {args.path}: no such store file; pass the side file a plan named",
+              file=sys.stderr)
+        return 2
+    with Store(args.path, read_only=True):
+        pass  # a damaged or foreign file fails here with a StoreError, before the lock
+    with Store(args.db) as store:
+        ids = store.copy_runs_from(args.path)
+    print(f"copied {len(ids)} run(s) from {args.path} into {args.db}")
+    return 0
+
+
+class _StoreOnFirstUse:
+    """A store opened on first use: the profile fits (seconds) run before the store's lock
+    is taken, as the other imports parse before it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._store: Store | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._store is None:
+            self._store = Store(self.path)
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
 def _profiles(args: argparse.Namespace) -> int:
     from workbench.fit import ProfileDataError, import_profiles
 
+    store = _StoreOnFirstUse(args.db)
     try:
-        with Store(args.db) as store:
-            n = import_profiles(store, args.kind, args.directory)
+        n = import_profiles(store, args.kind, args.directory)
     except (ProfileDataError, FileNotFoundError) as exc:
         return _fail(exc)
+    finally:
+        store.close()
     print(f"saved {n} profiles ({args.kind}) into {args.db}")
     return 0

@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._args import number
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import FORECAST_MODES
 from workbench.io.plan_csv import write_migrations_csv
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy
 from workbench.policies.base import RESTART_S_DEFAULT, Policy
-from workbench.recorders import CsvRecorder, DuckDBRecorder
+from workbench.recorders import LOCK_WAIT_S, CsvRecorder, save_results
 from workbench.sim import AllocationError, Recorder, RunResult, simulate
 
 BASELINE = "asap-home"
@@ -44,14 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
     p.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICY_NAMES,
                    help=f"policy (default: {DEFAULT_POLICY})")
-    p.add_argument("--V", type=float, default=None,
+    p.add_argument("--V", type=number(0, low_open=True), default=None,
                    help="Lyapunov trade-off: weight of cost against queue backlogs (> 0)")
     p.add_argument("--carbon-cap", default=None, metavar="KG|PCT%",
                    help="carbon cap over the horizon: kg CO2 (e.g. 1200) or a percentage "
                    "below the asap-home run's carbon (e.g. 20%%)")
-    p.add_argument("--migration-threshold", type=float, default=None,
+    p.add_argument("--migration-threshold", type=number(0, 100), default=None,
                    help="relative gain a move must exceed (hysteresis), e.g. 0.1")
-    p.add_argument("--power-cap-kw", type=float, default=None, metavar="KW",
+    p.add_argument("--power-cap-kw", type=number(0, low_open=True, unit="kW"),
+                   default=None, metavar="KW",
                    help="IT power cap of every datacenter in each slot, kW (lookahead, lyapunov, "
                    "offline)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
@@ -59,12 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "Pyomo reference MILP")
     p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
                    help="what the policy is told about future price and carbon")
-    p.add_argument("--forecast-error", type=float, default=None,
+    p.add_argument("--forecast-error", type=number(0, 10), default=None,
                    help="relative error of --forecast noisy (default 0.1)")
-    p.add_argument("--noise", type=float, default=0.0,
+    p.add_argument("--noise", type=number(0, 10), default=0.0,
                    help="log-normal sigma of hidden throughput errors and measurement noise")
-    p.add_argument("--seed", type=int, default=0, help="random seed of noise (default 0)")
-    p.add_argument("--restart-s", type=float, default=RESTART_S_DEFAULT,
+    p.add_argument("--seed", type=number(0, 2**32 - 1, integer=True),
+                   default=0, help="random seed of noise (default 0)")
+    p.add_argument("--restart-s", type=number(0, 86400, unit="seconds"), default=RESTART_S_DEFAULT,
                    help=f"seconds lost per start, resume or move (default {RESTART_S_DEFAULT:g})")
     p.add_argument("--out", type=Path, default=None, help="plan CSV to write")
     p.add_argument("--migrations-out", type=Path, default=None,
@@ -73,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the asap-home comparison run")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--lock-wait-s", type=number(0, 3600, unit="seconds"), default=LOCK_WAIT_S,
+                   help="how long to retry a store locked by another process before saving "
+                   f"the runs to a side file (default {LOCK_WAIT_S:g})")
     p.set_defaults(func=run)
 
 
@@ -161,7 +167,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def _print_summary(
     scenario: Scenario, name: str, run: dict[str, Any], base: dict[str, Any] | None,
-    run_id: str | None, cap_kg: float | None, args: argparse.Namespace,
+    run_id: str | None, cap_kg: float | None, args: argparse.Namespace, stored_in: str,
 ) -> None:
     cur = run["currency"]
     hours = scenario.n_slots * scenario.slot_s / 3600
@@ -202,7 +208,7 @@ def _print_summary(
         print(f"  carbon cap {cap_kg:,.1f} kg: the run ended {abs(diff):,.1f} kg "
               f"({abs(100 * diff / cap_kg):.1f}%) {where} it")
     if run_id:
-        print(f"  stored as run {run_id} in {args.db}")
+        print(f"  stored as run {run_id} in {stored_in}")
     if args.out:
         print(f"  plan written to {args.out}")
     if args.migrations_out:
@@ -215,13 +221,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.V is not None and not (math.isfinite(args.V) and args.V > 0):
-        print(f"error: --V must be a positive number, got {args.V}", file=sys.stderr)
-        return 2
-    for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            print(f"error: {flag} must be a number >= 0, got {value}", file=sys.stderr)
-            return 2
     for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
         why = None if path is None else unwritable(path)
         if why:
@@ -231,15 +230,10 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_or_build(args.db, args.scenario)
 
     base_result: RunResult | None = None
-    base_rec: DuckDBRecorder | None = None
     if not args.no_baseline or cap_pct is not None:
-        recs: list[Recorder] = []
-        if not args.no_baseline:
-            base_rec = DuckDBRecorder(args.db, {"status": "baseline"})
-            recs.append(base_rec)
         base_knobs = {"restart_s": args.restart_s}
         base_result = _simulate(scenario, make_policy(BASELINE, **base_knobs), base_knobs, args,
-                                recs)
+                                [])
         _warn(BASELINE, base_result)
     if cap_pct is not None:
         assert base_result is not None
@@ -266,10 +260,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    recorder = DuckDBRecorder(args.db)
-    recorders: list[Recorder] = [recorder]
-    if args.out is not None:
-        recorders.append(CsvRecorder(args.out, args.migrations_out))
+    recorders: list[Recorder] = []
+    csv_rec = None if args.out is None else CsvRecorder(args.out, args.migrations_out)
+    if csv_rec is not None:
+        recorders.append(csv_rec)
     try:
         result = _simulate(scenario, policy, knobs, args, recorders)
         if args.migrations_out is not None and args.out is None:
@@ -282,6 +276,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}; "
               "pass --out/--migrations-out in a writable folder", file=sys.stderr)
         return 2
+    finally:
+        if csv_rec is not None:
+            csv_rec.abort()  # no-op after a finished run; drops the partial files otherwise
+    # The run and its baseline are stored together at the end, in one transaction: a plan
+    # killed midway stores nothing (no dangling baseline).
+    to_store: list[tuple[RunResult, dict[str, Any]]] = []
+    if base_result is not None and not args.no_baseline:
+        to_store.append((base_result, {"status": "baseline"}))
+    to_store.append((result, {}))
+    saved = save_results(args.db, to_store, wait_s=args.lock_wait_s)
+    run_id = saved.run_ids[-1]
+    if saved.side_file:
+        print(f"warning: store {args.db} stayed locked for {saved.waited_s:.0f} s; the "
+              f"run{'s were' if len(saved.run_ids) > 1 else ' was'} saved to {saved.path} "
+              f"instead (copy {'them' if len(saved.run_ids) > 1 else 'it'} in with "
+              f"`workbench --db {args.db} import runs {saved.path}`)", file=sys.stderr)
     # A knob the policy could not honour (a cap below what inference alone emits) was
     # logged by the policy when the run started.
     _warn(args.policy, result)
@@ -291,8 +301,9 @@ def run(args: argparse.Namespace) -> int:
         else None
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
-               "run_id": recorder.run_id, "carbon_cap_kg": cap_kg}
+               "run_id": run_id, "stored_in": str(saved.path), "carbon_cap_kg": cap_kg}
         print(json.dumps(obj))
     else:
-        _print_summary(scenario, args.policy, summary, base, recorder.run_id, cap_kg, args)
+        _print_summary(scenario, args.policy, summary, base, run_id, cap_kg, args,
+                       str(saved.path))
     return 0

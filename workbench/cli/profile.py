@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.cli._args import number
 from workbench.measure import NoGpuError, ProfileResult, profile_command, profile_for
 
 NO_GPU_EXIT = 3
@@ -21,9 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "store samples and a summary, and print the summary. Exits 3 without a GPU.",
     )
     p.add_argument("--name", required=True, help="name of this profiling session")
-    p.add_argument("--interval-ms", type=float, default=100.0,
+    p.add_argument("--interval-ms", type=number(1, 60000, unit="ms"), default=100.0,
                    help="sampling interval in milliseconds (default 100)")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--duration", type=number(0, 7 * 86400, low_open=True, unit="seconds"),
+                   default=None, metavar="S",
                    help="sample for S seconds instead of running a command")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                    help="command to run and profile")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from workbench.cli._args import number
 from workbench.cli.scenario import load_or_build
 from workbench.model import as_utc
 from workbench.quote import JobSpec, QuoteError, quote
@@ -29,20 +30,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("scenario", help="scenario name (from the store, or built-in)")
     p.add_argument("--app", required=True, help="application profile, e.g. cifar10")
-    p.add_argument("--work", type=float, required=True, help="total work, effective samples")
+    p.add_argument("--work", type=number(0, low_open=True, unit="samples"),
+                   required=True, help="total work, effective samples")
     p.add_argument("--home", required=True, help="datacenter where the job's data lives")
     p.add_argument("--gpus", type=_gpu_range, default=(1, 8), metavar="MIN-MAX",
                    help="GPU-count range (default 1-8)")
-    p.add_argument("--deadline-h", type=float, default=None,
+    p.add_argument("--deadline-h", type=number(0, 87840, low_open=True, unit="hours"), default=None,
                    help="hours after arrival by which it must finish (default: horizon end)")
     p.add_argument("--arrival", default=None, help="ISO time the job can start (UTC)")
     p.add_argument("--gpu-type", action="append", default=[], dest="gpu_types",
                    help="allowed GPU type (repeat; default any)")
-    p.add_argument("--checkpoint-gb", type=float, default=1.0,
+    p.add_argument("--checkpoint-gb", type=number(0, 1e6, unit="GB"), default=1.0,
                    help="data moved when run away from home, GB (default 1)")
-    p.add_argument("--carbon-price", type=float, default=0.0,
+    p.add_argument("--carbon-price", type=number(0, 1e6), default=0.0,
                    help="currency per kg CO2 added to the cost when ranking (default 0)")
-    p.add_argument("--top", type=int, default=5, help="options to print (default 5)")
+    p.add_argument("--top", type=number(1, integer=True),
+                   default=5, help="options to print (default 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_quote)
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 from workbench import cubes, scenarios
+from workbench.cli._args import number
 from workbench.model import Scenario
 from workbench.store import Store
 
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     gen = ssub.add_parser("generate", help="generate a built-in scenario into the store")
     gen.add_argument("name", choices=scenarios.builtin_names())
-    gen.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    gen.add_argument("--seed", type=number(0, 2**32 - 1, integer=True),
+                     default=0, help="random seed (default 0)")
     gen.set_defaults(func=_generate)
 
     bld = ssub.add_parser("build", help="compose a scenario from imported data and a TOML config "

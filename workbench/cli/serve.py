@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import logging
 import socket
+import ssl
 import sys
+from pathlib import Path
 from typing import Any
+
+from workbench.cli._args import number
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +58,10 @@ def auth_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         raise ServeError("choose one of --basic-auth and --oauth-provider")
     if args.basic_auth:
         if not args.cookie_secret:
-            raise ServeError("--basic-auth needs --cookie-secret (a long random string)")
+            raise ServeError("--basic-auth needs --cookie-secret (a long random string, e.g. "
+                             "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+        check_basic_auth(args.basic_auth)
+        check_cookie_secret(args.cookie_secret)
         kwargs.update(basic_auth=args.basic_auth, cookie_secret=args.cookie_secret)
     if args.oauth_provider:
         missing = [f for f in ("oauth_key", "oauth_secret", "cookie_secret")
@@ -61,6 +69,7 @@ def auth_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if missing:
             raise ServeError(
                 "--oauth-provider needs " + ", ".join("--" + m.replace("_", "-") for m in missing))
+        check_cookie_secret(args.cookie_secret)
         kwargs.update(oauth_provider=args.oauth_provider, oauth_key=args.oauth_key,
                       oauth_secret=args.oauth_secret, cookie_secret=args.cookie_secret)
         if args.oauth_encryption_key:
@@ -72,6 +81,77 @@ def auth_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "--oauth-key K --oauth-secret S --cookie-secret S) or bind to 127.0.0.1"
         )
     return kwargs
+
+
+MIN_PASSWORD_CHARS = 12
+"""Shortest accepted basic-auth password (a single one, or each in a credentials file)."""
+
+MIN_COOKIE_SECRET_BYTES = 32
+"""Shortest accepted cookie secret, in UTF-8 bytes (256 bits of a random token)."""
+
+
+def _looks_like_path(value: str) -> bool:
+    return value.endswith(".json") or "/" in value or "\\" in value or Path(value).exists()
+
+
+def check_basic_auth(value: str) -> None:
+    """``--basic-auth``: an existing JSON credentials file ``{"user": "password"}`` whose
+    passwords are all >= 12 characters, or one password of >= 12 characters.
+
+    A value that looks like a path (ends in ``.json``, holds a slash, or exists) must be a
+    readable credentials file: Panel would otherwise take the file name as the password.
+    """
+    if _looks_like_path(value):
+        path = Path(value)
+        if not path.is_file():
+            raise ServeError(f"--basic-auth {value}: no such credentials file; create it "
+                             '(JSON {"user": "password"}) or pass a password of at least '
+                             f"{MIN_PASSWORD_CHARS} characters")
+        try:
+            users = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ServeError(f"--basic-auth {value}: not a readable JSON file ({exc}); write "
+                             '{"user": "password", ...}') from None
+        if not isinstance(users, dict) or not users or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in users.items()):
+            raise ServeError(f"--basic-auth {value}: expected a JSON object of user names to "
+                             'passwords, e.g. {"ana": "a long passphrase"}')
+        weak = sorted(k for k, v in users.items() if len(v) < MIN_PASSWORD_CHARS)
+        if weak:
+            raise ServeError(f"--basic-auth {value}: the passwords of {weak} are shorter than "
+                             f"{MIN_PASSWORD_CHARS} characters; lengthen them")
+        return
+    if len(value) < MIN_PASSWORD_CHARS:
+        raise ServeError(f"--basic-auth: the password has {len(value)} characters; use at "
+                         f"least {MIN_PASSWORD_CHARS} (or a credentials file)")
+
+
+def check_cookie_secret(value: str) -> None:
+    """``--cookie-secret`` must hold at least 32 bytes."""
+    n = len(value.encode("utf-8"))
+    if n < MIN_COOKIE_SECRET_BYTES:
+        raise ServeError(f"--cookie-secret has {n} bytes; use at least "
+                         f"{MIN_COOKIE_SECRET_BYTES} random bytes, e.g. `python -c 'import "
+                         "secrets; print(secrets.token_urlsafe(32))'`")
+
+
+def tls_kwargs(certfile: Path | None, keyfile: Path | None) -> dict[str, str]:
+    """``--certfile``/``--keyfile`` checked (both or neither, readable, a valid pair) as
+    :func:`panel.serve` options."""
+    if certfile is None and keyfile is None:
+        return {}
+    if certfile is None or keyfile is None:
+        raise ServeError("--certfile and --keyfile go together; pass both (PEM files)")
+    for flag, path in (("--certfile", certfile), ("--keyfile", keyfile)):
+        if not path.is_file():
+            raise ServeError(f"{flag} {path}: no such file; pass the PEM file's path")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            str(certfile), str(keyfile))
+    except (ssl.SSLError, OSError) as exc:
+        raise ServeError(f"--certfile {certfile} / --keyfile {keyfile}: not a valid "
+                         f"certificate and key pair ({exc}); pass matching PEM files") from None
+    return {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)}
 
 
 def _free_port(address: str) -> int:
@@ -87,7 +167,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Serve the workbench web app with Panel. It binds to 127.0.0.1 by default; "
         "any other address needs --basic-auth or --oauth-provider.",
     )
-    p.add_argument("--port", type=int, default=5006, help="port (default 5006; 0: any free)")
+    p.add_argument("--port", type=number(0, 65535, integer=True),
+                   default=5006, help="port (default 5006; 0: any free)")
     p.add_argument("--address", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--allow-websocket-origin", action="append", default=[], metavar="HOST[:PORT]",
                    help="extra host allowed to open the app's websocket (repeat)")
@@ -98,6 +179,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--oauth-key", default=None, help="OAuth client id")
     p.add_argument("--oauth-secret", default=None, help="OAuth client secret")
     p.add_argument("--oauth-encryption-key", default=None, help="key encrypting OAuth tokens")
+    p.add_argument("--certfile", type=Path, default=None, metavar="PEM",
+                   help="TLS certificate (PEM) to serve https; needs --keyfile")
+    p.add_argument("--keyfile", type=Path, default=None, metavar="PEM",
+                   help="TLS private key (PEM) of --certfile")
     p.add_argument("--show", action="store_true", help="open a browser")
     p.set_defaults(func=_serve)
 
@@ -105,6 +190,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _serve(args: argparse.Namespace) -> int:
     try:
         auth = auth_kwargs(args)
+        auth.update(tls_kwargs(args.certfile, args.keyfile))
     except ServeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -122,10 +208,16 @@ def _serve(args: argparse.Namespace) -> int:
     host = "127.0.0.1" if args.address in ("0.0.0.0", "::") else args.address
     origins = [f"localhost:{port}", f"127.0.0.1:{port}", f"{host}:{port}",
                *args.allow_websocket_origin]
-    server = pn.serve({"workbench": session}, port=port, address=args.address,
-                      websocket_origin=sorted(set(origins)), show=False, start=False,
-                      title="Workbench", verbose=False, **auth)
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/workbench"
+    try:
+        server = pn.serve({"workbench": session}, port=port, address=args.address,
+                          websocket_origin=sorted(set(origins)), show=False, start=False,
+                          title="Workbench", verbose=False, **auth)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.address}:{port}: {exc.strerror or exc}; pass "
+              "another --port (0: any free port) or stop what uses it", file=sys.stderr)
+        return 2
+    scheme = "https" if "ssl_certfile" in auth else "http"
+    url = f"{scheme}://{host if ':' not in host else f'[{host}]'}:{port}/workbench"
     print(f"Workbench app at {url} (store {db}); Ctrl-C stops it", flush=True)
     if args.show:
         server.io_loop.add_callback(server.show, "/workbench")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.cli._args import number
 from workbench.cli.plan import unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import FORECAST_MODES
@@ -45,17 +46,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--carbon-cap", default="", metavar="CAPS",
                    help="comma-separated caps: none, kg (1200) or percent below asap-home "
                    "(20%%); asap-home is added to the grid when a percentage is given")
-    p.add_argument("--seeds", type=int, default=1, help="number of seeds, 0..N-1 (default 1)")
-    p.add_argument("--noise", type=float, default=None,
+    p.add_argument("--seeds", type=number(1, 10000, integer=True),
+                   default=1, help="number of seeds, 0..N-1 (default 1)")
+    p.add_argument("--noise", type=number(0, 10), default=None,
                    help="log-normal sigma of throughput errors (default 0.1 with several "
                    "seeds, else 0)")
     p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
                    help="what policies are told about future price and carbon")
-    p.add_argument("--forecast-error", type=float, default=None,
+    p.add_argument("--forecast-error", type=number(0, 10), default=None,
                    help="relative error of --forecast noisy (default 0.1)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                    help="address of a running Dask scheduler (default: a local cluster)")
-    p.add_argument("--workers", type=int, default=2,
+    p.add_argument("--workers", type=number(1, 1024, integer=True), default=2,
                    help="workers of the local cluster (default 2)")
     p.add_argument("--threads", action="store_true",
                    help="run in this process, one run at a time (debugging)")

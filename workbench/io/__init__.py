@@ -5,8 +5,15 @@ column, what is wrong and how to fix it; every import writes in one transaction.
 """
 
 from workbench.io.errors import InputError
-from workbench.io.grid import GRID_FORMATS, GridImport, import_grid, read_grid
-from workbench.io.jobs import JOB_FORMATS, JobImport, import_jobs, job_sets, load_job_set
+from workbench.io.grid import GRID_FORMATS, GridImport, import_grid, read_grid, write_grid
+from workbench.io.jobs import (
+    JOB_FORMATS,
+    JobImport,
+    import_jobs,
+    job_sets,
+    load_job_set,
+    read_jobs,
+)
 from workbench.io.latency import latency_ms, read_latency_matrix
 
 __all__ = [
@@ -21,5 +28,7 @@ __all__ = [
     "latency_ms",
     "load_job_set",
     "read_grid",
+    "read_jobs",
     "read_latency_matrix",
+    "write_grid",
 ]

@@ -32,13 +32,16 @@ _LATEST = pd.Timestamp("2200-01-01")
 
 @dataclass(frozen=True)
 class Table:
-    """A CSV file as strings: the header, the data rows and each row's line number."""
+    """A CSV file as strings: the header, the data rows and each row's line number (or, when
+    not ``complete``, the first rows only)."""
 
     path: str
     header: list[str]
     rows: list[list[str]]
     lines: np.ndarray
     header_line: int
+    complete: bool = True
+    """False for the head of a large file (``_fast.read_head``): rows are the first few."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -68,12 +71,14 @@ class Table:
         """The rows where ``mask`` is true."""
         keep = np.flatnonzero(mask)
         return Table(self.path, self.header, [self.rows[i] for i in keep], self.lines[keep],
-                     self.header_line)
+                     self.header_line, self.complete)
 
 
 def read_text(path: str | Path) -> str:
     """The file's text (UTF-8, a leading byte-order mark dropped); empty files raise."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(p, "this is a folder, not a file", "pass the file's path")
     if not p.is_file():
         raise InputError(p, "no such file", "check the path")
     data = p.read_bytes()
@@ -250,9 +255,10 @@ def localize(
     if gap.any():
         i = int(np.flatnonzero(gap)[0])
         raise InputError(
-            path, f"local time {idx[i]} does not exist in {tz.key} (the daylight-saving gap)",
-            "the file may be in standard time: pass a fixed-offset --timezone such as "
-            "Etc/GMT-1, or correct the row", line=where(i), column=column,
+            path, f"local time {idx[i]} does not exist in {tz.key} (it falls in the spring "
+            "daylight-saving gap)", "a local-time export lists no value for that hour: "
+            "delete the row, or pass --drop-missing if its value is blank",
+            line=where(i), column=column,
         )
     folded = pd.DatetimeIndex(idx.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")).isna()
     dst = np.ones(len(idx), dtype=bool)
@@ -266,19 +272,21 @@ def localize(
 
 
 def parse_numbers(
-    table: Table, column: str, drop_missing: bool = False,
+    table: Table, column: str, drop_missing: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Parse a numeric column; returns ``(values, keep)``.
 
     A blank or ``NaN`` cell raises unless ``drop_missing``, in which case ``keep`` is false
-    there. Text that is not a number, and infinities, always raise.
+    there. ``None`` means the command has no ``--drop-missing`` (the error does not suggest
+    it). Text that is not a number, and infinities, always raise.
     """
     return numbers_from_strings(table.column(column), table.lines, table.path, column,
                                 drop_missing)
 
 
 def numbers_from_strings(
-    raw: pd.Series, lines: np.ndarray | None, path: str, column: str, drop_missing: bool = False,
+    raw: pd.Series, lines: np.ndarray | None, path: str, column: str,
+    drop_missing: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """As :func:`parse_numbers`, for strings with their line numbers (None for JSON)."""
 
@@ -301,10 +309,12 @@ def numbers_from_strings(
                          line=where(i), column=column)
     if missing.any() and not drop_missing:
         i = int(np.flatnonzero(missing)[0])
+        fix = ("fill the gap in the file, or pass --drop-missing to skip such rows "
+               "(the cube then reports the hole)" if drop_missing is not None
+               else "fill the value in or delete the row")
         raise InputError(
             path, f"the value is missing ({text[i]!r}); {int(missing.sum())} row(s) lack one",
-            "fill the gap in the file, or pass --drop-missing to skip such rows "
-            "(the cube then reports the hole)", line=where(i), column=column,
+            fix, line=where(i), column=column,
         )
     return values, ~missing
 

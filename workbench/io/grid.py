@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.io import _table
+from workbench.io import _fast, _table, bounds
 from workbench.io.errors import InputError
 from workbench.io.units import UnitError, carbon_factor, price_factor
 from workbench.io.urdb import read_urdb_json
@@ -48,21 +48,67 @@ def _series(
     table: _table.Table, time_col: str, value_col: str, factor: float, *, region: str,
     kind: str, source: str, currency: str | None = None, timezone: str | None = None,
     time_format: str | None = None, drop_missing: bool = False, allow_negative: bool = True,
+    delimiter: str = ",",
 ) -> pd.DataFrame:
-    """Times and values of one column, converted, checked and sorted-order verified."""
-    times = _table.parse_times(table, time_col, timezone, time_format)
+    """Times and values of one column, converted, bounded and checked for order.
+
+    A large file comes as its head (``table.complete`` false): the streaming reader
+    (:mod:`workbench.io._fast`) parses it, or, at the first doubt, the exact reader does.
+
+    With ``drop_missing`` the rows without a value are dropped *before* the times are read,
+    so blank rows that a local-time export lists in the spring daylight-saving gap go away
+    with their (non-existent) times.
+    """
+    if kind == "price":
+        bound = bounds.price_bound(currency or "USD")
+    else:
+        bound = bounds.CARBON_MARGINAL if allow_negative else bounds.CARBON_AVERAGE
+    if not table.complete:
+        fast = _fast.fast_series(table, time_col, value_col, factor, bound, timezone,
+                                 time_format, drop_missing, delimiter)
+        if fast is not None:
+            return _frame(fast[0], fast[1], region, kind, source, currency)
+        table = _table.read_table(table.path, delimiter=delimiter)
     values, keep = _table.parse_numbers(table, value_col, drop_missing)
-    _table.check_order(times, table.lines, table.path, time_col)
     if not keep.all():
         log.warning("%s: dropped %d row(s) with a missing %s", table.path, int((~keep).sum()),
                     value_col)
-    values = values * factor
-    if not allow_negative and (values[keep] < 0).any():
-        i = int(np.flatnonzero(keep & (values < 0))[0])
-        raise InputError(table.path, f"negative carbon intensity {values[i] / factor:g}",
-                         "average carbon intensity cannot be below zero; correct the row",
-                         line=int(table.lines[i]), column=value_col)
-    return _frame(times[keep], values[keep], region, kind, source, currency)
+        table = table.take(keep)
+        values = values[keep]
+    times = _table.parse_times(table, time_col, timezone, time_format)
+    _table.check_order(times, table.lines, table.path, time_col)
+    with np.errstate(over="ignore"):
+        stored = values * factor
+    bounds.check(stored, bound, table.path, value_col, lambda i: int(table.lines[i]),
+                 shown=values if factor != 1.0 else None)
+    return _frame(times, stored, region, kind, source, currency)
+
+
+def check_frame(frame: pd.DataFrame, path: str | Path, marginal: bool = False) -> None:
+    """Bound every value of a grid frame (any reader's output) before it is written.
+
+    Prices: :func:`~workbench.io.bounds.price_bound` of the frame's currency; carbon:
+    average intensity in 0..2,000 gCO2/kWh (``marginal``: -2,000..2,000).
+    """
+    times = pd.DatetimeIndex(frame["time_utc"])
+
+    def label(i: int) -> str:
+        return f"{times[i]} UTC: "
+
+    if "price_per_kwh" in frame:
+        cur = str(frame["currency"].iloc[0]) if len(frame) else "USD"
+        bounds.check(frame["price_per_kwh"].to_numpy(float), bounds.price_bound(cur), str(path),
+                     "price", label=label)
+    if "carbon_g_per_kwh" in frame:
+        bound = bounds.CARBON_MARGINAL if marginal else bounds.CARBON_AVERAGE
+        bounds.check(frame["carbon_g_per_kwh"].to_numpy(float), bound, str(path), "carbon",
+                     label=label)
+
+
+def _head_or_table(path: str | Path, delimiter: str = ",") -> _table.Table:
+    """A large file's head (streamed later by :func:`_series`), or a small file whole."""
+    head = _fast.read_head(path, delimiter)
+    return head if head is not None else _table.read_table(path, delimiter=delimiter)
 
 
 def _unit_in(header: str, path: str) -> str:
@@ -105,7 +151,7 @@ def read_electricitymaps_csv(
     """
     if intensity not in ("lca", "direct"):
         raise InputError(path, f"unknown intensity {intensity!r}", "use --intensity lca or direct")
-    table = _table.read_table(path)
+    table = _head_or_table(path)
     name = Path(path).name
     if table.has("Datetime (UTC)"):
         tag = "LCA" if intensity == "lca" else "direct"
@@ -179,7 +225,7 @@ def read_price_csv(
     The currency comes from the price header; ``currency`` must agree with it, or supply it
     when the header names none. Negative prices are kept.
     """
-    table = _table.read_table(path)
+    table = _head_or_table(path)
     col = _one(table, r"^price\b", "price", "the price column must be named 'Price (<unit>)'")
     try:
         factor, cur = price_factor(_unit_in(col, table.path), currency)
@@ -243,7 +289,7 @@ def read_watttime_csv(
     ``oootime``); the value column is ``column``, or the only other column. Naive times are
     in ``timezone`` (UTC by default). Marginal rates may be negative and are kept.
     """
-    table = _table.read_table(path)
+    table = _head_or_table(path)
     times = table.find("time")
     if not times:
         raise InputError(path, f"no time column in {table.header}",
@@ -307,9 +353,13 @@ def read_avert(
                 line=int(table.lines[i]), column="Month",
             )
     values, keep = _table.parse_numbers(table, want, drop_missing)
-    frame = _frame(times[keep], values[keep] * carbon_factor("lb/kWh"), region, "carbon",
-                   f"avert {want} {year}: {Path(path).name}")
-    return frame
+    with np.errstate(over="ignore"):
+        stored = values[keep] * carbon_factor("lb/kWh")
+    lines = table.lines[keep]
+    bounds.check(stored, bounds.CARBON_MARGINAL, table.path, want, lambda i: int(lines[i]),
+                 shown=values[keep], shown_unit="lb/kWh")
+    return _frame(times[keep], stored, region, "carbon", f"avert {want} {year}: "
+                  f"{Path(path).name}")
 
 
 # -- tariffs and generic files ---------------------------------------------------------------
@@ -339,7 +389,7 @@ def read_csv_generic(
     if len(delimiter) != 1:
         raise InputError(path, f"delimiter {delimiter!r} is not one character",
                          "pass --delimiter ',' or ';' or a tab")
-    table = _table.read_table(path, delimiter=delimiter)
+    table = _head_or_table(path, delimiter=delimiter)
     try:
         if kind == "price":
             factor, cur = price_factor(unit, currency)
@@ -349,8 +399,12 @@ def read_csv_generic(
         raise _unit_error(table.path, exc, value_column) from None
     return _series(table, time_column, value_column, factor, region=region, kind=kind,
                    source=f"csv {value_column} [{unit}]: {Path(path).name}", currency=cur,
-                   timezone=timezone, time_format=time_format, drop_missing=drop_missing)
+                   timezone=timezone, time_format=time_format, drop_missing=drop_missing,
+                   allow_negative=False, delimiter=delimiter)
 
+
+_MARGINAL_FORMATS = ("watttime-csv", "avert")
+"""Formats carrying marginal emission rates, which may be negative."""
 
 GRID_FORMATS: dict[str, GridReader] = {
     "electricitymaps-csv": read_electricitymaps_csv,
@@ -381,7 +435,9 @@ def read_grid(fmt: str, path: str | Path, region: str, **options: Any) -> pd.Dat
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise InputError(path, f"format {fmt} does not take {flags}",
                          f"drop it; {fmt} takes {', '.join(sorted(takes)) or 'no options'}")
-    return reader(path, region, **opts)
+    frame = reader(path, region, **opts)
+    check_frame(frame, path, marginal=fmt in _MARGINAL_FORMATS)
+    return frame
 
 
 @dataclass(frozen=True)
@@ -418,11 +474,18 @@ def import_grid(store: Any, fmt: str, path: str | Path, region: str,
     """Read a grid file and upsert it into ``store`` in one transaction.
 
     Re-importing the same file rewrites the same ``(region, time)`` rows; a file whose price
-    currency differs from the prices the region already holds is refused.
+    currency differs from the prices the region already holds is refused. To hold the
+    store's lock only while writing, call :func:`read_grid` first and then
+    :func:`write_grid` (the CLI does).
     """
-    frame = read_grid(fmt, path, region, **options)
+    return write_grid(store, read_grid(fmt, path, region, **options), path)
+
+
+def write_grid(store: Any, frame: pd.DataFrame, path: str | Path) -> GridImport:
+    """Upsert a frame :func:`read_grid` returned into ``store`` in one transaction."""
     if frame.empty:
         raise InputError(path, "no rows left to import", "check --drop-missing and the file")
+    region = str(frame["region"].iloc[0])
     if "currency" in frame:
         cur = str(frame["currency"].iloc[0])
         held = store.con.execute(

@@ -241,7 +241,8 @@ def jobs_from_trace(
         raise InputError(path, f"no profile for application {app!r} on {reference_gpu}",
                          f"pass --app with one of {apps} or 'mix'")
     if slack < 0 or not np.isfinite(slack):
-        raise InputError(path, f"slack {slack} is negative", "pass --slack >= 0 (0: no deadline)")
+        raise InputError(path, f"slack {slack} is not a number >= 0",
+                         "pass --slack >= 0 (0: no deadline)")
     if not homes:
         raise InputError(path, "no home datacenters", "pass --homes a,b,c")
     f = trace.frame
@@ -313,6 +314,30 @@ def load_job_set(store: Any, name: str) -> list[Job]:
     return list(store.load_jobs(name))
 
 
+def read_jobs(fmt: str, path: str | Path, *, timezone: str = "UTC",
+              limit: int | None = None) -> Trace:
+    """Read and check a job trace without a store (the first ``limit`` jobs by arrival).
+
+    :func:`import_jobs` calls it; the CLI calls it first so that the store's lock is held
+    only while the jobs are written.
+    """
+    if fmt not in JOB_FORMATS:
+        raise InputError(path, f"unknown job format {fmt!r}",
+                         f"use one of {', '.join(JOB_FORMATS)}")
+    trace = read_philly(path, timezone) if fmt == "philly" else JOB_FORMATS[fmt](path)
+    frame = trace.frame
+    if limit is not None:
+        if limit <= 0:
+            raise InputError(path, f"--limit {limit} is not positive", "pass --limit >= 1")
+        order = "arrival_utc" if "arrival_utc" in frame else "arrival_s"
+        frame = frame.sort_values([order, "job_id"], kind="stable").head(limit)
+        trace = Trace(trace.path, trace.fmt, frame.reset_index(drop=True), trace.skipped)
+    if trace.frame.empty:
+        raise InputError(path, "no jobs left after skipping rows "
+                         f"({trace.skipped})", "check the file")
+    return trace
+
+
 def import_jobs(
     store: Any,
     fmt: str,
@@ -328,29 +353,19 @@ def import_jobs(
     replace: bool = False,
     timezone: str = "UTC",
     profiles: Sequence[perf.JobProfile] | None = None,
+    trace: Trace | None = None,
 ) -> JobImport:
     """Read a job trace, map it to jobs and upsert them into job set ``into`` in one
     transaction (``replace`` first empties the set). Profiles default to the store's, or
-    the shipped defaults when the store has none."""
-    if fmt not in JOB_FORMATS:
-        raise InputError(path, f"unknown job format {fmt!r}",
-                         f"use one of {', '.join(JOB_FORMATS)}")
+    the shipped defaults when the store has none. ``trace`` is one :func:`read_jobs`
+    already read (``fmt``, ``timezone`` and ``limit`` are then not used)."""
     if not into:
         raise InputError(path, "no job set name", "pass --into NAME")
+    if trace is None:
+        trace = read_jobs(fmt, path, timezone=timezone, limit=limit)
     if store.has_scenario(into):
         raise InputError(path, f"{into!r} is a scenario in the store; a job set needs a name "
                          "of its own", f"pass --into with another name (e.g. {into}-jobs)")
-    trace = read_philly(path, timezone) if fmt == "philly" else JOB_FORMATS[fmt](path)
-    frame = trace.frame
-    if limit is not None:
-        if limit <= 0:
-            raise InputError(path, f"--limit {limit} is not positive", "pass --limit >= 1")
-        order = "arrival_utc" if "arrival_utc" in frame else "arrival_s"
-        frame = frame.sort_values([order, "job_id"], kind="stable").head(limit)
-        trace = Trace(trace.path, trace.fmt, frame.reset_index(drop=True), trace.skipped)
-    if trace.frame.empty:
-        raise InputError(path, "no jobs left after skipping rows "
-                         f"({trace.skipped})", "check the file")
     origin = EPOCH if start is None else _table.times_from_strings(
         pd.Series([str(start)]), None, str(path), "--start", "UTC")[0].tz_localize(
         "UTC").to_pydatetime()

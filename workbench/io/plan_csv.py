@@ -4,11 +4,17 @@ Both formats are documented for operators in the README ("Plan and migrations CS
 Times are ISO-8601 in UTC with a ``Z`` suffix (``2024-07-01T08:15:00Z``); ``region`` is the
 *datacenter* name (e.g. ``guangzhou``), not the grid zone. Numbers are written with full
 precision, so that :func:`read_plan_csv` returns exactly what :func:`write_plan_csv` was given.
+Text cells that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR)
+are written with a leading ``'`` (OWASP's CSV-injection advice) and restored on reading;
+files are written under a temporary name and renamed into place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -118,13 +124,91 @@ def normalise_migrations(migrations: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _to_csv(frame: pd.DataFrame, dest: str | Path | IO[str], header: bool) -> None:
+FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+"""Leading characters that make a spreadsheet read a cell as a formula (OWASP CSV injection)."""
+
+_QUOTE = "'"
+
+
+def neutralise_cell(text: str) -> str:
+    """A text cell safe to open in a spreadsheet: ``'`` before a formula prefix.
+
+    Cells starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return (and, so that
+    :func:`restore_cell` inverts this exactly, cells already starting with ``'``) get a
+    leading ``'``; every other cell is unchanged.
+    """
+    return _QUOTE + text if text.startswith((*FORMULA_PREFIXES, _QUOTE)) else text
+
+
+def restore_cell(text: str) -> str:
+    """Invert :func:`neutralise_cell`: drop one leading ``'``."""
+    return text[1:] if text.startswith(_QUOTE) else text
+
+
+class AtomicFile:
+    """A text file written under a temporary name in the target's folder and renamed onto
+    the target by :meth:`commit` (``os.replace``: readers see the old file or the whole new
+    one, never a part). :meth:`abort` removes the temporary file; a killed process leaves
+    it behind as ``.<name>.<random>.partial`` and the target untouched."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial",
+                                   dir=self.path.parent)
+        self.tmp = Path(tmp)
+        self.file: IO[str] = os.fdopen(fd, "w", encoding="utf-8", newline="")
+
+    def commit(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        if not self.file.closed:
+            self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_write(path: str | Path) -> Iterator[IO[str]]:
+    """Open ``path`` for writing text atomically: renamed into place when the block ends,
+    removed (and ``path`` left as it was) when it raises."""
+    out = AtomicFile(path)
+    try:
+        yield out.file
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+
+
+def write_csv(frame: pd.DataFrame, dest: str | Path | IO[str], *, header: bool = True) -> None:
+    """The one CSV writer of the workbench's exports.
+
+    Timezone-aware times become ISO-8601 UTC (``...Z``); text cells are neutralised
+    (:func:`neutralise_cell`), numbers are written as they are with full precision; a path
+    is written atomically (:func:`atomic_write`), an open file is appended to.
+    """
     text = frame.copy()
+    carriage_return = False
     for col in text.columns:
         if isinstance(text[col].dtype, pd.DatetimeTZDtype):
             text[col] = text[col].dt.strftime(_ISO_FORMAT)
-    # float_format=None keeps pandas' shortest round-trip repr of every float.
-    text.to_csv(dest, index=False, header=header, lineterminator="\n")
+        elif text[col].dtype == object or isinstance(text[col].dtype, pd.StringDtype):
+            text[col] = text[col].map(lambda v: neutralise_cell(v) if isinstance(v, str) else v)
+            carriage_return = carriage_return or bool(
+                text[col].map(lambda v: isinstance(v, str) and "\r" in v).any())
+    # The csv writer quotes only the characters of the line terminator: a name holding a
+    # carriage return is written with CRLF row ends so that the CR is quoted (CSV readers
+    # accept mixed row ends). float_format=None keeps pandas' shortest round-trip floats.
+    end = "\r\n" if carriage_return else "\n"
+    if isinstance(dest, (str, Path)):
+        with atomic_write(dest) as fh:
+            text.to_csv(fh, index=False, header=header, lineterminator=end)
+    else:
+        text.to_csv(dest, index=False, header=header, lineterminator=end)
 
 
 def write_plan_csv(
@@ -135,22 +219,25 @@ def write_plan_csv(
     Extra columns of ``plan`` (e.g. ``slot``, ``grid_region``) are left out. With
     ``header=False`` rows are appended without the header line (streaming writers).
     """
-    _to_csv(normalise_plan(plan), dest, header)
+    write_csv(normalise_plan(plan), dest, header=header)
 
 
 def write_migrations_csv(
     migrations: pd.DataFrame, dest: str | Path | IO[str], *, header: bool = True
 ) -> None:
     """Write the migrations CSV (columns :data:`MIGRATION_COLUMNS`)."""
-    _to_csv(normalise_migrations(migrations), dest, header)
+    write_csv(normalise_migrations(migrations), dest, header=header)
 
 
-def _read(path: str | Path | IO[str], columns: Sequence[str], what: str) -> pd.DataFrame:
+def _read(path: str | Path | IO[str], columns: Sequence[str], what: str,
+          text: Sequence[str]) -> pd.DataFrame:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if tuple(frame.columns) != tuple(columns):
         raise PlanCsvError(
             f"{what} header is {list(frame.columns)}; expected exactly {list(columns)}"
         )
+    for col in text:
+        frame[col] = frame[col].map(restore_cell)
     return frame
 
 
@@ -166,7 +253,7 @@ def _numbers(frame: pd.DataFrame, columns: Sequence[str], kind: type) -> None:
 
 def read_plan_csv(path: str | Path | IO[str]) -> pd.DataFrame:
     """Read a plan CSV back into a frame with the schema's types (see :func:`normalise_plan`)."""
-    frame = _read(path, PLAN_COLUMNS, "plan CSV")
+    frame = _read(path, PLAN_COLUMNS, "plan CSV", _PLAN_TEXT)
     _numbers(frame, _PLAN_INTS, int)
     _numbers(frame, _PLAN_FLOATS, float)
     return normalise_plan(frame)
@@ -174,6 +261,6 @@ def read_plan_csv(path: str | Path | IO[str]) -> pd.DataFrame:
 
 def read_migrations_csv(path: str | Path | IO[str]) -> pd.DataFrame:
     """Read a migrations CSV back into a frame with the schema's types."""
-    frame = _read(path, MIGRATION_COLUMNS, "migrations CSV")
+    frame = _read(path, MIGRATION_COLUMNS, "migrations CSV", _MIG_TEXT)
     _numbers(frame, _MIG_FLOATS, float)
     return normalise_migrations(frame)

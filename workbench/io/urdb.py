@@ -57,11 +57,17 @@ def _rates(t: dict[str, Any], tier: int, adj: bool, path: str | Path) -> np.ndar
     if not isinstance(struct, list) or not struct:
         raise InputError(path, "no energyratestructure", "pass a tariff with energy rates",
                          column="energyratestructure")
+    most = max((len(x) for x in struct if isinstance(x, list)), default=0)
+    if tier >= most:
+        raise InputError(path, f"--tier {tier} does not exist: the tariff's periods have at "
+                         f"most {most} tier(s)", f"pass --tier 0..{max(most - 1, 0)}",
+                         column="energyratestructure")
     out = []
     for p, tiers in enumerate(struct):
         where = f"energyratestructure[{p}]"
         if not isinstance(tiers, list) or not tiers:
             raise InputError(path, "a period has no tiers", "correct the tariff", column=where)
+        # A period with fewer tiers charges its last tier for any larger consumption.
         entry = tiers[min(tier, len(tiers) - 1)]
         if not isinstance(entry, dict) or "rate" not in entry:
             raise InputError(path, "a tier has no 'rate'", "correct the tariff", column=where)

@@ -11,6 +11,7 @@ trapezoidal integral of power over time. Power is in W (NVML reports mW), positi
 from __future__ import annotations
 
 import logging
+import math
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -138,8 +139,8 @@ def sample_loop(
     the whole run. Returns a frame with :data:`SAMPLE_COLUMNS` (``t_s`` from the first
     round).
     """
-    if interval_s <= 0:
-        raise ValueError(f"interval_s must be positive, got {interval_s}")
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval_s must be a positive finite number, got {interval_s}")
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
     n = device.device_count()
@@ -221,6 +222,8 @@ def profile_for(
     clock = clock or time.monotonic
     dev = device if device is not None else NvmlBackend()
     started = datetime.now(UTC)
+    if not (math.isfinite(duration_s) and duration_s > 0):
+        raise ValueError(f"duration_s must be a positive finite number, got {duration_s}")
     t_end = clock() + duration_s
     try:
         samples = sample_loop(dev, interval_s, lambda: clock() >= t_end, clock, sleep)

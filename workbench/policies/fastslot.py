@@ -424,6 +424,11 @@ class FastSlotSolver:
             ``"feasible"`` when a valid allocation has a larger gap (time limit),
             otherwise HiGHS's model status; ``gap`` is the certified gap.
         """
+        if (prob.n_options if keep is None else int(np.count_nonzero(keep))) == 0:
+            # Nothing to decide (no active job has an option): the empty choice is optimal,
+            # as in solve_slot_problem; not a failed solve, so not a fallback.
+            return np.zeros(prob.n_options, dtype=bool), SolveInfo(status="empty", solve_s=0.0,
+                                                                   objective=0.0)
         if extra_constraints is not None:
             sub = prob if keep is None else prob.subset(keep)
             choice, info = solve_slot_problem(sub, mip_rel_gap=mip_rel_gap,

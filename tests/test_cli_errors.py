@@ -1,0 +1,122 @@
+"""No traceback reaches a user: argument errors, damaged files and unexpected failures are one
+line (``error: ...``), exit 2 (1 for an unexpected error, pointing to ``-v``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from workbench.cli import main
+from workbench.io.grid import read_grid
+from workbench.store import Store
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["import", "grid", "avert", "a.csv", "--region", "R", "--year", "1"],
+     "--year: 1 is not a whole number >= 1900"),
+    (["import", "grid", "urdb-json", "u.json", "--region", "R", "--tier", "-1"],
+     "--tier: -1 is not a whole number >= 0"),
+    (["import", "jobs", "gaia", "g.csv", "--into", "g", "--slack", "nan"],
+     "--slack: nan is not a number >= 0"),
+    (["import", "jobs", "gaia", "g.csv", "--into", "g", "--limit", "-1"],
+     "--limit: -1 is not a whole number >= 1"),
+    (["profile", "--name", "x", "--duration", "inf"], "--duration: inf is not a number > 0"),
+    (["profile", "--name", "x", "--duration", "nan"], "--duration: nan is not a number > 0"),
+    (["profile", "--name", "x", "--interval-ms", "nan", "--duration", "1"],
+     "--interval-ms: nan is not a number >= 1"),
+    (["serve", "--port", "99999"], "--port: 99999 is not a whole number"),
+    (["plan", "--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
+])
+def test_bad_arguments_are_one_line(argv: list[str], text: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert text in _one_line(capsys)
+
+
+def test_urdb_dates_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps({"energyratestructure": [[{"rate": 0.1}]],
+                                "energyweekdayschedule": [[0] * 24] * 12,
+                                "energyweekendschedule": [[0] * 24] * 12}))
+    for start, end in (("9999-01-01", "9999-02-01"), ("0001-01-01", "0001-01-02")):
+        assert main(["--db", str(tmp_path / "wb.duckdb"), "import", "grid", "urdb-json",
+                     str(path), "--region", "R", "--start", start, "--end", end,
+                     "--timezone", "UTC"]) == 2
+        assert "outside the years 1900-2200" in _one_line(capsys)
+
+
+def test_damaged_store_and_wrong_kind_of_path(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    cut = tmp_path / "cut.duckdb"
+    shutil.copy(db, cut)
+    with cut.open("r+b") as fh:
+        fh.truncate(5000)
+    assert main(["--db", str(cut), "scenario", "list"]) == 2
+    assert "restore it from a backup" in _one_line(capsys)
+    afile = tmp_path / "a.csv"
+    afile.write_text("x\n1\n")
+    assert main(["--db", str(db), "import", "profiles", "pollux", str(afile)]) == 2
+    assert "is not a folder" in _one_line(capsys)
+    assert main(["--db", str(db), "import", "grid", "price-csv", str(tmp_path), "--region",
+                 "R"]) == 2
+    assert "this is a folder, not a file" in _one_line(capsys)
+
+
+def test_unexpected_errors_are_one_line_and_point_to_verbose(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import workbench.cli.scenario as cli_scenario
+
+    def boom(args: argparse.Namespace) -> int:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(cli_scenario, "_list", boom)
+    rc = main(["scenario", "list"])
+    assert rc == 1
+    err = _one_line(capsys)
+    assert "unexpected ZeroDivisionError: float division by zero; rerun with -v" in err
+
+
+def test_jobs_missing_value_does_not_suggest_a_flag_jobs_lack(tmp_path: Path) -> None:
+    from workbench.io.errors import InputError
+    from workbench.io.jobs import read_gaia
+
+    path = tmp_path / "g.csv"
+    path.write_text("arrival_time,length,cpus\n0,,1\n")
+    with pytest.raises(InputError, match="fill the value in or delete the row") as info:
+        read_gaia(path)
+    assert "--drop-missing" not in str(info.value)
+
+
+def test_local_time_file_with_blank_gap_rows_and_crlf(tmp_path: Path) -> None:
+    """A day-ahead export in Brussels time lists the missing 02:00 of the spring change with
+    a blank price; --drop-missing removes it before the times are checked; CRLF is fine."""
+    rows = ["Datetime,Price (EUR/MWh)", "2023-03-26 00:00,50", "2023-03-26 01:00,40",
+            "2023-03-26 02:00,", "2023-03-26 03:00,30"]
+    path = tmp_path / "be.csv"
+    path.write_bytes(("\r\n".join(rows) + "\r\n").encode())
+    frame = read_grid("price-csv", path, "BE", timezone="Europe/Brussels", drop_missing=True)
+    assert [str(t) for t in frame["time_utc"]] == [
+        "2023-03-25 23:00:00", "2023-03-26 00:00:00", "2023-03-26 01:00:00"]
+    assert frame["price_per_kwh"].tolist() == pytest.approx([0.05, 0.04, 0.03])
+    from workbench.io.errors import InputError
+
+    with pytest.raises(InputError, match="line 4.*pass --drop-missing"):
+        read_grid("price-csv", path, "BE", timezone="Europe/Brussels")
+    path.write_bytes(("\r\n".join(rows).replace("02:00,", "02:00,35") + "\r\n").encode())
+    with pytest.raises(InputError, match=r"line 4.*spring daylight-saving gap\); a local-time "
+                       r"export lists no value for that hour: delete the row"):
+        read_grid("price-csv", path, "BE", timezone="Europe/Brussels")

@@ -1,0 +1,97 @@
+"""The scenario TOML schema: every bad value is one line naming the key and the fix (exit 2)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench.cli import main
+from workbench.config import ConfigError, validate_config
+
+GOOD = {
+    "scenario": {"start": "2023-01-01T00:00:00Z", "days": 1},
+    "datacenters": [{"name": "a", "region": "R", "pue": 1.2}],
+    "jobs": {"set": "w"},
+}
+
+SCENARIO = '[scenario]\nstart = "2023-01-01T00:00:00Z"\n{scenario}\n' \
+    '[[datacenters]]\nname = "a"\nregion = "R"\n{dc}\n[jobs]\nset = "w"\n{jobs}\n'
+
+CASES = [
+    ("empty", "", r"empty\.toml is empty; a config needs \[scenario\]"),
+    ("no start", '[scenario]\ndays = 1\n[[datacenters]]\nname="a"\nregion="R"\npue=1.2\n',
+     r"\[scenario\] lacks 'start'; give an ISO time"),
+    ("days text", SCENARIO.format(scenario='days = "three"', dc="pue = 1.2", jobs=""),
+     r"\[scenario\] days: 'three' is not a number; give the horizon in days"),
+    ("slot text", SCENARIO.format(scenario='days = 1\nslot_minutes = "x"', dc="pue = 1.2",
+                                  jobs=""), r"\[scenario\] slot_minutes: 'x' is not a number"),
+    ("pue text", SCENARIO.format(scenario="days = 1", dc='pue = "abc"', jobs=""),
+     r"\[\[datacenters\]\] entry 0 pue: 'abc' is not a number; give the PUE"),
+    ("slot nan", SCENARIO.format(scenario="days = 1\nslot_minutes = nan", dc="pue = 1.2",
+                                 jobs=""), r"slot_minutes: nan is not a finite number"),
+    ("slot inf", SCENARIO.format(scenario="days = 1\nslot_minutes = inf", dc="pue = 1.2",
+                                 jobs=""), r"slot_minutes: inf is not a finite number"),
+    ("offset nan", SCENARIO.format(scenario="days = 1", dc="pue = 1.2",
+                                   jobs="offset_hours = nan"),
+     r"\[jobs\] offset_hours: nan is not a finite number"),
+    ("deadline inf", SCENARIO.format(scenario="days = 1", dc="pue = 1.2",
+                                     jobs="min_deadline_h = inf"),
+     r"\[jobs\] min_deadline_h: inf is not a finite number"),
+    ("work_scale nan", SCENARIO.format(scenario="days = 1", dc="pue = 1.2",
+                                       jobs="work_scale = nan"),
+     r"\[jobs\] work_scale: nan is not a finite number"),
+    ("limit -1", SCENARIO.format(scenario="days = 1", dc="pue = 1.2", jobs="limit = -1"),
+     r"\[jobs\] limit: -1 must be greater than or equal to 1"),
+    ("Mars", SCENARIO.format(scenario="days = 1", dc='pue = 1.2\ntimezone = "Mars/Olympus"',
+                             jobs=""), r"timezone: 'Mars/Olympus' is invalid: unknown timezone"),
+    ("two horizons", SCENARIO.format(scenario="days = 1\nhours = 3", dc="pue = 1.2", jobs=""),
+     r"needs exactly one of end, days, hours \(has \['days', 'hours'\]\)"),
+    ("bad start", SCENARIO.replace("2023-01-01T00:00:00Z", "yesterday").format(
+        scenario="days = 1", dc="pue = 1.2", jobs=""), r"start: 'yesterday' is invalid"),
+    ("pue below 1", SCENARIO.format(scenario="days = 1", dc="pue = 0.5", jobs=""),
+     r"pue: 0.5 must be greater than or equal to 1"),
+]
+
+
+@pytest.mark.parametrize("name,text,message", CASES, ids=[c[0] for c in CASES])
+def test_bad_configs_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, message: str,
+) -> None:
+    path = tmp_path / ("empty.toml" if name == "empty" else "c.toml")
+    path.write_text(text)
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert re.search(message, err), err
+
+
+def test_binary_config_and_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    binary = tmp_path / "b.toml"
+    binary.write_bytes(bytes(range(256)))
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(binary)]) == 2
+    assert "not UTF-8 text" in capsys.readouterr().err
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(tmp_path)]) == 2
+    assert "is a folder; pass the .toml file" in capsys.readouterr().err
+
+
+def test_good_config_validates() -> None:
+    cfg = validate_config(GOOD)
+    assert cfg.scenario.slot_minutes == 60 and cfg.datacenters[0].timezone == "UTC"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(st.floats(), st.text(max_size=5), st.integers(), st.none(), st.booleans()))
+def test_any_pue_either_validates_or_names_the_key(value: object) -> None:
+    cfg = {**GOOD, "datacenters": [{"name": "a", "region": "R", "pue": value}]}
+    try:
+        out = validate_config(cfg)
+    except ConfigError as exc:
+        assert str(exc).startswith("[[datacenters]] entry 0") and "\n" not in str(exc)
+    else:
+        assert 1.0 <= out.datacenters[0].pue <= 3.0

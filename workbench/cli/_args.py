@@ -1,0 +1,59 @@
+"""Argument types and the parser class of the ``workbench`` command.
+
+Every numeric flag is parsed by :func:`number`: NaN and infinities are refused, and so are
+values outside the flag's range, with a message saying what to pass. :class:`Parser` prints
+any argument error as one line (``error: ...``) and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line: ``error: <prog>: <what>; <fix>``."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def number(
+    low: float | None = None, high: float | None = None, *, integer: bool = False,
+    low_open: bool = False, unit: str = "",
+) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number (a whole one with ``integer``) in a range.
+
+    ``low_open`` excludes ``low`` itself (``--V`` must be > 0). The error names the range,
+    e.g. ``-100 is not a number >= 0 (seconds)``.
+    """
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"<= {high:g}")
+    what = ("a whole number" if integer else "a number") + (" " + " and ".join(parts)
+                                                            if parts else "")
+    if unit:
+        what += f" ({unit})"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        ok = math.isfinite(value) and (not integer or value == int(value))
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{text} is not {what}")
+        return int(value) if integer else value
+
+    parse.__name__ = "number"
+    return parse

@@ -1,0 +1,260 @@
+"""The typed schema of a scenario TOML config (``workbench scenario build --config``).
+
+The config is validated once, at the edge, into :class:`ScenarioConfig` (pydantic v2,
+strict: a number must be written as a number, unknown keys are refused, NaN and infinities
+are refused, a timezone must exist). :func:`validate_config` turns the first problem into one
+line naming the key and the fix, e.g.::
+
+    [scenario] days: 'three' is not a number; give the horizon in days, e.g. days = 7
+
+The keys and their meaning are documented in the README ("Scenarios from your own data").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from workbench.model import ScenarioError, as_utc
+
+
+class ConfigError(ScenarioError):
+    """A scenario config does not follow the schema; the message names the key and the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+def _time(value: Any, key: str) -> str:
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be an ISO time")
+    try:
+        as_utc(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{value!r} is not an ISO time") from None
+    return value
+
+
+class ScenarioSection(_Section):
+    """``[scenario]``: the horizon and slot."""
+
+    name: str | None = Field(None, description="a name, e.g. name = \"de-week\"")
+    description: str = Field("", description="free text")
+    start: str | datetime = Field(description="an ISO time, e.g. start = "
+                                  "\"2023-07-10T00:00:00Z\"")
+    end: str | datetime | None = Field(None, description="an ISO time after start")
+    days: float | None = Field(None, gt=0, le=3660, description="the horizon in days, e.g. "
+                               "days = 7")
+    hours: float | None = Field(None, gt=0, le=87840, description="the horizon in hours, e.g. "
+                                "hours = 24")
+    slot_minutes: float = Field(60.0, gt=0, le=1440, description="the slot length in minutes, "
+                                "e.g. slot_minutes = 15")
+    currency: str | None = Field(None, pattern=r"^[A-Z]{3}$", description="a three-letter "
+                                 "ISO code, e.g. currency = \"EUR\"")
+    fill: Literal["none", "hold"] = Field("none", description="'none' or 'hold'")
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _iso(cls, v: Any) -> Any:
+        return None if v is None else _time(v, "the time")
+
+
+def _zone(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown timezone {name!r}") from None
+    return name
+
+
+class DatacenterEntry(_Section):
+    """``[[datacenters]]``: one site and the grid series it draws from."""
+
+    name: str = Field(min_length=1, description="a unique site name")
+    region: str = Field(min_length=1, description="the imported grid series' --region name")
+    grid_zone: str | None = Field(None, description="a grid zone code, e.g. \"DE-LU\"")
+    timezone: str = Field("UTC", description="an IANA name such as Europe/Berlin or UTC")
+    pue: float = Field(ge=1.0, le=3.0, description="the PUE, a number in [1, 3], e.g. "
+                       "pue = 1.2")
+    idle_power_kw: float = Field(0.0, ge=0, le=1e6, description="kW >= 0")
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        return _zone(v)
+
+
+class PoolEntry(_Section):
+    """``[[pools]]``: GPUs of one type at one datacenter."""
+
+    datacenter: str = Field(min_length=1, description="a [[datacenters]] name")
+    gpu_type: str = Field(min_length=1, description="e.g. \"A100\"")
+    count: int = Field(ge=1, le=10**7, description="a whole number of GPUs >= 1")
+    idle_power_w: float = Field(ge=0, le=5000, description="W per GPU, >= 0")
+    max_power_w: float = Field(gt=0, le=5000, description="W per GPU, > 0")
+    gpus_per_node: int = Field(8, ge=1, le=1024, description="a whole number >= 1")
+
+
+class NetworkSection(_Section):
+    """``[network]``: links of every pair from a latency matrix."""
+
+    latency_matrix: str | None = Field(None, description="a CSV path (relative to the config)")
+    bandwidth_gbps: float | None = Field(None, gt=0, le=1e6, description="Gbit/s > 0")
+    transfer_energy_kwh_per_gb: float = Field(0.0, ge=0, le=100, description="kWh/GB >= 0")
+
+
+class LinkEntry(_Section):
+    """``[[links]]``: one explicit link."""
+
+    src: str = Field(min_length=1, description="a datacenter name")
+    dst: str = Field(min_length=1, description="a datacenter name")
+    bandwidth_gbps: float | None = Field(None, gt=0, le=1e6, description="Gbit/s > 0")
+    latency_ms: float = Field(ge=0, le=1e5, description="ms >= 0")
+    transfer_energy_kwh_per_gb: float | None = Field(None, ge=0, le=100,
+                                                     description="kWh/GB >= 0")
+
+
+class JobsSection(_Section):
+    """``[jobs]``: which stored job set, realigned how."""
+
+    set: str = Field(min_length=1, description="an imported job set (import jobs --into)")
+    align: Literal["start", "none"] = Field("start", description="'start' or 'none'")
+    offset_hours: float = Field(0.0, ge=-87840, le=87840, description="hours, a finite number")
+    homes: list[str] | None = Field(None, min_length=1, description="datacenter names")
+    limit: int | None = Field(None, ge=1, description="a whole number of jobs >= 1")
+    max_gpus: int | None = Field(None, ge=1, description="a whole number >= 1")
+    work_scale: float = Field(1.0, gt=0, le=1e6, description="a factor > 0")
+    min_deadline_h: float | None = Field(None, gt=0, le=87840, description="hours > 0")
+
+
+class InferenceEntry(_Section):
+    """``[[inference]]``: one always-on inference service."""
+
+    job_id: str = Field(min_length=1, description="a unique name")
+    app: str = Field(min_length=1, description="a profiled application")
+    home: str = Field(min_length=1, description="a datacenter name")
+    gpu_type: str = Field(min_length=1, description="e.g. \"A100\"")
+    gpus: int = Field(ge=1, le=4096, description="a whole number >= 1")
+    max_latency_ms: float = Field(gt=0, le=1e5, description="ms > 0")
+    load_fraction: float = Field(0.5, gt=0, le=1, description="a fraction in (0, 1]")
+    checkpoint_gb: float = Field(1.0, ge=0, le=1e5, description="GB >= 0")
+
+
+class ScenarioConfig(_Section):
+    """A whole scenario config; ``base_dir`` is the config file's folder."""
+
+    scenario: ScenarioSection = Field(description="a [scenario] table with start and one of "
+                                      "end, days, hours")
+    datacenters: list[DatacenterEntry] = Field(min_length=1, description="at least one "
+                                               "[[datacenters]] table")
+    pools: list[PoolEntry] = Field(default_factory=list, description="[[pools]] tables")
+    network: NetworkSection = Field(default_factory=lambda: NetworkSection.model_validate({}),
+                                    description="a table")
+    links: list[LinkEntry] = Field(default_factory=list, description="[[links]] tables")
+    jobs: JobsSection | None = Field(None, description="a [jobs] table")
+    inference: list[InferenceEntry] = Field(default_factory=list,
+                                            description="[[inference]] tables")
+    base_dir: str = Field(".", alias="_base_dir")
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
+                              populate_by_name=True)
+
+
+_SECTIONS = {"scenario": "[scenario]", "network": "[network]", "jobs": "[jobs]",
+             "datacenters": "[[datacenters]]", "pools": "[[pools]]", "links": "[[links]]",
+             "inference": "[[inference]]"}
+_MODELS: dict[str, type[BaseModel]] = {
+    "scenario": ScenarioSection, "network": NetworkSection, "jobs": JobsSection,
+    "datacenters": DatacenterEntry, "pools": PoolEntry, "links": LinkEntry,
+    "inference": InferenceEntry,
+}
+
+
+def _where(loc: tuple[int | str, ...]) -> tuple[str, str | None]:
+    """``('datacenters', 0, 'pue')`` -> ``("[[datacenters]] entry 0", "pue")``."""
+    if not loc:
+        return "the config", None
+    head = str(loc[0])
+    where = _SECTIONS.get(head, head)
+    rest = list(loc[1:])
+    if rest and isinstance(rest[0], int):
+        where += f" entry {rest.pop(0)}"
+    key = ".".join(str(x) for x in rest) or None
+    return where, key
+
+
+def _hint(loc: tuple[int | str, ...]) -> str:
+    section = str(loc[0]) if loc else ""
+    names = [x for x in loc[1:] if isinstance(x, str)]
+    model = _MODELS.get(section)
+    if model is None:
+        field = ScenarioConfig.model_fields.get(section)
+        return (field.description or "") if field else ""
+    if not names:
+        return ScenarioConfig.model_fields[section].description or ""
+    field = model.model_fields.get(names[0])
+    return (field.description or "") if field else ""
+
+
+def _message(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    extra = [e for e in errors if e["type"] == "extra_forbidden"]
+    if extra:
+        where, _ = _where(tuple(extra[0]["loc"][:-1]))
+        same = sorted(str(e["loc"][-1]) for e in extra if e["loc"][:-1] == extra[0]["loc"][:-1])
+        if where == "the config":
+            return (f"unknown config sections {same}; known: {sorted(_SECTIONS)}")
+        model = _MODELS[str(extra[0]["loc"][0])]
+        return f"{where}: unknown keys {same}; known: {sorted(model.model_fields)}"
+    e = errors[0]
+    loc = tuple(e["loc"])
+    # A union (str | datetime) reports one error per member: keep the first member's.
+    loc = tuple(x for x in loc if x not in ("str", "datetime", "function-after[_iso(), str]"))
+    where, key = _where(loc)
+    hint = _hint(loc)
+    if e["type"] == "missing":
+        text = f"{where} lacks {key!r}" if key else f"the config lacks {where}"
+        return text + (f"; give {hint}" if hint else "")
+    value = e.get("input")
+    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    msg = str(e["msg"])
+    if e["type"] in ("float_type", "int_type", "float_parsing", "int_parsing",
+                     "int_from_float"):
+        msg = "is not a number" if e["type"].startswith("float") else "is not a whole number"
+    elif e["type"] == "finite_number":
+        msg = "is not a finite number"
+    elif e["type"] == "value_error":
+        msg = "is invalid: " + msg.removeprefix("Value error, ")
+    elif msg.startswith("Input should be "):
+        msg = "must be " + msg.removeprefix("Input should be ")
+    else:
+        msg = "is invalid: " + msg[0].lower() + msg[1:]
+    return f"{where} {key}: {shown} {msg}" + (f"; give {hint}" if hint else "")
+
+
+def validate_config(cfg: Mapping[str, Any]) -> ScenarioConfig:
+    """Validate a parsed TOML mapping against :class:`ScenarioConfig`.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the section, entry and key, what is wrong and the fix. Also for
+        cross-key rules: exactly one of ``end``, ``days``, ``hours``.
+    """
+    try:
+        config = ScenarioConfig.model_validate(dict(cfg))
+    except ValidationError as exc:
+        raise ConfigError(_message(exc)) from None
+    sc = config.scenario
+    given = [k for k in ("end", "days", "hours") if getattr(sc, k) is not None]
+    if len(given) != 1:
+        raise ConfigError(f"[scenario] needs exactly one of end, days, hours (has {given}); "
+                          "e.g. days = 7")
+    return config
