@@ -29,7 +29,7 @@ POLICY_COLUMNS: tuple[str, ...] = (
 
 def run_policy(scenario: Scenario, name: str, **knobs: Any) -> tuple[RunResult, float, Any]:
     """Simulate ``name`` with ``knobs``; returns the run, its wall time and the policy."""
-    policy = make_policy(name, **knobs)
+    policy = make_policy(name, truth=scenario, **knobs)
     t0 = time.perf_counter()
     result = simulate(scenario, policy, knobs=knobs)
     return result, time.perf_counter() - t0, policy

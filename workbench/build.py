@@ -47,7 +47,7 @@ _KEYS: dict[str, set[str]] = {
     "jobs": {"set", "align", "offset_hours", "homes", "limit", "max_gpus", "work_scale",
              "min_deadline_h"},
     "inference": {"job_id", "app", "home", "gpu_type", "gpus", "max_latency_ms",
-                  "load_fraction", "checkpoint_gb"},
+                  "load_fraction", "checkpoint_gb", "dataset_gb"},
 }
 _TOP = {"scenario", "datacenters", "pools", "network", "links", "jobs", "inference"}
 
@@ -242,6 +242,7 @@ def _inference(cfg: Mapping[str, Any], start: datetime, end: datetime) -> list[J
             gpu_types=(str(_need(svc, "gpu_type", where)),),
             load_fraction=float(svc.get("load_fraction", 0.5)),
             checkpoint_gb=float(svc.get("checkpoint_gb", 1.0)),
+            dataset_gb=float(svc.get("dataset_gb", svc.get("checkpoint_gb", 1.0))),
         ))
     return out
 

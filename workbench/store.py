@@ -39,7 +39,7 @@ from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
 Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles."""
 
@@ -98,6 +98,16 @@ _SCHEMA_V1 = [
 ]
 
 _MIGRATIONS: dict[int, list[str]] = {
+    # 2 -> 3: jobs carry their dataset size; plan rows their data moved and time lost;
+    # migrations every data movement (dataset and/or checkpoint).
+    3: [
+        "ALTER TABLE jobs ADD COLUMN dataset_gb DOUBLE DEFAULT 0.0",
+        "ALTER TABLE plan_rows ADD COLUMN transfer_gb DOUBLE DEFAULT 0.0",
+        "ALTER TABLE plan_rows ADD COLUMN lost_s DOUBLE DEFAULT 0.0",
+        "ALTER TABLE migrations ADD COLUMN dataset_gb DOUBLE DEFAULT 0.0",
+        "ALTER TABLE migrations ADD COLUMN transfer_gb DOUBLE",
+        "ALTER TABLE migrations ADD COLUMN moved VARCHAR",
+    ],
     # 1 -> 2: the NVML profiler tables; profiles learn whether they were derived.
     2: [
         "ALTER TABLE profiles ADD COLUMN derived BOOLEAN DEFAULT FALSE",
@@ -503,13 +513,14 @@ class Store:
         }])
         plan_cols = ["slot_start", "slot_end", "job_id", "region", "gpu_type", "n_gpus",
                      "batch_size", "action", "energy_kwh", "cost", "carbon_kg", "price_per_kwh",
-                     "carbon_g_per_kwh", "progress"]
+                     "carbon_g_per_kwh", "progress", "transfer_gb", "lost_s"]
         plan_df = plan.reindex(columns=plan_cols).copy()
         for col in ("slot_start", "slot_end"):
             plan_df[col] = pd.to_datetime(plan_df[col], utc=True).dt.tz_localize(None)
         plan_df.insert(0, "run_id", run_id)
         mig_cols = ["slot_start", "job_id", "from_region", "to_region", "checkpoint_gb",
-                    "transfer_s", "expected_gain", "reason"]
+                    "transfer_s", "expected_gain", "reason", "dataset_gb", "transfer_gb",
+                    "moved"]
         mig_df = migrations.reindex(columns=mig_cols).copy()
         mig_df["slot_start"] = pd.to_datetime(mig_df["slot_start"], utc=True).dt.tz_localize(None)
         mig_df.insert(0, "run_id", run_id)
@@ -581,6 +592,7 @@ def _job_row(scenario: str, job: Job) -> dict[str, Any]:
         "deadline_utc": _to_naive_utc(job.deadline), "checkpoint_gb": job.checkpoint_gb,
         "gpu_types": json.dumps(list(job.gpu_types)), "end_utc": _to_naive_utc(job.end),
         "max_latency_ms": job.max_latency_ms, "load_fraction": job.load_fraction,
+        "dataset_gb": job.dataset_gb,
     }
 
 
@@ -594,6 +606,7 @@ def _job_from_row(r: dict[str, Any]) -> Job:
         checkpoint_gb=float(r["checkpoint_gb"]), gpu_types=tuple(json.loads(r["gpu_types"])),
         end=None if r["end_utc"] is None else as_utc(r["end_utc"]),
         max_latency_ms=r["max_latency_ms"], load_fraction=float(r["load_fraction"]),
+        dataset_gb=float(r.get("dataset_gb") or 0.0),
     )
 
 

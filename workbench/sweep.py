@@ -162,7 +162,7 @@ def run_point(scenario: Scenario, point: SweepPoint, cap_kg: float | None,
         knobs["V"] = point.V
     if cap_kg is not None:
         knobs["carbon_cap_kg"] = cap_kg
-    policy = make_policy(point.policy, **knobs)
+    policy = make_policy(point.policy, truth=scenario, **knobs)
     return simulate(scenario, policy, forecast_mode=settings.forecast_mode,
                     forecast_error=settings.forecast_error, noise=settings.noise,
                     seed=point.seed, knobs=knobs)

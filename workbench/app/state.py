@@ -237,7 +237,7 @@ class WorkbenchState(param.Parameterized):
         try:
             sc = self.planning_scenario()
             knobs = self.knobs()
-            policy = make_policy(self.policy, **knobs)
+            policy = make_policy(self.policy, truth=sc, **knobs)
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"bad input: {exc}")
         settings = self._settings()
@@ -262,7 +262,7 @@ class WorkbenchState(param.Parameterized):
         for i, name in enumerate(todo, 1):
             self.stage = f"comparison {i}/{len(todo)}: {name} (cached for this session)"
             try:
-                base = simulate(sc, make_policy(name), recorders=[tick], **settings)
+                base = simulate(sc, make_policy(name, truth=sc), recorders=[tick], **settings)
             except _RUN_ERRORS as exc:
                 notes.append(f"baseline {name} unavailable: {exc}")
                 continue

@@ -256,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     if args.power_cap_kw is not None:
         knobs["power_cap_kw"] = args.power_cap_kw
     try:
-        policy = make_policy(args.policy, **knobs)
+        policy = make_policy(args.policy, truth=scenario, **knobs)
     except TypeError as exc:
         given = ", ".join(k for k in knobs if k != "restart_s") or "none"
         print(f"error: policy {args.policy!r} does not accept these knobs ({given}): {exc}",

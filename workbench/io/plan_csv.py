@@ -30,8 +30,12 @@ PLAN_COLUMNS: tuple[str, ...] = (
     "price_per_kwh",
     "carbon_g_per_kwh",
     "progress",
+    "transfer_gb",
+    "lost_s",
 )
-"""Plan CSV columns, in file order."""
+"""Plan CSV columns, in file order. ``transfer_gb``: data moved into the datacenter for
+this row (dataset and/or checkpoint); ``lost_s``: seconds of the slot lost to restart and
+transfer."""
 
 MIGRATION_COLUMNS: tuple[str, ...] = (
     "slot_start",
@@ -39,11 +43,16 @@ MIGRATION_COLUMNS: tuple[str, ...] = (
     "from_region",
     "to_region",
     "checkpoint_gb",
+    "dataset_gb",
+    "transfer_gb",
     "transfer_s",
+    "moved",
     "expected_gain",
     "reason",
 )
-"""Migrations CSV columns, in file order."""
+"""Migrations CSV columns, in file order: one row per data movement between datacenters
+(``moved``: ``dataset``, ``checkpoint`` or ``dataset+checkpoint``), a first run away from
+home included."""
 
 ACTIONS: tuple[str, ...] = ("start", "run", "migrate", "pause", "resume", "finish")
 """What a job does in a slot (the plan's ``action`` column)."""
@@ -51,11 +60,12 @@ ACTIONS: tuple[str, ...] = ("start", "run", "migrate", "pause", "resume", "finis
 _PLAN_TIMES = ("slot_start", "slot_end")
 _PLAN_INTS = ("n_gpus", "batch_size")
 _PLAN_FLOATS = (
-    "energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh", "progress"
+    "energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh", "progress",
+    "transfer_gb", "lost_s",
 )
 _PLAN_TEXT = ("job_id", "region", "gpu_type", "action")
-_MIG_FLOATS = ("checkpoint_gb", "transfer_s", "expected_gain")
-_MIG_TEXT = ("job_id", "from_region", "to_region", "reason")
+_MIG_FLOATS = ("checkpoint_gb", "dataset_gb", "transfer_gb", "transfer_s", "expected_gain")
+_MIG_TEXT = ("job_id", "from_region", "to_region", "moved", "reason")
 
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 

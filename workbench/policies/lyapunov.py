@@ -56,7 +56,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from workbench import perf
-from workbench.model import Scenario
+from workbench.model import ScenarioView
+from workbench.metrics import inference_carbon_floor_kg  # noqa: F401  (moved there)
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -187,10 +188,10 @@ class LyapunovPolicy:
         self.solver = solver
         self._fast = FastSlotSolver()
         self.cap_warning: str | None = None
-        self._scenario: Scenario | None = None
+        self._scenario: ScenarioView | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
-    def reset(self, scenario: Scenario) -> None:
+    def reset(self, scenario: ScenarioView) -> None:
         """Empty every queue; check the carbon cap against what inference alone emits."""
         self._scenario = scenario
         self._fast.reset()
@@ -214,16 +215,9 @@ class LyapunovPolicy:
         elif cap is not None:
             self._cap_slot = {_GLOBAL: float(cap) / scenario.n_slots}
         self._Z = dict.fromkeys(self._cap_slot, 0.0)
+        # The cap against what inference alone must emit is checked by the simulator,
+        # which holds the truth (a policy sees only the scenario's static facts).
         self.cap_warning = None
-        if cap is not None:
-            floor = inference_carbon_floor_kg(scenario)
-            total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
-            if total < floor:
-                self.cap_warning = (
-                    f"carbon cap {total:.1f} kg is below the {floor:.1f} kg that the "
-                    f"inference services alone emit at least; the run will end above the cap"
-                )
-                log.warning(self.cap_warning)
 
     # -- queues --------------------------------------------------------------------------
     def _update_queues(self, state: SlotState) -> None:
@@ -332,11 +326,11 @@ class LyapunovPolicy:
         return {js.job.job_id: menu for js in state.jobs if js.job.is_training}
 
     @staticmethod
-    def _slots_left(sc: Scenario, js: JobState, t: int) -> int:
+    def _slots_left(sc: ScenarioView, js: JobState, t: int) -> int:
         end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
         return max(end - t, 1)
 
-    def _carbon_price(self, sc: Scenario, forecast: Forecast) -> NDArray[np.float64]:
+    def _carbon_price(self, sc: ScenarioView, forecast: Forecast) -> NDArray[np.float64]:
         """Shadow carbon price per datacenter, currency per kg: ``gain * Z / cap_slot * pbar``."""
         lam = np.zeros(len(sc.datacenters))
         if not self._Z:
@@ -349,7 +343,7 @@ class LyapunovPolicy:
                 lam[i] = self.carbon_gain * self._Z[key] / self._cap_slot[key] * pbar
         return lam
 
-    def _future_prices(self, sc: Scenario, forecast: Forecast, lam: NDArray[np.float64],
+    def _future_prices(self, sc: ScenarioView, forecast: Forecast, lam: NDArray[np.float64],
                        state: SlotState) -> NDArray[np.float64]:
         """Carbon-priced price per kWh, shape (slots ahead, datacenters); row 0 is now.
 
@@ -461,7 +455,7 @@ class LyapunovPolicy:
         keep[drop[opts.job_index] & opts.moves] = False
         return keep, stay_best
 
-    def _placement(self, sc: Scenario, js: JobState, opts: SlotOptions, k: int) -> Placement:
+    def _placement(self, sc: ScenarioView, js: JobState, opts: SlotOptions, k: int) -> Placement:
         pl = opts.placement(k)
         if not (self.refine_batch and js.job.is_training):
             return pl
@@ -491,33 +485,3 @@ def _relative_gain(move: ArrayLike, stay: ArrayLike) -> NDArray[np.float64]:
         rel = (mv - st) / np.where(small, 1.0, np.abs(st))
     rel = np.where(small, np.where(mv > st, np.inf, 0.0), rel)
     return np.where(np.isfinite(st), rel, np.inf)
-
-
-def inference_carbon_floor_kg(scenario: Scenario) -> float:
-    """Least carbon the inference services can emit over the horizon, kg.
-
-    Each service, every slot it is up, in its lowest-carbon allowed datacenter:
-    ``sum_t min_d n * P_load * slot_s / 3.6e6 * PUE_d * c[d, t] / 1000``.
-    """
-    grid = scenario.grid
-    carbon = grid["carbon_g_per_kwh"].isel(time=slice(0, scenario.n_slots))
-    total = 0.0
-    for job in scenario.jobs_of_kind("inference"):
-        a = max(scenario.slot_of(job.arrival), 0)
-        assert job.end is not None
-        b = min(scenario.slot_of(job.end), scenario.n_slots)
-        if b <= a:
-            continue
-        best = np.full(b - a, np.inf)
-        limit = job.max_latency_ms if job.max_latency_ms is not None else math.inf
-        for dc in scenario.datacenters:
-            if scenario.latency_ms(job.home, dc.name) > limit:
-                continue
-            for pool in scenario.pools_at(dc.name):
-                if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
-                    continue
-                kwh = inference_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
-                c = carbon.sel(region=dc.region).values[a:b]
-                best = np.minimum(best, kwh * c / 1000.0)
-        total += float(np.sum(best[np.isfinite(best)]))
-    return total
