@@ -273,7 +273,6 @@ def forecast(
       0), carbon stays >= 0.
     """
     # Imported here: the policies package imports this module.
-    from workbench.model import Scenario
     from workbench.policies.base import Forecast
 
     if mode not in FORECAST_MODES:

@@ -56,8 +56,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from workbench import perf
-from workbench.model import ScenarioView
 from workbench.metrics import inference_carbon_floor_kg  # noqa: F401  (moved there)
+from workbench.model import ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -68,7 +68,6 @@ from workbench.policies.base import (
     SlotState,
     SolveInfo,
     check_caps,
-    inference_power_w,
     slot_options,
 )
 from workbench.policies.fastslot import FastSlotSolver
@@ -431,9 +430,13 @@ class LyapunovPolicy:
             need = math.ceil(self.slack_margin * js.remaining / pref - 1e-9)
         if need >= left:
             return math.inf
-        ue = np.full(n_dc, np.inf)
-        np.minimum.at(ue, dc_idx[rows], opts.energy_kwh[rows] / p)
-        unit = np.min(ue[None, :] * future, axis=1)
+        # Unit cost now per datacenter, carried to later slots by the price ratio: a move's
+        # one-off charges (both ends of its transfer) look the same now and later.
+        uc = np.full(n_dc, np.inf)
+        np.minimum.at(uc, dc_idx[rows], ceff[rows] / p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(future[:1] > 0, future / future[:1], 1.0)
+        unit = np.min(uc[None, :] * ratio, axis=1)
         unit[0] = unit_now[best]
         kappa = float(np.partition(unit, need - 1)[need - 1])
         # Among equally cheap slots, the earliest wins: run now rather than later.
