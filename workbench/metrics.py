@@ -361,3 +361,91 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
             out[f"queue_mean:{kind}"] = float(q.mean())
             out[f"queue_max:{kind}"] = float(q.max())
     return out
+
+
+ATTRIBUTION_KEYS: tuple[str, ...] = ("efficiency", "temporal", "spatial", "movement")
+"""The parts of a saving against a baseline (:func:`attribute_savings`)."""
+
+
+def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
+                  ) -> tuple[float, float, float, float]:
+    """Jobs' own energy (kWh, without movement), its value at the row's own and at the
+    job's home rate (sum kWh * rate), and the value of the row totals (cost or kg*1000)."""
+    slot_h = scenario.slot_s
+    times, pos = _horizon(scenario)
+    if "slot" in plan:
+        slot = plan["slot"].astype(int).to_numpy()
+    else:
+        start = pd.Timestamp(scenario.start)
+        slot = ((pd.to_datetime(plan["slot_start"], utc=True) - start).dt.total_seconds()
+                // slot_h).astype(int).to_numpy()
+    home = plan["home"] if "home" in plan else plan["job_id"].map(
+        {j.job_id: j.home for j in scenario.jobs})
+    region_of = {d.name: d.region for d in scenario.datacenters}
+    rate_col = "price_per_kwh" if var == "price_per_kwh" else "carbon_g_per_kwh"
+    values = np.asarray(scenario.grid[rate_col].values[pos:pos + scenario.n_slots], dtype=float)
+    r_index = {str(r): i for i, r in enumerate(scenario.grid["region"].values)}
+    movement = plan["movement_kwh"].to_numpy(float) if "movement_kwh" in plan else np.zeros(
+        len(plan))
+    own = plan["energy_kwh"].to_numpy(float) - movement
+    rate = plan[rate_col].to_numpy(float)
+    hreg = home.map(region_of).map(r_index).to_numpy()
+    ok = (slot >= 0) & (slot < values.shape[0])
+    home_rate = np.where(ok, values[np.clip(slot, 0, values.shape[0] - 1),
+                                    hreg.astype(int)], rate)
+    total = (plan["cost"].to_numpy(float) if var == "price_per_kwh"
+             else plan["carbon_kg"].to_numpy(float) * 1000.0)
+    return float(own.sum()), float((own * rate).sum()), float((own * home_rate).sum()), \
+        float(total.sum())
+
+
+def attribute_savings(result: Any, baseline: Any, scenario: Scenario
+                      ) -> dict[str, dict[str, float]]:
+    """Split a plan's saving against a baseline into where it comes from (exactly).
+
+    With the baseline's energy ``E_b`` at its mean price ``P_b = cost_b / E_b``, the plan's
+    own energy ``E_p`` (its jobs' energy without transfer and restart overhead) at its mean
+    price ``P_p``, ``P_h`` the mean price that energy would have paid at each job's *home*
+    datacenter in the same slots, and ``M`` the cost of the plan's transfer and restart
+    energy (DESIGN.md, "Attribution of a saving")::
+
+        cost_b - cost_p = (E_b - E_p) * P_b        efficiency (less energy, same work)
+                        + E_p * (P_b - P_h)        temporal (cheaper hours at home)
+                        + E_p * (P_h - P_p)        spatial (cheaper datacenters)
+                        - M                        movement (transfers and restarts)
+
+    The same with carbon intensity for ``carbon_kg``. The four parts add up to the saving
+    (up to float rounding).
+
+    Parameters
+    ----------
+    result, baseline : RunResult or mapping with a ``plan`` frame
+    scenario : Scenario
+        For the home datacenters' prices and carbon in each slot.
+
+    Returns
+    -------
+    dict
+        ``{"cost": {efficiency, temporal, spatial, movement}, "carbon_kg": {...}}``, in the
+        scenario's currency and in kg; positive parts save, negative parts cost.
+    """
+    p_plan = _frames(result)["plan"]
+    b_plan = _frames(baseline)["plan"]
+    assert p_plan is not None and b_plan is not None
+    out: dict[str, dict[str, float]] = {}
+    for key, var, scale in (("cost", "price_per_kwh", 1.0),
+                            ("carbon_kg", "carbon_g_per_kwh", 1000.0)):
+        e_b = float(b_plan["energy_kwh"].sum())
+        total_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * 1000.0).sum())
+        e_p, own_at_p, own_at_h, total_p = _own_and_home(p_plan, scenario, var)
+        p_b = total_b / e_b if e_b else 0.0
+        p_p = own_at_p / e_p if e_p else 0.0
+        p_h = own_at_h / e_p if e_p else 0.0
+        movement = total_p - own_at_p
+        out[key] = {
+            "efficiency": (e_b - e_p) * p_b / scale,
+            "temporal": e_p * (p_b - p_h) / scale,
+            "spatial": e_p * (p_h - p_p) / scale,
+            "movement": -movement / scale,
+        }
+    return out

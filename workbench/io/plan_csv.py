@@ -187,3 +187,41 @@ def read_migrations_csv(path: str | Path | IO[str]) -> pd.DataFrame:
     frame = _read(path, MIGRATION_COLUMNS, "migrations CSV")
     _numbers(frame, _MIG_FLOATS, float)
     return normalise_migrations(frame)
+
+
+JOBS_COLUMNS: tuple[str, ...] = (
+    "job_id", "kind", "home", "arrival", "deadline", "first_start", "finish", "missed",
+    "energy_kwh", "cost", "carbon_kg", "transfer_gb", "lost_s", "migrations",
+)
+"""Jobs CSV columns (``workbench plan --jobs-out``): one row per job. ``finish`` is when a
+training job finished (empty if it did not; an inference service: empty); ``missed`` is
+``true`` when it missed its deadline (finished late, or not done by a deadline inside the
+horizon); ``transfer_gb`` all data moved for it, ``lost_s`` seconds lost to restarts and
+transfers, ``migrations`` moves of its checkpoint."""
+
+
+def jobs_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The jobs CSV columns (:data:`JOBS_COLUMNS`) from a run's jobs frame
+    (:attr:`workbench.sim.RunResult.jobs`)."""
+    out = pd.DataFrame({
+        "job_id": jobs["job_id"].astype(str), "kind": jobs["kind"].astype(str),
+        "home": jobs["home"].astype(str),
+        "arrival": pd.to_datetime(jobs["arrival"], utc=True),
+        "deadline": pd.to_datetime(jobs["deadline"], utc=True),
+        "first_start": pd.to_datetime(jobs["first_start"], utc=True),
+        "finish": pd.to_datetime(jobs["finish_time"], utc=True),
+        "missed": [isinstance(v, bool | np.bool_) and not bool(v)
+                   for v in jobs["deadline_met"]],
+        "energy_kwh": jobs["energy_kwh"].astype(float), "cost": jobs["cost"].astype(float),
+        "carbon_kg": jobs["carbon_kg"].astype(float),
+        "transfer_gb": jobs["transfer_gb"].astype(float), "lost_s": jobs["lost_s"].astype(float),
+        "migrations": jobs["migrations"].astype(int),
+    })
+    return out.loc[:, list(JOBS_COLUMNS)]
+
+
+def write_jobs_csv(jobs: pd.DataFrame, dest: str | Path | IO[str]) -> None:
+    """Write the jobs CSV (:data:`JOBS_COLUMNS`); times ISO-8601 UTC, empty when absent."""
+    frame = jobs_table(jobs)
+    frame["missed"] = frame["missed"].map({True: "true", False: "false"})
+    _to_csv(frame, dest, True)
