@@ -185,7 +185,7 @@ def _print_summary(
         (f"cost ({cur})", "cost", 2), ("energy (kWh)", "energy_kwh", 1),
         ("carbon (kg CO2)", "carbon_kg", 1), ("deadline misses", "deadline_misses", 0),
         ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
-        ("data moved (GB)", "transfer_gb", 1), ("time lost (GPU-h)", "lost_h", 1),
+        ("data moved (GB)", "transfer_gb", 1), ("time lost (job-h)", "lost_h", 1),
         ("mean JCT (h)", "mean_jct_h", 2),
     ]
     for d in (run, base):
