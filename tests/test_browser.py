@@ -151,6 +151,11 @@ def test_change_v_run_and_download(page: object, tmp_path: Path) -> None:
     v_box.press("Enter")
     second = _run_and_read(pg, first["cost"])
     assert second["cost"] != first["cost"]
+    # Where the saving comes from: the attribution waterfall beside the comparison.
+    chart = pg.locator(".wb-attribution-chart").first  # type: ignore[attr-defined]
+    chart.wait_for()
+    chart.locator(".bk-Canvas, canvas").first.wait_for()
+    assert "efficiency" in pg.locator(".wb-attribution").first.inner_text()  # type: ignore[attr-defined]
     pg.screenshot(path=str(ARTIFACTS / "browser_metrics.png"), full_page=True)  # type: ignore[attr-defined]
 
     # The downloaded plan CSV has the CLI's header and one row per job and active slot.
@@ -169,3 +174,17 @@ def test_change_v_run_and_download(page: object, tmp_path: Path) -> None:
     _tab(pg, "Plan")  # type: ignore[attr-defined]
     pg.locator(".bk-Canvas, canvas").first.wait_for()  # type: ignore[attr-defined]
     pg.screenshot(path=str(ARTIFACTS / "browser_plan.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_a_missed_carbon_cap_shows_as_a_warning(page: object) -> None:
+    pg = page
+    _tab(pg, "Metrics")  # type: ignore[attr-defined]
+    before = pg.locator("#metric-cost").first.inner_text()  # type: ignore[attr-defined]
+    pg.get_by_label("Carbon cap", exact=True).select_option("global")  # type: ignore[attr-defined]
+    cap = pg.get_by_label("Global carbon cap (kg over the horizon)")  # type: ignore[attr-defined]
+    cap.fill("1")
+    cap.press("Enter")
+    _run_and_read(pg, before)
+    warning = _wait_text(pg.locator("#metrics-cap-warning"))  # type: ignore[attr-defined]
+    assert "Carbon cap missed" in warning and "1.0 kg" in warning
+    pg.screenshot(path=str(ARTIFACTS / "browser_cap_warning.png"), full_page=True)  # type: ignore[attr-defined]
