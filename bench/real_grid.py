@@ -49,8 +49,12 @@ def build(data: Path, db: Path) -> None:
     if cli(["--db", str(db), "import", "jobs", "pollux-workload", str(wl), "--into",
             "pollux-w6", "--replace"]) != 0:
         sys.exit("job import failed")
-    if cli(["--db", str(db), "scenario", "build", "real4", "--config",
-            str(ROOT / "examples" / "real_grid.toml")]) != 0:
+    # The shipped example, its latency matrix read from --data (not only ../shared/data).
+    cfg = (ROOT / "examples" / "real_grid.toml").read_text().replace(
+        "../../shared/data", str(data.resolve()))
+    config = db.parent / "real_grid.toml"
+    config.write_text(cfg)
+    if cli(["--db", str(db), "scenario", "build", "real4", "--config", str(config)]) != 0:
         sys.exit("scenario build failed")
 
 
