@@ -47,10 +47,10 @@ copy serves until the new one is up) but its data travel and are charged as abov
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -173,6 +173,70 @@ def check_seconds(value: float, what: str) -> float:
     return out
 
 
+def transfer_charges(
+    job: Job,
+    datacenter: str,
+    *,
+    checkpoint_at: str | None,
+    data_at: Iterable[str],
+    pending_s: float,
+    link: Callable[[str, str], Link | None],
+) -> Charges | None:
+    """The data part of :func:`move_charges` (what travels, and the loss owed before any
+    restart): the same for every GPU type and count in ``datacenter``."""
+    gb_total = kwh = t_s = 0.0
+    src_kwh: dict[str, float] = {}
+    sources: list[str] = []
+    ds_gb = ck_gb = 0.0
+    if job.dataset_gb > 0 and datacenter != job.home:
+        holders = set(data_at) | {job.home}
+        if datacenter not in holders:
+            cands = sorted(holders, key=lambda d: (d != job.home, d))
+            found = next(((d, lk) for d in cands if (lk := link(d, datacenter)) is not None),
+                         None)
+            if found is None:
+                return None
+            src, lk = found
+            ds_gb = job.dataset_gb
+            t_s += lk.transfer_s(ds_gb)
+            e = ds_gb * lk.transfer_energy_kwh_per_gb
+            kwh += e
+            src_kwh[src] = src_kwh.get(src, 0.0) + e / 2.0
+            sources.append(src)
+    if checkpoint_at is not None and checkpoint_at != datacenter:
+        lk = link(checkpoint_at, datacenter)
+        if lk is None:
+            return None
+        ck_gb = job.checkpoint_gb
+        t_s += lk.transfer_s(ck_gb)
+        e = ck_gb * lk.transfer_energy_kwh_per_gb
+        kwh += e
+        src_kwh[checkpoint_at] = src_kwh.get(checkpoint_at, 0.0) + e / 2.0
+        if checkpoint_at not in sources:
+            sources.append(checkpoint_at)
+    if ds_gb == 0.0 and ck_gb == 0.0:
+        owed = pending_s if job.is_training and checkpoint_at == datacenter else 0.0
+        return Charges(lost_s=owed) if owed else NO_CHARGES
+    gb_total = ds_gb + ck_gb
+    owed = pending_s if checkpoint_at == datacenter else 0.0
+    return Charges(lost_s=(owed + t_s) if job.is_training else 0.0, transfer_s=t_s,
+                   transfer_gb=gb_total, dataset_gb=ds_gb, checkpoint_gb=ck_gb,
+                   transfer_kwh=kwh, source_kwh=tuple(sorted(src_kwh.items())),
+                   sources=tuple(sources))
+
+
+def restart_seconds(
+    previous: tuple[str, str, int] | None, datacenter: str, gpu_type: str, n_gpus: int,
+    restart_s: float = RESTART_S_DEFAULT, resize_s: float = RESIZE_S_DEFAULT,
+) -> float:
+    """The restart part of :func:`move_charges`: 0 for the same datacenter, GPU type and
+    count as the previous slot, ``resize_s`` for another count in the same pool, else
+    ``restart_s``."""
+    if previous is not None and previous[0] == datacenter and previous[1] == gpu_type:
+        return 0.0 if previous[2] == n_gpus else resize_s
+    return restart_s
+
+
 def move_charges(
     job: Job,
     datacenter: str,
@@ -206,51 +270,14 @@ def move_charges(
     -------
     Charges, or None when data would have to travel over a link that does not exist.
     """
-    holders = set(data_at) | {job.home}
-    gb_total = kwh = t_s = 0.0
-    src_kwh: dict[str, float] = {}
-    sources: list[str] = []
-    ds_gb = ck_gb = 0.0
-    if job.dataset_gb > 0 and datacenter not in holders:
-        cands = sorted(holders, key=lambda d: (d != job.home, d))
-        found = next(((d, lk) for d in cands if (lk := link(d, datacenter)) is not None), None)
-        if found is None:
-            return None
-        src, lk = found
-        ds_gb = job.dataset_gb
-        t_s += lk.transfer_s(ds_gb)
-        e = ds_gb * lk.transfer_energy_kwh_per_gb
-        kwh += e
-        src_kwh[src] = src_kwh.get(src, 0.0) + e / 2.0
-        sources.append(src)
-    if checkpoint_at is not None and checkpoint_at != datacenter:
-        lk = link(checkpoint_at, datacenter)
-        if lk is None:
-            return None
-        ck_gb = job.checkpoint_gb
-        t_s += lk.transfer_s(ck_gb)
-        e = ck_gb * lk.transfer_energy_kwh_per_gb
-        kwh += e
-        src_kwh[checkpoint_at] = src_kwh.get(checkpoint_at, 0.0) + e / 2.0
-        if checkpoint_at not in sources:
-            sources.append(checkpoint_at)
-    gb_total = ds_gb + ck_gb
-    if previous is not None and previous == (datacenter, gpu_type, int(n_gpus)):
-        restart = 0.0
-    elif previous is not None and previous[:2] == (datacenter, gpu_type):
-        restart = resize_s
-    else:
-        restart = restart_s
-    owed = pending_s if checkpoint_at == datacenter else 0.0
+    base = transfer_charges(job, datacenter, checkpoint_at=checkpoint_at, data_at=data_at,
+                            pending_s=pending_s, link=link)
+    if base is None:
+        return None
     if not job.is_training:
-        owed = restart = 0.0
-        lost = 0.0
-    else:
-        lost = owed + t_s + restart
-    return Charges(lost_s=lost, transfer_s=t_s, transfer_gb=gb_total, dataset_gb=ds_gb,
-                   checkpoint_gb=ck_gb, transfer_kwh=kwh,
-                   source_kwh=tuple(sorted(src_kwh.items())), sources=tuple(sources),
-                   restart_s=restart)
+        return base
+    restart = restart_seconds(previous, datacenter, gpu_type, int(n_gpus), restart_s, resize_s)
+    return dataclasses.replace(base, lost_s=base.lost_s + restart, restart_s=restart)
 
 
 def batch_grid(profile: perf.JobProfile, n: int) -> NDArray[np.float64]:
@@ -259,15 +286,30 @@ def batch_grid(profile: perf.JobProfile, n: int) -> NDArray[np.float64]:
     return np.unique(np.round(np.geomspace(lo, hi, _BATCH_GRID)))
 
 
-@lru_cache(maxsize=8192)
+_GRID_MEMO: dict[tuple[int, int, int], tuple[perf.JobProfile, NDArray[np.float64],
+                                             NDArray[np.float64]]] = {}
+
+
 def grid_throughput(
     profile: perf.JobProfile, n: int, gpus_per_node: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Batch grid and modelled hardware throughput ``X(n, m)`` on it (memoised, read-only)."""
+    """Batch grid and modelled hardware throughput ``X(n, m)`` on it (memoised, read-only).
+
+    Memoised by the profile's identity (a frozen record; the memo keeps it alive, so an id
+    cannot be reused while its entry exists): hashing nested profiles costs more than the
+    lookup saves.
+    """
+    key = (id(profile), int(n), int(gpus_per_node))
+    hit = _GRID_MEMO.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1], hit[2]
+    if len(_GRID_MEMO) > 8192:
+        _GRID_MEMO.clear()
     grid = batch_grid(profile, n)
     x = perf.throughput(profile.throughput, n, grid, gpus_per_node)
     for arr in (grid, x):
         arr.setflags(write=False)
+    _GRID_MEMO[key] = (profile, grid, x)
     return grid, x
 
 
@@ -277,8 +319,9 @@ def best_batch(
     """The grid batch maximising ECU ``X(n, m) * E_phi(m)`` at gradient noise scale ``phi``,
     and ``X(n, m)`` there (samples/s, before any speed factor)."""
     grid, x = grid_throughput(profile, n, gpus_per_node)
-    u = x * perf.efficiency(phi, profile.efficiency.m0, grid)
-    b = int(np.argmax(u))
+    m0 = profile.efficiency.m0
+    u = x * ((phi + m0) / (phi + grid))  # perf.efficiency, inlined on the grid
+    b = int(u.argmax())
     return int(grid[b]), float(x[b])
 
 
@@ -306,6 +349,7 @@ def slot_outcome(
     gpus_per_node: int = 8,
     inference_power_w: float = 0.0,
     up_s: float | None = None,
+    lost_s: float | None = None,
 ) -> SlotOutcome:
     """The outcome of one slot for ``job`` with the given charges (see the module notes).
 
@@ -327,6 +371,9 @@ def slot_outcome(
         Inference: its board power, W.
     up_s : float, optional
         Inference: seconds of the slot before the service ends (default: the whole slot).
+    lost_s : float, optional
+        Seconds owed before progress, overriding ``charges.lost_s`` (a caller that prices
+        one transfer for several GPU configurations adds each one's restart here).
     """
     transfer_dst = charges.transfer_kwh / 2.0
     if not job.is_training:
@@ -342,10 +389,12 @@ def slot_outcome(
         x_model_sps = float(perf.throughput(profile.throughput, n_gpus, batch_size,
                                             gpus_per_node))
     x = float(x_model_sps) * float(speed)
-    lost = min(charges.lost_s, slot_s)
-    pending = charges.lost_s - lost
+    owed = charges.lost_s if lost_s is None else float(lost_s)
+    lost = min(owed, slot_s)
+    pending = owed - lost
     useful = slot_s - lost
-    eff = float(perf.efficiency(phi, profile.efficiency.m0, batch_size))
+    m0 = profile.efficiency.m0
+    eff = (phi + m0) / (phi + batch_size)  # perf.efficiency, in floats
     rate = x * eff / job.work_samples
     finishes = useful > 0 and rate * useful >= remaining - 1e-12
     if finishes:
@@ -354,7 +403,8 @@ def slot_outcome(
     else:
         progress = rate * useful
         used = slot_s
-    p_w = float(training_power_w(profile, n_gpus, x))
+    e = profile.energy
+    p_w = min(n_gpus * e.a1_w + e.a2_w_per_sps * x, n_gpus * e.max_power_w)
     it_kwh = p_w / 3.6e6 * pue
     return SlotOutcome(
         progress=progress, it_power_w=p_w, used_s=used, lost_s=lost, pending_s=pending,

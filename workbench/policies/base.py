@@ -289,6 +289,16 @@ def slot_options(
                 continue
             price = float(price_per_kwh[dc.region])
             carbon = float(carbon_g_per_kwh[dc.region])
+            # What travels depends on the datacenter only; the restart on each option.
+            ch = _outcome.transfer_charges(
+                job, dc.name, checkpoint_at=js.last_datacenter, data_at=js.data_at,
+                pending_s=js.pending_s, link=sc.link)
+            if ch is None:
+                continue
+            src_cost = sum(kwh * float(price_per_kwh[region_of[d]]) for d, kwh in ch.source_kwh)
+            src_carb = sum(kwh * float(carbon_g_per_kwh[region_of[d]]) / 1000.0
+                           for d, kwh in ch.source_kwh)
+            src_kwh = sum(kwh for _, kwh in ch.source_kwh)
             for pool in sc.pools_at(dc.name):
                 if not job.allows(pool.gpu_type):
                     continue
@@ -296,18 +306,13 @@ def slot_options(
                 if not job.is_training:
                     counts = [job.requested_gpus] if job.requested_gpus <= pool.count else []
                 for n in counts:
-                    ch = _outcome.move_charges(
-                        job, dc.name, pool.gpu_type, n, previous=prev,
-                        checkpoint_at=js.last_datacenter, data_at=js.data_at,
-                        pending_s=js.pending_s, link=sc.link, restart_s=restart_s,
-                        resize_s=resize_s)
-                    if ch is None:
-                        continue
                     if job.is_training:
                         prof = sc.profile(job.app, pool.gpu_type)
                         m, x = _outcome.best_batch(prof, n, pool.gpus_per_node, js.phi)
                         out = _outcome.slot_outcome(
                             job, slot_s=slot_s, pue=dc.pue, charges=ch,
+                            lost_s=ch.lost_s + _outcome.restart_seconds(
+                                prev, dc.name, pool.gpu_type, n, restart_s, resize_s),
                             remaining=js.remaining, profile=prof, n_gpus=n, batch_size=m,
                             x_model_sps=x, speed=js.throughput_scale, phi=js.phi,
                             gpus_per_node=pool.gpus_per_node)
@@ -316,20 +321,15 @@ def slot_options(
                         out = _outcome.slot_outcome(
                             job, slot_s=slot_s, pue=dc.pue, charges=ch,
                             inference_power_w=inference_power_w(job, pool), up_s=up_s)
-                    cost = out.energy_kwh * price
-                    carb = out.energy_kwh * carbon / 1000.0
-                    for src, kwh in out.source_kwh:
-                        reg = region_of[src]
-                        cost += kwh * float(price_per_kwh[reg])
-                        carb += kwh * float(carbon_g_per_kwh[reg]) / 1000.0
+                    cost = out.energy_kwh * price + src_cost
+                    carb = out.energy_kwh * carbon / 1000.0 + src_carb
                     cols["job_index"].append(k)
                     cols["datacenter"].append(dc.name)
                     cols["gpu_type"].append(pool.gpu_type)
                     cols["n_gpus"].append(n)
                     cols["batch_size"].append(m)
                     cols["progress"].append(out.progress)
-                    cols["energy_kwh"].append(out.energy_kwh + sum(e for _, e in
-                                                                   out.source_kwh))
+                    cols["energy_kwh"].append(out.energy_kwh + src_kwh)
                     cols["cost"].append(cost)
                     cols["carbon_kg"].append(carb)
                     cols["moves"].append(moves)
