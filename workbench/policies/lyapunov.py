@@ -460,7 +460,8 @@ class LyapunovPolicy:
 
     def _placement(self, sc: ScenarioView, js: JobState, opts: SlotOptions, k: int) -> Placement:
         pl = opts.placement(k)
-        if not (self.refine_batch and js.job.is_training):
+        # Under a power cap the batch stays the one whose power the MILP checked.
+        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
             return pl
         prof = sc.profile(js.job.app, pl.gpu_type)
         gpn = next(p.gpus_per_node for p in sc.pools
