@@ -228,3 +228,18 @@ def test_example_config_builds_from_real_data(shared_data: Path, tmp_path: Path)
         assert sc.link("virginia", "texas").latency_ms == pytest.approx(32.0)
         reloaded = store.load_scenario("real4")
         assert len(reloaded.jobs) == len(sc.jobs)
+
+
+@pytest.mark.parametrize("size", [-1.0, float("nan")])
+def test_a_bad_dataset_size_is_a_one_line_error(store: Store, tmp_path: Path, size: float,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["inference"][0]["dataset_gb"] = size
+    bad = tmp_path / "bad.toml"
+    bad.write_text(_toml(cfg))
+    db = store.path
+    store.close()
+    assert main(["--db", db, "scenario", "build", "bad", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "dataset_gb" in err[0]
