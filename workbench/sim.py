@@ -12,27 +12,27 @@ slot the simulator
    latency bounds, links for moves); an invalid allocation raises :class:`AllocationError`.
    GPU counts outside a job's ``gpu_counts`` are accepted (operators may pass wider menus
    to a policy) as long as the pool holds them;
-4. applies it to the *truth*: progress from :func:`workbench.perf.ecu` at the profile's true
-   gradient noise scale, times a hidden per-job throughput factor and per-slot noise;
-   restart and transfer losses; energy, cost and carbon at the true price and carbon;
+4. applies it to the *truth* through the one slot model (:mod:`workbench.outcome`):
+   progress at the profile's true gradient noise scale, times a hidden per-job throughput
+   factor and per-slot noise; the dataset's first trip away from home, checkpoint moves,
+   restarts on a start, resume, move or change of GPU type or count (transfers longer than
+   a slot span slots); energy, cost and carbon at the true price and carbon of each end;
+   it meters each datacenter's power (``power_kw:<dc>``) for the caps;
 5. re-estimates each job's throughput scale and gradient noise scale from the noisy
    observations (:class:`workbench.estimate.OnlineEstimator`, exponential moving averages);
 6. hands a :class:`SlotRecord` to every recorder.
 
 The simulator never asks which policy it runs: every policy is driven by the same
-``reset``/``decide`` calls and the same truth.
+``reset``/``decide`` calls and the same truth, and sees only a
+:class:`~workbench.model.ScenarioView` (no true prices, no future arrivals).
 
-Truth model, for a training job on ``n`` GPUs of type ``g`` with global batch ``m``::
+Truth model, for a training job on ``n`` GPUs of type ``g`` with global batch ``m``
+(:func:`workbench.outcome.slot_outcome` with ``speed = f_j * eta_t`` and ``phi`` the
+profile's trajectory at the job's true progress; the policies predict with the same
+function at their online estimates)::
 
-    lost     = restart_s  (unless it ran in the same datacenter last slot)
-             + 8 * checkpoint_gb / bandwidth_gbps   (if its checkpoint lives elsewhere)
-    X_true   = X(n, m) * f_j * eta_t          f_j ~ LogNormal(0, noise) once per job,
-                                              eta_t ~ LogNormal(0, noise) per job and slot
-    rate     = X_true * E_phi(progress)(m) / W_j          fraction of the work per second
-    progress = min(rate * (slot_s - lost), remaining)
-    used_s   = slot_s, or lost + remaining / rate when the job finishes in the slot
-    energy   = min(n * a1 + a2 * X_true, n * max_power_w) * used_s / 3.6e6 * PUE
-               + checkpoint_gb * transfer_energy_kwh_per_gb   (on a move)
+    f_j ~ LogNormal(0, noise) once per job,  eta_t ~ LogNormal(0, noise) per job and slot
+    lost, progress, used_s, energy: see workbench.outcome
 
 An inference service draws ``n * (idle + load * (max - idle))`` W for the whole slot, or
 until its end when it ends inside the slot.
@@ -123,7 +123,8 @@ class RunResult:
         One row per job per slot it is active in: :data:`PLAN_COLUMNS` (``region`` is the
         datacenter) then :data:`PLAN_EXTRA_COLUMNS`.
     migrations : DataFrame
-        :data:`MIGRATION_COLUMNS`, one row per move of a job between datacenters.
+        :data:`MIGRATION_COLUMNS`, one row per data movement between datacenters (a
+        checkpoint move, or a dataset's first trip away from home).
     slots : DataFrame
         One row per slot: totals (``energy_kwh``, ``cost``, ``carbon_kg``), counts of jobs,
         busy GPUs, the policy's solve status and time, fallback flag, then per datacenter

@@ -8,7 +8,7 @@ it is talking to.
 
 :func:`slot_options` enumerates, for every active job, every feasible (datacenter, GPU type,
 GPU count) with its best batch size and the slot's predicted progress, energy, cost and
-carbon: the raw material of the Lyapunov MILP, the offline optimum and the baselines.
+carbon: the raw material of the Lyapunov MILP, the hindsight replay and the baselines.
 """
 
 from __future__ import annotations
