@@ -35,7 +35,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from workbench import perf
+from workbench import outcome
 from workbench.model import Job, ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
@@ -164,8 +164,12 @@ def _slot_rate(sc: ScenarioView, js: JobState, dc: str, n: int, m: int) -> float
         if not js.job.allows(pool.gpu_type) or pool.count < n:
             continue
         prof = sc.profile(js.job.app, pool.gpu_type)
-        u = float(perf.ecu(prof, n, m, gpus_per_node=pool.gpus_per_node, phi=js.phi))
-        rates.append(u * js.throughput_scale * sc.slot_s / js.job.work_samples)
+        # One loss-free full slot of the one slot model, at the online estimates.
+        out = outcome.slot_outcome(js.job, slot_s=float(sc.slot_s), pue=1.0,
+                                   remaining=math.inf, profile=prof, n_gpus=n, batch_size=m,
+                                   speed=js.throughput_scale, phi=js.phi,
+                                   gpus_per_node=pool.gpus_per_node)
+        rates.append(out.progress)
     return min(rates, default=0.0)
 
 
