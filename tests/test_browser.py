@@ -35,7 +35,7 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-TIMEOUT_MS = 60_000
+TIMEOUT_MS = 120_000  # a loaded 2-core machine: the first run of every comparison takes a while
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 if not Path(CHROMIUM).exists():
@@ -71,7 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}/workbench"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             try:
                 with urllib.request.urlopen(url, timeout=5) as r:
@@ -102,10 +102,15 @@ def page(server: str) -> Iterator[object]:
         context.route("**/*", lambda route: route.continue_()
                       if route.request.url.startswith("http://127.0.0.1") else route.abort())
         pg = context.new_page()
+        ARTIFACTS.mkdir(exist_ok=True)
+        console = (ARTIFACTS / "browser-console.log").open("w")
+        pg.on("console", lambda msg: console.write(f"{msg.type}: {msg.text}\n"))
+        pg.on("pageerror", lambda err: console.write(f"pageerror: {err}\n"))
         pg.set_default_timeout(TIMEOUT_MS)
         pg.goto(server)
         yield pg
         browser.close()
+        console.close()
 
 
 def _wait_text(locator: object, differs_from: str | None = None,
