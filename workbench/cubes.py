@@ -314,8 +314,9 @@ PRICE_KINDS = ("tariff", "market")
 def price_kind(cube: xr.Dataset) -> str:
     """``"tariff"`` when the cube's prices are a published tariff, else ``"market"``.
 
-    The cube's ``attrs["price_kind"]`` when set (the seed3 generator and the URDB importer
-    set it); otherwise judged from the prices: a tariff has at most 24 distinct price
+    The cube's ``attrs["price_kind"]`` when set (the seed3 generator sets it, a scenario
+    saved in the store keeps it); otherwise judged from the prices (more than a day of
+    them; a shorter cube counts as market prices): a tariff has at most 24 distinct price
     levels per region that repeat by the calendar (at least 95 % of slots equal the slot
     one day or one week earlier, in every region).
     """

@@ -101,6 +101,7 @@ _MIGRATIONS: dict[int, list[str]] = {
     # 2 -> 3: jobs carry their dataset size; plan rows their data moved and time lost;
     # migrations every data movement (dataset and/or checkpoint).
     3: [
+        "ALTER TABLE scenarios ADD COLUMN price_kind VARCHAR",
         "ALTER TABLE jobs ADD COLUMN dataset_gb DOUBLE DEFAULT 0.0",
         "ALTER TABLE plan_rows ADD COLUMN transfer_gb DOUBLE DEFAULT 0.0",
         "ALTER TABLE plan_rows ADD COLUMN lost_s DOUBLE DEFAULT 0.0",
@@ -281,10 +282,15 @@ class Store:
             con.execute("DELETE FROM scenarios WHERE name = ?", [name])
             for table in _SCENARIO_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE scenario = ?", [name])
+            # Whether the prices are a published tariff travels with the scenario: a short
+            # cube cannot show its calendar repetition once reloaded.
+            from workbench import cubes  # local: cubes imports the store's frame helpers
+
             con.execute(
-                "INSERT INTO scenarios VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO scenarios (name, start_utc, slot_s, n_slots, currency, "
+                "description, price_kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [name, _to_naive_utc(scenario.start), scenario.slot_s, scenario.n_slots,
-                 scenario.currency, scenario.description],
+                 scenario.currency, scenario.description, cubes.price_kind(scenario.grid)],
             )
             self._insert(con, "datacenters", dcs)
             self._insert(con, "gpu_pools", pools)
@@ -298,15 +304,15 @@ class Store:
         from workbench import cubes  # local: cubes imports the store's frame helpers
 
         row = self.con.execute(
-            "SELECT start_utc, slot_s, n_slots, currency, description FROM scenarios "
-            "WHERE name = ?", [name]).fetchone()
+            "SELECT start_utc, slot_s, n_slots, currency, description, price_kind "
+            "FROM scenarios WHERE name = ?", [name]).fetchone()
         if row is None:
             known = ", ".join(self.scenario_names()) or "none"
             raise StoreError(
                 f"no scenario {name!r} in {self.path} (known: {known}); create it with "
                 f"`workbench scenario generate seed3` or `workbench scenario build`"
             )
-        start, slot_s, n_slots, currency, description = row
+        start, slot_s, n_slots, currency, description, kind = row
         q = "SELECT * EXCLUDE (scenario) FROM {} WHERE scenario = ? ORDER BY ALL"
         dcs = [Datacenter(**r) for r in self._records(q.format("datacenters"), name)]
         pools = [GpuPool(**r) for r in self._records(q.format("gpu_pools"), name)]
@@ -319,6 +325,8 @@ class Store:
                                   end_utc + pd.Timedelta(days=1))
         cube = cubes.cube_from_series(series, slot_s=int(slot_s), start=start_utc, end=end_utc,
                                       timezones={d.region: d.timezone for d in dcs})
+        if kind in cubes.PRICE_KINDS:
+            cube.attrs["price_kind"] = str(kind)
         apps = {j.app for j in jobs}
         profiles = [p for p in self.load_profiles() if p.app in apps]
         return Scenario(
