@@ -160,7 +160,7 @@ def test_change_v_run_and_download(page: object, tmp_path: Path) -> None:
     chart = pg.locator(".wb-attribution-chart").first  # type: ignore[attr-defined]
     chart.wait_for()
     chart.locator(".bk-Canvas, canvas").first.wait_for()
-    assert "efficiency" in pg.locator(".wb-attribution").first.inner_text()  # type: ignore[attr-defined]
+    assert "efficiency" in _wait_text(pg.locator("#attribution-note"))  # type: ignore[attr-defined]
     pg.screenshot(path=str(ARTIFACTS / "browser_metrics.png"), full_page=True)  # type: ignore[attr-defined]
 
     # The downloaded plan CSV has the CLI's header and one row per job and active slot.

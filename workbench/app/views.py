@@ -418,7 +418,8 @@ class MetricsView(_StateView):
             note += (f" Hindsight bound ({bound['kind']}): {float(bound['cost']):,.2f} "
                      f"{currency}, {float(bound['carbon_kg']):,.1f} kg.")
         return pn.Column(
-            pn.pane.Markdown(note, css_classes=["wb-attribution"]),
+            pn.pane.HTML(f'<div id="attribution-note">{note}</div>',
+                         css_classes=["wb-attribution"], sizing_mode="stretch_width"),
             pn.Row(pn.pane.HoloViews(plots.attribution_waterfall(
                        att["cost"], f"saved ({currency})", f"where the saving comes from "
                        f"({currency})"), sizing_mode="stretch_width"),
