@@ -109,9 +109,10 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class SimSettings:
-    """Simulator settings shared by every run of a sweep (see :func:`workbench.sim.simulate`)."""
+    """Simulator settings shared by every run of a sweep (see :func:`workbench.sim.simulate`);
+    ``forecast_mode`` None is the honest default (:func:`workbench.cubes.default_forecast_mode`)."""
 
-    forecast_mode: str = "perfect"
+    forecast_mode: str | None = None
     forecast_error: float = 0.0
     noise: float = 0.0
 
