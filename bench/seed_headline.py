@@ -1,11 +1,13 @@
-"""The seed's headline on ``seed3``: every policy (and the offline optimum) against asap-home.
+"""The seed's headline on ``seed3``: every policy (and the hindsight plan) against asap-home.
 
 Usage: ``python bench/seed_headline.py [--seed 0]``. Prints the table and the targets of
 issue 5, writes ``docs/results/seed_headline.{csv,md,png}``.
 
 Targets for ``lyapunov`` with its default knobs: cost at least 36% below asap-home, no
-deadline misses, carbon not above asap-home, cost within 10% of the offline optimum (or of
-its LP bound).
+deadline misses, carbon not above asap-home, cost within 10% of the hindsight plan (the
+replay of the offline model) or its bound. Every run uses the honest default forecast
+(seed3's prices are a published tariff: known; carbon seasonal naive) and the full
+accounting of :mod:`workbench.outcome` (datasets travel, every restart is charged).
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     sc = build_seed3(args.seed)
     order = ["asap-home"] + [p for p in args.policies.split(",") if p != "asap-home"]
-    rows, base, offline = [], None, None
+    rows, base, offline, base_result, forecast = [], None, None, None, ""
     for name in order:
         result, wall, policy = run_policy(sc, name)
-        row = policy_row(name, result, wall, base)
+        forecast = str(result.meta["forecast_mode"])
         if name == "asap-home":
-            base = result.metrics
-            row = policy_row(name, result, wall, base)
+            base, base_result = result.metrics, result
+        row = policy_row(name, result, wall, base, base_result, sc)
         if name == "offline":
             offline = policy
         rows.append(row)
@@ -53,12 +55,19 @@ def main() -> None:
     notes = [f"scenario seed3 (generator seed {args.seed}): {sc.n_slots} slots of "
              f"{sc.slot_s // 60} min, {len(sc.jobs)} jobs; currency {sc.currency}",
              "command: `python bench/seed_headline.py`",
-             "cost_vs_asap, carbon_vs_asap: ratio to the asap-home run in the same process"]
+             f"forecast: {forecast} (the honest default); full accounting (datasets travel on "
+             "a first run away from home, every restart and GPU type/count change is charged)",
+             "cost_vs_asap, carbon_vs_asap: ratio to the asap-home run in the same process",
+             "saved_*: the cost saving against asap-home split into efficiency, temporal, "
+             "spatial and movement (they add up to asap-home cost - cost)",
+             "transfer_gb: data moved between datacenters; lost_h: job-hours lost to "
+             "restarts and transfers"]
     if offline is not None:
-        kind = "LP bound" if offline.is_bound else "MILP optimum"
-        notes.append(f"offline plan ({kind}, no restart losses, blocks of "
-                     f"{offline.block_slots} slots): cost {offline.optimum_cost:.2f}, carbon "
-                     f"{offline.optimum_carbon_kg:.1f} kg; the 'offline' row is its replay")
+        b = offline.bound
+        notes.append(f"hindsight bound ({b['kind']}, no restarts or transfers, blocks of "
+                     f"{offline.block_slots} slots): cost {b['cost']:.2f}, carbon "
+                     f"{b['carbon_kg']:.1f} kg; the 'offline' row is the hindsight plan "
+                     "(replayed), charged in full")
     lyap = table[table.policy == "lyapunov"]
     if len(lyap) and base is not None:
         r = lyap.iloc[0]
@@ -69,10 +78,9 @@ def main() -> None:
             ("carbon <= asap-home", r["carbon_vs_asap"] <= 1.0, f"x{r['carbon_vs_asap']:.3f}"),
         ]
         if offline is not None:
-            ref = min(offline.optimum_cost,
-                      float(table[table.policy == "offline"].iloc[0]["cost"]))
+            ref = float(table[table.policy == "offline"].iloc[0]["cost"])
             within = r["cost"] / ref - 1
-            checks.append(("cost within 10% of offline", within <= 0.10,
+            checks.append(("cost within 10% of the hindsight plan", within <= 0.10,
                            f"{within:+.1%} vs {ref:.2f}"))
         print("\ntargets (lyapunov, default knobs):")
         for label, ok, val in checks:
@@ -82,7 +90,7 @@ def main() -> None:
     print(table.to_string(index=False))
     write_table(table, "seed_headline", "seed3: every policy against asap-home", notes)
     cost_carbon_bars(table, "seed_headline", "seed3, one week at 15-minute slots",
-                     sc.currency, None if offline is None else offline.optimum_cost)
+                     sc.currency, None if offline is None else float(offline.bound["cost"]))
     print(f"written to {RESULTS}/seed_headline.*")
 
 

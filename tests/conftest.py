@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,10 @@ import pytest
 from workbench.model import Scenario
 from workbench.scenarios import build_seed3
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# ../shared/data next to the checkout; WORKBENCH_SHARED_DATA overrides it (a worktree
+# elsewhere).
+SHARED_DATA = Path(os.environ.get("WORKBENCH_SHARED_DATA", "")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 @pytest.fixture(scope="session")

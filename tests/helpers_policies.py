@@ -1,29 +1,26 @@
-"""Tiny inline scenarios and a minimal slot loop for the policy tests.
+"""Tiny inline scenarios and a slot loop for the policy tests.
 
-The loop is deliberately small: truth is the model itself (no noise), a job is active from
-the first slot starting at or after its arrival, and a slot's outcome is the matching row of
-:func:`slot_options` at the true prices.
+The loop is the simulator itself (noise-free, perfect forecast): a slot's outcome comes
+from the one slot-outcome model (:mod:`workbench.outcome`), never from a copy here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from workbench import perf
-from workbench.model import Datacenter, GpuPool, Job, Link, Scenario
+from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, ScenarioView
 from workbench.policies.base import (
     Allocation,
     Forecast,
-    JobState,
-    Placement,
     Policy,
     SlotState,
-    slot_options,
 )
 from workbench.policies.milp import SlotProblem
 
@@ -65,7 +62,7 @@ def grid(prices: Sequence[Sequence[float]], carbons: Sequence[Sequence[float]],
 def training_job(job_id: str, home: str = "a", work_slots: float = 2.0, *,
                  arrival_slot: int = 0, deadline_slot: int | None = None,
                  gpus: int = 2, counts: tuple[int, ...] = (1, 2, 4),
-                 checkpoint_gb: float = 1.0) -> Job:
+                 checkpoint_gb: float = 1.0, dataset_gb: float = 0.0) -> Job:
     """A training job whose work takes ``work_slots`` slots on ``gpus`` A100s at full speed."""
     prof = profile()
     m = perf.best_batch(prof, gpus, phi=200.0)
@@ -77,7 +74,7 @@ def training_job(job_id: str, home: str = "a", work_slots: float = 2.0, *,
         work_samples=rate * SLOT_S * work_slots,
         deadline=None if deadline_slot is None else START + timedelta(
             seconds=SLOT_S * deadline_slot),
-        checkpoint_gb=checkpoint_gb,
+        checkpoint_gb=checkpoint_gb, dataset_gb=dataset_gb,
     )
 
 
@@ -139,70 +136,51 @@ class LoopResult:
     max_pool_use: dict[str, int] = field(default_factory=dict)
 
 
+class _Recording:
+    """Wraps a policy and keeps every allocation it returns."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.allocations: list[Allocation] = []
+
+    def reset(self, scenario: ScenarioView) -> None:
+        self.policy.reset(scenario)
+
+    def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
+        alloc = self.policy.decide(state, forecast)
+        self.allocations.append(alloc)
+        return alloc
+
+
 def run_slots(sc: Scenario, policy: Policy) -> LoopResult:
-    """Step ``policy`` through every slot of ``sc`` with the model as truth."""
-    policy.reset(sc)
-    res = LoopResult()
-    states: dict[str, JobState] = {}
-    for job in sc.jobs:
-        states[job.job_id] = JobState(job=job, remaining=1.0, placement=None,
-                                      last_datacenter=None, phi=200.0)
-    done: set[str] = set()
-    for t in range(sc.n_slots):
-        now = START + timedelta(seconds=SLOT_S * t)
-        active = tuple(
-            states[j.job_id] for j in sc.jobs
-            if j.arrival <= now and j.job_id not in done
-            and (j.is_training or (j.end is not None and now < j.end))
-        )
-        state = SlotState(scenario=sc, t=t, time=now, jobs=active,
-                          carbon_kg_so_far=res.carbon_kg, cost_so_far=res.cost)
-        fc = perfect_forecast(sc, t)
-        alloc = policy.decide(state, fc)
-        res.allocations.append(alloc)
-        price = {r: float(fc.price_per_kwh[0, i]) for i, r in enumerate(fc.regions)}
-        carbon = {r: float(fc.carbon_g_per_kwh[0, i]) for i, r in enumerate(fc.regions)}
-        opts = slot_options(state, price, carbon)
-        use: dict[str, int] = {}
-        for js in active:
-            jid = js.job.job_id
-            pl: Placement | None = alloc.placements.get(jid)
-            if pl is None:
-                states[jid] = replace(js, placement=None)
-                continue
-            rows = [k for k in opts.rows_of(jid)
-                    if opts.datacenter[k] == pl.datacenter and opts.gpu_type[k] == pl.gpu_type
-                    and opts.n_gpus[k] == pl.n_gpus]
-            assert rows, f"slot {t}: {jid} placed on an infeasible option {pl}"
-            k = rows[0]
-            key = f"{pl.datacenter}/{pl.gpu_type}"
-            use[key] = use.get(key, 0) + pl.n_gpus
-            if opts.moves[k]:
-                res.moves.append((t, jid, str(js.last_datacenter), pl.datacenter))
-            res.cost += float(opts.cost[k])
-            res.carbon_kg += float(opts.carbon_kg[k])
-            res.energy_kwh += float(opts.energy_kwh[k])
-            remaining = max(js.remaining - float(opts.progress[k]), 0.0)
-            if js.job.is_training:
-                prof = sc.profile(js.job.app, pl.gpu_type)
-                phi = float(prof.efficiency.phi(1.0 - remaining))
-            else:
-                phi = js.phi
-            states[jid] = replace(js, remaining=remaining, placement=pl,
-                                  last_datacenter=pl.datacenter, phi=phi,
-                                  slots_run=js.slots_run + 1)
-            if js.job.is_training and remaining <= 1e-9:
-                done.add(jid)
-                res.finished[jid] = t
-                if js.job.deadline is not None and t >= sc.slot_of(js.job.deadline):
-                    res.deadline_misses.append(jid)
-        for key, n in use.items():
-            res.max_pool_use[key] = max(res.max_pool_use.get(key, 0), n)
-    for job in sc.jobs_of_kind("training"):
-        if job.job_id not in done:
-            res.unfinished.append(job.job_id)
-            if job.deadline is not None:
-                res.deadline_misses.append(job.job_id)
+    """Step ``policy`` through every slot of ``sc`` in the simulator (noise-free truth, the
+    perfect forecast) and summarise the run; one model of a slot, no copy of it here."""
+    from workbench.sim import simulate
+
+    rec = _Recording(policy)
+    run = simulate(sc, rec, forecast_mode="perfect")
+    res = LoopResult(cost=float(run.metrics["cost"]), carbon_kg=float(run.metrics["carbon_kg"]),
+                     energy_kwh=float(run.metrics["energy_kwh"]), allocations=rec.allocations)
+    for row in run.jobs.itertuples():
+        if row.kind != "training":
+            continue
+        if row.finished:
+            res.finished[row.job_id] = sc.slot_of(row.finish_time.to_pydatetime()
+                                                  - timedelta(microseconds=1))
+        else:
+            res.unfinished.append(row.job_id)
+        if row.deadline_met is False or (not row.finished and pd.notna(row.deadline)):
+            res.deadline_misses.append(row.job_id)
+    for m in run.migrations.itertuples():
+        if "checkpoint" in str(m.moved):
+            res.moves.append((sc.slot_of(m.slot_start.to_pydatetime()), m.job_id,
+                              m.from_region, m.to_region))
+    running = run.plan[run.plan["n_gpus"] > 0]
+    use = running.groupby(["slot", "region", "gpu_type"])["n_gpus"].sum()
+    for (_, dc, gpu), n in use.items():
+        key = f"{dc}/{gpu}"
+        res.max_pool_use[key] = max(res.max_pool_use.get(key, 0), int(n))
     return res
 
 

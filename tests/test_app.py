@@ -11,7 +11,7 @@ import panel as pn
 import pytest
 
 from workbench import Store
-from workbench.app import WorkbenchState, create_app, derive
+from workbench.app import WorkbenchState, create_app, derive, plots
 from workbench.app.views import headline_html
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Scenario
@@ -319,3 +319,30 @@ def test_a_locked_store_is_shown_to_the_user(tmp_path) -> None:
         holder.wait(timeout=30)
     state.refresh_scenarios()
     assert state.store_error == "" and state.scenario is not None
+def test_run_carries_its_attribution_and_the_forecast_is_honest(state: WorkbenchState) -> None:
+    from workbench.app.state import HONEST_FORECAST
+
+    assert WorkbenchState.param.forecast_mode.default == HONEST_FORECAST
+    state.policy = "lyapunov"
+    res = state.run()
+    assert res is not None and res.meta["forecast_mode"] != "perfect"
+    att = res.meta["attribution"]
+    base = state.baselines["asap-home"]
+    assert sum(att["cost"].values()) == pytest.approx(base["cost"] - res.metrics["cost"])
+    chart = plots.attribution_waterfall(att["cost"], "saved (CNY)", "saving")
+    assert len(chart.data) == 5  # four parts and the total
+
+
+def test_a_missed_cap_is_a_warning_beside_the_results() -> None:
+    from workbench.app.views import caps_html
+
+    missed = caps_html({"carbon_cap_met": False, "carbon_cap_kg": 10.0, "carbon_kg": 11.4,
+                        "power_cap_violations": 0})
+    assert 'id="metrics-cap-warning"' in missed and "Carbon cap missed" in missed
+    assert "+14.0 %" in missed
+    met = caps_html({"carbon_cap_met": True, "carbon_cap_kg": 10.0, "carbon_kg": 9.0,
+                     "power_cap_violations": 0})
+    assert "metrics-cap-met" in met and "warning" not in met
+    power = caps_html({"power_cap_violations": 3, "power_cap_kw": 5.0})
+    assert "Power cap missed" in power
+    assert caps_html({"power_cap_violations": 0}) == ""

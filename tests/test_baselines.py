@@ -54,7 +54,8 @@ def test_wait_for_cheap_shifts_into_the_cheap_slots_before_the_deadline() -> Non
     jobs = [training("flex", slots_of_work=1.0, deadline_slot=10),
             training("tight", slots_of_work=2.0, deadline_slot=3)]
     sc = tiny_scenario(jobs, n_slots=10, price_a=price)
-    res = simulate(sc, WaitForCheap(margin=0.5))
+    # The policy is told the future (a what-if): this tests how it uses a forecast.
+    res = simulate(sc, WaitForCheap(margin=0.5), forecast_mode="perfect")
     assert running(res, "flex")["slot"].tolist() == [3, 4]
     assert running(res, "tight")["slot"].tolist()[0] == 0  # no slack: runs at once
     assert res.metrics["deadline_misses"] == 0
@@ -66,7 +67,7 @@ def test_carbon_scaling_uses_more_gpus_when_carbon_is_low() -> None:
     carbon = [900.0, 900.0, 100.0, 100.0, 900.0, 900.0, 900.0, 900.0]
     sc = tiny_scenario([training("j", slots_of_work=3.0, deadline_slot=8, counts=(1, 2, 4))],
                        n_slots=8, carbon_a=carbon)
-    res = simulate(sc, CarbonScaling(margin=0.25))
+    res = simulate(sc, CarbonScaling(margin=0.25), forecast_mode="perfect")
     rows = running(res, "j")
     n_low = rows.loc[rows["slot"].isin([2, 3]), "n_gpus"]
     n_high = rows.loc[~rows["slot"].isin([2, 3]), "n_gpus"]

@@ -242,3 +242,16 @@ def test_second_scenario_falls_back_to_shipped_profiles_per_app(store: Store,
     apps = {j.app for j in sc.jobs}
     assert {"ncf", "bert"} <= apps
     assert apps <= {p.app for p in sc.profiles}
+@pytest.mark.parametrize("size", [-1.0, float("nan")])
+def test_a_bad_dataset_size_is_a_one_line_error(store: Store, tmp_path: Path, size: float,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["inference"][0]["dataset_gb"] = size
+    bad = tmp_path / "bad.toml"
+    bad.write_text(_toml(cfg))
+    db = store.path
+    store.close()
+    assert main(["--db", db, "scenario", "build", "bad", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "dataset_gb" in err[0]

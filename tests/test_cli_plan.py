@@ -29,12 +29,15 @@ def db(tmp_path):
 
 def test_plan_json_writes_csvs_and_stores_both_runs(db, tmp_path, capsys) -> None:
     out, mig = tmp_path / "plan.csv", tmp_path / "mig.csv"
+    # A what-if with perfect foresight (so wait-for-cheap sees the cheap slots coming).
     rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
-               "--json", "--no-progress", "--out", str(out), "--migrations-out", str(mig)])
+               "--forecast", "perfect", "--json", "--no-progress", "--out", str(out),
+               "--migrations-out", str(mig)])
     assert rc == 0
     obj = json.loads(capsys.readouterr().out)
     assert KEYS <= set(obj) and KEYS <= set(obj["baseline"])
     assert obj["policy"] == "wait-for-cheap" and obj["baseline"]["policy"] == "asap-home"
+    assert obj["forecast"] == "perfect"
     assert obj["jobs_total"] == 2 and obj["jobs_finished"] == 2
     assert obj["currency"] == "CNY"
     assert obj["cost"] < obj["baseline"]["cost"]
@@ -146,3 +149,53 @@ def test_plan_on_a_locked_store_saves_to_a_side_file(db, capsys, monkeypatch) ->
         assert sorted(side.runs()["policy"]) == ["asap-home", "wait-for-cheap"]
     with Store(db) as store:
         assert store.runs("tiny").empty
+def test_plan_json_reports_forecast_bound_attribution_and_jobs(db, tmp_path, capsys) -> None:
+    from workbench.io.plan_csv import JOBS_COLUMNS
+
+    jobs_out = tmp_path / "jobs.csv"
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "offline",
+               "--json", "--no-progress", "--jobs-out", str(jobs_out)])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["forecast"] == "seasonal-naive"  # market-like prices: no perfect foresight
+    bound = obj["bound"]
+    assert bound["kind"] in ("lp-relaxation", "milp-optimal", "milp-dual-bound")
+    assert bound["cost"] <= obj["cost"] + 1e-9  # a lower bound of what the replay is charged
+    att = obj["attribution"]
+    assert set(att) == {"cost", "carbon_kg"}
+    assert set(att["cost"]) == {"efficiency", "temporal", "spatial", "movement"}
+    assert sum(att["cost"].values()) == pytest.approx(obj["baseline"]["cost"] - obj["cost"])
+    assert sum(att["carbon_kg"].values()) == pytest.approx(
+        obj["baseline"]["carbon_kg"] - obj["carbon_kg"])
+    assert obj["power_cap_violations"] == 0 and obj["carbon_cap_kg"] is None
+    lines = jobs_out.read_text().splitlines()
+    assert lines[0] == ",".join(JOBS_COLUMNS) and len(lines) == 1 + 3
+
+
+def test_plan_reports_a_missed_carbon_cap(db, capsys) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "lyapunov",
+               "--carbon-cap", "0.001", "--json", "--no-progress"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    assert obj["carbon_cap_kg"] == 0.001 and obj["carbon_cap_met"] is False
+    assert obj["carbon_kg"] > 0.001
+    assert "carbon cap missed" in captured.err
+
+
+@pytest.mark.parametrize("argv, what", [
+    (["--restart-s", "-1"], "--restart-s"), (["--resize-s", "nan"], "--resize-s"),
+    (["--power-cap-kw", "nan"], "--power-cap-kw"), (["--power-cap-kw", "-5"], "--power-cap-kw"),
+])
+def test_bad_accounting_knobs_are_one_line_errors(db, capsys, argv, what) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--no-progress", *argv])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and what in err[0]
+
+
+def test_a_power_cap_a_policy_cannot_honour_is_refused(db, capsys) -> None:
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
+               "--power-cap-kw", "1", "--no-progress"])
+    assert rc == 2
+    assert "does not accept" in capsys.readouterr().err

@@ -154,3 +154,30 @@ def test_prices_without_currency_are_refused() -> None:
     ds = cubes.cube_from_series(s, 3600, "2025-07-01T00:00Z", "2025-07-01T03:00Z",
                                 currency="EUR")
     assert ds["price_per_kwh"].attrs["units"] == "EUR/kWh"
+
+
+def test_default_forecast_is_the_tariff_for_a_tariff_and_seasonal_naive_for_a_market(
+        seed3) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    from workbench.cubes import default_forecast_mode, price_kind
+
+    assert price_kind(seed3.grid) == "tariff"
+    assert default_forecast_mode(seed3) == "tariff"
+    # The same prices without the label are recognised by their calendar repetition.
+    unlabelled = seed3.grid.copy()
+    unlabelled.attrs.pop("price_kind")
+    assert price_kind(unlabelled) == "tariff"
+    # Market prices (noisy, many levels) are not a tariff.
+    rng = np.random.default_rng(0)
+    market = unlabelled.copy(deep=True)
+    market["price_per_kwh"].values[:] *= np.exp(0.1 * rng.standard_normal(
+        market["price_per_kwh"].shape))
+    assert price_kind(market) == "market"
+    assert default_forecast_mode(dataclasses.replace(seed3, grid=market)) == "seasonal-naive"
+    # The tariff mode tells the published prices exactly, carbon only seasonal naive.
+    fc = cubes.forecast(seed3.grid.isel(time=slice(0, seed3.n_slots)), 100, None, "tariff")
+    truth = seed3.grid["price_per_kwh"].values[100:seed3.n_slots]
+    assert np.array_equal(fc.price_per_kwh, truth)
+    assert not np.array_equal(fc.carbon_g_per_kwh,
+                              seed3.grid["carbon_g_per_kwh"].values[100:seed3.n_slots])

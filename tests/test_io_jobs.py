@@ -156,7 +156,8 @@ def test_job_set_import_is_idempotent_atomic_and_separate(tmp_path: Path) -> Non
         assert job_sets(store) == {"w": 2}
         loaded = load_job_set(store, "w")
         assert [j.job_id for j in loaded] == ["a", "b"] and loaded[0].home == "h1"
-        store.con.execute("INSERT INTO scenarios VALUES ('sc', '2024-01-01', 900, 4, 'USD', '')")
+        store.con.execute("INSERT INTO scenarios (name, start_utc, slot_s, n_slots, currency, "
+                          "description) VALUES ('sc', '2024-01-01', 900, 4, 'USD', '')")
         with pytest.raises(InputError, match="'sc' is a scenario"):
             import_jobs(store, "pollux-workload", good, "sc")
         with pytest.raises(InputError, match="--reference-gpu"):

@@ -52,10 +52,10 @@ def _valley_scenario() -> tuple[object, list[object]]:
 def test_joint_plan_respects_pool_capacity_in_every_block() -> None:
     sc, jobs = _valley_scenario()
     pol = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0)
-    pol.reset(sc)  # type: ignore[arg-type]
+    pol.reset(sc.view())  # type: ignore[arg-type]
     states = tuple(JobState(job=j, remaining=1.0, placement=None, last_datacenter=None,
                             phi=200.0) for j in jobs)  # type: ignore[attr-defined]
-    state = SlotState(scenario=sc, t=0, time=sc.start, jobs=states)  # type: ignore[attr-defined]
+    state = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=states)  # type: ignore[attr-defined]
     plan = pol.solve_window(state, perfect_forecast(sc, 0))  # type: ignore[arg-type]
     assert plan.status == "Optimal"
     cap = sc.pools[0].count  # type: ignore[attr-defined]
@@ -96,13 +96,13 @@ def test_registry_and_view_only() -> None:
     # future changes the plan.
     jobs = [training_job("j1", "a", 1.0, deadline_slot=12)]
     sc = tiny_scenario(jobs, prices=[[1.0, 1.0]] * 12, n_slots=12)
-    st = SlotState(scenario=sc, t=0, time=sc.start, jobs=(JobState(
+    st = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=(JobState(
         job=jobs[0], remaining=1.0, placement=None, last_datacenter=None, phi=200.0),))
     fc = perfect_forecast(sc, 0)
     lie = type(fc)(t=0, regions=fc.regions, price_per_kwh=np.where(
         np.arange(12)[:, None] == 9, 0.01, fc.price_per_kwh), carbon_g_per_kwh=fc.carbon_g_per_kwh)
     p = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0)
-    p.reset(sc)
+    p.reset(sc.view())
     truthful = p.solve_window(st, fc)
     lied = p.solve_window(st, lie)
     blk = lied.block_of(9)

@@ -56,10 +56,10 @@ def test_hand_solved_slot_runs_exactly_the_positive_netcoef_jobs() -> None:
     sc = tiny_scenario(jobs, prices=[[1.0, 10.0]] * 8)
     states = tuple(JobState(job=j, remaining=1.0, placement=None, last_datacenter=None,
                             phi=200.0) for j in jobs)
-    state = SlotState(scenario=sc, t=0, time=sc.start, jobs=states)
+    state = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=states)
     fc = perfect_forecast(sc, 0)
     pol = LyapunovPolicy(V=1.0, refine_batch=False)
-    pol.reset(sc)
+    pol.reset(sc.view())
     alloc = pol.decide(state, fc)
     opts = slot_options(state, {"a": 1.0, "b": 10.0}, {"a": 500.0, "b": 500.0})
     kappa = cost_scale(opts, fc)

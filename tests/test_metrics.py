@@ -125,3 +125,70 @@ def test_round_trips_count_moves_that_undo_the_previous_one() -> None:
     # j1: a->b, b->a (1), a->b (2), b->c (not a return); j2: a->b, b->c (none).
     assert round_trips(mig) == 2
     assert round_trips(mig.iloc[:0]) == 0 and round_trips(None) == 0
+def _check_adds_up(result, base, sc) -> dict:  # type: ignore[no-untyped-def]
+    from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
+
+    att = attribute_savings(result, base, sc)
+    assert set(att) == {"cost", "carbon_kg"}
+    for key in ("cost", "carbon_kg"):
+        assert set(att[key]) == set(ATTRIBUTION_KEYS)
+        saving = base.metrics[key] - result.metrics[key]
+        assert sum(att[key].values()) == pytest.approx(saving, rel=1e-9, abs=1e-9)
+        assert att[key]["movement"] <= 1e-12  # moving and restarting never saves
+    return att
+
+
+def test_attribution_adds_up_exactly_on_a_hand_case() -> None:
+    from workbench.metrics import attribute_savings
+
+    # Baseline: 2 kWh at home at 1.0. Plan: 1 kWh in b at 0.5 (home price 1.0 then), plus
+    # 0.1 kWh of movement at 0.5: efficiency 1.0, temporal 0, spatial 0.5, movement -0.05.
+    sc = tiny_scenario(n_slots=2)
+    base = {"plan": pd.DataFrame([row(0, "j", "a", 1, 2.0)])}
+    plan = pd.DataFrame([row(0, "j", "b", 1, 1.1, price=0.5)]).assign(movement_kwh=0.1)
+    att = attribute_savings({"plan": plan}, base, sc)["cost"]
+    assert att == pytest.approx({"efficiency": 1.0, "temporal": 0.0, "spatial": 0.5,
+                                 "movement": -0.05})
+
+
+def test_attribution_adds_up_on_seed3(seed3) -> None:  # type: ignore[no-untyped-def]
+    from workbench.policies.greedy import GreedyPolicy
+    from workbench.scenarios import first_hours
+
+    sc = first_hours(seed3, 12)
+    base = simulate(sc, AsapHome())
+    plan = simulate(sc, GreedyPolicy())
+    att = _check_adds_up(plan, base, sc)
+    assert att["cost"]["efficiency"] > 0  # the ECU-best configuration uses less energy
+
+
+@pytest.mark.shared_data
+def test_attribution_adds_up_on_a_real_grid(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from workbench.build import build_and_save
+    from workbench.io.grid import import_grid
+    from workbench.io.jobs import import_jobs
+    from workbench.policies.greedy import GreedyPolicy
+    from workbench.scenarios import first_hours
+    from workbench.store import Store
+
+    repo = Path(__file__).resolve().parents[1]
+    sc_dir = shared_data / "grid/sustain-cluster"
+    with Store(tmp_path / "real.duckdb") as store:
+        for z in ("US-CAL-CISO", "US-TEX-ERCO", "US-MIDA-PJM", "DE-LU"):
+            import_grid(store, "electricitymaps-csv",
+                        sc_dir / f"carbon/{z}/{z}_2023_hourly.csv", z)
+            import_grid(store, "price-csv",
+                        sc_dir / f"prices/{z}/{z}_electricity_prices_2023.csv", z)
+        import_jobs(store, "pollux-workload",
+                    shared_data / "jobs/pollux/workloads/workload-6.csv", "pollux-w6")
+        # The shipped example, with its latency matrix read from this shared-data folder.
+        cfg = (repo / "examples/real_grid.toml").read_text().replace(
+            "../../shared/data", str(shared_data))
+        (tmp_path / "real_grid.toml").write_text(cfg)
+        sc = first_hours(build_and_save(store, tmp_path / "real_grid.toml"), 24)
+    base = simulate(sc, AsapHome())
+    plan = simulate(sc, GreedyPolicy())
+    assert plan.meta["forecast_mode"] == "seasonal-naive"  # market prices: no foresight
+    _check_adds_up(plan, base, sc)

@@ -17,7 +17,7 @@ def _opts(checkpoint_gb: float = 1.0):
     sc = tiny_scenario([job])
     js = JobState(job=job, remaining=0.8, placement=Placement("a", "A100", 2, 128),
                   last_datacenter="a", phi=200.0)
-    state = SlotState(scenario=sc, t=1, time=sc.start, jobs=(js,))
+    state = SlotState(scenario=sc.view(), t=1, time=sc.start, jobs=(js,))
     return sc, slot_options(state, {"a": 1.0, "b": 0.5}, {"a": 500.0, "b": 500.0})
 
 

@@ -1,4 +1,4 @@
-"""The offline optimum: hand-known plans, bound labels, and never worse than online policies."""
+"""The hindsight bound: hand-known plans, bound labels, and below what the simulator charges."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 from helpers_policies import inference_job, run_slots, tiny_scenario, training_job
 
-from workbench.policies import make_policy
+from workbench.policies import make_policy, policy_knobs
 from workbench.policies.greedy import GreedyPolicy
 from workbench.policies.lookahead import LookaheadPolicy
 from workbench.policies.offline import OfflinePolicy, job_configs
@@ -26,8 +26,8 @@ def test_two_jobs_two_regions_hand_optimum() -> None:
     jobs = [training_job("j1", "a", 1.0, deadline_slot=8),
             training_job("j2", "a", 1.0, deadline_slot=8)]
     sc = tiny_scenario(jobs, prices=[[1.0, 0.25]] * 8)
-    pol = OfflinePolicy()
-    pol.reset(sc)
+    pol = OfflinePolicy(scenario=sc)
+    pol.reset(sc.view())
     expect = sum(_cheapest_cost(sc, j, 0.25, "b") for j in jobs)
     assert pol.optimum_cost == pytest.approx(expect, rel=1e-6)
     assert not pol.shortfall and pol.block_slots == 1
@@ -38,22 +38,24 @@ def test_exact_milp_and_lp_bound_are_labelled() -> None:
             training_job("j2", "b", 1.5, deadline_slot=6)]
     prices = [[1.0, 0.6]] * 3 + [[0.3, 0.9]] * 5
     sc = tiny_scenario(jobs, prices=prices)
-    exact = OfflinePolicy(exact_max_columns=10_000)
-    exact.reset(sc)
-    lp = OfflinePolicy(exact_max_columns=0)
-    lp.reset(sc)
+    exact = OfflinePolicy(scenario=sc, exact_max_columns=10_000)
+    exact.reset(sc.view())
+    lp = OfflinePolicy(scenario=sc, exact_max_columns=0)
+    lp.reset(sc.view())
     assert not exact.is_bound and lp.is_bound
+    assert exact.bound["kind"] == "milp-optimal" and lp.bound["kind"] == "lp-relaxation"
+    assert lp.bound["cost"] == pytest.approx(lp.optimum_cost)
     assert lp.optimum_cost <= exact.optimum_cost + 1e-9
-    blocks = OfflinePolicy(max_columns=20, exact_max_columns=0)
-    blocks.reset(sc)
+    blocks = OfflinePolicy(scenario=sc, max_columns=20, exact_max_columns=0)
+    blocks.reset(sc.view())
     assert blocks.block_slots > 1 and blocks.is_bound
     assert blocks.optimum_cost <= lp.optimum_cost + 1e-9
 
 
 def test_shortfall_is_reported_for_impossible_deadlines(caplog: pytest.LogCaptureFixture) -> None:
     sc = tiny_scenario([training_job("j", "a", 20.0, deadline_slot=2, gpus=1, counts=(1,))])
-    pol = OfflinePolicy()
-    pol.reset(sc)
+    pol = OfflinePolicy(scenario=sc)
+    pol.reset(sc.view())
     assert "j" in pol.shortfall and pol.shortfall["j"] > 0.5
     assert any("cannot finish" in r.getMessage() for r in caplog.records)
 
@@ -62,10 +64,10 @@ def test_carbon_cap_raises_the_cost() -> None:
     # b is cheap but dirty; a tight cap pushes work to clean, dear a.
     jobs = [training_job("j", "a", 2.0, deadline_slot=8)]
     sc = tiny_scenario(jobs, prices=[[1.0, 0.2]] * 8, carbons=[[50.0, 900.0]] * 8)
-    free = OfflinePolicy()
-    free.reset(sc)
-    capped = OfflinePolicy(carbon_cap_kg=free.optimum_carbon_kg / 3)
-    capped.reset(sc)
+    free = OfflinePolicy(scenario=sc)
+    free.reset(sc.view())
+    capped = OfflinePolicy(scenario=sc, carbon_cap_kg=free.optimum_carbon_kg / 3)
+    capped.reset(sc.view())
     assert capped.optimum_carbon_kg <= free.optimum_carbon_kg / 3 + 1e-6
     assert capped.optimum_cost > free.optimum_cost
 
@@ -86,20 +88,37 @@ def _instance() -> object:
 @pytest.mark.parametrize("exact_max_columns", [0, 10_000])
 def test_offline_is_never_worse_than_online_policies(exact_max_columns: int) -> None:
     sc = _instance()
-    off = OfflinePolicy(exact_max_columns=exact_max_columns)
+    off = OfflinePolicy(scenario=sc, exact_max_columns=exact_max_columns)
     replay = run_slots(sc, off)  # type: ignore[arg-type]
-    assert math.isfinite(off.optimum_cost) and not off.shortfall
+    bound = float(off.bound["cost"])  # type: ignore[arg-type]
+    assert math.isfinite(bound) and not off.shortfall
     for pol in (ThresholdPolicy(), ThresholdPolicy(V=1.0), LookaheadPolicy(), GreedyPolicy()):
         res = run_slots(sc, pol)  # type: ignore[arg-type]
         assert not res.unfinished, pol.name
-        assert off.optimum_cost <= res.cost + 1e-9, pol.name
-    # The replay pays restart losses the model ignores, so it costs at least the optimum.
-    assert replay.cost >= off.optimum_cost - 1e-9
+        assert bound <= res.cost + 1e-9, pol.name
+    # The replay pays the restarts and transfers the bound neglects: it costs at least it.
+    assert replay.cost >= bound - 1e-9
     assert not replay.deadline_misses
     for pool in sc.pools:  # type: ignore[attr-defined]
         assert replay.max_pool_use.get(f"{pool.datacenter}/{pool.gpu_type}", 0) <= pool.count
 
 
-def test_registry_builds_offline() -> None:
-    pol = make_policy("offline", exact_max_columns=0)
-    assert isinstance(pol, OfflinePolicy) and pol.name == "offline"
+def test_registry_builds_offline_with_the_truth() -> None:
+    sc = tiny_scenario([training_job("j", "a", 1.0, deadline_slot=8)])
+    pol = make_policy("offline", truth=sc, exact_max_columns=0)
+    assert isinstance(pol, OfflinePolicy) and pol.name == "offline" and pol.truth is sc
+    assert "scenario" not in policy_knobs("offline")
+    # Without the truth, hindsight is impossible: the view holds no prices, no jobs.
+    with pytest.raises(ValueError, match="needs the true scenario"):
+        make_policy("offline").reset(sc.view())
+
+
+def test_bound_stays_below_the_simulated_replay_with_moving_data() -> None:
+    # The bound neglects dataset transfers and restarts; the simulator charges them.
+    jobs = [training_job("j1", "a", 1.5, deadline_slot=8, dataset_gb=400.0),
+            training_job("j2", "a", 1.0, deadline_slot=8, dataset_gb=400.0)]
+    sc = tiny_scenario(jobs, prices=[[1.0, 0.25]] * 8)
+    off = OfflinePolicy(scenario=sc)
+    replay = run_slots(sc, off)
+    assert off.bound["kind"] == "milp-optimal"
+    assert replay.cost >= float(off.bound["cost"]) - 1e-9  # type: ignore[arg-type]

@@ -38,11 +38,12 @@ def plan_frame() -> pd.DataFrame:
          "region": "guangzhou", "gpu_type": "A100", "n_gpus": 4, "batch_size": 512,
          "action": "start", "energy_kwh": 0.1 + 0.2, "cost": 1 / 3, "carbon_kg": 2e-7,
          "price_per_kwh": 0.65, "carbon_g_per_kwh": 512.25, "progress": 0.123456789012345,
-         "slot": 0},
+         "transfer_gb": 144.0, "lost_s": 235.2, "slot": 0},
         {"slot_start": T0 + pd.Timedelta(minutes=15), "slot_end": T0 + pd.Timedelta(minutes=30),
          "job_id": "j", "region": "guangzhou", "gpu_type": "", "n_gpus": 0, "batch_size": 0,
          "action": "pause", "energy_kwh": 0.0, "cost": 0.0, "carbon_kg": 0.0,
-         "price_per_kwh": 1.1, "carbon_g_per_kwh": 500.0, "progress": 0.0, "slot": 1},
+         "price_per_kwh": 1.1, "carbon_g_per_kwh": 500.0, "progress": 0.0,
+         "transfer_gb": 0.0, "lost_s": 0.0, "slot": 1},
     ])
 
 
@@ -68,10 +69,11 @@ def test_plan_round_trip_is_lossless() -> None:
 def test_migrations_round_trip_keeps_missing_gain() -> None:
     mig = pd.DataFrame([
         {"slot_start": T0, "job_id": "j", "from_region": "guangzhou", "to_region": "guiyang",
-         "checkpoint_gb": 4.0, "transfer_s": 0.32, "expected_gain": 0.25,
-         "reason": "cheaper, cleaner"},
+         "checkpoint_gb": 4.0, "dataset_gb": 0.0, "transfer_gb": 4.0, "transfer_s": 0.32,
+         "moved": "checkpoint", "expected_gain": 0.25, "reason": "cheaper, cleaner"},
         {"slot_start": T0, "job_id": "k", "from_region": "a", "to_region": "b",
-         "checkpoint_gb": 1.0, "transfer_s": 0.8, "expected_gain": math.nan, "reason": ""},
+         "checkpoint_gb": 0.0, "dataset_gb": 144.0, "transfer_gb": 144.0, "transfer_s": 11.52,
+         "moved": "dataset", "expected_gain": math.nan, "reason": ""},
     ])
     buf = io.StringIO()
     write_migrations_csv(mig, buf)

@@ -79,3 +79,9 @@ def test_first_hours_cuts_horizon_jobs_and_services(seed3) -> None:
     assert all(j.arrival < seed3.start + pd.Timedelta(hours=6) for j in day.jobs)
     assert all(j.end <= day.end for j in day.jobs_of_kind("inference"))
     assert len(day.jobs_of_kind("inference")) == len(seed3.jobs_of_kind("inference"))
+
+
+def test_seed3_jobs_carry_their_dataset_sizes(seed3) -> None:  # type: ignore[no-untyped-def]
+    sizes = {j.app: j.dataset_gb for j in seed3.jobs_of_kind("training")}
+    assert sizes["imagenet"] == 144.0 and sizes["cifar10"] == 0.17
+    assert all(j.dataset_gb > 0 for j in seed3.jobs)

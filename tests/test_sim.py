@@ -301,3 +301,54 @@ def test_predicted_speed_is_planned_slow_near_the_deadline_until_observed() -> N
     pol_fit = Scripted()
     simulate(base, pol_fit, noise=0.0)  # fitted profiles: no caution
     assert {j.throughput_scale for j in pol_fit.seen[0].jobs} == {1.0}
+def test_a_policy_cannot_read_a_future_price_or_arrival() -> None:
+    # Structurally: the state holds the scenario's static view (no grid, no jobs), and the
+    # default forecast for market prices is seasonal naive, not the truth.
+    late = training("late", arrival_slot=3, slots_of_work=1.0)
+    sc = tiny_scenario([training("now", slots_of_work=1.0), late], n_slots=6,
+                       price_a=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    seen: list[tuple[SlotState, Forecast]] = []
+
+    class Snoop:
+        name = "snoop"
+
+        def reset(self, scenario: object) -> None:
+            assert not hasattr(scenario, "grid") and not hasattr(scenario, "jobs")
+
+        def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
+            seen.append((state, forecast))
+            with pytest.raises(AttributeError):
+                state.scenario.grid  # type: ignore[attr-defined]  # noqa: B018
+            with pytest.raises(AttributeError):
+                state.scenario.jobs  # type: ignore[attr-defined]  # noqa: B018
+            return Allocation(placements={})
+
+    res = simulate(sc, Snoop())
+    assert res.meta["forecast_mode"] == "seasonal-naive"
+    state0, fc0 = seen[0]
+    assert [js.job.job_id for js in state0.jobs] == ["now"]  # the later job is unknown
+    a = fc0.region_index("ra")
+    assert fc0.price_per_kwh[0, a] == 1.0  # now is metered
+    assert not np.any(fc0.price_per_kwh[1:, a] == [2.0, 3.0, 4.0, 5.0, 6.0])  # no future
+    # Perfect foresight stays available, as an explicit what-if.
+    seen.clear()
+    assert simulate(sc, Snoop(), forecast_mode="perfect").meta["forecast_mode"] == "perfect"
+    assert seen[0][1].price_per_kwh[1:, a].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_a_power_cap_holds_in_the_metered_plan_and_a_blind_policy_is_reported() -> None:
+    from workbench.policies.lyapunov import LyapunovPolicy
+
+    jobs = [training(f"j{i}", slots_of_work=3.0, deadline_slot=8, counts=(1, 2, 4))
+            for i in range(3)]
+    sc = tiny_scenario(jobs, n_slots=8)
+    cap = 0.5  # kW per datacenter: about one GPU's facility power
+    capped = simulate(sc, LyapunovPolicy(power_cap_kw=cap), knobs={"power_cap_kw": cap})
+    meter = capped.slots[[c for c in capped.slots if c.startswith("power_kw:")]]
+    assert meter.to_numpy().max() <= cap * (1 + 1e-6)
+    assert capped.metrics["power_cap_violations"] == 0
+    assert capped.metrics["power_cap_kw"] == cap
+    # asap-home cannot honour a power cap: metered, counted and warned about, never silent.
+    blind = simulate(sc, AsapHome(), knobs={"power_cap_kw": cap})
+    assert blind.metrics["power_cap_violations"] > 0
+    assert any("power cap missed" in w for w in blind.warnings)

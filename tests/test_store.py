@@ -192,3 +192,15 @@ def test_write_jobs_twice_keeps_one_row_per_job(tmp_path: Path, seed3) -> None:
         store.write_jobs("set-a", jobs, replace=False)
         ids = [j.job_id for j in store.load_jobs("set-a")]
         assert sorted(ids) == sorted(j.job_id for j in jobs)
+
+
+def test_a_short_tariff_scenario_keeps_its_price_kind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from workbench.cubes import default_forecast_mode
+    from workbench.scenarios import build_seed3, first_hours
+
+    day = first_hours(build_seed3(), 24, name="day")
+    with Store(tmp_path / "wb.duckdb") as store:
+        store.save_scenario(day)
+        back = store.load_scenario("day")
+    # One day cannot show its daily repetition: the saved kind says it is a tariff.
+    assert default_forecast_mode(back) == "tariff"

@@ -190,6 +190,7 @@ def _inference(cfg: ScenarioConfig, start: datetime, end: datetime) -> list[Job]
         requested_gpus=svc.gpus, gpu_counts=(svc.gpus,), batch_size=1, end=end,
         max_latency_ms=svc.max_latency_ms, gpu_types=(svc.gpu_type,),
         load_fraction=svc.load_fraction, checkpoint_gb=svc.checkpoint_gb,
+        dataset_gb=svc.checkpoint_gb if svc.dataset_gb is None else svc.dataset_gb,
     ) for svc in cfg.inference]
 
 

@@ -145,6 +145,9 @@ class InferenceEntry(_Section):
     max_latency_ms: float = Field(gt=0, le=1e5, description="ms > 0")
     load_fraction: float = Field(0.5, gt=0, le=1, description="a fraction in (0, 1]")
     checkpoint_gb: float = Field(1.0, ge=0, le=1e5, description="GB >= 0")
+    dataset_gb: float | None = Field(None, ge=0, le=1e6, description=(
+        "GB >= 0 (data that travels on its first placement away from home; default: its "
+        "checkpoint_gb)"))
 
 
 class ScenarioConfig(_Section):

@@ -23,10 +23,11 @@ from workbench.model import as_utc
 
 if TYPE_CHECKING:
     from workbench.forecast.scenario import ModelForecast
+    from workbench.model import Scenario
     from workbench.policies.base import Forecast
 
 VARIABLES = ("price_per_kwh", "carbon_g_per_kwh")
-FORECAST_MODES = ("perfect", "seasonal-naive", "noisy", "model")
+FORECAST_MODES = ("perfect", "tariff", "seasonal-naive", "noisy", "model")
 
 
 class CubeError(ValueError):
@@ -332,7 +333,9 @@ def forecast(
 
     Row 0 is always the true current value (it is metered now). Modes:
 
-    - ``perfect``: the true future.
+    - ``perfect``: the true future (a what-if: nobody knows it).
+    - ``tariff``: prices as published (a time-of-use tariff *is* its own exact forecast),
+      carbon seasonal naive as below.
     - ``seasonal-naive``: the value one day earlier (``x[t+k-P]`` with ``P`` slots a day);
       before a day of history exists, the latest observed value ``x[t]`` (persistence).
     - ``noisy``: the truth times ``max(1 + error * eps, 0)`` with ``eps ~ N(0, 1)``, drawn
@@ -357,11 +360,12 @@ def forecast(
     carbon = cube["carbon_g_per_kwh"].values
     p = price[t:stop].copy()
     c = carbon[t:stop].copy()
-    if mode == "seasonal-naive":
+    if mode in ("seasonal-naive", "tariff"):
         period = int(round(86400 / int(cube.attrs["slot_s"])))
         for k in range(1, stop - t):
             src = t + k - period * int(np.ceil(k / period))
-            p[k] = price[src] if src >= 0 else price[t]
+            if mode == "seasonal-naive":
+                p[k] = price[src] if src >= 0 else price[t]
             c[k] = carbon[src] if src >= 0 else carbon[t]
     elif mode == "model":
         if model is None:
@@ -385,6 +389,55 @@ def forecast(
         carbon_g_per_kwh=c,
         mode=mode,
     )
+
+
+PRICE_KINDS = ("tariff", "market")
+
+
+def price_kind(cube: xr.Dataset) -> str:
+    """``"tariff"`` when the cube's prices are a published tariff, else ``"market"``.
+
+    The cube's ``attrs["price_kind"]`` when set (the seed3 generator sets it, a scenario
+    saved in the store keeps it); otherwise judged from the prices (more than a day of
+    them; a shorter cube counts as market prices): a tariff has at most 24 distinct price
+    levels per region that repeat by the calendar (at least 95 % of slots equal the slot
+    one day or one week earlier, in every region).
+    """
+    kind = cube.attrs.get("price_kind")
+    if kind in PRICE_KINDS:
+        return str(kind)
+    price = np.asarray(cube["price_per_kwh"].values, dtype=float)
+    per_day = int(round(86400 / int(cube.attrs.get("slot_s", 3600))))
+    for j in range(price.shape[1]):
+        col = price[:, j]
+        if np.unique(col).size > 24:
+            return "market"
+        ok = False
+        for lag in (per_day, 7 * per_day):
+            if col.size > lag and np.mean(col[lag:] == col[:-lag]) >= 0.95:
+                ok = True
+        if not ok:
+            return "market"
+    return "tariff"
+
+
+def default_forecast_mode(scenario: Scenario) -> str:
+    """The honest forecast a run uses unless told otherwise.
+
+    ``"tariff"`` where the prices are a published tariff (:func:`price_kind`): the
+    operator knows them, and forecasts carbon seasonal naive. For market prices,
+    ``"model"`` (:mod:`workbench.forecast`, backtested price and carbon models) where at
+    least :data:`workbench.forecast.MIN_HISTORY_DAYS` days of history precede the
+    scenario, else ``"seasonal-naive"`` (yesterday's prices and carbon stand for today's).
+    ``"perfect"`` is only ever an explicit what-if. The run records which
+    (``RunResult.meta["forecast_mode"]``).
+    """
+    if price_kind(scenario.grid) == "tariff":
+        return "tariff"
+    # Imported here: workbench.forecast imports this module.
+    from workbench.forecast import has_history
+
+    return "model" if has_history(scenario) else "seasonal-naive"
 
 
 def local_hours(ds: xr.Dataset, region: str) -> np.ndarray:

@@ -28,9 +28,11 @@ METRIC_KEYS: tuple[str, ...] = (
     "jobs_total", "jobs_unfinished", "inference_services", "inference_unserved_slots",
     "migrations", "migration_gb", "round_trips", "gpu_utilisation", "jobs_waiting_mean",
     "decide_s_mean", "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
-    "site_idle_energy_kwh", "site_idle_cost", "site_idle_carbon_kg",
+    "site_idle_energy_kwh", "site_idle_cost", "site_idle_carbon_kg", "data_moves",
+    "transfer_gb", "lost_s", "movement_kwh", "power_cap_violations",
 )
-"""Keys every metrics dict has; per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue
+"""Keys every metrics dict has; with a carbon cap ``carbon_cap_kg`` and ``carbon_cap_met``,
+with a power cap ``power_cap_kw``; per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue
 ``queue_mean:<kind>`` / ``queue_max:<kind>`` keys follow them."""
 
 
@@ -123,6 +125,83 @@ def _frames(result: Any) -> dict[str, pd.DataFrame | None]:
     if frames["plan"] is None:
         raise ValueError("compute_metrics needs at least a plan frame")
     return frames
+
+
+def _knobs(result: Any) -> Mapping[str, Any]:
+    meta = result.get("meta") if isinstance(result, Mapping) else getattr(result, "meta", None)
+    return (meta or {}).get("knobs", {}) or {}
+
+
+def _caps(result: Any, scenario: Scenario, slots: pd.DataFrame | None, carbon_kg: float
+          ) -> dict[str, Any]:
+    """Whether the run's caps (its knobs ``power_cap_kw``, ``carbon_cap_kg``) held.
+
+    ``power_cap_violations``: datacenter-slots whose metered power (``power_kw:<dc>`` of
+    the slots frame, the jobs' facility energy over the slot / slot length) exceeds the
+    cap by more than 1e-6 relative. ``carbon_cap_met``: emitted carbon <= cap (per
+    datacenter for a per-datacenter cap, from ``carbon_kg:<dc>``).
+    """
+    knobs = _knobs(result)
+    out: dict[str, Any] = {"power_cap_violations": 0}
+    pcap = knobs.get("power_cap_kw")
+    names = [d.name for d in scenario.datacenters]
+    if pcap is not None:
+        caps = ({n: float(pcap[n]) for n in names if n in pcap} if isinstance(pcap, Mapping)
+                else {n: float(pcap) for n in names})
+        out["power_cap_kw"] = (float(sum(caps.values())) if isinstance(pcap, Mapping)
+                               else float(pcap))
+        if slots is not None and len(slots):
+            n = 0
+            for dc, cap in caps.items():
+                col = f"power_kw:{dc}"
+                if col in slots:
+                    n += int((slots[col].astype(float) > cap * (1 + 1e-6)).sum())
+            out["power_cap_violations"] = n
+    ccap = knobs.get("carbon_cap_kg")
+    if ccap is not None:
+        if isinstance(ccap, Mapping):
+            out["carbon_cap_kg"] = float(sum(float(v) for v in ccap.values()))
+            met = True
+            for dc, cap in ccap.items():
+                col = f"carbon_kg:{dc}"
+                if slots is not None and col in slots:
+                    met &= float(slots[col].sum()) <= float(cap) * (1 + 1e-9)
+            out["carbon_cap_met"] = bool(met)
+        else:
+            out["carbon_cap_kg"] = float(ccap)
+            out["carbon_cap_met"] = bool(carbon_kg <= float(ccap) * (1 + 1e-9))
+    return out
+
+
+def inference_carbon_floor_kg(scenario: Scenario) -> float:
+    """Least carbon the inference services can emit over the horizon, kg.
+
+    Each service, every slot it is up, in its lowest-carbon allowed datacenter:
+    ``sum_t min_d n * P_load * slot_s / 3.6e6 * PUE_d * c[d, t] / 1000``.
+    """
+    from workbench.policies.base import inference_power_w
+
+    carbon = scenario.grid["carbon_g_per_kwh"].isel(time=slice(0, scenario.n_slots))
+    total = 0.0
+    for job in scenario.jobs_of_kind("inference"):
+        a = max(scenario.slot_of(job.arrival), 0)
+        assert job.end is not None
+        b = min(scenario.slot_of(job.end), scenario.n_slots)
+        if b <= a:
+            continue
+        best = np.full(b - a, np.inf)
+        limit = job.max_latency_ms if job.max_latency_ms is not None else math.inf
+        for dc in scenario.datacenters:
+            if scenario.latency_ms(job.home, dc.name) > limit:
+                continue
+            for pool in scenario.pools_at(dc.name):
+                if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
+                    continue
+                kwh = inference_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
+                c = carbon.sel(region=dc.region).values[a:b]
+                best = np.minimum(best, kwh * c / 1000.0)
+        total += float(np.sum(best[np.isfinite(best)]))
+    return total
 
 
 def _float(x: float) -> float:
@@ -242,8 +321,20 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         ((plan["action"] == "pause") & plan["job_id"].isin(inf_ids)).sum())
 
     mig = f["migrations"]
-    out["migrations"] = 0 if mig is None else len(mig)
-    out["migration_gb"] = 0.0 if mig is None else float(mig["checkpoint_gb"].sum())
+    if mig is None:
+        out["migrations"] = 0
+        out["migration_gb"] = 0.0
+        out["data_moves"] = 0
+    else:
+        moved = mig["moved"].astype(str) if "moved" in mig else pd.Series(
+            "checkpoint", index=mig.index)
+        out["migrations"] = int(moved.str.contains("checkpoint").sum())
+        out["migration_gb"] = float(
+            (mig["transfer_gb"] if "transfer_gb" in mig else mig["checkpoint_gb"]).sum())
+        out["data_moves"] = len(mig)
+    out["transfer_gb"] = float(plan["transfer_gb"].sum()) if "transfer_gb" in plan else 0.0
+    out["lost_s"] = float(plan["lost_s"].sum()) if "lost_s" in plan else 0.0
+    out["movement_kwh"] = float(plan["movement_kwh"].sum()) if "movement_kwh" in plan else 0.0
     out["round_trips"] = round_trips(mig)
 
     busy = plan.loc[running].groupby(["region", "gpu_type"])["n_gpus"].sum()
@@ -271,6 +362,7 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         out.update(jobs_waiting_mean=math.nan, decide_s_mean=math.nan, decide_s_max=math.nan,
                    solve_s_mean=0.0, solve_s_max=0.0, fallbacks=0)
     out.update(site_idle(scenario))
+    out.update(_caps(result, scenario, slots, out["carbon_kg"]))
     out.update(per_pool)
 
     queues = f["queues"]
@@ -286,4 +378,92 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
             q = queues[names].astype(float).fillna(0.0).sum(axis=1)
             out[f"queue_mean:{kind}"] = float(q.mean())
             out[f"queue_max:{kind}"] = float(q.max())
+    return out
+
+
+ATTRIBUTION_KEYS: tuple[str, ...] = ("efficiency", "temporal", "spatial", "movement")
+"""The parts of a saving against a baseline (:func:`attribute_savings`)."""
+
+
+def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
+                  ) -> tuple[float, float, float, float]:
+    """Jobs' own energy (kWh, without movement), its value at the row's own and at the
+    job's home rate (sum kWh * rate), and the value of the row totals (cost or kg*1000)."""
+    slot_h = scenario.slot_s
+    times, pos = _horizon(scenario)
+    if "slot" in plan:
+        slot = plan["slot"].astype(int).to_numpy()
+    else:
+        start = pd.Timestamp(scenario.start)
+        slot = ((pd.to_datetime(plan["slot_start"], utc=True) - start).dt.total_seconds()
+                // slot_h).astype(int).to_numpy()
+    home = plan["home"] if "home" in plan else plan["job_id"].map(
+        {j.job_id: j.home for j in scenario.jobs})
+    region_of = {d.name: d.region for d in scenario.datacenters}
+    rate_col = "price_per_kwh" if var == "price_per_kwh" else "carbon_g_per_kwh"
+    values = np.asarray(scenario.grid[rate_col].values[pos:pos + scenario.n_slots], dtype=float)
+    r_index = {str(r): i for i, r in enumerate(scenario.grid["region"].values)}
+    movement = plan["movement_kwh"].to_numpy(float) if "movement_kwh" in plan else np.zeros(
+        len(plan))
+    own = plan["energy_kwh"].to_numpy(float) - movement
+    rate = plan[rate_col].to_numpy(float)
+    hreg = home.map(region_of).map(r_index).to_numpy()
+    ok = (slot >= 0) & (slot < values.shape[0])
+    home_rate = np.where(ok, values[np.clip(slot, 0, values.shape[0] - 1),
+                                    hreg.astype(int)], rate)
+    total = (plan["cost"].to_numpy(float) if var == "price_per_kwh"
+             else plan["carbon_kg"].to_numpy(float) * 1000.0)
+    return float(own.sum()), float((own * rate).sum()), float((own * home_rate).sum()), \
+        float(total.sum())
+
+
+def attribute_savings(result: Any, baseline: Any, scenario: Scenario
+                      ) -> dict[str, dict[str, float]]:
+    """Split a plan's saving against a baseline into where it comes from (exactly).
+
+    With the baseline's energy ``E_b`` at its mean price ``P_b = cost_b / E_b``, the plan's
+    own energy ``E_p`` (its jobs' energy without transfer and restart overhead) at its mean
+    price ``P_p``, ``P_h`` the mean price that energy would have paid at each job's *home*
+    datacenter in the same slots, and ``M`` the cost of the plan's transfer and restart
+    energy (DESIGN.md, "Attribution of a saving")::
+
+        cost_b - cost_p = (E_b - E_p) * P_b        efficiency (less energy, same work)
+                        + E_p * (P_b - P_h)        temporal (cheaper hours at home)
+                        + E_p * (P_h - P_p)        spatial (cheaper datacenters)
+                        - M                        movement (transfers and restarts)
+
+    The same with carbon intensity for ``carbon_kg``. The four parts add up to the saving
+    (up to float rounding).
+
+    Parameters
+    ----------
+    result, baseline : RunResult or mapping with a ``plan`` frame
+    scenario : Scenario
+        For the home datacenters' prices and carbon in each slot.
+
+    Returns
+    -------
+    dict
+        ``{"cost": {efficiency, temporal, spatial, movement}, "carbon_kg": {...}}``, in the
+        scenario's currency and in kg; positive parts save, negative parts cost.
+    """
+    p_plan = _frames(result)["plan"]
+    b_plan = _frames(baseline)["plan"]
+    assert p_plan is not None and b_plan is not None
+    out: dict[str, dict[str, float]] = {}
+    for key, var, scale in (("cost", "price_per_kwh", 1.0),
+                            ("carbon_kg", "carbon_g_per_kwh", 1000.0)):
+        e_b = float(b_plan["energy_kwh"].sum())
+        total_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * 1000.0).sum())
+        e_p, own_at_p, own_at_h, total_p = _own_and_home(p_plan, scenario, var)
+        p_b = total_b / e_b if e_b else 0.0
+        p_p = own_at_p / e_p if e_p else 0.0
+        p_h = own_at_h / e_p if e_p else 0.0
+        movement = total_p - own_at_p
+        out[key] = {
+            "efficiency": (e_b - e_p) * p_b / scale,
+            "temporal": e_p * (p_b - p_h) / scale,
+            "spatial": e_p * (p_h - p_p) / scale,
+            "movement": -movement / scale,
+        }
     return out

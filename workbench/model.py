@@ -197,6 +197,10 @@ class Job:
         Training: when it must be done (UTC), or None.
     checkpoint_gb : float
         Checkpoint size moved on migration.
+    dataset_gb : float
+        Size of the job's dataset (inference: its model and data), GB. It lives at
+        ``home`` and travels the first time the job runs in a datacenter that lacks it
+        (:mod:`workbench.outcome`).
     end : datetime or None
         Inference: when the service stops.
     max_latency_ms : float or None
@@ -220,6 +224,7 @@ class Job:
     end: datetime | None = None
     max_latency_ms: float | None = None
     load_fraction: float = 0.5
+    dataset_gb: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"job {self.job_id!r}"
@@ -250,6 +255,7 @@ class Job:
             f"{where}: batch_size must be a positive integer",
         )
         _non_negative(self.checkpoint_gb, f"{where}: checkpoint_gb")
+        _non_negative(self.dataset_gb, f"{where}: dataset_gb")
         if self.kind == "training":
             _positive(self.work_samples, f"{where}: work_samples")
             if self.deadline is not None:
@@ -276,8 +282,67 @@ class Job:
         return not self.gpu_types or gpu_type in self.gpu_types
 
 
+class _StaticFacts:
+    """Lookups on a scenario's static description, shared by :class:`Scenario` and
+    :class:`ScenarioView` (one implementation)."""
+
+    name: str
+    datacenters: tuple[Datacenter, ...]
+    pools: tuple[GpuPool, ...]
+    links: tuple[Link, ...]
+    profiles: tuple[JobProfile, ...]
+    start: datetime
+    slot_s: int
+    n_slots: int
+
+    def datacenter(self, name: str) -> Datacenter:
+        for dc in self.datacenters:
+            if dc.name == name:
+                return dc
+        raise KeyError(f"unknown datacenter {name!r}")
+
+    def profile(self, app: str, gpu_type: str) -> JobProfile:
+        for p in self.profiles:
+            if p.app == app and p.gpu_type == gpu_type:
+                return p
+        raise KeyError(f"no profile for app {app!r} on {gpu_type!r}")
+
+    def link(self, a: str, b: str) -> Link | None:
+        """The link joining ``a`` and ``b`` in either direction, or None."""
+        for lk in self.links:
+            if (lk.src, lk.dst) in ((a, b), (b, a)):
+                return lk
+        return None
+
+    def latency_ms(self, a: str, b: str) -> float:
+        """Round-trip latency between two datacenters (0 for the same one, inf if unlinked)."""
+        if a == b:
+            return 0.0
+        lk = self.link(a, b)
+        return math.inf if lk is None else lk.latency_ms
+
+    def pools_at(self, datacenter: str) -> tuple[GpuPool, ...]:
+        return tuple(p for p in self.pools if p.datacenter == datacenter)
+
+    def slot_starts(self) -> list[datetime]:
+        return [self.start + timedelta(seconds=self.slot_s * t) for t in range(self.n_slots)]
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(seconds=self.slot_s * self.n_slots)
+
+    def slot_of(self, when: datetime) -> int:
+        """Index of the slot containing ``when`` (may be < 0 or >= n_slots)."""
+        return math.floor((as_utc(when) - self.start).total_seconds() / self.slot_s)
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        """Grid regions of the datacenters, sorted."""
+        return tuple(sorted({d.region for d in self.datacenters}))
+
+
 @dataclass(frozen=True, eq=False)
-class Scenario:
+class Scenario(_StaticFacts):
     """Everything a policy and the simulator need: sites, pools, links, jobs, profiles, cube.
 
     Attributes
@@ -381,49 +446,39 @@ class Scenario:
             f"{self.n_slots}",
         )
 
-    # -- lookups -----------------------------------------------------------------------
-    def datacenter(self, name: str) -> Datacenter:
-        for dc in self.datacenters:
-            if dc.name == name:
-                return dc
-        raise KeyError(f"unknown datacenter {name!r}")
-
-    def profile(self, app: str, gpu_type: str) -> JobProfile:
-        for p in self.profiles:
-            if p.app == app and p.gpu_type == gpu_type:
-                return p
-        raise KeyError(f"no profile for app {app!r} on {gpu_type!r}")
-
-    def link(self, a: str, b: str) -> Link | None:
-        """The link joining ``a`` and ``b`` in either direction, or None."""
-        for lk in self.links:
-            if (lk.src, lk.dst) in ((a, b), (b, a)):
-                return lk
-        return None
-
-    def latency_ms(self, a: str, b: str) -> float:
-        """Round-trip latency between two datacenters (0 for the same one, inf if unlinked)."""
-        if a == b:
-            return 0.0
-        lk = self.link(a, b)
-        return math.inf if lk is None else lk.latency_ms
-
-    def pools_at(self, datacenter: str) -> tuple[GpuPool, ...]:
-        return tuple(p for p in self.pools if p.datacenter == datacenter)
-
-    def slot_starts(self) -> list[datetime]:
-        return [self.start + timedelta(seconds=self.slot_s * t) for t in range(self.n_slots)]
-
-    @property
-    def end(self) -> datetime:
-        return self.start + timedelta(seconds=self.slot_s * self.n_slots)
-
-    def slot_of(self, when: datetime) -> int:
-        """Index of the slot containing ``when`` (may be < 0 or >= n_slots)."""
-        return math.floor((as_utc(when) - self.start).total_seconds() / self.slot_s)
-
     def jobs_of_kind(self, kind: JobKind) -> tuple[Job, ...]:
         return tuple(j for j in self.jobs if j.kind == kind)
+
+    def view(self) -> ScenarioView:
+        """What an operator knows in advance: the static description, without the true
+        prices and carbon (``grid``) and without the future arrivals (``jobs``)."""
+        return ScenarioView(
+            name=self.name, datacenters=self.datacenters, pools=self.pools, links=self.links,
+            profiles=self.profiles, start=self.start, slot_s=self.slot_s,
+            n_slots=self.n_slots, currency=self.currency, description=self.description,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ScenarioView(_StaticFacts):
+    """A scenario's static facts as policies see them (:meth:`Scenario.view`).
+
+    The same attribute names as :class:`Scenario` for sites, pools, links, profiles and
+    the clock, but no ``grid`` (the true prices and carbon) and no ``jobs`` (future
+    arrivals): a policy learns jobs from ``SlotState.jobs`` and prices from the
+    :class:`~workbench.policies.base.Forecast`.
+    """
+
+    name: str
+    datacenters: tuple[Datacenter, ...]
+    pools: tuple[GpuPool, ...]
+    links: tuple[Link, ...]
+    profiles: tuple[JobProfile, ...]
+    start: datetime
+    slot_s: int
+    n_slots: int
+    currency: str = "CNY"
+    description: str = ""
 
 
 def _unique(keys: Iterable[object], what: str) -> None:

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import perf
-from workbench.cubes import FORECAST_MODES, forecast
+from workbench.cubes import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.model import Scenario, as_utc
 from workbench.policies.base import RESTART_S_DEFAULT
 
@@ -195,7 +195,7 @@ def quote(
     spec: JobSpec,
     *,
     carbon_price_per_kg: float = 0.0,
-    forecast_mode: str = "perfect",
+    forecast_mode: str | None = None,
     forecast_error: float = 0.0,
     seed: int = 0,
     occupancy: pd.DataFrame | None = None,
@@ -213,7 +213,9 @@ def quote(
         Currency per kg of CO2 added to the cost in the score (0: cheapest wins).
     forecast_mode, forecast_error, seed
         What is known about future prices (:func:`workbench.cubes.forecast` from the
-        arrival slot); ``"perfect"`` prices against the cube itself.
+        arrival slot); None (default): the honest
+        :func:`workbench.cubes.default_forecast_mode`; ``"perfect"`` prices against the
+        cube itself (a what-if).
     occupancy : DataFrame, optional
         GPUs already busy per slot (``gpus_busy:<dc>/<gpu>`` columns, one row per slot).
     restart_s : float
@@ -230,6 +232,8 @@ def quote(
         outside the horizon.
     """
     sc = scenario
+    if forecast_mode is None:
+        forecast_mode = default_forecast_mode(sc)
     if forecast_mode not in FORECAST_MODES:
         raise QuoteError(f"unknown forecast mode {forecast_mode!r}; use one of {FORECAST_MODES}")
     if carbon_price_per_kg < 0:

@@ -109,6 +109,7 @@ def _grid_cube(cfg: Mapping[str, Any], start: datetime, n_slots: int, slot_s: in
     cube = cubes.make_cube(times, regions, price, carbon, cfg["scenario"]["currency"], slot_s,
                            source=source)
     cube.attrs["timezones"] = tz_of
+    cube.attrs["price_kind"] = "tariff"
     return cube
 
 
@@ -154,6 +155,7 @@ def _jobs(cfg: Mapping[str, Any], profiles: Sequence[perf.JobProfile], start: da
             requested_gpus=n, gpu_counts=menu, batch_size=batch, work_samples=work,
             deadline=deadline, checkpoint_gb=float(jc["checkpoint_gb"][app]),
             gpu_types=tuple(nvidia) if cuda_only else (),
+            dataset_gb=float(jc.get("dataset_gb", {}).get(app, 0.0)),
         ))
     for svc in cfg.get("inference", []):
         jobs.append(Job(
@@ -162,6 +164,7 @@ def _jobs(cfg: Mapping[str, Any], profiles: Sequence[perf.JobProfile], start: da
             batch_size=1, end=end, max_latency_ms=float(svc["max_latency_ms"]),
             gpu_types=(svc["gpu_type"],), load_fraction=float(svc["load_fraction"]),
             checkpoint_gb=float(jc["checkpoint_gb"].get(svc["app"], 1.0)),
+            dataset_gb=float(svc.get("dataset_gb", jc["checkpoint_gb"].get(svc["app"], 1.0))),
         ))
     return sorted(jobs, key=lambda j: (j.arrival, j.job_id))
 

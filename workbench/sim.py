@@ -12,27 +12,27 @@ slot the simulator
    latency bounds, links for moves); an invalid allocation raises :class:`AllocationError`.
    GPU counts outside a job's ``gpu_counts`` are accepted (operators may pass wider menus
    to a policy) as long as the pool holds them;
-4. applies it to the *truth*: progress from :func:`workbench.perf.ecu` at the profile's true
-   gradient noise scale, times a hidden per-job throughput factor and per-slot noise;
-   restart and transfer losses; energy, cost and carbon at the true price and carbon;
+4. applies it to the *truth* through the one slot model (:mod:`workbench.outcome`):
+   progress at the profile's true gradient noise scale, times a hidden per-job throughput
+   factor and per-slot noise; the dataset's first trip away from home, checkpoint moves,
+   restarts on a start, resume, move or change of GPU type or count (transfers longer than
+   a slot span slots); energy, cost and carbon at the true price and carbon of each end;
+   it meters each datacenter's power (``power_kw:<dc>``) for the caps;
 5. re-estimates each job's throughput scale and gradient noise scale from the noisy
    observations (:class:`workbench.estimate.OnlineEstimator`, exponential moving averages);
 6. hands a :class:`SlotRecord` to every recorder.
 
 The simulator never asks which policy it runs: every policy is driven by the same
-``reset``/``decide`` calls and the same truth.
+``reset``/``decide`` calls and the same truth, and sees only a
+:class:`~workbench.model.ScenarioView` (no true prices, no future arrivals).
 
-Truth model, for a training job on ``n`` GPUs of type ``g`` with global batch ``m``::
+Truth model, for a training job on ``n`` GPUs of type ``g`` with global batch ``m``
+(:func:`workbench.outcome.slot_outcome` with ``speed = f_j * eta_t`` and ``phi`` the
+profile's trajectory at the job's true progress; the policies predict with the same
+function at their online estimates)::
 
-    lost     = restart_s  (unless it ran in the same datacenter last slot)
-             + 8 * checkpoint_gb / bandwidth_gbps   (if its checkpoint lives elsewhere)
-    X_true   = X(n, m) * f_j * eta_t          f_j ~ LogNormal(0, noise) once per job,
-                                              eta_t ~ LogNormal(0, noise) per job and slot
-    rate     = X_true * E_phi(progress)(m) / W_j          fraction of the work per second
-    progress = min(rate * (slot_s - lost), remaining)
-    used_s   = slot_s, or lost + remaining / rate when the job finishes in the slot
-    energy   = min(n * a1 + a2 * X_true, n * max_power_w) * used_s / 3.6e6 * PUE
-               + checkpoint_gb * transfer_energy_kwh_per_gb   (on a move)
+    f_j ~ LogNormal(0, noise) once per job,  eta_t ~ LogNormal(0, noise) per job and slot
+    lost, progress, used_s, energy: see workbench.outcome
 
 An inference service draws ``n * (idle + load * (max - idle))`` W for the whole slot, or
 until its end when it ends inside the slot.
@@ -55,12 +55,13 @@ import pandas as pd
 import xarray as xr
 from tqdm.auto import tqdm
 
-from workbench import perf
-from workbench.cubes import FORECAST_MODES, forecast
+from workbench import outcome, perf
+from workbench.cubes import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.estimate import OnlineEstimator, planning_speed_factor
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Datacenter, GpuPool, Job, Scenario
 from workbench.policies.base import (
+    RESIZE_S_DEFAULT,
     RESTART_S_DEFAULT,
     Allocation,
     JobState,
@@ -76,14 +77,14 @@ EMA_ALPHA_DEFAULT = 0.1
 """Weight of the newest observation in the online estimates (:mod:`workbench.estimate`)."""
 
 PLAN_EXTRA_COLUMNS: tuple[str, ...] = (
-    "slot", "kind", "home", "grid_region", "used_s", "lost_s", "remaining",
+    "slot", "kind", "home", "grid_region", "used_s", "movement_kwh", "remaining",
 )
 """Columns of :attr:`RunResult.plan` beyond the plan CSV's (:data:`PLAN_COLUMNS`)."""
 
 JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "kind", "app", "home", "arrival", "deadline", "first_start", "finish_time",
     "jct_h", "finished", "deadline_met", "remaining", "slots_active", "slots_run",
-    "migrations", "energy_kwh", "cost", "carbon_kg", "reason",
+    "migrations", "energy_kwh", "cost", "carbon_kg", "transfer_gb", "lost_s", "reason",
 )
 """Columns of :attr:`RunResult.jobs` (one row per job of the scenario)."""
 
@@ -122,7 +123,8 @@ class RunResult:
         One row per job per slot it is active in: :data:`PLAN_COLUMNS` (``region`` is the
         datacenter) then :data:`PLAN_EXTRA_COLUMNS`.
     migrations : DataFrame
-        :data:`MIGRATION_COLUMNS`, one row per move of a job between datacenters.
+        :data:`MIGRATION_COLUMNS`, one row per data movement between datacenters (a
+        checkpoint move, or a dataset's first trip away from home).
     slots : DataFrame
         One row per slot: totals (``energy_kwh``, ``cost``, ``carbon_kg``), counts of jobs,
         busy GPUs, the policy's solve status and time, fallback flag, then per datacenter
@@ -185,6 +187,10 @@ class _JobRun:
     carbon_kg: float = 0.0
     capacity_seen: bool = False
     unserved: int = 0
+    data_at: set[str] = field(default_factory=set)
+    pending_s: float = 0.0
+    transfer_gb: float = 0.0
+    lost_s: float = 0.0
 
     @property
     def finished(self) -> bool:
@@ -210,6 +216,8 @@ class _JobRun:
             phi=phi,
             throughput_scale=scale,
             slots_run=self.slots_run,
+            data_at=tuple(sorted(self.data_at)),
+            pending_s=self.pending_s,
         )
 
 
@@ -298,6 +306,13 @@ def _validate(
                     f"{where}: job {job_id!r} moves {js.last_datacenter} -> {p.datacenter} but "
                     "no link joins them"
                 )
+        holders = set(js.data_at) | {job.home}
+        if job.dataset_gb > 0 and p.datacenter not in holders and not any(
+                sc.link(d, p.datacenter) is not None for d in holders):
+            raise AllocationError(
+                f"{where}: job {job_id!r} runs in {p.datacenter}, but its "
+                f"{job.dataset_gb:g} GB dataset (in {sorted(holders)}) has no link to get there"
+            )
         used[key] += int(p.n_gpus)
         users.setdefault(key, []).append(f"{job_id}:{p.n_gpus}")
     for key, n in used.items():
@@ -317,13 +332,14 @@ def simulate(
     scenario: Scenario,
     policy: Policy,
     *,
-    forecast_mode: str = "perfect",
+    forecast_mode: str | None = None,
     forecast_error: float = 0.0,
     noise: float = 0.0,
     seed: int = 0,
     recorders: Sequence[Recorder] = (),
     progress: bool = False,
     restart_s: float = RESTART_S_DEFAULT,
+    resize_s: float = RESIZE_S_DEFAULT,
     ema_alpha: float = EMA_ALPHA_DEFAULT,
     knobs: Mapping[str, Any] | None = None,
 ) -> RunResult:
@@ -335,9 +351,11 @@ def simulate(
         Sites, pools, links, jobs, profiles and the price/carbon cube.
     policy : Policy
         Anything with ``name``, ``reset(scenario)`` and ``decide(state, forecast)``.
-    forecast_mode, forecast_error : str, float
+    forecast_mode, forecast_error : str or None, float
         What the policy is told about future price and carbon (see
-        :func:`workbench.cubes.forecast`); the simulator always charges the truth.
+        :func:`workbench.cubes.forecast`); the simulator always charges the truth. None
+        (default): the honest :func:`workbench.cubes.default_forecast_mode` (a published
+        tariff as published, market prices seasonal naive); ``"perfect"`` is a what-if.
     noise : float
         Log-normal sigma of the hidden per-job throughput factor, of the per-slot
         throughput noise and of the noise on observed gradient noise scales (0: the job
@@ -349,7 +367,10 @@ def simulate(
     progress : bool
         Show a tqdm progress bar on stderr.
     restart_s : float
-        Seconds lost on every start, resume or migration.
+        Seconds lost on every start, resume, move or change of GPU type.
+    resize_s : float
+        Seconds lost on a change of GPU count in the same pool
+        (:data:`workbench.outcome.RESIZE_S_DEFAULT`).
     ema_alpha : float
         Weight in (0, 1] of the newest observation in the online estimates.
     knobs : mapping, optional
@@ -367,10 +388,12 @@ def simulate(
     # Imported here: metrics reads RunResult frames and would otherwise import this module.
     from workbench.metrics import compute_metrics
 
+    if forecast_mode is None:
+        forecast_mode = default_forecast_mode(scenario)
     if forecast_mode not in FORECAST_MODES:
         raise ValueError(f"unknown forecast mode {forecast_mode!r}; use one of {FORECAST_MODES}")
     for value, what in ((forecast_error, "forecast_error"), (noise, "noise"),
-                        (restart_s, "restart_s")):
+                        (restart_s, "restart_s"), (resize_s, "resize_s")):
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
     if not 0 < ema_alpha <= 1:
@@ -412,7 +435,7 @@ def simulate(
             est = None
         runs.append(_JobRun(
             job=job, first_slot=first, stop_slot=stop,
-            factor=float(factor) if job.is_training else 1.0, est=est,
+            factor=float(factor) if job.is_training else 1.0, est=est, data_at={job.home},
         ))
 
     meta: dict[str, Any] = {
@@ -425,6 +448,7 @@ def simulate(
         "noise": noise,
         "seed": seed,
         "restart_s": restart_s,
+        "resize_s": resize_s,
         "slot_s": sc.slot_s,
         "n_slots": sc.n_slots,
         "start": sc.start.isoformat(),
@@ -433,8 +457,9 @@ def simulate(
     for rec in recorders:
         rec.start(meta)
 
-    policy.reset(sc)
-    warnings: list[str] = []
+    view = sc.view()
+    policy.reset(view)
+    warnings: list[str] = _cap_warnings_before(sc, policy, knobs)
     plan_rows: list[dict[str, Any]] = []
     mig_rows: list[dict[str, Any]] = []
     slot_rows: list[dict[str, Any]] = []
@@ -451,7 +476,7 @@ def simulate(
         t_end = t_start + timedelta(seconds=slot_s)
         active = [r for r in runs if r.active(t)]
         state = SlotState(
-            scenario=sc, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
+            scenario=view, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
             carbon_kg_so_far=carbon_so_far, cost_so_far=cost_so_far,
             carbon_kg_by_dc_so_far=dict(carbon_by_dc_so_far),
         )
@@ -477,6 +502,7 @@ def simulate(
         dc_energy: dict[str, float] = dict.fromkeys(dcs, 0.0)
         dc_cost: dict[str, float] = dict.fromkeys(dcs, 0.0)
         dc_carbon: dict[str, float] = dict.fromkeys(dcs, 0.0)
+        dc_power: dict[str, float] = dict.fromkeys(dcs, 0.0)
         slot_plan: list[dict[str, Any]] = []
         slot_migs: list[dict[str, Any]] = []
         running = waiting = unserved = 0
@@ -506,8 +532,9 @@ def simulate(
                     "action": "pause", "energy_kwh": 0.0, "cost": 0.0, "carbon_kg": 0.0,
                     "price_per_kwh": float(price[t, r_index[reg]]),
                     "carbon_g_per_kwh": float(carbon[t, r_index[reg]]), "progress": 0.0,
+                    "transfer_gb": 0.0, "lost_s": 0.0,
                     "slot": t, "kind": job.kind, "home": job.home, "grid_region": reg,
-                    "used_s": 0.0, "lost_s": 0.0, "remaining": max(1.0 - r.done, 0.0)
+                    "used_s": 0.0, "movement_kwh": 0.0, "remaining": max(1.0 - r.done, 0.0)
                     if job.is_training else 1.0,
                 })
                 continue
@@ -519,54 +546,43 @@ def simulate(
             pr = float(price[t, r_index[reg]])
             cg = float(carbon[t, r_index[reg]])
             moves = r.last_dc is not None and r.last_dc != p.datacenter
-            same_place = r.placement is not None and r.placement.datacenter == p.datacenter
-            transfer_s = transfer_kwh = 0.0
-            if moves:
-                assert r.last_dc is not None
-                link = sc.link(r.last_dc, p.datacenter)
-                assert link is not None  # checked by _validate
-                transfer_s = link.transfer_s(job.checkpoint_gb)
-                transfer_kwh = job.checkpoint_gb * link.transfer_energy_kwh_per_gb
-            finishing = False
+            prev = (None if r.placement is None else
+                    (r.placement.datacenter, r.placement.gpu_type, int(r.placement.n_gpus)))
+            ch = outcome.move_charges(
+                job, p.datacenter, p.gpu_type, int(p.n_gpus), previous=prev,
+                checkpoint_at=r.last_dc, data_at=r.data_at, pending_s=r.pending_s,
+                link=sc.link, restart_s=restart_s, resize_s=resize_s)
+            assert ch is not None  # links checked by _validate
             if job.is_training:
                 prof = sc.profile(job.app, p.gpu_type)
-                lost = min(transfer_s + (0.0 if same_place else restart_s), slot_s)
-                useful = slot_s - lost
                 eta = float(np.exp(noise * slot_rng.standard_normal())) if noise > 0 else 1.0
                 x_model = float(perf.throughput(prof.throughput, p.n_gpus, p.batch_size,
                                                 pool.gpus_per_node))
-                x_true = x_model * r.factor * eta
                 phi_true = float(prof.efficiency.phi(r.done))
-                eff = float(perf.efficiency(phi_true, prof.efficiency.m0, p.batch_size))
-                rate = x_true * eff / job.work_samples
-                remaining = 1.0 - r.done
-                if rate * useful >= remaining - 1e-12:
-                    finishing = True
-                    run_s = remaining / rate if rate > 0 else 0.0
-                    used_s = min(lost + run_s, slot_s)
-                    delta = remaining
-                else:
-                    used_s = slot_s
-                    delta = rate * useful
-                e = prof.energy
-                power = min(p.n_gpus * e.a1_w + e.a2_w_per_sps * x_true,
-                            p.n_gpus * e.max_power_w)
-                energy = power * used_s / 3.6e6 * dc.pue + transfer_kwh
+                out = outcome.slot_outcome(
+                    job, slot_s=slot_s, pue=dc.pue, charges=ch, remaining=1.0 - r.done,
+                    profile=prof, n_gpus=int(p.n_gpus), batch_size=int(p.batch_size),
+                    x_model_sps=x_model, speed=r.factor * eta, phi=phi_true,
+                    gpus_per_node=pool.gpus_per_node)
+                finishing = out.finishes
                 # Online re-estimation from what the job reports this slot.
-                if useful > 0:
-                    _observe(r, p.n_gpus, p.batch_size, x_true / x_model, phi_true, noise,
+                if out.used_s > out.lost_s:
+                    _observe(r, p.n_gpus, p.batch_size, r.factor * eta, phi_true, noise,
                              slot_rng)
-                r.done = 1.0 if finishing else r.done + delta
+                r.done = 1.0 if finishing else r.done + out.progress
+                delta = out.progress
             else:
-                lost = 0.0
-                delta = 0.0
                 # A service ending inside the slot draws power only until its end.
                 assert job.end is not None
-                used_s = min(slot_s, max((job.end - t_start).total_seconds(), 0.0))
-                power = inference_power_w(job, pool, p.n_gpus)
-                energy = power * used_s / 3.6e6 * dc.pue + transfer_kwh
+                out = outcome.slot_outcome(
+                    job, slot_s=slot_s, pue=dc.pue, charges=ch,
+                    inference_power_w=inference_power_w(job, pool, p.n_gpus),
+                    up_s=(job.end - t_start).total_seconds())
+                delta = 0.0
                 # The last slot before the service's end (not merely the horizon's last).
                 finishing = t == _first_slot_at_or_after(sc, job.end) - 1
+            used_s, lost = out.used_s, out.lost_s
+            r.pending_s = out.pending_s
 
             if finishing:
                 action = "finish"
@@ -574,41 +590,64 @@ def simulate(
                 action = "migrate"
             elif r.slots_run == 0:
                 action = "start"
-            elif same_place:
+            elif r.placement is not None and r.placement.datacenter == p.datacenter:
                 action = "run"
             else:
                 action = "resume"
             if moves:
                 r.migrations += 1
+            if ch.transfer_gb > 0 or moves:
+                src = r.last_dc if moves else (ch.sources[0] if ch.sources else job.home)
+                what = ("dataset+checkpoint" if ch.dataset_gb > 0 and ch.checkpoint_gb > 0
+                        else "dataset" if ch.dataset_gb > 0 else "checkpoint")
                 slot_migs.append({
-                    "slot_start": t_start, "job_id": job.job_id, "from_region": r.last_dc,
-                    "to_region": p.datacenter, "checkpoint_gb": job.checkpoint_gb,
-                    "transfer_s": transfer_s,
+                    "slot_start": t_start, "job_id": job.job_id, "from_region": src,
+                    "to_region": p.datacenter, "checkpoint_gb": ch.checkpoint_gb,
+                    "dataset_gb": ch.dataset_gb, "transfer_gb": ch.transfer_gb,
+                    "transfer_s": ch.transfer_s, "moved": what,
                     "expected_gain": float(alloc.expected_gain.get(job.job_id, math.nan)),
-                    "reason": str(alloc.reasons.get(job.job_id, "")),
+                    "reason": str(alloc.reasons.get(job.job_id, "")) or (
+                        "first run away from home: its dataset travels" if not moves
+                        else ""),
                 })
+                r.data_at.add(p.datacenter)
+                r.transfer_gb += ch.transfer_gb
             if r.first_start is None:
                 r.first_start = t_start
             if finishing and job.is_training:
                 r.finish_time = t_start + timedelta(seconds=used_s)
+            energy = out.energy_kwh
             cost = energy * pr
             carb = energy * cg / 1000.0
-            r.energy_kwh += energy
-            r.cost += cost
-            r.carbon_kg += carb
-            r.slots_run += 1
-            r.placement = p
-            r.last_dc = p.datacenter
             dc_energy[p.datacenter] += energy
             dc_cost[p.datacenter] += cost
             dc_carbon[p.datacenter] += carb
+            dc_power[p.datacenter] += out.power_kw
+            for src_dc, kwh in out.source_kwh:
+                s_reg = dcs[src_dc].region
+                s_cost = kwh * float(price[t, r_index[s_reg]])
+                s_carb = kwh * float(carbon[t, r_index[s_reg]]) / 1000.0
+                dc_energy[src_dc] += kwh
+                dc_cost[src_dc] += s_cost
+                dc_carbon[src_dc] += s_carb
+                energy += kwh
+                cost += s_cost
+                carb += s_carb
+            r.energy_kwh += energy
+            r.cost += cost
+            r.carbon_kg += carb
+            r.lost_s += lost
+            r.slots_run += 1
+            r.placement = p
+            r.last_dc = p.datacenter
             slot_plan.append({
                 "slot_start": t_start, "slot_end": t_end, "job_id": job.job_id,
                 "region": p.datacenter, "gpu_type": p.gpu_type, "n_gpus": int(p.n_gpus),
                 "batch_size": int(p.batch_size), "action": action, "energy_kwh": energy,
                 "cost": cost, "carbon_kg": carb, "price_per_kwh": pr, "carbon_g_per_kwh": cg,
-                "progress": delta, "slot": t, "kind": job.kind, "home": job.home,
-                "grid_region": reg, "used_s": used_s, "lost_s": lost,
+                "progress": delta, "transfer_gb": ch.transfer_gb, "lost_s": lost,
+                "slot": t, "kind": job.kind, "home": job.home,
+                "grid_region": reg, "used_s": used_s, "movement_kwh": out.movement_kwh,
                 "remaining": max(1.0 - r.done, 0.0) if job.is_training else 1.0,
             })
 
@@ -636,6 +675,9 @@ def simulate(
         }
         for name in dcs:
             summary[f"energy_kwh:{name}"] = float(dc_energy[name])
+            # The meter: average facility power of the jobs in the slot, kW (without the
+            # network energy of transfers).
+            summary[f"power_kw:{name}"] = float(dc_power[name])
             summary[f"cost:{name}"] = float(dc_cost[name])
             summary[f"carbon_kg:{name}"] = float(dc_carbon[name])
         for key in pools:
@@ -672,9 +714,51 @@ def simulate(
     result = RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,
                        queues=queues_df, jobs=jobs, metrics={}, warnings=warnings)
     result.metrics = compute_metrics(result, sc)
+    result.warnings.extend(_cap_warnings_after(result.metrics))
     for rec in recorders:
         rec.finish(result)
     return result
+
+
+def _cap(policy: Policy, knobs: Mapping[str, Any] | None, name: str) -> Any:
+    value = (knobs or {}).get(name)
+    return getattr(policy, name, None) if value is None else value
+
+
+def _cap_warnings_before(sc: Scenario, policy: Policy, knobs: Mapping[str, Any] | None
+                         ) -> list[str]:
+    """A carbon cap below what the inference services alone must emit cannot be met."""
+    from workbench.metrics import inference_carbon_floor_kg
+
+    cap = _cap(policy, knobs, "carbon_cap_kg")
+    if cap is None:
+        return []
+    total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
+    floor = inference_carbon_floor_kg(sc)
+    if total >= floor:
+        return []
+    msg = (f"carbon cap {total:.1f} kg is below the {floor:.1f} kg that the inference "
+           "services alone emit at least; the run will end above the cap")
+    log.warning(msg)
+    return [msg]
+
+
+def _cap_warnings_after(metrics: Mapping[str, Any]) -> list[str]:
+    """A missed cap is reported, never silent."""
+    out = []
+    n = int(metrics.get("power_cap_violations", 0) or 0)
+    if n:
+        out.append(f"power cap missed: {n} datacenter-slot(s) metered above "
+                   f"{metrics.get('power_cap_kw')} kW (the policy predicted less power "
+                   "than the truth drew, or it does not honour the cap)")
+    if metrics.get("carbon_cap_met") is False:
+        cap = float(metrics["carbon_cap_kg"])
+        over = float(metrics["carbon_kg"]) - cap
+        out.append(f"carbon cap missed: {metrics['carbon_kg']:.1f} kg emitted against a cap "
+                   f"of {cap:.1f} kg ({over:.1f} kg, {100 * over / cap:.1f}% over)")
+    for msg in out:
+        log.warning(msg)
+    return out
 
 
 def _observe(
@@ -756,7 +840,8 @@ def _outcomes(runs: Iterable[_JobRun], sc: Scenario, policy_name: str) -> pd.Dat
             "finish_time": r.finish_time, "jct_h": jct, "finished": finished,
             "deadline_met": deadline_met, "remaining": left, "slots_active": r.slots_active,
             "slots_run": r.slots_run, "migrations": r.migrations, "energy_kwh": r.energy_kwh,
-            "cost": r.cost, "carbon_kg": r.carbon_kg, "reason": reason,
+            "cost": r.cost, "carbon_kg": r.carbon_kg, "transfer_gb": r.transfer_gb,
+            "lost_s": r.lost_s, "reason": reason,
         })
     frame = pd.DataFrame(rows, columns=list(JOB_COLUMNS))
     for col in ("arrival", "deadline", "first_start", "finish_time"):

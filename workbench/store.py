@@ -41,10 +41,12 @@ from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
 Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.
-Version 3: adds ``devices`` (operator-added device specs) and ``compute_measurements``
+Version 3: jobs' dataset sizes, scenarios' price kind, plan rows' data moved and time lost,
+every data movement in ``migrations``.
+Version 4: adds ``devices`` (operator-added device specs) and ``compute_measurements``
 (timed training steps, :mod:`workbench.compute.measure`)."""
 
 
@@ -106,6 +108,17 @@ _SCHEMA_V1 = [
 ]
 
 _MIGRATIONS: dict[int, list[str]] = {
+    # 2 -> 3: jobs carry their dataset size; plan rows their data moved and time lost;
+    # migrations every data movement (dataset and/or checkpoint).
+    3: [
+        "ALTER TABLE scenarios ADD COLUMN price_kind VARCHAR",
+        "ALTER TABLE jobs ADD COLUMN dataset_gb DOUBLE DEFAULT 0.0",
+        "ALTER TABLE plan_rows ADD COLUMN transfer_gb DOUBLE DEFAULT 0.0",
+        "ALTER TABLE plan_rows ADD COLUMN lost_s DOUBLE DEFAULT 0.0",
+        "ALTER TABLE migrations ADD COLUMN dataset_gb DOUBLE DEFAULT 0.0",
+        "ALTER TABLE migrations ADD COLUMN transfer_gb DOUBLE",
+        "ALTER TABLE migrations ADD COLUMN moved VARCHAR",
+    ],
     # 1 -> 2: the NVML profiler tables; profiles learn whether they were derived.
     2: [
         "ALTER TABLE profiles ADD COLUMN derived BOOLEAN DEFAULT FALSE",
@@ -118,8 +131,8 @@ _MIGRATIONS: dict[int, list[str]] = {
             power_w DOUBLE, energy_j DOUBLE, util_pct DOUBLE, mem_used_mb DOUBLE,
             sm_clock_mhz DOUBLE)""",
     ],
-    # 2 -> 3: the compute predictor's device table and step-time measurements.
-    3: [
+    # 3 -> 4: the compute predictor's device table and step-time measurements.
+    4: [
         "CREATE TABLE devices (name VARCHAR PRIMARY KEY, spec VARCHAR NOT NULL)",
         """CREATE TABLE compute_measurements (
             measurement_id VARCHAR PRIMARY KEY, app VARCHAR NOT NULL, device VARCHAR NOT NULL,
@@ -290,10 +303,15 @@ class Store:
             con.execute("DELETE FROM scenarios WHERE name = ?", [name])
             for table in _SCENARIO_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE scenario = ?", [name])
+            # Whether the prices are a published tariff travels with the scenario: a short
+            # cube cannot show its calendar repetition once reloaded.
+            from workbench import cubes  # local: cubes imports the store's frame helpers
+
             con.execute(
-                "INSERT INTO scenarios VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO scenarios (name, start_utc, slot_s, n_slots, currency, "
+                "description, price_kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [name, _to_naive_utc(scenario.start), scenario.slot_s, scenario.n_slots,
-                 scenario.currency, scenario.description],
+                 scenario.currency, scenario.description, cubes.price_kind(scenario.grid)],
             )
             self._insert(con, "datacenters", dcs)
             self._insert(con, "gpu_pools", pools)
@@ -307,15 +325,15 @@ class Store:
         from workbench import cubes  # local: cubes imports the store's frame helpers
 
         row = self.con.execute(
-            "SELECT start_utc, slot_s, n_slots, currency, description FROM scenarios "
-            "WHERE name = ?", [name]).fetchone()
+            "SELECT start_utc, slot_s, n_slots, currency, description, price_kind "
+            "FROM scenarios WHERE name = ?", [name]).fetchone()
         if row is None:
             known = ", ".join(self.scenario_names()) or "none"
             raise StoreError(
                 f"no scenario {name!r} in {self.path} (known: {known}); create it with "
                 f"`workbench scenario generate seed3` or `workbench scenario build`"
             )
-        start, slot_s, n_slots, currency, description = row
+        start, slot_s, n_slots, currency, description, kind = row
         q = "SELECT * EXCLUDE (scenario) FROM {} WHERE scenario = ? ORDER BY ALL"
         dcs = [Datacenter(**r) for r in self._records(q.format("datacenters"), name)]
         pools = [GpuPool(**r) for r in self._records(q.format("gpu_pools"), name)]
@@ -332,6 +350,8 @@ class Store:
             self.grid_series(regions, start_utc - pd.Timedelta(days=cubes.HISTORY_DAYS),
                              start_utc), regions, start_utc,
             timezones={d.region: d.timezone for d in dcs}, currency=str(currency))
+        if kind in cubes.PRICE_KINDS:
+            cube.attrs["price_kind"] = str(kind)
         apps = {j.app for j in jobs}
         profiles = [p for p in self.load_profiles() if p.app in apps]
         return Scenario(
@@ -595,13 +615,14 @@ class Store:
         }])
         plan_cols = ["slot_start", "slot_end", "job_id", "region", "gpu_type", "n_gpus",
                      "batch_size", "action", "energy_kwh", "cost", "carbon_kg", "price_per_kwh",
-                     "carbon_g_per_kwh", "progress"]
+                     "carbon_g_per_kwh", "progress", "transfer_gb", "lost_s"]
         plan_df = plan.reindex(columns=plan_cols).copy()
         for col in ("slot_start", "slot_end"):
             plan_df[col] = pd.to_datetime(plan_df[col], utc=True).dt.tz_localize(None)
         plan_df.insert(0, "run_id", run_id)
         mig_cols = ["slot_start", "job_id", "from_region", "to_region", "checkpoint_gb",
-                    "transfer_s", "expected_gain", "reason"]
+                    "transfer_s", "expected_gain", "reason", "dataset_gb", "transfer_gb",
+                    "moved"]
         mig_df = migrations.reindex(columns=mig_cols).copy()
         mig_df["slot_start"] = pd.to_datetime(mig_df["slot_start"], utc=True).dt.tz_localize(None)
         mig_df.insert(0, "run_id", run_id)
@@ -667,6 +688,7 @@ def _job_row(scenario: str, job: Job) -> dict[str, Any]:
         "deadline_utc": _to_naive_utc(job.deadline), "checkpoint_gb": job.checkpoint_gb,
         "gpu_types": json.dumps(list(job.gpu_types)), "end_utc": _to_naive_utc(job.end),
         "max_latency_ms": job.max_latency_ms, "load_fraction": job.load_fraction,
+        "dataset_gb": job.dataset_gb,
     }
 
 
@@ -680,6 +702,7 @@ def _job_from_row(r: dict[str, Any]) -> Job:
         checkpoint_gb=float(r["checkpoint_gb"]), gpu_types=tuple(json.loads(r["gpu_types"])),
         end=None if r["end_utc"] is None else as_utc(r["end_utc"]),
         max_latency_ms=r["max_latency_ms"], load_fraction=float(r["load_fraction"]),
+        dataset_gb=float(r.get("dataset_gb") or 0.0),
     )
 
 

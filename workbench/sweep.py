@@ -110,9 +110,10 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class SimSettings:
-    """Simulator settings shared by every run of a sweep (see :func:`workbench.sim.simulate`)."""
+    """Simulator settings shared by every run of a sweep (see :func:`workbench.sim.simulate`);
+    ``forecast_mode`` None is the honest default (:func:`workbench.cubes.default_forecast_mode`)."""
 
-    forecast_mode: str = "perfect"
+    forecast_mode: str | None = None
     forecast_error: float = 0.0
     noise: float = 0.0
 
@@ -163,7 +164,7 @@ def run_point(scenario: Scenario, point: SweepPoint, cap_kg: float | None,
         knobs["V"] = point.V
     if cap_kg is not None:
         knobs["carbon_cap_kg"] = cap_kg
-    policy = make_policy(point.policy, **knobs)
+    policy = make_policy(point.policy, truth=scenario, **knobs)
     return simulate(scenario, policy, forecast_mode=settings.forecast_mode,
                     forecast_error=settings.forecast_error, noise=settings.noise,
                     seed=point.seed, knobs=knobs)

@@ -18,7 +18,8 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "jobs_unfinished", "migrations", "energy_moved_kwh",
 )
 """Columns of :func:`compare_table`: savings are relative to ``asap-home`` (positive: cheaper
-or cleaner than it), ``cost_vs_offline_pct`` is the excess over the offline optimum's cost."""
+or cleaner than it), ``cost_vs_offline_pct`` is the excess over the hindsight plan's
+(replayed) cost."""
 
 PALETTE: tuple[str, ...] = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -171,7 +172,7 @@ def savings_summary(table: pd.DataFrame) -> dict[str, float]:
     """The run's (first row of :func:`compare_table`) savings, as numbers for the headline.
 
     Keys: ``cost_saving_pct``, ``carbon_saving_pct`` (against asap-home),
-    ``cost_vs_offline_pct`` (excess over the offline optimum), and ``cost_saved`` (in the
+    ``cost_vs_offline_pct`` (excess over the hindsight plan, replayed), and ``cost_saved`` (in the
     run's currency against asap-home); NaN where a reference is missing.
     """
     if table.empty:

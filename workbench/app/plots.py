@@ -186,7 +186,8 @@ def flows(flow: pd.DataFrame, quantity: str = "kwh") -> hv.Element:
 def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
     """One metric across the run (first row, dark) and its comparison policies.
 
-    ``asap-home`` (the reference of the savings) is grey, the offline optimum green.
+    ``asap-home`` (the reference of the savings) is grey, the hindsight plan (replayed,
+    ``offline``) green.
     """
     run = str(table["policy"].iloc[0]) if len(table) else ""
     role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
@@ -209,3 +210,33 @@ def tradeoff(frame: pd.DataFrame) -> hv.Element:
         **CALM, responsive=True, height=300, padding=0.15,
         title="V trade-off: cost vs mean deadline backlog",
         xlabel="mean backlog (fraction of work)", ylabel="cost")
+
+
+ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (
+    ("efficiency", "efficiency (less energy)"), ("temporal", "temporal (cheaper hours)"),
+    ("spatial", "spatial (cheaper sites)"), ("movement", "movement (transfers, restarts)"),
+)
+"""The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order."""
+
+
+def attribution_waterfall(parts: dict[str, float], unit: str, title: str) -> hv.Element:
+    """A waterfall of a saving against asap-home: each part a floating bar from the running
+    total (green saves, red costs), then the total saving (dark)."""
+    if not parts:
+        return _empty("no attribution: run asap-home as a comparison")
+    rows = []
+    level = 0.0
+    for i, (key, label) in enumerate(ATTRIBUTION_LABELS):
+        v = float(parts.get(key, 0.0))
+        rows.append({"x0": i + 0.1, "x1": i + 0.9, "y0": level, "y1": level + v,
+                     "part": label, "value": v, "color": "#2ca02c" if v >= 0 else "#d62728"})
+        level += v
+    n = len(ATTRIBUTION_LABELS)
+    rows.append({"x0": n + 0.1, "x1": n + 0.9, "y0": 0.0, "y1": level, "part": "saving",
+                 "value": level, "color": "#1f6f8b"})
+    frame = pd.DataFrame(rows)
+    ticks = [(i + 0.5, label.split(" (")[0]) for i, (_, label) in enumerate(ATTRIBUTION_LABELS)]
+    ticks.append((n + 0.5, "saving"))
+    return hv.Rectangles(frame, ["x0", "y0", "x1", "y1"], ["part", "value", "color"]).opts(
+        **CALM, color="color", line_color=None, tools=["hover"], responsive=True, height=280,
+        xticks=ticks, xlabel="", ylabel=unit, title=title)

@@ -26,6 +26,7 @@ import param
 
 from workbench import scenarios
 from workbench.cubes import FORECAST_MODES, CubeError, resample
+from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import POLICY_NAMES, make_policy, policy_knobs
 from workbench.quote import JobSpec, Quote, quote
@@ -45,7 +46,7 @@ CAP_MODES: tuple[str, ...] = ("none", "global", "per datacenter")
 BASELINES: tuple[str, ...] = tuple(
     n for n in POLICY_NAMES if n not in ("lyapunov", "greedy")
 )
-"""Policies the run is compared with in the Metrics tab (the offline optimum included)."""
+"""Policies the run is compared with in the Metrics tab (the hindsight plan included)."""
 
 
 
@@ -87,6 +88,10 @@ class _Progress:
         return None
 
 
+HONEST_FORECAST = "default (honest)"
+"""The Forecast choice that runs :func:`workbench.cubes.default_forecast_mode`."""
+
+
 @dataclass
 class RunOutcome:
     """What :meth:`WorkbenchState.compute` returns: a result, or an error, and notes."""
@@ -124,7 +129,8 @@ class WorkbenchState(param.Parameterized):
     slot_minutes: param.Selector[int] = param.Selector(
         default=15, objects=list(SLOT_MINUTES), label="Slot (min)")
     forecast_mode: param.Selector[str] = param.Selector(
-        default="perfect", objects=list(FORECAST_MODES), label="Forecast")
+        default=HONEST_FORECAST, objects=[HONEST_FORECAST, *FORECAST_MODES], label="Forecast",
+        doc="what policies are told of future prices; 'perfect' is a what-if")
     forecast_error = param.Number(default=0.1, bounds=(0.0, 2.0), label="Forecast error")
     baseline_policies = param.ListSelector(default=list(BASELINES), objects=list(BASELINES),
                                            label="Compare with")
@@ -152,6 +158,7 @@ class WorkbenchState(param.Parameterized):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self._baseline_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._baseline_plans: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
         self._done = 0
         self.refresh_scenarios()
@@ -233,7 +240,8 @@ class WorkbenchState(param.Parameterized):
         return {k: v for k, v in wanted.items() if k in accepted}
 
     def _settings(self) -> dict[str, Any]:
-        return {"forecast_mode": self.forecast_mode,
+        return {"forecast_mode": None if self.forecast_mode == HONEST_FORECAST
+                else self.forecast_mode,
                 "forecast_error": float(self.forecast_error) if self.forecast_mode == "noisy"
                 else 0.0}
 
@@ -247,7 +255,7 @@ class WorkbenchState(param.Parameterized):
         try:
             sc = self.planning_scenario()
             knobs = self.knobs()
-            policy = make_policy(self.policy, **knobs)
+            policy = make_policy(self.policy, truth=sc, **knobs)
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"bad input: {exc}")
         settings = self._settings()
@@ -265,18 +273,23 @@ class WorkbenchState(param.Parameterized):
                               knobs={**knobs, "slot_s": sc.slot_s}, **settings)
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"{self.policy} failed: {exc}")
-        cap_warning = getattr(policy, "cap_warning", None)
-        if cap_warning:
-            notes.append(str(cap_warning))
+        bound = getattr(policy, "bound", None)
+        if bound:
+            result.meta["bound"] = dict(bound)
         baselines: dict[str, dict[str, Any]] = {}
         for i, name in enumerate(todo, 1):
             self.stage = f"comparison {i}/{len(todo)}: {name} (cached for this session)"
             try:
-                base = simulate(sc, make_policy(name), recorders=[tick], **settings)
+                base = simulate(sc, make_policy(name, truth=sc), recorders=[tick], **settings)
             except _RUN_ERRORS as exc:
                 notes.append(f"baseline {name} unavailable: {exc}")
                 continue
             self._baseline_cache[(*key_base, name)] = base.metrics
+            self._baseline_plans[(*key_base, name)] = base.plan
+        asap_plan = self._baseline_plans.get((*key_base, "asap-home"))
+        if asap_plan is not None and self.policy != "asap-home":
+            # Where the saving comes from, for the Metrics tab's waterfall.
+            result.meta["attribution"] = attribute_savings(result, {"plan": asap_plan}, sc)
         for name in self.baseline_policies:
             if name != self.policy and (*key_base, name) in self._baseline_cache:
                 baselines[name] = self._baseline_cache[(*key_base, name)]

@@ -358,6 +358,30 @@ class MigrationsView(_StateView):
                          sizing_mode="stretch_width")
 
 
+def caps_html(metrics: dict[str, Any] | None) -> str:
+    """A missed cap as a warning beside the results (a met cap as a quiet note)."""
+    if not metrics:
+        return ""
+    out = []
+    if metrics.get("carbon_cap_met") is False:
+        cap, kg = float(metrics["carbon_cap_kg"]), float(metrics["carbon_kg"])
+        out.append(f"<b>Carbon cap missed:</b> {kg:,.1f} kg emitted against a cap of "
+                   f"{cap:,.1f} kg ({100 * (kg - cap) / cap:+.1f} %).")
+    n = int(metrics.get("power_cap_violations", 0) or 0)
+    if n:
+        out.append(f"<b>Power cap missed</b> in {n} datacenter-slot(s) (metered above "
+                   f"{metrics.get('power_cap_kw')} kW).")
+    if out:
+        return ('<div id="metrics-cap-warning" style="font-size:15px;padding:6px 10px;'
+                'border-left:4px solid #d62728;background:#fdecea">' + " ".join(out)
+                + "</div>")
+    if metrics.get("carbon_cap_met") is True:
+        return (f'<div id="metrics-cap-met" style="padding:4px 10px">Carbon cap met: '
+                f'{float(metrics["carbon_kg"]):,.1f} of {float(metrics["carbon_cap_kg"]):,.1f}'
+                " kg.</div>")
+    return ""
+
+
 def savings_html(summary: dict[str, float], policy: str, currency: str = "") -> str:
     """The run's savings as sentences; numbers sit in ``<span id="saving-KEY">``."""
     if not summary:
@@ -374,23 +398,25 @@ def savings_html(summary: dict[str, float], policy: str, currency: str = "") -> 
              f"{pct('cost_saving_pct')}{money} saved, carbon {pct('carbon_saving_pct')} saved."]
     gap = summary.get("cost_vs_offline_pct", math.nan)
     if math.isfinite(gap):
-        parts.append(f"Cost above the offline optimum (perfect hindsight): "
+        parts.append(f"Cost above the hindsight plan (replayed; perfect hindsight): "
                      f"{pct('cost_vs_offline_pct', '+')}.")
     else:
-        parts.append("The offline optimum was not run (add it under <i>Compare with</i>).")
+        parts.append("The hindsight plan was not run (add <i>offline</i> under "
+                     "<i>Compare with</i>).")
     return ('<div id="metrics-savings" style="font-size:15px;padding:6px 10px;'
             'border-left:4px solid #1f6f8b;background:#eef6f8">' + " ".join(parts) + "</div>")
 
 
 class MetricsView(_StateView):
-    """The run against the baselines and the offline optimum; the V trade-off curve."""
+    """The run against the baselines and the hindsight plan; where the saving comes from;
+    the V trade-off curve."""
 
     @param.depends("state.result", "state.baselines")
     def _headline(self) -> pn.viewable.Viewable:
         res = self.s.result
         metrics = res.metrics if res is not None else None
         currency = str(metrics.get("currency", "")) if metrics else ""
-        html = headline_html(metrics, currency)
+        html = headline_html(metrics, currency) + caps_html(metrics)
         if res is not None:
             table = derive.compare_table(res.policy, res.metrics, self.s.baselines)
             html += savings_html(derive.savings_summary(table), res.policy, currency)
@@ -409,7 +435,7 @@ class MetricsView(_StateView):
                 if missing else "")
         shown = table.rename(columns={
             "cost": f"cost ({currency})", "cost_saving_pct": "cost saved vs asap-home (%)",
-            "cost_vs_offline_pct": "cost above offline (%)", "carbon_kg": "carbon (kg)",
+            "cost_vs_offline_pct": "cost above hindsight plan (%)", "carbon_kg": "carbon (kg)",
             "carbon_saving_pct": "carbon saved vs asap-home (%)", "energy_kwh": "energy (kWh)",
             "mean_jct_h": "mean JCT (h)", "p95_jct_h": "p95 JCT (h)",
             "deadline_misses": "deadline misses", "jobs_unfinished": "unfinished",
@@ -419,7 +445,8 @@ class MetricsView(_StateView):
                                  frozen_columns=["policy"], sizing_mode="stretch_width",
                                  css_classes=["wb-compare"]),
             pn.pane.Markdown("First row: this run. Grey bar: asap-home, the reference of the "
-                             "savings; green: the offline optimum. " + note),
+                             "savings; green: offline, the hindsight plan (replayed). "
+                             + note),
             pn.Row(pn.pane.HoloViews(plots.compare_bars(table, "cost", f"cost ({currency})"),
                                      sizing_mode="stretch_width"),
                    pn.pane.HoloViews(plots.compare_bars(table, "carbon_kg", "carbon (kg)"),
@@ -429,6 +456,35 @@ class MetricsView(_StateView):
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
+
+    @param.depends("state.result")
+    def _attribution(self) -> pn.viewable.Viewable:
+        res = self.s.result
+        att = None if res is None else res.meta.get("attribution")
+        if not att:
+            return pn.pane.Markdown("**Where the saving comes from:** run with asap-home under "
+                                    "*Compare with* to see it.",
+                                    css_classes=["wb-attribution-empty"])
+        currency = str(res.metrics.get("currency", "")) if res is not None else ""
+        bound = res.meta.get("bound") if res is not None else None
+        note = ("Saving against asap-home split exactly into efficiency (less energy for the "
+                "same work: batch, GPU type and count), temporal (cheaper hours at home), "
+                "spatial (cheaper datacenters) and movement (transfers and restarts, a cost).")
+        if bound:
+            note += (f" Hindsight bound ({bound['kind']}): {float(bound['cost']):,.2f} "
+                     f"{currency}, {float(bound['carbon_kg']):,.1f} kg.")
+        return pn.Column(
+            pn.pane.HTML(f'<div id="attribution-note">{note}</div>',
+                         css_classes=["wb-attribution"], sizing_mode="stretch_width"),
+            pn.Row(pn.pane.HoloViews(plots.attribution_waterfall(
+                       att["cost"], f"saved ({currency})", f"where the saving comes from "
+                       f"({currency})"), sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.attribution_waterfall(
+                       att["carbon_kg"], "saved (kg CO2)",
+                       "where the carbon saving comes from (kg)"),
+                       sizing_mode="stretch_width"),
+                   sizing_mode="stretch_width", css_classes=["wb-attribution-chart"]),
+            sizing_mode="stretch_width")
 
     @param.depends("state.tradeoff")
     def _tradeoff(self) -> pn.viewable.Viewable:
@@ -442,7 +498,8 @@ class MetricsView(_StateView):
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(pn.panel(self._headline), pn.panel(self._compare),
-                         pn.panel(self._tradeoff), sizing_mode="stretch_width")
+                         pn.panel(self._attribution), pn.panel(self._tradeoff),
+                         sizing_mode="stretch_width")
 
 
 QUOTE_SHOWN: tuple[tuple[str, str], ...] = (

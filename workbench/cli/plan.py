@@ -17,18 +17,20 @@ from typing import Any
 
 from workbench.cli._args import number
 from workbench.cli.scenario import load_or_build
-from workbench.cubes import FORECAST_MODES
-from workbench.io.plan_csv import write_migrations_csv
+from workbench.cubes import FORECAST_MODES, default_forecast_mode
+from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
+from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy
-from workbench.policies.base import RESTART_S_DEFAULT, Policy
+from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT, Policy
 from workbench.recorders import LOCK_WAIT_S, CsvRecorder, save_results
 from workbench.sim import AllocationError, Recorder, RunResult, simulate
 
 BASELINE = "asap-home"
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
-    "jobs_total", "migrations", "mean_jct_h",
+    "jobs_total", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
+    "power_cap_violations",
 )
 """Metrics in the ``--json`` object (besides ``policy``), for the run and its baseline."""
 
@@ -59,8 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the highspy array fast path (default) or the "
                    "Pyomo reference MILP")
-    p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
-                   help="what the policy is told about future price and carbon")
+    p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
+                   help="what the policy is told about future price and carbon (default: "
+                   "honest: a published tariff as published; market prices the 'model' "
+                   "forecast where 28 days of history precede the scenario, else seasonal "
+                   "naive; 'perfect' is a what-if)")
     p.add_argument("--forecast-error", type=number(0, 10), default=None,
                    help="relative error of --forecast noisy (default 0.1)")
     p.add_argument("--noise", type=number(0, 10), default=0.0,
@@ -68,10 +73,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=number(0, 2**32 - 1, integer=True),
                    default=0, help="random seed of noise (default 0)")
     p.add_argument("--restart-s", type=number(0, 86400, unit="seconds"), default=RESTART_S_DEFAULT,
-                   help=f"seconds lost per start, resume or move (default {RESTART_S_DEFAULT:g})")
+                   help="seconds lost per start, resume, move or change of GPU type "
+                   f"(default {RESTART_S_DEFAULT:g})")
+    p.add_argument("--resize-s", type=number(0, 86400, unit="seconds"), default=RESIZE_S_DEFAULT,
+                   help="seconds lost when a job changes its GPU count in the same pool "
+                   f"(default {RESIZE_S_DEFAULT:g})")
     p.add_argument("--out", type=Path, default=None, help="plan CSV to write")
     p.add_argument("--migrations-out", type=Path, default=None,
                    help="migrations CSV to write")
+    p.add_argument("--jobs-out", type=Path, default=None,
+                   help="jobs CSV to write: one row per job (finish, missed, energy, cost, "
+                   "carbon, data moved, time lost, migrations)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the asap-home comparison run")
@@ -139,7 +151,7 @@ def _simulate(
     return simulate(
         scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
         seed=args.seed, recorders=recorders, progress=not args.no_progress,
-        restart_s=args.restart_s, knobs=knobs,
+        restart_s=args.restart_s, resize_s=args.resize_s, knobs=knobs,
     )
 
 
@@ -168,18 +180,25 @@ def _fmt(value: Any, digits: int = 2) -> str:
 def _print_summary(
     scenario: Scenario, name: str, run: dict[str, Any], base: dict[str, Any] | None,
     run_id: str | None, cap_kg: float | None, args: argparse.Namespace, stored_in: str,
+    extra: dict[str, Any],
 ) -> None:
     cur = run["currency"]
     hours = scenario.n_slots * scenario.slot_s / 3600
-    print(f"{scenario.name}: {name} over {scenario.n_slots} slots of "
+    label = "hindsight plan (replayed)" if name == "offline" else name
+    print(f"{scenario.name}: {label} over {scenario.n_slots} slots of "
           f"{scenario.slot_s / 60:g} min ({hours:g} h)"
-          + (f", against {BASELINE}" if base else ""))
+          + (f", against {BASELINE}" if base else "")
+          + f"; forecast: {extra['forecast']}")
     rows = [
         (f"cost ({cur})", "cost", 2), ("energy (kWh)", "energy_kwh", 1),
         ("carbon (kg CO2)", "carbon_kg", 1), ("deadline misses", "deadline_misses", 0),
         ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
+        ("data moved (GB)", "transfer_gb", 1), ("time lost (job-h)", "lost_h", 1),
         ("mean JCT (h)", "mean_jct_h", 2),
     ]
+    for d in (run, base):
+        if d is not None:
+            d["lost_h"] = None if d.get("lost_s") is None else float(d["lost_s"]) / 3600.0
     head = f"  {'':<18}{name:>16}"
     if base:
         head += f"{BASELINE:>16}{'change':>10}"
@@ -202,17 +221,35 @@ def _print_summary(
         saving = 100.0 * (base["cost"] - run["cost"]) / base["cost"]
         print(f"  saving against {BASELINE}: {saving:.1f}% of the electricity bill "
               f"({base['cost'] - run['cost']:,.2f} {cur})")
+    att = extra.get("attribution")
+    if att:
+        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
+        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+        print(f"  where the saving comes from ({cur}): {parts}")
+        print(f"  where the carbon saving comes from (kg): {kg}")
+    bound = extra.get("bound")
+    if bound:
+        print(f"  hindsight bound ({bound['kind']}): {bound['cost']:,.2f} {cur}, "
+              f"{bound['carbon_kg']:,.1f} kg CO2 (no restarts or transfers; a lower bound "
+              "on what the replay is charged)")
     if cap_kg is not None:
         diff = run["carbon_kg"] - cap_kg
         where = "above" if diff > 0 else "below"
-        print(f"  carbon cap {cap_kg:,.1f} kg: the run ended {abs(diff):,.1f} kg "
+        verdict = "MISSED" if diff > cap_kg * 1e-9 else "met"
+        print(f"  carbon cap {cap_kg:,.1f} kg {verdict}: the run ended {abs(diff):,.1f} kg "
               f"({abs(100 * diff / cap_kg):.1f}%) {where} it")
+    if args.power_cap_kw is not None:
+        n = run["power_cap_violations"]
+        print(f"  power cap {args.power_cap_kw:g} kW per datacenter "
+              + ("met in every slot" if not n else f"MISSED in {n} datacenter-slot(s)"))
     if run_id:
         print(f"  stored as run {run_id} in {stored_in}")
     if args.out:
         print(f"  plan written to {args.out}")
     if args.migrations_out:
         print(f"  migrations written to {args.migrations_out}")
+    if args.jobs_out:
+        print(f"  jobs written to {args.jobs_out}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -221,19 +258,25 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
+    for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out),
+                       ("--jobs-out", args.jobs_out)):
         why = None if path is None else unwritable(path)
         if why:
             print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
                   "folder", file=sys.stderr)
             return 2
     scenario = load_or_build(args.db, args.scenario)
+    if args.forecast is None:
+        args.forecast = default_forecast_mode(scenario)
 
     base_result: RunResult | None = None
     if not args.no_baseline or cap_pct is not None:
         base_knobs = {"restart_s": args.restart_s}
-        base_result = _simulate(scenario, make_policy(BASELINE, **base_knobs), base_knobs, args,
-                                [])
+        if args.power_cap_kw is not None:
+            # Metered against the same cap (asap-home cannot honour it: it is reported).
+            base_knobs["power_cap_kw"] = args.power_cap_kw
+        base_result = _simulate(scenario, make_policy(BASELINE, restart_s=args.restart_s),
+                                base_knobs, args, [])
         _warn(BASELINE, base_result)
     if cap_pct is not None:
         assert base_result is not None
@@ -251,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
     if args.power_cap_kw is not None:
         knobs["power_cap_kw"] = args.power_cap_kw
     try:
-        policy = make_policy(args.policy, **knobs)
+        policy = make_policy(args.policy, truth=scenario, **knobs)
     except TypeError as exc:
         given = ", ".join(k for k in knobs if k != "restart_s") or "none"
         print(f"error: policy {args.policy!r} does not accept these knobs ({given}): {exc}",
@@ -268,6 +311,8 @@ def run(args: argparse.Namespace) -> int:
         result = _simulate(scenario, policy, knobs, args, recorders)
         if args.migrations_out is not None and args.out is None:
             write_migrations_csv(result.migrations, args.migrations_out)
+        if args.jobs_out is not None:
+            write_jobs_csv(result.jobs, args.jobs_out)
     except AllocationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -299,11 +344,27 @@ def run(args: argparse.Namespace) -> int:
     summary = _summary(args.policy, result)
     base = _summary(BASELINE, base_result) if base_result is not None and not args.no_baseline \
         else None
+    extra: dict[str, Any] = {"forecast": result.meta["forecast_mode"]}
+    if cap_kg is not None:
+        extra.update(carbon_cap_kg=cap_kg, carbon_kg=result.metrics["carbon_kg"],
+                     carbon_cap_met=bool(result.metrics.get("carbon_cap_met",
+                                                            result.metrics["carbon_kg"]
+                                                            <= cap_kg)))
+    else:
+        extra["carbon_cap_kg"] = None
+    if args.power_cap_kw is not None:
+        extra["power_cap_kw"] = args.power_cap_kw
+    if base is not None and base_result is not None:
+        extra["attribution"] = attribute_savings(result, base_result, scenario)
+    bound = getattr(policy, "bound", None)
+    if bound:
+        extra["bound"] = {"cost": float(bound["cost"]), "carbon_kg": float(bound["carbon_kg"]),
+                          "kind": str(bound["kind"])}
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
-               "run_id": run_id, "stored_in": str(saved.path), "carbon_cap_kg": cap_kg}
+               "run_id": run_id, "stored_in": str(saved.path), **extra}
         print(json.dumps(obj))
     else:
         _print_summary(scenario, args.policy, summary, base, run_id, cap_kg, args,
-                       str(saved.path))
+                       str(saved.path), extra)
     return 0

@@ -51,8 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", type=number(0, 10), default=None,
                    help="log-normal sigma of throughput errors (default 0.1 with several "
                    "seeds, else 0)")
-    p.add_argument("--forecast", default="perfect", choices=FORECAST_MODES,
-                   help="what policies are told about future price and carbon")
+    p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
+                   help="what policies are told about future price and carbon (default: "
+                   "honest: a published tariff as published; market prices the 'model' "
+                   "forecast where 28 days of history precede the scenario, else seasonal "
+                   "naive; 'perfect' is a what-if)")
     p.add_argument("--forecast-error", type=number(0, 10), default=None,
                    help="relative error of --forecast noisy (default 0.1)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",

@@ -57,6 +57,12 @@ CHECKPOINT_GB: dict[str, float] = {
     "ncf": 0.1,
 }
 
+DATASET_GB: dict[str, float] = {
+    # The dataset sizes of data/seed3.toml (sources and labels: data/README.md).
+    "cifar10": 0.17, "imagenet": 144.0, "bert": 0.5, "deepspeech2": 1.0, "yolov3": 2.8,
+    "ncf": 0.2,
+}
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 UNASSIGNED = "unassigned"
 
@@ -279,6 +285,7 @@ def jobs_from_trace(
                 home=homes[i % len(homes)], requested_gpus=n, gpu_counts=_menu(n),
                 batch_size=batch, work_samples=work, deadline=deadline,
                 checkpoint_gb=CHECKPOINT_GB.get(name, 1.0),
+                dataset_gb=DATASET_GB.get(name, 0.0),
             ))
         except ScenarioError as exc:
             raise InputError(path, str(exc), "check the row", column=str(row.job_id)) from None

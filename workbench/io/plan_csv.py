@@ -36,8 +36,12 @@ PLAN_COLUMNS: tuple[str, ...] = (
     "price_per_kwh",
     "carbon_g_per_kwh",
     "progress",
+    "transfer_gb",
+    "lost_s",
 )
-"""Plan CSV columns, in file order."""
+"""Plan CSV columns, in file order. ``transfer_gb``: data moved into the datacenter for
+this row (dataset and/or checkpoint); ``lost_s``: seconds of the slot lost to restart and
+transfer."""
 
 MIGRATION_COLUMNS: tuple[str, ...] = (
     "slot_start",
@@ -45,11 +49,16 @@ MIGRATION_COLUMNS: tuple[str, ...] = (
     "from_region",
     "to_region",
     "checkpoint_gb",
+    "dataset_gb",
+    "transfer_gb",
     "transfer_s",
+    "moved",
     "expected_gain",
     "reason",
 )
-"""Migrations CSV columns, in file order."""
+"""Migrations CSV columns, in file order: one row per data movement between datacenters
+(``moved``: ``dataset``, ``checkpoint`` or ``dataset+checkpoint``), a first run away from
+home included."""
 
 ACTIONS: tuple[str, ...] = ("start", "run", "migrate", "pause", "resume", "finish")
 """What a job does in a slot (the plan's ``action`` column)."""
@@ -57,11 +66,12 @@ ACTIONS: tuple[str, ...] = ("start", "run", "migrate", "pause", "resume", "finis
 _PLAN_TIMES = ("slot_start", "slot_end")
 _PLAN_INTS = ("n_gpus", "batch_size")
 _PLAN_FLOATS = (
-    "energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh", "progress"
+    "energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh", "progress",
+    "transfer_gb", "lost_s",
 )
 _PLAN_TEXT = ("job_id", "region", "gpu_type", "action")
-_MIG_FLOATS = ("checkpoint_gb", "transfer_s", "expected_gain")
-_MIG_TEXT = ("job_id", "from_region", "to_region", "reason")
+_MIG_FLOATS = ("checkpoint_gb", "dataset_gb", "transfer_gb", "transfer_s", "expected_gain")
+_MIG_TEXT = ("job_id", "from_region", "to_region", "moved", "reason")
 
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -264,3 +274,41 @@ def read_migrations_csv(path: str | Path | IO[str]) -> pd.DataFrame:
     frame = _read(path, MIGRATION_COLUMNS, "migrations CSV", _MIG_TEXT)
     _numbers(frame, _MIG_FLOATS, float)
     return normalise_migrations(frame)
+
+
+JOBS_COLUMNS: tuple[str, ...] = (
+    "job_id", "kind", "home", "arrival", "deadline", "first_start", "finish", "missed",
+    "energy_kwh", "cost", "carbon_kg", "transfer_gb", "lost_s", "migrations",
+)
+"""Jobs CSV columns (``workbench plan --jobs-out``): one row per job. ``finish`` is when a
+training job finished (empty if it did not; an inference service: empty); ``missed`` is
+``true`` when it missed its deadline (finished late, or not done by a deadline inside the
+horizon); ``transfer_gb`` all data moved for it, ``lost_s`` seconds lost to restarts and
+transfers, ``migrations`` moves of its checkpoint."""
+
+
+def jobs_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The jobs CSV columns (:data:`JOBS_COLUMNS`) from a run's jobs frame
+    (:attr:`workbench.sim.RunResult.jobs`)."""
+    out = pd.DataFrame({
+        "job_id": jobs["job_id"].astype(str), "kind": jobs["kind"].astype(str),
+        "home": jobs["home"].astype(str),
+        "arrival": pd.to_datetime(jobs["arrival"], utc=True),
+        "deadline": pd.to_datetime(jobs["deadline"], utc=True),
+        "first_start": pd.to_datetime(jobs["first_start"], utc=True),
+        "finish": pd.to_datetime(jobs["finish_time"], utc=True),
+        "missed": [isinstance(v, bool | np.bool_) and not bool(v)
+                   for v in jobs["deadline_met"]],
+        "energy_kwh": jobs["energy_kwh"].astype(float), "cost": jobs["cost"].astype(float),
+        "carbon_kg": jobs["carbon_kg"].astype(float),
+        "transfer_gb": jobs["transfer_gb"].astype(float), "lost_s": jobs["lost_s"].astype(float),
+        "migrations": jobs["migrations"].astype(int),
+    })
+    return out.loc[:, list(JOBS_COLUMNS)]
+
+
+def write_jobs_csv(jobs: pd.DataFrame, dest: str | Path | IO[str]) -> None:
+    """Write the jobs CSV (:data:`JOBS_COLUMNS`); times ISO-8601 UTC, empty when absent."""
+    frame = jobs_table(jobs)
+    frame["missed"] = frame["missed"].map({True: "true", False: "false"})
+    write_csv(frame, dest)

@@ -9,9 +9,16 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.policies.base import Policy
+
+if TYPE_CHECKING:
+    from workbench.model import Scenario
+
+HINDSIGHT_ARG = "scenario"
+"""The constructor argument through which a hindsight policy receives the true scenario;
+it is no knob (:func:`policy_knobs` leaves it out)."""
 
 _REGISTRY: dict[str, tuple[str, str]] = {
     "lyapunov": ("workbench.policies.lyapunov", "LyapunovPolicy"),
@@ -52,19 +59,30 @@ def policy_class(name: str) -> Callable[..., Policy]:
 
 def policy_knobs(name: str) -> Mapping[str, inspect.Parameter]:
     """The keyword knobs the policy registered under ``name`` takes, with their defaults."""
-    return inspect.signature(policy_class(name)).parameters
+    params = inspect.signature(policy_class(name)).parameters
+    return {k: v for k, v in params.items() if k != HINDSIGHT_ARG}
 
 
-def make_policy(name: str, **knobs: Any) -> Policy:
+def needs_truth(name: str) -> bool:
+    """Whether the policy is a hindsight one (it takes the true scenario)."""
+    return HINDSIGHT_ARG in inspect.signature(policy_class(name)).parameters
+
+
+def make_policy(name: str, truth: Scenario | None = None, **knobs: Any) -> Policy:
     """Build the policy registered under ``name`` with keyword ``knobs``.
+
+    ``truth`` (the true scenario) is handed only to a hindsight policy (:func:`needs_truth`,
+    ``offline``); every other policy sees only what an operator knows.
 
     Raises
     ------
     ValueError
         For an unknown name or an invalid knob value (the message says which).
     """
+    if truth is not None and needs_truth(name):
+        knobs = {**knobs, HINDSIGHT_ARG: truth}
     return policy_class(name)(**knobs)
 
 
-__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "make_policy", "policy_class",
-           "policy_knobs"]
+__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "make_policy", "needs_truth",
+           "policy_class", "policy_knobs"]

@@ -8,7 +8,7 @@ it is talking to.
 
 :func:`slot_options` enumerates, for every active job, every feasible (datacenter, GPU type,
 GPU count) with its best batch size and the slot's predicted progress, energy, cost and
-carbon: the raw material of the Lyapunov MILP, the offline optimum and the baselines.
+carbon: the raw material of the Lyapunov MILP, the hindsight replay and the baselines.
 """
 
 from __future__ import annotations
@@ -17,17 +17,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from workbench import perf
-from workbench.model import GpuPool, Job, Scenario
+from workbench import outcome as _outcome
+from workbench.model import GpuPool, Job, ScenarioView
+from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 
-RESTART_S_DEFAULT = 120.0
-"""Seconds to restore a checkpoint and warm up after a start, resume or migration."""
+__all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,10 @@ class JobState:
         Online estimate of true / modelled throughput (1 = the model is right).
     slots_run : int
         Slots in which the job has run so far.
+    data_at : tuple of str
+        Datacenters holding the job's dataset (empty: only its home).
+    pending_s : float
+        Seconds of an unfinished transfer or restart into ``last_datacenter`` still owed.
     """
 
     job: Job
@@ -67,6 +70,8 @@ class JobState:
     phi: float
     throughput_scale: float = 1.0
     slots_run: int = 0
+    data_at: tuple[str, ...] = ()
+    pending_s: float = 0.0
 
     @property
     def progress(self) -> float:
@@ -75,9 +80,11 @@ class JobState:
 
 @dataclass(frozen=True)
 class SlotState:
-    """The simulator's view of slot ``t`` handed to a policy."""
+    """What a policy knows at the start of slot ``t``: the scenario's static facts (a
+    :class:`~workbench.model.ScenarioView`: no true prices, no future arrivals), the jobs
+    that have arrived and are active, and what was metered so far."""
 
-    scenario: Scenario
+    scenario: ScenarioView
     t: int
     time: datetime
     jobs: tuple[JobState, ...]
@@ -139,8 +146,9 @@ class Policy(Protocol):
 
     name: str
 
-    def reset(self, scenario: Scenario) -> None:
-        """Forget everything; called once before the first slot of a run."""
+    def reset(self, scenario: ScenarioView) -> None:
+        """Forget everything; called once before the first slot of a run with the
+        scenario's static facts (no prices, no jobs)."""
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         """Choose where and how each active job runs in slot ``state.t``."""
@@ -151,10 +159,15 @@ class Policy(Protocol):
 class SlotOptions:
     """Every feasible (job, datacenter, GPU type, GPU count) for one slot, as flat arrays.
 
-    Row ``i`` is one option of job ``job_index[i]`` (an index into ``jobs``). Per slot:
+    Row ``i`` is one option of job ``job_index[i]`` (an index into ``jobs``), predicted by
+    :func:`workbench.outcome.slot_outcome` with the online estimates. Per slot:
     ``progress`` is the fraction of the job's total work done (capped at what remains,
-    after migration and restart time are lost), ``energy_kwh`` includes PUE and transfer
-    energy, ``cost`` is in the scenario's currency and ``carbon_kg`` in kg.
+    after transfer and restart time are lost), ``energy_kwh`` includes PUE and transfer
+    energy at both ends, ``cost`` is in the scenario's currency and ``carbon_kg`` in kg;
+    ``lost_s`` the seconds of the slot lost, ``transfer_gb`` the data moved in,
+    ``transfer_from`` where it comes from ("" if nothing moves) and ``movement_kwh`` the
+    energy of moving and restarting; ``power_kw`` the option's average facility power in
+    its datacenter (what the simulator meters against a power cap).
     """
 
     jobs: tuple[JobState, ...]
@@ -169,6 +182,11 @@ class SlotOptions:
     carbon_kg: NDArray[np.float64]
     moves: NDArray[np.bool_]
     transfer_s: NDArray[np.float64]
+    lost_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    transfer_gb: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    transfer_from: NDArray[np.str_] = field(default_factory=lambda: np.zeros(0, dtype=str))
+    movement_kwh: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    power_kw: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return int(self.job_index.size)
@@ -207,30 +225,8 @@ def inference_power_w(job: Job, pool: GpuPool, n_gpus: int | None = None) -> flo
         pool.idle_power_w + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
 
 
-_BATCH_GRID = 24
-
-
-def _batch_grid(profile: perf.JobProfile, n: int) -> NDArray[np.float64]:
-    lo, hi = perf.batch_bounds(profile, n)
-    return np.unique(np.round(np.geomspace(lo, hi, _BATCH_GRID)))
-
-
-@lru_cache(maxsize=8192)
-def _grid_curves(
-    profile: perf.JobProfile, n: int, gpus_per_node: int
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Batch grid, hardware throughput ``X(n, m)`` and power ``P(n, m)`` on it.
-
-    Neither depends on the gradient noise scale, so they are memoised per (profile, n,
-    gpus_per_node); only the statistical efficiency is evaluated per call. Pure function
-    of frozen inputs: the memo cannot go stale.
-    """
-    grid = _batch_grid(profile, n)
-    x = perf.throughput(profile.throughput, n, grid, gpus_per_node)
-    p_w = perf.power_w(profile, n, grid, gpus_per_node)
-    for arr in (grid, x, p_w):
-        arr.setflags(write=False)
-    return grid, x, p_w
+# The batch grid lives with the slot-outcome model; kept under its old name for callers.
+_batch_grid = _outcome.batch_grid
 
 
 def slot_options(
@@ -239,6 +235,7 @@ def slot_options(
     carbon_g_per_kwh: Mapping[str, float],
     gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
     restart_s: float = RESTART_S_DEFAULT,
+    resize_s: float = RESIZE_S_DEFAULT,
 ) -> SlotOptions:
     """Enumerate every feasible option of every active job for one slot.
 
@@ -248,45 +245,60 @@ def slot_options(
         The slot's price and carbon intensity (true or forecast) per grid region.
     gpu_counts : mapping job id -> GPU counts, optional
         Override a job's GPU-count menu (the operator's configuration menus).
-    restart_s : float
-        Seconds lost on any start, resume or migration.
+    restart_s, resize_s : float
+        Seconds lost on a start, resume, move or GPU-type change, and on a GPU-count
+        change in the same pool (:func:`workbench.outcome.move_charges`).
 
     Notes
     -----
-    Training option, for ``n`` GPUs of type ``g`` in datacenter ``d`` with slot length
-    ``D`` s: batch ``m*`` maximises ECU on a geometric grid; ``lost = restart_s`` if the job
-    did not run last slot in the same place, plus ``8 * checkpoint_gb / bandwidth_gbps`` if
-    its checkpoint lives elsewhere; ``progress = min(ECU * s_j * (D - lost) / W_j, remaining)``
-    where ``s_j`` is the online throughput scale; ``energy = P(n, m*) * D / 3.6e6 * PUE_d``
-    (kWh) plus ``checkpoint_gb * transfer_energy_kwh_per_gb`` on a move.
+    Training option, for ``n`` GPUs of type ``g`` in datacenter ``d``: batch ``m*``
+    maximises the estimated ECU ``X(n, m) * E_phi(m)`` on a geometric grid
+    (:func:`workbench.outcome.best_batch`); its charges (dataset on a first run away from
+    home, checkpoint move, restart) come from :func:`workbench.outcome.move_charges` and
+    its progress, power and energy from :func:`workbench.outcome.slot_outcome` at the
+    online throughput scale ``s_j`` (which scales progress *and* power) and the estimated
+    gradient noise scale. Energy counts the seconds the GPUs are held (a finishing job
+    frees them early). Cost and carbon price each end's energy at its own region.
     Inference option: its requested GPU count at ``load_fraction`` between idle and max
     board power, only in datacenters within ``max_latency_ms`` of its home.
     """
     sc = state.scenario
     slot_s = float(sc.slot_s)
+    region_of = {dc.name: dc.region for dc in sc.datacenters}
     cols: dict[str, list[object]] = {k: [] for k in (
         "job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
-        "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s")}
+        "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
+        "transfer_from", "movement_kwh", "power_kw")}
+    t_end = state.time.timestamp() + slot_s
     for k, js in enumerate(state.jobs):
         job = js.job
         menu = tuple(gpu_counts.get(job.job_id, job.gpu_counts)) if gpu_counts else job.gpu_counts
+        prev = (None if js.placement is None else
+                (js.placement.datacenter, js.placement.gpu_type, int(js.placement.n_gpus)))
+        up_s = None
+        if not job.is_training and job.end is not None:
+            up_s = slot_s - max(t_end - job.end.timestamp(), 0.0)
         for dc in sc.datacenters:
             if not job.is_training and sc.latency_ms(job.home, dc.name) > (
                 job.max_latency_ms if job.max_latency_ms is not None else np.inf
             ):
                 continue
             moves = js.last_datacenter is not None and js.last_datacenter != dc.name
-            transfer_s = 0.0
-            transfer_kwh = 0.0
-            if moves and js.last_datacenter is not None:
-                link = sc.link(js.last_datacenter, dc.name)
-                if link is None:
-                    continue
-                transfer_s = link.transfer_s(job.checkpoint_gb)
-                transfer_kwh = job.checkpoint_gb * link.transfer_energy_kwh_per_gb
+            if moves and js.last_datacenter is not None and sc.link(
+                    js.last_datacenter, dc.name) is None:
+                continue
             price = float(price_per_kwh[dc.region])
             carbon = float(carbon_g_per_kwh[dc.region])
-            same_place = js.placement is not None and js.placement.datacenter == dc.name
+            # What travels depends on the datacenter only; the restart on each option.
+            ch = _outcome.transfer_charges(
+                job, dc.name, checkpoint_at=js.last_datacenter, data_at=js.data_at,
+                pending_s=js.pending_s, link=sc.link)
+            if ch is None:
+                continue
+            src_cost = sum(kwh * float(price_per_kwh[region_of[d]]) for d, kwh in ch.source_kwh)
+            src_carb = sum(kwh * float(carbon_g_per_kwh[region_of[d]]) / 1000.0
+                           for d, kwh in ch.source_kwh)
+            src_kwh = sum(kwh for _, kwh in ch.source_kwh)
             for pool in sc.pools_at(dc.name):
                 if not job.allows(pool.gpu_type):
                     continue
@@ -296,35 +308,37 @@ def slot_options(
                 for n in counts:
                     if job.is_training:
                         prof = sc.profile(job.app, pool.gpu_type)
-                        grid, x, p_grid = _grid_curves(prof, n, pool.gpus_per_node)
-                        # ECU = X * E(m), E = (phi + m0) / (phi + m): same as perf.ecu.
-                        u = x * ((js.phi + prof.efficiency.m0) / (js.phi + grid))
-                        b = int(np.argmax(u))
-                        m = int(grid[b])
-                        lost = transfer_s + (0.0 if same_place else restart_s)
-                        useful_s = max(slot_s - lost, 0.0)
-                        progress = min(
-                            float(u[b]) * js.throughput_scale * useful_s / job.work_samples,
-                            js.remaining,
-                        )
-                        p_w = float(p_grid[b])
-                        # Power drawn for the whole slot: a restart still holds the GPUs.
+                        m, x = _outcome.best_batch(prof, n, pool.gpus_per_node, js.phi)
+                        out = _outcome.slot_outcome(
+                            job, slot_s=slot_s, pue=dc.pue, charges=ch,
+                            lost_s=ch.lost_s + _outcome.restart_seconds(
+                                prev, dc.name, pool.gpu_type, n, restart_s, resize_s),
+                            remaining=js.remaining, profile=prof, n_gpus=n, batch_size=m,
+                            x_model_sps=x, speed=js.throughput_scale, phi=js.phi,
+                            gpus_per_node=pool.gpus_per_node)
                     else:
                         m = job.batch_size
-                        progress = 0.0
-                        p_w = inference_power_w(job, pool)
-                    e_kwh = p_w * slot_s / 3.6e6 * dc.pue + transfer_kwh
+                        out = _outcome.slot_outcome(
+                            job, slot_s=slot_s, pue=dc.pue, charges=ch,
+                            inference_power_w=inference_power_w(job, pool), up_s=up_s)
+                    cost = out.energy_kwh * price + src_cost
+                    carb = out.energy_kwh * carbon / 1000.0 + src_carb
                     cols["job_index"].append(k)
                     cols["datacenter"].append(dc.name)
                     cols["gpu_type"].append(pool.gpu_type)
                     cols["n_gpus"].append(n)
                     cols["batch_size"].append(m)
-                    cols["progress"].append(progress)
-                    cols["energy_kwh"].append(e_kwh)
-                    cols["cost"].append(e_kwh * price)
-                    cols["carbon_kg"].append(e_kwh * carbon / 1000.0)
+                    cols["progress"].append(out.progress)
+                    cols["energy_kwh"].append(out.energy_kwh + src_kwh)
+                    cols["cost"].append(cost)
+                    cols["carbon_kg"].append(carb)
                     cols["moves"].append(moves)
-                    cols["transfer_s"].append(transfer_s)
+                    cols["transfer_s"].append(ch.transfer_s)
+                    cols["lost_s"].append(out.lost_s)
+                    cols["transfer_gb"].append(ch.transfer_gb)
+                    cols["transfer_from"].append(ch.sources[0] if ch.sources else "")
+                    cols["movement_kwh"].append(out.movement_kwh)
+                    cols["power_kw"].append(out.power_kw)
     return SlotOptions(
         jobs=state.jobs,
         job_index=np.asarray(cols["job_index"], dtype=np.int64),
@@ -338,4 +352,9 @@ def slot_options(
         carbon_kg=np.asarray(cols["carbon_kg"], dtype=float),
         moves=np.asarray(cols["moves"], dtype=bool),
         transfer_s=np.asarray(cols["transfer_s"], dtype=float),
+        lost_s=np.asarray(cols["lost_s"], dtype=float),
+        transfer_gb=np.asarray(cols["transfer_gb"], dtype=float),
+        transfer_from=np.asarray(cols["transfer_from"], dtype=str),
+        movement_kwh=np.asarray(cols["movement_kwh"], dtype=float),
+        power_kw=np.asarray(cols["power_kw"], dtype=float),
     )

@@ -35,8 +35,8 @@ from datetime import timedelta
 
 import numpy as np
 
-from workbench import perf
-from workbench.model import Job, Scenario
+from workbench import outcome
+from workbench.model import Job, ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -63,7 +63,7 @@ def _check_knobs(restart_s: float, margin: float = 0.0, default_slack_h: float =
 class _Free:
     """Free GPUs per pool during one decision."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: ScenarioView) -> None:
         self.sc = scenario
         self.free = {(p.datacenter, p.gpu_type): p.count for p in scenario.pools}
 
@@ -85,7 +85,7 @@ class _Free:
         self.free[(datacenter, gpu_type)] -= n
 
 
-def _reachable(sc: Scenario, js: JobState, datacenter: str) -> bool:
+def _reachable(sc: ScenarioView, js: JobState, datacenter: str) -> bool:
     """A job may run in ``datacenter`` unless its checkpoint is elsewhere with no link."""
     last = js.last_datacenter
     return last is None or last == datacenter or sc.link(last, datacenter) is not None
@@ -119,7 +119,7 @@ def _place_inference(state: SlotState, free: _Free, placements: dict[str, Placem
                 break
 
 
-def _home_site(sc: Scenario, job: Job) -> str:
+def _home_site(sc: ScenarioView, job: Job) -> str:
     """The job's home, or (if no allowed pool there is big enough) the nearest linked
     datacenter that has one."""
     def fits(dc: str) -> bool:
@@ -155,7 +155,7 @@ def _place_at(
     return True
 
 
-def _slot_rate(sc: Scenario, js: JobState, dc: str, n: int, m: int) -> float:
+def _slot_rate(sc: ScenarioView, js: JobState, dc: str, n: int, m: int) -> float:
     """Predicted fraction of the job's work done per full slot at ``(dc, n, m)``:
     ``ECU * throughput_scale * slot_s / W`` on the *slowest* allowed GPU type there (the
     job may land on any of them), 0 when no allowed pool holds ``n`` GPUs."""
@@ -164,8 +164,12 @@ def _slot_rate(sc: Scenario, js: JobState, dc: str, n: int, m: int) -> float:
         if not js.job.allows(pool.gpu_type) or pool.count < n:
             continue
         prof = sc.profile(js.job.app, pool.gpu_type)
-        u = float(perf.ecu(prof, n, m, gpus_per_node=pool.gpus_per_node, phi=js.phi))
-        rates.append(u * js.throughput_scale * sc.slot_s / js.job.work_samples)
+        # One loss-free full slot of the one slot model, at the online estimates.
+        out = outcome.slot_outcome(js.job, slot_s=float(sc.slot_s), pue=1.0,
+                                   remaining=math.inf, profile=prof, n_gpus=n, batch_size=m,
+                                   speed=js.throughput_scale, phi=js.phi,
+                                   gpus_per_node=pool.gpus_per_node)
+        rates.append(out.progress)
     return min(rates, default=0.0)
 
 
@@ -187,8 +191,15 @@ class _AtHome:
         self.restart_s = restart_s
         self._site: dict[str, str] = {}
 
-    def reset(self, scenario: Scenario) -> None:
-        self._site = {j.job_id: _home_site(scenario, j) for j in scenario.jobs}
+    def reset(self, scenario: ScenarioView) -> None:  # noqa: ARG002
+        # Jobs are learnt as they arrive (a policy never sees future arrivals).
+        self._site = {}
+
+    def _home(self, sc: ScenarioView, job: Job) -> str:
+        site = self._site.get(job.job_id)
+        if site is None:
+            site = self._site[job.job_id] = _home_site(sc, job)
+        return site
 
 
 class _WithinSlack(_AtHome):
@@ -221,7 +232,7 @@ class AsapHome(_AtHome):
         _place_inference(state, free, placements)
         for js in _fifo(_training(state)):
             job = js.job
-            _place_at(free, placements, js, self._site[job.job_id], job.requested_gpus,
+            _place_at(free, placements, js, self._home(state.scenario, job), job.requested_gpus,
                       job.batch_size)
         return Allocation(placements=placements)
 
@@ -241,7 +252,7 @@ class CheapestAtArrival:
         self.restart_s = restart_s
         self._site: dict[str, str] = {}
 
-    def reset(self, scenario: Scenario) -> None:
+    def reset(self, scenario: ScenarioView) -> None:
         self._site = {}
 
     def _choose(self, state: SlotState, js: JobState, forecast: Forecast) -> str:
@@ -307,7 +318,7 @@ class WaitForCheap(_WithinSlack):
         """Whether the job wants this slot, and its slack in slots (for priority)."""
         sc = state.scenario
         job = js.job
-        dc = self._site[job.job_id]
+        dc = self._home(sc, job)
         rate = _slot_rate(sc, js, dc, job.requested_gpus, job.batch_size)
         rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
         horizon = forecast.price_per_kwh.shape[0]
@@ -332,7 +343,7 @@ class WaitForCheap(_WithinSlack):
                 wanting.append((slack, js.placement is None, js.job.arrival, js.job.job_id, js))
         for *_, js in sorted(wanting, key=lambda x: x[:4]):
             job = js.job
-            _place_at(free, placements, js, self._site[job.job_id], job.requested_gpus,
+            _place_at(free, placements, js, self._home(state.scenario, job), job.requested_gpus,
                       job.batch_size)
         return Allocation(placements=placements)
 
@@ -406,7 +417,7 @@ class CarbonScaling(_WithinSlack):
         horizon = forecast.carbon_g_per_kwh.shape[0]
         wishes = []
         for k, js in enumerate(train):
-            dc = self._site[js.job.job_id]
+            dc = self._home(sc, js.job)
             rows = _home_rows(opts, k, dc)
             if rows.size == 0:
                 continue
@@ -458,7 +469,7 @@ class GoodputOnly:
         _check_knobs(restart_s)
         self.restart_s = restart_s
 
-    def reset(self, scenario: Scenario) -> None:
+    def reset(self, scenario: ScenarioView) -> None:
         return None
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:

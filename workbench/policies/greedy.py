@@ -18,7 +18,7 @@ import logging
 import numpy as np
 from numpy.typing import NDArray
 
-from workbench.model import Job, Scenario
+from workbench.model import Job, ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -105,7 +105,7 @@ class GreedyPolicy:
     def __init__(self, restart_s: float = RESTART_S_DEFAULT) -> None:
         self.restart_s = float(restart_s)
 
-    def reset(self, scenario: Scenario) -> None:  # noqa: ARG002
+    def reset(self, scenario: ScenarioView) -> None:  # noqa: ARG002
         """Nothing to forget: every decision reads only the slot's state."""
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:

@@ -394,8 +394,7 @@ class LookaheadPolicy:
             src = str(origin[j])
             link = sc.link(src, dcs[d])
             assert link is not None
-            gb = js.job.checkpoint_gb if js.last_datacenter is not None else float(
-                getattr(js.job, "dataset_gb", 0.0))
+            gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
             mcost[i] = gb * link.transfer_energy_kwh_per_gb * float(np.mean(bprice[:, d]))
             best_rate = max((float(r) for r, dd, jj in zip(rate, dci, job_of, strict=True)
                              if jj == j and dd == d), default=0.0)

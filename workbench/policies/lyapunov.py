@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import perf
-from workbench.model import Scenario
+from workbench.model import ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -59,7 +59,6 @@ from workbench.policies.base import (
     SlotState,
     SolveInfo,
     check_caps,
-    inference_power_w,
     slot_options,
 )
 from workbench.policies.fastslot import FastSlotSolver
@@ -76,7 +75,6 @@ from workbench.policies.milp import (
     current_prices,
     solve_slot_problem,
 )
-from workbench.policies.offline import job_configs
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +185,11 @@ class LyapunovPolicy:
         self.solver = solver
         self._fast = FastSlotSolver()
         self.cap_warning: str | None = None
-        self._scenario: Scenario | None = None
+        self._scenario: ScenarioView | None = None
         self.kappa: float | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
-    def reset(self, scenario: Scenario) -> None:
+    def reset(self, scenario: ScenarioView) -> None:
         """Empty every queue; check the carbon cap against what inference alone emits."""
         self._scenario = scenario
         self._fast.reset()
@@ -204,7 +202,6 @@ class LyapunovPolicy:
         self._carbon_by_dc: dict[str, float] = {}
         self._moved_at: dict[str, int] = {}
         self._where: dict[str, str] = {}
-        self._rates: dict[str, dict[tuple[str, str, int], float]] = {}
         self.kappa = None
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
@@ -216,16 +213,9 @@ class LyapunovPolicy:
         elif cap is not None:
             self._cap_slot = {_GLOBAL: float(cap) / scenario.n_slots}
         self._Z: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
+        # The cap against what inference alone must emit is checked by the simulator,
+        # which holds the truth (a policy sees only the scenario's static facts).
         self.cap_warning = None
-        if cap is not None and getattr(scenario, "grid", None) is not None:
-            floor = inference_carbon_floor_kg(scenario)
-            total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
-            if total < floor:
-                self.cap_warning = (
-                    f"carbon cap {total:.1f} kg is below the {floor:.1f} kg that the "
-                    f"inference services alone emit at least; the run will end above the cap"
-                )
-                log.warning(self.cap_warning)
 
     # -- queues --------------------------------------------------------------------------
     def _update_queues(self, state: SlotState) -> None:
@@ -285,10 +275,8 @@ class LyapunovPolicy:
         dc_idx = np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64)
         weight = np.array([self._weight(js) for js in state.jobs], dtype=float)
         z, a = self._carbon_arrays(dc_names)
-        used = self._used_fraction(state, opts)
         coef = net_coef(weight[opts.job_index] if len(opts) else np.zeros(0), opts.progress,
-                        opts.cost * used, opts.carbon_kg * used, z[dc_idx], a[dc_idx], self.V,
-                        kappa)
+                        opts.cost, opts.carbon_kg, z[dc_idx], a[dc_idx], self.V, kappa)
         keep, stay_best = self._moves(state, opts, coef, weight, price, kappa, forecast)
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
         rows = np.flatnonzero(keep)
@@ -334,38 +322,6 @@ class LyapunovPolicy:
                           reasons=reasons, queues=self.queues())
 
     # -- helpers -------------------------------------------------------------------------
-    def _used_fraction(self, state: SlotState, opts: SlotOptions) -> NDArray[np.float64]:
-        """Share of the slot a finishing option runs (1 for the others).
-
-        The simulator charges a job that finishes mid-slot for the time it ran; round-1
-        slot options charge the whole slot, which makes a job's last few percent never worth
-        its slot. Until slot options share the simulator's outcome model (issue 10, which
-        adds ``lost_s`` to them), the share is ``R_j / (r_k * s_j)`` with ``r_k`` the
-        configuration's modelled progress per slot.
-        """
-        out = np.ones(len(opts))
-        if hasattr(opts, "lost_s") or not len(opts) or self._scenario is None:
-            return out
-        for k in np.flatnonzero(opts.progress > 0).tolist():
-            js = state.jobs[int(opts.job_index[k])]
-            if not js.job.is_training or opts.progress[k] < js.remaining - 1e-9:
-                continue
-            key = (str(opts.datacenter[k]), str(opts.gpu_type[k]), int(opts.n_gpus[k]))
-            full = self._rate(js, key)
-            if full > 0:
-                out[k] = float(np.clip(js.remaining / full, 0.0, 1.0))
-        return out
-
-    def _rate(self, js: JobState, key: tuple[str, str, int]) -> float:
-        """Modelled progress per slot of the job on a configuration (memoised per job)."""
-        got = self._rates.get(js.job.job_id)
-        if got is None:
-            assert self._scenario is not None
-            got = {(c.datacenter, c.gpu_type, c.n_gpus): c.rate
-                   for c in job_configs(self._scenario, js.job)}
-            self._rates[js.job.job_id] = got
-        return got.get(key, 0.0) * js.throughput_scale
-
     def _weight(self, js: JobState) -> float:
         """``R_j + Y_j`` for a training job, 0 for an inference service."""
         if not js.job.is_training:
@@ -433,16 +389,18 @@ class LyapunovPolicy:
         return {js.job.job_id: menu for js in state.jobs if js.job.is_training}
 
     @staticmethod
-    def _slots_left(sc: Scenario, js: JobState, t: int) -> int:
+    def _slots_left(sc: ScenarioView, js: JobState, t: int) -> int:
         if js.job.deadline is None:
             end = sc.n_slots
         else:
             end = math.floor((js.job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
         return max(end - t, 1)
 
-    def _placement(self, sc: Scenario, js: JobState, opts: SlotOptions, k: int) -> Placement:
+    def _placement(self, sc: ScenarioView, js: JobState, opts: SlotOptions, k: int
+                   ) -> Placement:
         pl = opts.placement(k)
-        if not (self.refine_batch and js.job.is_training):
+        # Under a power cap the batch stays the one whose power the MILP checked.
+        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
             return pl
         prof = sc.profile(js.job.app, pl.gpu_type)
         gpn = next(p.gpus_per_node for p in sc.pools
@@ -475,32 +433,3 @@ def cost_scale(opts: SlotOptions, forecast: Forecast) -> float | None:
     price = float(np.mean(np.abs(forecast.price_per_kwh)))
     return max(float(np.median(unit)) * price, 1e-9)
 
-
-def inference_carbon_floor_kg(scenario: Scenario) -> float:
-    """Least carbon the inference services can emit over the horizon, kg.
-
-    Each service, every slot it is up, in its lowest-carbon allowed datacenter:
-    ``sum_t min_d n * P_load * slot_s / 3.6e6 * PUE_d * c[d, t] / 1000``.
-    """
-    grid = scenario.grid
-    carbon = grid["carbon_g_per_kwh"].isel(time=slice(0, scenario.n_slots))
-    total = 0.0
-    for job in scenario.jobs_of_kind("inference"):
-        a = max(scenario.slot_of(job.arrival), 0)
-        assert job.end is not None
-        b = min(scenario.slot_of(job.end), scenario.n_slots)
-        if b <= a:
-            continue
-        best = np.full(b - a, np.inf)
-        limit = job.max_latency_ms if job.max_latency_ms is not None else math.inf
-        for dc in scenario.datacenters:
-            if scenario.latency_ms(job.home, dc.name) > limit:
-                continue
-            for pool in scenario.pools_at(dc.name):
-                if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
-                    continue
-                kwh = inference_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
-                c = carbon.sel(region=dc.region).values[a:b]
-                best = np.minimum(best, kwh * c / 1000.0)
-        total += float(np.sum(best[np.isfinite(best)]))
-    return total

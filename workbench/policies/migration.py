@@ -35,16 +35,16 @@ class ScenarioLike(Protocol):
 def transfer_kwh(scenario: ScenarioLike, opts: SlotOptions) -> NDArray[np.float64]:
     """Transfer energy per option, kWh: GB moved times the link's kWh per GB (0 if no move).
 
-    GB moved is the option's ``transfer_gb`` where slot options carry it, else the job's
-    checkpoint; the link joins the job's checkpoint datacenter and the option's.
+    GB moved is the option's ``transfer_gb`` (its dataset on a first placement away from
+    home, else its checkpoint); the link joins where the data is and the option's datacenter.
     """
-    gb = getattr(opts, "transfer_gb", None)
+    gb = opts.transfer_gb
     out = np.zeros(len(opts))
     for k in np.flatnonzero(opts.moves).tolist():
         js = opts.jobs[int(opts.job_index[k])]
-        src = js.last_datacenter if js.last_datacenter is not None else js.job.home
+        src = str(opts.transfer_from[k]) or (js.last_datacenter or js.job.home)
         link = scenario.link(src, str(opts.datacenter[k]))
-        size = float(gb[k]) if gb is not None else js.job.checkpoint_gb
+        size = float(gb[k])
         out[k] = 0.0 if link is None else size * link.transfer_energy_kwh_per_gb
     return out
 

@@ -29,7 +29,7 @@ import pyomo.environ as pyo
 from numpy.typing import NDArray
 from pyomo.opt import TerminationCondition
 
-from workbench.model import Scenario
+from workbench.model import ScenarioView
 from workbench.policies.base import Forecast, SlotOptions, SlotState, SolveInfo
 
 ExtraConstraints = Callable[[pyo.ConcreteModel], None]
@@ -293,7 +293,7 @@ def solve_slot_problem(
 
 
 def current_prices(
-    scenario: Scenario, forecast: Forecast
+    scenario: ScenarioView, forecast: Forecast
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The slot's price and carbon intensity per region: row 0 of the forecast (the truth)."""
     price = {r: float(forecast.price_per_kwh[0, i]) for i, r in enumerate(forecast.regions)}
@@ -325,8 +325,9 @@ def build_slot_problem(
 ) -> SlotProblem:
     """Turn a slot's enumerated options and their weights into a :class:`SlotProblem`.
 
-    ``power_kw = energy_kwh * 3600 / slot_s`` (average facility power over the slot);
-    a move's checkpoint uses the link between the job's last datacenter and the option's.
+    ``power_kw`` is the option's average facility power over the slot (``opts.power_kw``,
+    what the simulator meters); the data an option moves in (``opts.transfer_gb``) use the
+    link from where they come (``opts.transfer_from``).
     """
     sc = state.scenario
     dc_names = [dc.name for dc in sc.datacenters]
@@ -339,11 +340,15 @@ def build_slot_problem(
     n = len(opts)
     link_index = np.full(n, -1, dtype=np.int64)
     transfer_gb = np.zeros(n)
-    for k in np.flatnonzero(opts.moves):
-        js = state.jobs[int(opts.job_index[k])]
-        assert js.last_datacenter is not None
-        link_index[k] = link_pos[(js.last_datacenter, str(opts.datacenter[k]))]
-        transfer_gb[k] = js.job.checkpoint_gb
+    for k in np.flatnonzero(opts.transfer_gb > 0):
+        src = str(opts.transfer_from[k])
+        key = (src, str(opts.datacenter[k]))
+        if key in link_pos:
+            link_index[k] = link_pos[key]
+            lk = sc.links[link_pos[key]]
+            # What crosses the link in this slot: a longer transfer spans several slots.
+            transfer_gb[k] = min(float(opts.transfer_gb[k]),
+                                 lk.bandwidth_gbps * sc.slot_s / 8.0)
     return SlotProblem(
         job_ids=tuple(js.job.job_id for js in state.jobs),
         job_index=opts.job_index,
@@ -356,7 +361,7 @@ def build_slot_problem(
         pool_capacity=np.array([p.count for p in sc.pools], dtype=np.int64),
         dc_labels=tuple(dc_names),
         dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
-        power_kw=opts.energy_kwh * 3600.0 / sc.slot_s,
+        power_kw=opts.power_kw,
         power_cap_kw=_as_per_dc(power_cap_kw, dc_names, "power_cap_kw"),
         link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
         link_index=link_index,

@@ -1,11 +1,12 @@
-"""The offline (hindsight) optimum: one LP/MILP over the whole horizon, then a replay policy.
+"""The hindsight bound: one LP/MILP over the whole horizon, then a replay policy.
 
-With perfect knowledge of prices, carbon and every arrival, :class:`OfflinePolicy` solves at
-``reset`` one model over all jobs, slot blocks and configurations ``k`` (datacenter, GPU
+With perfect knowledge of prices, carbon and every arrival (the true scenario, given to its
+constructor: an online policy never sees it), :class:`OfflinePolicy` solves at ``reset`` one
+model over all jobs, slot blocks and configurations ``k`` (datacenter, GPU
 type, GPU count), with ``x[j,b,k]`` the number of slots of block ``b`` that job ``j`` runs
 configuration ``k``::
 
-    min   sum_{j,b,k} E_k * price[b, d_k] * x[j,b,k]  +  M * sum_j short_j
+    min   sum_{j,b,k} E_k * price[b, d_k] * x[j,b,k]  +  M_w * sum_j short_j  +  M_c * slack
     s.t.  sum_k x[j,b,k] <= len_b                     training job j, block b in its window
           sum_k x[j,b,k]  = act_j,b                   inference j: its active slots in b
           sum_{j,k in p} n_k * x[j,b,k] <= C_p * len_b    every pool p and block b
@@ -20,11 +21,16 @@ A job's window runs from the first slot starting at or after its arrival to the 
 ending by its deadline (horizon end if none); a job whose deadline lies beyond the horizon
 needs only the share of its work proportional to the part of its window inside the horizon.
 
-What it ignores, on purpose, so that it stays a **lower bound** on what any online policy
-pays under the same truth model: restart and migration losses and transfer energy, the
-integrality of per-slot choices when solved as an LP (time-sharing within a slot), and the
-price spread inside a block (each block is priced at its *cheapest* slot). ``short_j``
-(unfinishable work, priced at ``M``) keeps the model feasible; any shortfall is reported.
+What it neglects, on purpose, so that it stays a **lower bound** on what the simulator
+charges a plan under the same noise-free truth model (``bound``): restart and resize losses,
+dataset and checkpoint transfers (their time and energy), the integrality of per-slot
+choices when solved as an LP (time-sharing within a slot), and the price spread inside a
+block (each block is priced at its *cheapest* slot). Each configuration runs at its
+ECU-best batch (as every policy here does). ``short_j`` (unfinishable work, weight
+``M_w`` per job, :data:`SHORTFALL_FACTOR`) and ``slack`` (kg above a carbon cap, weight
+``M_c`` per kg, :data:`CARBON_SLACK_FACTOR`) keep the model feasible; both are reported.
+The replay (``decide``) is the *hindsight plan (replayed)*: it pays every loss the bound
+neglects, so its cost is at or above the bound.
 
 Solved with HiGHS through highspy arrays. ``is_bound`` is False only when the MILP
 (binaries per slot, blocks of one slot) was solved to optimality.
@@ -43,8 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from workbench import perf
-from workbench.model import Job, Scenario
+from workbench import outcome
+from workbench.model import Job, Scenario, ScenarioView
 from workbench.policies._highs import new_highs
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
@@ -52,7 +58,6 @@ from workbench.policies.base import (
     Forecast,
     SlotState,
     SolveInfo,
-    _batch_grid,
     check_caps,
     inference_power_w,
     slot_options,
@@ -63,7 +68,19 @@ from workbench.policies.milp import build_slot_problem, current_prices
 log = logging.getLogger(__name__)
 
 _QUAD = 8
-_SHORTFALL_WEIGHT = 1e3
+
+SHORTFALL_FACTOR = 1e3
+"""Penalty of unfinishable work: this many times the dearest cost of a whole job's work on
+any configuration (currency per job-fraction), so the model finishes every job it can."""
+
+CARBON_SLACK_FACTOR = 1e3
+"""Penalty of carbon above the cap: this many times the dearest cost of avoiding a kg by
+running elsewhere or later (max over columns of cost / carbon, currency per kg), so the
+model exceeds the cap only where nothing can keep it."""
+
+BOUND_KINDS = ("lp-relaxation", "milp-optimal", "milp-dual-bound")
+"""What ``OfflinePolicy.bound`` is: the LP relaxation's optimum, the MILP solved to
+optimality, or the dual bound of a MILP stopped at its time limit."""
 
 
 @dataclass(frozen=True)
@@ -114,25 +131,23 @@ def job_configs(sc: Scenario, job: Job,
                 continue
             if not job.is_training:
                 if job.requested_gpus <= pool.count:
+                    o = outcome.slot_outcome(job, slot_s=float(sc.slot_s), pue=dc.pue,
+                                             inference_power_w=inference_power_w(job, pool))
                     out.append(_Config(dc.name, pool.gpu_type, job.requested_gpus,
                                        pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
-                                       0.0, inference_power_w(job, pool) * sc.slot_s / 3.6e6
-                                       * dc.pue))
+                                       0.0, o.energy_kwh))
                 continue
             prof = sc.profile(job.app, pool.gpu_type)
             for n in menu:
                 if n > pool.count:
                     continue
-                grid = _batch_grid(prof, n)
-                phi = prof.efficiency.phi(qp)
-                u = perf.ecu(prof, n, grid[None, :], gpus_per_node=pool.gpus_per_node,
-                             phi=phi[:, None])
-                best = np.argmax(u, axis=1)
-                ecu_q = u[np.arange(_QUAD), best]
-                p_q = perf.power_w(prof, n, grid[best], pool.gpus_per_node)
-                slots_q = (1.0 / _QUAD) * job.work_samples / (ecu_q * sc.slot_s)
+                # One loss-free full slot at each progress point, from the one slot model.
+                prog_q, kwh_q = outcome.full_slot_rates(
+                    prof, job, int(n), pool.gpus_per_node, float(sc.slot_s), dc.pue,
+                    prof.efficiency.phi(qp))
+                slots_q = (1.0 / _QUAD) / prog_q
                 slots = float(slots_q.sum())
-                energy = float((slots_q * p_q).sum() * sc.slot_s / 3.6e6 * dc.pue)
+                energy = float((slots_q * kwh_q).sum())
                 out.append(_Config(dc.name, pool.gpu_type, int(n),
                                    pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
                                    1.0 / slots, energy / slots))
@@ -140,10 +155,13 @@ def job_configs(sc: Scenario, job: Job,
 
 
 class OfflinePolicy:
-    """Hindsight optimum over the whole horizon, replayed slot by slot.
+    """Hindsight bound over the whole horizon, and its plan replayed slot by slot.
 
     Parameters
     ----------
+    scenario : Scenario
+        The true scenario (prices, carbon, every arrival): hindsight. Required; the
+        ``reset`` argument (the static view every policy gets) does not hold them.
     carbon_cap_kg : float or mapping datacenter -> float, optional
         Hard carbon cap over the horizon (kg), global or per datacenter.
     power_cap_kw : float or mapping datacenter -> float, optional
@@ -165,6 +183,9 @@ class OfflinePolicy:
 
     Attributes (after ``reset``)
     ----------------------------
+    bound : dict
+        ``{"cost", "carbon_kg", "kind"}``: the hindsight bound's cost (scenario currency)
+        and its plan's carbon, ``kind`` one of :data:`BOUND_KINDS`.
     optimum_cost : float
         Least electricity cost of the plan (scenario currency), without restart losses.
     optimum_carbon_kg, optimum_energy_kwh : float
@@ -183,6 +204,7 @@ class OfflinePolicy:
     def __init__(
         self,
         *,
+        scenario: Scenario | None = None,
         carbon_cap_kg: float | Mapping[str, float] | None = None,
         power_cap_kw: float | Mapping[str, float] | None = None,
         gpu_counts: tuple[int, ...] | None = None,
@@ -197,6 +219,7 @@ class OfflinePolicy:
             raise ValueError("exact_max_columns >= 0, max_columns > 0, time_limit_s > 0")
         check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
         check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.truth = scenario
         self.carbon_cap_kg = carbon_cap_kg
         self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
@@ -214,12 +237,22 @@ class OfflinePolicy:
         self.shortfall: dict[str, float] = {}
         self.status = "not solved"
         self.solve_info: SolveInfo | None = None
+        self.bound: dict[str, object] = {}
+        self.carbon_slack_kg = 0.0
+        self._solved_for: ScenarioView | None = None
 
     # -- the model -----------------------------------------------------------------------
-    def reset(self, scenario: Scenario) -> None:
-        """Solve the horizon model and keep the per-slot plan for :meth:`decide`."""
-        sc = scenario
-        self._scenario = sc
+    def reset(self, scenario: ScenarioView) -> None:
+        """Solve the horizon model on the true scenario (given to the constructor) and keep
+        the per-slot plan for :meth:`decide`."""
+        if self.truth is None:
+            raise ValueError("the hindsight (offline) policy needs the true scenario: "
+                             "OfflinePolicy(scenario=...) (hindsight is not in the view)")
+        if scenario.name != self.truth.name or scenario.n_slots != self.truth.n_slots:
+            raise ValueError(f"OfflinePolicy was given scenario {self.truth.name!r} but runs "
+                             f"on {scenario.name!r}")
+        self._solved_for = scenario
+        sc = self.truth
         t0 = time.perf_counter()
         price = np.asarray(sc.grid["price_per_kwh"].sel(
             region=[d.region for d in sc.datacenters]).values[:sc.n_slots], dtype=float)
@@ -353,9 +386,14 @@ class OfflinePolicy:
             link = sp.coo_matrix((-ub, (np.arange(nx), zc + np.arange(nx))), shape=(nx, ncol))
             add(np.arange(nx), np.arange(nx), np.ones(nx), nx, np.full(nx, -np.inf),
                 np.zeros(nx), extra=link)
-        big = _SHORTFALL_WEIGHT * max(float(cost.max(initial=1.0)) / max(
-            float(rate[tr].min(initial=1.0)), 1e-9), 1.0)
-        col_cost = np.concatenate([cost, np.full(n_short, big), [big], np.zeros(ncol - zc)])
+        # Separate weights: a shortfall is a fraction of a job, the slack kilograms.
+        per_job = cost[tr] / np.maximum(rate[tr], 1e-12) if tr.any() else np.ones(1)
+        w_short = SHORTFALL_FACTOR * max(float(per_job.max(initial=1.0)), 1.0)
+        pos_c = carb > 1e-12
+        per_kg = cost[pos_c] / carb[pos_c] if pos_c.any() else np.ones(1)
+        w_slack = CARBON_SLACK_FACTOR * max(float(per_kg.max(initial=1.0)), 1.0)
+        col_cost = np.concatenate([cost, np.full(n_short, w_short), [w_slack],
+                                   np.zeros(ncol - zc)])
         col_lo = np.zeros(ncol)
         col_hi = np.concatenate([ub, np.full(n_short, np.inf),
                                  [np.inf if ccap is not None else 0.0], np.ones(ncol - zc)])
@@ -402,8 +440,19 @@ class OfflinePolicy:
         if self.shortfall:
             log.warning("offline plan cannot finish %d job(s) by their deadlines: %s",
                         len(self.shortfall), ", ".join(sorted(self.shortfall)))
+        self.carbon_slack_kg = float(sol[slack_col]) if ccap is not None else 0.0
         if ccap is not None and sol[slack_col] > 1e-6:
             log.warning("offline plan exceeds the carbon cap by %.1f kg", sol[slack_col])
+        if exact and status == highspy.HighsModelStatus.kOptimal:
+            kind, bound_cost = "milp-optimal", self.optimum_cost
+        elif exact:
+            # Stopped at the time limit: the incumbent is no bound, the dual bound is (its
+            # penalty terms are zero whenever nothing is short and the cap holds).
+            kind = "milp-dual-bound"
+            bound_cost = min(float(h.getInfo().mip_dual_bound), self.optimum_cost)
+        else:
+            kind, bound_cost = "lp-relaxation", self.optimum_cost
+        self.bound = {"cost": bound_cost, "carbon_kg": self.optimum_carbon_kg, "kind": kind}
         self.solve_info = SolveInfo(status=self.status, solve_s=solve_s,
                                     objective=self.optimum_cost,
                                     gap=None if not exact else float(h.getInfo().mip_gap))
@@ -449,7 +498,7 @@ class OfflinePolicy:
         Jobs that cannot meet their deadline otherwise (urgency ``R / (p_max L) >= 1``)
         are topped up greedily.
         """
-        if getattr(self, "_scenario", None) is not state.scenario:
+        if self._solved_for is not state.scenario:
             self.reset(state.scenario)
         sc = state.scenario
         price, carbon = current_prices(sc, forecast)

@@ -63,7 +63,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from workbench import perf
-from workbench.model import Scenario
+from workbench.model import ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -78,7 +78,6 @@ from workbench.policies.base import (
 )
 from workbench.policies.fastslot import FastSlotSolver
 from workbench.policies.greedy import greedy_choice
-from workbench.policies.lyapunov import inference_carbon_floor_kg
 from workbench.policies.milp import (
     ExtraConstraints,
     build_slot_problem,
@@ -195,10 +194,10 @@ class ThresholdPolicy:
         self.solver = solver
         self._fast = FastSlotSolver()
         self.cap_warning: str | None = None
-        self._scenario: Scenario | None = None
+        self._scenario: ScenarioView | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
-    def reset(self, scenario: Scenario) -> None:
+    def reset(self, scenario: ScenarioView) -> None:
         """Empty every queue; check the carbon cap against what inference alone emits."""
         self._scenario = scenario
         self._fast.reset()
@@ -222,16 +221,9 @@ class ThresholdPolicy:
         elif cap is not None:
             self._cap_slot = {_GLOBAL: float(cap) / scenario.n_slots}
         self._Z = dict.fromkeys(self._cap_slot, 0.0)
+        # The cap against what inference alone must emit is checked by the simulator,
+        # which holds the truth (a policy sees only the scenario's static facts).
         self.cap_warning = None
-        if cap is not None:
-            floor = inference_carbon_floor_kg(scenario)
-            total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
-            if total < floor:
-                self.cap_warning = (
-                    f"carbon cap {total:.1f} kg is below the {floor:.1f} kg that the "
-                    f"inference services alone emit at least; the run will end above the cap"
-                )
-                log.warning(self.cap_warning)
 
     # -- queues --------------------------------------------------------------------------
     def _update_queues(self, state: SlotState) -> None:
@@ -340,11 +332,11 @@ class ThresholdPolicy:
         return {js.job.job_id: menu for js in state.jobs if js.job.is_training}
 
     @staticmethod
-    def _slots_left(sc: Scenario, js: JobState, t: int) -> int:
+    def _slots_left(sc: ScenarioView, js: JobState, t: int) -> int:
         end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
         return max(end - t, 1)
 
-    def _carbon_price(self, sc: Scenario, forecast: Forecast) -> NDArray[np.float64]:
+    def _carbon_price(self, sc: ScenarioView, forecast: Forecast) -> NDArray[np.float64]:
         """Shadow carbon price per datacenter, currency per kg: ``gain * Z / cap_slot * pbar``."""
         lam = np.zeros(len(sc.datacenters))
         if not self._Z:
@@ -357,7 +349,7 @@ class ThresholdPolicy:
                 lam[i] = self.carbon_gain * self._Z[key] / self._cap_slot[key] * pbar
         return lam
 
-    def _future_prices(self, sc: Scenario, forecast: Forecast, lam: NDArray[np.float64],
+    def _future_prices(self, sc: ScenarioView, forecast: Forecast, lam: NDArray[np.float64],
                        state: SlotState) -> NDArray[np.float64]:
         """Carbon-priced price per kWh, shape (slots ahead, datacenters); row 0 is now.
 
@@ -445,9 +437,13 @@ class ThresholdPolicy:
             need = math.ceil(self.slack_margin * js.remaining / pref - 1e-9)
         if need >= left:
             return math.inf
-        ue = np.full(n_dc, np.inf)
-        np.minimum.at(ue, dc_idx[rows], opts.energy_kwh[rows] / p)
-        unit = np.min(ue[None, :] * future, axis=1)
+        # Unit cost now per datacenter, carried to later slots by the price ratio: a move's
+        # one-off charges (both ends of its transfer) look the same now and later.
+        uc = np.full(n_dc, np.inf)
+        np.minimum.at(uc, dc_idx[rows], ceff[rows] / p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(future[:1] > 0, future / future[:1], 1.0)
+        unit = np.min(uc[None, :] * ratio, axis=1)
         unit[0] = unit_now[best]
         kappa = float(np.partition(unit, need - 1)[need - 1])
         # Among equally cheap slots, the earliest wins: run now rather than later.
@@ -469,9 +465,10 @@ class ThresholdPolicy:
         keep[drop[opts.job_index] & opts.moves] = False
         return keep, stay_best
 
-    def _placement(self, sc: Scenario, js: JobState, opts: SlotOptions, k: int) -> Placement:
+    def _placement(self, sc: ScenarioView, js: JobState, opts: SlotOptions, k: int) -> Placement:
         pl = opts.placement(k)
-        if not (self.refine_batch and js.job.is_training):
+        # Under a power cap the batch stays the one whose power the MILP checked.
+        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
             return pl
         prof = sc.profile(js.job.app, pl.gpu_type)
         gpn = next(p.gpus_per_node for p in sc.pools
