@@ -190,5 +190,7 @@ def test_attribution_adds_up_on_a_real_grid(shared_data, tmp_path) -> None:  # t
         sc = first_hours(build_and_save(store, tmp_path / "real_grid.toml"), 24)
     base = simulate(sc, AsapHome())
     plan = simulate(sc, GreedyPolicy())
-    assert plan.meta["forecast_mode"] == "seasonal-naive"  # market prices: no foresight
+    # Market prices with 28+ days of history before the start: the backtested model
+    # forecast, not foresight.
+    assert plan.meta["forecast_mode"] == "model"
     _check_adds_up(plan, base, sc)

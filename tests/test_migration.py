@@ -50,11 +50,13 @@ def test_transfer_energy_is_gb_times_the_links_kwh_per_gb() -> None:
 def test_lyapunov_refuses_a_move_whose_round_trip_costs_more_than_it_saves(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # b is cheaper for one slot at a time (prices alternate): a move there would have to come
-    # back, and two transfers of the 20-GB checkpoint cost more than one cheap slot saves.
+    # back, and two transfers of the 4-GB checkpoint (and two restarts) cost more than one
+    # cheap slot saves. (The one-slot comparison already charges one transfer and restart:
+    # a much larger checkpoint would not tempt even the myopic rule.)
     prices = [[0.5, 1.0]] * 2 + [[1.0, 0.1], [0.1, 1.0]] * 5
 
     def run() -> object:
-        job = training_job("j1", "a", 5.0, deadline_slot=12, counts=(2,), checkpoint_gb=20.0)
+        job = training_job("j1", "a", 5.0, deadline_slot=12, counts=(2,), checkpoint_gb=4.0)
         return run_slots(tiny_scenario([job], prices=prices, n_slots=12),
                          LyapunovPolicy(V=1.0, min_dwell_slots=0))
 

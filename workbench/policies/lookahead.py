@@ -67,7 +67,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from workbench.model import Job, Scenario
+from workbench.model import Job, ScenarioView
 from workbench.policies._highs import new_highs
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
@@ -244,12 +244,12 @@ class LookaheadPolicy:
         self.time_limit_s = float(time_limit_s)
         self.mip_rel_gap = float(mip_rel_gap)
         self._fast = FastSlotSolver()
-        self._sc: Scenario | None = None
+        self._sc: ScenarioView | None = None
         self.plan: WindowPlan | None = None
         self.replans = 0
 
     # -- lifecycle -----------------------------------------------------------------------
-    def reset(self, scenario: Scenario) -> None:
+    def reset(self, scenario: ScenarioView) -> None:
         """Forget the plan; keep the static facts of ``scenario`` (never its grid or jobs)."""
         self._sc = scenario
         hour = max(int(round(3600 / scenario.slot_s)), 1)

@@ -56,9 +56,12 @@ def one_way_move_cost(opts: SlotOptions, value_per_progress: NDArray[np.float64]
 
     ``value_per_progress`` and ``rate_per_slot`` are per option (the job's value of a unit of
     progress, its steady progress per slot there); ``energy_value`` is the transfer energy's
-    weight in objective units (e.g. ``V * transfer_kwh * price``).
+    weight in objective units (e.g. ``V * transfer_kwh * price``). The seconds lost are the
+    option's ``lost_s`` (transfer and restart, within the slot) or its whole transfer time
+    when that spans several slots.
     """
-    lost = opts.transfer_s / slot_s * rate_per_slot * value_per_progress
+    lost_s = np.maximum(opts.lost_s, opts.transfer_s)
+    lost = lost_s / slot_s * rate_per_slot * value_per_progress
     return np.where(opts.moves, lost + energy_value, 0.0)
 
 

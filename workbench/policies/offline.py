@@ -114,7 +114,7 @@ def _window(sc: Scenario, job: Job) -> tuple[int, int, float]:
     return a, min(_first_slot_at_or_after(sc, job.end), sc.n_slots), 1.0
 
 
-def job_configs(sc: Scenario, job: Job,
+def job_configs(sc: Scenario | ScenarioView, job: Job,
                 gpu_counts: tuple[int, ...] | None = None) -> list[_Config]:
     """Every (datacenter, pool, GPU count) the job may use, with trajectory-averaged rates."""
     dc_pos = {d.name: i for i, d in enumerate(sc.datacenters)}
