@@ -9,8 +9,9 @@ Each scenario is built the way a user would: the grid series and job traces are 
 a scratch DuckDB store with ``workbench import ...`` and the scenario with
 ``workbench scenario build NAME --config FILE`` from a TOML file written here (see
 :data:`SCENARIOS`). Every policy runs with an honest forecast: the product's default
-(``workbench.cubes.default_forecast_mode`` where it exists; else the tariff itself for
-tariff prices and yesterday's prices, ``seasonal-naive``, for market prices).
+(``workbench.cubes.default_forecast_mode``: the tariff itself for tariff prices; for market
+prices the backtested ``model`` forecast where 28 days of history precede the week, else
+yesterday's prices, ``seasonal-naive``), fitted once per scenario.
 
 For each scenario and policy: cost, carbon, deadline misses, round trips, wall time; the
 hindsight bound (``offline``'s LP/MILP optimum) and its replay; and::
@@ -48,8 +49,9 @@ import pandas as pd
 from common import RESULTS, write_table
 
 from workbench.cli import main as cli
+from workbench.forecast import fit_scenario
 from workbench.model import Scenario
-from workbench.policies import make_policy, policy_knobs
+from workbench.policies import make_policy
 from workbench.sim import simulate
 from workbench.store import Store
 
@@ -75,14 +77,11 @@ def default_policy() -> str:
     return str(next(a.default for a in plan._actions if a.dest == "policy"))
 
 
-def forecast_mode(scenario: Scenario, tariff: bool) -> str:
-    """The honest default forecast: the product's rule where it exists (issue 10)."""
+def forecast_mode(scenario: Scenario) -> str:
+    """The honest default forecast: the product's rule."""
     from workbench import cubes
 
-    rule = getattr(cubes, "default_forecast_mode", None)
-    if rule is not None:
-        return str(rule(scenario))
-    return "perfect" if tariff else "seasonal-naive"
+    return cubes.default_forecast_mode(scenario)
 
 
 # -- imports ------------------------------------------------------------------------------
@@ -350,18 +349,19 @@ def captured(asap: float, cost: float, bound: float) -> float:
     return (asap - cost) / room
 
 
-def run_scenario(name: str, sc: Scenario, tariff: bool, policies: Sequence[str],
+def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
                  default: str) -> list[dict[str, Any]]:
-    mode = forecast_mode(sc, tariff)
+    mode = forecast_mode(sc)
+    # The model forecast is fitted once per scenario, shared by its policies' runs.
+    fitted = fit_scenario(sc) if mode == "model" else None
     runs: dict[str, tuple[dict[str, Any], float, Any]] = {}
     order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")]
     for pol_name in order:
-        # The hindsight policy takes the true scenario in its constructor once policies see
-        # only a static view (issue 10's contract); before that it reads it at reset.
-        knobs = {"scenario": sc} if "scenario" in policy_knobs(pol_name) else {}
-        pol = make_policy(pol_name, **knobs)
+        # The hindsight policy takes the true scenario in its constructor (policies see
+        # only a static view).
+        pol = make_policy(pol_name, truth=sc)
         t0 = time.perf_counter()
-        res = simulate(sc, pol, forecast_mode=mode)
+        res = simulate(sc, pol, forecast_mode=mode, forecast_model=fitted)
         wall = time.perf_counter() - t0
         runs[pol_name] = (res.metrics, wall, pol)
         m = res.metrics
@@ -370,7 +370,7 @@ def run_scenario(name: str, sc: Scenario, tariff: bool, policies: Sequence[str],
               f"{m.get('round_trips', 0):3d}  {wall:6.1f} s", file=sys.stderr, flush=True)
     asap = float(runs["asap-home"][0]["cost"])
     off_m, _, off = runs["offline"]
-    bound = float(off.optimum_cost)
+    bound = float(off.bound["cost"])
     rows = []
     for pol_name in order:
         if pol_name not in policies:
@@ -461,7 +461,7 @@ def main() -> None:
     default = default_policy()
     rows: list[dict[str, Any]] = []
     for n in names:
-        rows += run_scenario(n, built[n], bool(specs[n]["tariff"]), policies, default)
+        rows += run_scenario(n, built[n], policies, default)
     total = time.perf_counter() - t0
     table = pd.DataFrame(rows)
     if args.json:
@@ -508,15 +508,16 @@ def v_sweep(data: Path, tmp: Path, names: Sequence[str], values: Sequence[float]
     among the V with no more misses and no more unfinished jobs than the default?"""
     from workbench.policies.lyapunov import DEFAULT_V
 
-    specs = scenarios()
     values = sorted(set(values) | {DEFAULT_V})
     built = build(data, tmp, names, tmp)
     rows = []
     for n in names:
-        mode = forecast_mode(built[n], bool(specs[n]["tariff"]))
+        mode = forecast_mode(built[n])
+        fitted = fit_scenario(built[n]) if mode == "model" else None
         for V in values:
             t0 = time.perf_counter()
-            m = simulate(built[n], make_policy("lyapunov", V=V), forecast_mode=mode).metrics
+            m = simulate(built[n], make_policy("lyapunov", V=V), forecast_mode=mode,
+                         forecast_model=fitted).metrics
             rows.append({"scenario": n, "V": V, "default": V == DEFAULT_V, "cost": m["cost"],
                          "deadline_misses": int(m["deadline_misses"]),
                          "unfinished": int(m["jobs_unfinished"]),

@@ -152,11 +152,12 @@ def test_any_name_round_trips_and_never_starts_a_formula(name: str) -> None:
 
 def test_migrations_text_is_neutralised(tmp_path) -> None:
     mig = pd.DataFrame([{"slot_start": T0, "job_id": "=1+1", "from_region": "@a",
-                         "to_region": "b", "checkpoint_gb": 1.0, "transfer_s": 2.0,
+                         "to_region": "b", "checkpoint_gb": 1.0, "dataset_gb": 0.0,
+                         "transfer_gb": 1.0, "transfer_s": 2.0, "moved": "checkpoint",
                          "expected_gain": -0.5, "reason": "+x"}])
     path = tmp_path / "m.csv"
     write_migrations_csv(mig, path)
-    assert "'=1+1,'@a,b,1.0,2.0,-0.5,'+x" in path.read_text()
+    assert "'=1+1,'@a,b,1.0,0.0,1.0,2.0,checkpoint,-0.5,'+x" in path.read_text()
     pd.testing.assert_frame_equal(read_migrations_csv(path), normalise_migrations(mig))
 
 

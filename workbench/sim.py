@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -70,6 +70,9 @@ from workbench.policies.base import (
     SlotState,
     inference_power_w,
 )
+
+if TYPE_CHECKING:
+    from workbench.forecast.scenario import ModelForecast
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +345,7 @@ def simulate(
     resize_s: float = RESIZE_S_DEFAULT,
     ema_alpha: float = EMA_ALPHA_DEFAULT,
     knobs: Mapping[str, Any] | None = None,
+    forecast_model: ModelForecast | None = None,
 ) -> RunResult:
     """Run ``policy`` over the scenario's horizon and return what happened.
 
@@ -355,7 +359,8 @@ def simulate(
         What the policy is told about future price and carbon (see
         :func:`workbench.cubes.forecast`); the simulator always charges the truth. None
         (default): the honest :func:`workbench.cubes.default_forecast_mode` (a published
-        tariff as published, market prices seasonal naive); ``"perfect"`` is a what-if.
+        tariff as published; market prices the ``model`` forecast where 28 days of history
+        precede the scenario, else seasonal naive); ``"perfect"`` is a what-if.
     noise : float
         Log-normal sigma of the hidden per-job throughput factor, of the per-slot
         throughput noise and of the noise on observed gradient noise scales (0: the job
@@ -375,6 +380,10 @@ def simulate(
         Weight in (0, 1] of the newest observation in the online estimates.
     knobs : mapping, optional
         The policy's settings, stored with the run (``meta["knobs"]``).
+    forecast_model : ModelForecast, optional
+        With ``forecast_mode="model"``: forecasts already fitted on this scenario's history
+        (:func:`workbench.forecast.fit_scenario`), so that runs of several policies on one
+        scenario fit once; fitted here when absent.
 
     Returns
     -------
@@ -402,8 +411,8 @@ def simulate(
     sc = scenario
     slot_s = float(sc.slot_s)
     cube = _horizon_cube(sc)
-    fc_model = None
-    if forecast_mode == "model":
+    fc_model = forecast_model if forecast_mode == "model" else None
+    if forecast_mode == "model" and fc_model is None:
         from workbench.forecast.scenario import fit_scenario
 
         fc_model = fit_scenario(sc)
