@@ -272,9 +272,18 @@ def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
     q = state.quote(JobSpec(app=sc.profiles[0].app, work_samples=1e5,
                             home=sc.datacenters[0].name, deadline_h=6.0))
     assert q is not None
-    table = quote_table(q.options, q.currency)
-    assert list(table.columns[:3]) == ["datacenter", "GPU", "GPUs"]
+    table = quote_table(q.options, q.currency, "Asia/Shanghai", "fastest")
+    assert list(table.columns[:4]) == ["", "datacenter", "GPU", "GPUs"]
     assert f"cost ({q.currency})" in table.columns and len(table) == len(q.options)
+    assert "start (Asia/Shanghai)" in table.columns
+    # Sorted by what was asked: the fastest option that meets the deadline is marked best.
+    ranked = derive.sort_quote(q.options, "fastest")
+    ok = ranked[ranked["feasible"]]
+    assert ok["finish"].is_monotonic_increasing
+    assert table.iloc[0, 0] == ("★ best" if len(ok) and bool(ranked["feasible"].iloc[0])
+                                else "")
+    cheapest = derive.sort_quote(q.options, "cheapest")
+    assert cheapest[cheapest["feasible"]]["cost"].is_monotonic_increasing
 
 
 def test_charts_do_not_capture_page_scrolling() -> None:
