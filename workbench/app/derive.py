@@ -326,6 +326,10 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
     region = {d.name: d.region for d in scenario.datacenters}
     cube = scenario.grid
     times = pd.DatetimeIndex(pd.to_datetime(cube["time"].values)).tz_localize("UTC")
+    series = {(var, r): np.asarray(cube[var].sel(region=r).values, dtype=float)
+              for var in ("price_per_kwh", "carbon_g_per_kwh") for r in set(region.values())}
+    where = times.get_indexer(pd.DatetimeIndex(pd.to_datetime(migrations["slot_start"],
+                                                              utc=True)), method="ffill")
     slot_h = scenario.slot_s / 3600.0
     runs = plan[plan["n_gpus"] > 0] if "n_gpus" in plan else plan
     first_at: dict[tuple[str, Any], float] = {}
@@ -334,16 +338,15 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
                             float(rec.energy_kwh or 0.0))
     cur = scenario.currency
     out = []
-    for mv in migrations.itertuples(index=False):
+    for mv, i in zip(migrations.itertuples(index=False), where, strict=True):
         t = pd.Timestamp(mv.slot_start)
-        i = int(times.get_indexer([t], method="ffill")[0])
         src, dst = str(mv.from_region), str(mv.to_region)
         if i < 0 or src not in region or dst not in region:
             out.append(str(getattr(mv, "reason", "") or ""))
             continue
 
-        def at(var: str, dc: str, i: int = i) -> float:
-            return float(cube[var].sel(region=region[dc]).values[i])
+        def at(var: str, dc: str, i: int = int(i)) -> float:
+            return float(series[(var, region[dc])][i])
 
         pa, pb = at("price_per_kwh", src), at("price_per_kwh", dst)
         ca, cb = at("carbon_g_per_kwh", src), at("carbon_g_per_kwh", dst)

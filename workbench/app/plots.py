@@ -201,8 +201,8 @@ def cumulative(results: Mapping[str, Any], column: str, label: str,
 
 
 FLOW_QUANTITIES: dict[str, tuple[str, str]] = {
-    "gb": ("checkpoint GB moved", "Checkpoint data moved (GB)"),
-    "kwh": ("kWh of work that followed", "Work that moved (kWh run at the destination)"),
+    "gb": ("checkpoint GB moved", "Checkpoints moved (GB)"),
+    "kwh": ("kWh run after the move", "Work that moved (kWh)"),
 }
 """Quantities :func:`flows` can draw: column -> (axis label, title)."""
 
@@ -233,9 +233,10 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
     run = str(table["policy"].iloc[0]) if len(table) else ""
     role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
     data = table.assign(color=[role.get(str(p), "#9ecae1") for p in table["policy"]])
-    return hv.Bars(data, "policy", [(metric, label or metric), "color"]).opts(
-        **CALM, tools=["hover"], responsive=True, height=260, xrotation=20, color="color",
-        title=label or metric)
+    # Horizontal bars: policy names stay readable however many there are.
+    return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
+        **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),
+        invert_axes=True, color="color", title=label or metric, ylabel="")
 
 
 def tradeoff(frame: pd.DataFrame) -> hv.Element:

@@ -267,7 +267,8 @@ class WorkbenchState(param.Parameterized):
         zones = ["UTC", *sorted({d.timezone for d in scenario.datacenters} - {"UTC"})]
         self.param.tz.objects = zones
         self.param.update(scenario=scenario, result=None, baselines={}, run_info={},
-                          compare_ids=[], tz=zones[-1] if self.tz not in zones else self.tz)
+                          compare_ids=[],
+                          tz=self.tz if self.tz in zones and self.tz != "UTC" else zones[-1])
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
                                    for d in scenario.datacenters}

@@ -108,6 +108,19 @@ def typed_input(name: str, value: str, **params: Any) -> pn.widgets.TextInput:
     return pn.widgets.TextInput(name=name, value=value, value_input=value, **params)
 
 
+TABLE_CSS = (":host .tabulator .tabulator-header .tabulator-col .tabulator-col-title "
+             "{white-space: normal; text-overflow: clip; overflow-wrap: normal}")
+"""Table headers wrap onto two lines instead of being cut to ``cost ...``."""
+
+
+def data_table(frame: pd.DataFrame, **params: Any) -> pn.widgets.Tabulator:
+    """A read-only table that fits the width (no side-scrolling) with wrapped headers."""
+    opts: dict[str, Any] = {"disabled": True, "show_index": False, "layout": "fit_columns",
+                            "sizing_mode": "stretch_width", "stylesheets": [TABLE_CSS]}
+    opts.update(params)
+    return pn.widgets.Tabulator(frame, **opts)
+
+
 def _zone_times(times: pd.Series, tz: str) -> pd.Series:
     """UTC timestamps as wall-clock times in ``tz`` (naive: bokeh draws them as they are)."""
     t = pd.to_datetime(times, utc=True)
@@ -491,13 +504,13 @@ class MigrationsView(_StateView):
         routes = flow.rename(columns={"from_region": "from", "to_region": "to",
                                       "gb": "checkpoint GB moved",
                                       "kwh": "kWh of work that moved"}).round(2)
-        table = moves.assign(
+        shown = moves.assign(
             time=_zone_times(moves["slot_start"], tz).dt.strftime("%a %m-%d %H:%M"),
             why=derive.migration_reasons(moves, res.plan, sc),
             transfer_min=(moves["transfer_s"].astype(float) / 60.0).round(1),
             checkpoint_gb=moves["checkpoint_gb"].astype(float).round(2))
         cols = [(k, h.format(tz=tz)) for k, h in MIGRATION_SHOWN]
-        table = table[[k for k, _ in cols]].rename(columns=dict(cols))
+        shown = shown[[k for k, _ in cols]].rename(columns=dict(cols))
         total = (f"**{len(moves)}** migrations in the window ({len(res.migrations)} in the "
                  f"run): {flow['gb'].sum():,.1f} GB of checkpoints moved, "
                  f"{flow['kwh'].sum():,.1f} kWh of work ran where it moved to. Times in {tz}.")
@@ -506,13 +519,10 @@ class MigrationsView(_StateView):
             pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb"), sizing_mode="stretch_width"),
                    pn.pane.HoloViews(plots.flows(flow, "kwh"), sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
-            pn.widgets.Tabulator(routes, disabled=True, show_index=False, layout="fit_columns",
-                                 sizing_mode="stretch_width"),
-            pn.widgets.Tabulator(table, disabled=True, show_index=False, pagination="local",
-                                 page_size=15, sizing_mode="stretch_width", layout="fit_columns",
-                                 header_filters=True, css_classes=["wb-migrations"],
-                                 widths={"why (grid in that slot)": "45%"},
-                                 formatters={"why (grid in that slot)": {"type": "textarea"}}),
+            data_table(routes),
+            data_table(shown, pagination="local", page_size=15, header_filters=True,
+                       css_classes=["wb-migrations"], widths={"why (grid in that slot)": "45%"},
+                       formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",
         )
 
@@ -610,8 +620,7 @@ class MetricsView(_StateView):
         for col in ("misses", "unfinished", "moves"):
             shown[col] = shown[col].astype("Int64")
         return pn.Column(
-            pn.widgets.Tabulator(shown, disabled=True, show_index=False, layout="fit_columns",
-                                 sizing_mode="stretch_width", css_classes=["wb-compare"]),
+            data_table(shown, css_classes=["wb-compare"]),
             pn.pane.Markdown("First row: this run. Savings against asap-home (grey bar); the "
                              "offline optimum (green) is a bound with perfect hindsight. "
                              "The comparison CSV (Export) has every column. " + note),
@@ -662,10 +671,8 @@ class RunsView(_StateView):
         super().__init__(**params)
         self.show_baselines = pn.widgets.Checkbox(name="show comparison (baseline) runs",
                                                   value=False)
-        self.table = pn.widgets.Tabulator(pd.DataFrame(), disabled=True, show_index=False,
-                                          selectable="checkbox", layout="fit_columns",
-                                          pagination="local", page_size=12,
-                                          sizing_mode="stretch_width", css_classes=["wb-runs"])
+        self.table = data_table(pd.DataFrame(), selectable="checkbox", pagination="local",
+                           page_size=12, css_classes=["wb-runs"])
         self.load_button = pn.widgets.Button(name="Load", button_type="primary",
                                              css_classes=["wb-runs-load"], width=90)
         self.compare_button = pn.widgets.Button(name="Compare ticked", button_type="success",
@@ -767,19 +774,16 @@ class RunsView(_StateView):
         currency = next((str(r.metrics.get("currency", "")) for r in results.values()), "")
         return pn.Column(
             pn.pane.Markdown(f"**{len(ids)} runs side by side**"),
-            pn.widgets.Tabulator(shown.reset_index(names="metric"), disabled=True,
-                                 show_index=False, layout="fit_columns",
-                                 sizing_mode="stretch_width", css_classes=["wb-runs-compared"],
-                                 formatters={c: {"type": "textarea"} for c in shown.columns}),
+            data_table(shown.reset_index(names="metric"), css_classes=["wb-runs-compared"],
+                  formatters={c: {"type": "textarea"} for c in shown.columns}),
             pn.Row(pn.pane.HoloViews(plots.cumulative(results, "cost", f"cost ({currency})",
                                                       tz), sizing_mode="stretch_width"),
                    pn.pane.HoloViews(plots.cumulative(results, "carbon_kg", "carbon (kg)", tz),
                                      sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
             pn.pane.Markdown("Energy each run drew per datacenter (kWh), from its plan:"),
-            pn.widgets.Tabulator(derive.energy_by_datacenter(
-                {k: r.plan for k, r in results.items()}).round(1), disabled=True,
-                layout="fit_columns", sizing_mode="stretch_width"),
+            data_table(derive.energy_by_datacenter(
+                {k: r.plan for k, r in results.items()}).round(1)),
             sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -946,13 +950,10 @@ class QuoteView(_StateView):
                     f"{best['energy_kwh']:,.1f} kWh. Fastest option: {fastest['n_gpus']} x "
                     f"{fastest['gpu_type']} in {fastest['datacenter']}, "
                     f"{fastest['duration_h']:.1f} h.")
-        table = quote_table(q.options, q.currency, tz, order)
+        options = quote_table(q.options, q.currency, tz, order)
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
-                         pn.widgets.Tabulator(table, disabled=True, show_index=False,
-                                              pagination="local", page_size=15,
-                                              layout="fit_columns",
-                                              sizing_mode="stretch_width",
-                                              css_classes=["wb-quote-options"]),
+                         data_table(options, pagination="local", page_size=15,
+                               css_classes=["wb-quote-options"]),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
 
@@ -1057,8 +1058,22 @@ class WorkbenchApp(_StateView):
             "Grid": GridView(state=s), "Quote": QuoteView(state=s),
             "Export": ExportView(state=s),
         }
-        # dynamic: a tab is built when first shown, so the first page is the Metrics tab only.
-        self.tabs = pn.Tabs(*self.views.items(), dynamic=True, sizing_mode="stretch_width")
+        # A tab's content is built when it is first shown (a placeholder until then), so
+        # the first page costs the Metrics tab only.
+        self._slots = {name: pn.Column(sizing_mode="stretch_width") for name in self.views}
+        self.tabs = pn.Tabs(*self._slots.items(), dynamic=True, sizing_mode="stretch_width")
+        self.tabs.param.watch(self._show, "active")
+        self._show()
+
+    def _show(self, *_: Any) -> None:
+        name = list(self.views)[self.tabs.active]
+        slot = self._slots[name]
+        if not slot.objects:
+            slot.objects = [self.views[name].__panel__()]
+
+    def open_tab(self, name: str) -> None:
+        """Show tab ``name`` (building it on first use)."""
+        self.tabs.active = list(self.views).index(name)
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Row(pn.Column(self.sidebar, width=300),
@@ -1068,7 +1083,8 @@ class WorkbenchApp(_StateView):
     def template(self) -> pn.template.BaseTemplate:
         """A served page: the knobs in the sidebar, progress and tabs in the main area."""
         return pn.template.FastListTemplate(
-            title=self.title, sidebar=[self.sidebar], main=[self.progress, self.tabs],
+            title=self.title, sidebar=[self.sidebar],
+            main=[pn.Column(self.progress, self.tabs, sizing_mode="stretch_width")],
             sidebar_width=320, accent="#1f6f8b")
 
 

@@ -1,0 +1,136 @@
+"""The app as an operator meets it: first-page time, one Run, and screenshots of every tab.
+
+Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb`` as
+``make run`` leaves it, with seed3 and a stored Lyapunov run), opens it in Debian's chromium
+(Playwright) and measures:
+
+- first page, cold: from ``goto`` until the stored run's headline cost is shown (the first
+  session of a fresh server: the scenario is read from the store);
+- first page, warm: the same for a second session (read-only data shared between sessions);
+- one Run of Lyapunov at V = 7.5 with the app's default comparison policies (press Run,
+  wait until the headline changes and the progress panel is gone); the ratio is against
+  the warm first page of the same process.
+
+With ``--screenshots DIR`` it saves every tab after the run at 1366x768 and 1920x1080
+(``app_<tab>_<width>.png``). Usage::
+
+    PYTHONPATH=$PWD python bench/app_pages.py --db workbench.duckdb --screenshots docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update"]
+TABS = ("Metrics", "Plan", "Migrations", "Runs", "Grid", "Quote", "Export")
+SIZES = ((1366, 768), (1920, 1080))
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _port()
+    panel = shutil.which("panel", path=str(Path(sys.executable).parent)) or "panel"
+    proc = subprocess.Popen(
+        [panel, "serve", str(ROOT / "apps" / "workbench.py"), "--port", str(port),
+         "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}",
+         "--num-procs", "1", "--args", "--db", str(db)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "BOKEH_RESOURCES": "server"})
+    url = f"http://127.0.0.1:{port}/workbench"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            # Only the server's own page: a HEAD-like probe of the static index.
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/extensions/panel/"
+                                        "panel.min.js", timeout=5):
+                break
+        except OSError:
+            time.sleep(0.3)
+    return proc, url
+
+
+def first_page(browser, url: str, size: tuple[int, int]) -> tuple[float, object]:  # noqa: ANN001
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("http://127.0.0.1")
+              else r.abort())
+    page = ctx.new_page()
+    page.set_default_timeout(180_000)
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.locator("#metric-cost").first.wait_for()
+    return time.perf_counter() - t0, page
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", type=Path, default=ROOT / "workbench.duckdb")
+    ap.add_argument("--screenshots", type=Path, default=None)
+    ap.add_argument("--no-run", action="store_true", help="only time the first page")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    db = tmp / "bench.duckdb"
+    shutil.copy(args.db, db)
+    proc, url = serve(db)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            cold, _ = first_page(browser, url, SIZES[0])
+            warm, page = first_page(browser, url, SIZES[0])
+            print(f"first page (headline of the stored run shown): cold {cold:.2f} s, "
+                  f"warm {warm:.2f} s (warm/cold {warm / cold:.2f})")
+            if not args.no_run:
+                before = page.locator("#metric-cost").first.inner_text()
+                page.get_by_label("V", exact=True).fill("7.5")
+                # The comparison choice is the MultiChoice's; leave it at the default and
+                # report which were run.
+                t0 = time.perf_counter()
+                page.locator(".wb-run button").click()
+                page.locator("#wb-progress").first.wait_for()
+                deadline = time.monotonic() + 900
+                while time.monotonic() < deadline:
+                    now = page.locator("#metric-cost").first.inner_text()
+                    if now != before and not page.locator("#wb-progress").count():
+                        break
+                    time.sleep(0.5)
+                run_s = time.perf_counter() - t0
+                print(f"one Run (lyapunov V=7.5 and the app's default comparison policies not "
+                      f"yet run on this server): {run_s:.1f} s = {run_s / warm:.0f} x the warm "
+                      "first page")
+            if args.screenshots is not None:
+                args.screenshots.mkdir(parents=True, exist_ok=True)
+                for w, h in SIZES:
+                    page.set_viewport_size({"width": w, "height": h})
+                    for tab in TABS:
+                        page.locator(".bk-tab", has_text=tab).first.click()
+                        time.sleep(3.0)
+                        page.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"))
+                print(f"screenshots in {args.screenshots}")
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
