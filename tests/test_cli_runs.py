@@ -70,3 +70,25 @@ def test_data_list_names_series_job_sets_and_profiles(db, capsys) -> None:
     assert all(s["rows"] == 8 for s in data["series"])
     assert data["job_sets"][0]["name"] == "tiny" and data["job_sets"][0]["jobs"] == 3
     assert data["profiles"] and data["scenarios"] == ["tiny"]
+
+
+def test_progress_bars_only_on_a_terminal(monkeypatch) -> None:
+    import argparse
+    import io
+
+    from workbench.cli import progress_wanted
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert not progress_wanted(argparse.Namespace(no_progress=False))
+
+
+def test_relative_arrivals_print_as_offsets() -> None:
+    import pandas as pd
+
+    from workbench.cli.imports import _arrivals
+
+    t0 = pd.Timestamp("1970-01-01 02:00", tz="UTC")
+    text = _arrivals(t0, t0 + pd.Timedelta(hours=10), None)
+    assert text.startswith("+2.0 h .. +12.0 h") and "1970" not in text
+    real = pd.Timestamp("2025-07-13 16:00", tz="UTC")
+    assert _arrivals(real, real, None) == "2025-07-13 16:00 .. 2025-07-13 16:00 UTC"

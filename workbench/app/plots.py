@@ -236,7 +236,7 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
     # Horizontal bars: policy names stay readable however many there are.
     return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
         **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),
-        invert_axes=True, color="color", title=label or metric, ylabel="")
+        invert_axes=True, color="color", title=label or metric, ylabel="", yticks=4)
 
 
 def tradeoff(frame: pd.DataFrame) -> hv.Element:

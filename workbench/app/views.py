@@ -108,15 +108,16 @@ def typed_input(name: str, value: str, **params: Any) -> pn.widgets.TextInput:
     return pn.widgets.TextInput(name=name, value=value, value_input=value, **params)
 
 
-TABLE_CSS = (":host .tabulator .tabulator-header .tabulator-col .tabulator-col-title "
-             "{white-space: normal; text-overflow: clip; overflow-wrap: normal}")
+TABLE_CSS = (".tabulator-col-title {white-space: normal !important; "
+             "text-overflow: clip !important; overflow-wrap: normal}")
 """Table headers wrap onto two lines instead of being cut to ``cost ...``."""
 
 
 def data_table(frame: pd.DataFrame, **params: Any) -> pn.widgets.Tabulator:
     """A read-only table that fits the width (no side-scrolling) with wrapped headers."""
     opts: dict[str, Any] = {"disabled": True, "show_index": False, "layout": "fit_columns",
-                            "sizing_mode": "stretch_width", "stylesheets": [TABLE_CSS]}
+                            "sizing_mode": "stretch_width", "stylesheets": [TABLE_CSS],
+                            "configuration": {"columnDefaults": {"headerWordWrap": True}}}
     opts.update(params)
     return pn.widgets.Tabulator(frame, **opts)
 

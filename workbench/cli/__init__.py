@@ -73,6 +73,17 @@ def _common_after(parser: argparse.ArgumentParser) -> None:
                                    default=argparse.SUPPRESS, help="log debug messages")
 
 
+QUIET_LOGGERS: tuple[str, ...] = ("distributed", "dask", "tornado", "bokeh")
+"""Third-party loggers held at WARNING unless ``-v`` (a local Dask cluster logs ~30 INFO
+lines per start)."""
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    """tqdm bars only on a terminal, and not with ``--no-progress``: a log file or a pipe
+    gets no bar lines."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -80,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
