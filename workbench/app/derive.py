@@ -258,7 +258,7 @@ def run_warnings(result: Any) -> list[str]:
             out.append(f"carbon cap missed{where}: {c['carbon_kg']:,.1f} kg against a cap of "
                        f"{c['cap_kg']:,.1f} kg (+{c['carbon_kg'] - c['cap_kg']:,.1f} kg)")
     unfinished = int(m.get("jobs_unfinished") or 0)
-    if unfinished:
+    if unfinished and not any("unfinished" in str(w) for w in result.warnings):
         out.append(f"{unfinished} training job(s) unfinished at the end of the horizon")
     misses = int(m.get("deadline_misses") or 0)
     if misses:

@@ -225,6 +225,14 @@ def flows(flow: pd.DataFrame, quantity: str = "kwh") -> hv.Element:
         color="color", tools=["hover"], title=title)
 
 
+def _few_value_ticks(plot: Any, element: Any) -> None:  # noqa: ARG001
+    """Four ticks on the value axis of horizontal bars (the bokeh figure's x axis): three
+    narrow charts side by side would otherwise print overlapping numbers."""
+    for axis in plot.state.xaxis:
+        if hasattr(axis.ticker, "desired_num_ticks"):
+            axis.ticker.desired_num_ticks = 4
+
+
 def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
     """One metric across the run (first row, dark) and its comparison policies.
 
@@ -236,7 +244,8 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
     # Horizontal bars: policy names stay readable however many there are.
     return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
         **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),
-        invert_axes=True, color="color", title=label or metric, ylabel="", yticks=4)
+        invert_axes=True, color="color", title=label or metric, xlabel="", ylabel="",
+        hooks=[_few_value_ticks])
 
 
 def tradeoff(frame: pd.DataFrame) -> hv.Element:
