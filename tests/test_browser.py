@@ -2,6 +2,8 @@
 
 Skipped with a reason when Playwright or ``/usr/bin/chromium`` is missing (``.ci/run``
 installs chromium). Never downloads a browser. Screenshots land in ``test-artifacts/``.
+Panel renders most panes in shadow roots: text is read from an element inside one
+(``.wb-error-V p``), which Playwright's CSS locators reach.
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     # 2. An invalid V is refused where it is typed, and Run is disabled until it is fixed.
     v_box = pg.get_by_label("V", exact=True)  # type: ignore[attr-defined]
     v_box.fill("-5")
-    error = _wait_text(pg.locator(".wb-error-V"))  # type: ignore[attr-defined]
+    error = _wait_text(pg.locator(".wb-error-V p"))  # type: ignore[attr-defined]
     assert "out of range" in error
     run = pg.locator(".wb-run button")  # type: ignore[attr-defined]
     deadline = time.monotonic() + 10
@@ -196,14 +198,14 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     for i in range(2):
         rows.nth(i).locator("input[type=checkbox]").click()
     pg.locator(".wb-runs-compare button").click()  # type: ignore[attr-defined]
-    compared = _wait_text(pg.locator(".wb-runs-compared"))  # type: ignore[attr-defined]
+    compared = _wait_text(pg.locator(".wb-runs-compared .tabulator-tableholder"))  # type: ignore[attr-defined]
     assert "V=20" in compared and "V=1 " in compared.replace("\n", " ") + " "
 
     # 5. Plan: find one job; the note counts only it.
     _tab(pg, "Plan")
     job = str(mini_scenario().jobs[1].job_id)
     pg.locator(".wb-search input").fill(job)  # type: ignore[attr-defined]
-    note = pg.locator(".wb-gantt-note")  # type: ignore[attr-defined]
+    note = pg.locator(".wb-gantt-note p")  # type: ignore[attr-defined]
     _wait_text(note)
     deadline = time.monotonic() + 20
     while not note.first.inner_text().startswith("1 jobs match") and time.monotonic() < deadline:
@@ -215,7 +217,7 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     _tab(pg, "Quote")
     box = pg.locator(".wb-deadline input")  # type: ignore[attr-defined]
     box.fill("0")
-    assert "deadline" in _wait_text(pg.locator(".wb-quote-errors"))  # type: ignore[attr-defined]
+    assert "deadline" in _wait_text(pg.locator(".wb-quote-errors p"))  # type: ignore[attr-defined]
     assert pg.locator(".wb-quote-button button").is_disabled()  # type: ignore[attr-defined]
     box.fill("12")
     deadline = time.monotonic() + 10
@@ -223,7 +225,7 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     while button.is_disabled() and time.monotonic() < deadline:
         time.sleep(0.2)
     button.click()
-    head = _wait_text(pg.locator(".wb-quote"))  # type: ignore[attr-defined]
+    head = _wait_text(pg.locator(".wb-quote p"))  # type: ignore[attr-defined]
     assert head.startswith("Best") or head.startswith("No option")
 
     # 7. Export: the shown run's plan CSV has the CLI's header and one row per job-slot.

@@ -97,9 +97,11 @@ ERROR_STYLE = {"color": "#b00020", "font-size": "12px"}
 
 def _error_pane(state: WorkbenchState, knob: str) -> pn.pane.Markdown:
     """The reason a typed knob is refused, right under its field (hidden while valid)."""
-    text = state.param.input_errors.rx().get(knob, "")
-    return pn.pane.Markdown(text, visible=text.rx.bool(), styles=ERROR_STYLE,
-                            margin=(0, 10, 4, 10), css_classes=[f"wb-error-{knob.split(':')[0]}"])
+    return pn.pane.Markdown(
+        pn.bind(lambda errors: errors.get(knob, ""), state.param.input_errors),
+        visible=pn.bind(lambda errors: knob in errors, state.param.input_errors),
+        styles=ERROR_STYLE, margin=(0, 10, 4, 10),
+        css_classes=[f"wb-error-{knob.split(':')[0]}"])
 
 
 def typed_input(name: str, value: str, **params: Any) -> pn.widgets.TextInput:
