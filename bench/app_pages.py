@@ -4,9 +4,10 @@ Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb
 ``make run`` leaves it, with seed3 and a stored Lyapunov run), opens it in Debian's chromium
 (Playwright) and measures:
 
-- first page, cold: from ``goto`` until the stored run's headline cost is shown (the first
-  session of a fresh server: the scenario is read from the store);
-- first page, warm: the same for a second session (read-only data shared between sessions);
+- first page, first visitor: from ``goto`` until the stored run's headline cost is shown
+  (the server runs with ``--warm`` as ``workbench serve`` warms itself; ``--cold-server``
+  leaves the scenario load to this visitor);
+- first page, second visitor: the same for a second session;
 - one Run of Lyapunov at V = 7.5 with the app's default comparison policies (press Run,
   wait until the headline changes and the progress panel is gone); the ratio is against
   the warm first page of the same process.
@@ -46,13 +47,15 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+def serve(db: Path, warm: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+    """``panel serve`` on a free port; ``warm``: with ``--warm`` (the script runs once at
+    start, as ``workbench serve`` does, filling the caches the sessions share)."""
     port = _port()
     panel = shutil.which("panel", path=str(Path(sys.executable).parent)) or "panel"
     proc = subprocess.Popen(
         [panel, "serve", str(ROOT / "apps" / "workbench.py"), "--port", str(port),
          "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}",
-         "--num-procs", "1", "--args", "--db", str(db)],
+         "--num-procs", "1", *(["--warm"] if warm else []), "--args", "--db", str(db)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "BOKEH_RESOURCES": "server"})
     url = f"http://127.0.0.1:{port}/workbench"
@@ -85,18 +88,22 @@ def main() -> int:
     ap.add_argument("--db", type=Path, default=ROOT / "workbench.duckdb")
     ap.add_argument("--screenshots", type=Path, default=None)
     ap.add_argument("--no-run", action="store_true", help="only time the first page")
+    ap.add_argument("--cold-server", action="store_true",
+                    help="serve without --warm: the first visitor pays the scenario load")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     db = tmp / "bench.duckdb"
     shutil.copy(args.db, db)
-    proc, url = serve(db)
+    proc, url = serve(db, warm=not args.cold_server)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             cold, _ = first_page(browser, url, SIZES[0])
             warm, page = first_page(browser, url, SIZES[0])
-            print(f"first page (headline of the stored run shown): cold {cold:.2f} s, "
-                  f"warm {warm:.2f} s (warm/cold {warm / cold:.2f})")
+            server = "cold server" if args.cold_server else "warm server (--warm)"
+            print(f"first page on a {server} (headline of the stored run shown): first "
+                  f"visitor {cold:.2f} s, second visitor {warm:.2f} s (second/first "
+                  f"{warm / cold:.2f})")
             if not args.no_run:
                 before = page.locator("#metric-cost").first.inner_text()
                 page.get_by_label("V", exact=True).fill("7.5")
