@@ -382,8 +382,11 @@ def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: 
     assert t.run_info["knobs"]["carbon_cap_kg"] == 1.0 and "asap-home" in t.baselines
     assert t.result.metrics["cost"] == pytest.approx(capped.metrics["cost"])
     assert len(t.result.plan) == len(capped.plan)
+    # The sidebar shows the knobs of the run on screen: Run repeats it.
+    assert (t.cap_mode, t.carbon_cap_kg, t.V) == ("global", 1.0, 5.0)
     # Loading the uncapped V = 5 run brings back its trade-off with V = 0.5.
     t.load_run(str(mine["run_id"].iloc[1]))
+    assert t.cap_mode == "none" and "carbon_cap_kg" not in t.knobs()
     assert t.tradeoff is not None and list(t.tradeoff["V"]) == [0.5, 5.0]
     runs_view = app.views["Runs"]
     runs_view.table.selection = [0, 1]

@@ -572,10 +572,39 @@ class WorkbenchState(param.Parameterized):
         if slot_s and int(slot_s) // 60 in SLOT_MINUTES:
             self.slot_minutes = int(slot_s) // 60
         info["stored"] = True
+        self._restore_knobs(info)
         self.param.update(result=res, baselines=baselines, run_info=info)
         self.refresh_tradeoff()
         self._announce(res, [])
         return res
+
+    def _restore_knobs(self, info: Mapping[str, Any]) -> None:
+        """Put a loaded run's policy and knobs back in the sidebar, so that pressing Run
+        again repeats it (values the sidebar cannot show are left as they are)."""
+        k = stored_runs.run_settings(info)
+        update: dict[str, Any] = {"input_errors": {}}
+        if info.get("policy") in self.param.policy.objects:
+            update["policy"] = info["policy"]
+        for knob in ("V", "migration_threshold"):
+            if knob in k and not check_knob(knob, str(k[knob]))[1]:
+                update[knob] = float(k[knob])
+        cap = k.get("carbon_cap_kg")
+        if isinstance(cap, Mapping):
+            update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
+            update["cap_mode"] = "per datacenter"
+        elif cap is not None:
+            update["carbon_cap_kg"] = float(cap)
+            update["cap_mode"] = "global"
+        elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
+            update["cap_mode"] = "none"
+        counts = [int(n) for n in k.get("gpu_counts") or [] if int(n) in GPU_COUNT_CHOICES]
+        update["gpu_counts"] = counts
+        if k.get("forecast_mode") in self.param.forecast_mode.objects:
+            update["forecast_mode"] = k["forecast_mode"]
+            if k["forecast_mode"] == "noisy" and k.get("forecast_error"):
+                update["forecast_error"] = float(k["forecast_error"])
+        self.param.update(**update)
+        self.param.trigger("cap_mode")  # rebuild the cap fields with the restored values
 
     def rename_run(self, run_id: str, name: str) -> None:
         try:

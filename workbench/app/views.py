@@ -97,9 +97,15 @@ ERROR_STYLE = {"color": "#b00020", "font-size": "12px"}
 
 def _error_pane(state: WorkbenchState, knob: str) -> pn.pane.Markdown:
     """The reason a typed knob is refused, right under its field (hidden while valid)."""
+    def reason(errors: dict[str, str]) -> str:
+        return errors.get(knob, "")
+
+    def shown(errors: dict[str, str]) -> bool:
+        return knob in errors
+
     return pn.pane.Markdown(
-        pn.bind(lambda errors: errors.get(knob, ""), state.param.input_errors),
-        visible=pn.bind(lambda errors: knob in errors, state.param.input_errors),
+        pn.bind(reason, state.param.input_errors),
+        visible=pn.bind(shown, state.param.input_errors),  # type: ignore[arg-type]
         styles=ERROR_STYLE, margin=(0, 10, 4, 10),
         css_classes=[f"wb-error-{knob.split(':')[0]}"])
 
