@@ -13,7 +13,7 @@ Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb
   the warm first page of the same process.
 
 With ``--screenshots DIR`` it saves every tab after the run at 1366x768 and 1920x1080
-(``app_<tab>_<width>.png``). Usage::
+(``app_<tab>_<width>.png``, the whole page). Usage::
 
     PYTHONPATH=$PWD python bench/app_pages.py --db workbench.duckdb --screenshots docs
 """
@@ -115,7 +115,8 @@ def main() -> int:
                 deadline = time.monotonic() + 900
                 while time.monotonic() < deadline:
                     now = page.locator("#metric-cost").first.inner_text()
-                    if now != before and not page.locator("#wb-progress").count():
+                    progress = page.locator("#wb-progress")
+                    if now != before and not (progress.count() and progress.first.is_visible()):
                         break
                     time.sleep(0.5)
                 run_s = time.perf_counter() - t0
@@ -129,7 +130,8 @@ def main() -> int:
                     for tab in TABS:
                         page.locator(".bk-tab", has_text=tab).first.click()
                         time.sleep(3.0)
-                        page.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"))
+                        page.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"),
+                                        full_page=True)
                 print(f"screenshots in {args.screenshots}")
             browser.close()
     finally:

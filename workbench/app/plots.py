@@ -147,7 +147,7 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
         opts["xlim"] = xlim
     return hv.Overlay(layers).opts(
         **CALM, **opts, responsive=True, height=max(220, 18 * n_jobs + 110), yticks=ticks,
-        ylim=(-0.7, n_jobs - 0.3), legend_position="top_left", legend_cols=len(colors),
+        ylim=(-0.7, n_jobs - 0.3), legend_position="right",
         show_grid=True, ylabel="", fontsize={"yticks": "8pt"},
         title="Placements (job x time, colour = datacenter)")
 

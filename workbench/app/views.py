@@ -585,7 +585,7 @@ COMPARE_SHOWN: tuple[tuple[str, str], ...] = (
     ("cost_vs_offline_pct", "above offline (%)"), ("carbon_kg", "carbon (kg)"),
     ("carbon_saving_pct", "carbon saved (%)"), ("energy_kwh", "energy (kWh)"),
     ("mean_jct_h", "mean JCT (h)"), ("deadline_misses", "misses"),
-    ("jobs_unfinished", "unfinished"), ("migrations", "moves"),
+    ("jobs_unfinished", "not done"), ("migrations", "moves"),
 )
 """Columns of the Metrics tab's comparison table (all fit without side-scrolling); the
 comparison CSV keeps every column of :func:`workbench.app.derive.compare_table`."""
@@ -626,10 +626,10 @@ class MetricsView(_StateView):
                 f"settings): {', '.join(missing)}." if missing else "")
         cols = [(k, lbl.format(c=currency)) for k, lbl in COMPARE_SHOWN]
         shown = table[[k for k, _ in cols]].rename(columns=dict(cols)).round(2)
-        for col in ("misses", "unfinished", "moves"):
+        for col in ("misses", "not done", "moves"):
             shown[col] = shown[col].astype("Int64")
         return pn.Column(
-            data_table(shown, css_classes=["wb-compare"]),
+            data_table(shown, css_classes=["wb-compare"], widths={"policy": 170}),
             pn.pane.Markdown("First row: this run. Savings against asap-home (grey bar); the "
                              "offline optimum (green) is a bound with perfect hindsight. "
                              "The comparison CSV (Export) has every column. " + note),
