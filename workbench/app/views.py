@@ -668,7 +668,7 @@ class MetricsView(_StateView):
 RUNS_SHOWN: tuple[tuple[str, str], ...] = (
     ("created", "stored ({tz})"), ("name", "name"), ("policy", "policy"),
     ("knobs", "knobs"), ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"),
-    ("deadline_misses", "misses"), ("jobs_unfinished", "unfinished"), ("run_id", "run"),
+    ("deadline_misses", "misses"), ("jobs_unfinished", "not done"), ("run_id", "run"),
 )
 """Columns of the Runs tab's table."""
 
@@ -715,7 +715,7 @@ class RunsView(_StateView):
         self._ids = list(runs["run_id"])
         currency = next((c for c in runs["currency"] if c), "")
         frame = runs.assign(
-            created=_zone_times(runs["created_utc"], tz).dt.strftime("%m-%d %H:%M:%S"),
+            created=_zone_times(runs["created_utc"], tz).dt.strftime("%m-%d %H:%M"),
             name=runs["name"].fillna(""),
             knobs=[stored_runs.knobs_text(r).split(" · ", 1)[-1] for r in
                    runs.to_dict("records")],
@@ -723,11 +723,14 @@ class RunsView(_StateView):
             deadline_misses=runs["deadline_misses"].astype("Int64"),
             jobs_unfinished=runs["jobs_unfinished"].astype("Int64"))
         cols = [(k, h.format(tz=tz, c=currency)) for k, h in RUNS_SHOWN]
+        stored = dict(cols)["created"]
         self.table.param.update(value=frame[[k for k, _ in cols]].rename(columns=dict(cols)),
                                 selection=[i for i, r in enumerate(self._ids)
                                            if r in self.s.compare_ids],
-                                widths={"knobs": "34%"},
-                                formatters={"knobs": {"type": "textarea"}})
+                                widths={stored: 130, "run": 125, "policy": 95, "misses": 75,
+                                        "not done": 80, "knobs": "30%"},
+                                formatters={"knobs": {"type": "textarea"},
+                                            "name": {"type": "textarea"}})
 
     def ticked(self) -> list[str]:
         return [self._ids[i] for i in self.table.selection if i < len(self._ids)]
