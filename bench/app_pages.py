@@ -13,7 +13,8 @@ Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb
   the warm first page of the same process.
 
 With ``--screenshots DIR`` it saves every tab after the run at 1366x768 and 1920x1080
-(``app_<tab>_<width>.png``, the whole page). Usage::
+(``app_<tab>_<width>.png``; Plan and Migrations also scrolled down,
+``app_<tab>_lower_<width>.png``). Usage::
 
     PYTHONPATH=$PWD python bench/app_pages.py --db workbench.duckdb --screenshots docs
 """
@@ -39,6 +40,13 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update"]
 TABS = ("Metrics", "Plan", "Migrations", "Runs", "Grid", "Quote", "Export")
 SIZES = ((1366, 768), (1920, 1080))
+MARKERS = {"Metrics": "#metrics-headline", "Plan": ".wb-gantt-note p",
+           "Migrations": ".wb-migrations .tabulator-row", "Runs": ".wb-runs .tabulator-row",
+           "Grid": ".bk-Canvas, canvas", "Quote": ".wb-quote-button button",
+           "Export": ".wb-download-plan"}
+"""What shows that a tab has drawn (screenshots wait for it)."""
+BELOW = {"Plan": ".wb-gantt", "Migrations": ".wb-migrations"}
+"""Tabs with a second screenshot scrolled to this element (``app_<tab>_lower_<w>.png``)."""
 
 
 def _port() -> int:
@@ -83,6 +91,25 @@ def first_page(browser, url: str, size: tuple[int, int]) -> tuple[float, object]
     return time.perf_counter() - t0, page
 
 
+def session_build_s(db: Path) -> tuple[float, float]:
+    """Server-side cost of a session in this process: state, views and Bokeh models of the
+    page (sidebar and the Metrics tab), for the first session and a second one."""
+    import panel as pn
+
+    from workbench.app import create_app
+
+    pn.extension("tabulator")
+    out = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        app = create_app(str(db))
+        app.template()
+        app.tabs.get_root()
+        app.sidebar.__panel__().get_root()
+        out.append(time.perf_counter() - t0)
+    return out[0], out[1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", type=Path, default=ROOT / "workbench.duckdb")
@@ -94,6 +121,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     db = tmp / "bench.duckdb"
     shutil.copy(args.db, db)
+    first_s, second_s = session_build_s(db)
+    print(f"server-side session build (state, views, models; no browser): first "
+          f"{first_s:.2f} s, second {second_s:.2f} s (second/first {second_s / first_s:.2f})")
     proc, url = serve(db, warm=not args.cold_server)
     try:
         with sync_playwright() as pw:
@@ -124,14 +154,23 @@ def main() -> int:
                       f"yet run on this server): {run_s:.1f} s = {run_s / warm:.0f} x the warm "
                       "first page")
             if args.screenshots is not None:
+                # A fresh session per size: it opens on the newest stored run (the one just
+                # made, with its stored comparisons), so no update is in flight.
                 args.screenshots.mkdir(parents=True, exist_ok=True)
                 for w, h in SIZES:
-                    page.set_viewport_size({"width": w, "height": h})
+                    _, shot = first_page(browser, url, (w, h))
                     for tab in TABS:
-                        page.locator(".bk-tab", has_text=tab).first.click()
-                        time.sleep(3.0)
-                        page.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"),
-                                        full_page=True)
+                        shot.locator(".bk-tab", has_text=tab).first.click()
+                        shot.locator(MARKERS[tab]).first.wait_for()
+                        time.sleep(4.0)
+                        shot.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"))
+                        if tab in BELOW:
+                            # The template scrolls its main area, not the page: scroll to the
+                            # lower half of the tab for a second picture.
+                            shot.locator(BELOW[tab]).first.scroll_into_view_if_needed()
+                            time.sleep(2.0)
+                            shot.screenshot(
+                                path=str(args.screenshots / f"app_{tab.lower()}_lower_{w}.png"))
                 print(f"screenshots in {args.screenshots}")
             browser.close()
     finally:

@@ -183,8 +183,8 @@ class Sidebar(_StateView):
         super().__init__(**params)
         s = self.s
         self.v_slider = pn.widgets.DiscreteSlider(
-            name="V (log scale)", options=list(V_STEPS),
-            value=min(V_STEPS, key=lambda v: abs(math.log(v / s.V))))
+            name="V (log scale)", options=sorted(set(V_STEPS) | {float(s.V)}),
+            value=float(s.V))
         self.v_input = typed_input("V", f"{s.V:g}", css_classes=["wb-v"])
         self.v_input.param.watch(lambda e: s.enter("V", e.new), "value_input")
         self.v_slider.param.watch(self._from_slider, "value")
@@ -214,8 +214,10 @@ class Sidebar(_StateView):
         value, _ = check_knob("V", self.v_input.value_input or "")
         if value != event.new:
             self.v_input.param.update(value=f"{event.new:g}", value_input=f"{event.new:g}")
-        if event.new in V_STEPS and self.v_slider.value != event.new:
-            self.v_slider.value = event.new
+        if self.v_slider.value != event.new:
+            # The slider shows the V in use: a typed V off the log steps joins its options.
+            options = sorted(set(V_STEPS) | {float(event.new)})
+            self.v_slider.param.update(options=options, value=float(event.new))
 
     def _gate(self, *_: Any) -> None:
         """Run only on what the operator sees: disabled while any shown field is refused."""
