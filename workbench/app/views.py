@@ -532,7 +532,9 @@ class MigrationsView(_StateView):
                    sizing_mode="stretch_width"),
             data_table(routes),
             data_table(shown, pagination="local", page_size=15, header_filters=True,
-                       css_classes=["wb-migrations"], widths={"why (grid in that slot)": "45%"},
+                       css_classes=["wb-migrations"],
+                       widths={f"time ({tz})": 125, "job": 150, "from": 100, "to": 100,
+                               "why (grid in that slot)": "42%"},
                        formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",
         )
