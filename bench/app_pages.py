@@ -162,6 +162,9 @@ def main() -> int:
                     for tab in TABS:
                         shot.locator(".bk-tab", has_text=tab).first.click()
                         shot.locator(MARKERS[tab]).first.wait_for()
+                        if tab == "Quote":  # a quote with its defaults: the table shows
+                            shot.locator(".wb-quote-button button").click()
+                            shot.locator(".wb-quote-options .tabulator-row").first.wait_for()
                         time.sleep(4.0)
                         shot.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"))
                         if tab in BELOW:

@@ -731,8 +731,9 @@ class RunsView(_StateView):
         self.table.param.update(value=frame[[k for k, _ in cols]].rename(columns=dict(cols)),
                                 selection=[i for i, r in enumerate(self._ids)
                                            if r in self.s.compare_ids],
-                                widths={stored: 130, "run": 125, "policy": 95, "misses": 75,
-                                        "not done": 80, "knobs": "30%"},
+                                widths={stored: 130, "name": 110, "run": 125, "policy": 95,
+                                        dict(cols)["cost"]: 95, dict(cols)["carbon_kg"]: 90,
+                                        "misses": 75, "not done": 80, "knobs": "24%"},
                                 formatters={"knobs": {"type": "textarea"},
                                             "name": {"type": "textarea"}})
 
