@@ -818,8 +818,7 @@ QUOTE_SHOWN: tuple[tuple[str, str], ...] = (
     ("best", ""), ("datacenter", "datacenter"), ("gpu_type", "GPU"), ("n_gpus", "GPUs"),
     ("start", "start ({tz})"), ("finish", "finish ({tz})"), ("duration_h", "hours"),
     ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"), ("energy_kwh", "energy (kWh)"),
-    ("feasible", "meets deadline"), ("cost_if_now", "cost if started now ({c})"),
-    ("batch_size", "batch"), ("note", "note"),
+    ("feasible", "meets deadline"), ("note", "note"),
 )
 """Columns of the Quote tab's table, in order: the decision first, details after."""
 
@@ -970,17 +969,24 @@ class QuoteView(_StateView):
         options = quote_table(q.options, q.currency, tz, order)
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
                          data_table(options, pagination="local", page_size=15,
-                               css_classes=["wb-quote-options"]),
+                               css_classes=["wb-quote-options"],
+                               widths={"": 70, "note": "18%"},
+                               formatters={"note": {"type": "textarea"}}),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
-        form = pn.Column(self.app, self.work, self.gpus, self.arrival, self.deadline, self.home,
-                         self.checkpoint, self.carbon_price,
-                         pn.pane.Markdown("**Best is the…**", margin=(5, 10, 0, 10)),
-                         self.order, self.respect, self.button, self.errors, width=300)
-        return pn.Row(form, pn.panel(self._result, sizing_mode="stretch_width"),
-                      sizing_mode="stretch_width")
+        # The form in three short columns above the options, so the table has the full
+        # width and its key columns need no side-scrolling.
+        form = pn.Row(
+            pn.Column(self.app, self.work, self.gpus, width=300),
+            pn.Column(self.arrival, self.deadline, self.home, width=300),
+            pn.Column(self.checkpoint, self.carbon_price,
+                      pn.pane.Markdown("**Best is the…**", margin=(5, 10, 0, 10)),
+                      self.order, width=300),
+            pn.Column(self.respect, self.button, self.errors, width=220))
+        return pn.Column(form, pn.panel(self._result, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width")
 
 
 class ExportView(_StateView):
