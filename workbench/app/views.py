@@ -829,7 +829,7 @@ def quote_table(options: pd.DataFrame, currency: str, tz: str = "UTC",
     the deadline first), the best marked, readable columns and units, rounded."""
     table = derive.sort_quote(options, order)
     for col in ("start", "finish"):
-        table[col] = _zone_times(table[col], tz).dt.strftime("%a %m-%d %H:%M")
+        table[col] = _zone_times(table[col], tz).dt.strftime("%m-%d %H:%M")
     best = bool(len(table)) and bool(table["feasible"].iloc[0])
     table["best"] = ["★ best" if best and i == 0 else "" for i in range(len(table))]
     cols = [(k, label.format(c=currency, tz=tz)) for k, label in QUOTE_SHOWN if k in table]
@@ -970,7 +970,9 @@ class QuoteView(_StateView):
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
                          data_table(options, pagination="local", page_size=15,
                                css_classes=["wb-quote-options"],
-                               widths={"": 70, "note": "18%"},
+                               widths={"": 70, "datacenter": 95, "GPU": 100,
+                                       f"start ({tz})": 110, f"finish ({tz})": 110,
+                                       "note": "16%"},
                                formatters={"note": {"type": "textarea"}}),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
@@ -979,12 +981,11 @@ class QuoteView(_StateView):
         # The form in three short columns above the options, so the table has the full
         # width and its key columns need no side-scrolling.
         form = pn.Row(
-            pn.Column(self.app, self.work, self.gpus, width=300),
-            pn.Column(self.arrival, self.deadline, self.home, width=300),
-            pn.Column(self.checkpoint, self.carbon_price,
-                      pn.pane.Markdown("**Best is the…**", margin=(5, 10, 0, 10)),
-                      self.order, width=300),
-            pn.Column(self.respect, self.button, self.errors, width=220))
+            pn.Column(self.app, self.work, self.gpus, width=235),
+            pn.Column(self.arrival, self.deadline, self.home, width=235),
+            pn.Column(self.checkpoint, self.carbon_price, width=235),
+            pn.Column(pn.pane.Markdown("**Best is the…**", margin=(5, 10, 0, 10)),
+                      self.order, self.respect, self.button, self.errors, width=235))
         return pn.Column(form, pn.panel(self._result, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")
 
