@@ -970,9 +970,8 @@ class QuoteView(_StateView):
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
                          data_table(options, pagination="local", page_size=15,
                                css_classes=["wb-quote-options"],
-                               widths={"": 70, "datacenter": 95, "GPU": 100,
-                                       f"start ({tz})": 110, f"finish ({tz})": 110,
-                                       "note": "16%"},
+                               widths={"": 60, f"start ({tz})": 100,
+                                       f"finish ({tz})": 100, "note": "15%"},
                                formatters={"note": {"type": "textarea"}}),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
@@ -980,6 +979,9 @@ class QuoteView(_StateView):
     def __panel__(self) -> pn.viewable.Viewable:
         # The form in three short columns above the options, so the table has the full
         # width and its key columns need no side-scrolling.
+        for w in (self.app, self.work, self.gpus, self.arrival, self.deadline, self.home,
+                  self.checkpoint, self.carbon_price):
+            w.sizing_mode = "stretch_width"
         form = pn.Row(
             pn.Column(self.app, self.work, self.gpus, width=235),
             pn.Column(self.arrival, self.deadline, self.home, width=235),
