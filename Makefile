@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= workbench.duckdb
 
-.PHONY: run test lint clean
+.PHONY: run test lint clean notebooks
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# JupyterLab on the tutorials (installs the `notebooks` extra on first use).
+# FULL_WEEK=1 makes 01_quickstart plan the whole seed3 week instead of two days.
+notebooks: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[notebooks]"
+	WORKBENCH_FULL_WEEK=$(or $(FULL_WEEK),0) \
+		$(BIN)/jupyter lab --notebook-dir=notebooks
 
 lint: $(STAMP)
 	$(BIN)/ruff check workbench tests apps bench

@@ -1,7 +1,9 @@
 """The workbench web app: ``panel serve apps/workbench.py`` (or ``workbench serve``).
 
 The store defaults to ``./workbench.duckdb``; pick another with
-``panel serve apps/workbench.py --args --db PATH`` (or ``workbench serve --db PATH``).
+``panel serve apps/workbench.py --warm --args --db PATH`` (or ``workbench serve --db PATH``).
+``--warm`` runs this script once at start, so the scenario is read into the cache every
+session shares before the first visitor comes (``workbench serve`` does that itself).
 """
 
 import argparse

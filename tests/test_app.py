@@ -272,9 +272,18 @@ def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
     q = state.quote(JobSpec(app=sc.profiles[0].app, work_samples=1e5,
                             home=sc.datacenters[0].name, deadline_h=6.0))
     assert q is not None
-    table = quote_table(q.options, q.currency)
-    assert list(table.columns[:3]) == ["datacenter", "GPU", "GPUs"]
+    table = quote_table(q.options, q.currency, "Asia/Shanghai", "fastest")
+    assert list(table.columns[:4]) == ["", "datacenter", "GPU", "GPUs"]
     assert f"cost ({q.currency})" in table.columns and len(table) == len(q.options)
+    assert "start (Asia/Shanghai)" in table.columns
+    # Sorted by what was asked: the fastest option that meets the deadline is marked best.
+    ranked = derive.sort_quote(q.options, "fastest")
+    ok = ranked[ranked["feasible"]]
+    assert ok["finish"].is_monotonic_increasing
+    assert table.iloc[0, 0] == ("★ best" if len(ok) and bool(ranked["feasible"].iloc[0])
+                                else "")
+    cheapest = derive.sort_quote(q.options, "cheapest")
+    assert cheapest[cheapest["feasible"]]["cost"].is_monotonic_increasing
 
 
 def test_charts_do_not_capture_page_scrolling() -> None:
@@ -336,13 +345,146 @@ def test_run_carries_its_attribution_and_the_forecast_is_honest(state: Workbench
 def test_a_missed_cap_is_a_warning_beside_the_results() -> None:
     from workbench.app.views import caps_html
 
-    missed = caps_html({"carbon_cap_met": False, "carbon_cap_kg": 10.0, "carbon_kg": 11.4,
-                        "power_cap_violations": 0})
+    cap = {"scope": "all", "cap_kg": 10.0}
+    missed = caps_html([{**cap, "carbon_kg": 11.4, "met": False}], {"power_cap_violations": 0})
     assert 'id="metrics-cap-warning"' in missed and "Carbon cap missed" in missed
     assert "+14.0 %" in missed
-    met = caps_html({"carbon_cap_met": True, "carbon_cap_kg": 10.0, "carbon_kg": 9.0,
-                     "power_cap_violations": 0})
+    met = caps_html([{**cap, "carbon_kg": 9.0, "met": True}], {"power_cap_violations": 0})
     assert "metrics-cap-met" in met and "warning" not in met
-    power = caps_html({"power_cap_violations": 3, "power_cap_kw": 5.0})
+    power = caps_html([], {"power_cap_violations": 3, "power_cap_kw": 5.0})
     assert "Power cap missed" in power
-    assert caps_html({"power_cap_violations": 0}) == ""
+    assert caps_html([], {"power_cap_violations": 0}) == ""
+
+
+def test_typed_knobs_are_checked_and_block_the_run(state: WorkbenchState) -> None:
+    """V = -5, 0, 1e308 or text are refused with a reason; the last valid V stays and Run
+    refuses until the field is fixed (never a run on a value the operator does not see)."""
+    before = state.V
+    for text in ("-5", "0", "1e308", "abc", ""):
+        assert state.enter("V", text), text
+        assert state.V == before and "V" in state.blocking_errors()
+    assert state.run() is None
+    assert state.message_kind == "danger" and "V" in state.message
+    assert state.enter("V", "2.5") == "" and state.V == 2.5 and not state.blocking_errors()
+    # A cap of 0 is refused, but only matters while a global cap is chosen.
+    assert "> 0" in state.enter("carbon_cap_kg", "0")
+    assert not state.blocking_errors()
+    state.cap_mode = "global"
+    assert "carbon_cap_kg" in state.blocking_errors()
+    state.enter("carbon_cap_kg", "50")
+    assert state.carbon_cap_kg == 50.0 and not state.blocking_errors()
+
+
+def test_sidebar_run_button_follows_the_errors(db: Path) -> None:
+    app = create_app(str(db), scenario_name="tiny", save_runs=False)
+    bar = app.sidebar
+    assert not bar.run_button.disabled
+    bar.v_input.value_input = "-5"
+    assert bar.run_button.disabled and bar.error_text.visible
+    assert "out of range" in app.state.input_errors["V"]
+    bar.v_input.value_input = "3"
+    assert not bar.run_button.disabled and app.state.V == 3.0
+
+
+def test_missed_cap_and_unfinished_jobs_are_warnings(state: WorkbenchState) -> None:
+    state.param.update(cap_mode="global", carbon_cap_kg=0.01, baseline_policies=[])
+    res = state.run()
+    assert res is not None
+    caps = derive.cap_status(res)
+    assert caps[0]["scope"] == "all" and not caps[0]["met"]
+    warnings = derive.run_warnings(res)
+    assert any(w.startswith("carbon cap missed") for w in warnings)
+    assert state.message_kind == "warning" and "carbon cap missed" in state.message
+
+
+def test_cancel_stops_the_run_and_keeps_the_previous(state: WorkbenchState) -> None:
+    first = state.run()
+    assert first is not None
+
+    def cancel_soon(n: int, orig=state._tick) -> None:
+        orig(n)
+        state.cancel()
+
+    state.running = True  # as run() sets it; cancel() only acts on a running computation
+    state._tick = cancel_soon  # type: ignore[method-assign]
+    outcome = state.compute()
+    state.running = False
+    assert outcome.cancelled and outcome.result is None
+    state.apply(outcome)
+    assert state.result is first and "cancelled" in state.message
+
+
+def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: Scenario) -> None:
+    db = tmp_path / "runs.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_tiny(seed3))
+    s = WorkbenchState(db_path=str(db), scenario_name="tiny", baseline_policies=["asap-home"])
+    assert s.result is None and s.runs_table is not None and s.runs_table.empty
+    for v in (0.5, 5.0):
+        s.enter("V", str(v))
+        assert s.run() is not None
+    s.param.update(cap_mode="global")
+    s.enter("carbon_cap_kg", "1")
+    capped = s.run()
+    assert capped is not None
+    # The V trade-off joins only runs that differ from the shown run in V alone: the capped
+    # run has no partner.
+    assert s.tradeoff is None
+    mine = s.runs_table[s.runs_table["status"] != "baseline"]
+    assert len(mine) == 3 and (s.runs_table["status"] == "baseline").sum() == 1
+    # A new session opens on the newest stored run, with its knobs and its comparison.
+    app = create_app(str(db), scenario_name="tiny", baseline_policies=["asap-home"])
+    t = app.state
+    assert t.result is not None and t.run_info["run_id"] == mine["run_id"].iloc[0]
+    assert t.run_info["knobs"]["carbon_cap_kg"] == 1.0 and "asap-home" in t.baselines
+    assert t.result.metrics["cost"] == pytest.approx(capped.metrics["cost"])
+    assert len(t.result.plan) == len(capped.plan)
+    # The sidebar shows the knobs of the run on screen: Run repeats it.
+    assert (t.cap_mode, t.carbon_cap_kg, t.V) == ("global", 1.0, 5.0)
+    # Loading the uncapped V = 5 run brings back its trade-off with V = 0.5.
+    t.load_run(str(mine["run_id"].iloc[1]))
+    assert t.cap_mode == "none" and "carbon_cap_kg" not in t.knobs()
+    assert t.tradeoff is not None and list(t.tradeoff["V"]) == [0.5, 5.0]
+    runs_view = app.views["Runs"]
+    runs_view.table.selection = [0, 1]
+    runs_view._compare(None)
+    assert t.compare_ids == list(mine["run_id"].iloc[:2])
+    pn.panel(runs_view).get_root()
+    first, second = t.compare_ids
+    t.rename_run(first, "capped")
+    assert "capped" in set(t.runs_table["name"].dropna())
+    t.delete_runs([first])
+    assert len(t.runs_table) == 3 and t.compare_ids == [second]
+
+
+def test_migration_reasons_in_words(state: WorkbenchState) -> None:
+    sc = state.scenario
+    assert sc is not None
+    res = state.run()
+    assert res is not None
+    if res.migrations.empty:
+        pytest.skip("no migration in this tiny run")
+    reasons = derive.migration_reasons(res.migrations, res.plan, sc)
+    assert len(reasons) == len(res.migrations)
+    assert all(r.startswith("price ") and f"{sc.currency}/kWh" in r and "carbon" in r
+               for r in reasons)
+
+
+def test_gantt_filter_group_and_every_row_labelled(state: WorkbenchState) -> None:
+    from workbench.app import plots
+
+    res = state.run()
+    assert res is not None
+    seg = derive.gantt_segments(res.plan)
+    one = str(seg["job_id"].iloc[0])
+    assert set(derive.filter_segments(seg, search=one.upper())["job_id"]) == {
+        j for j in seg["job_id"] if one in j}
+    late = seg["start"].max()
+    assert (derive.filter_segments(seg, start=late)["end"] > late).all()
+    groups = derive.job_groups(seg, "pool")
+    assert set(groups.index) == set(seg["job_id"]) and all("/" in g for g in groups)
+    rows = derive.job_order(seg)
+    overlay = plots.gantt(seg, rows, currency="CNY", groups=groups)
+    ticks = overlay.opts.get().kwargs["yticks"]
+    assert len(ticks) == len(rows) and all(lbl.endswith(j) for (_, lbl), j in zip(
+        sorted(ticks, reverse=True), rows, strict=True))

@@ -102,6 +102,16 @@ def test_cli_no_gpu_exits_3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert "Traceback" not in out.err
 
 
+def test_cli_no_gpu_still_runs_the_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(nvml, "NvmlBackend", _no_gpu)
+    marker = tmp_path / "ran"
+    rc = main(["--db", str(tmp_path / "w.duckdb"), "profile", "--name", "x", "--",
+               sys.executable, "-c", f"open({str(marker)!r}, 'w'); raise SystemExit(4)"])
+    assert rc == 4 and marker.exists()
+    assert "power was not sampled" in capsys.readouterr().err
+
+
 def test_real_backend_without_driver_raises_no_gpu_error() -> None:
     try:
         backend = nvml.NvmlBackend()

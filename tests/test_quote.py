@@ -111,6 +111,11 @@ def test_cli_quote_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     rc = main(["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8",
                "--home", "nowhere"])
     assert rc == 2
+    # No option meets the deadline: the answer is "no", exit 1 (JSON still printed).
+    capsys.readouterr()
+    rc = main(["quote", "seed3", "--app", "cifar10", "--work", "5e14", "--home", "guangzhou",
+               "--deadline-h", "1", "--json", "--db", str(db)])
+    assert rc == 1 and json.loads(capsys.readouterr().out)["recommended"] is None
 
 
 def test_predicted_profiles_carry_a_run_time_interval(seed3: Scenario, spec: JobSpec) -> None:

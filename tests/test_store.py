@@ -204,3 +204,25 @@ def test_a_short_tariff_scenario_keeps_its_price_kind(tmp_path) -> None:  # type
         back = store.load_scenario("day")
     # One day cannot show its daily repetition: the saved kind says it is a tariff.
     assert default_forecast_mode(back) == "tariff"
+
+
+def test_v3_runs_have_names_settings_and_can_be_deleted(tmp_path) -> None:
+
+    with Store(tmp_path / "r.duckdb") as store:
+        meta = {"scenario": "s", "policy": "p", "knobs": {"V": 2.0}, "forecast_mode": "perfect",
+                "slot_s": 900}
+        plan = pd.DataFrame({"slot_start": [pd.Timestamp("2025-01-01", tz="UTC")],
+                             "slot_end": [pd.Timestamp("2025-01-01 00:15", tz="UTC")],
+                             "job_id": ["j"], "action": ["start"]})
+        rid = store.save_run(meta, plan, pd.DataFrame(), pd.DataFrame(), {"cost": 3.0})
+        store.rename_run(rid, "first try")
+        assert store.resolve_run("first try") == rid == store.resolve_run(rid[:4])
+        info = store.run_info(rid)
+        assert info["name"] == "first try" and info["settings"] == {"forecast_mode": "perfect",
+                                                                    "slot_s": 900}
+        summary = store.run_summaries()
+        assert summary.loc[0, "cost"] == 3.0 and summary.loc[0, "name"] == "first try"
+        store.delete_run(rid)
+        assert store.runs().empty and store.run_plan(rid).empty
+        with pytest.raises(StoreError, match="no run"):
+            store.resolve_run("first try")

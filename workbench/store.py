@@ -41,13 +41,15 @@ from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
 Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.
 Version 3: jobs' dataset sizes, scenarios' price kind, plan rows' data moved and time lost,
 every data movement in ``migrations``.
 Version 4: adds ``devices`` (operator-added device specs) and ``compute_measurements``
-(timed training steps, :mod:`workbench.compute.measure`)."""
+(timed training steps, :mod:`workbench.compute.measure`).
+Version 5: runs gain a ``name`` (set by the operator) and ``settings`` (the simulator's
+forecast, noise, seed, restart and slot settings as JSON)."""
 
 
 class StoreError(RuntimeError):
@@ -140,7 +142,25 @@ _MIGRATIONS: dict[int, list[str]] = {
             step_time_s DOUBLE NOT NULL, sync_time_s DOUBLE, steps INTEGER NOT NULL,
             measured_utc TIMESTAMP, command VARCHAR, profile_id VARCHAR)""",
     ],
+    # 4 -> 5: runs are named by the operator and remember the simulator's settings.
+    5: [
+        "ALTER TABLE runs ADD COLUMN name VARCHAR",
+        "ALTER TABLE runs ADD COLUMN settings VARCHAR",
+    ],
 }
+
+RUN_SETTINGS: tuple[str, ...] = (
+    "forecast_mode", "forecast_error", "noise", "seed", "restart_s", "resize_s", "slot_s",
+    "n_slots",
+)
+"""Keys of a run's ``meta`` kept in the ``settings`` column (what made the run, besides
+the policy's knobs)."""
+
+RUN_SUMMARY_METRICS: tuple[str, ...] = (
+    "cost", "carbon_kg", "energy_kwh", "deadline_misses", "jobs_unfinished", "migrations",
+    "mean_jct_h",
+)
+"""Metrics :meth:`Store.run_summaries` puts beside each run."""
 
 # Tables whose contents scenario writes replace, with the column naming the scenario.
 _SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs")
@@ -608,10 +628,12 @@ class Store:
         slots: pd.DataFrame, metrics: dict[str, Any],
     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         run_id = str(meta.get("run_id") or uuid.uuid4().hex[:12])
+        settings = {k: meta[k] for k in RUN_SETTINGS if k in meta}
         run = pd.DataFrame([{
             "run_id": run_id, "scenario": meta["scenario"], "policy": meta["policy"],
             "created_utc": _now(), "knobs": json.dumps(meta.get("knobs", {}), default=str),
             "status": meta.get("status", "ok"), "log": meta.get("log", ""),
+            "name": meta.get("name") or None, "settings": json.dumps(settings, default=str),
         }])
         plan_cols = ["slot_start", "slot_end", "job_id", "region", "gpu_type", "n_gpus",
                      "batch_size", "action", "energy_kwh", "cost", "carbon_kg", "price_per_kwh",
@@ -649,6 +671,127 @@ class Store:
             sql += " WHERE scenario = ?"
             params.append(scenario)
         return self.con.execute(sql + " ORDER BY created_utc", params).df()
+
+    def run_summaries(self, scenario: str | None = None) -> pd.DataFrame:
+        """Stored runs, newest first, with their headline metrics beside them.
+
+        Columns: ``run_id, name, created_utc, scenario, policy, status, knobs, settings``
+        (JSON text) then :data:`RUN_SUMMARY_METRICS` (NaN where a run lacks one) and
+        ``currency``.
+        """
+        runs = self.runs(scenario)
+        if "name" not in runs:
+            runs["name"] = None
+        metrics = self.con.execute(
+            "SELECT run_id, metric, value, text FROM run_metrics WHERE metric IN ("
+            + ", ".join("?" for _ in (*RUN_SUMMARY_METRICS, "currency")) + ")",
+            [*RUN_SUMMARY_METRICS, "currency"]).df()
+        wide = metrics[metrics["metric"] != "currency"].pivot_table(
+            index="run_id", columns="metric", values="value", aggfunc="first")
+        wide = wide.reindex(columns=list(RUN_SUMMARY_METRICS))
+        cur = metrics[metrics["metric"] == "currency"].set_index("run_id")["text"]
+        out = runs.join(wide, on="run_id")
+        out["currency"] = out["run_id"].map(
+            lambda r: json.loads(cur[r]) if r in cur.index and cur[r] else "")
+        cols = ["run_id", "name", "created_utc", "scenario", "policy", "status", "knobs",
+                "settings", *RUN_SUMMARY_METRICS, "currency"]
+        return out.reindex(columns=cols).sort_values(
+            "created_utc", ascending=False).reset_index(drop=True)
+
+    def run_ids(self, prefix: str) -> list[str]:
+        """Ids of the stored runs whose id or name starts with ``prefix``."""
+        rows = self.con.execute(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) OR name = ? "
+            "ORDER BY created_utc", [prefix, prefix]).fetchall()
+        return [r[0] for r in rows]
+
+    def resolve_run(self, ref: str) -> str:
+        """The one run whose id starts with ``ref`` (or whose name is ``ref``); the newest
+        run for ``ref == "latest"``. Raises :class:`StoreError` saying what is stored."""
+        if ref == "latest":
+            row = self.con.execute(
+                "SELECT run_id FROM runs ORDER BY created_utc DESC LIMIT 1").fetchone()
+            if row is None:
+                raise StoreError(f"no runs in {self.path}; make one with `workbench plan`")
+            return str(row[0])
+        ids = self.run_ids(ref)
+        if len(ids) == 1:
+            return ids[0]
+        if not ids:
+            raise StoreError(f"no run {ref!r} in {self.path}; `workbench runs list` shows "
+                             "the stored runs")
+        raise StoreError(f"{ref!r} names {len(ids)} runs ({', '.join(ids[:5])}); give more "
+                         "of the id")
+
+    def run_info(self, run_id: str) -> dict[str, Any]:
+        """One row of ``runs`` as a dict, ``knobs`` and ``settings`` parsed."""
+        frame = self.con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
+        if frame.empty:
+            raise StoreError(f"no run {run_id!r} in {self.path}")
+        rec = {k: (None if _is_null(v) else _py(v)) for k, v in frame.iloc[0].items()}
+        for key in ("knobs", "settings"):
+            try:
+                rec[key] = json.loads(str(rec.get(key) or "{}"))
+            except ValueError:
+                rec[key] = {}
+        return rec
+
+    def rename_run(self, run_id: str, name: str) -> None:
+        """Give a stored run a name (empty: none)."""
+        with self.transaction() as con:
+            con.execute("UPDATE runs SET name = ? WHERE run_id = ?",
+                        [name.strip() or None, run_id])
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and everything stored with it, in one transaction."""
+        with self.transaction() as con:
+            for table in ("plan_rows", "migrations", "slot_rows", "run_metrics", "runs"):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+
+    def run_migrations(self, run_id: str) -> pd.DataFrame:
+        return self.con.execute(
+            "SELECT * EXCLUDE (run_id) FROM migrations WHERE run_id = ? "
+            "ORDER BY slot_start, job_id", [run_id]).df()
+
+    def run_slots(self, run_id: str) -> pd.DataFrame:
+        """The run's per-slot records, as :attr:`workbench.sim.RunResult.slots` had them."""
+        rows = self.con.execute(
+            "SELECT record FROM slot_rows WHERE run_id = ? ORDER BY slot", [run_id]).fetchall()
+        if not rows:
+            return pd.DataFrame()
+        frame = pd.DataFrame([json.loads(r[0]) for r in rows])
+        if "time" in frame:
+            frame["time"] = pd.to_datetime(frame["time"], utc=True)
+        return frame
+
+    def series_summary(self) -> pd.DataFrame:
+        """Imported grid series: region, kind (price or carbon), unit, span and rows."""
+        return self.con.execute(
+            """SELECT region, 'price' AS kind, coalesce(any_value(currency), '?') || '/kWh'
+                      AS unit, min(time_utc) AS first_utc, max(time_utc) AS last_utc,
+                      count(*) AS rows, string_agg(DISTINCT source, '; ') AS source
+               FROM grid_series WHERE price_per_kwh IS NOT NULL GROUP BY region
+               UNION ALL
+               SELECT region, 'carbon', 'gCO2/kWh', min(time_utc), max(time_utc), count(*),
+                      string_agg(DISTINCT source, '; ')
+               FROM grid_series WHERE carbon_g_per_kwh IS NOT NULL GROUP BY region
+               ORDER BY region, kind""").df()
+
+    def job_sets(self) -> pd.DataFrame:
+        """Stored job sets (and scenarios' jobs): name, jobs, training, inference, span."""
+        return self.con.execute(
+            """SELECT scenario AS name, count(*) AS jobs,
+                      count(*) FILTER (WHERE kind = 'training') AS training,
+                      count(*) FILTER (WHERE kind = 'inference') AS inference,
+                      min(arrival_utc) AS first_arrival_utc, max(arrival_utc) AS
+                      last_arrival_utc,
+                      scenario IN (SELECT name FROM scenarios) AS is_scenario
+               FROM jobs GROUP BY scenario ORDER BY scenario""").df()
+
+    def profile_summary(self) -> pd.DataFrame:
+        """Stored performance profiles: app, GPU type, derived flag and source."""
+        return self.con.execute(
+            "SELECT app, gpu_type, derived, source FROM profiles ORDER BY app, gpu_type").df()
 
     def run_plan(self, run_id: str) -> pd.DataFrame:
         return self.con.execute(

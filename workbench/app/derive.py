@@ -189,6 +189,9 @@ def savings_summary(table: pd.DataFrame) -> dict[str, float]:
 def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """The V sweep: for each V, the latest Lyapunov run's cost, carbon, backlog and JCT.
 
+    The caller picks the runs: the app passes only those that differ from the shown run in
+    V alone (:func:`workbench.runs.differs_only_in`).
+
     ``runs`` is :meth:`workbench.store.Store.runs` (``knobs`` as JSON text); ``metrics`` maps
     run id to :meth:`~workbench.store.Store.run_metrics`. Backlog is the mean of the
     deadline-aware queue (``queue_mean:Y``, else ``queue_mean:R``), in fractions of work.
@@ -216,3 +219,187 @@ def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]])
         latest) else frame
     frame = frame.drop_duplicates("V", keep="last").sort_values("V")
     return frame[cols].reset_index(drop=True)
+
+
+def cap_status(result: Any) -> list[dict[str, Any]]:
+    """Each carbon cap of a run and whether it was met: ``scope`` (``all`` or a datacenter),
+    ``cap_kg``, ``carbon_kg`` (the run's metered carbon) and ``met``.
+
+    ``carbon_cap_met`` in the metrics, where the metrics give it, decides the global cap;
+    otherwise ``met = carbon_kg <= cap_kg`` (per datacenter from the ``carbon_kg:<dc>`` slot
+    columns).
+    """
+    knobs = dict(result.meta.get("knobs") or {})
+    cap = knobs.get("carbon_cap_kg")
+    if cap is None:
+        return []
+    m = result.metrics
+    if isinstance(cap, Mapping):
+        out = []
+        for dc, kg in sorted(cap.items()):
+            col = f"carbon_kg:{dc}"
+            used = float(result.slots[col].sum()) if col in result.slots else math.nan
+            out.append({"scope": str(dc), "cap_kg": float(kg), "carbon_kg": used,
+                        "met": bool(used <= float(kg) * (1 + 1e-9))})
+        return out
+    used = float(m.get("carbon_kg", math.nan))
+    met = m.get("carbon_cap_met")
+    return [{"scope": "all", "cap_kg": float(cap), "carbon_kg": used,
+             "met": bool(met) if met is not None else bool(used <= float(cap) * (1 + 1e-9))}]
+
+
+def run_warnings(result: Any) -> list[str]:
+    """What the operator must see beside a run's results: missed caps, unfinished jobs,
+    deadline misses, power-cap violations and the simulator's own warnings."""
+    m = result.metrics
+    out = []
+    # The simulator reports a missed cap in the run's warnings (below); per-datacenter caps
+    # are judged here.
+    metered = any("carbon cap" in str(w) for w in result.warnings)
+    for c in cap_status(result):
+        if not c["met"] and not (metered and c["scope"] == "all"):
+            where = "" if c["scope"] == "all" else f" in {c['scope']}"
+            out.append(f"carbon cap missed{where}: {c['carbon_kg']:,.1f} kg against a cap of "
+                       f"{c['cap_kg']:,.1f} kg (+{c['carbon_kg'] - c['cap_kg']:,.1f} kg)")
+    unfinished = int(m.get("jobs_unfinished") or 0)
+    if unfinished and not any("unfinished" in str(w) for w in result.warnings):
+        out.append(f"{unfinished} training job(s) unfinished at the end of the horizon")
+    misses = int(m.get("deadline_misses") or 0)
+    if misses:
+        out.append(f"{misses} deadline miss(es)")
+    violations = m.get("power_cap_violations")
+    if violations and not any("power cap" in str(w) for w in result.warnings):
+        out.append(f"power cap exceeded in {int(violations)} slot(s)")
+    seen = set(out)
+    for w in result.warnings:
+        if w not in seen:
+            out.append(str(w))
+            seen.add(w)
+    return out
+
+
+def job_groups(segments: pd.DataFrame, by: str) -> pd.Series:
+    """The group of each job of :func:`gantt_segments`: the datacenter (``by="datacenter"``)
+    or pool (``"pool"``, ``datacenter/GPU type``) where it ran longest; ``""`` for ``none``."""
+    if segments.empty or by == "none":
+        return pd.Series("", index=pd.Index(segments["job_id"].unique(), name="job_id"))
+    key = (segments["region"] if by == "datacenter"
+           else segments["region"] + "/" + segments["gpu_type"].astype(str))
+    longest = (segments.assign(group=key).groupby(["job_id", "group"])["slots"].sum()
+               .reset_index().sort_values(["job_id", "slots"], ascending=[True, False])
+               .drop_duplicates("job_id"))
+    return longest.set_index("job_id")["group"]
+
+
+def filter_segments(segments: pd.DataFrame, *, search: str = "", kind: str = "all jobs",
+                    start: datetime | None = None, end: datetime | None = None
+                    ) -> pd.DataFrame:
+    """Segments of jobs whose id contains ``search`` (case-insensitive; several terms
+    separated by commas or spaces match any), of ``kind`` and overlapping ``[start, end]``."""
+    out = segments
+    if kind not in ("all jobs", "") and "kind" in out:
+        out = out[out["kind"] == kind]
+    terms = [t for t in search.replace(",", " ").lower().split() if t]
+    if terms:
+        ids = out["job_id"].astype(str).str.lower()
+        out = out[ids.apply(lambda i: any(t in i for t in terms))]
+    if start is not None:
+        out = out[out["end"] > pd.Timestamp(start)]
+    if end is not None:
+        out = out[out["start"] < pd.Timestamp(end)]
+    return out.reset_index(drop=True)
+
+
+def pool_capacity(scenario: Any) -> dict[str, int]:
+    """GPUs per pool, ``datacenter/GPU type`` -> count (the occupancy plot's capacity lines)."""
+    return {f"{p.datacenter}/{p.gpu_type}": int(p.count) for p in scenario.pools}
+
+
+def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: Any
+                      ) -> list[str]:
+    """Why each migration happened, in words, from the prices and carbon the run saw.
+
+    For a move from ``a`` to ``b`` in slot ``t``: the price and carbon intensity of both
+    grids in ``t``, the energy the move cost (``checkpoint_gb x link kWh/GB``, none when the
+    link has no figure) and its payback time, ``move kWh x price_b / (P x (price_a -
+    price_b))`` hours with ``P`` the job's draw in kW in its first slot at ``b``. A move that
+    does not pay back on price says so (it moved for carbon, capacity or a deadline).
+    """
+    if migrations.empty:
+        return []
+    region = {d.name: d.region for d in scenario.datacenters}
+    cube = scenario.grid
+    times = pd.DatetimeIndex(pd.to_datetime(cube["time"].values)).tz_localize("UTC")
+    series = {(var, r): np.asarray(cube[var].sel(region=r).values, dtype=float)
+              for var in ("price_per_kwh", "carbon_g_per_kwh") for r in set(region.values())}
+    where = times.get_indexer(pd.DatetimeIndex(pd.to_datetime(migrations["slot_start"],
+                                                              utc=True)), method="ffill")
+    slot_h = scenario.slot_s / 3600.0
+    runs = plan[plan["n_gpus"] > 0] if "n_gpus" in plan else plan
+    first_at: dict[tuple[str, Any], float] = {}
+    for rec in runs[["job_id", "slot_start", "energy_kwh"]].itertuples(index=False):
+        first_at.setdefault((str(rec.job_id), pd.Timestamp(rec.slot_start)),
+                            float(rec.energy_kwh or 0.0))
+    cur = scenario.currency
+    out = []
+    for mv, i in zip(migrations.itertuples(index=False), where, strict=True):
+        t = pd.Timestamp(mv.slot_start)
+        src, dst = str(mv.from_region), str(mv.to_region)
+        if i < 0 or src not in region or dst not in region:
+            out.append(str(getattr(mv, "reason", "") or ""))
+            continue
+
+        def at(var: str, dc: str, i: int = int(i)) -> float:
+            return float(series[(var, region[dc])][i])
+
+        pa, pb = at("price_per_kwh", src), at("price_per_kwh", dst)
+        ca, cb = at("carbon_g_per_kwh", src), at("carbon_g_per_kwh", dst)
+        carbon = (f"{abs(100 * (1 - cb / ca)):.0f} % {'less' if cb < ca else 'more'} carbon"
+                  if ca > 0 else f"{cb:.0f} vs {ca:.0f} gCO2/kWh")
+        text = f"price {pb:.2f} vs {pa:.2f} {cur}/kWh and {carbon} in {dst}"
+        link = scenario.link(src, dst) if hasattr(scenario, "link") else None
+        per_gb = float(getattr(link, "transfer_energy_kwh_per_gb", 0.0) or 0.0)
+        gb = float(mv.checkpoint_gb or 0.0)
+        move_kwh = gb * per_gb
+        kw = first_at.get((str(mv.job_id), t), 0.0) / slot_h
+        if move_kwh > 0:
+            text += f"; the move costs {move_kwh:.2f} kWh ({gb:,.1f} GB)"
+        elif gb > 0:
+            text += f"; moves {gb:,.1f} GB"
+        if pa > pb and kw > 0:
+            hours = move_kwh * pb / (kw * (pa - pb)) if move_kwh > 0 else 0.0
+            text += (f", pays back in {hours:.1f} h" if hours >= 0.05
+                     else ", pays back within the slot")
+        elif pa <= pb:
+            text += "; not cheaper: moved for carbon, capacity or the deadline"
+        out.append(text)
+    return out
+
+
+QUOTE_ORDERS: dict[str, tuple[str, str]] = {
+    "fastest": ("finish", "earliest finish"),
+    "cheapest": ("cost", "lowest cost"),
+    "cleanest": ("carbon_kg", "least carbon"),
+}
+"""How the Quote tab sorts the options that meet the deadline: order -> (column, words)."""
+
+
+def sort_quote(options: pd.DataFrame, order: str) -> pd.DataFrame:
+    """Options meeting the deadline first, by ``order`` (:data:`QUOTE_ORDERS`), ties by cost;
+    the first row is the best choice for what the operator asked."""
+    col = QUOTE_ORDERS[order][0]
+    keys = ["_late", col] + (["cost"] if col != "cost" else [])
+    return (options.assign(_late=~options["feasible"].astype(bool))
+            .sort_values(keys, kind="stable", na_position="last")
+            .drop(columns="_late").reset_index(drop=True))
+
+
+def energy_by_datacenter(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """kWh each run drew per datacenter: one row per datacenter, one column per run."""
+    cols = {name: plan.groupby("region")["energy_kwh"].sum() for name, plan in plans.items()
+            if not plan.empty}
+    if not cols:
+        return pd.DataFrame()
+    frame = pd.DataFrame(cols).fillna(0.0)
+    frame.index.name = "datacenter"
+    return frame.reset_index()

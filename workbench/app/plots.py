@@ -6,6 +6,9 @@ object; none reads the app state, so notebooks use them as they are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend and its options)
 import pandas as pd
@@ -99,68 +102,125 @@ def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
     data = data.assign(hour=data["time"].dt.hour + data["time"].dt.minute / 60.0,
                        day=data["time"].dt.strftime("%m-%d %a"))
     data = data.groupby(["day", "hour"], as_index=False)[variable].mean()
-    return hv.HeatMap(data, [("hour", f"hour of day ({zone})"), "day"],
+    return hv.HeatMap(data, [("hour", f"hour ({zone})"), "day"],
                       (variable, label)).opts(
         **CALM, tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=230,
-        invert_yaxis=True, title=f"{region}: {label}", xticks=list(range(0, 24, 3)),
-        clabel=label, clim=(lo, hi))
+        invert_yaxis=True, title=f"{region}: {label}", xticks=list(range(0, 24, 6)),
+        clabel=label, clim=(lo, hi), fontsize={"title": "10pt"}, min_width=260)
 
 
-def gantt(segments: pd.DataFrame) -> hv.Element:
+def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: str = "",
+          tz: str = "UTC", xlim: tuple[Any, Any] | None = None,
+          groups: Mapping[str, str] | None = None) -> hv.Element:
     """Placements per job over time, coloured by datacenter; hover shows the configuration.
 
-    Rows are jobs by first start (top: earliest); one colour per datacenter
-    (:func:`workbench.app.derive.datacenter_colors`).
+    ``rows`` are the jobs drawn, top down (default: by first start); every one gets its
+    label, so the caller pages a long list. ``segments`` times are wall-clock in ``tz``.
+    With ``groups`` (job -> group) a row's label starts with its group, and groups are
+    separated by lines.
     """
     if segments.empty:
-        return _empty("no job ran")
-    order = job_order(segments)
+        return _empty("no job matches")
+    groups = dict(groups) if groups is not None else {}
+    order = rows if rows is not None else job_order(segments)
+    order = [j for j in order if j in set(segments["job_id"])]
     row = {job: len(order) - 1 - i for i, job in enumerate(order)}
     colors = datacenter_colors(segments["region"])
     data = segments.assign(y0=segments["job_id"].map(row).astype(float),
                            datacenter=segments["region"], config=[
                                f"{n} x {g}" for n, g in zip(segments["n_gpus"],
                                                             segments["gpu_type"], strict=True)])
+    if "app" not in data:
+        data = data.assign(app="")
     data = data.assign(y1=data["y0"])
-    vdims = ["job_id", "datacenter", "config", "batch_size", "slots", "energy_kwh", "cost",
-             "carbon_kg", "actions"]
-    tooltips = [("job", "@job_id"), ("datacenter", "@datacenter"), ("GPUs", "@config"),
-                ("batch", "@batch_size"), ("from", "@start{%a %F %H:%M}"),
-                ("to", "@end{%a %F %H:%M}"), ("energy (kWh)", "@energy_kwh{0.00}"),
-                ("cost", "@cost{0.00}"), ("carbon (kg)", "@carbon_kg{0.000}"),
+    cost = f"cost ({currency})" if currency else "cost"
+    vdims = ["job_id", "app", "datacenter", "config", "batch_size", "slots", "energy_kwh",
+             "cost", "carbon_kg", "actions"]
+    tooltips = [("job", "@job_id (@app)"), ("datacenter", "@datacenter"), ("GPUs", "@config"),
+                ("batch size", "@batch_size"), (f"from ({tz})", "@start{%a %m-%d %H:%M}"),
+                (f"to ({tz})", "@end{%a %m-%d %H:%M}"), ("energy (kWh)", "@energy_kwh{0.00}"),
+                (cost, "@cost{0,0.00}"), ("carbon (kg CO2)", "@carbon_kg{0.000}"),
                 ("actions", "@actions")]
-    layers = [
-        hv.Segments(g, [("start", "time (UTC)"), ("y0", "job"), "end", "y1"], vdims,
+    layers: list[hv.Element] = [
+        hv.Segments(g, [("start", f"time ({tz})"), ("y0", "job"), "end", "y1"], vdims,
                     label=str(dc)).opts(
-            line_width=7, color=colors[str(dc)], tools=["hover"], hover_tooltips=tooltips,
+            line_width=9, color=colors[str(dc)], tools=["hover"], hover_tooltips=tooltips,
             hover_formatters={"@start": "datetime", "@end": "datetime"})
         for dc, g in data.groupby("datacenter")
     ]
     n_jobs = len(order)
-    step = max(1, n_jobs // 60)
-    ticks = [(row[job], job) for job in order[::step]]
+    labels = {job: (f"{groups.get(job, '')} · {job}" if groups and groups.get(job) else job)
+              for job in order}
+    ticks = [(row[job], labels[job]) for job in order]
+    if groups:
+        last = None
+        for job in order:
+            g = groups.get(job, "")
+            if last is not None and g != last:
+                layers.append(hv.HLine(row[job] + 0.5).opts(color="#888", line_dash="dotted",
+                                                             line_width=1))
+            last = g
+    opts: dict[str, Any] = {}
+    if xlim is not None:
+        opts["xlim"] = xlim
     return hv.Overlay(layers).opts(
-        **CALM, responsive=True, height=max(260, min(12 * n_jobs + 90, 1800)), yticks=ticks,
-        ylim=(-1, n_jobs), legend_position="top", legend_cols=len(colors), show_grid=True,
+        **CALM, **opts, responsive=True, height=max(220, 18 * n_jobs + 110), yticks=ticks,
+        ylim=(-0.7, n_jobs - 0.3), legend_position="right",
+        show_grid=True, ylabel="", fontsize={"yticks": "8pt"},
         title="Placements (job x time, colour = datacenter)")
 
 
-def occupancy(occ: pd.DataFrame) -> hv.Element:
-    """Busy GPUs per pool (``datacenter/GPU type``) over time as a stacked area."""
+def occupancy(occ: pd.DataFrame, capacity: Mapping[str, int] | None = None, *,
+              xlim: tuple[Any, Any] | None = None) -> hv.Element:
+    """Busy GPUs per pool (``datacenter/GPU type``) over time, a step line each, with the
+    pool's GPU count as a dashed line of the same colour (``capacity``)."""
     if occ.empty:
         return _empty("no GPU was busy")
-    areas = [hv.Area(g, ("time", "time (UTC)"), ("gpus_busy", "GPUs busy"), label=str(pool))
-             for pool, g in occ.groupby("pool")]
-    stacked = hv.Area.stack(hv.Overlay(areas)).map(
-        lambda a: a.opts(tools=["hover"], alpha=0.8), hv.Area)
-    return stacked.opts(
-        **CALM, responsive=True, height=300, legend_position="right",
-                        title="GPU occupancy per pool (datacenter/GPU type)")
+    pools = sorted(occ["pool"].unique())
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf"]
+    layers: list[hv.Element] = []
+    for i, pool in enumerate(pools):
+        colour = palette[i % len(palette)]
+        g = occ[occ["pool"] == pool]
+        layers.append(hv.Curve(g, ("time", "time"), ("gpus_busy", "GPUs busy"),
+                               label=str(pool)).opts(
+            interpolation="steps-post", color=colour, line_width=1.8, tools=["hover"],
+            hover_tooltips=[("pool", str(pool)), ("time", "@time{%a %m-%d %H:%M}"),
+                            ("GPUs busy", "@gpus_busy{0}")],
+            hover_formatters={"@time": "datetime"}))
+        if capacity and pool in capacity:
+            layers.append(hv.HLine(capacity[pool]).opts(color=colour, line_dash="dashed",
+                                                         line_width=1, alpha=0.7))
+    opts: dict[str, Any] = {}
+    if xlim is not None:
+        opts["xlim"] = xlim
+    return hv.Overlay(layers).opts(
+        **CALM, **opts, responsive=True, height=300, legend_position="right",
+        title="GPU occupancy per pool (datacenter/GPU type); dashed: the pool's GPUs")
+
+
+def cumulative(results: Mapping[str, Any], column: str, label: str,
+               tz: str = "UTC") -> hv.Element:
+    """Cumulative ``column`` (``cost`` or ``carbon_kg``) of each run over its slots."""
+    curves = []
+    for name, res in results.items():
+        slots = res.slots
+        if slots is None or slots.empty or column not in slots:
+            continue
+        times = pd.to_datetime(slots["time"], utc=True).dt.tz_convert(tz).dt.tz_localize(None)
+        frame = pd.DataFrame({"time": times, column: slots[column].astype(float).cumsum()})
+        curves.append(hv.Curve(frame, ("time", f"time ({tz})"), (column, label),
+                               label=str(name)).opts(tools=["hover"]))
+    if not curves:
+        return _empty("no per-slot records stored")
+    return hv.Overlay(curves).opts(**CALM, responsive=True, height=280,
+                                   legend_position="top_left", title=f"cumulative {label}")
 
 
 FLOW_QUANTITIES: dict[str, tuple[str, str]] = {
-    "gb": ("checkpoint GB moved", "Checkpoint data moved (GB)"),
-    "kwh": ("kWh of work that followed", "Work that moved (kWh run at the destination)"),
+    "gb": ("checkpoint GB moved", "Checkpoints moved (GB)"),
+    "kwh": ("kWh run after the move", "Work that moved (kWh)"),
 }
 """Quantities :func:`flows` can draw: column -> (axis label, title)."""
 
@@ -183,6 +243,14 @@ def flows(flow: pd.DataFrame, quantity: str = "kwh") -> hv.Element:
         color="color", tools=["hover"], title=title)
 
 
+def _few_value_ticks(plot: Any, element: Any) -> None:  # noqa: ARG001
+    """Four ticks on the value axis of horizontal bars (the bokeh figure's x axis): three
+    narrow charts side by side would otherwise print overlapping numbers."""
+    for axis in plot.state.xaxis:
+        if hasattr(axis.ticker, "desired_num_ticks"):
+            axis.ticker.desired_num_ticks = 4
+
+
 def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
     """One metric across the run (first row, dark) and its comparison policies.
 
@@ -192,9 +260,11 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
     run = str(table["policy"].iloc[0]) if len(table) else ""
     role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
     data = table.assign(color=[role.get(str(p), "#9ecae1") for p in table["policy"]])
-    return hv.Bars(data, "policy", [(metric, label or metric), "color"]).opts(
-        **CALM, tools=["hover"], responsive=True, height=260, xrotation=20, color="color",
-        title=label or metric)
+    # Horizontal bars: policy names stay readable however many there are.
+    return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
+        **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),
+        invert_axes=True, color="color", title=label or metric, xlabel="", ylabel="",
+        hooks=[_few_value_ticks])
 
 
 def tradeoff(frame: pd.DataFrame) -> hv.Element:

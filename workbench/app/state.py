@@ -17,6 +17,7 @@ import inspect
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import pandas as pd
 import param
 
+from workbench import runs as stored_runs
 from workbench import scenarios
 from workbench.cubes import FORECAST_MODES, CubeError, resample
 from workbench.metrics import attribute_savings
@@ -31,7 +33,7 @@ from workbench.model import Scenario, ScenarioError
 from workbench.policies import POLICY_NAMES, make_policy, policy_knobs
 from workbench.quote import JobSpec, Quote, quote
 from workbench.sim import AllocationError, RunResult, SlotRecord, simulate
-from workbench.store import Store, StoreError
+from workbench.store import RUN_SETTINGS, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +74,25 @@ _RUN_ERRORS = (ValueError, RuntimeError, ScenarioError, StoreError, CubeError, A
 user as a message (anything else is a bug and propagates)."""
 
 
-class _Progress:
-    """A recorder that reports each finished slot to a callback (from the worker thread)."""
+class RunCancelled(Exception):
+    """Raised inside a run (from its progress recorder) when the operator pressed Cancel."""
 
-    def __init__(self, callback: Callable[[int], None]) -> None:
+
+class _Progress:
+    """A recorder that reports each finished slot to a callback (from the worker thread)
+    and stops the run, by raising :class:`RunCancelled`, once ``cancel`` is set."""
+
+    def __init__(self, callback: Callable[[int], None],
+                 cancel: threading.Event | None = None) -> None:
         self._callback = callback
+        self._cancel = cancel
 
     def start(self, run_meta: Mapping[str, Any]) -> None:  # noqa: ARG002
         return None
 
     def record(self, slot_record: SlotRecord) -> None:  # noqa: ARG002
+        if self._cancel is not None and self._cancel.is_set():
+            raise RunCancelled
         self._callback(1)
 
     def finish(self, result: RunResult) -> None:  # noqa: ARG002
@@ -101,6 +112,67 @@ class RunOutcome:
     error: str = ""
     notes: list[str] = field(default_factory=list)
     run_id: str | None = None
+    cancelled: bool = False
+
+
+KNOB_RULES: dict[str, tuple[float, float, bool, str]] = {
+    "V": (0.0, 1e5, False, "V weighs cost against queue backlogs: a number > 0 and <= 100000"),
+    "carbon_cap_kg": (0.0, 1e9, False, "a carbon cap is kg CO2 over the horizon: a number > 0"),
+    "migration_threshold": (0.0, 10.0, True,
+                            "the migration threshold is a relative gain: a number >= 0 and <= 10"),
+    "forecast_error": (0.0, 2.0, True,
+                       "the forecast error is relative: a number >= 0 and <= 2 (200 %)"),
+}
+"""Typed knobs: (low, high, low allowed, what a valid value is). ``high`` is inclusive."""
+
+
+def check_knob(knob: str, text: str) -> tuple[float | None, str]:
+    """Parse what the operator typed for ``knob``: ``(value, "")`` or ``(None, reason)``.
+
+    A per-datacenter cap (``carbon_cap_kg:<dc>``) follows ``carbon_cap_kg``'s rule.
+    """
+    low, high, low_ok, rule = KNOB_RULES[knob.split(":", 1)[0]]
+    raw = str(text).strip().replace(",", "")
+    if not raw:
+        return None, f"empty: {rule}"
+    try:
+        value = float(raw)
+    except ValueError:
+        return None, f"{text!r} is not a number: {rule}"
+    if not math.isfinite(value) or value > high or value < low or (value == low and not low_ok):
+        return None, f"{value:g} is out of range: {rule}"
+    return value, ""
+
+
+_SHARED: dict[tuple[Any, ...], Any] = {}
+_SHARED_LOCK = threading.Lock()
+"""Read-only data shared by every session of a server: scenarios as loaded from a store
+(keyed by file, name and a fingerprint of the stored rows) and comparison-run metrics."""
+
+
+def _scenario_fingerprint(store: Store, name: str) -> tuple[Any, ...]:
+    row = store.con.execute(
+        "SELECT s.start_utc, s.slot_s, s.n_slots, (SELECT count(*) FROM jobs WHERE scenario = "
+        "s.name), (SELECT count(*) FROM grid_series) FROM scenarios s WHERE s.name = ?",
+        [name]).fetchone()
+    return tuple(row) if row else ()
+
+
+def shared_scenario(db_path: str, name: str) -> Scenario:
+    """The scenario ``name`` from the store (built and saved first if built-in and absent),
+    loaded once per server and shared by the sessions while the stored rows are the same."""
+    with Store(db_path) as store:
+        if not store.has_scenario(name):
+            store.save_scenario(scenarios.build_builtin(name))
+        key = ("scenario", db_path, name, _scenario_fingerprint(store, name))
+        with _SHARED_LOCK:
+            cached = _SHARED.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        scenario = store.load_scenario(name)
+    with _SHARED_LOCK:
+        _SHARED[key] = scenario
+    return scenario
 
 
 class WorkbenchState(param.Parameterized):
@@ -115,15 +187,17 @@ class WorkbenchState(param.Parameterized):
         default=None, objects=[], label="Scenario")
     policy: param.Selector[str] = param.Selector(
         default="lyapunov", objects=list(POLICY_NAMES), label="Policy")
-    V = param.Number(default=DEFAULT_V, bounds=(1e-3, 1e5), label="V (cost weight)")
+    V = param.Number(default=DEFAULT_V, label="V (cost weight)",
+                     doc="Checked by check_knob where typed (a bound here would make a widget "
+                     "revert silently)")
     cap_mode: param.Selector[str] = param.Selector(
         default="none", objects=list(CAP_MODES), label="Carbon cap")
-    carbon_cap_kg = param.Number(default=1000.0, bounds=(1e-6, None),
+    carbon_cap_kg = param.Number(default=1000.0,
                                  label="Global carbon cap (kg over the horizon)")
     carbon_caps_kg = param.Dict(default={}, doc="Carbon cap per datacenter, kg over the horizon")
     gpu_counts = param.ListSelector(default=[], objects=list(GPU_COUNT_CHOICES),
                                     label="GPU-count menu (empty: each job's own)")
-    migration_threshold = param.Number(default=DEFAULT_MIGRATION_THRESHOLD, bounds=(0.0, None),
+    migration_threshold = param.Number(default=DEFAULT_MIGRATION_THRESHOLD,
                                        softbounds=(0.0, 1.0), step=0.01,
                                        label="Migration threshold")
     slot_minutes: param.Selector[int] = param.Selector(
@@ -131,7 +205,7 @@ class WorkbenchState(param.Parameterized):
     forecast_mode: param.Selector[str] = param.Selector(
         default=HONEST_FORECAST, objects=[HONEST_FORECAST, *FORECAST_MODES], label="Forecast",
         doc="what policies are told of future prices; 'perfect' is a what-if")
-    forecast_error = param.Number(default=0.1, bounds=(0.0, 2.0), label="Forecast error")
+    forecast_error = param.Number(default=0.1, label="Forecast error")
     baseline_policies = param.ListSelector(default=list(BASELINES), objects=list(BASELINES),
                                            label="Compare with")
     save_runs = param.Boolean(default=True, label="Save runs in the store")
@@ -155,12 +229,23 @@ class WorkbenchState(param.Parameterized):
                                "the last time (e.g. locked by another process); empty when "
                                "the last access worked")
 
+    input_errors = param.Dict(default={}, doc="knob -> why what was typed is refused")
+    run_info = param.Dict(default={}, doc="The shown run: run_id, name, created_utc, "
+                          "policy, scenario, knobs, settings (as stored)")
+    runs_table = param.DataFrame(default=None, allow_None=True,
+                                 doc="Stored runs of the scenario (Store.run_summaries)")
+    compare_ids = param.List(default=[], doc="Runs ticked for side-by-side comparison")
+    progress_rows = param.List(default=[], doc="Per policy: policy, done, total, started_s, "
+                               "finished_s (time.monotonic; None while running)")
+    tz: param.Selector[str] = param.Selector(default="UTC", objects=["UTC"], label="Times in",
+                        doc="One time zone for every tab")
+
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self._baseline_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._baseline_plans: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
+        self._cancel = threading.Event()
         self._done = 0
+        self._rows: list[dict[str, Any]] = []
         self.refresh_scenarios()
 
     # -- scenario ------------------------------------------------------------------------
@@ -186,12 +271,7 @@ class WorkbenchState(param.Parameterized):
         if name is None:
             return
         try:
-            with Store(self.db_path) as store:
-                if store.has_scenario(name):
-                    scenario = store.load_scenario(name)
-                else:
-                    scenario = scenarios.build_builtin(name)
-                    store.save_scenario(scenario)
+            scenario = shared_scenario(self.db_path, name)
         except StoreError as exc:
             self._store_failed(exc, f"cannot load scenario {name!r}")
             return
@@ -199,13 +279,22 @@ class WorkbenchState(param.Parameterized):
             self.say(f"cannot load scenario {name!r}: {exc}", "danger")
             return
         self.store_error = ""
-        self.param.update(scenario=scenario, result=None, baselines={})
+        zones = ["UTC", *sorted({d.timezone for d in scenario.datacenters} - {"UTC"})]
+        self.param.tz.objects = zones
+        self.param.update(scenario=scenario, result=None, baselines={}, run_info={},
+                          compare_ids=[],
+                          tz=self.tz if self.tz in zones and self.tz != "UTC" else zones[-1])
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
                                    for d in scenario.datacenters}
-        self.refresh_tradeoff()
-        self.say(f"scenario {name}: {len(scenario.jobs)} jobs, {scenario.n_slots} slots of "
-                  f"{scenario.slot_s // 60} min", "info")
+        self.refresh_runs()
+        latest = self.latest_run_id()
+        if latest is not None:
+            self.load_run(latest)
+        else:
+            self.refresh_tradeoff()
+            self.say(f"scenario {name}: {len(scenario.jobs)} jobs, {scenario.n_slots} slots "
+                     f"of {scenario.slot_s // 60} min; no stored run yet", "info")
 
     def planning_scenario(self) -> Scenario:
         """The loaded scenario at the chosen slot length (its cube resampled)."""
@@ -245,13 +334,57 @@ class WorkbenchState(param.Parameterized):
                 "forecast_error": float(self.forecast_error) if self.forecast_mode == "noisy"
                 else 0.0}
 
+    # -- validation ----------------------------------------------------------------------
+    def enter(self, knob: str, text: str) -> str:
+        """What the operator typed for ``knob`` (``V``, ``carbon_cap_kg``,
+        ``carbon_cap_kg:<dc>``, ``migration_threshold``, ``forecast_error``).
+
+        A valid value is set and its error cleared; an invalid one leaves the parameter as it
+        was and records the reason in :attr:`input_errors` (Run is refused until it is
+        fixed). Returns the reason, or ``""``.
+        """
+        value, why = check_knob(knob, text)
+        errors = {k: v for k, v in self.input_errors.items() if k != knob}
+        if why:
+            errors[knob] = why
+        elif knob.startswith("carbon_cap_kg:"):
+            self.carbon_caps_kg = {**self.carbon_caps_kg, knob.split(":", 1)[1]: value}
+        else:
+            setattr(self, knob, value)
+        self.input_errors = errors
+        return why
+
+    def blocking_errors(self) -> dict[str, str]:
+        """The input errors that matter for the current choices (a per-datacenter cap is
+        moot while the cap mode is global, and so on)."""
+        def relevant(knob: str) -> bool:
+            if knob == "carbon_cap_kg":
+                return self.cap_mode == "global"
+            if knob.startswith("carbon_cap_kg:"):
+                return self.cap_mode == "per datacenter"
+            if knob == "forecast_error":
+                return self.forecast_mode == "noisy"
+            return knob in policy_knobs(self.policy) or knob not in ("V",
+                                                                      "migration_threshold")
+        return {k: v for k, v in self.input_errors.items() if relevant(k)}
+
     # -- running -------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Ask the running computation to stop after its current slot."""
+        if self.running:
+            self._cancel.set()
+            self.stage = "cancelling after the current slot…"
+
     def compute(self) -> RunOutcome:
         """Run the selected policy, then the comparison policies not yet cached.
 
-        Touches no parameter but ``progress``/``progress_max``: safe in a worker thread.
-        Errors a user can fix come back in :attr:`RunOutcome.error`.
+        Touches no parameter but the progress ones: safe in a worker thread. Errors a user
+        can fix come back in :attr:`RunOutcome.error`; a cancelled run as ``cancelled``.
         """
+        errors = self.blocking_errors()
+        if errors:
+            return RunOutcome(result=None, error="fix the inputs first: " + "; ".join(
+                f"{k}: {v}" for k, v in errors.items()))
         try:
             sc = self.planning_scenario()
             knobs = self.knobs()
@@ -259,40 +392,65 @@ class WorkbenchState(param.Parameterized):
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"bad input: {exc}")
         settings = self._settings()
-        key_base = (sc.name, sc.slot_s, sc.n_slots, settings["forecast_mode"],
-                    settings["forecast_error"])
-        todo = [b for b in self.baseline_policies
-                if b != self.policy and (*key_base, b) not in self._baseline_cache]
+        key_base = ("baseline", self.db_path, sc.name, sc.slot_s, sc.n_slots,
+                    len(sc.jobs), settings["forecast_mode"], settings["forecast_error"])
+        with _SHARED_LOCK:
+            todo = [b for b in self.baseline_policies
+                    if b != self.policy and (*key_base, b) not in _SHARED]
+        self._cancel.clear()
         self._done = 0
+        self._rows = [{"policy": name, "done": 0, "total": sc.n_slots, "started_s": None,
+                       "finished_s": None} for name in [self.policy, *todo]]
+        self._rows[0]["started_s"] = time.monotonic()
         self.param.update(progress=0, progress_max=max(sc.n_slots * (1 + len(todo)), 1),
+                          progress_rows=[dict(r) for r in self._rows],
                           stage=f"running {self.policy} over {sc.n_slots} slots")
-        tick = _Progress(self._tick)
+        tick = _Progress(self._tick, self._cancel)
         notes: list[str] = []
         try:
             result = simulate(sc, policy, recorders=[tick],
                               knobs={**knobs, "slot_s": sc.slot_s}, **settings)
+        except RunCancelled:
+            return RunOutcome(result=None, cancelled=True,
+                              error=f"{self.policy} run cancelled; the results shown are the "
+                              "previous run's")
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"{self.policy} failed: {exc}")
         bound = getattr(policy, "bound", None)
         if bound:
             result.meta["bound"] = dict(bound)
-        baselines: dict[str, dict[str, Any]] = {}
         for i, name in enumerate(todo, 1):
-            self.stage = f"comparison {i}/{len(todo)}: {name} (cached for this session)"
+            self._start_row(i)
+            self.stage = f"comparison {i}/{len(todo)}: {name} (kept for every session)"
             try:
                 base = simulate(sc, make_policy(name, truth=sc), recorders=[tick], **settings)
+            except RunCancelled:
+                notes.append(f"comparison runs cancelled from {name} on")
+                break
             except _RUN_ERRORS as exc:
                 notes.append(f"baseline {name} unavailable: {exc}")
                 continue
-            self._baseline_cache[(*key_base, name)] = base.metrics
-            self._baseline_plans[(*key_base, name)] = base.plan
-        asap_plan = self._baseline_plans.get((*key_base, "asap-home"))
+            with _SHARED_LOCK:
+                _SHARED[(*key_base, name)] = base.metrics
+                # The baseline's plan, for the attribution of a saving against it.
+                _SHARED[(*key_base, name, "plan")] = base.plan
+            if self.save_runs:
+                # Stored as comparison runs: a later session opening this run finds them.
+                try:
+                    with Store(self.db_path) as store:
+                        store.save_run({**base.meta, "status": "baseline"}, base.plan,
+                                       base.migrations, base.slots, base.metrics)
+                except StoreError as exc:
+                    notes.append(f"comparison run {name} not saved: {exc}")
+        baselines: dict[str, dict[str, Any]] = {}
+        with _SHARED_LOCK:
+            for name in self.baseline_policies:
+                if name != self.policy and (*key_base, name) in _SHARED:
+                    baselines[name] = _SHARED[(*key_base, name)]
+            asap_plan = _SHARED.get((*key_base, "asap-home", "plan"))
         if asap_plan is not None and self.policy != "asap-home":
             # Where the saving comes from, for the Metrics tab's waterfall.
             result.meta["attribution"] = attribute_savings(result, {"plan": asap_plan}, sc)
-        for name in self.baseline_policies:
-            if name != self.policy and (*key_base, name) in self._baseline_cache:
-                baselines[name] = self._baseline_cache[(*key_base, name)]
         run_id = None
         if self.save_runs:
             try:
@@ -304,38 +462,71 @@ class WorkbenchState(param.Parameterized):
                 self.store_error = f"run not saved: {exc}"
         return RunOutcome(result=result, baselines=baselines, notes=notes, run_id=run_id)
 
+    def _start_row(self, i: int) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if i > 0:
+                self._rows[i - 1]["finished_s"] = now
+            if i < len(self._rows):
+                self._rows[i]["started_s"] = now
+            self.progress_rows = [dict(r) for r in self._rows]
+
     def _tick(self, n: int) -> None:
-        """Count finished slots; publish ``progress`` only when it moves by 1 % of the total.
+        """Count finished slots; publish progress only when it moves by 1 % of the total.
 
         Every published change is a message to the browser: thousands of them (one per slot
         and policy) would swamp the session and slow the run down severalfold.
         """
         with self._lock:
             self._done = min(self._done + n, self.progress_max)
+            for row in self._rows:
+                if row["started_s"] is not None and row["finished_s"] is None:
+                    row["done"] = min(row["done"] + n, row["total"])
+                    break
             step = max(self.progress_max // 100, 1)
             if self._done - self.progress >= step or self._done == self.progress_max:
-                self.progress = self._done
+                self.param.update(progress=self._done,
+                                  progress_rows=[dict(r) for r in self._rows])
 
     def apply(self, outcome: RunOutcome) -> None:
         """Publish an outcome; on error keep the previous results and show the message."""
         if outcome.result is None:
-            self.say(outcome.error, "danger")
+            self.say(outcome.error, "warning" if outcome.cancelled else "danger")
             return
         res = outcome.result
-        m = res.metrics
-        self.param.update(result=res, baselines=outcome.baselines,
+        if outcome.run_id is not None:
+            res.meta["run_id"] = outcome.run_id
+        info = self._info_of(res, outcome.run_id)
+        self.param.update(result=res, baselines=outcome.baselines, run_info=info,
                           runs_done=self.runs_done + 1)
+        self.refresh_runs()
         self.refresh_tradeoff()
-        warnings = [*outcome.notes, *res.warnings]
-        text = (f"{res.policy}: cost {m['cost']:.2f} {m.get('currency', '')}, carbon "
-                f"{m['carbon_kg']:.1f} kg, {m['deadline_misses']} deadline misses, "
-                f"{m['migrations']} migrations")
+        self._announce(res, outcome.notes)
+
+    def _announce(self, res: RunResult, notes: list[str]) -> None:
+        from workbench.app.derive import run_warnings
+
+        m = res.metrics
+        warnings = [*run_warnings(res), *notes]
+        text = (f"{res.policy}: cost {m['cost']:,.2f} {m.get('currency', '')}, carbon "
+                f"{m['carbon_kg']:,.1f} kg, {int(m['deadline_misses'])} deadline misses, "
+                f"{int(m['migrations'])} migrations")
         if warnings:
             shown = "; ".join(warnings[:3]) + (f" (+{len(warnings) - 3} more)"
                                                if len(warnings) > 3 else "")
             self.say(f"{text}. Warnings: {shown}", "warning")
         else:
             self.say(text, "success")
+
+    @staticmethod
+    def _info_of(res: RunResult, run_id: str | None) -> dict[str, Any]:
+        meta = res.meta
+        return {"run_id": run_id or meta.get("run_id"), "name": meta.get("name"),
+                "created_utc": meta.get("created_utc") or pd.Timestamp.now("UTC"),
+                "policy": res.policy, "scenario": meta.get("scenario"),
+                "knobs": dict(meta.get("knobs") or {}),
+                "settings": {k: meta[k] for k in RUN_SETTINGS if k in meta},
+                "stored": run_id is not None or bool(meta.get("run_id"))}
 
     def run(self) -> RunResult | None:
         """Run synchronously (tests, notebooks); returns the new result or None on error."""
@@ -360,18 +551,127 @@ class WorkbenchState(param.Parameterized):
         self.apply(outcome)
         return outcome.result
 
+    # -- stored runs -----------------------------------------------------------------------
+    def refresh_runs(self) -> None:
+        """Re-read the scenario's stored runs (:meth:`Store.run_summaries`)."""
+        if self.scenario is None:
+            self.runs_table = None
+            return
+        try:
+            with Store(self.db_path) as store:
+                self.runs_table = store.run_summaries(self.scenario.name)
+        except StoreError as exc:
+            self.say(f"cannot read the stored runs: {exc}", "danger")
+
+    def latest_run_id(self) -> str | None:
+        """The newest stored run of the scenario that is not a comparison (baseline) run,
+        else the newest run at all; None when none is stored."""
+        table = self.runs_table
+        if table is None or table.empty:
+            return None
+        own = table[table["status"] != "baseline"]
+        return str((own if len(own) else table)["run_id"].iloc[0])
+
+    def load_run(self, run_id: str) -> RunResult | None:
+        """Show a stored run: its plan, metrics, knobs; its comparisons are the newest stored
+        runs of the baseline policies on the same scenario and settings."""
+        sc = self.scenario
+        try:
+            with Store(self.db_path) as store:
+                res = stored_runs.load_result(store, run_id, sc)
+                info = store.run_info(run_id)
+                table = store.run_summaries(info["scenario"])
+                baselines: dict[str, dict[str, Any]] = {}
+                mine = stored_runs.run_settings(info)
+                for rec in table.to_dict("records"):
+                    other = stored_runs.run_settings(rec)
+                    same = all(other.get(k) == mine.get(k) for k in
+                               ("slot_s", "n_slots", "forecast_mode", "forecast_error"))
+                    if (rec["policy"] in self.baseline_policies and rec["policy"] != res.policy
+                            and rec["policy"] not in baselines and same):
+                        baselines[rec["policy"]] = store.run_metrics(rec["run_id"])
+        except StoreError as exc:
+            self.say(f"cannot load run {run_id}: {exc}", "danger")
+            return None
+        slot_s = res.meta.get("slot_s")
+        if slot_s and int(slot_s) // 60 in SLOT_MINUTES:
+            self.slot_minutes = int(slot_s) // 60
+        info["stored"] = True
+        self._restore_knobs(info)
+        self.param.update(result=res, baselines=baselines, run_info=info)
+        self.refresh_tradeoff()
+        self._announce(res, [])
+        return res
+
+    def _restore_knobs(self, info: Mapping[str, Any]) -> None:
+        """Put a loaded run's policy and knobs back in the sidebar, so that pressing Run
+        again repeats it (values the sidebar cannot show are left as they are)."""
+        k = stored_runs.run_settings(info)
+        update: dict[str, Any] = {"input_errors": {}}
+        if info.get("policy") in self.param.policy.objects:
+            update["policy"] = info["policy"]
+        for knob in ("V", "migration_threshold"):
+            if knob in k and not check_knob(knob, str(k[knob]))[1]:
+                update[knob] = float(k[knob])
+        cap = k.get("carbon_cap_kg")
+        if isinstance(cap, Mapping):
+            update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
+            update["cap_mode"] = "per datacenter"
+        elif cap is not None:
+            update["carbon_cap_kg"] = float(cap)
+            update["cap_mode"] = "global"
+        elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
+            update["cap_mode"] = "none"
+        counts = [int(n) for n in k.get("gpu_counts") or [] if int(n) in GPU_COUNT_CHOICES]
+        update["gpu_counts"] = counts
+        if k.get("forecast_mode") in self.param.forecast_mode.objects:
+            update["forecast_mode"] = k["forecast_mode"]
+            if k["forecast_mode"] == "noisy" and k.get("forecast_error"):
+                update["forecast_error"] = float(k["forecast_error"])
+        self.param.update(**update)
+        self.param.trigger("cap_mode")  # rebuild the cap fields with the restored values
+
+    def rename_run(self, run_id: str, name: str) -> None:
+        try:
+            with Store(self.db_path) as store:
+                store.rename_run(run_id, name)
+        except StoreError as exc:
+            self.say(f"cannot rename run {run_id}: {exc}", "danger")
+            return
+        if self.run_info.get("run_id") == run_id:
+            self.run_info = {**self.run_info, "name": name.strip() or None}
+        self.refresh_runs()
+
+    def delete_runs(self, run_ids: list[str]) -> None:
+        try:
+            with Store(self.db_path) as store:
+                for rid in run_ids:
+                    store.delete_run(rid)
+        except StoreError as exc:
+            self.say(f"cannot delete runs: {exc}", "danger")
+            return
+        self.compare_ids = [r for r in self.compare_ids if r not in run_ids]
+        if self.run_info.get("run_id") in run_ids:
+            self.run_info = {**self.run_info, "run_id": None, "stored": False}
+        self.refresh_runs()
+        self.refresh_tradeoff()
+        self.say(f"deleted {len(run_ids)} stored run(s)", "info")
+
     # -- derived -------------------------------------------------------------------------
     def refresh_tradeoff(self) -> None:
-        """Read the V trade-off of this scenario's Lyapunov runs from the store."""
+        """The V trade-off: stored Lyapunov runs that differ from the shown run in V alone."""
         from workbench.app.derive import tradeoff_frame
 
-        if self.scenario is None:
+        info = self.run_info
+        if self.scenario is None or info.get("policy") != "lyapunov":
             self.tradeoff = None
             return
         try:
             with Store(self.db_path) as store:
                 runs = store.runs(self.scenario.name)
-                runs = runs[runs["policy"] == "lyapunov"]
+                keep = [rec["run_id"] for rec in runs.to_dict("records")
+                        if stored_runs.differs_only_in(info, rec, "V")]
+                runs = runs[runs["run_id"].isin(keep)]
                 metrics = {rid: store.run_metrics(rid) for rid in runs["run_id"]}
         except StoreError as exc:
             self._store_failed(exc, "the V trade-off of stored runs is not shown")

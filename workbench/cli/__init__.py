@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.sweep",
     "workbench.cli.compute",
     "workbench.cli.forecast",
+    "workbench.cli.runs",
 )
 
 log = logging.getLogger("workbench")
@@ -49,7 +50,41 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _common_after(parser)
     return parser
+
+
+def _common_after(parser: argparse.ArgumentParser) -> None:
+    """Let ``--db`` and ``-v`` follow the command too (``workbench runs list --db X``).
+
+    Each leaf command gets copies whose default is ``SUPPRESS``: given after the command they
+    override the value before it; absent, the top-level default stands.
+    """
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for child in dict.fromkeys(action.choices.values()):
+            if any(isinstance(a, argparse._SubParsersAction) for a in child._actions):
+                _common_after(child)
+                continue
+            flags = {s for a in child._actions for s in a.option_strings}
+            if "--db" not in flags:
+                child.add_argument("--db", default=argparse.SUPPRESS,
+                                   help="DuckDB store file (also accepted before the command)")
+            if "-v" not in flags and "--verbose" not in flags:
+                child.add_argument("-v", "--verbose", action="store_true",
+                                   default=argparse.SUPPRESS, help="log debug messages")
+
+
+QUIET_LOGGERS: tuple[str, ...] = ("distributed", "dask", "tornado", "bokeh")
+"""Third-party loggers held at WARNING unless ``-v`` (a local Dask cluster logs ~30 INFO
+lines per start)."""
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    """tqdm bars only on a terminal, and not with ``--no-progress``: a log file or a pipe
+    gets no bar lines."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from workbench.cli._args import number
 from workbench.io.errors import InputError
 from workbench.io.grid import GRID_FORMATS, read_grid, write_grid
@@ -179,7 +181,7 @@ def _jobs(args: argparse.Namespace) -> int:
     else:
         skipped = ", ".join(f"{n} {why}" for why, n in info.skipped.items() if n) or "none"
         print(f"imported {info.jobs} jobs into job set {info.job_set} (skipped: {skipped}); "
-              f"arrivals {info.first_arrival} .. {info.last_arrival}, "
+              f"arrivals {_arrivals(info.first_arrival, info.last_arrival, args.start)}, "
               f"{info.gpus_min}-{info.gpus_max} GPUs")
     return 0
 
@@ -213,6 +215,20 @@ class _StoreOnFirstUse:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+def _arrivals(first: Any, last: Any, start: str | None) -> str:
+    """The arrival span: as offsets from the trace's origin when the trace is relative and
+    no ``--start`` was given (its times sit at 1970-01-01, which is no date), else UTC."""
+    if first is None or last is None:
+        return "none"
+    origin = pd.Timestamp("1970-01-01", tz="UTC")
+    if start is None and pd.Timestamp(first) < origin + pd.Timedelta(days=365 * 10):
+        def offset(t: Any) -> str:
+            hours = (pd.Timestamp(t) - origin).total_seconds() / 3600.0
+            return f"+{hours:,.1f} h"
+
+        return (f"{offset(first)} .. {offset(last)} after the trace's start (relative "
+                "times; pass --start to place them)")
+    return f"{pd.Timestamp(first):%Y-%m-%d %H:%M} .. {pd.Timestamp(last):%Y-%m-%d %H:%M} UTC"
 
 
 def _profiles(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.cli import progress_wanted
 from workbench.cli._args import number
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import FORECAST_MODES, default_forecast_mode
@@ -87,7 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the asap-home comparison run")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="hide the progress bars (shown only when stderr is a terminal)")
     p.add_argument("--lock-wait-s", type=number(0, 3600, unit="seconds"), default=LOCK_WAIT_S,
                    help="how long to retry a store locked by another process before saving "
                    f"the runs to a side file (default {LOCK_WAIT_S:g})")
@@ -150,7 +152,7 @@ def _simulate(
         error = 0.1 if args.forecast == "noisy" else 0.0
     return simulate(
         scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
-        seed=args.seed, recorders=recorders, progress=not args.no_progress,
+        seed=args.seed, recorders=recorders, progress=progress_wanted(args),
         restart_s=args.restart_s, resize_s=args.resize_s, knobs=knobs,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 from workbench.cli._args import number
@@ -19,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="sample GPU power/energy/utilisation with NVML while a command runs",
         description="Sample every visible GPU's power, energy counter, utilisation, memory "
         "and SM clock with NVML, for --duration seconds or while COMMAND runs (after --), "
-        "store samples and a summary, and print the summary. Exits 3 without a GPU.",
+        "store samples and a summary, and print the summary. Without a GPU a command still runs "
+        "(power not sampled, its exit status returned); --duration exits 3.",
     )
     p.add_argument("--name", required=True, help="name of this profiling session")
     p.add_argument("--interval-ms", type=number(1, 60000, unit="ms"), default=100.0,
@@ -58,8 +60,20 @@ def _profile(args: argparse.Namespace) -> int:
         else:
             res = profile_for(args.name, args.duration, interval)
     except NoGpuError as exc:
-        print(f"no NVIDIA GPU/driver found: {exc}", file=sys.stderr)
-        return NO_GPU_EXIT
+        if not cmd:
+            print(f"no NVIDIA GPU/driver found: {exc}", file=sys.stderr)
+            return NO_GPU_EXIT
+        # The command is what the operator wants run; the power samples are the extra.
+        print(f"no NVIDIA GPU/driver found ({exc}): running the command without sampling "
+              "power; nothing is stored", file=sys.stderr)
+        try:
+            rc = subprocess.run(cmd, check=False).returncode
+        except OSError as err:
+            print(f"error: cannot run {cmd[0]!r}: {err}", file=sys.stderr)
+            return 2
+        print(f"power was not sampled (no GPU); the command exited with status {rc}",
+              file=sys.stderr)
+        return rc
     except OSError as exc:
         print(f"error: cannot run {cmd[0]!r}: {exc}", file=sys.stderr)
         return 2

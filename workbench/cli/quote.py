@@ -65,9 +65,11 @@ def _quote(args: argparse.Namespace) -> int:
         return 2
     data = result.to_dict()
     data["options"] = data["options"][: max(args.top, 1)]
+    # Exit 1 when no option meets the deadline: scripts can tell "no" from "yes".
+    status = 0 if data["recommended"] is not None else 1
     if args.json:
         print(json.dumps(data))
-        return 0
+        return status
     best = data["recommended"]
     cur = data["currency"]
     if best is None:
@@ -93,4 +95,4 @@ def _quote(args: argparse.Namespace) -> int:
               f"{r['energy_kwh']:>9.2f}{cost:>10}{kg:>9}  {r['note']}")
     for w in data["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
-    return 0
+    return status

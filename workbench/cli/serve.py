@@ -204,6 +204,9 @@ def _serve(args: argparse.Namespace) -> int:
         pn.extension("tabulator", notifications=True)
         return create_app(db).template()
 
+    # Warm-up: one throw-away session reads the scenario into the cache all sessions share,
+    # so the first visitor does not wait for it (the same as `panel serve --warm`).
+    create_app(db)
     port = args.port or _free_port(args.address)
     host = "127.0.0.1" if args.address in ("0.0.0.0", "::") else args.address
     origins = [f"localhost:{port}", f"127.0.0.1:{port}", f"{host}:{port}",

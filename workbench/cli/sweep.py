@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.cli import progress_wanted
 from workbench.cli._args import number
 from workbench.cli.plan import unwritable
 from workbench.cli.scenario import load_or_build
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
                       scheduler_address=args.scheduler, n_workers=args.workers,
                       processes=not args.threads, settings=settings,
-                      progress=not args.no_progress)
+                      progress=progress_wanted(args))
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "
@@ -138,6 +139,10 @@ def _summary(table: pd.DataFrame) -> pd.DataFrame:
     ok["V"] = ok["V"].astype(object).where(ok["V"].notna(), "-")
     grouped = ok.groupby(["policy", "V", "carbon_cap"], sort=False, dropna=False)
     out = grouped[cols].mean().round(2)
+    for col in ("deadline_misses", "migrations"):
+        # Counts stay integers where every seed gave the same count (a mean of 0.5 stays).
+        if col in out and (out[col].dropna() % 1 == 0).all():
+            out[col] = out[col].astype("Int64")
     out.insert(0, "runs", grouped.size())
     return out.reset_index()
 

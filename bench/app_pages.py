@@ -1,0 +1,187 @@
+"""The app as an operator meets it: first-page time, one Run, and screenshots of every tab.
+
+Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb`` as
+``make run`` leaves it, with seed3 and a stored Lyapunov run), opens it in Debian's chromium
+(Playwright) and measures:
+
+- first page, first visitor: from ``goto`` until the stored run's headline cost is shown
+  (the server runs with ``--warm`` as ``workbench serve`` warms itself; ``--cold-server``
+  leaves the scenario load to this visitor);
+- first page, second visitor: the same for a second session;
+- one Run of Lyapunov at V = 7.5 with the app's default comparison policies (press Run,
+  wait until the headline changes and the progress panel is gone); the ratio is against
+  the warm first page of the same process.
+
+With ``--screenshots DIR`` it saves every tab after the run at 1366x768 and 1920x1080
+(``app_<tab>_<width>.png``; Plan and Migrations also scrolled down,
+``app_<tab>_lower_<width>.png``). Usage::
+
+    PYTHONPATH=$PWD python bench/app_pages.py --db workbench.duckdb --screenshots docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update"]
+TABS = ("Metrics", "Plan", "Migrations", "Runs", "Grid", "Quote", "Export")
+SIZES = ((1366, 768), (1920, 1080))
+MARKERS = {"Metrics": "#metrics-headline", "Plan": ".wb-gantt-note p",
+           "Migrations": ".wb-migrations .tabulator-row", "Runs": ".wb-runs .tabulator-row",
+           "Grid": ".bk-Canvas, canvas", "Quote": ".wb-quote-button button",
+           "Export": ".wb-download-plan"}
+"""What shows that a tab has drawn (screenshots wait for it)."""
+BELOW = {"Plan": ".wb-gantt", "Migrations": ".wb-migrations"}
+"""Tabs with a second screenshot scrolled to this element (``app_<tab>_lower_<w>.png``)."""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(db: Path, warm: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+    """``panel serve`` on a free port; ``warm``: with ``--warm`` (the script runs once at
+    start, as ``workbench serve`` does, filling the caches the sessions share)."""
+    port = _port()
+    panel = shutil.which("panel", path=str(Path(sys.executable).parent)) or "panel"
+    proc = subprocess.Popen(
+        [panel, "serve", str(ROOT / "apps" / "workbench.py"), "--port", str(port),
+         "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}",
+         "--num-procs", "1", *(["--warm"] if warm else []), "--args", "--db", str(db)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "BOKEH_RESOURCES": "server"})
+    url = f"http://127.0.0.1:{port}/workbench"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            # Only the server's own page: a HEAD-like probe of the static index.
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/extensions/panel/"
+                                        "panel.min.js", timeout=5):
+                break
+        except OSError:
+            time.sleep(0.3)
+    return proc, url
+
+
+def first_page(browser, url: str, size: tuple[int, int]) -> tuple[float, object]:  # noqa: ANN001
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("http://127.0.0.1")
+              else r.abort())
+    page = ctx.new_page()
+    page.set_default_timeout(180_000)
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.locator("#metric-cost").first.wait_for()
+    return time.perf_counter() - t0, page
+
+
+def session_build_s(db: Path) -> tuple[float, float]:
+    """Server-side cost of a session in this process: state, views and Bokeh models of the
+    page (sidebar and the Metrics tab), for the first session and a second one."""
+    import panel as pn
+
+    from workbench.app import create_app
+
+    pn.extension("tabulator")
+    out = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        app = create_app(str(db))
+        app.template()
+        app.tabs.get_root()
+        app.sidebar.__panel__().get_root()
+        out.append(time.perf_counter() - t0)
+    return out[0], out[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", type=Path, default=ROOT / "workbench.duckdb")
+    ap.add_argument("--screenshots", type=Path, default=None)
+    ap.add_argument("--no-run", action="store_true", help="only time the first page")
+    ap.add_argument("--cold-server", action="store_true",
+                    help="serve without --warm: the first visitor pays the scenario load")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    db = tmp / "bench.duckdb"
+    shutil.copy(args.db, db)
+    first_s, second_s = session_build_s(db)
+    print(f"server-side session build (state, views, models; no browser): first "
+          f"{first_s:.2f} s, second {second_s:.2f} s (second/first {second_s / first_s:.2f})")
+    proc, url = serve(db, warm=not args.cold_server)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            cold, _ = first_page(browser, url, SIZES[0])
+            warm, page = first_page(browser, url, SIZES[0])
+            server = "cold server" if args.cold_server else "warm server (--warm)"
+            print(f"first page on a {server} (headline of the stored run shown): first "
+                  f"visitor {cold:.2f} s, second visitor {warm:.2f} s (second/first "
+                  f"{warm / cold:.2f})")
+            if not args.no_run:
+                before = page.locator("#metric-cost").first.inner_text()
+                page.get_by_label("V", exact=True).fill("7.5")
+                # The comparison choice is the MultiChoice's; leave it at the default and
+                # report which were run.
+                t0 = time.perf_counter()
+                page.locator(".wb-run button").click()
+                page.locator("#wb-progress").first.wait_for()
+                deadline = time.monotonic() + 900
+                while time.monotonic() < deadline:
+                    now = page.locator("#metric-cost").first.inner_text()
+                    progress = page.locator("#wb-progress")
+                    if now != before and not (progress.count() and progress.first.is_visible()):
+                        break
+                    time.sleep(0.5)
+                run_s = time.perf_counter() - t0
+                print(f"one Run (lyapunov V=7.5 and the app's default comparison policies not "
+                      f"yet run on this server): {run_s:.1f} s = {run_s / warm:.0f} x the warm "
+                      "first page")
+            if args.screenshots is not None:
+                # A fresh session per size: it opens on the newest stored run (the one just
+                # made, with its stored comparisons), so no update is in flight.
+                args.screenshots.mkdir(parents=True, exist_ok=True)
+                for w, h in SIZES:
+                    _, shot = first_page(browser, url, (w, h))
+                    for tab in TABS:
+                        shot.locator(".bk-tab", has_text=tab).first.click()
+                        shot.locator(MARKERS[tab]).first.wait_for()
+                        if tab == "Quote":  # a quote with its defaults: the table shows
+                            shot.locator(".wb-quote-button button").click()
+                            shot.locator(".wb-quote-options .tabulator-row").first.wait_for()
+                        time.sleep(4.0)
+                        shot.screenshot(path=str(args.screenshots / f"app_{tab.lower()}_{w}.png"))
+                        if tab in BELOW:
+                            # The template scrolls its main area, not the page: scroll to the
+                            # lower half of the tab for a second picture.
+                            shot.locator(BELOW[tab]).first.scroll_into_view_if_needed()
+                            time.sleep(2.0)
+                            shot.screenshot(
+                                path=str(args.screenshots / f"app_{tab.lower()}_lower_{w}.png"))
+                print(f"screenshots in {args.screenshots}")
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

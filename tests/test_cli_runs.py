@@ -1,0 +1,94 @@
+"""``workbench runs ...`` and ``workbench data list`` in-process over a tiny stored scenario."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers_sim import inference, tiny_scenario, training
+
+from workbench.cli import main
+from workbench.io.plan_csv import PLAN_COLUMNS, read_plan_csv
+from workbench.store import Store
+
+
+@pytest.fixture
+def db(tmp_path, capsys):
+    jobs = [training("j", slots_of_work=1.0, deadline_slot=8),
+            training("k", home="b", arrival_slot=1, slots_of_work=2.0, deadline_slot=8),
+            inference("svc", last=8)]
+    path = tmp_path / "wb.duckdb"
+    with Store(path) as store:
+        store.save_scenario(tiny_scenario(jobs, n_slots=8,
+                                          price_a=[1.0, 1.0, 0.2, 0.2, 1.0, 1.0, 1.0, 1.0]))
+    # --db after the command, as the README says every command takes it.
+    assert main(["plan", "--scenario", "tiny", "--policy", "greedy", "--no-progress",
+                 "--db", str(path)]) == 0
+    capsys.readouterr()
+    return path
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_list_show_compare_rename_delete(db, capsys, tmp_path) -> None:
+    runs = _json(capsys, ["runs", "list", "--json", "--db", str(db)])["runs"]
+    assert [r["policy"] for r in runs] == ["greedy", "asap-home"]  # newest first
+    greedy = runs[0]
+    assert isinstance(greedy["deadline_misses"], int) and greedy["currency"] == "CNY"
+    assert "greedy" in greedy["knobs"] and greedy["settings"]["slot_s"] > 0
+    shown = _json(capsys, ["runs", "show", greedy["run_id"][:5], "--json", "--db", str(db)])
+    assert shown["metrics"]["cost"] == pytest.approx(greedy["cost"])
+    assert main(["--db", str(db), "runs", "rename", "latest", "my run"]) == 0
+    capsys.readouterr()
+    cmp_ = _json(capsys, ["runs", "compare", "my run", runs[1]["run_id"], "--json",
+                          "--db", str(db)])
+    assert set(cmp_["rows"]["cost (CNY)"]) == {"my run", f"asap-home {runs[1]['run_id'][:6]}"}
+    out = tmp_path / "p.csv"
+    assert main(["runs", "export", "my run", "--out", str(out), "--db", str(db)]) == 0
+    plan = read_plan_csv(out)
+    assert tuple(plan.columns[:len(PLAN_COLUMNS)]) == PLAN_COLUMNS and len(plan) > 0
+    capsys.readouterr()
+    assert _json(capsys, ["runs", "delete", "my run", "--json", "--db", str(db)])["deleted"] \
+        == [greedy["run_id"]]
+    with Store(db) as store:
+        assert list(store.runs()["policy"]) == ["asap-home"]
+        assert store.run_plan(greedy["run_id"]).empty
+
+
+def test_unknown_run_is_a_one_line_error(db, capsys) -> None:
+    assert main(["runs", "show", "nope", "--db", str(db)]) == 2
+    assert capsys.readouterr().err.startswith("error: no run 'nope'")
+
+
+def test_data_list_names_series_job_sets_and_profiles(db, capsys) -> None:
+    data = _json(capsys, ["data", "list", "--json", "--db", str(db)])
+    kinds = {(s["region"], s["kind"]) for s in data["series"]}
+    assert ("ra", "price") in kinds and ("ra", "carbon") in kinds
+    assert all(s["rows"] == 8 for s in data["series"])
+    assert data["job_sets"][0]["name"] == "tiny" and data["job_sets"][0]["jobs"] == 3
+    assert data["profiles"] and data["scenarios"] == ["tiny"]
+
+
+def test_progress_bars_only_on_a_terminal(monkeypatch) -> None:
+    import argparse
+    import io
+
+    from workbench.cli import progress_wanted
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert not progress_wanted(argparse.Namespace(no_progress=False))
+
+
+def test_relative_arrivals_print_as_offsets() -> None:
+    import pandas as pd
+
+    from workbench.cli.imports import _arrivals
+
+    t0 = pd.Timestamp("1970-01-01 02:00", tz="UTC")
+    text = _arrivals(t0, t0 + pd.Timedelta(hours=10), None)
+    assert text.startswith("+2.0 h .. +12.0 h") and "1970" not in text
+    real = pd.Timestamp("2025-07-13 16:00", tz="UTC")
+    assert _arrivals(real, real, None) == "2025-07-13 16:00 .. 2025-07-13 16:00 UTC"

@@ -1,0 +1,238 @@
+"""``workbench runs list|show|compare|export|delete`` and ``workbench data list``.
+
+Stored runs are found by id (a unique prefix is enough), by name, or as ``latest``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench import runs as runs_mod
+from workbench.cli.plan import unwritable
+from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
+from workbench.store import Store
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list, show, compare, export or delete stored runs")
+    rsub = p.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+
+    ls = rsub.add_parser("list", help="stored runs, newest first, with cost, carbon, misses")
+    ls.add_argument("--scenario", default=None, help="only this scenario's runs")
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(func=_list)
+
+    show = rsub.add_parser("show", help="one run: knobs, settings, metrics, warnings")
+    show.add_argument("run", help="run id (a unique prefix), name, or 'latest'")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(func=_show)
+
+    cmp_ = rsub.add_parser("compare", help="two or more runs side by side")
+    cmp_.add_argument("runs", nargs="+", metavar="RUN", help="run ids, names or 'latest'")
+    cmp_.add_argument("--json", action="store_true", help="print one JSON object")
+    cmp_.set_defaults(func=_compare)
+
+    exp = rsub.add_parser("export", help="write a stored run's plan (and migrations) CSV")
+    exp.add_argument("run", help="run id (a unique prefix), name, or 'latest'")
+    exp.add_argument("--out", type=Path, required=True, help="plan CSV to write")
+    exp.add_argument("--migrations-out", type=Path, default=None,
+                     help="migrations CSV to write")
+    exp.add_argument("--json", action="store_true", help="print one JSON object")
+    exp.set_defaults(func=_export)
+
+    rn = rsub.add_parser("rename", help="give a stored run a name")
+    rn.add_argument("run", help="run id (a unique prefix), name, or 'latest'")
+    rn.add_argument("name", help="the new name (empty string: none)")
+    rn.set_defaults(func=_rename)
+
+    rm = rsub.add_parser("delete", help="remove stored runs and their plans")
+    rm.add_argument("runs", nargs="+", metavar="RUN", help="run ids, names or 'latest'")
+    rm.add_argument("--json", action="store_true", help="print one JSON object")
+    rm.set_defaults(func=_delete)
+
+    d = sub.add_parser("data", help="what the store holds: grid series, job sets, profiles")
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    dl = dsub.add_parser("list", help="grid series (region, kind, unit, span, rows), job "
+                         "sets and performance profiles")
+    dl.add_argument("--json", action="store_true", help="print one JSON object")
+    dl.set_defaults(func=_data_list)
+
+
+def _num(value: Any, fmt: str = ",.2f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,d}"
+    return format(float(value), fmt)
+
+
+def _list(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        rows = runs_mod.summary_rows(store, args.scenario)
+    if args.json:
+        print(json.dumps({"runs": rows}))
+        return 0
+    if not rows:
+        print(f"no runs in {args.db}; make one with `workbench plan`")
+        return 0
+    print(f"{'run':<13}{'created (UTC)':<18}{'scenario':<10}{'cost':>12} {'cur':<4}"
+          f"{'kg CO2':>10}{'misses':>7}{'unfin.':>7}  name / knobs")
+    for r in rows:
+        created = r["created_utc"][:16].replace("T", " ")
+        what = (f"{r['name']}: " if r["name"] else "") + r["knobs"]
+        if r["status"] == "baseline":
+            what += " (baseline)"
+        print(f"{r['run_id']:<13}{created:<18}{r['scenario']:<10}{_num(r['cost']):>12} "
+              f"{r['currency'] or '':<4}{_num(r['carbon_kg'], ',.1f'):>10}"
+              f"{_num(r['deadline_misses']):>7}{_num(r['jobs_unfinished']):>7}  {what}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        rid = store.resolve_run(args.run)
+        info = store.run_info(rid)
+        metrics = store.run_metrics(rid)
+        n_plan = len(store.run_plan(rid))
+        n_mig = len(store.run_migrations(rid))
+    metrics = {k: (int(v) if k in runs_mod.INT_METRICS and isinstance(v, float)
+                   and math.isfinite(v) else v) for k, v in metrics.items()}
+    warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
+    if args.json:
+        obj = {"run_id": rid, "name": info.get("name"), "scenario": info["scenario"],
+               "policy": info["policy"], "created_utc": pd.Timestamp(
+                   info["created_utc"]).isoformat(), "status": info.get("status"),
+               "knobs": info["knobs"], "settings": info["settings"],
+               "metrics": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                           for k, v in metrics.items()},
+               "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings}
+        print(json.dumps(obj, default=str))
+        return 0
+    print(f"run {rid}" + (f" ({info['name']})" if info.get("name") else "")
+          + f" of {info['policy']} on {info['scenario']}, stored "
+          f"{pd.Timestamp(info['created_utc']):%Y-%m-%d %H:%M} UTC, status {info['status']}")
+    print(f"  {runs_mod.knobs_text(info)}")
+    cur = metrics.get("currency", "")
+    print(f"  cost {_num(metrics.get('cost'))} {cur}, carbon "
+          f"{_num(metrics.get('carbon_kg'), ',.1f')} kg, energy "
+          f"{_num(metrics.get('energy_kwh'), ',.1f')} kWh, mean JCT "
+          f"{_num(metrics.get('mean_jct_h'))} h")
+    print(f"  deadline misses {_num(metrics.get('deadline_misses'))}, jobs unfinished "
+          f"{_num(metrics.get('jobs_unfinished'))}, migrations "
+          f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
+    for w in warnings:
+        print(f"  warning: {w}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        ids = [store.resolve_run(r) for r in args.runs]
+        frame = runs_mod.compare_frame(store, ids)
+    if args.json:
+        obj = {"runs": ids, "rows": {str(idx): {str(c): (None if isinstance(v, float)
+                                                       and not math.isfinite(v) else v)
+                                                for c, v in row.items()}
+                                     for idx, row in frame.iterrows()}}
+        print(json.dumps(obj, default=str))
+        return 0
+    shown = frame.map(lambda v: v if isinstance(v, str) else _num(v))
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        print(shown.to_string())
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
+        why = None if path is None else unwritable(path)
+        if why:
+            print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
+                  "folder", file=sys.stderr)
+            return 2
+    with Store(args.db) as store:
+        rid = store.resolve_run(args.run)
+        result = runs_mod.load_result(store, rid)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_plan_csv(result.plan, args.out)
+    if args.migrations_out is not None:
+        args.migrations_out.parent.mkdir(parents=True, exist_ok=True)
+        write_migrations_csv(result.migrations, args.migrations_out)
+    if args.json:
+        print(json.dumps({"run_id": rid, "plan": str(args.out), "plan_rows": len(result.plan),
+                          "migrations": None if args.migrations_out is None
+                          else str(args.migrations_out)}))
+    else:
+        print(f"run {rid}: {len(result.plan):,d} plan rows written to {args.out}"
+              + (f", {len(result.migrations):,d} migrations to {args.migrations_out}"
+                 if args.migrations_out is not None else ""))
+    return 0
+
+
+def _rename(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        rid = store.resolve_run(args.run)
+        store.rename_run(rid, args.name)
+    print(f"run {rid} named {args.name!r}" if args.name.strip() else f"run {rid} unnamed")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        ids = [store.resolve_run(r) for r in args.runs]
+        for rid in dict.fromkeys(ids):
+            store.delete_run(rid)
+    if args.json:
+        print(json.dumps({"deleted": list(dict.fromkeys(ids))}))
+    else:
+        print(f"deleted {len(set(ids))} run(s): {', '.join(dict.fromkeys(ids))}")
+    return 0
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for rec in frame.to_dict("records"):
+        row = {}
+        for k, v in rec.items():
+            if isinstance(v, pd.Timestamp):
+                v = v.isoformat()
+            elif hasattr(v, "item"):
+                v = v.item()
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            row[k] = v
+        out.append(row)
+    return out
+
+
+def _data_list(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        series = store.series_summary()
+        jobs = store.job_sets()
+        profiles = store.profile_summary()
+        scenarios = store.scenario_names()
+    if args.json:
+        print(json.dumps({"series": _records(series), "job_sets": _records(jobs),
+                          "profiles": _records(profiles), "scenarios": scenarios}))
+        return 0
+    print(f"grid series in {args.db}:" if len(series) else f"grid series in {args.db}: none")
+    for r in series.itertuples():
+        print(f"  {r.region:<12}{r.kind:<8}{r.unit:<11}{r.first_utc:%Y-%m-%d %H:%M} .. "
+              f"{r.last_utc:%Y-%m-%d %H:%M} UTC {r.rows:>8,d} rows  {r.source or ''}")
+    print("job sets:" if len(jobs) else "job sets: none")
+    for r in jobs.itertuples():
+        what = "scenario" if r.is_scenario else "job set"
+        print(f"  {r.name:<20}{what:<9}{r.jobs:>6,d} jobs ({r.training:,d} training, "
+              f"{r.inference:,d} inference), arrivals {r.first_arrival_utc:%Y-%m-%d %H:%M} .. "
+              f"{r.last_arrival_utc:%Y-%m-%d %H:%M} UTC")
+    print("profiles:" if len(profiles) else "profiles: none")
+    for r in profiles.itertuples():
+        print(f"  {r.app:<16}{r.gpu_type:<12}{'derived' if r.derived else 'fitted':<9}"
+              f"{r.source or ''}")
+    return 0

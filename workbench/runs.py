@@ -1,0 +1,182 @@
+"""Stored runs as objects an operator finds, reads and compares (the CLI's ``runs`` and the
+app's Runs view share these).
+
+A run in the store (:meth:`workbench.store.Store.save_run`) keeps its plan, migrations,
+per-slot records, metrics, knobs and simulator settings. :func:`load_result` turns it back
+into a :class:`workbench.sim.RunResult` (without the policy's queue trace and per-job
+outcome table, which are not stored); :func:`knobs_text` says in one line what made it;
+:func:`differs_only_in` tells whether two runs differ in one knob alone (the V trade-off
+joins only those); :func:`compare_frame` puts runs side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from workbench.model import Scenario
+from workbench.sim import RunResult
+from workbench.store import RUN_SUMMARY_METRICS, Store
+
+COMPARE_METRICS: tuple[tuple[str, str], ...] = (
+    ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg CO2)"), ("energy_kwh", "energy (kWh)"),
+    ("mean_jct_h", "mean JCT (h)"), ("p95_jct_h", "p95 JCT (h)"),
+    ("deadline_misses", "deadline misses"), ("jobs_unfinished", "jobs unfinished"),
+    ("migrations", "migrations"), ("energy_moved_kwh", "energy that moved (kWh)"),
+)
+"""Metrics of :func:`compare_frame`: key and label (``{c}``: the currency)."""
+
+INT_METRICS = frozenset({"deadline_misses", "jobs_unfinished", "migrations", "jobs_total",
+                         "jobs_finished", "inference_services", "inference_unserved_slots"})
+"""Metrics that count things: shown as integers."""
+
+
+def _parse(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not value or (isinstance(value, float) and math.isnan(value)):
+        return {}
+    try:
+        out = json.loads(str(value))
+    except ValueError:
+        return {}
+    return dict(out) if isinstance(out, Mapping) else {}
+
+
+def run_settings(info: Mapping[str, Any]) -> dict[str, Any]:
+    """What made a run besides its policy: knobs merged with the simulator's settings.
+
+    ``info`` is a row of :meth:`Store.run_summaries` or :meth:`Store.run_info`. A run from a
+    store older than schema 3 has no settings: only its knobs come back.
+    """
+    knobs = _parse(info.get("knobs"))
+    settings = _parse(info.get("settings"))
+    return {**settings, **knobs}
+
+
+def knobs_text(info: Mapping[str, Any]) -> str:
+    """One line saying what made a run: policy, V, caps, GPU menu, forecast and slot."""
+    k = run_settings(info)
+    parts = [str(info.get("policy", "?"))]
+    if "V" in k:
+        parts.append(f"V={float(k['V']):g}")
+    cap = k.get("carbon_cap_kg")
+    if isinstance(cap, Mapping):
+        parts.append("carbon caps " + ", ".join(f"{dc} {float(v):,.0f} kg"
+                                                for dc, v in sorted(cap.items())))
+    elif cap is not None:
+        parts.append(f"carbon cap {float(cap):,.0f} kg")
+    if k.get("power_cap_kw") is not None:
+        parts.append(f"power cap {float(k['power_cap_kw']):,.0f} kW")
+    if "migration_threshold" in k:
+        parts.append(f"migration threshold {float(k['migration_threshold']):g}")
+    if k.get("gpu_counts"):
+        parts.append("GPUs " + "/".join(str(int(n)) for n in k["gpu_counts"]))
+    mode = k.get("forecast_mode")
+    if mode:
+        err = float(k.get("forecast_error") or 0.0)
+        parts.append(f"forecast {mode}" + (f" ±{err:.0%}" if mode == "noisy" and err else ""))
+    if k.get("slot_s"):
+        parts.append(f"slot {int(k['slot_s']) // 60} min")
+    if k.get("noise"):
+        parts.append(f"noise {float(k['noise']):g}")
+    return " · ".join(parts)
+
+
+def differs_only_in(a: Mapping[str, Any], b: Mapping[str, Any], knob: str = "V") -> bool:
+    """True when runs ``a`` and ``b`` have the same policy and scenario and the same knobs and
+    settings except ``knob`` (the V trade-off joins only such runs)."""
+    if a.get("policy") != b.get("policy") or a.get("scenario") != b.get("scenario"):
+        return False
+    ka = {k: v for k, v in run_settings(a).items() if k != knob}
+    kb = {k: v for k, v in run_settings(b).items() if k != knob}
+    return json.dumps(ka, sort_keys=True, default=str) == json.dumps(kb, sort_keys=True,
+                                                                      default=str)
+
+
+def label(info: Mapping[str, Any]) -> str:
+    """A run's short label: its name if it has one, else policy and id."""
+    name = info.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return f"{info.get('policy', '?')} {str(info.get('run_id', ''))[:6]}"
+
+
+def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> RunResult:
+    """A stored run as a :class:`RunResult` (``queues`` and ``jobs`` empty: not stored).
+
+    With ``scenario`` the plan rows get each job's ``kind`` back (the Gantt filters by it).
+    """
+    info = store.run_info(run_id)
+    settings = run_settings(info)
+    plan = store.run_plan(run_id)
+    for col in ("slot_start", "slot_end"):
+        plan[col] = pd.to_datetime(plan[col], utc=True)
+    if scenario is not None:
+        kinds = {j.job_id: j.kind for j in scenario.jobs}
+        plan["kind"] = plan["job_id"].map(kinds)
+    migrations = store.run_migrations(run_id)
+    migrations["slot_start"] = pd.to_datetime(migrations["slot_start"], utc=True)
+    metrics = store.run_metrics(run_id)
+    meta: dict[str, Any] = {
+        **{k: v for k, v in _parse(info.get("settings")).items()},
+        "scenario": info["scenario"], "policy": info["policy"],
+        "knobs": _parse(info.get("knobs")), "status": info.get("status"),
+        "log": info.get("log") or "", "run_id": run_id, "name": info.get("name"),
+        "created_utc": info.get("created_utc"),
+    }
+    meta.setdefault("slot_s", settings.get("slot_s"))
+    if "currency" in metrics:
+        meta["currency"] = metrics["currency"]
+    warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
+    return RunResult(meta=meta, plan=plan, migrations=migrations, slots=store.run_slots(run_id),
+                     queues=pd.DataFrame(), jobs=pd.DataFrame(), metrics=metrics,
+                     warnings=warnings)
+
+
+def compare_frame(store: Store, run_ids: Iterable[str]) -> pd.DataFrame:
+    """Runs side by side: one row per metric of :data:`COMPARE_METRICS`, one column per run
+    (labelled by :func:`label`), plus ``knobs`` as the first row."""
+    columns: dict[str, list[Any]] = {}
+    index = ["knobs"]
+    currency = ""
+    for rid in run_ids:
+        info = store.run_info(rid)
+        metrics = store.run_metrics(rid)
+        currency = currency or str(metrics.get("currency", ""))
+        values: list[Any] = [knobs_text(info)]
+        for key, _ in COMPARE_METRICS:
+            v = metrics.get(key)
+            values.append(int(v) if key in INT_METRICS and v is not None
+                          and math.isfinite(float(v)) else v)
+        name = label({**info, "run_id": rid})
+        while name in columns:
+            name += "'"
+        columns[name] = values
+    index += [lbl.format(c=currency) for _, lbl in COMPARE_METRICS]
+    return pd.DataFrame(columns, index=index)
+
+
+def summary_rows(store: Store, scenario: str | None = None) -> list[dict[str, Any]]:
+    """:meth:`Store.run_summaries` as plain records for JSON: counts as integers, NaN as
+    None, times ISO, and ``knobs`` the one-line :func:`knobs_text`."""
+    out = []
+    for rec in store.run_summaries(scenario).to_dict("records"):
+        row: dict[str, Any] = {
+            "run_id": rec["run_id"], "name": rec["name"] if isinstance(rec["name"], str)
+            else None, "created_utc": pd.Timestamp(rec["created_utc"]).isoformat(),
+            "scenario": rec["scenario"], "policy": rec["policy"], "status": rec["status"],
+            "knobs": knobs_text(rec), "settings": run_settings(rec),
+            "currency": rec["currency"]}
+        for key in RUN_SUMMARY_METRICS:
+            v = rec.get(key)
+            if v is None or (isinstance(v, float) and not math.isfinite(v)):
+                row[key] = None
+            else:
+                row[key] = int(v) if key in INT_METRICS else float(v)
+        out.append(row)
+    return out
