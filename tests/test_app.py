@@ -34,8 +34,20 @@ def db(tmp_path_factory: pytest.TempPathFactory, seed3: Scenario) -> Path:
 
 @pytest.fixture
 def state(db: Path) -> WorkbenchState:
-    return WorkbenchState(db_path=str(db), scenario_name="tiny",
+    # These tests drive the Lyapunov knobs (V, caps, menus), so they choose that policy.
+    return WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lyapunov",
                           baseline_policies=["asap-home"], save_runs=False)
+
+
+def test_the_app_starts_on_the_products_default_policy(tmp_path: Path,
+                                                       seed3: Scenario) -> None:
+    from workbench.policies import DEFAULT_POLICY
+
+    with Store(tmp_path / "fresh.duckdb") as store:  # no stored run to open on
+        store.save_scenario(_tiny(seed3))
+    fresh = WorkbenchState(db_path=str(tmp_path / "fresh.duckdb"), scenario_name="tiny",
+                           save_runs=False)
+    assert fresh.policy == DEFAULT_POLICY == "lookahead"
 
 
 def test_scenarios_from_store_and_builtin(state: WorkbenchState) -> None:
@@ -113,7 +125,8 @@ def test_run_async_leaves_the_loop_free(state: WorkbenchState) -> None:
 
 
 def test_saved_runs_give_a_v_tradeoff(db: Path) -> None:
-    state = WorkbenchState(db_path=str(db), scenario_name="tiny", baseline_policies=[])
+    state = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lyapunov",
+                           baseline_policies=[])
     for v in (0.1, 20.0):
         state.V = v
         assert state.run() is not None
@@ -159,8 +172,8 @@ def test_headline_html_has_metric_ids() -> None:
 
 
 def test_views_render_and_export(db: Path) -> None:
-    app = create_app(str(db), scenario_name="tiny", baseline_policies=["asap-home"],
-                     save_runs=False)
+    app = create_app(str(db), scenario_name="tiny", policy="lyapunov",
+                     baseline_policies=["asap-home"], save_runs=False)
     assert isinstance(app.__panel__(), pn.viewable.Viewable)
     for view in [app.sidebar, *app.views.values()]:
         pn.panel(view).get_root()  # renders before any run
@@ -188,7 +201,7 @@ def test_views_render_and_export(db: Path) -> None:
 
 
 def test_quote_view_uses_the_state(db: Path) -> None:
-    app = create_app(str(db), scenario_name="tiny", save_runs=False)
+    app = create_app(str(db), scenario_name="tiny", policy="lyapunov", save_runs=False)
     view = app.views["Quote"]
     assert view.app.options and view.home.options
     spec = view.spec()
@@ -209,7 +222,7 @@ def test_widget_defaults_are_the_librarys(state: WorkbenchState) -> None:
     assert (WorkbenchState.param.migration_threshold.default
             == defaults["migration_threshold"].default)
     assert state.knobs()["migration_threshold"] == defaults["migration_threshold"].default
-    app = create_app(state.db_path, scenario_name="tiny")
+    app = create_app(state.db_path, scenario_name="tiny", policy="lyapunov")
     slider = next(w for w in pn.panel(app.sidebar).select(pn.widgets.FloatSlider)
                   if w.name == "Migration threshold")
     assert slider.value == defaults["migration_threshold"].default
@@ -376,7 +389,7 @@ def test_typed_knobs_are_checked_and_block_the_run(state: WorkbenchState) -> Non
 
 
 def test_sidebar_run_button_follows_the_errors(db: Path) -> None:
-    app = create_app(str(db), scenario_name="tiny", save_runs=False)
+    app = create_app(str(db), scenario_name="tiny", policy="lyapunov", save_runs=False)
     bar = app.sidebar
     assert not bar.run_button.disabled
     bar.v_input.value_input = "-5"
@@ -418,7 +431,8 @@ def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: 
     db = tmp_path / "runs.duckdb"
     with Store(db) as store:
         store.save_scenario(_tiny(seed3))
-    s = WorkbenchState(db_path=str(db), scenario_name="tiny", baseline_policies=["asap-home"])
+    s = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lyapunov",
+                       baseline_policies=["asap-home"])
     assert s.result is None and s.runs_table is not None and s.runs_table.empty
     for v in (0.5, 5.0):
         s.enter("V", str(v))
@@ -433,7 +447,8 @@ def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: 
     mine = s.runs_table[s.runs_table["status"] != "baseline"]
     assert len(mine) == 3 and (s.runs_table["status"] == "baseline").sum() == 1
     # A new session opens on the newest stored run, with its knobs and its comparison.
-    app = create_app(str(db), scenario_name="tiny", baseline_policies=["asap-home"])
+    app = create_app(str(db), scenario_name="tiny", policy="lyapunov",
+                     baseline_policies=["asap-home"])
     t = app.state
     assert t.result is not None and t.run_info["run_id"] == mine["run_id"].iloc[0]
     assert t.run_info["knobs"]["carbon_cap_kg"] == 1.0 and "asap-home" in t.baselines

@@ -30,7 +30,7 @@ from workbench import scenarios
 from workbench.cubes import FORECAST_MODES, CubeError, resample
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
-from workbench.policies import POLICY_NAMES, make_policy, policy_knobs
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
 from workbench.quote import JobSpec, Quote, quote
 from workbench.sim import AllocationError, RunResult, SlotRecord, simulate
 from workbench.store import RUN_SETTINGS, Store, StoreError
@@ -186,7 +186,7 @@ class WorkbenchState(param.Parameterized):
     scenario_name: param.Selector[str | None] = param.Selector(
         default=None, objects=[], label="Scenario")
     policy: param.Selector[str] = param.Selector(
-        default="lyapunov", objects=list(POLICY_NAMES), label="Policy")
+        default=DEFAULT_POLICY, objects=list(POLICY_NAMES), label="Policy")
     V = param.Number(default=DEFAULT_V, label="V (cost weight)",
                      doc="Checked by check_knob where typed (a bound here would make a widget "
                      "revert silently)")

@@ -176,6 +176,18 @@ def run_banner(state: WorkbenchState) -> pn.pane.HTML:
                         sizing_mode="stretch_width", margin=(0, 5, 8, 5))
 
 
+def fit_window(window: pn.widgets.DatetimeRangeSlider, state: WorkbenchState,
+               label: str) -> None:
+    """Set a time-window slider to the scenario's horizon in the chosen time zone."""
+    sc = state.scenario
+    if sc is None:
+        return
+    tz = state.tz or "UTC"
+    start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
+    end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
+    window.param.update(start=start, end=end, value=(start, end), name=f"{label} ({tz})")
+
+
 class Sidebar(_StateView):
     """Scenario, time zone, policy and knobs (each checked as typed); Run and messages."""
 
@@ -459,14 +471,7 @@ class PlanView(_StateView):
         self._bounds()
 
     def _bounds(self, *_: Any) -> None:
-        sc = self.s.scenario
-        if sc is None:
-            return
-        tz = self.s.tz or "UTC"
-        start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
-        end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
-        self.window.param.update(start=start, end=end, value=(start, end),
-                                 name=f"Window ({tz})")
+        fit_window(self.window, self.s, "Window")
 
     @param.depends("state.result", "state.tz", "kind.value", "group.value",
                    "search.value_input", "window.value", "page.value")
@@ -544,14 +549,7 @@ class MigrationsView(_StateView):
         self._bounds()
 
     def _bounds(self, *_: Any) -> None:
-        sc = self.s.scenario
-        if sc is None:
-            return
-        tz = self.s.tz or "UTC"
-        start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
-        end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
-        self.window.param.update(start=start, end=end, value=(start, end),
-                                 name=f"Time window ({tz})")
+        fit_window(self.window, self.s, "Time window")
 
     def _selected(self) -> tuple[Any, Any]:
         tz = self.s.tz or "UTC"
