@@ -146,7 +146,7 @@ def test_derived_tables(state: WorkbenchState) -> None:
     flows = derive.migration_flows(res.plan, res.migrations)
     assert flows["migrations"].sum() == len(res.migrations)
     if len(res.migrations):
-        assert flows["gb"].sum() == pytest.approx(res.migrations["checkpoint_gb"].sum())
+        assert flows["gb"].sum() == pytest.approx(res.migrations["transfer_gb"].sum())
     t0 = res.plan["slot_start"].max() + pd.Timedelta(hours=1)
     assert derive.filter_migrations(res.migrations, start=t0).empty
 

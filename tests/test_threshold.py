@@ -88,7 +88,6 @@ def test_queues_are_exposed_and_the_virtual_queue_grows_while_waiting() -> None:
     ys = [qq["Y:j"] for qq in q[1:5]]
     assert all(b > a for a, b in zip(ys, ys[1:], strict=False))
     assert q[0]["Z:global"] == 0.0
-    assert pol.cap_warning is None
 
 
 def test_cap_below_inference_floor_is_reported_with_numbers(

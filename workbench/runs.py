@@ -51,7 +51,7 @@ def run_settings(info: Mapping[str, Any]) -> dict[str, Any]:
     """What made a run besides its policy: knobs merged with the simulator's settings.
 
     ``info`` is a row of :meth:`Store.run_summaries` or :meth:`Store.run_info`. A run from a
-    store older than schema 3 has no settings: only its knobs come back.
+    store older than schema 5 has no settings: only its knobs come back.
     """
     knobs = _parse(info.get("knobs"))
     settings = _parse(info.get("settings"))

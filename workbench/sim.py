@@ -719,11 +719,12 @@ def simulate(
         log.warning("%s on %s: %d warning(s), the first: %s (all in RunResult.warnings)",
                     policy.name, sc.name, len(warnings), warnings[0])
     meta["status"] = "ok" if not any(slots.get("fallback", pd.Series(dtype=bool))) else "fallback"
-    meta["log"] = "\n".join(warnings)
     result = RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,
                        queues=queues_df, jobs=jobs, metrics={}, warnings=warnings)
     result.metrics = compute_metrics(result, sc)
     result.warnings.extend(_cap_warnings_after(result.metrics))
+    # The stored run log holds every warning, the missed caps included.
+    meta["log"] = "\n".join(result.warnings)
     for rec in recorders:
         rec.finish(result)
     return result

@@ -121,10 +121,12 @@ def filter_migrations(migrations: pd.DataFrame, start: datetime | None = None,
 
 def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
                     start: datetime | None = None, end: datetime | None = None) -> pd.DataFrame:
-    """Flows between datacenters: moves, GB of checkpoints, and kWh of work that moved.
+    """Flows between datacenters: data movements, GB moved, and kWh of work that moved.
 
-    The kWh of a move is the energy the job drew at its destination from the move until it
-    next moved or ended: the energy that followed the move.
+    Every row of the migrations table counts (a checkpoint move, or a job's dataset on its
+    first placement away from home); GB is what travelled (``transfer_gb``: dataset and/or
+    checkpoint). The kWh of a move is the energy the job drew at its destination from the
+    move until it next moved or ended: the energy that followed the move.
     """
     moves = filter_migrations(migrations, start, end)
     if moves.empty:
@@ -139,9 +141,10 @@ def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
         after = rows[rows["slot_start"] >= mv["slot_start"]]
         stay = (after["region"] == mv["to_region"]).cumprod().astype(bool)
         kwh[i] = float(after.loc[stay, "energy_kwh"].sum())
-    moves = moves.assign(kwh=kwh)
+    gb = moves["transfer_gb"] if "transfer_gb" in moves else moves["checkpoint_gb"]
+    moves = moves.assign(kwh=kwh, gb=gb.fillna(moves["checkpoint_gb"]).astype(float))
     out = moves.groupby(["from_region", "to_region"], as_index=False).agg(
-        migrations=("job_id", "size"), gb=("checkpoint_gb", "sum"), kwh=("kwh", "sum"))
+        migrations=("job_id", "size"), gb=("gb", "sum"), kwh=("kwh", "sum"))
     return out[list(FLOW_COLUMNS)]
 
 

@@ -219,7 +219,7 @@ def cumulative(results: Mapping[str, Any], column: str, label: str,
 
 
 FLOW_QUANTITIES: dict[str, tuple[str, str]] = {
-    "gb": ("checkpoint GB moved", "Checkpoints moved (GB)"),
+    "gb": ("GB moved", "Data moved: datasets and checkpoints (GB)"),
     "kwh": ("kWh run after the move", "Work that moved (kWh)"),
 }
 """Quantities :func:`flows` can draw: column -> (axis label, title)."""

@@ -423,7 +423,8 @@ class WorkbenchState(param.Parameterized):
             self._start_row(i)
             self.stage = f"comparison {i}/{len(todo)}: {name} (kept for every session)"
             try:
-                base = simulate(sc, make_policy(name, truth=sc), recorders=[tick], **settings)
+                base_policy = make_policy(name, truth=sc)
+                base = simulate(sc, base_policy, recorders=[tick], **settings)
             except RunCancelled:
                 notes.append(f"comparison runs cancelled from {name} on")
                 break
@@ -432,8 +433,12 @@ class WorkbenchState(param.Parameterized):
                 continue
             with _SHARED_LOCK:
                 _SHARED[(*key_base, name)] = base.metrics
-                # The baseline's plan, for the attribution of a saving against it.
+                # The baseline's plan, for the attribution of a saving against it; the
+                # hindsight plan's bound, shown beside the attribution.
                 _SHARED[(*key_base, name, "plan")] = base.plan
+                bound_of = getattr(base_policy, "bound", None)
+                if bound_of:
+                    _SHARED[(*key_base, name, "bound")] = dict(bound_of)
             if self.save_runs:
                 # Stored as comparison runs: a later session opening this run finds them.
                 try:
@@ -448,6 +453,9 @@ class WorkbenchState(param.Parameterized):
                 if name != self.policy and (*key_base, name) in _SHARED:
                     baselines[name] = _SHARED[(*key_base, name)]
             asap_plan = _SHARED.get((*key_base, "asap-home", "plan"))
+            hindsight = _SHARED.get((*key_base, "offline", "bound"))
+        if hindsight and "bound" not in result.meta:
+            result.meta["bound"] = dict(hindsight)
         if asap_plan is not None and self.policy != "asap-home":
             # Where the saving comes from, for the Metrics tab's waterfall.
             result.meta["attribution"] = attribute_savings(result, {"plan": asap_plan}, sc)

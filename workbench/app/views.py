@@ -567,7 +567,7 @@ class MigrationsView(_StateView):
         moves = derive.filter_migrations(res.migrations, lo, hi)
         flow = derive.migration_flows(res.plan, res.migrations, lo, hi)
         routes = flow.rename(columns={"from_region": "from", "to_region": "to",
-                                      "gb": "checkpoint GB moved",
+                                      "gb": "GB moved (datasets and checkpoints)",
                                       "kwh": "kWh of work that moved"}).round(2)
         shown = moves.assign(
             time=_zone_times(moves["slot_start"], tz).dt.strftime("%a %m-%d %H:%M"),

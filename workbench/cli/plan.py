@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power-cap-kw", type=number(0, low_open=True, unit="kW"),
                    default=None, metavar="KW",
                    help="IT power cap of every datacenter in each slot, kW (lookahead, lyapunov, "
-                   "offline)")
+                   "threshold, offline)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the highspy array fast path (default) or the "
                    "Pyomo reference MILP")

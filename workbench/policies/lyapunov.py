@@ -184,7 +184,6 @@ class LyapunovPolicy:
         self.extra_constraints = extra_constraints
         self.solver = solver
         self._fast = FastSlotSolver()
-        self.cap_warning: str | None = None
         self._scenario: ScenarioView | None = None
         self.kappa: float | None = None
 
@@ -215,7 +214,6 @@ class LyapunovPolicy:
         self._Z: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
         # The cap against what inference alone must emit is checked by the simulator,
         # which holds the truth (a policy sees only the scenario's static facts).
-        self.cap_warning = None
 
     # -- queues --------------------------------------------------------------------------
     def _update_queues(self, state: SlotState) -> None:
