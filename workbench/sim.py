@@ -480,10 +480,20 @@ def simulate(
 
     bar = tqdm(range(sc.n_slots), desc=f"{sc.name}/{policy.name}", unit="slot",
                disable=not progress, leave=False)
+    # Per-slot work proportional to the active jobs, not to the whole trace: jobs join the
+    # live set at their first slot (in arrival order) and leave it once finished or past
+    # their end; the active list keeps the scenario's job order.
+    by_first = sorted(range(len(runs)), key=lambda i: runs[i].first_slot)
+    joined = 0
+    live: list[int] = []
     for t in bar:
         t_start = sc.start + timedelta(seconds=slot_s * t)
         t_end = t_start + timedelta(seconds=slot_s)
-        active = [r for r in runs if r.active(t)]
+        while joined < len(by_first) and runs[by_first[joined]].first_slot <= t:
+            live.append(by_first[joined])
+            joined += 1
+        live = sorted(i for i in live if runs[i].active(t))
+        active = [runs[i] for i in live]
         state = SlotState(
             scenario=view, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
             carbon_kg_so_far=carbon_so_far, cost_so_far=cost_so_far,
