@@ -27,7 +27,8 @@ import param
 
 from workbench import runs as stored_runs
 from workbench import scenarios
-from workbench.cubes import FORECAST_MODES, CubeError, resample
+from workbench.cubes import FORECAST_MODES, CubeError, default_forecast_mode, resample
+from workbench.forecast import fit_scenario
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
@@ -408,7 +409,10 @@ class WorkbenchState(param.Parameterized):
         tick = _Progress(self._tick, self._cancel)
         notes: list[str] = []
         try:
-            result = simulate(sc, policy, recorders=[tick],
+            # The model forecast is fitted once, for the run and its comparisons alike.
+            mode = settings["forecast_mode"] or default_forecast_mode(sc)
+            fitted = fit_scenario(sc) if mode == "model" else None
+            result = simulate(sc, policy, recorders=[tick], forecast_model=fitted,
                               knobs={**knobs, "slot_s": sc.slot_s}, **settings)
         except RunCancelled:
             return RunOutcome(result=None, cancelled=True,
@@ -424,7 +428,8 @@ class WorkbenchState(param.Parameterized):
             self.stage = f"comparison {i}/{len(todo)}: {name} (kept for every session)"
             try:
                 base_policy = make_policy(name, truth=sc)
-                base = simulate(sc, base_policy, recorders=[tick], **settings)
+                base = simulate(sc, base_policy, recorders=[tick], forecast_model=fitted,
+                                **settings)
             except RunCancelled:
                 notes.append(f"comparison runs cancelled from {name} on")
                 break

@@ -57,3 +57,17 @@ def number(
 
     parse.__name__ = "number"
     return parse
+
+
+def add_forecast_args(p: argparse.ArgumentParser) -> None:
+    """``--forecast`` and ``--forecast-error``, as ``plan`` and ``sweep`` take them."""
+    # Imported here: every command loads this module, not all of them need the cubes.
+    from workbench.cubes import FORECAST_MODES
+
+    p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
+                   help="what policies are told about future price and carbon (default: "
+                   "honest: a published tariff as published; market prices the 'model' "
+                   "forecast where 28 days of history precede the scenario, else seasonal "
+                   "naive; 'perfect' is a what-if)")
+    p.add_argument("--forecast-error", type=number(0, 10), default=None,
+                   help="relative error of --forecast noisy (default 0.1)")

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import number
+from workbench.cli._args import add_forecast_args, number
 from workbench.cli.scenario import load_or_build
-from workbench.cubes import FORECAST_MODES, default_forecast_mode
+from workbench.cubes import default_forecast_mode
+from workbench.forecast import ModelForecast, fit_scenario
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
 from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario
@@ -62,13 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the highspy array fast path (default) or the "
                    "Pyomo reference MILP")
-    p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
-                   help="what the policy is told about future price and carbon (default: "
-                   "honest: a published tariff as published; market prices the 'model' "
-                   "forecast where 28 days of history precede the scenario, else seasonal "
-                   "naive; 'perfect' is a what-if)")
-    p.add_argument("--forecast-error", type=number(0, 10), default=None,
-                   help="relative error of --forecast noisy (default 0.1)")
+    add_forecast_args(p)
     p.add_argument("--noise", type=number(0, 10), default=0.0,
                    help="log-normal sigma of hidden throughput errors and measurement noise")
     p.add_argument("--seed", type=number(0, 2**32 - 1, integer=True),
@@ -145,7 +140,7 @@ def _summary(policy: str, result: RunResult) -> dict[str, Any]:
 
 def _simulate(
     scenario: Scenario, policy: Policy, knobs: dict[str, Any], args: argparse.Namespace,
-    recorders: list[Recorder],
+    recorders: list[Recorder], forecast_model: ModelForecast | None = None,
 ) -> RunResult:
     error = args.forecast_error
     if error is None:
@@ -154,6 +149,7 @@ def _simulate(
         scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
         seed=args.seed, recorders=recorders, progress=progress_wanted(args),
         restart_s=args.restart_s, resize_s=args.resize_s, knobs=knobs,
+        forecast_model=forecast_model,
     )
 
 
@@ -270,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_or_build(args.db, args.scenario)
     if args.forecast is None:
         args.forecast = default_forecast_mode(scenario)
+    # The model forecast is fitted once, for the baseline and the policy alike.
+    fitted = fit_scenario(scenario) if args.forecast == "model" else None
 
     base_result: RunResult | None = None
     if not args.no_baseline or cap_pct is not None:
@@ -278,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
             # Metered against the same cap (asap-home cannot honour it: it is reported).
             base_knobs["power_cap_kw"] = args.power_cap_kw
         base_result = _simulate(scenario, make_policy(BASELINE, restart_s=args.restart_s),
-                                base_knobs, args, [])
+                                base_knobs, args, [], fitted)
         _warn(BASELINE, base_result)
     if cap_pct is not None:
         assert base_result is not None
@@ -310,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     if csv_rec is not None:
         recorders.append(csv_rec)
     try:
-        result = _simulate(scenario, policy, knobs, args, recorders)
+        result = _simulate(scenario, policy, knobs, args, recorders, fitted)
         if args.migrations_out is not None and args.out is None:
             write_migrations_csv(result.migrations, args.migrations_out)
         if args.jobs_out is not None:

@@ -20,10 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import number
+from workbench.cli._args import add_forecast_args, number
 from workbench.cli.plan import unwritable
 from workbench.cli.scenario import load_or_build
-from workbench.cubes import FORECAST_MODES
 from workbench.policies import POLICY_NAMES
 from workbench.sweep import CarbonCap, SimSettings, run_sweep, sweep_points
 
@@ -52,13 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", type=number(0, 10), default=None,
                    help="log-normal sigma of throughput errors (default 0.1 with several "
                    "seeds, else 0)")
-    p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
-                   help="what policies are told about future price and carbon (default: "
-                   "honest: a published tariff as published; market prices the 'model' "
-                   "forecast where 28 days of history precede the scenario, else seasonal "
-                   "naive; 'perfect' is a what-if)")
-    p.add_argument("--forecast-error", type=number(0, 10), default=None,
-                   help="relative error of --forecast noisy (default 0.1)")
+    add_forecast_args(p)
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                    help="address of a running Dask scheduler (default: a local cluster)")
     p.add_argument("--workers", type=number(1, 1024, integer=True), default=2,

@@ -53,6 +53,7 @@ from numpy.typing import NDArray
 
 from workbench.policies._highs import new_highs
 from workbench.policies.base import SolveInfo
+from workbench.policies.greedy import greedy_choice
 from workbench.policies.milp import ExtraConstraints, SlotProblem, solve_slot_problem
 
 log = logging.getLogger(__name__)
@@ -691,6 +692,48 @@ def _keys(prob: SlotProblem, choice: NDArray[np.bool_]) -> set[tuple[str, str, i
     return {keys[k] for k in np.flatnonzero(choice).tolist()}
 
 
+def solve_or_greedy(
+    prob: SlotProblem,
+    keep: NDArray[np.bool_],
+    priority: NDArray[np.float64],
+    *,
+    t: int,
+    solver: str,
+    fast: FastSlotSolver,
+    mip_rel_gap: float,
+    time_limit_s: float,
+    extra_constraints: ExtraConstraints | None = None,
+) -> tuple[NDArray[np.int64], SolveInfo]:
+    """The option rows a per-slot policy runs, and how the solve went.
+
+    The slot MILP over the ``keep`` options, by the fast path (``solver="fast"``, ``fast``
+    keeps its state between slots) or the Pyomo reference model; when that fails or times
+    out, the greedy feasible allocation (:func:`workbench.policies.greedy.greedy_choice`,
+    ``priority`` per job), reported as a fallback in the returned :class:`SolveInfo`.
+    """
+    rows = np.flatnonzero(keep)
+    sub = prob.subset(keep)
+    t0 = time.perf_counter()
+    chosen: NDArray[np.int64] | None
+    if solver == "fast":
+        full, info = fast(prob, keep=keep, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
+                          extra_constraints=extra_constraints)
+        chosen = None if full is None else np.flatnonzero(full)
+    else:
+        choice, info = solve_slot_problem(sub, mip_rel_gap=mip_rel_gap,
+                                          time_limit_s=time_limit_s,
+                                          extra_constraints=extra_constraints)
+        chosen = None if choice is None else rows[choice]
+    if chosen is None:
+        msg = (f"slot {t}: MILP {info.status} ({info.message}); "
+               f"using the greedy feasible allocation")
+        log.debug(msg)  # the simulator reports fallbacks (SolveInfo.fallback)
+        chosen = rows[greedy_choice(sub, priority=priority)]
+        info = SolveInfo(status=info.status, solve_s=time.perf_counter() - t0,
+                         fallback=True, message=msg)
+    return chosen, info
+
+
 def solve_slot_problem_fast(
     prob: SlotProblem,
     *,
@@ -843,6 +886,7 @@ __all__ = [
     "perturbed",
     "relative_gap",
     "repair",
+    "solve_or_greedy",
     "solve_slot_problem_fast",
     "synthetic_slot_problem",
 ]

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,17 +71,14 @@ from workbench.policies.base import (
     Placement,
     SlotOptions,
     SlotState,
-    SolveInfo,
     check_caps,
     slot_options,
 )
-from workbench.policies.fastslot import FastSlotSolver
-from workbench.policies.greedy import greedy_choice
+from workbench.policies.fastslot import FastSlotSolver, solve_or_greedy
 from workbench.policies.milp import (
     ExtraConstraints,
     build_slot_problem,
     current_prices,
-    solve_slot_problem,
 )
 
 log = logging.getLogger(__name__)
@@ -197,7 +193,8 @@ class ThresholdPolicy:
 
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self, scenario: ScenarioView) -> None:
-        """Empty every queue; check the carbon cap against what inference alone emits."""
+        """Empty every queue (the cap against what inference alone emits is checked by the
+        simulator, which holds the truth)."""
         self._scenario = scenario
         self._fast.reset()
         self._Y: dict[str, float] = {}
@@ -272,27 +269,10 @@ class ThresholdPolicy:
         coef, q = self._net_coef(state, opts, dc_idx, ceff, future)
         keep, stay_best = self._hysteresis(state, opts, coef)
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
-        rows = np.flatnonzero(keep)
-        sub = prob.subset(keep)
-        t0 = time.perf_counter()
-        chosen: NDArray[np.int64] | None
-        if self.solver == "fast":
-            full, info = self._fast(prob, keep=keep, mip_rel_gap=self.mip_rel_gap,
-                                    time_limit_s=self.time_limit_s,
-                                    extra_constraints=self.extra_constraints)
-            chosen = None if full is None else np.flatnonzero(full)
-        else:
-            choice, info = solve_slot_problem(sub, mip_rel_gap=self.mip_rel_gap,
-                                              time_limit_s=self.time_limit_s,
-                                              extra_constraints=self.extra_constraints)
-            chosen = None if choice is None else rows[choice]
-        if chosen is None:
-            msg = (f"slot {state.t}: MILP {info.status} ({info.message}); "
-                   f"using the greedy feasible allocation")
-            log.debug(msg)  # the simulator reports fallbacks (SolveInfo.fallback)
-            chosen = rows[greedy_choice(sub, priority=q)]
-            info = SolveInfo(status=info.status, solve_s=time.perf_counter() - t0,
-                             fallback=True, message=msg)
+        chosen, info = solve_or_greedy(
+            prob, keep, q, t=state.t, solver=self.solver, fast=self._fast,
+            mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
+            extra_constraints=self.extra_constraints)
         placements: dict[str, Placement] = {}
         gains: dict[str, float] = {}
         reasons: dict[str, str] = {}
