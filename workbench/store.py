@@ -479,7 +479,7 @@ class Store:
             raise StoreError(
                 f"duplicate grid row for region {frame['region'].iloc[i]} at {times.iloc[i]}"
             )
-        regions = ([params[0]] if constant else
+        regions: list[object] = ([params[0]] if constant else
                    sorted({str(r) for r in data["region"].dropna().unique()}))
         con.register("_grid_in", data)
         try:
