@@ -480,7 +480,7 @@ class Store:
                 f"duplicate grid row for region {frame['region'].iloc[i]} at {times.iloc[i]}"
             )
         regions: list[object] = ([params[0]] if constant else
-                   sorted({str(r) for r in data["region"].dropna().unique()}))
+                                 list(sorted({str(r) for r in data["region"].dropna()})))
         con.register("_grid_in", data)
         try:
             self._merge_grid(con, select, params, regions, times)
