@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -154,3 +155,29 @@ def test_constant_columns() -> None:
     assert not _constant(pd.Series(pd.Categorical(["a", None])))
     assert _constant(pd.Series(pd.Categorical([None, None], categories=["a"])))
     assert _constant(pd.Series([], dtype="category"))
+
+
+def test_a_large_grid_write_runs_on_one_thread_and_restores_the_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import workbench.store as store_module
+
+    monkeypatch.setattr(store_module, "GRID_ONE_THREAD_ROWS", 2)
+    seen: list[str] = []
+    real = Store._merge_grid
+
+    def spy(con, *a):  # type: ignore[no-untyped-def]
+        seen.append(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        return real(con, *a)
+
+    monkeypatch.setattr(Store, "_merge_grid", staticmethod(spy))
+    with Store(":memory:") as store:
+        store.con.execute("SET threads = 2")
+        frame = pd.DataFrame({"time_utc": pd.date_range(_T0, periods=3, freq="h"),
+                              "region": "r", "carbon_g_per_kwh": [1.0, 2.0, 3.0]})
+        store.write_grid_series(frame)
+        bad = frame.assign(region="s", time_utc=[_T0, pd.NaT, _T0 + pd.Timedelta(hours=1)])
+        with pytest.raises(duckdb.ConstraintException):  # a time is missing: NOT NULL
+            store.write_grid_series(bad)
+        assert store.con.execute("SELECT current_setting('threads')").fetchall()[0][0] == 2
+        assert len(store.table("grid_series")) == 3
+    assert seen == [1, 1]

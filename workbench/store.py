@@ -166,6 +166,10 @@ RUN_SUMMARY_METRICS: tuple[str, ...] = (
 _SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs")
 
 
+GRID_ONE_THREAD_ROWS = 100_000
+"""Grid writes of at least this many rows run on one DuckDB thread (a steadier peak)."""
+
+
 def _constant(column: pd.Series) -> bool:
     """Whether a column holds one value (or one missing value) in every row; cheap for the
     categorical columns the grid readers give."""
@@ -423,9 +427,31 @@ class Store:
         existing (region, time) updates only the values it carries, so price and carbon may
         arrive from different files.
         """
-        with self.transaction() as con:
-            self._upsert_grid(con, frame)
+        try:
+            with self._one_thread(len(frame) >= GRID_ONE_THREAD_ROWS), \
+                    self.transaction() as con:
+                self._upsert_grid(con, frame)
+        finally:
+            self.con.unregister("_grid_in")  # no-op unless a failed write left it
         return len(frame)
+
+    @contextmanager
+    def _one_thread(self, wanted: bool) -> Iterator[None]:
+        """Run a block on one DuckDB thread (``wanted``), then restore the setting.
+
+        For large grid writes: with two threads the primary-key index of a 2 M-row file
+        peaked at 450-560 MB over runs, with one at 434-443 MB every time, in about the same
+        time on the shared two cores (bench/scale.py).
+        """
+        if not wanted:
+            yield
+            return
+        threads = int(self.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        self.con.execute("SET threads = 1")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET threads = {threads}")
 
     def _upsert_grid(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
         if frame.empty:
@@ -485,7 +511,10 @@ class Store:
         try:
             self._merge_grid(con, select, params, regions, times)
         finally:
-            con.unregister("_grid_in")
+            try:
+                con.unregister("_grid_in")
+            except duckdb.TransactionException:
+                pass  # a failed statement aborted the transaction: forgotten after ROLLBACK
 
     @staticmethod
     def _merge_grid(con: duckdb.DuckDBPyConnection, select: str, params: list[object],
