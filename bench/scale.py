@@ -1,9 +1,9 @@
 """Time and peak memory of imports and of planning, against rows, jobs and slots.
 
 Usage: ``python bench/scale.py [--rows 250000,1000000,2000000] [--days 1,2,4,7]
-[--copies 1,2,4] [--baseline] [--reimport] [--no-plan]`` (``--baseline``: each file is also
-imported with the exact reader, the path every import took before streaming, and the ratios
-printed; ``--no-plan`` writes ``docs/results/scale_imports.*`` instead).
+[--copies 1,2,4] [--baseline] [--before DIR] [--reimport] [--no-plan]`` (``--baseline``: each
+file is also imported with the exact reader, the path every import took before streaming, and
+the ratios printed; ``--no-plan`` writes ``docs/results/scale_imports.*`` instead).
 
 Every measurement runs in a fresh child process (``--child``) that reports its own peak
 resident set (``VmHWM``; a child's ``ru_maxrss`` would include the parent's size at fork).
@@ -11,7 +11,8 @@ Imports: a SustainCluster-format price CSV of N 15-minute rows (``Datetime (UTC)
 (Local),Price (USD/MWh)``) generated into a scratch folder, read by ``read_grid`` and written
 by ``write_grid`` (what ``workbench import grid price-csv`` does) into a fresh store, then
 imported once more into that store (``--reimport``: every row meets a stored one, the update
-path). Each import row carries the 1-minute load average when its child started
+path), and with ``--before DIR`` by another copy of the package (the previous commit's).
+Each import row carries the 1-minute load average when its child started
 (``load_1min``: the machine is shared) and, with ``--baseline``, the baseline row the ratios
 ``baseline / streaming`` of wall time, parse time and peak memory; the 2 M-row streaming
 import is checked against the issue's targets (20 s, 500 MB) as met or missed.
@@ -117,12 +118,13 @@ def _own_peak_mb() -> float:
     return float("nan")
 
 
-def _measure(argv: list[str]) -> dict[str, float]:
-    """Run ``scale.py --child ...`` and return its JSON plus wall time and peak RSS (MB)."""
+def _measure(argv: list[str], root: Path = ROOT) -> dict[str, float]:
+    """Run ``scale.py --child ...`` (with the ``workbench`` package under ``root``) and
+    return its JSON plus wall time and peak RSS (MB)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", *argv],
                             stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(root)})
     _, status, _usage = os.wait4(proc.pid, 0)
     out = proc.stdout.read() if proc.stdout else ""
     if status != 0:
@@ -144,6 +146,9 @@ def main() -> None:
     ap.add_argument("--copies", default="1,2,4")
     ap.add_argument("--baseline", action="store_true",
                     help="also import each file with the exact reader (ratios against it)")
+    ap.add_argument("--before", type=Path, default=None, metavar="DIR",
+                    help="also import each file with the workbench package in DIR (e.g. "
+                    "`git archive REV workbench | tar -x -C DIR`): ratios against it")
     ap.add_argument("--reimport", action="store_true",
                     help="also import each file a second time into its store (update path)")
     ap.add_argument("--no-plan", action="store_true", help="measure the imports only")
@@ -185,6 +190,20 @@ def main() -> None:
                     "rows": n, "file_mb": round(mb, 1), "load_1min": load,
                     "wall_s": round(a["wall_s"], 2), "parse_s": round(a["parse_s"], 2),
                     "write_s": round(a["write_s"], 2), "peak_mb": round(a["peak_mb"], 0)})
+                print(rows_out[-1], flush=True)
+            if args.before is not None:
+                load = _load_1min()
+                o = _measure(["import", str(path), str(Path(tmp) / f"o{n}.duckdb")],
+                             root=args.before.resolve())
+                rows_out.append({
+                    "what": f"import price-csv, workbench of {args.before.name} (before)",
+                    "rows": n, "file_mb": round(mb, 1), "load_1min": load,
+                    "wall_s": round(o["wall_s"], 2), "parse_s": round(o["parse_s"], 2),
+                    "write_s": round(o["write_s"], 2), "peak_mb": round(o["peak_mb"], 0),
+                    "wall_ratio": round(o["wall_s"] / r["wall_s"], 2),
+                    "parse_ratio": round(o["parse_s"] / r["parse_s"], 2),
+                    "write_ratio": round(o["write_s"] / r["write_s"], 2),
+                    "peak_ratio": round(o["peak_mb"] / r["peak_mb"], 2)})
                 print(rows_out[-1], flush=True)
             if args.baseline:
                 load = _load_1min()
