@@ -439,9 +439,9 @@ class Store:
     def _one_thread(self, wanted: bool) -> Iterator[None]:
         """Run a block on one DuckDB thread (``wanted``), then restore the setting.
 
-        For large grid writes: with two threads the primary-key index of a 2 M-row file
-        peaked at 450-560 MB over runs, with one at 434-443 MB every time, in about the same
-        time on the shared two cores (bench/scale.py).
+        For large grid writes: with two threads a 2 M-row import peaked at 435-559 MB over
+        nine runs (the primary-key index), with one at 434-443 MB over eight, in about the
+        same time on the shared two cores (docs/results.md, section 9).
         """
         if not wanted:
             yield
@@ -524,19 +524,18 @@ class Store:
         A file whose rows meet no stored (region, time) -- the usual first import -- is a
         plain ``INSERT``. Otherwise the stored rows it meets are updated in place and only
         the new ones inserted: ``INSERT ... ON CONFLICT DO UPDATE`` gives the same rows but
-        takes about 1.6x the memory of a plain insert into the primary-key index (2 M rows:
-        +420 MB against +260 MB, bench/scale.py).
+        takes about 1.6x the memory of a plain insert into the primary-key index (2 M rows on
+        a bare table with the same key: +420 MB against +260 MB; docs/results.md, section 9).
         """
         staged = (f"(SELECT {select} FROM _grid_in) AS i(time_utc, region, price_per_kwh, "
                   "currency, carbon_g_per_kwh, source)")
         first, last = times.min(), times.max()
         met = 1
         if regions and not (pd.isna(first) or pd.isna(last)):
-            row = con.execute(
+            met = int(con.execute(
                 f"SELECT count(*) FROM grid_series WHERE region IN "
                 f"({', '.join('?' * len(regions))}) AND time_utc BETWEEN ? AND ?",
-                [*regions, first.to_pydatetime(), last.to_pydatetime()]).fetchone()
-            met = 0 if row is None else int(row[0])
+                [*regions, first.to_pydatetime(), last.to_pydatetime()]).fetchall()[0][0])
         if met:
             con.execute(
                 f"""UPDATE grid_series AS g SET
