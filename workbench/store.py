@@ -166,6 +166,19 @@ RUN_SUMMARY_METRICS: tuple[str, ...] = (
 _SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs")
 
 
+GRID_ONE_THREAD_ROWS = 100_000
+"""Grid writes of at least this many rows run on one DuckDB thread (a steadier peak)."""
+
+
+def _constant(column: pd.Series) -> bool:
+    """Whether a column holds one value (or one missing value) in every row; cheap for the
+    categorical columns the grid readers give."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        return len(codes) == 0 or bool((codes == codes[0]).all())
+    return column.nunique(dropna=False) <= 1
+
+
 def _to_naive_utc(value: datetime | None) -> datetime | None:
     return None if value is None else as_utc(value).replace(tzinfo=None)
 
@@ -414,9 +427,31 @@ class Store:
         existing (region, time) updates only the values it carries, so price and carbon may
         arrive from different files.
         """
-        with self.transaction() as con:
-            self._upsert_grid(con, frame)
+        try:
+            with self._one_thread(len(frame) >= GRID_ONE_THREAD_ROWS), \
+                    self.transaction() as con:
+                self._upsert_grid(con, frame)
+        finally:
+            self.con.unregister("_grid_in")  # no-op unless a failed write left it
         return len(frame)
+
+    @contextmanager
+    def _one_thread(self, wanted: bool) -> Iterator[None]:
+        """Run a block on one DuckDB thread (``wanted``), then restore the setting.
+
+        For large grid writes: with two threads a 2 M-row import peaked at 435-559 MB over
+        nine runs (the primary-key index), with one at 434-443 MB over eight, in about the
+        same time on the shared two cores (docs/results.md, section 9).
+        """
+        if not wanted:
+            yield
+            return
+        threads = int(self.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        self.con.execute("SET threads = 1")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET threads = {threads}")
 
     def _upsert_grid(self, con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
         if frame.empty:
@@ -429,21 +464,32 @@ class Store:
         # One file gives one region, currency and source: pass those as constants so that
         # DuckDB scans only typed columns (a 2 M-row import would convert 6 M Python strings
         # and copy the frame several times).
-        constant = all(c not in frame or frame[c].nunique(dropna=False) <= 1 for c in text)
-        times = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
+        constant = all(c not in frame or _constant(frame[c]) for c in text)
         params: list[object] = []
         if constant:
-            dup = pd.Index(times).duplicated()
+            # Naive datetime64 (what every reader gives) is scanned as it is, no copy.
+            col_t = frame["time_utc"]
+            t = (col_t.to_numpy() if col_t.dtype.kind == "M" and getattr(col_t.dt, "tz", None)
+                 is None else pd.to_datetime(col_t, utc=True).dt.tz_localize(None).to_numpy())
+            times = pd.Series(t, copy=False)
+            # Sorted strictly increasing times (every file reader checks that) cannot
+            # repeat: only unsorted frames pay for a hash of the times.
+            ordered = len(t) < 2 or bool((t[1:] > t[:-1]).all())
+            dup = np.zeros(len(t), bool) if ordered else pd.Index(t).duplicated()
             params = [None if c not in frame or pd.isna(frame[c].iloc[0]) else
                       str(frame[c].iloc[0]) for c in text]
-            data = pd.DataFrame({"time_utc": times.to_numpy()})
+            data = pd.DataFrame({"time_utc": t}, copy=False)
+            values = []
             for col in ("price_per_kwh", "carbon_g_per_kwh"):
-                data[col] = (frame[col].to_numpy(dtype="float64") if col in frame
-                             else np.full(len(frame), np.nan))
-            select = ("CAST(time_utc AS TIMESTAMP), CAST(? AS VARCHAR), CAST(price_per_kwh AS "
-                      "DOUBLE), CAST(? AS VARCHAR), CAST(carbon_g_per_kwh AS DOUBLE), "
-                      "CAST(? AS VARCHAR)")
+                if col in frame:
+                    data[col] = frame[col].to_numpy(dtype="float64", copy=False)
+                    values.append(f"CAST({col} AS DOUBLE)")
+                else:
+                    values.append("CAST(NULL AS DOUBLE)")
+            select = (f"CAST(time_utc AS TIMESTAMP), CAST(? AS VARCHAR), {values[0]}, "
+                      f"CAST(? AS VARCHAR), {values[1]}, CAST(? AS VARCHAR)")
         else:
+            times = pd.to_datetime(frame["time_utc"], utc=True).dt.tz_localize(None)
             data = frame.reindex(columns=cols).copy()
             data["time_utc"] = times
             dup = data.duplicated(["region", "time_utc"]).to_numpy()
@@ -459,22 +505,53 @@ class Store:
             raise StoreError(
                 f"duplicate grid row for region {frame['region'].iloc[i]} at {times.iloc[i]}"
             )
+        regions: list[object] = ([params[0]] if constant else
+                                 list(sorted({str(r) for r in data["region"].dropna()})))
         con.register("_grid_in", data)
         try:
-            con.execute(
-                f"""INSERT INTO grid_series
-                   SELECT {select}
-                   FROM _grid_in
-                   ON CONFLICT (region, time_utc) DO UPDATE SET
-                     price_per_kwh = coalesce(excluded.price_per_kwh, grid_series.price_per_kwh),
-                     currency = coalesce(excluded.currency, grid_series.currency),
-                     carbon_g_per_kwh = coalesce(excluded.carbon_g_per_kwh,
-                                                 grid_series.carbon_g_per_kwh),
-                     source = coalesce(excluded.source, grid_series.source)""",
-                params,
-            )
+            self._merge_grid(con, select, params, regions, times)
         finally:
-            con.unregister("_grid_in")
+            try:
+                con.unregister("_grid_in")
+            except duckdb.TransactionException:
+                pass  # a failed statement aborted the transaction: forgotten after ROLLBACK
+
+    @staticmethod
+    def _merge_grid(con: duckdb.DuckDBPyConnection, select: str, params: list[object],
+                    regions: list[object], times: pd.Series) -> None:
+        """Upsert the registered ``_grid_in`` (``select`` types its columns).
+
+        A file whose rows meet no stored (region, time) -- the usual first import -- is a
+        plain ``INSERT``. Otherwise the stored rows it meets are updated in place and only
+        the new ones inserted: ``INSERT ... ON CONFLICT DO UPDATE`` gives the same rows but
+        takes about 1.6x the memory of a plain insert into the primary-key index (2 M rows on
+        a bare table with the same key: +420 MB against +260 MB; docs/results.md, section 9).
+        """
+        staged = (f"(SELECT {select} FROM _grid_in) AS i(time_utc, region, price_per_kwh, "
+                  "currency, carbon_g_per_kwh, source)")
+        first, last = times.min(), times.max()
+        met = 1
+        if regions and not (pd.isna(first) or pd.isna(last)):
+            met = int(con.execute(
+                f"SELECT count(*) FROM grid_series WHERE region IN "
+                f"({', '.join('?' * len(regions))}) AND time_utc BETWEEN ? AND ?",
+                [*regions, first.to_pydatetime(), last.to_pydatetime()]).fetchall()[0][0])
+        if met:
+            con.execute(
+                f"""UPDATE grid_series AS g SET
+                      price_per_kwh = coalesce(i.price_per_kwh, g.price_per_kwh),
+                      currency = coalesce(i.currency, g.currency),
+                      carbon_g_per_kwh = coalesce(i.carbon_g_per_kwh, g.carbon_g_per_kwh),
+                      source = coalesce(i.source, g.source)
+                    FROM {staged}
+                    WHERE g.region = i.region AND g.time_utc = i.time_utc""", params)
+            con.execute(
+                f"""INSERT INTO grid_series SELECT i.* FROM {staged}
+                    WHERE NOT EXISTS (SELECT 1 FROM grid_series AS g
+                                      WHERE g.region = i.region AND g.time_utc = i.time_utc)""",
+                params)
+        else:
+            con.execute(f"INSERT INTO grid_series SELECT i.* FROM {staged}", params)
 
     def grid_series(
         self,

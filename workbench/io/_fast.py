@@ -84,25 +84,39 @@ def fast_series(
     missing = ", ".join(f"'{m}'" for m in sorted(_table._MISSING) if m)
     col_t = time_col.replace('"', '""')
     col_v = value_col.replace('"', '""')
-    base = f"""
+    # One pass over the file: every row's checks and typed values go into an in-memory
+    # table (about 20 bytes a row), which the counts and the result then read.
+    load = f"""
+        CREATE TABLE typed AS
         WITH raw AS (
             SELECT trim("{col_t}") AS t, trim("{col_v}") AS v
             FROM read_csv(?, header = true, columns = ?, delim = ?, quote = '"',
                           escape = '"', auto_detect = false, strict_mode = true,
                           null_padding = false, nullstr = '\x01none\x01')
-        ), typed AS (
+        ), checked AS (
             SELECT t, v, v IS NULL OR v = '' OR lower(v) IN ({missing}) AS gone,
-                   regexp_matches(t, '{_OFFSET}') AS aware
+                   coalesce(regexp_matches(t, '{_ISO}'), false) AS ok_t
             FROM raw
+        ), flagged AS (
+            SELECT *, ok_t AND regexp_matches(right(t, 6), '{_OFFSET}') AS aware,
+                   gone OR regexp_matches(v, '{_NUMBER}') AS ok_v
+            FROM checked
         )
+        SELECT ok_t, ok_v, gone, aware,
+               CASE WHEN NOT ok_t THEN NULL
+                    WHEN aware THEN timezone('UTC', TRY_CAST(t AS TIMESTAMPTZ))
+                    ELSE TRY_CAST(t AS TIMESTAMP) END AS t,
+               CASE WHEN ok_v AND NOT gone THEN TRY_CAST(v AS DOUBLE) END AS v
+        FROM flagged
     """
-    stats_q = base + f"""
+    stats_q = """
         SELECT
-            count(*) FILTER (WHERE t IS NULL OR NOT regexp_matches(t, '{_ISO}')) AS bad_t,
-            count(*) FILTER (WHERE NOT gone AND NOT regexp_matches(v, '{_NUMBER}')) AS bad_v,
+            count(*) FILTER (WHERE NOT ok_t) AS bad_t,
+            count(*) FILTER (WHERE NOT ok_v) AS bad_v,
             count(*) FILTER (WHERE gone) AS n_gone,
             count(DISTINCT aware) AS kinds,
             bool_or(aware) AS any_aware,
+            count(*) FILTER (WHERE NOT gone AND (t IS NULL OR v IS NULL)) AS uncast,
             count(*) AS n
         FROM typed
     """
@@ -110,17 +124,15 @@ def fast_series(
     try:
         con.execute("SET threads = 2")
         con.execute("SET preserve_insertion_order = true")
-        stats = con.execute(stats_q, [table.path, cols, delimiter]).fetchone()
+        con.execute(load, [table.path, cols, delimiter])
+        stats = con.execute(stats_q).fetchone()
         if stats is None:
             return None
-        bad_t, bad_v, n_gone, kinds, any_aware, n = stats
-        if bad_t or bad_v or kinds > 1 or n == 0 or (n_gone and not drop_missing):
+        bad_t, bad_v, n_gone, kinds, any_aware, uncast, n = stats
+        if (bad_t or bad_v or uncast or kinds > 1 or n == 0
+                or (n_gone and not drop_missing)):
             return None
-        when = ("timezone('UTC', CAST(t AS TIMESTAMPTZ))" if any_aware
-                else "CAST(t AS TIMESTAMP)")
-        arrays = con.execute(
-            base + f"SELECT {when} AS t, CAST(v AS DOUBLE) AS v FROM typed WHERE NOT gone",
-            [table.path, cols, delimiter]).fetchnumpy()
+        arrays = con.execute("SELECT t, v FROM typed WHERE NOT gone").fetchnumpy()
     except duckdb.Error as exc:
         log.debug("%s: streaming read declined (%s); reading it exactly", table.path, exc)
         return None
