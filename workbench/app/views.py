@@ -723,9 +723,11 @@ class MetricsView(_StateView):
         res = self.s.result
         att = None if res is None else res.meta.get("attribution")
         if not att:
-            return pn.pane.Markdown("**Where the saving comes from:** run with asap-home under "
-                                    "*Compare with* to see it.",
-                                    css_classes=["wb-attribution-empty"])
+            why = None if res is None else res.meta.get("attribution_missing")
+            text = (f"**Where the saving comes from:** {why}." if why else
+                    "**Where the saving comes from:** run with asap-home under *Compare "
+                    "with* to see it.")
+            return pn.pane.Markdown(text, css_classes=["wb-attribution-empty"])
         currency = str(res.metrics.get("currency", "")) if res is not None else ""
         bound = res.meta.get("bound") if res is not None else None
         note = ("Saving against asap-home split exactly into efficiency (less energy for the "
@@ -875,11 +877,13 @@ class RunsView(_StateView):
         if len(ids) < 2:
             return pn.pane.Markdown("Tick two or more runs and press **Compare ticked** to see "
                                     "their metrics and plans side by side.")
-        from workbench.store import Store, StoreError
+        from workbench.store import StoreError
 
         try:
-            with Store(self.s.db_path) as store:
-                frame = stored_runs.compare_frame(store, ids)
+            with self.s.store() as store:
+                sc = self.s.scenario
+                frame = stored_runs.compare_frame(store, ids,
+                                                  {sc.name: sc} if sc is not None else None)
                 results = {col: stored_runs.load_result(store, rid)
                            for col, rid in zip(frame.columns, ids, strict=True)}
         except StoreError as exc:
