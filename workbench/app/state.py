@@ -662,10 +662,11 @@ class WorkbenchState(param.Parameterized):
         else:
             att, why = None, "attribution not available: the run's scenario is not loaded"
         if att is None:
-            # Not kept: an asap-home run stored later gives it one.
             res.meta["attribution_missing"] = why
-            return res
-        res.meta["attribution"] = att
+            if why != stored_runs.ATTRIBUTION_BEFORE_V6:
+                return res  # not kept: an asap-home run stored later gives it one
+        else:
+            res.meta["attribution"] = att
         with _SHARED_LOCK:
             _SHARED[key] = res
         return res
