@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, number
+from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import default_forecast_mode
 from workbench.forecast import ModelForecast, fit_scenario
@@ -143,9 +143,7 @@ def _simulate(
     scenario: Scenario, policy: Policy, knobs: dict[str, Any], args: argparse.Namespace,
     recorders: list[Recorder], forecast_model: ModelForecast | None = None,
 ) -> RunResult:
-    error = args.forecast_error
-    if error is None:
-        error = 0.1 if args.forecast == "noisy" else 0.0
+    error = forecast_error(args)
     return simulate(
         scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
         seed=args.seed, recorders=recorders, progress=progress_wanted(args),
