@@ -312,6 +312,15 @@ def test_charts_do_not_capture_page_scrolling() -> None:
     assert plots.CALM == {"active_tools": ["pan"]}
 
 
+def test_comparison_bars_are_labelled_html_in_proportion() -> None:
+    frame = pd.DataFrame({"policy": ["lyapunov", "asap-home", "offline"],
+                          "cost": [50.0, 100.0, float("nan")]})
+    html = plots.compare_bars_html(frame, "cost", "cost (CNY)")
+    assert "cost (CNY)" in html and "50.00" in html and "100.00" in html and "–" in html
+    assert "width:50.0%" in html and "width:100.0%" in html and "width:0.0%" in html
+    assert "#9e9e9e" in html and "#1f6f8b" in html  # asap-home grey, the run dark
+
+
 def test_a_locked_store_is_shown_to_the_user(tmp_path) -> None:
     """Opened while another process holds the store's lock, the app says so on screen (not
     only in the server log), and a Run explains why no scenario is loaded."""

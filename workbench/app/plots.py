@@ -256,15 +256,41 @@ def _few_value_ticks(plot: Any, element: Any) -> None:  # noqa: ARG001
             axis.ticker.desired_num_ticks = 4
 
 
+def _bar_colors(table: pd.DataFrame) -> list[str]:
+    """The run (first row) dark, ``asap-home`` grey, ``offline`` green, the others light."""
+    run = str(table["policy"].iloc[0]) if len(table) else ""
+    role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
+    return [role.get(str(p), "#9ecae1") for p in table["policy"]]
+
+
+def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
+                      fmt: str = "{:,.2f}") -> str:
+    """:func:`compare_bars` as plain HTML: one labelled horizontal bar per policy, its value
+    written beside it (no Bokeh figure, so the Metrics tab draws at once)."""
+    values = pd.to_numeric(table[metric], errors="coerce")
+    top = float(values.max()) if values.notna().any() else 0.0
+    rows = []
+    for policy, v, color in zip(table["policy"], values, _bar_colors(table), strict=True):
+        width = 0.0 if not top or pd.isna(v) or v <= 0 else 100.0 * float(v) / top
+        text = "–" if pd.isna(v) else fmt.format(float(v))
+        rows.append(
+            f'<tr><td style="padding:1px 8px 1px 0;white-space:nowrap;font-size:12px">'
+            f'{policy}</td><td style="width:100%"><div style="display:flex;align-items:center">'
+            f'<div style="background:{color};height:14px;width:{width:.1f}%;min-width:1px">'
+            f'</div><span style="font-size:12px;padding-left:4px;white-space:nowrap">{text}'
+            f"</span></div></td></tr>")
+    return (f'<div class="wb-bars" style="flex:1;min-width:220px;padding:0 10px 0 0">'
+            f'<div style="font-weight:bold;font-size:13px;margin-bottom:3px">{label}</div>'
+            f'<table style="width:100%;border-collapse:collapse">{"".join(rows)}</table></div>')
+
+
 def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
     """One metric across the run (first row, dark) and its comparison policies.
 
     ``asap-home`` (the reference of the savings) is grey, the hindsight plan (replayed,
     ``offline``) green.
     """
-    run = str(table["policy"].iloc[0]) if len(table) else ""
-    role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
-    data = table.assign(color=[role.get(str(p), "#9ecae1") for p in table["policy"]])
+    data = table.assign(color=_bar_colors(table))
     # Horizontal bars: policy names stay readable however many there are.
     return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
         **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),

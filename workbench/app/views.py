@@ -714,13 +714,12 @@ class MetricsView(_StateView):
                              "savings; green: offline, the hindsight plan (replayed; its "
                              "bound is under *Where the saving comes from*). The comparison "
                              "CSV (Export) has every column. " + note),
-            pn.Row(pn.pane.HoloViews(plots.compare_bars(table, "cost", f"cost ({currency})"),
-                                     sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.compare_bars(table, "carbon_kg", "carbon (kg)"),
-                                     sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.compare_bars(table, "mean_jct_h", "mean JCT (h)"),
-                                     sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width"),
+            pn.pane.HTML(
+                '<div style="display:flex;flex-wrap:wrap;gap:8px">'
+                + plots.compare_bars_html(table, "cost", f"cost ({currency})")
+                + plots.compare_bars_html(table, "carbon_kg", "carbon (kg CO2)", "{:,.1f}")
+                + plots.compare_bars_html(table, "mean_jct_h", "mean JCT (h)")
+                + "</div>", sizing_mode="stretch_width", css_classes=["wb-compare-bars"]),
             sizing_mode="stretch_width",
         )
 
