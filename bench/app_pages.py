@@ -124,6 +124,8 @@ def main() -> int:
     ap.add_argument("--no-run", action="store_true", help="only time the first page")
     ap.add_argument("--repeat", type=int, default=3,
                     help="later visitors timed against the floor page (median)")
+    ap.add_argument("--keep-db", type=Path, default=None,
+                    help="copy the store to this file at the end (the Run's runs in it)")
     ap.add_argument("--cold-server", action="store_true",
                     help="serve without --warm: the first visitor pays the scenario load")
     args = ap.parse_args()
@@ -177,6 +179,7 @@ def main() -> int:
                   + " s; load average " + open("/proc/loadavg").read().split()[0])
             if not args.no_run:
                 before = page.locator("#metric-cost").first.inner_text()
+                page.get_by_label("Policy", exact=True).select_option("lyapunov")
                 page.get_by_label("V", exact=True).fill("7.5")
                 # The comparison choice is the MultiChoice's; leave it at the default and
                 # report which were run.
@@ -226,6 +229,8 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        if args.keep_db is not None:
+            shutil.copy(db, args.keep_db)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -170,7 +170,9 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
         opts["xlim"] = xlim
     return hv.Overlay(layers).opts(
         **CALM, **opts, responsive=True, height=max(220, 18 * n_jobs + 110), yticks=ticks,
-        ylim=(-0.7, n_jobs - 0.3), legend_position="right",
+        # The legend above the frame in one line: at the right of a tall Gantt it sits
+        # half a page down and takes the width from the bars.
+        ylim=(-0.7, n_jobs - 0.3), legend_position="top", legend_cols=8,
         show_grid=True, ylabel="", fontsize={"yticks": "8pt"},
         title="Placements (job x time, colour = datacenter)")
 

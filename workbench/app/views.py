@@ -591,8 +591,9 @@ class MigrationsView(_StateView):
             data_table(routes),
             data_table(shown, pagination="local", page_size=15, header_filters=True,
                        css_classes=["wb-migrations"],
-                       widths={f"time ({tz})": 125, "job": 150, "from": 100, "to": 100,
-                               "why (grid in that slot)": "42%"},
+                       widths={f"time ({tz})": 132, "job": 118, "from": 92, "to": 92,
+                               "why (grid in that slot)": "36%", "checkpoint (GB)": 92,
+                               "transfer (min)": 84},
                        formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",
         )
@@ -904,8 +905,8 @@ class RunsView(_StateView):
         return pn.Column(
             pn.pane.Markdown(f"**{len(ids)} runs side by side**"),
             data_table(shown.reset_index(names="metric"), css_classes=["wb-runs-compared"],
-                       formatters={c: {"type": "textarea"} for c in shown.columns},
-                       widths={"metric": 250}),
+                       formatters={c: {"type": "textarea"} for c in ["metric", *shown.columns]},
+                       widths={"metric": 300}),
             pn.pane.Markdown(
                 "*Saving against asap-home* splits each run's saving against the asap-home "
                 "run stored with it (else the newest one with the same slot and forecast) "
@@ -1098,8 +1099,13 @@ class QuoteView(_StateView):
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
                          data_table(options, pagination="local", page_size=15,
                                css_classes=["wb-quote-options"],
-                               widths={"": 60, f"start ({tz})": 100,
-                                       f"finish ({tz})": 100, "note": "15%"},
+                               # Key columns wide enough for their values; the note
+                               # wraps in what is left.
+                               widths={"": 58, "datacenter": 98, "GPU": 62, "GPUs": 55,
+                                       f"start ({tz})": 118, f"finish ({tz})": 118,
+                                       "hours": 58, "hours, 90% interval": 72,
+                                       f"cost ({q.currency})": 62, "carbon (kg)": 62,
+                                       "energy (kWh)": 64, "meets deadline": 76},
                                formatters={"note": {"type": "textarea"}}),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
