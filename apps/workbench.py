@@ -19,7 +19,7 @@ import panel as pn  # noqa: E402
 
 from workbench.app import create_app  # noqa: E402
 
-pn.extension("tabulator", notifications=True)
+pn.extension("tabulator")
 
 _parser = argparse.ArgumentParser(prog="apps/workbench.py")
 _parser.add_argument("--db", default="workbench.duckdb", help="DuckDB store file")

@@ -312,6 +312,15 @@ def test_charts_do_not_capture_page_scrolling() -> None:
     assert plots.CALM == {"active_tools": ["pan"]}
 
 
+def test_comparison_bars_are_labelled_html_in_proportion() -> None:
+    frame = pd.DataFrame({"policy": ["lyapunov", "asap-home", "offline"],
+                          "cost": [50.0, 100.0, float("nan")]})
+    html = plots.compare_bars_html(frame, "cost", "cost (CNY)")
+    assert "cost (CNY)" in html and "50.00" in html and "100.00" in html and "–" in html
+    assert "width:50.0%" in html and "width:100.0%" in html and "width:0.0%" in html
+    assert "#9e9e9e" in html and "#1f6f8b" in html  # asap-home grey, the run dark
+
+
 def test_a_locked_store_is_shown_to_the_user(tmp_path) -> None:
     """Opened while another process holds the store's lock, the app says so on screen (not
     only in the server log), and a Run explains why no scenario is loaded."""
@@ -454,6 +463,10 @@ def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: 
     assert t.run_info["knobs"]["carbon_cap_kg"] == 1.0 and "asap-home" in t.baselines
     assert t.result.metrics["cost"] == pytest.approx(capped.metrics["cost"])
     assert len(t.result.plan) == len(capped.plan)
+    # Its attribution is the one shown right after the run (against the same stored plan).
+    for part in ("cost", "carbon_kg"):
+        assert t.result.meta["attribution"][part] == pytest.approx(
+            capped.meta["attribution"][part], abs=1e-9)
     # The sidebar shows the knobs of the run on screen: Run repeats it.
     assert (t.cap_mode, t.carbon_cap_kg, t.V) == ("global", 1.0, 5.0)
     # Loading the uncapped V = 5 run brings back its trade-off with V = 0.5.
@@ -465,6 +478,13 @@ def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: 
     runs_view._compare(None)
     assert t.compare_ids == list(mine["run_id"].iloc[:2])
     pn.panel(runs_view).get_root()
+    with Store(db) as store:
+        from workbench.runs import compare_frame
+
+        frame = compare_frame(store, t.compare_ids, {"tiny": t.scenario})
+    saved = frame.loc["saving against asap-home (CNY)"]
+    assert saved.iloc[0] == pytest.approx(sum(capped.meta["attribution"]["cost"].values()))
+    assert "  from spatial (CNY)" in frame.index and "  from movement (kg)" in frame.index
     first, second = t.compare_ids
     t.rename_run(first, "capped")
     assert "capped" in set(t.runs_table["name"].dropna())
@@ -503,3 +523,49 @@ def test_gantt_filter_group_and_every_row_labelled(state: WorkbenchState) -> Non
     ticks = overlay.opts.get().kwargs["yticks"]
     assert len(ticks) == len(rows) and all(lbl.endswith(j) for (_, lbl), j in zip(
         sorted(ticks, reverse=True), rows, strict=True))
+
+
+def test_a_reopened_run_keeps_its_hindsight_bound(tmp_path: Path, seed3: Scenario) -> None:
+    db = tmp_path / "bound.duckdb"
+    with Store(db) as store:
+        store.save_scenario(first_hours(seed3, 6, arrivals_h=2, name="six"))
+    s = WorkbenchState(db_path=str(db), scenario_name="six", policy="greedy",
+                       baseline_policies=["asap-home", "offline"])
+    res = s.run()
+    assert res is not None and res.meta["bound"]["kind"]
+    t = WorkbenchState(db_path=str(db), scenario_name="six")
+    assert t.result is not None and t.run_info["run_id"] == res.meta["run_id"]
+    assert t.result.meta["bound"] == {k: pytest.approx(v) if isinstance(v, float) else v
+                                      for k, v in res.meta["bound"].items()}
+    assert "attribution" in t.result.meta
+
+
+def test_comparisons_shared_by_sessions_follow_a_reimport(tmp_path: Path,
+                                                          seed3: Scenario) -> None:
+    """Comparison runs are kept for every session while the scenario's stored rows are the
+    same; a re-import of equal size but other prices runs them again."""
+    db = tmp_path / "fp.duckdb"
+    sc = first_hours(seed3, 6, arrivals_h=2, name="six")
+    with Store(db) as store:
+        store.save_scenario(sc)
+    s = WorkbenchState(db_path=str(db), scenario_name="six", policy="greedy",
+                       baseline_policies=["asap-home"], save_runs=False)
+    assert s.run() is not None and [r["policy"] for r in s.progress_rows] == ["greedy",
+                                                                              "asap-home"]
+    same = WorkbenchState(db_path=str(db), scenario_name="six", policy="greedy",
+                          baseline_policies=["asap-home"], save_runs=False)
+    assert same.fingerprint == s.fingerprint and same.scenario is s.scenario
+    assert same.run() is not None and [r["policy"] for r in same.progress_rows] == ["greedy"]
+    with Store(db) as store:
+        grid = store.con.execute("SELECT * FROM grid_series").df()
+        n = len(grid)
+        store.write_grid_series(grid.assign(price_per_kwh=grid["price_per_kwh"] * 1.5))
+        assert store.con.execute("SELECT count(*) FROM grid_series").fetchone()[0] == n
+    again = WorkbenchState(db_path=str(db), scenario_name="six", policy="greedy",
+                           baseline_policies=["asap-home"], save_runs=False)
+    assert again.fingerprint != s.fingerprint and again.scenario is not s.scenario
+    res = again.run()
+    assert res is not None and [r["policy"] for r in again.progress_rows] == ["greedy",
+                                                                              "asap-home"]
+    assert again.baselines["asap-home"]["cost"] != pytest.approx(
+        s.baselines["asap-home"]["cost"])

@@ -179,6 +179,9 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     shown = _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
     assert shown == f"{float(metrics['cost']):,.2f}"  # type: ignore[arg-type]
     assert "V=20" in pg.locator("#wb-run-banner").first.inner_text()  # type: ignore[attr-defined]
+    # The reopened run shows where its saving comes from, as right after the run.
+    pg.locator(".wb-attribution-chart .bk-Canvas, .wb-attribution-chart canvas").first.wait_for()  # type: ignore[attr-defined]
+    assert "efficiency" in _wait_text(pg.locator("#attribution-note"))  # type: ignore[attr-defined]
 
     # 2. An invalid V is refused where it is typed, and Run is disabled until it is fixed.
     v_box = pg.get_by_label("V", exact=True)  # type: ignore[attr-defined]
@@ -217,6 +220,12 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     pg.locator(".wb-runs-compare button").click()  # type: ignore[attr-defined]
     compared = _wait_text(pg.locator(".wb-runs-compared .tabulator-tableholder"))  # type: ignore[attr-defined]
     assert "V=20" in compared and "V=1 " in compared.replace("\n", " ") + " "
+    # Each run's saving against asap-home, split into its four parts, side by side.
+    lines = compared.splitlines()
+    assert any(ln.startswith("saving against asap-home (CNY)") for ln in lines)
+    for part in ("efficiency", "temporal", "spatial", "movement"):
+        assert f"from {part} (CNY)" in compared and f"from {part} (kg)" in compared
+    assert "not available" not in compared
 
     # 5. Plan: find one job; the note counts only it.
     _tab(pg, "Plan")

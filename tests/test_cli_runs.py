@@ -92,3 +92,38 @@ def test_relative_arrivals_print_as_offsets() -> None:
     assert text.startswith("+2.0 h .. +12.0 h") and "1970" not in text
     real = pd.Timestamp("2025-07-13 16:00", tz="UTC")
     assert _arrivals(real, real, None) == "2025-07-13 16:00 .. 2025-07-13 16:00 UTC"
+
+
+def test_show_and_compare_report_the_attribution_as_plan_printed_it(db, capsys) -> None:
+    """The stored run is attributed against the asap-home run stored with it, to the value
+    ``plan`` printed right after the run; a run stored before schema 6 says so."""
+    from workbench.runs import ATTRIBUTION_BEFORE_V6
+
+    with Store(db) as store:
+        greedy = store.runs()
+        greedy_id = str(greedy[greedy["policy"] == "greedy"]["run_id"].iloc[0])
+        base_id = str(greedy[greedy["policy"] == "asap-home"]["run_id"].iloc[0])
+        assert store.run_info(greedy_id)["baseline_run_id"] == base_id
+    again = _json(capsys, ["plan", "--scenario", "tiny", "--policy", "greedy", "--no-progress",
+                           "--json", "--db", str(db)])
+    shown = _json(capsys, ["runs", "show", again["run_id"], "--json", "--db", str(db)])
+    for part in ("cost", "carbon_kg"):
+        assert shown["attribution"][part] == pytest.approx(again["attribution"][part], abs=1e-9)
+    assert shown["attribution_missing"] is None
+    cmp_ = _json(capsys, ["runs", "compare", again["run_id"], greedy_id, "--json",
+                          "--db", str(db)])
+    total = cmp_["rows"]["saving against asap-home (CNY)"]
+    assert list(total.values())[0] == pytest.approx(sum(again["attribution"]["cost"].values()))
+    assert main(["runs", "show", again["run_id"], "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "saving against asap-home" in text and "efficiency" in text
+    # As a schema-5 file left it: no movement kWh in its plan rows.
+    with Store(db) as store:
+        store.con.execute("UPDATE plan_rows SET movement_kwh = NULL WHERE run_id = ?",
+                          [greedy_id])
+    shown = _json(capsys, ["runs", "show", greedy_id, "--json", "--db", str(db)])
+    assert shown["attribution"] is None and shown["attribution_missing"] == ATTRIBUTION_BEFORE_V6
+    cmp_ = _json(capsys, ["runs", "compare", greedy_id, again["run_id"], "--json",
+                          "--db", str(db)])
+    assert list(cmp_["rows"]["saving against asap-home (CNY)"].values())[0] \
+        == ATTRIBUTION_BEFORE_V6

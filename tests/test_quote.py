@@ -118,6 +118,27 @@ def test_cli_quote_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 1 and json.loads(capsys.readouterr().out)["recommended"] is None
 
 
+
+def test_cli_quote_takes_the_forecast_flags(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``--forecast`` as ``plan`` takes it: the quote says which prices it used, and a noisy
+    forecast prices the same options differently from the perfect what-if."""
+    db = tmp_path / "wb.duckdb"
+    argv = ["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8", "--home",
+            "guangzhou", "--gpus", "1-4", "--deadline-h", "12", "--json"]
+    assert main([*argv, "--forecast", "perfect"]) == 0
+    perfect = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--forecast", "noisy", "--forecast-error", "0.5"]) == 0
+    noisy = json.loads(capsys.readouterr().out)
+    assert (perfect["forecast"], noisy["forecast"]) == ("perfect", "noisy")
+    assert [o["cost_if_now"] for o in perfect["options"]] != [
+        o["cost_if_now"] for o in noisy["options"]]
+    assert main(argv[:-1] + ["--forecast", "perfect"]) == 0
+    assert "priced against the perfect forecast" in capsys.readouterr().out
+    assert main([*argv, "--forecast", "crystal-ball"]) == 2
+    assert "invalid choice: 'crystal-ball'" in capsys.readouterr().err
+
+
 def test_predicted_profiles_carry_a_run_time_interval(seed3: Scenario, spec: JobSpec) -> None:
     from dataclasses import replace
 

@@ -144,12 +144,16 @@ class Quote:
         Currency of ``cost``.
     warnings : list of str
         Options that were skipped and why.
+    forecast_mode : str
+        What the prices were (:data:`workbench.cubes.FORECAST_MODES`; ``perfect`` is the
+        cube itself, a what-if).
     """
 
     spec: JobSpec
     options: pd.DataFrame
     currency: str
     warnings: list[str] = field(default_factory=list)
+    forecast_mode: str = ""
 
     @property
     def recommended(self) -> dict[str, Any] | None:
@@ -174,8 +178,8 @@ class Quote:
             "arrival": self.spec.arrival.isoformat() if self.spec.arrival else None,
             "gpu_types": list(self.spec.gpu_types), "checkpoint_gb": self.spec.checkpoint_gb,
         }
-        return {"spec": spec, "currency": self.currency, "recommended": best, "options": opts,
-                "warnings": list(self.warnings)}
+        return {"spec": spec, "currency": self.currency, "forecast": self.forecast_mode,
+                "recommended": best, "options": opts, "warnings": list(self.warnings)}
 
 
 def _plain(v: Any) -> Any:
@@ -313,7 +317,8 @@ def quote(
                         "more GPUs")
     log.debug("quoted %s: %d options, %d feasible", spec.app, len(options),
               int(options["feasible"].sum()))
-    return Quote(spec=spec, options=options, currency=sc.currency, warnings=warnings)
+    return Quote(spec=spec, options=options, currency=sc.currency, warnings=warnings,
+                 forecast_mode=forecast_mode)
 
 
 def _horizon(sc: Scenario) -> Any:

@@ -6,21 +6,37 @@ per-slot records, metrics, knobs and simulator settings. :func:`load_result` tur
 into a :class:`workbench.sim.RunResult` (without the policy's queue trace and per-job
 outcome table, which are not stored); :func:`knobs_text` says in one line what made it;
 :func:`differs_only_in` tells whether two runs differ in one knob alone (the V trade-off
-joins only those); :func:`compare_frame` puts runs side by side.
+joins only those); :func:`compare_frame` puts runs side by side;
+:func:`stored_attribution` splits a stored run's saving against its stored asap-home
+comparison (:func:`workbench.metrics.attribute_savings`) as it was right after the run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 import pandas as pd
 
-from workbench.model import Scenario
+from workbench.cubes import resample
+from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
+from workbench.model import Scenario, ScenarioError
 from workbench.sim import RunResult
-from workbench.store import RUN_SUMMARY_METRICS, Store
+from workbench.store import RUN_SUMMARY_METRICS, Store, StoreError
+
+REFERENCE_POLICY = "asap-home"
+"""The policy a saving is measured against (run at once, at home)."""
+
+SAME_SETTINGS: tuple[str, ...] = ("slot_s", "n_slots", "forecast_mode", "forecast_error")
+"""Simulator settings two runs must share for one to be the other's comparison run."""
+
+ATTRIBUTION_BEFORE_V6 = ("attribution not available for runs stored before schema version "
+                         "6 (their plan rows lack the movement kWh); run the policy again "
+                         "to see it")
+"""Why a run stored by an older workbench has no attribution."""
 
 COMPARE_METRICS: tuple[tuple[str, str], ...] = (
     ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg CO2)"), ("energy_kwh", "energy (kWh)"),
@@ -130,6 +146,10 @@ def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> 
         "created_utc": info.get("created_utc"),
     }
     meta.setdefault("slot_s", settings.get("slot_s"))
+    if info.get("bound"):
+        meta["bound"] = dict(info["bound"])
+    if info.get("baseline_run_id"):
+        meta["baseline_run_id"] = info["baseline_run_id"]
     if "currency" in metrics:
         meta["currency"] = metrics["currency"]
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
@@ -138,12 +158,122 @@ def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> 
                      warnings=warnings)
 
 
-def compare_frame(store: Store, run_ids: Iterable[str]) -> pd.DataFrame:
-    """Runs side by side: one row per metric of :data:`COMPARE_METRICS`, one column per run
-    (labelled by :func:`label`), plus ``knobs`` as the first row."""
+def at_slot(scenario: Scenario, slot_s: int | None) -> Scenario:
+    """``scenario`` at slot length ``slot_s`` seconds (its grid cube resampled; itself when
+    ``slot_s`` is None or already its own). Raises :class:`ScenarioError` when the horizon is
+    not a whole number of such slots."""
+    if not slot_s or int(slot_s) == scenario.slot_s:
+        return scenario
+    slot_s = int(slot_s)
+    horizon_s = scenario.slot_s * scenario.n_slots
+    if horizon_s % slot_s:
+        raise ScenarioError(f"the horizon ({horizon_s / 3600:g} h) is not a whole number of "
+                            f"{slot_s // 60}-min slots; pick another slot length")
+    return dataclasses.replace(scenario, grid=resample(scenario.grid, slot_s), slot_s=slot_s,
+                               n_slots=horizon_s // slot_s)
+
+
+def same_settings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """True when runs ``a`` and ``b`` (rows of :meth:`Store.run_summaries` or
+    :meth:`Store.run_info`) share the :data:`SAME_SETTINGS`."""
+    sa, sb = run_settings(a), run_settings(b)
+    return all(sa.get(k) == sb.get(k) for k in SAME_SETTINGS)
+
+
+def reference_run(store: Store, info: Mapping[str, Any]) -> str | None:
+    """The stored asap-home run a run's saving is measured against: the one recorded with
+    it (``baseline_run_id``, schema 6), else the newest asap-home run of the same scenario
+    and :data:`SAME_SETTINGS`; None when none is stored."""
+    recorded = info.get("baseline_run_id")
+    if recorded and store.run_ids(str(recorded)) == [recorded]:
+        return str(recorded)
+    table = store.run_summaries(str(info["scenario"]))
+    for rec in table.to_dict("records"):  # newest first
+        if rec["policy"] == REFERENCE_POLICY and rec["run_id"] != info.get("run_id") \
+                and same_settings(rec, info):
+            return str(rec["run_id"])
+    return None
+
+
+def stored_attribution(store: Store, run_id: str, scenario: Scenario,
+                       result: RunResult | None = None
+                       ) -> tuple[dict[str, dict[str, float]] | None, str]:
+    """Where a stored run's saving against its asap-home comparison comes from.
+
+    ``scenario`` is the run's scenario (at any slot length: it is brought to the run's).
+    ``result``, the run as :func:`load_result` gave it, saves a second read. Returns
+    ``(attribution, "")`` as :func:`workbench.metrics.attribute_savings` gives it, or
+    ``(None, why)`` when it cannot be computed (no comparison stored, or a run stored
+    before schema 6, :data:`ATTRIBUTION_BEFORE_V6`).
+    """
+    info = {**store.run_info(run_id), "run_id": run_id}
+    if info["policy"] == REFERENCE_POLICY:
+        return None, f"this is the {REFERENCE_POLICY} run savings are measured against"
+    ref = reference_run(store, info)
+    if ref is None:
+        return None, (f"no {REFERENCE_POLICY} run with the same slot and forecast is stored "
+                      "to measure the saving against")
+    res = result if result is not None else load_result(store, run_id)
+    base = store.run_plan(ref)
+    for plan in (res.plan, base):
+        if "movement_kwh" not in plan or plan["movement_kwh"].isna().any():
+            return None, ATTRIBUTION_BEFORE_V6
+    for col in ("slot_start", "slot_end"):
+        base[col] = pd.to_datetime(base[col], utc=True)
+    try:
+        sc = at_slot(scenario, run_settings(info).get("slot_s"))
+    except ScenarioError as exc:
+        return None, f"attribution not available: {exc}"
+    return attribute_savings(res, {"plan": base}, sc), ""
+
+
+def _scenario_of(store: Store, name: str, cache: MutableMapping[str, Scenario | str]
+                 ) -> Scenario | str:
+    """The stored scenario ``name`` (cached in ``cache``), or why it cannot be loaded."""
+    if name not in cache:
+        try:
+            cache[name] = store.load_scenario(name)
+        except (StoreError, ScenarioError, KeyError) as exc:
+            cache[name] = f"attribution not available: scenario {name!r} cannot be loaded " \
+                          f"({exc})"
+    return cache[name]
+
+
+ATTRIBUTION_ROWS: tuple[tuple[str, str], ...] = (
+    ("cost", "saving against asap-home ({c})"),
+    *((f"cost:{k}", f"  from {k} ({{c}})") for k in ATTRIBUTION_KEYS),
+    ("carbon_kg", "carbon saved against asap-home (kg)"),
+    *((f"carbon_kg:{k}", f"  from {k} (kg)") for k in ATTRIBUTION_KEYS),
+)
+"""Rows of :func:`compare_frame` that split each run's saving (key ``part:what``)."""
+
+
+def attribution_values(att: Mapping[str, Mapping[str, float]] | None, why: str = ""
+                       ) -> list[Any]:
+    """One run's values for :data:`ATTRIBUTION_ROWS`: the totals and their parts, or the
+    reason in the first row (None in the others) when there is no attribution."""
+    if not att:
+        return [why or "attribution not available", *([None] * (len(ATTRIBUTION_ROWS) - 1))]
+    out: list[Any] = []
+    for key, _ in ATTRIBUTION_ROWS:
+        part, _, what = key.partition(":")
+        out.append(float(att[part][what]) if what else float(sum(att[part].values())))
+    return out
+
+
+def compare_frame(store: Store, run_ids: Iterable[str],
+                  scenarios: Mapping[str, Scenario] | None = None) -> pd.DataFrame:
+    """Runs side by side: one row per metric of :data:`COMPARE_METRICS`, then where each
+    run's saving against asap-home comes from (:data:`ATTRIBUTION_ROWS`,
+    :func:`stored_attribution`), one column per run (labelled by :func:`label`), plus
+    ``knobs`` as the first row.
+
+    ``scenarios`` maps scenario names to loaded scenarios (others are read from the store).
+    """
     columns: dict[str, list[Any]] = {}
     index = ["knobs"]
     currency = ""
+    loaded: dict[str, Scenario | str] = dict(scenarios or {})
     for rid in run_ids:
         info = store.run_info(rid)
         metrics = store.run_metrics(rid)
@@ -153,11 +283,17 @@ def compare_frame(store: Store, run_ids: Iterable[str]) -> pd.DataFrame:
             v = metrics.get(key)
             values.append(int(v) if key in INT_METRICS and v is not None
                           and math.isfinite(float(v)) else v)
+        sc = _scenario_of(store, str(info["scenario"]), loaded)
+        if isinstance(sc, str):
+            values += attribution_values(None, sc)
+        else:
+            values += attribution_values(*stored_attribution(store, rid, sc))
         name = label({**info, "run_id": rid})
         while name in columns:
             name += "'"
         columns[name] = values
     index += [lbl.format(c=currency) for _, lbl in COMPARE_METRICS]
+    index += [lbl.format(c=currency) for _, lbl in ATTRIBUTION_ROWS]
     return pd.DataFrame(columns, index=index)
 
 

@@ -41,7 +41,7 @@ from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
 Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.
 Version 3: jobs' dataset sizes, scenarios' price kind, plan rows' data moved and time lost,
@@ -49,7 +49,10 @@ every data movement in ``migrations``.
 Version 4: adds ``devices`` (operator-added device specs) and ``compute_measurements``
 (timed training steps, :mod:`workbench.compute.measure`).
 Version 5: runs gain a ``name`` (set by the operator) and ``settings`` (the simulator's
-forecast, noise, seed, restart and slot settings as JSON)."""
+forecast, noise, seed, restart and slot settings as JSON).
+Version 6: plan rows keep their ``movement_kwh`` (transfer and restart energy, what the
+attribution of a saving needs); runs keep the ``baseline_run_id`` their saving is measured
+against and their hindsight ``bound`` (JSON). Rows stored before have NULL there."""
 
 
 class StoreError(RuntimeError):
@@ -146,6 +149,12 @@ _MIGRATIONS: dict[int, list[str]] = {
     5: [
         "ALTER TABLE runs ADD COLUMN name VARCHAR",
         "ALTER TABLE runs ADD COLUMN settings VARCHAR",
+    ],
+    # 5 -> 6: what a reopened run needs for its attribution and hindsight bound.
+    6: [
+        "ALTER TABLE plan_rows ADD COLUMN movement_kwh DOUBLE",
+        "ALTER TABLE runs ADD COLUMN baseline_run_id VARCHAR",
+        "ALTER TABLE runs ADD COLUMN bound VARCHAR",
     ],
 }
 
@@ -393,6 +402,23 @@ class Store:
             slot_s=int(slot_s), n_slots=int(n_slots), currency=str(currency),
             description=str(description or ""), history=history,
         )
+
+    def scenario_fingerprint(self, name: str) -> str:
+        """A fingerprint of every stored row :meth:`load_scenario` reads for ``name``: its
+        scenario row, datacenters, pools, links and jobs, the whole grid series and the
+        profiles (an order-free XOR of row hashes per table). A re-import that changes any
+        value changes it, equal row counts or not; ``""`` when ``name`` is not stored."""
+        parts = self.con.execute(
+            """SELECT (SELECT bit_xor(hash(t)) FROM scenarios t WHERE name = $1),
+                      (SELECT bit_xor(hash(t)) FROM datacenters t WHERE scenario = $1),
+                      (SELECT bit_xor(hash(t)) FROM gpu_pools t WHERE scenario = $1),
+                      (SELECT bit_xor(hash(t)) FROM links t WHERE scenario = $1),
+                      (SELECT bit_xor(hash(t)) FROM jobs t WHERE scenario = $1),
+                      (SELECT bit_xor(hash(t)) FROM grid_series t),
+                      (SELECT bit_xor(hash(t)) FROM profiles t)""", [name]).fetchone()
+        if parts is None or parts[0] is None:
+            return ""
+        return "-".join(format(int(p or 0), "x") for p in parts)
 
     # -- jobs ------------------------------------------------------------------------
     def write_jobs(self, set_name: str, jobs: Iterable[Job], replace: bool = False) -> int:
@@ -694,8 +720,9 @@ class Store:
                     "SELECT run_id FROM side.runs WHERE run_id NOT IN (SELECT run_id FROM runs)"
                 ).fetchall()]
                 for table in tables:
-                    con.execute(f"INSERT INTO {table} SELECT * FROM side.{table} WHERE run_id "
-                                "IN (SELECT UNNEST(?::VARCHAR[]))", [ids])
+                    # By name: a side file of an older schema lacks the newer columns.
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM side.{table} WHERE "
+                                "run_id IN (SELECT UNNEST(?::VARCHAR[]))", [ids])
             finally:
                 con.execute("DETACH side")
         return [str(i) for i in ids]
@@ -711,10 +738,13 @@ class Store:
             "created_utc": _now(), "knobs": json.dumps(meta.get("knobs", {}), default=str),
             "status": meta.get("status", "ok"), "log": meta.get("log", ""),
             "name": meta.get("name") or None, "settings": json.dumps(settings, default=str),
+            "baseline_run_id": meta.get("baseline_run_id") or None,
+            "bound": json.dumps(dict(meta["bound"]), default=str) if meta.get("bound")
+            else None,
         }])
         plan_cols = ["slot_start", "slot_end", "job_id", "region", "gpu_type", "n_gpus",
                      "batch_size", "action", "energy_kwh", "cost", "carbon_kg", "price_per_kwh",
-                     "carbon_g_per_kwh", "progress", "transfer_gb", "lost_s"]
+                     "carbon_g_per_kwh", "progress", "transfer_gb", "lost_s", "movement_kwh"]
         plan_df = plan.reindex(columns=plan_cols).copy()
         for col in ("slot_start", "slot_end"):
             plan_df[col] = pd.to_datetime(plan_df[col], utc=True).dt.tz_localize(None)
@@ -806,7 +836,7 @@ class Store:
         if frame.empty:
             raise StoreError(f"no run {run_id!r} in {self.path}")
         rec = {k: (None if _is_null(v) else _py(v)) for k, v in frame.iloc[0].items()}
-        for key in ("knobs", "settings"):
+        for key in ("knobs", "settings", "bound"):
             try:
                 rec[key] = json.loads(str(rec.get(key) or "{}"))
             except ValueError:

@@ -102,11 +102,16 @@ def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
     data = data.assign(hour=data["time"].dt.hour + data["time"].dt.minute / 60.0,
                        day=data["time"].dt.strftime("%m-%d %a"))
     data = data.groupby(["day", "hour"], as_index=False)[variable].mean()
-    return hv.HeatMap(data, [("hour", f"hour ({zone})"), "day"],
+    unit = label[label.index("(") + 1:-1]  # "CNY/kWh", "gCO2/kWh"
+    # Hour ticks every 3 h as "06h" (eight fit in a half-width plot); the colour bar carries
+    # the unit, the title names region and quantity.
+    return hv.HeatMap(data, [("hour", f"hour of day ({zone})"), ("day", "day")],
                       (variable, label)).opts(
-        **CALM, tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=230,
-        invert_yaxis=True, title=f"{region}: {label}", xticks=list(range(0, 24, 6)),
-        clabel=label, clim=(lo, hi), fontsize={"title": "10pt"}, min_width=260)
+        **CALM, tools=["hover"], cmap="viridis", colorbar=True, responsive=True, height=250,
+        invert_yaxis=True, title=f"{region}: {label.split(' (')[0]} ({unit})",
+        xticks=[(h, f"{h:02d}h") for h in range(0, 24, 3)], clabel=unit, clim=(lo, hi),
+        fontsize={"title": "11pt", "xticks": "9pt", "yticks": "9pt", "clabel": "9pt"},
+        colorbar_opts={"width": 12}, min_width=380, min_height=200)
 
 
 def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: str = "",
@@ -165,7 +170,9 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
         opts["xlim"] = xlim
     return hv.Overlay(layers).opts(
         **CALM, **opts, responsive=True, height=max(220, 18 * n_jobs + 110), yticks=ticks,
-        ylim=(-0.7, n_jobs - 0.3), legend_position="right",
+        # The legend above the frame in one line: at the right of a tall Gantt it sits
+        # half a page down and takes the width from the bars.
+        ylim=(-0.7, n_jobs - 0.3), legend_position="top", legend_cols=8,
         show_grid=True, ylabel="", fontsize={"yticks": "8pt"},
         title="Placements (job x time, colour = datacenter)")
 
@@ -251,15 +258,41 @@ def _few_value_ticks(plot: Any, element: Any) -> None:  # noqa: ARG001
             axis.ticker.desired_num_ticks = 4
 
 
+def _bar_colors(table: pd.DataFrame) -> list[str]:
+    """The run (first row) dark, ``asap-home`` grey, ``offline`` green, the others light."""
+    run = str(table["policy"].iloc[0]) if len(table) else ""
+    role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
+    return [role.get(str(p), "#9ecae1") for p in table["policy"]]
+
+
+def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
+                      fmt: str = "{:,.2f}") -> str:
+    """:func:`compare_bars` as plain HTML: one labelled horizontal bar per policy, its value
+    written beside it (no Bokeh figure, so the Metrics tab draws at once)."""
+    values = pd.to_numeric(table[metric], errors="coerce")
+    top = float(values.max()) if values.notna().any() else 0.0
+    rows = []
+    for policy, v, color in zip(table["policy"], values, _bar_colors(table), strict=True):
+        width = 0.0 if not top or pd.isna(v) or v <= 0 else 100.0 * float(v) / top
+        text = "–" if pd.isna(v) else fmt.format(float(v))
+        rows.append(
+            f'<tr><td style="padding:1px 8px 1px 0;white-space:nowrap;font-size:12px">'
+            f'{policy}</td><td style="width:100%"><div style="display:flex;align-items:center">'
+            f'<div style="background:{color};height:14px;width:{width:.1f}%;min-width:1px">'
+            f'</div><span style="font-size:12px;padding-left:4px;white-space:nowrap">{text}'
+            f"</span></div></td></tr>")
+    return (f'<div class="wb-bars" style="flex:1;min-width:220px;padding:0 10px 0 0">'
+            f'<div style="font-weight:bold;font-size:13px;margin-bottom:3px">{label}</div>'
+            f'<table style="width:100%;border-collapse:collapse">{"".join(rows)}</table></div>')
+
+
 def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
     """One metric across the run (first row, dark) and its comparison policies.
 
     ``asap-home`` (the reference of the savings) is grey, the hindsight plan (replayed,
     ``offline``) green.
     """
-    run = str(table["policy"].iloc[0]) if len(table) else ""
-    role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
-    data = table.assign(color=[role.get(str(p), "#9ecae1") for p in table["policy"]])
+    data = table.assign(color=_bar_colors(table))
     # Horizontal bars: policy names stay readable however many there are.
     return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
         **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),

@@ -12,13 +12,13 @@ responsive.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ import param
 
 from workbench import runs as stored_runs
 from workbench import scenarios
-from workbench.cubes import FORECAST_MODES, CubeError, default_forecast_mode, resample
+from workbench.cubes import FORECAST_MODES, CubeError, default_forecast_mode
 from workbench.forecast import fit_scenario
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
@@ -147,33 +147,32 @@ def check_knob(knob: str, text: str) -> tuple[float | None, str]:
 
 _SHARED: dict[tuple[Any, ...], Any] = {}
 _SHARED_LOCK = threading.Lock()
-"""Read-only data shared by every session of a server: scenarios as loaded from a store
-(keyed by file, name and a fingerprint of the stored rows) and comparison-run metrics."""
+"""Read-only data shared by every session of a server: scenarios as loaded from a store,
+comparison runs of a scenario (both keyed by file, name and
+:meth:`Store.scenario_fingerprint`, so a re-import is never served stale) and stored runs
+as loaded (keyed by file and run id: a stored run does not change)."""
 
 
-def _scenario_fingerprint(store: Store, name: str) -> tuple[Any, ...]:
-    row = store.con.execute(
-        "SELECT s.start_utc, s.slot_s, s.n_slots, (SELECT count(*) FROM jobs WHERE scenario = "
-        "s.name), (SELECT count(*) FROM grid_series) FROM scenarios s WHERE s.name = ?",
-        [name]).fetchone()
-    return tuple(row) if row else ()
-
-
-def shared_scenario(db_path: str, name: str) -> Scenario:
-    """The scenario ``name`` from the store (built and saved first if built-in and absent),
-    loaded once per server and shared by the sessions while the stored rows are the same."""
-    with Store(db_path) as store:
-        if not store.has_scenario(name):
-            store.save_scenario(scenarios.build_builtin(name))
-        key = ("scenario", db_path, name, _scenario_fingerprint(store, name))
-        with _SHARED_LOCK:
-            cached = _SHARED.get(key)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        scenario = store.load_scenario(name)
+def shared_scenario(db_path: str, name: str, store: Store | None = None
+                    ) -> tuple[Scenario, str]:
+    """The scenario ``name`` from the store (built and saved first if built-in and absent)
+    and its fingerprint (:meth:`Store.scenario_fingerprint`): loaded once per server and
+    shared by the sessions while the stored rows are the same. ``store``: an open store to
+    read (else the file is opened)."""
+    if store is None:
+        with Store(db_path) as opened:
+            return shared_scenario(db_path, name, opened)
+    if not store.has_scenario(name):
+        store.save_scenario(scenarios.build_builtin(name))
+    fingerprint = store.scenario_fingerprint(name)
+    key = ("scenario", db_path, name, fingerprint)
     with _SHARED_LOCK:
-        _SHARED[key] = scenario
-    return scenario
+        cached = _SHARED.get(key)
+    if cached is None:
+        cached = store.load_scenario(name)
+        with _SHARED_LOCK:
+            _SHARED[key] = cached
+    return cached, fingerprint
 
 
 class WorkbenchState(param.Parameterized):
@@ -247,16 +246,43 @@ class WorkbenchState(param.Parameterized):
         self._cancel = threading.Event()
         self._done = 0
         self._rows: list[dict[str, Any]] = []
+        self._open: dict[int, Store] = {}
+        self.fingerprint = ""
+        """:meth:`Store.scenario_fingerprint` of the loaded scenario (keys the comparison
+        runs shared between sessions)."""
         self.refresh_scenarios()
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        """The store, opened once for a chain of reads on this thread (a session's first
+        page reads it five times; each DuckDB open costs ~0.1 s): nested uses share it."""
+        me = threading.get_ident()
+        if me in self._open:
+            yield self._open[me]
+            return
+        with Store(self.db_path) as opened:
+            self._open[me] = opened
+            try:
+                yield opened
+            finally:
+                del self._open[me]
 
     # -- scenario ------------------------------------------------------------------------
     def refresh_scenarios(self) -> None:
         """Offer the store's scenarios and the built-in ones; keep the current choice."""
         names: list[str] = []
         try:
-            with Store(self.db_path) as store:
+            with self.store() as store:
                 names = store.scenario_names()
-            self.store_error = ""
+                self.store_error = ""
+                names = sorted(set(names) | set(scenarios.builtin_names()))
+                self.param.scenario_name.objects = names
+                # Loading the scenario and its latest run reads the same open store.
+                if self.scenario_name not in names:
+                    self.scenario_name = names[0] if names else None
+                elif self.scenario is None:
+                    self._load_scenario()
+                return
         except StoreError as exc:
             self._store_failed(exc, "the store's scenarios are not listed")
         names = sorted(set(names) | set(scenarios.builtin_names()))
@@ -272,13 +298,19 @@ class WorkbenchState(param.Parameterized):
         if name is None:
             return
         try:
-            scenario = shared_scenario(self.db_path, name)
+            with self.store() as store:
+                scenario, self.fingerprint = shared_scenario(self.db_path, name, store)
+                self._show_scenario(scenario)
         except StoreError as exc:
             self._store_failed(exc, f"cannot load scenario {name!r}")
             return
         except (ScenarioError, CubeError, KeyError) as exc:
             self.say(f"cannot load scenario {name!r}: {exc}", "danger")
             return
+
+    def _show_scenario(self, scenario: Scenario) -> None:
+        """Put a loaded scenario in place, with its latest stored run (or none)."""
+        name = scenario.name
         self.store_error = ""
         zones = ["UTC", *sorted({d.timezone for d in scenario.datacenters} - {"UTC"})]
         self.param.tz.objects = zones
@@ -304,15 +336,7 @@ class WorkbenchState(param.Parameterized):
             if self.store_error:
                 raise ScenarioError(f"no scenario loaded: {self.store_error}")
             raise ScenarioError("no scenario loaded; pick one in the sidebar")
-        slot_s = int(self.slot_minutes) * 60
-        if slot_s == sc.slot_s:
-            return sc
-        horizon_s = sc.slot_s * sc.n_slots
-        if horizon_s % slot_s:
-            raise ScenarioError(f"the horizon ({horizon_s / 3600:g} h) is not a whole number "
-                                f"of {self.slot_minutes}-min slots; pick another slot length")
-        return dataclasses.replace(sc, grid=resample(sc.grid, slot_s), slot_s=slot_s,
-                                   n_slots=horizon_s // slot_s)
+        return stored_runs.at_slot(sc, int(self.slot_minutes) * 60)
 
     # -- knobs ---------------------------------------------------------------------------
     def knobs(self, policy: str | None = None) -> dict[str, Any]:
@@ -393,8 +417,8 @@ class WorkbenchState(param.Parameterized):
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"bad input: {exc}")
         settings = self._settings()
-        key_base = ("baseline", self.db_path, sc.name, sc.slot_s, sc.n_slots,
-                    len(sc.jobs), settings["forecast_mode"], settings["forecast_error"])
+        key_base = ("baseline", self.db_path, sc.name, self.fingerprint, sc.slot_s, sc.n_slots,
+                    settings["forecast_mode"], settings["forecast_error"])
         with _SHARED_LOCK:
             todo = [b for b in self.baseline_policies
                     if b != self.policy and (*key_base, b) not in _SHARED]
@@ -448,8 +472,11 @@ class WorkbenchState(param.Parameterized):
                 # Stored as comparison runs: a later session opening this run finds them.
                 try:
                     with Store(self.db_path) as store:
-                        store.save_run({**base.meta, "status": "baseline"}, base.plan,
-                                       base.migrations, base.slots, base.metrics)
+                        base_id = store.save_run({**base.meta, "status": "baseline"},
+                                                 base.plan, base.migrations, base.slots,
+                                                 base.metrics)
+                    with _SHARED_LOCK:
+                        _SHARED[(*key_base, name, "run_id")] = base_id
                 except StoreError as exc:
                     notes.append(f"comparison run {name} not saved: {exc}")
         baselines: dict[str, dict[str, Any]] = {}
@@ -458,12 +485,16 @@ class WorkbenchState(param.Parameterized):
                 if name != self.policy and (*key_base, name) in _SHARED:
                     baselines[name] = _SHARED[(*key_base, name)]
             asap_plan = _SHARED.get((*key_base, "asap-home", "plan"))
+            asap_id = _SHARED.get((*key_base, "asap-home", "run_id"))
             hindsight = _SHARED.get((*key_base, "offline", "bound"))
         if hindsight and "bound" not in result.meta:
             result.meta["bound"] = dict(hindsight)
         if asap_plan is not None and self.policy != "asap-home":
             # Where the saving comes from, for the Metrics tab's waterfall.
             result.meta["attribution"] = attribute_savings(result, {"plan": asap_plan}, sc)
+            if asap_id is not None:
+                # Stored with the run: reopened, it is attributed against the same plan.
+                result.meta["baseline_run_id"] = asap_id
         run_id = None
         if self.save_runs:
             try:
@@ -571,7 +602,7 @@ class WorkbenchState(param.Parameterized):
             self.runs_table = None
             return
         try:
-            with Store(self.db_path) as store:
+            with self.store() as store:
                 self.runs_table = store.run_summaries(self.scenario.name)
         except StoreError as exc:
             self.say(f"cannot read the stored runs: {exc}", "danger")
@@ -588,20 +619,18 @@ class WorkbenchState(param.Parameterized):
     def load_run(self, run_id: str) -> RunResult | None:
         """Show a stored run: its plan, metrics, knobs; its comparisons are the newest stored
         runs of the baseline policies on the same scenario and settings."""
-        sc = self.scenario
         try:
-            with Store(self.db_path) as store:
-                res = stored_runs.load_result(store, run_id, sc)
+            with self.store() as store:
                 info = store.run_info(run_id)
-                table = store.run_summaries(info["scenario"])
+                res = self._stored_result(store, run_id)
+                table = (self.runs_table if self.runs_table is not None
+                         and info["scenario"] == getattr(self.scenario, "name", None)
+                         else store.run_summaries(info["scenario"]))
                 baselines: dict[str, dict[str, Any]] = {}
-                mine = stored_runs.run_settings(info)
                 for rec in table.to_dict("records"):
-                    other = stored_runs.run_settings(rec)
-                    same = all(other.get(k) == mine.get(k) for k in
-                               ("slot_s", "n_slots", "forecast_mode", "forecast_error"))
                     if (rec["policy"] in self.baseline_policies and rec["policy"] != res.policy
-                            and rec["policy"] not in baselines and same):
+                            and rec["policy"] not in baselines
+                            and stored_runs.same_settings(rec, info)):
                         baselines[rec["policy"]] = store.run_metrics(rec["run_id"])
         except StoreError as exc:
             self.say(f"cannot load run {run_id}: {exc}", "danger")
@@ -614,6 +643,32 @@ class WorkbenchState(param.Parameterized):
         self.param.update(result=res, baselines=baselines, run_info=info)
         self.refresh_tradeoff()
         self._announce(res, [])
+        return res
+
+    def _stored_result(self, store: Store, run_id: str) -> RunResult:
+        """A stored run as loaded, with its attribution against its stored asap-home run
+        (``meta["attribution"]``, or why not in ``meta["attribution_missing"]``): read once
+        per server and shared read-only by the sessions (a stored run does not change;
+        one without an attribution is read again, in case its comparison is stored since)."""
+        sc = self.scenario
+        key = ("run", self.db_path, run_id, self.fingerprint)
+        with _SHARED_LOCK:
+            cached = _SHARED.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        res = stored_runs.load_result(store, run_id, sc)
+        if sc is not None and res.meta.get("scenario") == sc.name:
+            att, why = stored_runs.stored_attribution(store, run_id, sc, res)
+        else:
+            att, why = None, "attribution not available: the run's scenario is not loaded"
+        if att is None:
+            res.meta["attribution_missing"] = why
+            if why != stored_runs.ATTRIBUTION_BEFORE_V6:
+                return res  # not kept: an asap-home run stored later gives it one
+        else:
+            res.meta["attribution"] = att
+        with _SHARED_LOCK:
+            _SHARED[key] = res
         return res
 
     def _restore_knobs(self, info: Mapping[str, Any]) -> None:
@@ -663,6 +718,9 @@ class WorkbenchState(param.Parameterized):
         except StoreError as exc:
             self.say(f"cannot delete runs: {exc}", "danger")
             return
+        with _SHARED_LOCK:
+            for key in [k for k in _SHARED if k[0] == "run" and k[2] in run_ids]:
+                del _SHARED[key]
         self.compare_ids = [r for r in self.compare_ids if r not in run_ids]
         if self.run_info.get("run_id") in run_ids:
             self.run_info = {**self.run_info, "run_id": None, "stored": False}
@@ -680,7 +738,7 @@ class WorkbenchState(param.Parameterized):
             self.tradeoff = None
             return
         try:
-            with Store(self.db_path) as store:
+            with self.store() as store:
                 runs = store.runs(self.scenario.name)
                 keep = [rec["run_id"] for rec in runs.to_dict("records")
                         if stored_runs.differs_only_in(info, rec, "V")]

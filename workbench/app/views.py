@@ -375,9 +375,10 @@ class GridView(_StateView):
         regions = sorted(grid["region"].unique())
         zones = dict(sc.grid.attrs.get("timezones", {}))
         where = ", ".join(f"{r}: {z}" for r, z in sorted(zones.items())) or "not recorded"
+        # One row per region, price beside carbon: each heatmap gets half the width.
         heat = [pn.pane.HoloViews(plots.grid_heatmap(grid, var, r, sc.currency),
                                   sizing_mode="stretch_width")
-                for var in ("price_per_kwh", "carbon_g_per_kwh") for r in regions]
+                for r in regions for var in ("price_per_kwh", "carbon_g_per_kwh")]
         return pn.Column(
             pn.pane.Markdown(f"Slot starts in **{tz}** (the sidebar's *Times in*; regions' "
                              f"zones: {where}). Hover a curve for the exact value."),
@@ -385,7 +386,10 @@ class GridView(_StateView):
                               sizing_mode="stretch_width"),
             pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh"),
                               sizing_mode="stretch_width"),
-            pn.GridBox(*heat, ncols=min(len(regions), 3), sizing_mode="stretch_width"),
+            pn.pane.Markdown("**By hour of day** (columns) and day (rows): price and carbon "
+                             "per region, one colour scale per quantity across regions."),
+            pn.GridBox(*heat, ncols=2, sizing_mode="stretch_width",
+                       css_classes=["wb-heatmaps"]),
             ForecastPane(state=self.state),
             sizing_mode="stretch_width",
         )
@@ -587,8 +591,9 @@ class MigrationsView(_StateView):
             data_table(routes),
             data_table(shown, pagination="local", page_size=15, header_filters=True,
                        css_classes=["wb-migrations"],
-                       widths={f"time ({tz})": 125, "job": 150, "from": 100, "to": 100,
-                               "why (grid in that slot)": "42%"},
+                       widths={f"time ({tz})": 132, "job": 118, "from": 92, "to": 92,
+                               "why (grid in that slot)": "36%", "checkpoint (GB)": 92,
+                               "transfer (min)": 84},
                        formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",
         )
@@ -674,6 +679,8 @@ class MetricsView(_StateView):
     """
 
     SECTIONS: tuple[str, ...] = ("_headline", "_compare", "_attribution", "_tradeoff")
+    IMMEDIATE: frozenset[str] = frozenset({"_headline"})
+    """Sections drawn with the page; the others follow once it has loaded."""
 
     @param.depends("state.result", "state.baselines")
     def _headline(self) -> pn.viewable.Viewable:
@@ -708,13 +715,12 @@ class MetricsView(_StateView):
                              "savings; green: offline, the hindsight plan (replayed; its "
                              "bound is under *Where the saving comes from*). The comparison "
                              "CSV (Export) has every column. " + note),
-            pn.Row(pn.pane.HoloViews(plots.compare_bars(table, "cost", f"cost ({currency})"),
-                                     sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.compare_bars(table, "carbon_kg", "carbon (kg)"),
-                                     sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.compare_bars(table, "mean_jct_h", "mean JCT (h)"),
-                                     sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width"),
+            pn.pane.HTML(
+                '<div style="display:flex;flex-wrap:wrap;gap:8px">'
+                + plots.compare_bars_html(table, "cost", f"cost ({currency})")
+                + plots.compare_bars_html(table, "carbon_kg", "carbon (kg CO2)", "{:,.1f}")
+                + plots.compare_bars_html(table, "mean_jct_h", "mean JCT (h)")
+                + "</div>", sizing_mode="stretch_width", css_classes=["wb-compare-bars"]),
             sizing_mode="stretch_width",
         )
 
@@ -723,9 +729,11 @@ class MetricsView(_StateView):
         res = self.s.result
         att = None if res is None else res.meta.get("attribution")
         if not att:
-            return pn.pane.Markdown("**Where the saving comes from:** run with asap-home under "
-                                    "*Compare with* to see it.",
-                                    css_classes=["wb-attribution-empty"])
+            why = None if res is None else res.meta.get("attribution_missing")
+            text = (f"**Where the saving comes from:** {why}." if why else
+                    "**Where the saving comes from:** run with asap-home under *Compare "
+                    "with* to see it.")
+            return pn.pane.Markdown(text, css_classes=["wb-attribution-empty"])
         currency = str(res.metrics.get("currency", "")) if res is not None else ""
         bound = res.meta.get("bound") if res is not None else None
         note = ("Saving against asap-home split exactly into efficiency (less energy for the "
@@ -763,8 +771,11 @@ class MetricsView(_StateView):
             sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
+        # The headline first; the tables and charts once the page is in the browser (a
+        # spinner until then), so the first page does not wait for five charts.
         return pn.Column(run_banner(self.s),
-                         *(pn.panel(getattr(self, name), sizing_mode="stretch_width")
+                         *(pn.panel(getattr(self, name), sizing_mode="stretch_width",
+                                    defer_load=name not in self.IMMEDIATE)
                            for name in self.SECTIONS),
                          sizing_mode="stretch_width")
 
@@ -875,11 +886,13 @@ class RunsView(_StateView):
         if len(ids) < 2:
             return pn.pane.Markdown("Tick two or more runs and press **Compare ticked** to see "
                                     "their metrics and plans side by side.")
-        from workbench.store import Store, StoreError
+        from workbench.store import StoreError
 
         try:
-            with Store(self.s.db_path) as store:
-                frame = stored_runs.compare_frame(store, ids)
+            with self.s.store() as store:
+                sc = self.s.scenario
+                frame = stored_runs.compare_frame(store, ids,
+                                                  {sc.name: sc} if sc is not None else None)
                 results = {col: stored_runs.load_result(store, rid)
                            for col, rid in zip(frame.columns, ids, strict=True)}
         except StoreError as exc:
@@ -892,7 +905,14 @@ class RunsView(_StateView):
         return pn.Column(
             pn.pane.Markdown(f"**{len(ids)} runs side by side**"),
             data_table(shown.reset_index(names="metric"), css_classes=["wb-runs-compared"],
-                  formatters={c: {"type": "textarea"} for c in shown.columns}),
+                       formatters={c: {"type": "textarea"} for c in ["metric", *shown.columns]},
+                       widths={"metric": 300}),
+            pn.pane.Markdown(
+                "*Saving against asap-home* splits each run's saving against the asap-home "
+                "run stored with it (else the newest one with the same slot and forecast) "
+                "into efficiency (less energy, same work), temporal (cheaper hours at home), "
+                "spatial (cheaper datacenters) and movement (transfers and restarts, a cost), "
+                "as the Metrics tab's waterfall does.", css_classes=["wb-runs-attribution"]),
             pn.Row(pn.pane.HoloViews(plots.cumulative(results, "cost", f"cost ({currency})",
                                                       tz), sizing_mode="stretch_width"),
                    pn.pane.HoloViews(plots.cumulative(results, "carbon_kg", "carbon (kg)", tz),
@@ -1079,8 +1099,13 @@ class QuoteView(_StateView):
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
                          data_table(options, pagination="local", page_size=15,
                                css_classes=["wb-quote-options"],
-                               widths={"": 60, f"start ({tz})": 100,
-                                       f"finish ({tz})": 100, "note": "15%"},
+                               # Key columns wide enough for their values; the note
+                               # wraps in what is left.
+                               widths={"": 58, "datacenter": 98, "GPU": 62, "GPUs": 55,
+                                       f"start ({tz})": 118, f"finish ({tz})": 118,
+                                       "hours": 58, "hours, 90% interval": 72,
+                                       f"cost ({q.currency})": 62, "carbon (kg)": 62,
+                                       "energy (kWh)": 64, "meets deadline": 76},
                                formatters={"note": {"type": "textarea"}}),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
@@ -1214,12 +1239,28 @@ class WorkbenchApp(_StateView):
                       pn.Column(self.progress, self.tabs, sizing_mode="stretch_width"),
                       sizing_mode="stretch_width")
 
-    def template(self) -> pn.template.BaseTemplate:
-        """A served page: the knobs in the sidebar, progress and tabs in the main area."""
-        return pn.template.FastListTemplate(
-            title=self.title, sidebar=[self.sidebar],
-            main=[pn.Column(self.progress, self.tabs, sizing_mode="stretch_width")],
-            sidebar_width=320, accent="#1f6f8b")
+    def template(self) -> pn.viewable.Viewable:
+        """A served page: a title bar, the knobs in a sidebar, progress and tabs in the main
+        area, each scrolling on its own (so Run stays in reach while a long tab scrolls).
+
+        Plain Panel layouts rather than a Panel template: on the 2-core box a
+        FastListTemplate's scripts and styles cost 1.5-2 s of every first page
+        (``bench/app_pages.py`` serves such a floor page beside the app).
+        """
+        header = pn.pane.HTML(
+            f'<div class="wb-title" style="font-size:22px;padding:10px 18px">{self.title}</div>',
+            styles={"background": "#1f6f8b", "color": "white"}, sizing_mode="stretch_width",
+            margin=0, height=50)
+        below = "calc(100vh - 50px)"  # the window under the title bar
+        side = pn.Column(self.sidebar, width=320, scroll=True, margin=0,
+                         styles={"height": below, "background": "#f7f9fa",
+                                 "border-right": "1px solid #dde3e6"},
+                         css_classes=["wb-sidebar"])
+        main = pn.Column(self.progress, self.tabs, scroll=True, sizing_mode="stretch_width",
+                         margin=(0, 0, 0, 12), styles={"height": below},
+                         css_classes=["wb-main"])
+        return pn.Column(header, pn.Row(side, main, sizing_mode="stretch_width", margin=0),
+                         sizing_mode="stretch_width", margin=0)
 
 
 def create_app(db_path: str = "workbench.duckdb", **state_params: Any) -> WorkbenchApp:

@@ -12,11 +12,12 @@ import json
 import math
 import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, number
+from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import default_forecast_mode
 from workbench.forecast import ModelForecast, fit_scenario
@@ -142,9 +143,7 @@ def _simulate(
     scenario: Scenario, policy: Policy, knobs: dict[str, Any], args: argparse.Namespace,
     recorders: list[Recorder], forecast_model: ModelForecast | None = None,
 ) -> RunResult:
-    error = args.forecast_error
-    if error is None:
-        error = 0.1 if args.forecast == "noisy" else 0.0
+    error = forecast_error(args)
     return simulate(
         scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
         seed=args.seed, recorders=recorders, progress=progress_wanted(args),
@@ -327,9 +326,17 @@ def run(args: argparse.Namespace) -> int:
     # The run and its baseline are stored together at the end, in one transaction: a plan
     # killed midway stores nothing (no dangling baseline).
     to_store: list[tuple[RunResult, dict[str, Any]]] = []
+    mine: dict[str, Any] = {}
     if base_result is not None and not args.no_baseline:
-        to_store.append((base_result, {"status": "baseline"}))
-    to_store.append((result, {}))
+        # Named before storing, so the run records what its saving is measured against.
+        base_id = uuid.uuid4().hex[:12]
+        to_store.append((base_result, {"status": "baseline", "run_id": base_id}))
+        mine["baseline_run_id"] = base_id
+    bound = getattr(policy, "bound", None)
+    if bound:
+        mine["bound"] = {"cost": float(bound["cost"]), "carbon_kg": float(bound["carbon_kg"]),
+                         "kind": str(bound["kind"])}
+    to_store.append((result, mine))
     saved = save_results(args.db, to_store, wait_s=args.lock_wait_s)
     run_id = saved.run_ids[-1]
     if saved.side_file:
@@ -356,10 +363,8 @@ def run(args: argparse.Namespace) -> int:
         extra["power_cap_kw"] = args.power_cap_kw
     if base is not None and base_result is not None:
         extra["attribution"] = attribute_savings(result, base_result, scenario)
-    bound = getattr(policy, "bound", None)
-    if bound:
-        extra["bound"] = {"cost": float(bound["cost"]), "carbon_kg": float(bound["carbon_kg"]),
-                          "kind": str(bound["kind"])}
+    if "bound" in mine:
+        extra["bound"] = mine["bound"]
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
                "run_id": run_id, "stored_in": str(saved.path), **extra}

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from workbench.cli._args import number
+from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.scenario import load_or_build
 from workbench.model import as_utc
 from workbench.quote import JobSpec, QuoteError, quote
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="currency per kg CO2 added to the cost when ranking (default 0)")
     p.add_argument("--top", type=number(1, integer=True),
                    default=5, help="options to print (default 5)")
+    add_forecast_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_quote)
 
@@ -59,7 +60,8 @@ def _quote(args: argparse.Namespace) -> int:
             arrival=as_utc(args.arrival) if args.arrival else None,
             gpu_types=tuple(args.gpu_types), checkpoint_gb=args.checkpoint_gb,
         )
-        result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price)
+        result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price,
+                       forecast_mode=args.forecast, forecast_error=forecast_error(args))
     except QuoteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -72,6 +74,8 @@ def _quote(args: argparse.Namespace) -> int:
         return status
     best = data["recommended"]
     cur = data["currency"]
+    print(f"priced against the {data['forecast']} forecast of price and carbon"
+          + (" (a what-if: the future as it happened)" if data["forecast"] == "perfect" else ""))
     if best is None:
         print("no option finishes before the deadline")
     else:

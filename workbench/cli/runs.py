@@ -17,7 +17,9 @@ import pandas as pd
 from workbench import runs as runs_mod
 from workbench.cli.plan import unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
-from workbench.store import Store
+from workbench.metrics import ATTRIBUTION_KEYS
+from workbench.model import ScenarioError
+from workbench.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,8 +102,10 @@ def _show(args: argparse.Namespace) -> int:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
         metrics = store.run_metrics(rid)
-        n_plan = len(store.run_plan(rid))
-        n_mig = len(store.run_migrations(rid))
+        result = runs_mod.load_result(store, rid)
+        n_plan = len(result.plan)
+        n_mig = len(result.migrations)
+        att, why = _attribution(store, rid, str(info["scenario"]), result)
     metrics = {k: (int(v) if k in runs_mod.INT_METRICS and isinstance(v, float)
                    and math.isfinite(v) else v) for k, v in metrics.items()}
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
@@ -112,7 +116,9 @@ def _show(args: argparse.Namespace) -> int:
                "knobs": info["knobs"], "settings": info["settings"],
                "metrics": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                            for k, v in metrics.items()},
-               "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings}
+               "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings,
+               "attribution": att, "attribution_missing": why or None,
+               "bound": info.get("bound") or None}
         print(json.dumps(obj, default=str))
         return 0
     print(f"run {rid}" + (f" ({info['name']})" if info.get("name") else "")
@@ -127,9 +133,32 @@ def _show(args: argparse.Namespace) -> int:
     print(f"  deadline misses {_num(metrics.get('deadline_misses'))}, jobs unfinished "
           f"{_num(metrics.get('jobs_unfinished'))}, migrations "
           f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
+    if att:
+        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
+        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+        print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, from: {parts}")
+        print(f"  carbon saved against asap-home {sum(att['carbon_kg'].values()):,.1f} kg, "
+              f"from: {kg}")
+    else:
+        print(f"  {why}")
+    bound = info.get("bound")
+    if bound:
+        print(f"  hindsight bound ({bound.get('kind')}): {_num(bound.get('cost'))} {cur}, "
+              f"{_num(bound.get('carbon_kg'), ',.1f')} kg CO2 (no restarts or transfers; a "
+              "lower bound on what the replay is charged)")
     for w in warnings:
         print(f"  warning: {w}")
     return 0
+
+
+def _attribution(store: Store, rid: str, scenario: str, result: Any
+                 ) -> tuple[dict[str, dict[str, float]] | None, str]:
+    """A stored run's attribution (:func:`workbench.runs.stored_attribution`) or why not."""
+    try:
+        sc = store.load_scenario(scenario)
+    except (StoreError, ScenarioError, KeyError) as exc:
+        return None, f"attribution not available: scenario {scenario!r} cannot be loaded ({exc})"
+    return runs_mod.stored_attribution(store, rid, sc, result)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -201,7 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
     db = args.db
 
     def session() -> Any:
-        pn.extension("tabulator", notifications=True)
+        pn.extension("tabulator")
         return create_app(db).template()
 
     # Warm-up: one throw-away session reads the scenario into the cache all sessions share,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, number
+from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.plan import unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
@@ -102,9 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     noise = args.noise if args.noise is not None else (0.1 if args.seeds > 1 else 0.0)
-    error = args.forecast_error
-    if error is None:
-        error = 0.1 if args.forecast == "noisy" else 0.0
+    error = forecast_error(args)
     settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
     scenario = load_or_build(args.db, args.scenario)
     table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
