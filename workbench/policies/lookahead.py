@@ -142,6 +142,18 @@ class WindowPlan:
         return min(max(pos, 0), int(self.block_start.size) - 1)
 
 
+def _group_max(group: NDArray[np.int64], values: NDArray[np.float64], n: int
+               ) -> NDArray[np.float64]:
+    """``out[g] = max(values[group == g])``, 0 for a group without values (one pass; the
+    look-ahead's best rate per (job, datacenter), which a scan per move column made
+    quadratic in the window's columns)."""
+    out = np.full(n, -np.inf)
+    if group.size:
+        np.maximum.at(out, group, values)
+    out[np.isneginf(out)] = 0.0
+    return out
+
+
 def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np.int64],
                                                                       NDArray[np.int64]]:
     """Block starts and lengths over ``n`` slots: ``fine_slots`` singles, then ``block_slots``."""
@@ -389,6 +401,7 @@ class LookaheadPolicy:
         nm = len(mkeys)
         mcost = np.zeros(nm)
         mlost = np.zeros(nm)
+        best_rate = _group_max(job_of * len(dcs) + dci, rate, len(jobs) * len(dcs))
         for i, (j, d) in enumerate(mkeys):
             js = jobs[j]
             src = str(origin[j])
@@ -396,9 +409,7 @@ class LookaheadPolicy:
             assert link is not None
             gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
             mcost[i] = gb * link.transfer_energy_kwh_per_gb * float(np.mean(bprice[:, d]))
-            best_rate = max((float(r) for r, dd, jj in zip(rate, dci, job_of, strict=True)
-                             if jj == j and dd == d), default=0.0)
-            mlost[i] = link.transfer_s(gb) / slot_s * best_rate
+            mlost[i] = link.transfer_s(gb) / slot_s * best_rate[j * len(dcs) + d]
         train_ids = np.flatnonzero(training)
         n_short = train_ids.size
         base_short = nx + nm
