@@ -36,12 +36,14 @@ class ColumnChunks:
     dtypes : mapping column -> numpy dtype or None
         The columns in order and the dtype of each (``object`` for text and timestamps;
         None: numbers, booleans or objects as the values of each chunk are).
-    chunk_rows : int
-        Rows kept as Python lists before they are converted into a chunk of arrays.
+    chunk_rows : int, optional
+        Rows kept as Python lists before they are converted into a chunk of arrays
+        (default :data:`CHUNK_ROWS`, read when the buffer is made).
     """
 
     def __init__(self, dtypes: Mapping[str, DTypeLike | None],
-                 chunk_rows: int = CHUNK_ROWS) -> None:
+                 chunk_rows: int | None = None) -> None:
+        chunk_rows = CHUNK_ROWS if chunk_rows is None else chunk_rows
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
         self.dtypes = {str(k): None if v is None else np.dtype(v) for k, v in dtypes.items()}
@@ -61,10 +63,10 @@ class ColumnChunks:
         if n == 0:
             return
         for c in self.columns:
-            values = cols[c]
-            if len(values) != n:
-                raise ValueError(f"column {c!r} has {len(values)} values, expected {n}")
-            self._open[c].extend(values)
+            if len(cols[c]) != n:
+                raise ValueError(f"column {c!r} has {len(cols[c])} values, expected {n}")
+        for c in self.columns:
+            self._open[c].extend(cols[c])
         self._open_rows += n
         self.rows += n
         if self._open_rows >= self.chunk_rows:
@@ -127,7 +129,7 @@ class QueueTrace:
     sum per kind (the part of a name before ``:``) and slot, 0 where none.
     """
 
-    def __init__(self, chunk_rows: int = CHUNK_ROWS) -> None:
+    def __init__(self, chunk_rows: int | None = None) -> None:
         self._names: dict[str, int] = {}
         self._rows = ColumnChunks({"slot": np.int32, "queue": np.int32, "value": np.float64},
                                   chunk_rows)

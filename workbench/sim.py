@@ -783,7 +783,7 @@ def simulate(
         if slot_migs:
             mig_chunks.extend({c: [m[c] for m in slot_migs] for c in MIGRATION_COLUMNS})
         if slot_chunks is None:
-            slot_chunks = ColumnChunks(dict.fromkeys(summary, None), chunk_rows=4096)
+            slot_chunks = ColumnChunks(dict.fromkeys(summary, None))
         slot_chunks.extend({k: [v] for k, v in summary.items()})
         queue_trace.add(t, queues)
         record = SlotRecord(t=t, slot_start=t_start, slot_end=t_end, plan_columns=plan_cols,
