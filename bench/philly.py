@@ -13,7 +13,6 @@ runs ``tail_days`` past the last arrival so that the jobs can finish.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +87,3 @@ def build_philly(db: str | Path, data: str | Path, days: float | None, offset_da
         cfg = philly_config(round(horizon * 96) / 96, offset_h, "philly-jobs", data)
         return build_scenario(store, cfg)
 
-
-def shift_days(scenario: Any) -> timedelta:
-    return timedelta(seconds=scenario.slot_s * scenario.n_slots)
