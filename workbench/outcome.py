@@ -317,12 +317,27 @@ def best_batch(
     profile: perf.JobProfile, n: int, gpus_per_node: int, phi: float
 ) -> tuple[int, float]:
     """The grid batch maximising ECU ``X(n, m) * E_phi(m)`` at gradient noise scale ``phi``,
-    and ``X(n, m)`` there (samples/s, before any speed factor)."""
+    and ``X(n, m)`` there (samples/s, before any speed factor).
+
+    Memoised by the profile's identity, ``n``, ``gpus_per_node`` and ``phi`` (a paused job
+    keeps its ``phi``, so the slot options ask the same question slot after slot); the
+    memo is emptied at 100,000 entries.
+    """
+    key = (id(profile), n, gpus_per_node, phi)
+    hit = _BEST_MEMO.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1], hit[2]
     grid, x = grid_throughput(profile, n, gpus_per_node)
     m0 = profile.efficiency.m0
     u = x * ((phi + m0) / (phi + grid))  # perf.efficiency, inlined on the grid
     b = int(u.argmax())
+    if len(_BEST_MEMO) > 100_000:
+        _BEST_MEMO.clear()
+    _BEST_MEMO[key] = (profile, int(grid[b]), float(x[b]))
     return int(grid[b]), float(x[b])
+
+
+_BEST_MEMO: dict[tuple[int, int, int, float], tuple[perf.JobProfile, int, float]] = {}
 
 
 def training_power_w(profile: perf.JobProfile, n_gpus: int, x_sps: float | NDArray[np.float64]
