@@ -191,8 +191,9 @@ def main() -> None:
     ap.add_argument("--no-plan", action="store_true", help="measure the imports only")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
                     help="the shared data folder (Philly trace, SustainCluster grid)")
-    ap.add_argument("--philly-days", type=float, default=None,
-                    help="plan a D-day window of the Philly trace (0: the whole trace)")
+    ap.add_argument("--philly-days", default=None,
+                    help="plan D-day windows of the Philly trace, e.g. 3,7.5,30 (0: the whole "
+                    "trace)")
     ap.add_argument("--philly-offset", type=float, default=25.0,
                     help="days after the trace's first job where the window starts")
     ap.add_argument("--philly-spans", default="",
@@ -298,10 +299,10 @@ def main() -> None:
 def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
     """The Philly window (``--philly-days``) and spans from the trace start."""
     runs: list[tuple[str, float, float]] = []
-    if args.philly_days is not None:
-        what = ("philly whole trace" if args.philly_days == 0
-                else f"philly {args.philly_days:g} days from day {args.philly_offset:g}")
-        runs.append((what, args.philly_days, args.philly_offset))
+    for days in (float(d) for d in (args.philly_days or "").split(",") if d):
+        what = ("philly whole trace" if days == 0
+                else f"philly {days:g} days from day {args.philly_offset:g}")
+        runs.append((what, days, args.philly_offset))
     runs += [(f"philly span {float(d):g} days from day 0", float(d), 0.0)
              for d in args.philly_spans.split(",") if d]
     out: list[dict[str, object]] = []
@@ -326,7 +327,8 @@ def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
                 "deadline_misses": f"{int(r['default_misses'])} (asap {int(r['asap_misses'])})",
                 "cost_vs_asap": round(r["default_cost"] / r["asap_cost"], 3)
                 if r["asap_cost"] else float("nan"),
-                "fallbacks": int(r["default_fallbacks"]), "load_avg": r["load_avg"],
+                "fallbacks": int(r["default_fallbacks"]), "cpu_s": round(r["cpu_s"], 1),
+                "load_avg": r["load_avg"],
             }
             out.append(row)
             print(row, flush=True)
