@@ -43,6 +43,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -104,6 +105,31 @@ def _child_plan(days: float, copies: int) -> dict[str, float]:
     return out
 
 
+class _Progress:
+    """Prints to stderr, every 96 slots, the slot, wall and CPU seconds, active jobs and
+    peak RSS (a long run shows how far it got)."""
+
+    def __init__(self, name: str, n_slots: int) -> None:
+        self.name, self.n_slots = name, n_slots
+        self.t0 = time.perf_counter()
+        self.c0 = time.process_time()
+
+    def start(self, run_meta: object) -> None:  # noqa: ARG002
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+
+    def record(self, rec: Any) -> None:
+        t = int(rec.t)
+        if t % 96 == 0 or t == self.n_slots - 1:
+            summary = rec.summary
+            print(f"progress {self.name} slot {t}/{self.n_slots} wall "
+                  f"{time.perf_counter() - self.t0:.0f} s cpu {time.process_time() - self.c0:.0f}"
+                  f" s active {summary['jobs_active']} running {summary['jobs_running']} peak "
+                  f"{_own_peak_mb():.0f} MB", file=sys.stderr, flush=True)
+
+    def finish(self, result: object) -> None:  # noqa: ARG002
+        return None
+
+
 def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_columns: int,
                   db: str) -> dict[str, float]:
     """Build the Philly scenario, plan asap-home and the default policy, store both."""
@@ -132,7 +158,8 @@ def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_co
     results = []
     for key, name, kn in (("asap", "asap-home", {}), ("default", DEFAULT_POLICY, knobs)):
         t1 = time.perf_counter()
-        res = simulate(sc, make_policy(name, **kn), knobs=kn, forecast_model=fitted)
+        res = simulate(sc, make_policy(name, **kn), knobs=kn, forecast_model=fitted,
+                       recorders=[_Progress(name, sc.n_slots)])
         out[f"{key}_s"] = time.perf_counter() - t1
         out[f"{key}_rows"] = len(res.plan)
         out[f"{key}_peak_mb"] = _own_peak_mb()
@@ -146,7 +173,8 @@ def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_co
     saved = save_results(db, results)
     out["save_s"] = time.perf_counter() - t2
     out["stored"] = len(saved.run_ids)
-    out["cpu_s"] = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime
     return out
 
 
