@@ -1,8 +1,9 @@
 """Time and peak memory of imports and of planning, against rows, jobs and slots.
 
 Usage: ``python bench/scale.py [--rows 250000,1000000,2000000] [--days 1,2,4,7]
-[--copies 1,2,4] [--baseline] [--no-plan] [--philly-days 30] [--philly-from 0,0,0
---philly-spans 5,10,20] [--scale-mode 4] [--data ../shared/data]`` (``--baseline``: each
+[--copies 1,2,4] [--baseline] [--no-plan] [--philly-days 1,3,7.5,30] [--philly-offset 25]
+[--philly-spans 40,80] [--scale-mode 4] [--max-columns N] [--data ../shared/data]``
+(``--baseline``: each
 file is also imported with the exact reader, the path every import took before streaming,
 and the ratios printed; ``--no-plan`` writes ``docs/results/scale_imports.*`` instead).
 
