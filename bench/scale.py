@@ -1,9 +1,11 @@
 """Time and peak memory of imports and of planning, against rows, jobs and slots.
 
 Usage: ``python bench/scale.py [--rows 250000,1000000,2000000] [--days 1,2,4,7]
-[--copies 1,2,4] [--baseline] [--before DIR] [--reimport] [--no-plan]`` (``--baseline``: each
-file is also imported with the exact reader, the path every import took before streaming, and
-the ratios printed; ``--no-plan`` writes ``docs/results/scale_imports.*`` instead).
+[--copies 1,2,4] [--baseline] [--before DIR] [--reimport] [--no-plan] [--philly-days
+1,3,7.5,30] [--philly-offset 25] [--philly-spans 40,80] [--scale-mode 4] [--max-columns N]
+[--data ../shared/data]`` (``--baseline``: each file is also imported with the exact reader,
+the path every import took before streaming, and the ratios printed; ``--no-plan`` writes
+``docs/results/scale_imports.*`` instead).
 
 Every measurement runs in a fresh child process (``--child``) that reports its own peak
 resident set (``VmHWM``; a child's ``ru_maxrss`` would include the parent's size at fork).
@@ -16,12 +18,25 @@ Each import row carries the 1-minute load average when its child started
 (``load_1min``: the machine is shared) and, with ``--baseline``, the baseline row the ratios
 ``baseline / streaming`` of wall time, parse time and peak memory; the 2 M-row streaming
 import is checked against the issue's targets (20 s, 500 MB) as met or missed.
-Planning: the built-in ``seed3`` week with ``lyapunov --solver fast`` (the default policy,
-fast slot solver) and the ``asap-home`` baseline, (a) over 1, 2, 4 and 7 days with the jobs
-of the first day (slots grow, jobs fixed) and (b) over 2 days with the first day's jobs
-copied 1, 2 and 4 times (jobs grow, slots fixed). The slope of a least-squares line through
-each series is printed: seconds and MB per 1,000 rows, per slot and per job. Writes
-``docs/results/scale.{csv,md}`` and ``scale_slopes.{csv,md}``.
+Planning: the built-in ``seed3`` week with the default policy
+(:data:`workbench.policies.DEFAULT_POLICY`, ``lookahead``) and the ``asap-home`` baseline,
+(a) over 1, 2, 4 and 7 days with the jobs of the first day (slots grow, jobs fixed) and (b)
+over 2 days with the first day's jobs copied 1, 2 and 4 times (jobs grow, slots fixed). The
+slope of a least-squares line through each series is printed: seconds and MB per 1,000
+rows, per slot and per job. Writes ``docs/results/scale.{csv,md}`` and
+``scale_slopes.{csv,md}``.
+
+Philly (``--philly-days D``, needs ``--data``): the scenario of ``bench/philly.py`` (every
+Philly job submitted in a ``D``-day window starting ``--philly-offset`` days after the
+trace's first job, four real-grid datacenters, 1,024 GPUs, 15-minute slots) built in a
+fresh store, then what ``workbench plan`` does: ``asap-home`` and the default policy
+simulated, both stored in one transaction (:func:`workbench.recorders.save_results`).
+``--philly-spans`` measures windows of the whole trace from its start (``--philly-from``
+days) for the extrapolation to the full trace (slope per slot, stated as an extrapolation).
+``--scale-mode K`` runs the default policy with ``arrival_replan_slots = K`` (the
+look-ahead's scale mode, 0: the policy's defaults). Each reports its phases' seconds, its
+own peak resident set and the load average before and after (the machine is shared).
+Writes ``docs/results/scale_philly.{csv,md}``.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -90,7 +106,7 @@ def _child_import(path: str, db: str, exact: str = "") -> dict[str, float]:
 
 
 def _child_plan(days: float, copies: int) -> dict[str, float]:
-    from workbench.policies import make_policy
+    from workbench.policies import DEFAULT_POLICY, make_policy
     from workbench.scenarios import build_seed3, first_hours
     from workbench.sim import simulate
 
@@ -101,11 +117,84 @@ def _child_plan(days: float, copies: int) -> dict[str, float]:
                     for k in range(copies) for j in train]
     sc = replace(sc, jobs=tuple(sorted(jobs, key=lambda j: (j.arrival, j.job_id))))
     out: dict[str, float] = {"slots": sc.n_slots, "jobs": len(train) * copies}
-    for name, knobs in (("asap-home", {}), ("lyapunov", {"solver": "fast"})):
+    for key, name in (("asap-home", "asap-home"), ("default", DEFAULT_POLICY)):
         t0 = time.perf_counter()
-        result = simulate(sc, make_policy(name, **knobs), progress=False)
-        out[f"{name}_s"] = time.perf_counter() - t0
-        out[f"{name}_plan_rows"] = len(result.plan)
+        result = simulate(sc, make_policy(name), progress=False)
+        out[f"{key}_s"] = time.perf_counter() - t0
+        out[f"{key}_plan_rows"] = len(result.plan)
+    return out
+
+
+class _Progress:
+    """Prints to stderr, every 96 slots, the slot, wall and CPU seconds, active jobs and
+    peak RSS (a long run shows how far it got)."""
+
+    def __init__(self, name: str, n_slots: int) -> None:
+        self.name, self.n_slots = name, n_slots
+        self.t0 = time.perf_counter()
+        self.c0 = time.process_time()
+
+    def start(self, run_meta: object) -> None:  # noqa: ARG002
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+
+    def record(self, rec: Any) -> None:
+        t = int(rec.t)
+        if t % 96 == 0 or t == self.n_slots - 1:
+            summary = rec.summary
+            print(f"progress {self.name} slot {t}/{self.n_slots} wall "
+                  f"{time.perf_counter() - self.t0:.0f} s cpu {time.process_time() - self.c0:.0f}"
+                  f" s active {summary['jobs_active']} running {summary['jobs_running']} peak "
+                  f"{_own_peak_mb():.0f} MB", file=sys.stderr, flush=True)
+
+    def finish(self, result: object) -> None:  # noqa: ARG002
+        return None
+
+
+def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_columns: int,
+                  db: str) -> dict[str, float]:
+    """Build the Philly scenario, plan asap-home and the default policy, store both."""
+    import resource
+
+    from philly import build_philly
+
+    from workbench.cubes import default_forecast_mode
+    from workbench.forecast import fit_scenario
+    from workbench.policies import DEFAULT_POLICY, make_policy
+    from workbench.recorders import save_results
+    from workbench.sim import simulate
+
+    t0 = time.perf_counter()
+    sc = build_philly(db, data, days if days > 0 else None, offset)
+    out: dict[str, float] = {"build_s": time.perf_counter() - t0, "slots": sc.n_slots,
+                             "jobs": len(sc.jobs)}
+    t1 = time.perf_counter()
+    fitted = fit_scenario(sc) if default_forecast_mode(sc) == "model" else None
+    out["forecast_fit_s"] = time.perf_counter() - t1
+    knobs: dict[str, int] = {}
+    if scale_mode > 0:
+        knobs["arrival_replan_slots"] = scale_mode
+    if max_columns > 0:
+        knobs["max_columns"] = max_columns
+    results = []
+    for key, name, kn in (("asap", "asap-home", {}), ("default", DEFAULT_POLICY, knobs)):
+        t1 = time.perf_counter()
+        res = simulate(sc, make_policy(name, **kn), knobs=kn, forecast_model=fitted,
+                       recorders=[_Progress(name, sc.n_slots)])
+        out[f"{key}_s"] = time.perf_counter() - t1
+        out[f"{key}_rows"] = len(res.plan)
+        out[f"{key}_peak_mb"] = _own_peak_mb()
+        out[f"{key}_cost"] = float(res.metrics["cost"])
+        out[f"{key}_finished"] = int(res.metrics["jobs_finished"])
+        out[f"{key}_misses"] = int(res.metrics["deadline_misses"])
+        out[f"{key}_active_max"] = int(res.slots["jobs_active"].max())
+        out[f"{key}_fallbacks"] = int(res.metrics["fallbacks"])
+        results.append((res, {"status": "baseline"} if key == "asap" else {}))
+    t2 = time.perf_counter()
+    saved = save_results(db, results)
+    out["save_s"] = time.perf_counter() - t2
+    out["stored"] = len(saved.run_ids)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime
     return out
 
 
@@ -121,6 +210,7 @@ def _own_peak_mb() -> float:
 def _measure(argv: list[str], root: Path = ROOT) -> dict[str, float]:
     """Run ``scale.py --child ...`` (with the ``workbench`` package under ``root``) and
     return its JSON plus wall time and peak RSS (MB)."""
+    load0 = Path("/proc/loadavg").read_text().split()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", *argv],
                             stdout=subprocess.PIPE, text=True,
@@ -131,6 +221,7 @@ def _measure(argv: list[str], root: Path = ROOT) -> dict[str, float]:
         raise RuntimeError(f"child {argv} failed with status {status}")
     data = json.loads(out.strip().splitlines()[-1])
     data["wall_s"] = time.perf_counter() - t0
+    data["load_avg"] = f"{load0} -> {Path('/proc/loadavg').read_text().split()[0]}"
     return data
 
 
@@ -152,19 +243,37 @@ def main() -> None:
     ap.add_argument("--reimport", action="store_true",
                     help="also import each file a second time into its store (update path)")
     ap.add_argument("--no-plan", action="store_true", help="measure the imports only")
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
+                    help="the shared data folder (Philly trace, SustainCluster grid)")
+    ap.add_argument("--philly-days", default=None,
+                    help="plan D-day windows of the Philly trace, e.g. 3,7.5,30 (0: the whole "
+                    "trace)")
+    ap.add_argument("--philly-offset", type=float, default=25.0,
+                    help="days after the trace's first job where the window starts")
+    ap.add_argument("--philly-spans", default="",
+                    help="also plan windows of these many days from the trace start")
+    ap.add_argument("--scale-mode", type=int, default=0,
+                    help="arrival_replan_slots of the default policy (0: its default)")
+    ap.add_argument("--max-columns", type=int, default=0,
+                    help="max_columns of the default policy's window LP (0: its default)")
     ap.add_argument("--child", nargs="*", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
         kind, *rest = args.child
-        res = (_child_import(*rest) if kind == "import"
-               else _child_plan(float(rest[0]), int(rest[1])))
+        if kind == "import":
+            res = _child_import(*rest)
+        elif kind == "philly":
+            res = _child_philly(rest[0], float(rest[1]), float(rest[2]), int(rest[3]),
+                                int(rest[4]), rest[5])
+        else:
+            res = _child_plan(float(rest[0]), int(rest[1]))
         res["peak_mb"] = _own_peak_mb()
         print(json.dumps(res))
         return
     rows_out: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="wb-scale-") as tmp:
         imports = []
-        for n in (int(x) for x in args.rows.split(",")):
+        for n in (int(x) for x in args.rows.split(",") if x):
             path = Path(tmp) / f"prices_{n}.csv"
             _price_csv(path, n)
             mb = path.stat().st_size / 2**20
@@ -234,10 +343,12 @@ def main() -> None:
         rows_out.append({"what": f"plan seed3 ({series} grow)", "slots": int(r["slots"]),
                          "jobs": int(r["jobs"]), "wall_s": round(r["wall_s"], 2),
                          "asap_home_s": round(r["asap-home_s"], 2),
-                         "lyapunov_fast_s": round(r["lyapunov_s"], 2),
-                         "plan_rows": int(r["lyapunov_plan_rows"]),
-                         "peak_mb": round(r["peak_mb"], 0)})
+                         "default_s": round(r["default_s"], 2),
+                         "plan_rows": int(r["default_plan_rows"]),
+                         "peak_mb": round(r["peak_mb"], 0),
+                         "load_avg": r["load_avg"]})
         print(rows_out[-1], flush=True)
+    philly = _philly(args) if args.philly_days is not None or args.philly_spans else []
     slopes = []
     if len(imports) > 1:
         n = [i[0] / 1000 for i in imports]
@@ -248,17 +359,67 @@ def main() -> None:
         pts = [r for s, r in plans if s == series]
         if len(pts) > 1:
             x = [r[key] for r in pts]
-            slopes.append({"what": f"plan ({series} grow)", "per": key[:-1],
-                           "s": _slope(x, [r["lyapunov_s"] + r["asap-home_s"] for r in pts]),
+            slopes.append({"what": f"plan seed3 ({series} grow)", "per": key[:-1],
+                           "s": _slope(x, [r["default_s"] + r["asap-home_s"] for r in pts]),
                            "mb": _slope(x, [r["peak_mb"] for r in pts])})
+    spans = [r for r in philly if r["what"].startswith("philly span")]
+    if len(spans) > 1:
+        x = [r["slots"] for r in spans]
+        slopes.append({"what": "plan philly spans (asap-home + default)", "per": "slot",
+                       "s": _slope(x, [r["asap_s"] + r["default_s"] for r in spans]),
+                       "mb": _slope(x, [r["peak_mb"] for r in spans])})
     table = pd.DataFrame(rows_out)
     slope_table = pd.DataFrame(slopes).round(5)
     print(table.to_string(index=False))
     print(slope_table.to_string(index=False))
-    stem = "scale_imports" if args.no_plan else "scale"
-    write_table(table, stem, title="Scale: time and peak memory")
-    if not args.no_plan:
+    if len(table):
+        stem = "scale_imports" if args.no_plan else "scale"
+        write_table(table, stem, title="Scale: time and peak memory")
+    if not args.no_plan and len(slope_table):
         write_table(slope_table, "scale_slopes", title="Scale: slopes")
+    if philly:
+        ptable = pd.DataFrame(philly)
+        print(ptable.to_string(index=False))
+        write_table(ptable, "scale_philly", title="Scale: the Philly trace, planned")
+
+
+def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
+    """The Philly window (``--philly-days``) and spans from the trace start."""
+    runs: list[tuple[str, float, float]] = []
+    for days in (float(d) for d in (args.philly_days or "").split(",") if d):
+        what = ("philly whole trace" if days == 0
+                else f"philly {days:g} days from day {args.philly_offset:g}")
+        runs.append((what, days, args.philly_offset))
+    runs += [(f"philly span {float(d):g} days from day 0", float(d), 0.0)
+             for d in args.philly_spans.split(",") if d]
+    out: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="wb-philly-") as tmp:
+        for i, (what, days, offset) in enumerate(runs):
+            r = _measure(["philly", args.data, str(days), str(offset), str(args.scale_mode),
+                          str(args.max_columns), str(Path(tmp) / f"p{i}.duckdb")])
+            row: dict[str, object] = {
+                "what": what, "scale_mode": args.scale_mode or "",
+                "max_columns": args.max_columns or "", "slots": int(r["slots"]),
+                "jobs": int(r["jobs"]), "wall_s": round(r["wall_s"], 1),
+                "build_s": round(r["build_s"], 1),
+                "forecast_fit_s": round(r["forecast_fit_s"], 1),
+                "asap_s": round(r["asap_s"], 1),
+                "default_s": round(r["default_s"], 1), "save_s": round(r["save_s"], 1),
+                "plan_s": round(r["asap_s"] + r["default_s"] + r["save_s"], 1),
+                "default_rows": int(r["default_rows"]), "asap_rows": int(r["asap_rows"]),
+                "peak_mb": round(r["peak_mb"], 0),
+                "asap_peak_mb": round(r["asap_peak_mb"], 0),
+                "active_max": int(r["default_active_max"]),
+                "finished": f"{int(r['default_finished'])} (asap {int(r['asap_finished'])})",
+                "deadline_misses": f"{int(r['default_misses'])} (asap {int(r['asap_misses'])})",
+                "cost_vs_asap": round(r["default_cost"] / r["asap_cost"], 3)
+                if r["asap_cost"] else float("nan"),
+                "fallbacks": int(r["default_fallbacks"]), "cpu_s": round(r["cpu_s"], 1),
+                "load_avg": r["load_avg"],
+            }
+            out.append(row)
+            print(row, flush=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -191,3 +191,23 @@ def test_bad_knobs_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="restart_s"):
         outcome.check_seconds(math.nan, "restart_s")
     assert START + timedelta(seconds=SLOT_S) > START
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.sampled_from([1, 2, 4, 8]), pue=st.floats(1.0, 2.0), slot_s=st.sampled_from(
+    [300.0, 900.0, 3600.0]), lo=st.floats(0.0, 0.9), work=st.floats(1e4, 1e9))
+def test_full_slot_rates_are_slot_outcome_at_every_phi(n: int, pue: float, slot_s: float,
+                                                       lo: float, work: float) -> None:
+    """The vectorised per-slot rates equal one :func:`slot_outcome` per phi, bit for bit."""
+    from workbench.outcome import best_batch, full_slot_rates, slot_outcome
+
+    prof = profile()
+    job = dataclasses.replace(training("j"), work_samples=work)
+    phis = prof.efficiency.phi(np.linspace(lo, 1.0, 5))
+    prog, kwh = full_slot_rates(prof, job, n, 4, slot_s, pue, phis)
+    for i, ph in enumerate(phis):
+        m, x = best_batch(prof, n, 4, float(ph))
+        o = slot_outcome(job, slot_s=slot_s, pue=pue, remaining=math.inf, profile=prof,
+                         n_gpus=n, batch_size=m, x_model_sps=x, phi=float(ph),
+                         gpus_per_node=4)
+        assert prog[i] == o.progress and kwh[i] == o.energy_kwh

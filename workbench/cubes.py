@@ -362,11 +362,13 @@ def forecast(
     c = carbon[t:stop].copy()
     if mode in ("seasonal-naive", "tariff"):
         period = int(round(86400 / int(cube.attrs["slot_s"])))
-        for k in range(1, stop - t):
-            src = t + k - period * int(np.ceil(k / period))
-            if mode == "seasonal-naive":
-                p[k] = price[src] if src >= 0 else price[t]
-            c[k] = carbon[src] if src >= 0 else carbon[t]
+        # x[t + k - P * ceil(k / P)], or x[t] before a day of history (all k at once).
+        k = np.arange(1, stop - t)
+        src = t + k - period * np.ceil(k / period).astype(np.int64)
+        rows = np.where(src >= 0, src, t)
+        if mode == "seasonal-naive":
+            p[1:] = price[rows]
+        c[1:] = carbon[rows]
     elif mode == "model":
         if model is None:
             raise ValueError("forecast mode 'model' needs the fitted forecasts: pass "

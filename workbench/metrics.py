@@ -365,20 +365,31 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     out.update(_caps(result, scenario, slots, out["carbon_kg"]))
     out.update(per_pool)
 
-    queues = f["queues"]
-    if queues is None and slots is not None and "queues" in slots:
-        queues = pd.DataFrame([json.loads(q) for q in slots["queues"]])
-    if queues is not None and len(queues.columns):
-        # Queues named "<kind>:<key>" (e.g. Z:guangzhou, R:job-7) are summed per kind, so
-        # the metric count stays small however many jobs a run has.
-        groups: dict[str, list[str]] = {}
-        for name in queues.columns:
-            groups.setdefault(str(name).split(":", 1)[0], []).append(name)
-        for kind, names in sorted(groups.items()):
-            q = queues[names].astype(float).fillna(0.0).sum(axis=1)
+    # Queues named "<kind>:<key>" (e.g. Z:guangzhou, R:job-7) are summed per kind, so the
+    # metric count stays small however many jobs a run has. A simulated run has the sums
+    # per slot already (RunResult.queue_totals, from its long-form queue trace).
+    totals = (result.get("queue_totals") if isinstance(result, Mapping)
+              else getattr(result, "queue_totals", None))
+    if totals is None:
+        queues = f["queues"]
+        if queues is None and slots is not None and "queues" in slots:
+            queues = pd.DataFrame([json.loads(q) for q in slots["queues"]])
+        totals = None if queues is None else queue_kind_totals(queues)
+    if totals is not None:
+        for kind in totals.columns:
+            q = totals[kind].astype(float)
             out[f"queue_mean:{kind}"] = float(q.mean())
             out[f"queue_max:{kind}"] = float(q.max())
     return out
+
+
+def queue_kind_totals(queues: pd.DataFrame) -> pd.DataFrame:
+    """Per row (slot), the sum of the queues of each kind (the name before ``:``)."""
+    groups: dict[str, list[str]] = {}
+    for name in queues.columns:
+        groups.setdefault(str(name).split(":", 1)[0], []).append(name)
+    return pd.DataFrame({kind: queues[names].astype(float).fillna(0.0).sum(axis=1)
+                         for kind, names in sorted(groups.items())}, index=queues.index)
 
 
 ATTRIBUTION_KEYS: tuple[str, ...] = ("efficiency", "temporal", "spatial", "movement")

@@ -90,8 +90,8 @@ class CsvRecorder:
     def record(self, slot_record: SlotRecord) -> None:
         if self._plan is None:
             raise RuntimeError("CsvRecorder.record called before start")
-        if slot_record.plan:
-            write_plan_csv(pd.DataFrame(list(slot_record.plan)), self._plan.file, header=False)
+        if slot_record.n_rows:
+            write_plan_csv(slot_record.plan_frame(), self._plan.file, header=False)
         if self._migrations is not None and slot_record.migrations:
             write_migrations_csv(pd.DataFrame(list(slot_record.migrations)),
                                  self._migrations.file, header=False)

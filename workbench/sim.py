@@ -56,6 +56,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from workbench import outcome, perf
+from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.cubes import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.estimate import OnlineEstimator, planning_speed_factor
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
@@ -84,6 +85,25 @@ PLAN_EXTRA_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :attr:`RunResult.plan` beyond the plan CSV's (:data:`PLAN_COLUMNS`)."""
 
+PLAN_STORED_COLUMNS: tuple[str, ...] = PLAN_COLUMNS[2:] + PLAN_EXTRA_COLUMNS
+"""Plan columns the simulator accumulates (``slot_start``/``slot_end`` follow from
+``slot``)."""
+
+_PLAN_DTYPES: dict[str, Any] = {
+    **dict.fromkeys(("job_id", "region", "gpu_type", "action", "kind", "home",
+                     "grid_region"), object),
+    **dict.fromkeys(("n_gpus", "batch_size", "slot"), np.int64),
+    **dict.fromkeys(("energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh",
+                     "progress", "transfer_gb", "lost_s", "used_s", "movement_kwh",
+                     "remaining"), np.float64),
+}
+_MIGRATION_DTYPES: dict[str, Any] = {
+    **dict.fromkeys(("slot_start", "job_id", "from_region", "to_region", "moved", "reason"),
+                    object),
+    **dict.fromkeys(("checkpoint_gb", "dataset_gb", "transfer_gb", "transfer_s",
+                     "expected_gain"), np.float64),
+}
+
 JOB_COLUMNS: tuple[str, ...] = (
     "job_id", "kind", "app", "home", "arrival", "deadline", "first_start", "finish_time",
     "jct_h", "finished", "deadline_met", "remaining", "slots_active", "slots_run",
@@ -100,21 +120,43 @@ class AllocationError(ValueError):
 class SlotRecord:
     """Everything that happened in one slot, as handed to recorders.
 
-    ``plan`` rows carry the plan CSV columns plus :data:`PLAN_EXTRA_COLUMNS`;
-    ``migrations`` rows the migrations CSV columns; ``summary`` is the slot's row of
-    :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
+    ``plan_columns`` holds the slot's plan rows as one list per column of
+    :data:`PLAN_STORED_COLUMNS` (the simulator's columnar form); :attr:`plan` gives them as
+    rows with the plan CSV columns plus :data:`PLAN_EXTRA_COLUMNS` and :meth:`plan_frame`
+    as a DataFrame. ``migrations`` rows carry the migrations CSV columns; ``summary`` is the
+    slot's row of :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
     """
 
     t: int
     slot_start: datetime
     slot_end: datetime
-    plan: tuple[dict[str, Any], ...]
+    plan_columns: Mapping[str, Sequence[Any]]
     migrations: tuple[dict[str, Any], ...]
     summary: dict[str, Any]
     queues: Mapping[str, float]
 
+    @property
+    def n_rows(self) -> int:
+        """Plan rows of the slot."""
+        return len(self.plan_columns.get("job_id", ()))
 
-@dataclass
+    @property
+    def plan(self) -> tuple[dict[str, Any], ...]:
+        """The slot's plan rows as dicts (built on access)."""
+        cols = [self.plan_columns[c] for c in PLAN_STORED_COLUMNS]
+        return tuple({"slot_start": self.slot_start, "slot_end": self.slot_end,
+                      **dict(zip(PLAN_STORED_COLUMNS, values, strict=True))}
+                     for values in zip(*cols, strict=True))
+
+    def plan_frame(self) -> pd.DataFrame:
+        """The slot's plan rows as a DataFrame (the columns of :attr:`RunResult.plan`)."""
+        n = self.n_rows
+        frame = pd.DataFrame({c: self.plan_columns[c] for c in PLAN_STORED_COLUMNS})
+        frame.insert(0, "slot_end", pd.Series([self.slot_end] * n, dtype=object))
+        frame.insert(0, "slot_start", pd.Series([self.slot_start] * n, dtype=object))
+        return frame
+
+
 class RunResult:
     """The outcome of one simulated run.
 
@@ -134,7 +176,12 @@ class RunResult:
         ``energy_kwh:<dc>``, ``cost:<dc>``, ``carbon_kg:<dc>``, per pool
         ``gpus_busy:<dc>/<gpu>``, and ``queues`` (the policy's queues as JSON).
     queues : DataFrame
-        The policy's queues after each slot, one column per queue, indexed by slot.
+        The policy's queues after each slot, one column per queue, indexed by slot. The
+        simulator keeps them in long form (:class:`workbench.chunks.QueueTrace`) and builds
+        this table on first access (slots x queues cells: a look-ahead run over a trace of
+        thousands of jobs has one queue per job; :attr:`queue_totals` is the small form).
+    queue_totals : DataFrame
+        The queues summed per kind (``R``, ``Z``, ``mu``, ...) for each slot.
     jobs : DataFrame
         One row per job (:data:`JOB_COLUMNS`): finish time, JCT, deadline met, and for a job
         not done a ``reason``.
@@ -144,18 +191,51 @@ class RunResult:
         What the user should see: solver fallbacks, unserved inference, unfinished jobs.
     """
 
-    meta: dict[str, Any]
-    plan: pd.DataFrame
-    migrations: pd.DataFrame
-    slots: pd.DataFrame
-    queues: pd.DataFrame
-    jobs: pd.DataFrame
-    metrics: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        meta: dict[str, Any],
+        plan: pd.DataFrame,
+        migrations: pd.DataFrame,
+        slots: pd.DataFrame,
+        queues: pd.DataFrame | QueueTrace,
+        jobs: pd.DataFrame,
+        metrics: dict[str, Any],
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.meta = meta
+        self.plan = plan
+        self.migrations = migrations
+        self.slots = slots
+        self._queues: pd.DataFrame | QueueTrace = queues
+        self.jobs = jobs
+        self.metrics = metrics
+        self.warnings: list[str] = [] if warnings is None else warnings
+
+    @property
+    def queues(self) -> pd.DataFrame:
+        if isinstance(self._queues, QueueTrace):
+            self._queues = self._queues.frame()
+        return self._queues
+
+    @queues.setter
+    def queues(self, value: pd.DataFrame | QueueTrace) -> None:
+        self._queues = value
+
+    @property
+    def queue_totals(self) -> pd.DataFrame:
+        from workbench.metrics import queue_kind_totals
+
+        q = self._queues
+        return q.kind_totals() if isinstance(q, QueueTrace) else queue_kind_totals(q)
 
     @property
     def policy(self) -> str:
         return str(self.meta["policy"])
+
+    def __repr__(self) -> str:
+        return (f"RunResult(policy={self.meta.get('policy')!r}, "
+                f"scenario={self.meta.get('scenario')!r}, plan_rows={len(self.plan)}, "
+                f"slots={len(self.slots)})")
 
 
 class Recorder(Protocol):
@@ -469,10 +549,11 @@ def simulate(
     view = sc.view()
     policy.reset(view)
     warnings: list[str] = _cap_warnings_before(sc, policy, knobs)
-    plan_rows: list[dict[str, Any]] = []
-    mig_rows: list[dict[str, Any]] = []
-    slot_rows: list[dict[str, Any]] = []
-    queue_rows: list[dict[str, float]] = []
+    # Columnar accumulation (workbench.chunks): numpy chunks, not one dict per row.
+    plan_chunks = ColumnChunks({c: _PLAN_DTYPES[c] for c in PLAN_STORED_COLUMNS})
+    mig_chunks = ColumnChunks({c: _MIGRATION_DTYPES[c] for c in MIGRATION_COLUMNS})
+    slot_chunks: ColumnChunks | None = None
+    queue_trace = QueueTrace()
     cost_so_far = 0.0
     carbon_so_far = 0.0
     carbon_by_dc_so_far: Counter[str] = Counter()
@@ -522,7 +603,7 @@ def simulate(
         dc_cost: dict[str, float] = dict.fromkeys(dcs, 0.0)
         dc_carbon: dict[str, float] = dict.fromkeys(dcs, 0.0)
         dc_power: dict[str, float] = dict.fromkeys(dcs, 0.0)
-        slot_plan: list[dict[str, Any]] = []
+        slot_plan: list[tuple[Any, ...]] = []  # rows in PLAN_STORED_COLUMNS order
         slot_migs: list[dict[str, Any]] = []
         running = waiting = unserved = 0
 
@@ -545,17 +626,12 @@ def simulate(
                     unserved += 1
                     r.unserved += 1
                 r.placement = None
-                slot_plan.append({
-                    "slot_start": t_start, "slot_end": t_end, "job_id": job.job_id,
-                    "region": where, "gpu_type": "", "n_gpus": 0, "batch_size": 0,
-                    "action": "pause", "energy_kwh": 0.0, "cost": 0.0, "carbon_kg": 0.0,
-                    "price_per_kwh": float(price[t, r_index[reg]]),
-                    "carbon_g_per_kwh": float(carbon[t, r_index[reg]]), "progress": 0.0,
-                    "transfer_gb": 0.0, "lost_s": 0.0,
-                    "slot": t, "kind": job.kind, "home": job.home, "grid_region": reg,
-                    "used_s": 0.0, "movement_kwh": 0.0, "remaining": max(1.0 - r.done, 0.0)
-                    if job.is_training else 1.0,
-                })
+                slot_plan.append((
+                    job.job_id, where, "", 0, 0, "pause", 0.0, 0.0, 0.0,
+                    float(price[t, r_index[reg]]), float(carbon[t, r_index[reg]]), 0.0,
+                    0.0, 0.0, t, job.kind, job.home, reg, 0.0, 0.0,
+                    max(1.0 - r.done, 0.0) if job.is_training else 1.0,
+                ))
                 continue
 
             running += 1
@@ -659,16 +735,12 @@ def simulate(
             r.slots_run += 1
             r.placement = p
             r.last_dc = p.datacenter
-            slot_plan.append({
-                "slot_start": t_start, "slot_end": t_end, "job_id": job.job_id,
-                "region": p.datacenter, "gpu_type": p.gpu_type, "n_gpus": int(p.n_gpus),
-                "batch_size": int(p.batch_size), "action": action, "energy_kwh": energy,
-                "cost": cost, "carbon_kg": carb, "price_per_kwh": pr, "carbon_g_per_kwh": cg,
-                "progress": delta, "transfer_gb": ch.transfer_gb, "lost_s": lost,
-                "slot": t, "kind": job.kind, "home": job.home,
-                "grid_region": reg, "used_s": used_s, "movement_kwh": out.movement_kwh,
-                "remaining": max(1.0 - r.done, 0.0) if job.is_training else 1.0,
-            })
+            slot_plan.append((
+                job.job_id, p.datacenter, p.gpu_type, int(p.n_gpus), int(p.batch_size),
+                action, energy, cost, carb, pr, cg, delta, ch.transfer_gb, lost, t, job.kind,
+                job.home, reg, used_s, out.movement_kwh,
+                max(1.0 - r.done, 0.0) if job.is_training else 1.0,
+            ))
 
         e_tot = float(sum(dc_energy.values()))
         c_tot = float(sum(dc_cost.values()))
@@ -703,26 +775,30 @@ def simulate(
             summary[f"gpus_busy:{key[0]}/{key[1]}"] = int(busy[key])
         summary["queues"] = _json_queues(queues)
 
-        plan_rows.extend(slot_plan)
-        mig_rows.extend(slot_migs)
-        slot_rows.append(summary)
-        queue_rows.append(queues)
-        record = SlotRecord(t=t, slot_start=t_start, slot_end=t_end, plan=tuple(slot_plan),
+        plan_cols: dict[str, list[Any]] = (
+            {c: list(v) for c, v in zip(PLAN_STORED_COLUMNS, zip(*slot_plan, strict=True),
+                                        strict=True)}
+            if slot_plan else {c: [] for c in PLAN_STORED_COLUMNS})
+        plan_chunks.extend(plan_cols)
+        if slot_migs:
+            mig_chunks.extend({c: [m[c] for m in slot_migs] for c in MIGRATION_COLUMNS})
+        if slot_chunks is None:
+            slot_chunks = ColumnChunks(dict.fromkeys(summary, None))
+        slot_chunks.extend({k: [v] for k, v in summary.items()})
+        queue_trace.add(t, queues)
+        record = SlotRecord(t=t, slot_start=t_start, slot_end=t_end, plan_columns=plan_cols,
                             migrations=tuple(slot_migs), summary=summary, queues=queues)
         for rec in recorders:
             rec.record(record)
     bar.close()
 
     meta["wall_s"] = _time.perf_counter() - wall0
-    plan = pd.DataFrame(plan_rows, columns=list(PLAN_COLUMNS + PLAN_EXTRA_COLUMNS))
-    for col in ("slot_start", "slot_end"):
-        plan[col] = pd.to_datetime(plan[col], utc=True)
-    migrations = pd.DataFrame(mig_rows, columns=list(MIGRATION_COLUMNS))
+    plan = _plan_frame(plan_chunks, sc)
+    migrations = mig_chunks.frame()
     migrations["slot_start"] = pd.to_datetime(migrations["slot_start"], utc=True)
-    slots = pd.DataFrame(slot_rows)
+    slots = slot_chunks.frame() if slot_chunks is not None else pd.DataFrame()
     if len(slots):
         slots["time"] = pd.to_datetime(slots["time"], utc=True)
-    queues_df = pd.DataFrame(queue_rows, index=pd.RangeIndex(len(queue_rows), name="slot"))
     jobs = _outcomes(runs, sc, policy.name)
     warnings.extend(_job_warnings(jobs))
     if warnings:
@@ -730,7 +806,7 @@ def simulate(
                     policy.name, sc.name, len(warnings), warnings[0])
     meta["status"] = "ok" if not any(slots.get("fallback", pd.Series(dtype=bool))) else "fallback"
     result = RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,
-                       queues=queues_df, jobs=jobs, metrics={}, warnings=warnings)
+                       queues=queue_trace, jobs=jobs, metrics={}, warnings=warnings)
     result.metrics = compute_metrics(result, sc)
     result.warnings.extend(_cap_warnings_after(result.metrics))
     # The stored run log holds every warning, the missed caps included.
@@ -738,6 +814,24 @@ def simulate(
     for rec in recorders:
         rec.finish(result)
     return result
+
+
+def _plan_frame(chunks: ColumnChunks, sc: Scenario) -> pd.DataFrame:
+    """:attr:`RunResult.plan` from the accumulated chunks: ``slot_start``/``slot_end`` from
+    the slot number, then the stored columns (each chunk released as the frame takes it)."""
+    if not len(chunks):
+        plan = pd.DataFrame([], columns=list(PLAN_COLUMNS + PLAN_EXTRA_COLUMNS))
+        for col in ("slot_start", "slot_end"):
+            plan[col] = pd.to_datetime(plan[col], utc=True)
+        return plan
+    slot = chunks.column("slot")
+    start = pd.Timestamp(sc.start).tz_convert("UTC")
+    step = pd.to_timedelta(float(sc.slot_s), unit="s")
+    data: dict[str, Any] = {"slot_start": pd.DatetimeIndex(start + slot * step),
+                            "slot_end": pd.DatetimeIndex(start + (slot + 1) * step)}
+    frame = chunks.frame()
+    data.update({c: frame.pop(c) for c in PLAN_STORED_COLUMNS})
+    return pd.DataFrame(data, copy=False)
 
 
 def _cap(policy: Policy, knobs: Mapping[str, Any] | None, name: str) -> Any:

@@ -745,14 +745,16 @@ class Store:
         plan_cols = ["slot_start", "slot_end", "job_id", "region", "gpu_type", "n_gpus",
                      "batch_size", "action", "energy_kwh", "cost", "carbon_kg", "price_per_kwh",
                      "carbon_g_per_kwh", "progress", "transfer_gb", "lost_s", "movement_kwh"]
-        plan_df = plan.reindex(columns=plan_cols).copy()
+        # reindex builds a new frame of the stored columns only (no second copy): DuckDB
+        # then reads it column by column (Store._insert registers the frame).
+        plan_df = plan.reindex(columns=plan_cols)
         for col in ("slot_start", "slot_end"):
             plan_df[col] = pd.to_datetime(plan_df[col], utc=True).dt.tz_localize(None)
         plan_df.insert(0, "run_id", run_id)
         mig_cols = ["slot_start", "job_id", "from_region", "to_region", "checkpoint_gb",
                     "transfer_s", "expected_gain", "reason", "dataset_gb", "transfer_gb",
                     "moved"]
-        mig_df = migrations.reindex(columns=mig_cols).copy()
+        mig_df = migrations.reindex(columns=mig_cols)
         mig_df["slot_start"] = pd.to_datetime(mig_df["slot_start"], utc=True).dt.tz_localize(None)
         mig_df.insert(0, "run_id", run_id)
         slot_df = pd.DataFrame({

@@ -74,11 +74,19 @@ class ModelForecast:
         00:00 UTC at or before ``times[0]``; beyond the issued horizon the last issued day
         repeats."""
         origin = times[0].floor("D")
-        i = int(self.origins.get_indexer([origin])[0])
+        # The origin's row, by binary search on the issue times' nanoseconds (the pandas
+        # indexer costs milliseconds a call, and the simulator asks every slot).
+        ns = self.origins.as_unit("ns").asi8
+        o_ns = origin.as_unit("ns").value
+        i = int(np.searchsorted(ns, o_ns))
+        if i >= ns.size or ns[i] != o_ns or (origin.tz is None) != (self.origins.tz is None):
+            i = -1
         if i < 0:
             raise ForecastError(f"no forecast issued at {origin.isoformat()} (issued "
                                 f"{self.origins[0]} .. {self.origins[-1]})")
-        h = np.asarray((times - origin) // pd.Timedelta(hours=1), dtype=int)
+        # Whole hours since the origin, in integer nanoseconds (times >= origin).
+        h = ((times.as_unit("ns").asi8 - origin.as_unit("ns").value)
+             // 3_600_000_000_000).astype(int)
         over = h >= self.horizon_h
         h[over] = self.horizon_h - DAY_H + (h[over] - self.horizon_h) % DAY_H
         return np.asarray(self.paths[var][quantile][i, h, :], dtype=float)

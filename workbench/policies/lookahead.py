@@ -142,6 +142,44 @@ class WindowPlan:
         return min(max(pos, 0), int(self.block_start.size) - 1)
 
 
+def _group_max(group: NDArray[np.int64], values: NDArray[np.float64], n: int
+               ) -> NDArray[np.float64]:
+    """``out[g] = max(values[group == g])``, 0 for a group without values (one pass; the
+    look-ahead's best rate per (job, datacenter), which a scan per move column made
+    quadratic in the window's columns)."""
+    out = np.full(n, -np.inf)
+    if group.size:
+        np.maximum.at(out, group, values)
+    out[np.isneginf(out)] = 0.0
+    return out
+
+
+def _window_columns(
+    bstart: NDArray[np.int64], blen: NDArray[np.int64], ends: NDArray[np.int64],
+    allowed: list[NDArray[np.bool_]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """The window LP's columns: for job ``j`` (in order), every block ``b`` starting before
+    its end ``ends[j]`` (in order) and every allowed configuration ``k`` (in order), with
+    the slots of the block inside the job's window as the bound. Returns job, block,
+    configuration and bound per column."""
+    parts: list[tuple[NDArray[np.int64], ...]] = []
+    for j, (e, ok) in enumerate(zip(ends.tolist(), allowed, strict=True)):
+        ks = np.flatnonzero(ok)
+        nb = int(np.searchsorted(bstart, e, side="left"))
+        if nb == 0 or ks.size == 0:
+            continue
+        length = np.minimum(bstart[:nb] + blen[:nb], e) - bstart[:nb]
+        parts.append((np.full(nb * ks.size, j, dtype=np.int64),
+                      np.repeat(np.arange(nb, dtype=np.int64), ks.size),
+                      np.tile(ks.astype(np.int64), nb), np.repeat(length, ks.size)))
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, np.zeros(0)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts]).astype(float))
+
+
 def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np.int64],
                                                                       NDArray[np.int64]]:
     """Block starts and lengths over ``n`` slots: ``fine_slots`` singles, then ``block_slots``."""
@@ -187,6 +225,14 @@ class LookaheadPolicy:
         9.38 at 24 h; on es-no-br-jan 24 h was 3 % cheaper than 6 h (docs/results.md).
     max_columns : int
         Coarsen the blocks until the LP has at most about this many columns.
+    arrival_replan_slots : int
+        A job the plan does not know re-plans the window once at least this many slots
+        have passed since the last plan. 1 (default): at once, in the slot it arrives. A
+        larger value is the *scale mode* for traces with arrivals in nearly every slot
+        (the Philly trace: about 16 per 15-minute slot), where a window LP per slot
+        dominates the run: until the next plan a new job prices its progress at its
+        dearest option now (as after a failed LP), so it runs rather than waits.
+        Measured in ``bench/scale.py`` (docs/results.md, scale section).
     time_limit_s, mip_rel_gap : float
         Per solve (LP and slot MILP).
     """
@@ -208,13 +254,15 @@ class LookaheadPolicy:
         deadline_margin_slots: int = 2,
         min_dwell_slots: int | None = None,
         max_columns: int = 60_000,
+        arrival_replan_slots: int = 1,
         time_limit_s: float = 30.0,
         mip_rel_gap: float = 1e-3,
     ) -> None:
         if not (math.isfinite(window_h) and window_h > 0):
             raise ValueError(f"window_h must be a positive number of hours, got {window_h!r}")
         for v, what in ((replan_slots, "replan_slots"), (fine_slots, "fine_slots"),
-                        (block_slots, "block_slots"), (max_columns, "max_columns")):
+                        (block_slots, "block_slots"), (max_columns, "max_columns"),
+                        (arrival_replan_slots, "arrival_replan_slots")):
             if v is not None and not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{what} must be an integer >= 1, got {v!r}")
         for v, what in ((deadline_margin_slots, "deadline_margin_slots"),
@@ -241,6 +289,7 @@ class LookaheadPolicy:
         self._min_dwell_knob = min_dwell_slots
         self.min_dwell_slots = 0
         self.max_columns = max_columns
+        self.arrival_replan_slots = arrival_replan_slots
         self.time_limit_s = float(time_limit_s)
         self.mip_rel_gap = float(mip_rel_gap)
         self._fast = FastSlotSolver()
@@ -259,6 +308,7 @@ class LookaheadPolicy:
                                 else self._min_dwell_knob)
         self._fast.reset()
         self._cfgs: dict[str, list[_Config]] = {}
+        self._cfg_arrays: dict[str, tuple[NDArray[Any], ...]] = {}
         self._moved_at: dict[str, int] = {}
         self._where: dict[str, str] = {}
         self.plan = None
@@ -273,7 +323,9 @@ class LookaheadPolicy:
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
         return {"policy": self.name, "window_h": self.window_h,
-                "replan_slots": self.replan_slots, "carbon_cap_kg": self.carbon_cap_kg,
+                "replan_slots": self.replan_slots,
+                "arrival_replan_slots": self.arrival_replan_slots,
+                "carbon_cap_kg": self.carbon_cap_kg,
                 "power_cap_kw": self.power_cap_kw,
                 "carbon_price_per_kg": self.carbon_price_per_kg,
                 "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots}
@@ -287,6 +339,28 @@ class LookaheadPolicy:
             got = job_configs(self._sc, job, menu)
             self._cfgs[job.job_id] = got
         return got
+
+    def _config_table(self, jobs: list[JobState], cfgs: list[list[_Config]]
+                      ) -> tuple[NDArray[Any], ...]:
+        """The window's configurations as arrays: per job its first row (offsets), then per
+        row datacenter, pool, GPU count, energy per slot (kWh) and rate (each job's arrays
+        kept with its configurations)."""
+        arrays = []
+        for js, cf in zip(jobs, cfgs, strict=True):
+            got = self._cfg_arrays.get(js.job.job_id)
+            if got is None:
+                got = (np.array([c.dc for c in cf], dtype=np.int64),
+                       np.array([c.pool for c in cf], dtype=np.int64),
+                       np.array([c.n_gpus for c in cf], dtype=float),
+                       np.array([c.energy_kwh for c in cf], dtype=float),
+                       np.array([c.rate for c in cf], dtype=float))
+                self._cfg_arrays[js.job.job_id] = got
+            arrays.append(got)
+        offsets = np.cumsum([0] + [len(c) for c in cfgs])[:-1].astype(np.int64)
+        if not arrays:
+            return (offsets, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
+                    np.zeros(0), np.zeros(0))
+        return (offsets, *(np.concatenate([a[i] for a in arrays]) for i in range(5)))
 
     def _slot_index(self, when: Any) -> int:
         assert self._sc is not None
@@ -327,11 +401,9 @@ class LookaheadPolicy:
         bcarbon = np.add.reduceat(fcarbon, bstart, axis=0) / blen[:, None]
         q = self.carbon_price_per_kg
 
-        # Columns x[j,b,k].
-        cj: list[int] = []
-        cb: list[int] = []
-        ck: list[int] = []
-        ub: list[float] = []
+        # Columns x[j,b,k] (built per job in numpy: _window_columns).
+        ends = np.zeros(len(jobs), dtype=np.int64)
+        allowed: list[NDArray[np.bool_]] = []
         need = np.zeros(len(jobs))
         origin: list[str | None] = []
         for j, (js, cf) in enumerate(zip(jobs, cfgs, strict=True)):
@@ -348,31 +420,20 @@ class LookaheadPolicy:
                 assert job.end is not None
                 e = int(np.clip(self._slot_index(job.end) - t, 1, n_win))
                 origin.append(None)
-            for b in range(n_b):
-                s0 = int(bstart[b])
-                if s0 >= e:
-                    break
-                length = min(s0 + int(blen[b]), e) - s0
-                for k, c in enumerate(cf):
-                    if origin[j] is not None and c.datacenter != origin[j] and sc.link(
-                            str(origin[j]), c.datacenter) is None:
-                        continue
-                    cj.append(j)
-                    cb.append(b)
-                    ck.append(k)
-                    ub.append(float(length))
-        job_of = np.asarray(cj, dtype=np.int64)
-        blk_of = np.asarray(cb, dtype=np.int64)
-        cfg_of = np.asarray(ck, dtype=np.int64)
-        ubx = np.asarray(ub, dtype=float)
+            ends[j] = e
+            o = origin[j]
+            allowed.append(np.array([o is None or c.datacenter == o or sc.link(
+                str(o), c.datacenter) is not None for c in cf], dtype=bool))
+        job_of, blk_of, cfg_of, ubx = _window_columns(bstart, blen, ends, allowed)
         nx = job_of.size
-        flat = [cfgs[int(j)][int(k)] for j, k in zip(job_of, cfg_of, strict=True)]
-        dci = np.array([c.dc for c in flat], dtype=np.int64)
-        pool = np.array([c.pool for c in flat], dtype=np.int64)
-        n_g = np.array([c.n_gpus for c in flat], dtype=float)
-        energy = np.array([c.energy_kwh for c in flat], dtype=float)
-        scale = np.array([jobs[int(j)].throughput_scale for j in job_of], dtype=float)
-        rate = np.array([c.rate for c in flat], dtype=float) * scale
+        table = self._config_table(jobs, cfgs)
+        gidx = table[0][job_of] + cfg_of
+        dci = table[1][gidx]
+        pool = table[2][gidx]
+        n_g = table[3][gidx]
+        energy = table[4][gidx]
+        scale = np.array([js.throughput_scale for js in jobs], dtype=float)[job_of]
+        rate = table[5][gidx] * scale
         # With the online speed estimate the job needs fewer (or more) slots for its work;
         # the energy per slot stays the modelled one.
         price_x = bprice[blk_of, dci] if nx else np.zeros(0)
@@ -382,13 +443,18 @@ class LookaheadPolicy:
         training = np.array([js.job.is_training for js in jobs], dtype=bool)
 
         # Move columns m[j,d] for each (job, datacenter away from its data) that has x.
-        away = np.array([origin[int(j)] is not None and dcs[int(d)] != origin[int(j)]
-                         for j, d in zip(job_of, dci, strict=True)], dtype=bool)
-        mkeys = sorted({(int(j), int(d)) for j, d in zip(job_of[away], dci[away], strict=True)})
-        mpos = {key: i for i, key in enumerate(mkeys)}
+        dc_pos = {name: i for i, name in enumerate(dcs)}
+        o_idx = np.array([-1 if o is None else dc_pos.get(o, -2) for o in origin],
+                         dtype=np.int64)
+        away = ((o_idx[job_of] != -1) & (dci != o_idx[job_of]) if nx
+                else np.zeros(0, dtype=bool))
+        # (job, datacenter) pairs as j * n_dc + d, sorted (the order of sorted tuples).
+        mkey = np.unique(job_of[away] * len(dcs) + dci[away])
+        mkeys = [(int(k) // len(dcs), int(k) % len(dcs)) for k in mkey]
         nm = len(mkeys)
         mcost = np.zeros(nm)
         mlost = np.zeros(nm)
+        best_rate = _group_max(job_of * len(dcs) + dci, rate, len(jobs) * len(dcs))
         for i, (j, d) in enumerate(mkeys):
             js = jobs[j]
             src = str(origin[j])
@@ -396,9 +462,7 @@ class LookaheadPolicy:
             assert link is not None
             gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
             mcost[i] = gb * link.transfer_energy_kwh_per_gb * float(np.mean(bprice[:, d]))
-            best_rate = max((float(r) for r, dd, jj in zip(rate, dci, job_of, strict=True)
-                             if jj == j and dd == d), default=0.0)
-            mlost[i] = link.transfer_s(gb) / slot_s * best_rate
+            mlost[i] = link.transfer_s(gb) / slot_s * best_rate[j * len(dcs) + d]
         train_ids = np.flatnonzero(training)
         n_short = train_ids.size
         base_short = nx + nm
@@ -436,7 +500,7 @@ class LookaheadPolicy:
         # Data movement: x in a datacenter away from the data needs its move column.
         if nm:
             ax = np.flatnonzero(away)
-            mcol = np.array([mpos[(int(job_of[c]), int(dci[c]))] for c in ax], dtype=np.int64)
+            mcol = np.searchsorted(mkey, job_of[ax] * len(dcs) + dci[ax]).astype(np.int64)
             grp = (job_of[ax] * len(dcs) + dci[ax]) * n_b + blk_of[ax]
             g_u, g_inv = np.unique(grp, return_inverse=True)
             g_len = np.zeros(g_u.size)
@@ -451,7 +515,7 @@ class LookaheadPolicy:
         pos = np.full(len(jobs), -1)
         pos[train_ids] = np.arange(n_short)
         tr = training[job_of] if nx else np.zeros(0, dtype=bool)
-        m_job = np.array([j for j, _ in mkeys], dtype=np.int64)
+        m_job = (mkey // len(dcs)).astype(np.int64)
         work_row0 = add(
             np.concatenate([pos[job_of[tr]], pos[m_job], np.arange(n_short)]),
             np.concatenate([np.flatnonzero(tr), nx + np.arange(nm),
@@ -500,7 +564,7 @@ class LookaheadPolicy:
         share: dict[tuple[str, int], dict[tuple[str, str, int], float]] = {}
         quota: dict[str, dict[tuple[str, str, int], float]] = {}
         for col in np.flatnonzero(x[:nx] > 1e-7).tolist():
-            conf = flat[col]
+            conf = cfgs[int(job_of[col])][int(cfg_of[col])]
             jid = jobs[int(job_of[col])].job.job_id
             key = (jid, int(blk_of[col]))
             sd = share.setdefault(key, {})
@@ -542,7 +606,8 @@ class LookaheadPolicy:
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
         lp_failed = ""
-        if (self.plan is None or t - self.plan.t0 >= self.replan_slots or new_job):
+        if (self.plan is None or t - self.plan.t0 >= self.replan_slots
+                or (new_job and t - self.plan.t0 >= self.arrival_replan_slots)):
             try:
                 self.plan = self.solve_window(state, forecast)
                 self.replans += 1
