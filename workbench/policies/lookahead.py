@@ -339,7 +339,7 @@ class LookaheadPolicy:
             if job.is_training:
                 left = self._slots_left(js, t) - self.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
-                need[j] = js.remaining * (1.0 if left <= n_win else n_win / left)
+                need[j] = self._window_need(js, t, left, n_win)
                 if js.placement is None:
                     # The LP has no restarts: charge the one a paused job pays to resume.
                     need[j] += self.restart_s / slot_s * max((c.rate for c in cf), default=0.0)
@@ -520,6 +520,22 @@ class LookaheadPolicy:
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), ncol, n_b, block, plan.solve_s)
         return plan
+
+    def _window_need(self, js: JobState, t: int, left: int, n_win: int) -> float:
+        """Work (fraction of the job) the window must do: all of it when the deadline (less
+        the margin) falls inside the window, else what keeps the job on its straight line
+        from arrival to that deadline: ``max(R - (D - t - W) / (D - a), 0)``.
+
+        The line is anchored at the arrival ``a``: a job that ran ahead of its pace (in the
+        cheap hours) needs correspondingly less of the next window. (A rolling share
+        ``R * W / (D - t)`` asks for almost the same work at every re-plan however much the
+        job just did, so in a cheap stretch it runs on far beyond its pace.)
+        """
+        if left <= n_win:
+            return js.remaining
+        a = min(self._slot_index(js.job.arrival), t)
+        life = max(t + left - a, 1)
+        return max(js.remaining - (left - n_win) / life, 0.0)
 
     def _window_carbon_budget(self, state: SlotState, n_win: int) -> float | None:
         """The carbon cap's remaining budget, pro rata for the window (kg), or None."""
