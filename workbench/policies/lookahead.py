@@ -92,6 +92,9 @@ from workbench.policies.offline import _Config, job_configs
 
 log = logging.getLogger(__name__)
 
+PACE_MARGIN = 0.1
+"""Share of a job's life (arrival to deadline) by which its pace line finishes early."""
+
 _SHORT_WEIGHT = 1e3
 _URGENT = 0.9
 _GLOBAL = "global"
@@ -524,7 +527,8 @@ class LookaheadPolicy:
     def _window_need(self, js: JobState, t: int, left: int, n_win: int) -> float:
         """Work (fraction of the job) the window must do: all of it when the deadline (less
         the margin) falls inside the window, else what keeps the job on its straight line
-        from arrival to that deadline: ``max(R - (D - t - W) / (D - a), 0)``.
+        from arrival ``a`` to ``D' = D - m (D - a)`` (``m`` = :data:`PACE_MARGIN`):
+        ``max(R - (D' - t - W) / (D' - a), 0)``.
 
         The line is anchored at the arrival ``a``: a job that ran ahead of its pace (in the
         cheap hours) needs correspondingly less of the next window. (A rolling share
@@ -535,7 +539,12 @@ class LookaheadPolicy:
             return js.remaining
         a = min(self._slot_index(js.job.arrival), t)
         life = max(t + left - a, 1)
-        return max(js.remaining - (left - n_win) / life, 0.0)
+        # The line ends PACE_MARGIN of the job's life before its deadline: slack for the
+        # restarts, transfers and contention the LP does not see.
+        end = left - PACE_MARGIN * life
+        if end <= n_win:
+            return js.remaining
+        return max(js.remaining - (end - n_win) / (life * (1.0 - PACE_MARGIN)), 0.0)
 
     def _window_carbon_budget(self, state: SlotState, n_win: int) -> float | None:
         """The carbon cap's remaining budget, pro rata for the window (kg), or None."""
