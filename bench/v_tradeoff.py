@@ -1,6 +1,6 @@
-"""The V trade-off of the Lyapunov scheduler on ``seed3``, run as a Dask sweep.
+"""The V trade-off of the threshold rule (round 1's lyapunov) on ``seed3``, run as a Dask sweep.
 
-Usage: ``python bench/v_tradeoff.py [--V 0.3,1,3,10,30] [--workers 2]``.
+Usage: ``python bench/v_tradeoff.py [--V 1,3,10,30,100,300] [--workers 2]``.
 
 Theory (drift-plus-penalty): time-average cost within ``O(1/V)`` of the offline optimum,
 queue backlogs ``O(V)``. For each V: time-average cost per slot and the mean backlog of the
@@ -29,7 +29,7 @@ from workbench.sweep import run_sweep, sweep_points  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--V", default="0.3,1,3,10,30")
+    ap.add_argument("--V", default="1,3,10,30,100,300")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask scheduler")
     args = ap.parse_args()
@@ -37,14 +37,14 @@ def main() -> None:
     sc = build_seed3(0)
     Vs = [float(v) for v in args.V.split(",")]
     t0 = time.perf_counter()
-    table = run_sweep(sc, sweep_points(["asap-home", "lyapunov"], V=Vs, seeds=[0]),
+    table = run_sweep(sc, sweep_points(["asap-home", "threshold"], V=Vs, seeds=[0]),
                       n_workers=args.workers, scheduler_address=args.scheduler)
     sweep_s = time.perf_counter() - t0
     off = OfflinePolicy(scenario=sc)
     off.reset(sc.view())
     bound = float(off.bound["cost"])
     base = table[table.policy == "asap-home"].iloc[0]
-    lyap = table[table.policy == "lyapunov"].sort_values("V")
+    lyap = table[table.policy == "threshold"].sort_values("V")
     out = pd.DataFrame({
         "V": lyap["V"].to_numpy(),
         "cost": lyap["cost"].to_numpy(),
