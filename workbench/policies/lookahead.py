@@ -23,8 +23,10 @@ throughput estimate), ``m[j,d]`` in [0, 1] (the job moves its data to datacenter
 the truth beyond the current slot), ``q`` an optional carbon price (currency/kg). Moving
 costs its transfer energy ``M_jd = GB * kWh/GB * p`` and its transfer time ``l_jd`` (work
 lost) once. ``need_j`` is the remaining work when the deadline (less ``deadline_margin_slots``)
-falls inside the window, else its pro-rata share ``R_j * W / L_j`` (the required pace), plus
-one restart's worth of work for a paused job. Equal prices: the earliest slot wins.
+falls inside the window, else what keeps it on its pace line, a straight line from its
+arrival to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line
+needs less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a
+paused job. Equal prices: the earliest slot wins.
 
 **From the plan to the slot.** The dual ``mu_j >= 0`` of job ``j``'s work row is the plan's
 price of a unit of its progress (currency), contention included: when jobs compete for a
