@@ -575,10 +575,14 @@ def _summary(table: pd.DataFrame, default: str) -> list[str]:
         cheaper = g[(g.cost < mc - 1e-9) & (g.deadline_misses <= mm)]
         if not cheaper.empty:
             beaten.append(f"{sc_name} ({', '.join(cheaper.policy)})")
-        if "required_short" in g:
+        if "required_short" in g and not cheaper.empty:
             ms = float(mine.required_short.iloc[0])
-            if not cheaper[cheaper.required_short <= ms + 1e-3].empty:
+            known = cheaper[cheaper.required_short.notna()]
+            if not known[known.required_short <= ms + 1e-3].empty:
                 beaten_done.append(sc_name)
+            elif len(known) < len(cheaper):
+                beaten_done.append(f"{sc_name} (not measured for "
+                                   f"{', '.join(cheaper[cheaper.required_short.isna()].policy)})")
     out.append(f"scenarios where some non-hindsight policy beats {default} on cost at no more "
                f"misses: {len(beaten)} of {table.scenario.nunique()}: {'; '.join(beaten)}")
     out.append(f"... and also leaves no more due work undone (`required_short`): "
