@@ -72,6 +72,16 @@ def test_progress_is_valued_in_each_jobs_own_cost_units() -> None:
     assert set(alloc.placements) == {"small", "large"}
     assert pol.kappa["large"] == pytest.approx(k_large)
     assert carbon_price(fc) == pytest.approx(1.0 / 0.5)
+    # The meaning of V, the same for both sizes: a whole queued job accepts unit costs up
+    # to 1/V times its typical one. At V = 0.5 and a price twice the typical both run; at
+    # V = 1.2 and a flat price (unit cost = typical > 1/1.2) neither does.
+    for V, price, runs in ((0.5, 1.9, {"small", "large"}), (1.2, 1.0, set())):
+        sc2 = tiny_scenario(jobs, prices=[[price, price]] + [[1.0, 1.0]] * 3, n_slots=4)
+        st2 = SlotState(scenario=sc2.view(), t=0, time=sc2.start, jobs=states)
+        pol2 = LyapunovPolicy(V=V, refine_batch=False)
+        pol2.reset(sc2.view())
+        pol2.kappa = {"small": k_small, "large": k_large}      # typical price 1 per kWh
+        assert set(pol2.decide(st2, perfect_forecast(sc2, 0)).placements) == runs
 
 
 def test_hand_solved_slot_runs_exactly_the_positive_netcoef_jobs() -> None:

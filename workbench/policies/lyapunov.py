@@ -39,8 +39,9 @@ every term currency:
 
 **V is dimensionless and needs no tuning.** ``NetCoef_i > 0`` for a training job reads
 ``(R_j + Y_j) > V * u_i`` with ``u_i = (c_i / p_i) / kappa_j`` the option's unit cost
-relative to the job's typical one (1 at its best configuration and the mean price). So V
-is the relative price a job with a whole job of work queued accepts: the same meaning on
+relative to the job's typical one (1 at its best configuration and the mean price). So
+``1 / V`` is the relative unit cost a job with a whole job of work queued accepts: the same
+meaning on
 every grid and for every job size, which is what lets one V hold on grids never seen
 (:data:`DEFAULT_V`, measured against a V sweep on every battery scenario,
 ``bench/battery.py --lyapunov-V``). Large V: cost within ``O(1/V)`` of the optimum,
@@ -86,8 +87,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_V = 1.0
 """Default V (dimensionless, see the module docstring): a job with a whole job of work
-queued runs where its unit cost is at most its typical one (best configuration, mean
-price); measured against a V sweep on every battery scenario in docs/results.md."""
+queued runs where its unit cost is at most ``1/V`` times its typical one (at V = 1: its
+typical one, best configuration at the mean price); measured against a V sweep on every
+battery scenario in docs/results.md."""
 
 __all__ = ["DEFAULT_V", "SOLVERS", "LyapunovPolicy", "carbon_price", "job_cost_scale",
            "net_coef"]
@@ -127,8 +129,8 @@ class LyapunovPolicy(SlotQueuePolicy):
     Parameters
     ----------
     V : float
-        Cost weight against backlog (> 0, dimensionless): the relative unit cost a job
-        with a whole job of work queued accepts.
+        Cost weight against backlog (> 0, dimensionless): a job with a whole job of work
+        queued accepts unit costs up to ``1/V`` times its typical one.
     migration_threshold : float
         Extra relative margin a move's NetCoef must beat staying by (0 = the round-trip
         rule alone).
