@@ -124,3 +124,26 @@ def test_a_failed_window_lp_is_reported_and_jobs_still_run(
     assert not res.unfinished and not res.deadline_misses
     first = res.allocations[0].solve
     assert first is not None and first.fallback and "not solved" in first.message
+
+
+def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None:
+    # Deadline at slot 50, window 4 slots, arrival at slot 0: the line ends at slot 45 (a
+    # tenth of the life early) and asks for 4/45 of the work per window. A job ahead of its
+    # line (it ran in the cheap hours) needs nothing more of this window; one behind it
+    # needs what puts it back on the line.
+    job = training_job("j1", "a", 20.0, deadline_slot=50)
+    sc = tiny_scenario([job], prices=[[1.0, 1.0]] * 50, n_slots=50)
+    pol = LookaheadPolicy(window_h=4.0, deadline_margin_slots=0)
+    pol.reset(sc.view())  # type: ignore[arg-type]
+
+    def need(t: int, remaining: float) -> float:
+        js = JobState(job=job, remaining=remaining, placement=None, last_datacenter=None,
+                      phi=200.0)
+        return pol._window_need(js, t, pol._slots_left(js, t), 4)
+
+    on_line = 1.0 - 9.0 / 45.0                                # at slot 9
+    assert need(0, 1.0) == pytest.approx(4.0 / 45.0)
+    assert need(9, 0.5) == 0.0                                 # ahead of its line
+    assert need(9, on_line) == pytest.approx(4.0 / 45.0)       # on the line
+    assert need(9, on_line + 0.1) == pytest.approx(4.0 / 45.0 + 0.1)  # behind: catch up
+    assert need(42, 0.3) == pytest.approx(0.3)                 # line ends in the window

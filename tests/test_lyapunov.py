@@ -13,7 +13,12 @@ from helpers_policies import (
 
 from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotState, slot_options
-from workbench.policies.lyapunov import LyapunovPolicy, cost_scale, net_coef
+from workbench.policies.lyapunov import (
+    LyapunovPolicy,
+    carbon_price,
+    job_cost_scale,
+    net_coef,
+)
 
 
 @pytest.mark.parametrize("V", [0, -1.0, float("nan"), float("inf")])
@@ -33,23 +38,55 @@ def test_invalid_knobs_are_rejected(knobs: dict[str, object]) -> None:
 
 
 def test_net_coef_has_the_documented_form() -> None:
-    # NetCoef = (R + Y) p - V c / kappa - Z g / a, by hand for three options.
-    w = np.array([0.5, 0.5, 0.0])          # R + Y of the option's job (0: inference)
+    # NetCoef = kappa_j (R + Y) p - V c - lambda Z g, by hand for three options.
+    w = np.array([5.0, 5.0, 0.0])          # kappa_j (R + Y) of the option's job (0: inference)
     p = np.array([0.2, 0.1, 0.0])
     c = np.array([2.0, 0.5, 1.0])
     g = np.array([1.0, 3.0, 2.0])           # kg
-    z = np.array([0.0, 2.0, 2.0])           # carbon queue in per-slot caps
-    a = np.array([np.inf, 4.0, 4.0])        # per-slot cap, kg (inf: none)
-    got = net_coef(w, p, c, g, z, a, V=2.0, kappa=10.0)
-    expected = [0.5 * 0.2 - 2 * 2.0 / 10,
-                0.5 * 0.1 - 2 * 0.5 / 10 - 2.0 * 3.0 / 4.0,
-                -2 * 1.0 / 10 - 2.0 * 2.0 / 4.0]
+    z = np.array([0.0, 2.0, 2.0])           # carbon queue in per-slot caps (0: no cap)
+    got = net_coef(w, p, c, g, z, lam_per_kg=0.25, V=2.0)
+    expected = [5.0 * 0.2 - 2 * 2.0,
+                5.0 * 0.1 - 2 * 0.5 - 0.25 * 2.0 * 3.0,
+                -2 * 1.0 - 0.25 * 2.0 * 2.0]
     np.testing.assert_allclose(got, expected)
+
+
+def test_progress_is_valued_in_each_jobs_own_cost_units() -> None:
+    # Two jobs of 1 and 100 slots of work at a flat price: kappa_j is each job's own bill,
+    # so both see the same NetCoef sign at the same V (the large one is not starved), and
+    # both run at V = 1 (their unit cost equals their typical one).
+    jobs = [training_job("small", "a", 1.0, deadline_slot=400),
+            training_job("large", "a", 100.0, deadline_slot=400)]
+    sc = tiny_scenario(jobs, prices=[[1.0, 1.0]] * 4, n_slots=4)
+    states = tuple(JobState(job=j, remaining=1.0, placement=None, last_datacenter=None,
+                            phi=200.0) for j in jobs)
+    state = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=states)
+    fc = perfect_forecast(sc, 0)
+    opts = slot_options(state, {"a": 1.0, "b": 1.0}, {"a": 500.0, "b": 500.0})
+    k_small, k_large = (job_cost_scale(opts, j, 1.0) for j in (0, 1))
+    assert k_small is not None and k_large is not None
+    assert k_large == pytest.approx(100.0 * k_small, rel=0.05)
+    pol = LyapunovPolicy(V=0.99, refine_batch=False)
+    pol.reset(sc.view())
+    alloc = pol.decide(state, fc)
+    assert set(alloc.placements) == {"small", "large"}
+    assert pol.kappa["large"] == pytest.approx(k_large)
+    assert carbon_price(fc) == pytest.approx(1.0 / 0.5)
+    # The meaning of V, the same for both sizes: a whole queued job accepts unit costs up
+    # to 1/V times its typical one. At V = 0.5 and a price twice the typical both run; at
+    # V = 1.2 and a flat price (unit cost = typical > 1/1.2) neither does.
+    for V, price, runs in ((0.5, 1.9, {"small", "large"}), (1.2, 1.0, set())):
+        sc2 = tiny_scenario(jobs, prices=[[price, price]] + [[1.0, 1.0]] * 3, n_slots=4)
+        st2 = SlotState(scenario=sc2.view(), t=0, time=sc2.start, jobs=states)
+        pol2 = LyapunovPolicy(V=V, refine_batch=False)
+        pol2.reset(sc2.view())
+        pol2.kappa = {"small": k_small, "large": k_large}      # typical price 1 per kWh
+        assert set(pol2.decide(st2, perfect_forecast(sc2, 0)).placements) == runs
 
 
 def test_hand_solved_slot_runs_exactly_the_positive_netcoef_jobs() -> None:
     # Two jobs, one 4-GPU pool per region; price 1 in a, 10 in b. With R = 1 and Y = 0 the
-    # slot maximises sum z (p - V c / kappa): the policy's choice must equal the hand optimum
+    # slot maximises sum z (kappa_j p - V c): the policy's choice must equal the hand optimum
     # over the options, found by enumerating them.
     jobs = [training_job("j1", "a", 2.0, deadline_slot=8),
             training_job("j2", "a", 2.0, deadline_slot=8)]
@@ -62,9 +99,11 @@ def test_hand_solved_slot_runs_exactly_the_positive_netcoef_jobs() -> None:
     pol.reset(sc.view())
     alloc = pol.decide(state, fc)
     opts = slot_options(state, {"a": 1.0, "b": 10.0}, {"a": 500.0, "b": 500.0})
-    kappa = cost_scale(opts, fc)
-    assert kappa is not None and pol.kappa == pytest.approx(kappa)
-    coef = opts.progress - 1.0 * opts.cost / kappa
+    kappa = {j.job_id: job_cost_scale(opts, i, float(np.mean(np.abs(fc.price_per_kwh))))
+             for i, j in enumerate(jobs)}
+    assert pol.kappa == pytest.approx(kappa)
+    w = np.array([kappa[j.job_id] for j in jobs])[opts.job_index]
+    coef = w * opts.progress - 1.0 * opts.cost
     # Hand optimum: each job its best option, if positive, within the pools' 4 GPUs.
     best: dict[int, float] = {}
     import itertools

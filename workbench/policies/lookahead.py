@@ -23,8 +23,10 @@ throughput estimate), ``m[j,d]`` in [0, 1] (the job moves its data to datacenter
 the truth beyond the current slot), ``q`` an optional carbon price (currency/kg). Moving
 costs its transfer energy ``M_jd = GB * kWh/GB * p`` and its transfer time ``l_jd`` (work
 lost) once. ``need_j`` is the remaining work when the deadline (less ``deadline_margin_slots``)
-falls inside the window, else its pro-rata share ``R_j * W / L_j`` (the required pace), plus
-one restart's worth of work for a paused job. Equal prices: the earliest slot wins.
+falls inside the window, else what keeps it on its pace line, a straight line from its
+arrival to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line
+needs less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a
+paused job. Equal prices: the earliest slot wins.
 
 **From the plan to the slot.** The dual ``mu_j >= 0`` of job ``j``'s work row is the plan's
 price of a unit of its progress (currency), contention included: when jobs compete for a
@@ -91,6 +93,9 @@ from workbench.policies.milp import build_slot_problem, current_prices
 from workbench.policies.offline import _Config, job_configs
 
 log = logging.getLogger(__name__)
+
+PACE_MARGIN = 0.1
+"""Share of a job's life (arrival to deadline) by which its pace line finishes early."""
 
 _SHORT_WEIGHT = 1e3
 _URGENT = 0.9
@@ -411,7 +416,7 @@ class LookaheadPolicy:
             if job.is_training:
                 left = self._slots_left(js, t) - self.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
-                need[j] = js.remaining * (1.0 if left <= n_win else n_win / left)
+                need[j] = self._window_need(js, t, left, n_win)
                 if js.placement is None:
                     # The LP has no restarts: charge the one a paused job pays to resume.
                     need[j] += self.restart_s / slot_s * max((c.rate for c in cf), default=0.0)
@@ -584,6 +589,28 @@ class LookaheadPolicy:
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), ncol, n_b, block, plan.solve_s)
         return plan
+
+    def _window_need(self, js: JobState, t: int, left: int, n_win: int) -> float:
+        """Work (fraction of the job) the window must do: all of it when the deadline (less
+        the margin) falls inside the window, else what keeps the job on its straight line
+        from arrival ``a`` to ``D' = D - m (D - a)`` (``m`` = :data:`PACE_MARGIN`):
+        ``max(R - (D' - t - W) / (D' - a), 0)``.
+
+        The line is anchored at the arrival ``a``: a job that ran ahead of its pace (in the
+        cheap hours) needs correspondingly less of the next window. (A rolling share
+        ``R * W / (D - t)`` asks for almost the same work at every re-plan however much the
+        job just did, so in a cheap stretch it runs on far beyond its pace.)
+        """
+        if left <= n_win:
+            return js.remaining
+        a = min(self._slot_index(js.job.arrival), t)
+        life = max(t + left - a, 1)
+        # The line ends PACE_MARGIN of the job's life before its deadline: slack for the
+        # restarts, transfers and contention the LP does not see.
+        end = left - PACE_MARGIN * life
+        if end <= n_win:
+            return js.remaining
+        return max(js.remaining - (end - n_win) / (life * (1.0 - PACE_MARGIN)), 0.0)
 
     def _window_carbon_budget(self, state: SlotState, n_win: int) -> float | None:
         """The carbon cap's remaining budget, pro rata for the window (kg), or None."""

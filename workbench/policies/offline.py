@@ -99,6 +99,12 @@ def _first_slot_at_or_after(sc: Scenario, when: object) -> int:
     return max(math.ceil(secs / sc.slot_s - 1e-9), 0)
 
 
+def required_share(sc: Scenario, job: Job) -> float:
+    """Share of a job's work due within the horizon (what the hindsight bound must do): 1,
+    or for a deadline beyond the horizon the part of its window inside it."""
+    return _window(sc, job)[2]
+
+
 def _window(sc: Scenario, job: Job) -> tuple[int, int, float]:
     """First slot, end slot (exclusive) within the horizon, and the work share needed."""
     a = _first_slot_at_or_after(sc, job.arrival)

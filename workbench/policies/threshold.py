@@ -61,79 +61,58 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from workbench import perf
 from workbench.model import ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
     Forecast,
     JobState,
-    Placement,
     SlotOptions,
     SlotState,
-    check_caps,
     slot_options,
 )
-from workbench.policies.fastslot import FastSlotSolver, solve_or_greedy
-from workbench.policies.milp import (
-    ExtraConstraints,
-    build_slot_problem,
-    current_prices,
-)
+from workbench.policies.milp import ExtraConstraints, current_prices
+from workbench.policies.slotqueues import GLOBAL as _GLOBAL
+from workbench.policies.slotqueues import SOLVERS, SlotQueuePolicy
 
 log = logging.getLogger(__name__)
 
 DEFAULT_V = 20.0
 """Default V of the threshold rule: a job may fall ~20 slots (5 h at 15 min) behind pace
 before paying double."""
-SOLVERS = ("pyomo", "fast")
-"""Slot solvers: the readable Pyomo reference model, or the array fast path
-(:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
 
 _URGENCY_GAIN = 10.0
-_GLOBAL = "global"
+
+__all__ = ["DEFAULT_V", "SOLVERS", "ThresholdPolicy"]
 
 
-class ThresholdPolicy:
+class ThresholdPolicy(SlotQueuePolicy):
     """Forecast-threshold scheduler (see the module docstring for the maths).
 
     Parameters
     ----------
     V : float
         Cost weight against backlog (> 0); see "Meaning of V" above.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Carbon cap over the whole horizon, kg (one global cap or per datacenter). The
-        caller converts "percent below asap-home" into kg. Soft: enforced through ``Z``.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Facility power cap per datacenter and slot, kW (hard, in the MILP).
-    gpu_counts : tuple of int or mapping job id -> tuple of int, optional
-        GPU-count menu override: one menu for every training job, or per job.
     migration_threshold : float
         Minimum relative NetCoef gain of the best remote option over the best stay option
         for a move (0.1 = 10 %).
     use_forecast : bool
         Value waiting with the forecast (temporal shifting); False uses past prices.
-    restart_s : float
-        Seconds lost on a start, resume or migration.
-    mip_rel_gap, time_limit_s : float
-        HiGHS relative MIP gap and time limit per slot (s).
     slack_margin : float
         Safety factor (>= 1) on the slots a job needs when setting its threshold.
     urgency_start : float
         Urgency ``u0`` in (0, 1) above which the urgency boost starts.
     carbon_gain : float
         Gain of the carbon shadow price ``lambda_d`` (>= 0).
-    refine_batch : bool
-        Fine-tune each running job's batch size by golden-section search.
-    extra_constraints : callable(model) -> None, optional
-        What-if hook applied to every slot's Pyomo model before solving.
-    solver : {"pyomo", "fast"}
-        ``"pyomo"`` solves the readable reference MILP; ``"fast"`` the same model as arrays
-        with highspy (LP relaxation, integer repair, exact polish; see ``bench/slot_solver.py``).
-        A what-if hook always goes through the Pyomo model.
+    carbon_cap_kg, power_cap_kw, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
+refine_batch, extra_constraints, solver
+        As for every queue-based scheduler
+        (:class:`~workbench.policies.slotqueues.SlotQueuePolicy`); the Pyomo model is the
+        default solver here (``"fast"``: the same model as arrays, ``bench/slot_solver.py``).
     """
 
     name = "threshold"
+    V_HINT = "V=20"
 
     def __init__(
         self,
@@ -154,102 +133,29 @@ class ThresholdPolicy:
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "pyomo",
     ) -> None:
-        if solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-        if not (isinstance(V, int | float) and math.isfinite(V) and V > 0):
-            raise ValueError(f"V must be a positive number, got {V!r}; try V=20")
+        super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
+                         gpu_counts=gpu_counts, restart_s=restart_s, mip_rel_gap=mip_rel_gap,
+                         time_limit_s=time_limit_s, refine_batch=refine_batch,
+                         extra_constraints=extra_constraints, solver=solver)
         if migration_threshold < 0:
             raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
         if slack_margin < 1:
             raise ValueError(f"slack_margin must be >= 1, got {slack_margin}")
         if not 0 < urgency_start < 1:
             raise ValueError(f"urgency_start must be in (0, 1), got {urgency_start}")
-        if restart_s < 0 or carbon_gain < 0:
+        if carbon_gain < 0:
             raise ValueError("restart_s and carbon_gain must be >= 0")
-        if not (mip_rel_gap >= 0 and time_limit_s > 0):
-            raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
-        if isinstance(gpu_counts, tuple | list) and not all(
-                isinstance(n, int) and n > 0 for n in gpu_counts):
-            raise ValueError(f"gpu_counts must hold positive integers, got {gpu_counts!r}")
-        self.V = float(V)
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
-        self.gpu_counts = gpu_counts
         self.migration_threshold = float(migration_threshold)
         self.use_forecast = bool(use_forecast)
-        self.restart_s = float(restart_s)
-        self.mip_rel_gap = float(mip_rel_gap)
-        self.time_limit_s = float(time_limit_s)
         self.slack_margin = float(slack_margin)
         self.urgency_start = float(urgency_start)
         self.carbon_gain = float(carbon_gain)
-        self.refine_batch = bool(refine_batch)
-        self.extra_constraints = extra_constraints
-        self.solver = solver
-        self._fast = FastSlotSolver()
-        self._scenario: ScenarioView | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------
     def reset(self, scenario: ScenarioView) -> None:
-        """Empty every queue (the cap against what inference alone emits is checked by the
-        simulator, which holds the truth)."""
-        self._scenario = scenario
-        self._fast.reset()
-        self._Y: dict[str, float] = {}
-        self._eps: dict[str, float] = {}
-        self._R_prev: dict[str, float] = {}
-        self._Z: dict[str, float] = {}
-        self._cap_slot: dict[str, float] = {}
-        self._pred_carbon: dict[str, float] = {}
-        self._carbon_so_far = 0.0
-        self._carbon_by_dc: dict[str, float] = {}
+        """Empty every queue and the price averages."""
+        super().reset(scenario)
         self._ema_price: NDArray[np.float64] | None = None
         self._ema_carbon: NDArray[np.float64] | None = None
-        cap = self.carbon_cap_kg
-        if isinstance(cap, Mapping):
-            names = {dc.name for dc in scenario.datacenters}
-            unknown = sorted(set(cap) - names)
-            if unknown:
-                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
-            self._cap_slot = {d: float(v) / scenario.n_slots for d, v in cap.items()}
-        elif cap is not None:
-            self._cap_slot = {_GLOBAL: float(cap) / scenario.n_slots}
-        self._Z = dict.fromkeys(self._cap_slot, 0.0)
-        # The cap against what inference alone must emit is checked by the simulator,
-        # which holds the truth (a policy sees only the scenario's static facts).
-
-    # -- queues --------------------------------------------------------------------------
-    def _update_queues(self, state: SlotState) -> None:
-        remaining = {js.job.job_id: js.remaining for js in state.jobs if js.job.is_training}
-        for jid, r_prev in self._R_prev.items():
-            if jid not in remaining:
-                self._Y.pop(jid, None)
-                continue
-            progress = max(r_prev - remaining[jid], 0.0)
-            self._Y[jid] = max(self._Y.get(jid, 0.0) + self._eps.get(jid, 0.0) - progress, 0.0)
-        if _GLOBAL in self._Z:
-            emitted = max(state.carbon_kg_so_far - self._carbon_so_far, 0.0)
-            self._Z[_GLOBAL] = max(self._Z[_GLOBAL] + emitted - self._cap_slot[_GLOBAL], 0.0)
-        else:
-            metered = state.carbon_kg_by_dc_so_far
-            for d in self._Z:
-                # The meter when the state carries one; a hand-built state without it
-                # falls back on what the last allocation was predicted to emit.
-                emitted = (metered.get(d, 0.0) - self._carbon_by_dc.get(d, 0.0)
-                           if metered else self._pred_carbon.get(d, 0.0))
-                self._Z[d] = max(self._Z[d] + max(emitted, 0.0) - self._cap_slot[d], 0.0)
-            self._carbon_by_dc = dict(metered)
-        self._carbon_so_far = state.carbon_kg_so_far
-        self._R_prev = remaining
-
-    def queues(self) -> dict[str, float]:
-        """Current queue values: ``R:<job>``, ``Y:<job>``, ``Z:<dc or global>``."""
-        out = {f"R:{j}": r for j, r in self._R_prev.items()}
-        out.update({f"Y:{j}": y for j, y in self._Y.items()})
-        out.update({f"Z:{d}": z for d, z in self._Z.items()})
-        return out
 
     # -- the decision --------------------------------------------------------------------
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
@@ -268,52 +174,21 @@ class ThresholdPolicy:
         future = self._future_prices(sc, forecast, lam, state)
         coef, q = self._net_coef(state, opts, dc_idx, ceff, future)
         keep, stay_best = self._hysteresis(state, opts, coef)
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
-        chosen, info = solve_or_greedy(
-            prob, keep, q, t=state.t, solver=self.solver, fast=self._fast,
-            mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
-            extra_constraints=self.extra_constraints)
-        placements: dict[str, Placement] = {}
-        gains: dict[str, float] = {}
-        reasons: dict[str, str] = {}
-        carbon_by_dc: dict[str, float] = {}
-        for k in chosen.tolist():
-            js = state.jobs[int(opts.job_index[k])]
-            jid = js.job.job_id
-            placements[jid] = self._placement(sc, js, opts, k)
-            dc = str(opts.datacenter[k])
-            carbon_by_dc[dc] = carbon_by_dc.get(dc, 0.0) + float(opts.carbon_kg[k])
+        def explain(k: int, js: JobState) -> tuple[float | None, str] | None:
             if opts.moves[k]:
                 s = stay_best[int(opts.job_index[k])]
-                gains[jid] = float(coef[k] - s) if math.isfinite(s) else float(coef[k])
                 rel = float(_relative_gain(coef[k], s))
-                reasons[jid] = (
-                    f"migrate {js.last_datacenter}->{dc}: NetCoef {coef[k]:.3g} vs stay "
-                    f"{s:.3g} (gain {rel:.0%} > threshold {self.migration_threshold:.0%})"
-                )
-            elif js.job.is_training and q[int(opts.job_index[k])] > self.V:
-                reasons[jid] = "behind its required pace (urgent)"
-        self._pred_carbon = carbon_by_dc
-        self._eps = {}
-        for js in state.jobs:
-            if js.job.is_training:
-                self._eps[js.job.job_id] = js.remaining / self._slots_left(sc, js, state.t)
-        queues = self.queues()
-        return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues)
+                return (float(coef[k] - s) if math.isfinite(s) else float(coef[k]),
+                        f"migrate {js.last_datacenter}->{opts.datacenter[k]}: NetCoef "
+                        f"{coef[k]:.3g} vs stay {s:.3g} (gain {rel:.0%} > threshold "
+                        f"{self.migration_threshold:.0%})")
+            if js.job.is_training and q[int(opts.job_index[k])] > self.V:
+                return None, "behind its required pace (urgent)"
+            return None
+
+        return self._solve_slot(state, opts, coef, keep, q, explain)
 
     # -- helpers -------------------------------------------------------------------------
-    def _menus(self, state: SlotState) -> Mapping[str, tuple[int, ...]] | None:
-        if self.gpu_counts is None or isinstance(self.gpu_counts, Mapping):
-            return self.gpu_counts
-        menu = tuple(self.gpu_counts)
-        return {js.job.job_id: menu for js in state.jobs if js.job.is_training}
-
-    @staticmethod
-    def _slots_left(sc: ScenarioView, js: JobState, t: int) -> int:
-        end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
-        return max(end - t, 1)
-
     def _carbon_price(self, sc: ScenarioView, forecast: Forecast) -> NDArray[np.float64]:
         """Shadow carbon price per datacenter, currency per kg: ``gain * Z / cap_slot * pbar``."""
         lam = np.zeros(len(sc.datacenters))
@@ -443,24 +318,10 @@ class ThresholdPolicy:
         keep[drop[opts.job_index] & opts.moves] = False
         return keep, stay_best
 
-    def _placement(self, sc: ScenarioView, js: JobState, opts: SlotOptions, k: int) -> Placement:
-        pl = opts.placement(k)
-        # Under a power cap the batch stays the one whose power the MILP checked.
-        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
-            return pl
-        prof = sc.profile(js.job.app, pl.gpu_type)
-        gpn = next(p.gpus_per_node for p in sc.pools
-                   if p.datacenter == pl.datacenter and p.gpu_type == pl.gpu_type)
-        m = perf.best_batch(prof, pl.n_gpus, js.progress, gpus_per_node=gpn, phi=js.phi)
-        return Placement(pl.datacenter, pl.gpu_type, pl.n_gpus, int(m))
-
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
-        return {"policy": self.name, "V": self.V, "carbon_cap_kg": self.carbon_cap_kg,
-                "power_cap_kw": self.power_cap_kw, "gpu_counts": self.gpu_counts,
-                "migration_threshold": self.migration_threshold,
-                "use_forecast": self.use_forecast, "restart_s": self.restart_s,
-                "solver": self.solver}
+        return {**super().describe(), "migration_threshold": self.migration_threshold,
+                "use_forecast": self.use_forecast}
 
 
 def _relative_gain(move: ArrayLike, stay: ArrayLike) -> NDArray[np.float64]:

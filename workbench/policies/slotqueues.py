@@ -1,0 +1,274 @@
+"""The slot driver shared by the queue-based schedulers (``lyapunov`` and ``threshold``).
+
+Both decide one slot at a time from queues updated with what the previous slot metered:
+
+* ``R_j`` — remaining progress of training job ``j``, a fraction of its total work (the
+  state's ``remaining``, observed).
+* ``Y_j`` — Neely's epsilon-persistent deadline queue, in fractions of work::
+
+      Y_j(t+1) = max(Y_j(t) + eps_j(t) - progress_j(t), 0),   eps_j = R_j / L_j
+
+  with ``L_j`` the slots left before the deadline (the horizon end if none).
+* ``Z_d`` — carbon backlog per datacenter (or one ``global``) under a cap, with per-slot
+  cap ``a_d = cap_d / n_slots`` and metered carbon ``g_d(t)`` (kg): in kg,
+  ``Z_d(t+1) = max(Z_d + g_d - a_d, 0)``, or in per-slot caps (:attr:`Z_IN_CAPS`),
+  ``Z_d(t+1) = max(Z_d + g_d / a_d - 1, 0)``.
+
+:class:`SlotQueuePolicy` holds the knobs both take, the queues, the GPU-count menus and the
+batch refinement; a subclass gives :meth:`SlotQueuePolicy.decide` (its per-slot objective).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench import perf
+from workbench.model import ScenarioView
+from workbench.policies.base import (
+    RESTART_S_DEFAULT,
+    Allocation,
+    JobState,
+    Placement,
+    SlotOptions,
+    SlotState,
+    check_caps,
+)
+from workbench.policies.fastslot import FastSlotSolver, solve_or_greedy
+from workbench.policies.milp import ExtraConstraints, build_slot_problem
+
+SOLVERS = ("pyomo", "fast")
+"""Slot solvers: the readable Pyomo reference model, or the array fast path
+(:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
+
+GLOBAL = "global"
+"""Key of the one carbon queue under a global cap."""
+
+
+class SlotQueuePolicy:
+    """Knobs, queues ``R, Y, Z`` and slot helpers of a queue-based per-slot scheduler.
+
+    Parameters
+    ----------
+    V : float
+        Cost weight against backlog (> 0); its meaning is the subclass's.
+    carbon_cap_kg : float or mapping datacenter -> float, optional
+        Carbon cap over the whole horizon, kg (one global cap or per datacenter). Soft:
+        enforced through ``Z``.
+    power_cap_kw : float or mapping datacenter -> float, optional
+        Facility power cap per datacenter and slot, kW (hard, in the MILP).
+    gpu_counts : tuple of int or mapping job id -> tuple of int, optional
+        GPU-count menu override: one menu for every training job, or per job.
+    restart_s : float
+        Seconds lost on a start, resume or migration.
+    mip_rel_gap, time_limit_s : float
+        HiGHS relative MIP gap and time limit per slot (s).
+    refine_batch : bool
+        Fine-tune each running job's batch size by golden-section search.
+    extra_constraints : callable(model) -> None, optional
+        What-if hook applied to every slot's Pyomo model before solving.
+    solver : {"pyomo", "fast"}
+        ``"fast"`` solves the MILP as arrays with highspy; ``"pyomo"`` the readable reference
+        model (same optimum). A what-if hook always goes through the Pyomo model.
+    """
+
+    name = "slot-queues"
+    V_HINT = "V=1"
+    Z_IN_CAPS = False
+    """Carbon queue in per-slot caps (True) or in kg (False)."""
+
+    def __init__(
+        self,
+        V: float,
+        *,
+        carbon_cap_kg: float | Mapping[str, float] | None = None,
+        power_cap_kw: float | Mapping[str, float] | None = None,
+        gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
+        restart_s: float = RESTART_S_DEFAULT,
+        mip_rel_gap: float = 1e-3,
+        time_limit_s: float = 10.0,
+        refine_batch: bool = True,
+        extra_constraints: ExtraConstraints | None = None,
+        solver: str = "fast",
+    ) -> None:
+        if solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+        if not (isinstance(V, int | float) and math.isfinite(V) and V > 0):
+            raise ValueError(f"V must be a positive number, got {V!r}; try {self.V_HINT}")
+        if not (math.isfinite(restart_s) and restart_s >= 0):
+            raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
+        if not (mip_rel_gap >= 0 and time_limit_s > 0):
+            raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
+        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
+        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        if isinstance(gpu_counts, tuple | list) and not all(
+                isinstance(n, int) and n > 0 for n in gpu_counts):
+            raise ValueError(f"gpu_counts must hold positive integers, got {gpu_counts!r}")
+        self.V = float(V)
+        self.carbon_cap_kg = carbon_cap_kg
+        self.power_cap_kw = power_cap_kw
+        self.gpu_counts = gpu_counts
+        self.restart_s = float(restart_s)
+        self.mip_rel_gap = float(mip_rel_gap)
+        self.time_limit_s = float(time_limit_s)
+        self.refine_batch = bool(refine_batch)
+        self.extra_constraints = extra_constraints
+        self.solver = solver
+        self._fast = FastSlotSolver()
+        self._scenario: ScenarioView | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def reset(self, scenario: ScenarioView) -> None:
+        """Empty every queue (the cap against what inference alone emits is checked by the
+        simulator, which holds the truth: a policy sees only the scenario's static facts)."""
+        self._scenario = scenario
+        self._fast.reset()
+        self._Y: dict[str, float] = {}
+        self._eps: dict[str, float] = {}
+        self._R_prev: dict[str, float] = {}
+        self._cap_slot: dict[str, float] = {}
+        self._pred_carbon: dict[str, float] = {}
+        self._carbon_so_far = 0.0
+        self._carbon_by_dc: dict[str, float] = {}
+        self._moved_at: dict[str, int] = {}
+        self._where: dict[str, str] = {}
+        cap = self.carbon_cap_kg
+        if isinstance(cap, Mapping):
+            unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
+            if unknown:
+                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
+            self._cap_slot = {d: float(v) / scenario.n_slots for d, v in cap.items()}
+        elif cap is not None:
+            self._cap_slot = {GLOBAL: float(cap) / scenario.n_slots}
+        self._Z: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
+
+    # -- queues --------------------------------------------------------------------------
+    def _z_step(self, z: float, emitted_kg: float, cap_slot_kg: float) -> float:
+        if self.Z_IN_CAPS:
+            return max(z + max(emitted_kg, 0.0) / cap_slot_kg - 1.0, 0.0)
+        return max(z + max(emitted_kg, 0.0) - cap_slot_kg, 0.0)
+
+    def _update_queues(self, state: SlotState) -> None:
+        """Advance ``Y`` and ``Z`` by what the last slot metered; track moves."""
+        remaining = {js.job.job_id: js.remaining for js in state.jobs if js.job.is_training}
+        for jid, r_prev in self._R_prev.items():
+            if jid not in remaining:
+                self._Y.pop(jid, None)
+                continue
+            progress = max(r_prev - remaining[jid], 0.0)
+            self._Y[jid] = max(self._Y.get(jid, 0.0) + self._eps.get(jid, 0.0) - progress, 0.0)
+        if GLOBAL in self._Z:
+            emitted = state.carbon_kg_so_far - self._carbon_so_far
+            self._Z[GLOBAL] = self._z_step(self._Z[GLOBAL], emitted, self._cap_slot[GLOBAL])
+        else:
+            metered = state.carbon_kg_by_dc_so_far
+            for d in self._Z:
+                # The meter when the state carries one; a hand-built state without it
+                # falls back on what the last allocation was predicted to emit.
+                emitted = (metered.get(d, 0.0) - self._carbon_by_dc.get(d, 0.0)
+                           if metered else self._pred_carbon.get(d, 0.0))
+                self._Z[d] = self._z_step(self._Z[d], emitted, self._cap_slot[d])
+            self._carbon_by_dc = dict(metered)
+        self._carbon_so_far = state.carbon_kg_so_far
+        self._R_prev = remaining
+        for js in state.jobs:
+            here = js.last_datacenter
+            if here is None:
+                continue
+            prev = self._where.get(js.job.job_id)
+            if prev is not None and prev != here:
+                self._moved_at[js.job.job_id] = state.t - 1
+            self._where[js.job.job_id] = here
+
+    def _solve_slot(self, state: SlotState, opts: SlotOptions, coef: NDArray[np.float64],
+                    keep: NDArray[np.bool_], priority: NDArray[np.float64],
+                    explain: Callable[[int, JobState], tuple[float | None, str] | None],
+                    ) -> Allocation:
+        """Maximise ``sum coef * z`` over the kept options (slot MILP, greedy fallback
+        reported), place the chosen jobs and advance the per-slot bookkeeping.
+
+        ``explain(k, job_state)`` gives a chosen option's expected gain and reason (or None).
+        """
+        sc = self._scenario
+        assert sc is not None
+        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        chosen, info = solve_or_greedy(
+            prob, keep, priority, t=state.t, solver=self.solver, fast=self._fast,
+            mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
+            extra_constraints=self.extra_constraints)
+        placements: dict[str, Placement] = {}
+        gains: dict[str, float] = {}
+        reasons: dict[str, str] = {}
+        for k in chosen.tolist():
+            js = state.jobs[int(opts.job_index[k])]
+            jid = js.job.job_id
+            placements[jid] = self._placement(sc, js, opts, k)
+            why = explain(k, js)
+            if why is not None:
+                gain, reasons[jid] = why
+                if gain is not None:
+                    gains[jid] = gain
+        self._after_slot(state, opts, chosen.tolist())
+        return Allocation(placements=placements, solve=info, expected_gain=gains,
+                          reasons=reasons, queues=self.queues())
+
+    def _after_slot(self, state: SlotState, opts: SlotOptions, chosen: list[int]) -> None:
+        """Remember the slot's predicted carbon per datacenter and each job's ``eps``."""
+        sc = self._scenario
+        assert sc is not None
+        carbon_by_dc: dict[str, float] = {}
+        for k in chosen:
+            dc = str(opts.datacenter[k])
+            carbon_by_dc[dc] = carbon_by_dc.get(dc, 0.0) + float(opts.carbon_kg[k])
+        self._pred_carbon = carbon_by_dc
+        self._eps = {js.job.job_id: self._eps_of(js, self._slots_left(sc, js, state.t))
+                     for js in state.jobs if js.job.is_training}
+
+    def _eps_of(self, js: JobState, left: int) -> float:
+        """Growth of ``Y_j`` per slot: the required rate ``R_j / L_j``."""
+        return js.remaining / left
+
+    def queues(self) -> dict[str, float]:
+        """Current queue values: ``R:<job>``, ``Y:<job>``, ``Z:<dc or global>``."""
+        out = {f"R:{j}": r for j, r in self._R_prev.items()}
+        out.update({f"Y:{j}": y for j, y in self._Y.items()})
+        out.update({f"Z:{d}": z for d, z in self._Z.items()})
+        return out
+
+    # -- helpers -------------------------------------------------------------------------
+    def _menus(self, state: SlotState) -> Mapping[str, tuple[int, ...]] | None:
+        if self.gpu_counts is None or isinstance(self.gpu_counts, Mapping):
+            return self.gpu_counts
+        menu = tuple(self.gpu_counts)
+        return {js.job.job_id: menu for js in state.jobs if js.job.is_training}
+
+    @staticmethod
+    def _slots_left(sc: ScenarioView, js: JobState, t: int) -> int:
+        """Slots from ``t`` to the job's deadline (the horizon's end if none), at least 1."""
+        if js.job.deadline is None:
+            end = sc.n_slots
+        else:
+            end = math.floor((js.job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
+        return max(end - t, 1)
+
+    def _placement(self, sc: ScenarioView, js: JobState, opts: SlotOptions, k: int
+                   ) -> Placement:
+        pl = opts.placement(k)
+        # Under a power cap the batch stays the one whose power the MILP checked.
+        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
+            return pl
+        prof = sc.profile(js.job.app, pl.gpu_type)
+        gpn = next(p.gpus_per_node for p in sc.pools
+                   if p.datacenter == pl.datacenter and p.gpu_type == pl.gpu_type)
+        m = perf.best_batch(prof, pl.n_gpus, js.progress, gpus_per_node=gpn, phi=js.phi)
+        return Placement(pl.datacenter, pl.gpu_type, pl.n_gpus, int(m))
+
+    def describe(self) -> dict[str, Any]:
+        """The knobs, for run logs."""
+        return {"policy": self.name, "V": self.V, "carbon_cap_kg": self.carbon_cap_kg,
+                "power_cap_kw": self.power_cap_kw, "gpu_counts": self.gpu_counts,
+                "restart_s": self.restart_s, "solver": self.solver}
