@@ -36,6 +36,23 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
      "--interval-ms: nan is not a number >= 1"),
     (["serve", "--port", "99999"], "--port: 99999 is not a whole number"),
     (["plan", "--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
+    (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
+      "--inter-node-gbit-s", "nan"], "--inter-node-gbit-s: nan is not a number > 0"),
+    (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32", "--gpus", "16",
+      "--nodes", "2", "--inter-node-gbit-s", "0"], "--inter-node-gbit-s: 0 is not a number > 0"),
+    (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "1" + "0" * 20],
+     "--local-batch takes whole numbers N[,N...] in 1..10000000"),
+    (["compute", "measure", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
+      "--steps", "10", "--warmup-s", "nan", "--", "true"], "--warmup-s: nan is not a number"),
+    (["compute", "measure", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
+      "--steps", "0", "--", "true"], "--steps: 0 is not a whole number >= 1"),
+    (["forecast", "backtest", "--region", "R", "--kind", "price", "--start", "2023-07-01",
+      "--end", "2023-07-03", "--timezone", "Mars/X"], "--timezone: unknown timezone 'Mars/X'"),
+    (["forecast", "backtest", "--region", "R", "--kind", "price", "--start", "2023-07-01",
+      "--end", "2023-07-03", "--horizon-h", "100000"],
+     "--horizon-h: 100000 is not a whole number >= 1 and <= 168"),
+    (["forecast", "arrivals", "gaia", "g.csv", "--train-weeks", "-1"],
+     "--train-weeks: -1 is not a whole number >= 1"),
 ])
 def test_bad_arguments_are_one_line(argv: list[str], text: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,6 +72,59 @@ def test_urdb_dates_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert "outside the years 1900-2200" in _one_line(capsys)
 
 
+def test_urdb_span_beyond_pandas_range_is_one_line(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """1900..2199 is inside the accepted years but longer than pandas' Timedelta (292 y)."""
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps({"energyratestructure": [[{"rate": 0.1}]],
+                                "energyweekdayschedule": [[0] * 24] * 12,
+                                "energyweekendschedule": [[0] * 24] * 12}))
+    assert main(["--db", str(tmp_path / "wb.duckdb"), "import", "grid", "urdb-json", str(path),
+                 "--region", "R", "--start", "1900-01-01", "--end", "2199-12-31",
+                 "--timezone", "UTC"]) == 2
+    assert "the span is longer than ten years" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["import", "jobs", "gaia", "g.csv", "--into", "g", "--start", "yesterday"], "--start"),
+    (["import", "grid", "urdb-json", "u.json", "--region", "R", "--start", "tomorrow",
+      "--end", "2023-07-02", "--timezone", "UTC"], "--start/--end"),
+])
+def test_a_bad_time_flag_suggests_no_flag_the_command_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], flag: str,
+) -> None:
+    """``--start yesterday`` names the flag and asks for an ISO time: neither ``import jobs``
+    nor ``urdb-json`` takes ``--time-format``."""
+    (tmp_path / "g.csv").write_text("arrival_time,length,cpus\n0,100,1\n")
+    (tmp_path / "u.json").write_text(json.dumps({
+        "energyratestructure": [[{"rate": 0.1}]], "energyweekdayschedule": [[0] * 24] * 12,
+        "energyweekendschedule": [[0] * 24] * 12}))
+    argv = [str(tmp_path / a) if a in ("g.csv", "u.json") else a for a in argv]
+    assert main(["--db", str(tmp_path / "wb.duckdb"), *argv]) == 2
+    err = _one_line(capsys)
+    assert f"column '{flag}'" in err and "pass an ISO time" in err
+    assert "--time-format" not in err
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    """``workbench scenario list | head -0``: no traceback, no 'unexpected' line, exit 141
+    as for SIGPIPE."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "--db", str(tmp_path / "wb.duckdb"),
+         "scenario", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the command prints
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "unexpected" not in err and "Exception" not in err
+
+
 def test_damaged_store_and_wrong_kind_of_path(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "wb.duckdb"
@@ -66,6 +136,22 @@ def test_damaged_store_and_wrong_kind_of_path(tmp_path: Path,
         fh.truncate(5000)
     assert main(["--db", str(cut), "scenario", "list"]) == 2
     assert "restore it from a backup" in _one_line(capsys)
+    # --db naming a folder, a file in a missing folder, or a file of another kind (an
+    # SQLite file would make DuckDB try to download its sqlite extension).
+    assert main(["--db", str(tmp_path), "scenario", "list"]) == 2
+    assert "is a folder; pass --db with a file name" in _one_line(capsys)
+    assert main(["--db", str(tmp_path / "no" / "wb.duckdb"), "scenario", "list"]) == 2
+    assert "the folder" in _one_line(capsys) and not (tmp_path / "no").exists()
+    import sqlite3
+
+    lite = sqlite3.connect(tmp_path / "lite.db")
+    lite.execute("CREATE TABLE t (x)")
+    lite.commit()
+    lite.close()
+    before = (tmp_path / "lite.db").read_bytes()
+    assert main(["--db", str(tmp_path / "lite.db"), "scenario", "list"]) == 2
+    assert "is not a DuckDB store (another kind of file)" in _one_line(capsys)
+    assert (tmp_path / "lite.db").read_bytes() == before
     afile = tmp_path / "a.csv"
     afile.write_text("x\n1\n")
     assert main(["--db", str(db), "import", "profiles", "pollux", str(afile)]) == 2

@@ -59,6 +59,19 @@ def number(
     return parse
 
 
+def zone_name(text: str) -> str:
+    """An argparse ``type``: an IANA timezone name that exists (``Europe/Berlin``, ``UTC``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"unknown timezone {text!r}; use an IANA name such as Europe/Berlin or UTC"
+        ) from None
+    return text
+
+
 def add_forecast_args(p: argparse.ArgumentParser) -> None:
     """``--forecast`` and ``--forecast-error``, as ``plan`` and ``sweep`` take them."""
     # Imported here: every command loads this module, not all of them need the cubes.

@@ -204,6 +204,8 @@ def write_csv(frame: pd.DataFrame, dest: str | Path | IO[str], *, header: bool =
     text = frame.copy()
     carriage_return = False
     for col in text.columns:
+        if isinstance(text[col].dtype, pd.CategoricalDtype):
+            text[col] = text[col].astype(object)  # its labels are text cells too
         if isinstance(text[col].dtype, pd.DatetimeTZDtype):
             text[col] = text[col].dt.strftime(_ISO_FORMAT)
         elif text[col].dtype == object or isinstance(text[col].dtype, pd.StringDtype):
