@@ -199,3 +199,31 @@ def test_a_power_cap_a_policy_cannot_honour_is_refused(db, capsys) -> None:
                "--power-cap-kw", "1", "--no-progress"])
     assert rc == 2
     assert "does not accept" in capsys.readouterr().err
+
+
+def test_a_plan_that_dies_after_its_baseline_stores_nothing(db, tmp_path, capsys,
+                                                            monkeypatch) -> None:
+    """The baseline finished, then the policy's run fails midway (as if killed): no run is
+    stored (no dangling baseline), --out keeps the earlier plan, no partial file is left."""
+    import workbench.cli.plan as cli_plan
+
+    real = cli_plan._simulate
+    calls: list[str] = []
+
+    def baseline_then_die(scenario, policy, *args, **kwargs):  # noqa: ANN001, ANN202
+        calls.append(policy.name)
+        if len(calls) == 1:
+            return real(scenario, policy, *args, **kwargs)
+        raise RuntimeError("disk vanished")
+
+    monkeypatch.setattr(cli_plan, "_simulate", baseline_then_die)
+    out = tmp_path / "plan.csv"
+    out.write_text("an earlier plan\n")
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
+               "--no-progress", "--out", str(out)])
+    assert rc == 1 and calls == ["asap-home", "wait-for-cheap"]
+    assert "unexpected RuntimeError: disk vanished" in capsys.readouterr().err
+    with Store(db) as store:
+        assert store.table("runs").empty
+    assert out.read_text() == "an earlier plan\n"
+    assert not list(tmp_path.glob(".plan.csv.*"))
