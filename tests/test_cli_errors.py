@@ -53,6 +53,12 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
      "--horizon-h: 100000 is not a whole number >= 1 and <= 168"),
     (["forecast", "arrivals", "gaia", "g.csv", "--train-weeks", "-1"],
      "--train-weeks: -1 is not a whole number >= 1"),
+    (["forecast", "backtest", "--region", "R", "--kind", "price", "--start", "yesterday",
+      "--end", "2023-07-03"], "--start: 'yesterday' is not an ISO time"),
+    (["quote", "seed3", "--app", "cifar10", "--work", "1e6", "--home", "x", "--arrival",
+      "yesterday"], "--arrival: 'yesterday' is not an ISO time"),
+    (["quote", "seed3", "--app", "cifar10", "--work", "1e6", "--home", "x", "--arrival",
+      "0001-01-01"], "--arrival: 0001-01-01 is outside the years 1900-2199"),
 ])
 def test_bad_arguments_are_one_line(argv: list[str], text: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,3 +212,11 @@ def test_local_time_file_with_blank_gap_rows_and_crlf(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"line 4.*spring daylight-saving gap\); a local-time "
                        r"export lists no value for that hour: delete the row"):
         read_grid("price-csv", path, "BE", timezone="Europe/Brussels")
+
+
+def test_sweep_with_a_bad_scheduler_is_one_line(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path / "wb.duckdb"), "sweep", "--scheduler", "not an address",
+                 "--policy", "asap-home", "--out", str(tmp_path / "s.csv")]) == 2
+    assert "cannot reach the Dask scheduler not an address" in _one_line(capsys)
+    assert not (tmp_path / "s.csv").exists()

@@ -24,7 +24,7 @@ from workbench.cli._args import add_forecast_args, number
 from workbench.cli.plan import unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
-from workbench.sweep import CarbonCap, SimSettings, run_sweep, sweep_points
+from workbench.sweep import CarbonCap, SimSettings, SweepError, run_sweep, sweep_points
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "cost", "carbon_kg", "energy_kwh", "deadline_misses", "mean_jct_h", "migrations",
@@ -107,10 +107,14 @@ def run(args: argparse.Namespace) -> int:
         error = 0.1 if args.forecast == "noisy" else 0.0
     settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
     scenario = load_or_build(args.db, args.scenario)
-    table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
-                      scheduler_address=args.scheduler, n_workers=args.workers,
-                      processes=not args.threads, settings=settings,
-                      progress=progress_wanted(args))
+    try:
+        table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
+                          scheduler_address=args.scheduler, n_workers=args.workers,
+                          processes=not args.threads, settings=settings,
+                          progress=progress_wanted(args))
+    except SweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "
