@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--model", default=DEFAULT_MODEL, choices=MODELS,
                    help=f"forecaster (default {DEFAULT_MODEL}: candidates combined by their "
                    "past errors)")
-    b.add_argument("--start", type=iso_time, required=True, help="first origin day (UTC), e.g. 2023-07-01")
+    b.add_argument("--start", type=iso_time, required=True,
+                   help="first origin day (UTC), e.g. 2023-07-01")
     b.add_argument("--end", type=iso_time, required=True, help="day after the last origin (UTC)")
     b.add_argument("--horizon-h", type=number(1, 168, integer=True, unit="hours"), default=24,
                    help="hours ahead (default 24)")
