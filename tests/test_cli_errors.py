@@ -35,6 +35,7 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["profile", "--name", "x", "--interval-ms", "nan", "--duration", "1"],
      "--interval-ms: nan is not a number >= 1"),
     (["serve", "--port", "99999"], "--port: 99999 is not a whole number"),
+    (["profile", "--name", " ", "--duration", "1"], "--name is empty"),
     (["plan", "--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
     (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
       "--inter-node-gbit-s", "nan"], "--inter-node-gbit-s: nan is not a number > 0"),
