@@ -35,6 +35,7 @@ def test_app_downloads_neutralise_formula_names(tmp_path: Path) -> None:
     # The neutralised cells read back exactly.
     assert set(read_plan_csv(io.StringIO(text))["job_id"]) <= {NAME, "@SUM(1)"}
     mig = export._migrations_csv().getvalue()
+    # (rows only when a job ran away from home)
     moved = pd.read_csv(io.StringIO(mig), dtype=str, keep_default_na=False)["job_id"]
     assert all(cell.startswith("'") for cell in moved)
     assert set(read_migrations_csv(io.StringIO(mig))["job_id"]) <= {NAME, "@SUM(1)"}
