@@ -161,6 +161,17 @@ def test_migrations_text_is_neutralised(tmp_path) -> None:
     pd.testing.assert_frame_equal(read_migrations_csv(path), normalise_migrations(mig))
 
 
+def test_every_text_dtype_is_neutralised() -> None:
+    """Object, string and categorical columns alike (a categorical was written raw)."""
+    from workbench.io.plan_csv import write_csv
+
+    frame = pd.DataFrame({"cat": pd.Categorical(["=1+1", "x"]), "n": [-1, 2],
+                          "s": pd.array(["@x", "y"], dtype="string"), "o": ["-2", "z"]})
+    buf = io.StringIO()
+    write_csv(frame, buf)
+    assert buf.getvalue().splitlines() == ["cat,n,s,o", "'=1+1,-1,'@x,'-2", "x,2,y,z"]
+
+
 def test_atomic_write_keeps_the_old_file_on_error(tmp_path) -> None:
     path = tmp_path / "plan.csv"
     path.write_text("old\n")
