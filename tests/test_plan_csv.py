@@ -172,6 +172,26 @@ def test_every_text_dtype_is_neutralised() -> None:
     assert buf.getvalue().splitlines() == ["cat,n,s,o", "'=1+1,-1,'@x,'-2", "x,2,y,z"]
 
 
+def test_an_atomic_file_gets_the_mode_of_a_plain_one(tmp_path) -> None:
+    """Not mkstemp's owner-only 0600: a new file gets 0666 less the umask, a replaced one
+    keeps its mode."""
+    import os
+
+    from workbench.io.plan_csv import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "new.csv") as fh:
+            fh.write("x\n")
+        assert (tmp_path / "new.csv").stat().st_mode & 0o777 == 0o644
+        (tmp_path / "new.csv").chmod(0o640)
+        with atomic_write(tmp_path / "new.csv") as fh:
+            fh.write("y\n")
+        assert (tmp_path / "new.csv").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+
+
 def test_atomic_write_keeps_the_old_file_on_error(tmp_path) -> None:
     path = tmp_path / "plan.csv"
     path.write_text("old\n")
