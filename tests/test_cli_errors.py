@@ -221,3 +221,12 @@ def test_sweep_with_a_bad_scheduler_is_one_line(tmp_path: Path,
                  "--policy", "asap-home", "--out", str(tmp_path / "s.csv")]) == 2
     assert "cannot reach the Dask scheduler not an address" in _one_line(capsys)
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_import_runs_from_the_store_itself_is_one_line(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    assert main(["--db", str(db), "import", "runs", str(db)]) == 2
+    assert "is the store itself (--db)" in _one_line(capsys)
