@@ -227,3 +227,27 @@ def test_a_plan_that_dies_after_its_baseline_stores_nothing(db, tmp_path, capsys
         assert store.table("runs").empty
     assert out.read_text() == "an earlier plan\n"
     assert not list(tmp_path.glob(".plan.csv.*"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "{db}"], "--out {db} is the store (--db {db}); writing it would replace"),
+    (["--jobs-out", "{db}"], "--jobs-out {db} is the store"),
+    (["--out", "{dir}/p.csv", "--migrations-out", "{dir}/p.csv"],
+     "--out and --migrations-out name the same file"),
+])
+def test_an_output_naming_the_store_or_another_output_is_refused(
+    db, tmp_path, capsys, argv, message,
+) -> None:
+    """`plan --out workbench.duckdb` replaced the store file with the plan CSV: every
+    stored run and series was gone."""
+    before = db.read_bytes()
+    fill = {"db": str(db), "dir": str(tmp_path)}
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
+               "--no-progress", *[a.format(**fill) for a in argv]])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message.format(**fill) in err
+    assert db.read_bytes() == before
+    rc = main(["--db", str(db), "runs", "export", "latest", "--out", str(db)])
+    assert rc == 2 and "is the store" in capsys.readouterr().err
+    assert db.read_bytes() == before
