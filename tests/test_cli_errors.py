@@ -230,3 +230,17 @@ def test_import_runs_from_the_store_itself_is_one_line(tmp_path: Path,
         pass
     assert main(["--db", str(db), "import", "runs", str(db)]) == 2
     assert "is the store itself (--db)" in _one_line(capsys)
+
+
+def test_fit_defaults_and_compute_train_refuse_to_write_over_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    before = db.read_bytes()
+    for argv in (["fit", "defaults", "--profiles", str(tmp_path), "--out", str(db)],
+                 ["compute", "train", "--data", str(tmp_path), "--out", str(db)]):
+        assert main(["--db", str(db), *argv]) == 2
+        assert f"--out {db} is the store" in _one_line(capsys)
+    assert db.read_bytes() == before
