@@ -134,7 +134,8 @@ def test_missing_series_are_all_listed(store: Store, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("edit", "pattern"), [
-    (lambda c: c["scenario"].update(start="2030-01-01T00:00:00Z"), r"do not cover the horizon"),
+    (lambda c: c["scenario"].update(start="2030-01-01T00:00:00Z"),
+     r"do not cover the horizon .*: no grid series for regions \[.*\]; import that period"),
     (lambda c: c["jobs"].update(set="ghost"), r"set 'ghost' is not in the store.*wl"),
     (lambda c: c["jobs"].pop("homes"), r"homes \['unassigned'\].*not datacenters"),
     (lambda c: c["datacenters"][2].update(grid_zone="ZZ"), r"lacks zones \['ZZ'\]"),

@@ -47,7 +47,7 @@ def test_predict_across_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--gpu", "GTX480", "--local-batch", "8"], "unknown device 'GTX480'; known: "),
-    (["--gpu", "A100", "--local-batch", "0"], "--local-batch takes positive"),
+    (["--gpu", "A100", "--local-batch", "0"], "--local-batch takes whole numbers N[,N...] in 1.."),
     (["--gpu", "A100", "--local-batch", "x"], "--local-batch takes whole numbers"),
     (["--gpu", "A100", "--local-batch", "8", "--gpus", "1,two"], "--gpus takes whole"),
     (["--gpu", "A100", "--local-batch", "8", "--gpus", "2", "--nodes", "4"],

@@ -35,7 +35,31 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["profile", "--name", "x", "--interval-ms", "nan", "--duration", "1"],
      "--interval-ms: nan is not a number >= 1"),
     (["serve", "--port", "99999"], "--port: 99999 is not a whole number"),
+    (["profile", "--name", " ", "--duration", "1"], "--name is empty"),
     (["plan", "--policy", "nope"], "argument --policy: invalid choice: 'nope'"),
+    (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
+      "--inter-node-gbit-s", "nan"], "--inter-node-gbit-s: nan is not a number > 0"),
+    (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32", "--gpus", "16",
+      "--nodes", "2", "--inter-node-gbit-s", "0"], "--inter-node-gbit-s: 0 is not a number > 0"),
+    (["predict", "--app", "cifar10", "--gpu", "A100", "--local-batch", "1" + "0" * 20],
+     "--local-batch takes whole numbers N[,N...] in 1..10000000"),
+    (["compute", "measure", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
+      "--steps", "10", "--warmup-s", "nan", "--", "true"], "--warmup-s: nan is not a number"),
+    (["compute", "measure", "--app", "cifar10", "--gpu", "A100", "--local-batch", "32",
+      "--steps", "0", "--", "true"], "--steps: 0 is not a whole number >= 1"),
+    (["forecast", "backtest", "--region", "R", "--kind", "price", "--start", "2023-07-01",
+      "--end", "2023-07-03", "--timezone", "Mars/X"], "--timezone: unknown timezone 'Mars/X'"),
+    (["forecast", "backtest", "--region", "R", "--kind", "price", "--start", "2023-07-01",
+      "--end", "2023-07-03", "--horizon-h", "100000"],
+     "--horizon-h: 100000 is not a whole number >= 1 and <= 168"),
+    (["forecast", "arrivals", "gaia", "g.csv", "--train-weeks", "-1"],
+     "--train-weeks: -1 is not a whole number >= 1"),
+    (["forecast", "backtest", "--region", "R", "--kind", "price", "--start", "yesterday",
+      "--end", "2023-07-03"], "--start: 'yesterday' is not an ISO time"),
+    (["quote", "seed3", "--app", "cifar10", "--work", "1e6", "--home", "x", "--arrival",
+      "yesterday"], "--arrival: 'yesterday' is not an ISO time"),
+    (["quote", "seed3", "--app", "cifar10", "--work", "1e6", "--home", "x", "--arrival",
+      "0001-01-01"], "--arrival: 0001-01-01 is outside the years 1900-2199"),
 ])
 def test_bad_arguments_are_one_line(argv: list[str], text: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,6 +79,59 @@ def test_urdb_dates_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert "outside the years 1900-2200" in _one_line(capsys)
 
 
+def test_urdb_span_beyond_pandas_range_is_one_line(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """1900..2199 is inside the accepted years but longer than pandas' Timedelta (292 y)."""
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps({"energyratestructure": [[{"rate": 0.1}]],
+                                "energyweekdayschedule": [[0] * 24] * 12,
+                                "energyweekendschedule": [[0] * 24] * 12}))
+    assert main(["--db", str(tmp_path / "wb.duckdb"), "import", "grid", "urdb-json", str(path),
+                 "--region", "R", "--start", "1900-01-01", "--end", "2199-12-31",
+                 "--timezone", "UTC"]) == 2
+    assert "the span is longer than ten years" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["import", "jobs", "gaia", "g.csv", "--into", "g", "--start", "yesterday"], "--start"),
+    (["import", "grid", "urdb-json", "u.json", "--region", "R", "--start", "tomorrow",
+      "--end", "2023-07-02", "--timezone", "UTC"], "--start/--end"),
+])
+def test_a_bad_time_flag_suggests_no_flag_the_command_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], flag: str,
+) -> None:
+    """``--start yesterday`` names the flag and asks for an ISO time: neither ``import jobs``
+    nor ``urdb-json`` takes ``--time-format``."""
+    (tmp_path / "g.csv").write_text("arrival_time,length,cpus\n0,100,1\n")
+    (tmp_path / "u.json").write_text(json.dumps({
+        "energyratestructure": [[{"rate": 0.1}]], "energyweekdayschedule": [[0] * 24] * 12,
+        "energyweekendschedule": [[0] * 24] * 12}))
+    argv = [str(tmp_path / a) if a in ("g.csv", "u.json") else a for a in argv]
+    assert main(["--db", str(tmp_path / "wb.duckdb"), *argv]) == 2
+    err = _one_line(capsys)
+    assert f"column '{flag}'" in err and "pass an ISO time" in err
+    assert "--time-format" not in err
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    """``workbench scenario list | head -0``: no traceback, no 'unexpected' line, exit 141
+    as for SIGPIPE."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "--db", str(tmp_path / "wb.duckdb"),
+         "scenario", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the command prints
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "unexpected" not in err and "Exception" not in err
+
+
 def test_damaged_store_and_wrong_kind_of_path(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "wb.duckdb"
@@ -66,6 +143,22 @@ def test_damaged_store_and_wrong_kind_of_path(tmp_path: Path,
         fh.truncate(5000)
     assert main(["--db", str(cut), "scenario", "list"]) == 2
     assert "restore it from a backup" in _one_line(capsys)
+    # --db naming a folder, a file in a missing folder, or a file of another kind (an
+    # SQLite file would make DuckDB try to download its sqlite extension).
+    assert main(["--db", str(tmp_path), "scenario", "list"]) == 2
+    assert "is a folder; pass --db with a file name" in _one_line(capsys)
+    assert main(["--db", str(tmp_path / "no" / "wb.duckdb"), "scenario", "list"]) == 2
+    assert "the folder" in _one_line(capsys) and not (tmp_path / "no").exists()
+    import sqlite3
+
+    lite = sqlite3.connect(tmp_path / "lite.db")
+    lite.execute("CREATE TABLE t (x)")
+    lite.commit()
+    lite.close()
+    before = (tmp_path / "lite.db").read_bytes()
+    assert main(["--db", str(tmp_path / "lite.db"), "scenario", "list"]) == 2
+    assert "is not a DuckDB store (another kind of file)" in _one_line(capsys)
+    assert (tmp_path / "lite.db").read_bytes() == before
     afile = tmp_path / "a.csv"
     afile.write_text("x\n1\n")
     assert main(["--db", str(db), "import", "profiles", "pollux", str(afile)]) == 2
@@ -120,3 +213,34 @@ def test_local_time_file_with_blank_gap_rows_and_crlf(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"line 4.*spring daylight-saving gap\); a local-time "
                        r"export lists no value for that hour: delete the row"):
         read_grid("price-csv", path, "BE", timezone="Europe/Brussels")
+
+
+def test_sweep_with_a_bad_scheduler_is_one_line(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path / "wb.duckdb"), "sweep", "--scheduler", "not an address",
+                 "--policy", "asap-home", "--out", str(tmp_path / "s.csv")]) == 2
+    assert "cannot reach the Dask scheduler not an address" in _one_line(capsys)
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_import_runs_from_the_store_itself_is_one_line(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    assert main(["--db", str(db), "import", "runs", str(db)]) == 2
+    assert "is the store itself (--db)" in _one_line(capsys)
+
+
+def test_fit_defaults_and_compute_train_refuse_to_write_over_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    before = db.read_bytes()
+    for argv in (["fit", "defaults", "--profiles", str(tmp_path), "--out", str(db)],
+                 ["compute", "train", "--data", str(tmp_path), "--out", str(db)]):
+        assert main(["--db", str(db), *argv]) == 2
+        assert f"--out {db} is the store" in _one_line(capsys)
+    assert db.read_bytes() == before

@@ -199,3 +199,55 @@ def test_a_power_cap_a_policy_cannot_honour_is_refused(db, capsys) -> None:
                "--power-cap-kw", "1", "--no-progress"])
     assert rc == 2
     assert "does not accept" in capsys.readouterr().err
+
+
+def test_a_plan_that_dies_after_its_baseline_stores_nothing(db, tmp_path, capsys,
+                                                            monkeypatch) -> None:
+    """The baseline finished, then the policy's run fails midway (as if killed): no run is
+    stored (no dangling baseline), --out keeps the earlier plan, no partial file is left."""
+    import workbench.cli.plan as cli_plan
+
+    real = cli_plan._simulate
+    calls: list[str] = []
+
+    def baseline_then_die(scenario, policy, *args, **kwargs):  # noqa: ANN001, ANN202
+        calls.append(policy.name)
+        if len(calls) == 1:
+            return real(scenario, policy, *args, **kwargs)
+        raise RuntimeError("disk vanished")
+
+    monkeypatch.setattr(cli_plan, "_simulate", baseline_then_die)
+    out = tmp_path / "plan.csv"
+    out.write_text("an earlier plan\n")
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
+               "--no-progress", "--out", str(out)])
+    assert rc == 1 and calls == ["asap-home", "wait-for-cheap"]
+    assert "unexpected RuntimeError: disk vanished" in capsys.readouterr().err
+    with Store(db) as store:
+        assert store.table("runs").empty
+    assert out.read_text() == "an earlier plan\n"
+    assert not list(tmp_path.glob(".plan.csv.*"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "{db}"], "--out {db} is the store (--db {db}); writing it would replace"),
+    (["--jobs-out", "{db}"], "--jobs-out {db} is the store"),
+    (["--out", "{dir}/p.csv", "--migrations-out", "{dir}/p.csv"],
+     "--out and --migrations-out name the same file"),
+])
+def test_an_output_naming_the_store_or_another_output_is_refused(
+    db, tmp_path, capsys, argv, message,
+) -> None:
+    """`plan --out workbench.duckdb` replaced the store file with the plan CSV: every
+    stored run and series was gone."""
+    before = db.read_bytes()
+    fill = {"db": str(db), "dir": str(tmp_path)}
+    rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
+               "--no-progress", *[a.format(**fill) for a in argv]])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message.format(**fill) in err
+    assert db.read_bytes() == before
+    rc = main(["--db", str(db), "runs", "export", "latest", "--out", str(db)])
+    assert rc == 2 and "is the store" in capsys.readouterr().err
+    assert db.read_bytes() == before

@@ -54,6 +54,17 @@ CASES = [
         scenario="days = 1", dc="pue = 1.2", jobs=""), r"start: 'yesterday' is invalid"),
     ("pue below 1", SCENARIO.format(scenario="days = 1", dc="pue = 0.5", jobs=""),
      r"pue: 0.5 must be greater than or equal to 1"),
+    # A repeated name was reported as "homes ... are not datacenters"; a repeated link
+    # silently kept the last one.
+    ("two sites one name", SCENARIO.format(
+        scenario="days = 1", dc='pue = 1.2\n[[datacenters]]\nname = "a"\nregion = "S"\n'
+        "pue = 1.3", jobs=""),
+     r"\[\[datacenters\]\] entry 1 name: 'a' repeats entry 0; give every datacenter its own"),
+    ("two links one pair", SCENARIO.format(
+        scenario="days = 1", dc='pue = 1.2\n[[datacenters]]\nname = "b"\nregion = "S"\n'
+        'pue = 1.3\n[[links]]\nsrc = "a"\ndst = "b"\nlatency_ms = 5.0\n'
+        '[[links]]\nsrc = "b"\ndst = "a"\nlatency_ms = 9.0', jobs=""),
+     r"\[\[links\]\] entry 1 src/dst: a and b repeats entry 0; give each pair"),
 ]
 
 

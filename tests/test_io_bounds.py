@@ -172,3 +172,20 @@ def test_fit_with_every_sync_above_step_is_one_line(tmp_path: Path) -> None:
                          "sync_time": [0.2, 0.2, 0.2]})
     with pytest.raises(ProfileDataError, match="every one of the 3 timing rows has sync_time"):
         fit_throughput_params(rows)
+
+
+@pytest.mark.parametrize("cell, message", [
+    ("1e300", r"1e\+300 ms is outside the plausible round-trip latency range \[0, 100000\] ms"),
+    ("-5", r"negative latency -5"), ("inf", r"'inf' is not a finite number"),
+])
+def test_latency_matrix_values_are_bounded(tmp_path: Path, cell: str, message: str) -> None:
+    """A latency matrix cell becomes a link's latency: it is bounded like latency_ms in a
+    config (it was the one imported number without a bound)."""
+    from workbench.io.errors import InputError
+    from workbench.io.latency import read_latency_matrix
+
+    path = _write(tmp_path, f"origin,A,B\nA,1,{cell}\nB,20,1\n", "lat.csv")
+    with pytest.raises(InputError, match=r"lat\.csv, line 2, column 'B': " + message):
+        read_latency_matrix(path)
+    assert read_latency_matrix(_write(tmp_path, "origin,A,B\nA,1,99999\nB,20,0\n",
+                                      "ok.csv")).at["A", "B"] == 99999.0

@@ -45,3 +45,40 @@ def test_import_grid_and_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_profiles_subcommand_is_registered() -> None:
     args = build_parser().parse_args(["import", "profiles", "zeus", "somewhere"])
     assert args.kind == "zeus" and callable(args.func)
+
+
+def test_imports_read_the_file_before_taking_the_store_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With another process holding the store, a bad file is reported as the file's error
+    (the parse ran first, without the lock); a good file then meets the lock message."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "wb.duckdb"
+    with Store(db):
+        pass
+    bad_grid = tmp_path / "p.csv"
+    bad_grid.write_text(PRICES.replace("12.0", "twelve"))
+    bad_jobs = tmp_path / "g.csv"
+    bad_jobs.write_text("arrival_time,length,cpus\n0,-5,1\n")
+    good = tmp_path / "ok.csv"
+    good.write_text(PRICES)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for argv, text in (
+            (["import", "grid", "price-csv", str(bad_grid), "--region", "R"], "line 3"),
+            (["import", "jobs", "gaia", str(bad_jobs), "--into", "g"], "-5 is negative"),
+            (["import", "grid", "price-csv", str(good), "--region", "R"],
+             "is locked by another process"),
+        ):
+            assert main(["--db", str(db), *argv]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and err.count("\n") == 1 and text in err, err
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

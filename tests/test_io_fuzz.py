@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench import perf
+from workbench.io import bounds
 from workbench.io.errors import InputError
 from workbench.io.grid import read_grid
 from workbench.io.jobs import JOB_FORMATS, jobs_from_trace
@@ -71,8 +73,14 @@ READERS: dict[str, Callable[[Path], Any]] = {
     "philly": lambda p: _jobs("philly", p),
     "alibaba-pods": lambda p: _jobs("alibaba-pods", p),
     "gaia": lambda p: _jobs("gaia", p),
-    "latency": read_latency_matrix,
+    "latency": lambda p: _bounded_latency(read_latency_matrix(p)),
 }
+
+
+def _bounded_latency(matrix: pd.DataFrame) -> pd.DataFrame:
+    """An accepted latency matrix holds plausible round-trip times only."""
+    assert not bounds.LATENCY.outside(matrix.to_numpy(dtype=float)).any(), matrix
+    return matrix
 
 
 @st.composite
@@ -96,9 +104,18 @@ def _check(reader: Callable[[Path], Any], data: bytes) -> None:
         path = Path(tmp) / "f.csv"
         path.write_bytes(data)
         try:
-            reader(path)
+            out = reader(path)
         except InputError as exc:
             assert str(path) in str(exc)
+        else:
+            _assert_finite(out)
+
+
+def _assert_finite(out: Any) -> None:
+    """What a reader accepts is finite: an overflow or a NaN never reaches the store."""
+    if isinstance(out, pd.DataFrame):
+        numbers = out.select_dtypes("number").to_numpy(dtype=float)
+        assert np.isfinite(numbers).all(), out
 
 
 SETTINGS = settings(max_examples=40, deadline=None,

@@ -161,6 +161,37 @@ def test_migrations_text_is_neutralised(tmp_path) -> None:
     pd.testing.assert_frame_equal(read_migrations_csv(path), normalise_migrations(mig))
 
 
+def test_every_text_dtype_is_neutralised() -> None:
+    """Object, string and categorical columns alike (a categorical was written raw)."""
+    from workbench.io.plan_csv import write_csv
+
+    frame = pd.DataFrame({"cat": pd.Categorical(["=1+1", "x"]), "n": [-1, 2],
+                          "s": pd.array(["@x", "y"], dtype="string"), "o": ["-2", "z"]})
+    buf = io.StringIO()
+    write_csv(frame, buf)
+    assert buf.getvalue().splitlines() == ["cat,n,s,o", "'=1+1,-1,'@x,'-2", "x,2,y,z"]
+
+
+def test_an_atomic_file_gets_the_mode_of_a_plain_one(tmp_path) -> None:
+    """Not mkstemp's owner-only 0600: a new file gets 0666 less the umask, a replaced one
+    keeps its mode."""
+    import os
+
+    from workbench.io.plan_csv import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "new.csv") as fh:
+            fh.write("x\n")
+        assert (tmp_path / "new.csv").stat().st_mode & 0o777 == 0o644
+        (tmp_path / "new.csv").chmod(0o640)
+        with atomic_write(tmp_path / "new.csv") as fh:
+            fh.write("y\n")
+        assert (tmp_path / "new.csv").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+
+
 def test_atomic_write_keeps_the_old_file_on_error(tmp_path) -> None:
     path = tmp_path / "plan.csv"
     path.write_text("old\n")

@@ -65,6 +65,17 @@ def test_impossible_deadline_has_no_recommendation(seed3: Scenario, spec: JobSpe
     assert any("deadline" in w for w in q.warnings)
 
 
+def test_work_beyond_any_horizon_is_infeasible_not_a_crash(seed3: Scenario,
+                                                             spec: JobSpec) -> None:
+    """1e300 samples need more slots than an array holds: every option is infeasible, with
+    its energy still the run's (no per-slot weights are built)."""
+    huge = JobSpec(app=spec.app, work_samples=1e300, home="guangzhou", min_gpus=1, max_gpus=2)
+    q = quote(seed3, huge)
+    assert q.recommended is None and not q.options["feasible"].any()
+    assert (q.options["energy_kwh"] > 1e200).all()
+    assert q.options["note"].str.contains("cannot finish before the deadline").all()
+
+
 def test_busy_pools_are_avoided(seed3: Scenario, spec: JobSpec) -> None:
     free = quote(seed3, spec).recommended
     assert free is not None

@@ -241,7 +241,8 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         )
     except cubes.CubeError as exc:
         raise BuildError(f"grid series do not cover the horizon {start.isoformat()} .. "
-                         f"{end.isoformat()}: {exc}; import that period, move the horizon, "
+                         f"{end.isoformat()}: {str(exc).removesuffix('; import them first')}"
+                         "; import that period, move the horizon, "
                          "or set [scenario] fill = 'hold'") from None
     currency = str(cube["price_per_kwh"].attrs["currency"])
     if sc.currency and sc.currency != currency:

@@ -260,4 +260,20 @@ def validate_config(cfg: Mapping[str, Any]) -> ScenarioConfig:
     if len(given) != 1:
         raise ConfigError(f"[scenario] needs exactly one of end, days, hours (has {given}); "
                           "e.g. days = 7")
+    _check_unique([d.name for d in config.datacenters], "[[datacenters]]", "name",
+                  "give every datacenter its own name")
+    _check_unique([frozenset((lk.src, lk.dst)) for lk in config.links], "[[links]]",
+                  "src/dst", "give each pair of datacenters one link (it serves both "
+                  "directions)")
     return config
+
+
+def _check_unique(keys: list[Any], section: str, key: str, fix: str) -> None:
+    """Raise :class:`ConfigError` at the first entry whose ``key`` repeats an earlier one."""
+    seen: dict[Any, int] = {}
+    for i, k in enumerate(keys):
+        if k in seen:
+            shown = " and ".join(sorted(k)) if isinstance(k, frozenset) else repr(k)
+            raise ConfigError(f"{section} entry {i} {key}: {shown} repeats entry {seen[k]}; "
+                              f"{fix}")
+        seen[k] = i

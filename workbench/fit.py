@@ -588,7 +588,11 @@ def write_default_profiles(
     profiles, report = build_default_profiles(profiles_dir, **kwargs)
     doc = profiles_to_json(profiles)
     doc["fit_report"] = report
-    Path(out_path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    from workbench.io.plan_csv import atomic_write
+
+    # Atomic: an interrupted regeneration leaves the shipped profiles as they were.
+    with atomic_write(out_path) as fh:
+        fh.write(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     log.info("wrote %d profiles to %s", len(profiles), out_path)
     return report
 

@@ -349,9 +349,12 @@ def _option(
     k = max(int(math.ceil(total_s / slot_s - 1e-9)), 1)
     e_full = float(perf.energy_kwh(prof, n, m, slot_s, pue, gpus_per_node))
     frac_last = (total_s - (k - 1) * slot_s) / slot_s
-    weights = np.full(k, e_full)
-    weights[-1] *= frac_last
-    energy = float(weights.sum()) + transfer_kwh
+    energy = e_full * (k - 1 + frac_last) + transfer_kwh  # the sum of the slot weights
+    # Per-slot energy weights, only where the run fits in the priced horizon (a run of
+    # 1e300 samples has more slots than an array can hold).
+    weights = np.full(k, e_full) if k <= price.shape[0] else np.zeros(0)
+    if weights.size:
+        weights[-1] *= frac_last
     lo_f, hi_f = prof.step_time_interval or (1.0, 1.0)
     kind = "predicted" if prof.predicted else ("derived" if prof.derived else "fitted")
     row: dict[str, Any] = {

@@ -192,6 +192,33 @@ def _to_naive_utc(value: datetime | None) -> datetime | None:
     return None if value is None else as_utc(value).replace(tzinfo=None)
 
 
+_DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8..12 of every DuckDB database file."""
+
+
+def _check_store_path(path: Path) -> None:
+    """Refuse, before DuckDB opens it, a path that cannot be a store: a folder, a file in a
+    folder that does not exist, or a file of another kind (DuckDB would try to read an
+    SQLite file through an extension it downloads)."""
+    if path.is_dir():
+        raise StoreError(f"store {path} is a folder; pass --db with a file name, e.g. "
+                         f"{path / 'workbench.duckdb'}")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise StoreError(f"cannot create store {path}: the folder {path.parent} does not "
+                             "exist; create it or pass --db in an existing folder")
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(12)
+    except OSError as exc:
+        raise StoreError(f"cannot read store {path}: {exc.strerror}; check its permissions"
+                         ) from None
+    if len(head) == 12 and head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(f"{path} is not a DuckDB store (another kind of file); pass --db "
+                         "with a store file, or a new name to create one")
+
+
 class Store:
     """A DuckDB file holding the workbench's data.
 
@@ -209,6 +236,8 @@ class Store:
         self.path = str(path)
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise StoreError(f"store {self.path} does not exist; create it first")
+        if self.path != ":memory:":
+            _check_store_path(Path(self.path))
         try:
             self.con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.IOException as exc:

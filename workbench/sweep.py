@@ -37,6 +37,10 @@ from workbench.sim import RunResult, simulate
 
 log = logging.getLogger(__name__)
 
+
+class SweepError(ValueError):
+    """A sweep cannot start (e.g. its Dask scheduler is unreachable); the message says why."""
+
 BASELINE = "asap-home"
 """The policy percentage carbon caps refer to."""
 
@@ -254,7 +258,14 @@ def run_sweep(
                                processes=processes, dashboard_address=None, **where)
         client = Client(cluster)
     else:
-        client = Client(scheduler_address)
+        try:
+            client = Client(scheduler_address)
+        except (OSError, ValueError, TypeError) as exc:
+            # Unreachable (OSError after the connect timeout) or not an address at all.
+            raise SweepError(f"cannot reach the Dask scheduler {scheduler_address}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__};"
+                             " start it, or leave --scheduler out for a local cluster"
+                             ) from None
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(points), desc=f"sweep {scenario.name}", unit="run", disable=not progress)
     try:

@@ -59,6 +59,34 @@ def number(
     return parse
 
 
+def iso_time(text: str) -> str:
+    """An argparse ``type``: an ISO date or time in the years 1900..2199 (kept as text)."""
+    from workbench.model import as_utc
+
+    try:
+        year = as_utc(text).year
+    except (ValueError, OverflowError, TypeError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO time; give e.g. 2023-07-01 or 2023-07-01T06:00Z"
+        ) from None
+    if not 1900 <= year <= 2199:
+        raise argparse.ArgumentTypeError(f"{text} is outside the years 1900-2199")
+    return text
+
+
+def zone_name(text: str) -> str:
+    """An argparse ``type``: an IANA timezone name that exists (``Europe/Berlin``, ``UTC``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"unknown timezone {text!r}; use an IANA name such as Europe/Berlin or UTC"
+        ) from None
+    return text
+
+
 def add_forecast_args(p: argparse.ArgumentParser) -> None:
     """``--forecast`` and ``--forecast-error``, as ``plan`` and ``sweep`` take them."""
     # Imported here: every command loads this module, not all of them need the cubes.

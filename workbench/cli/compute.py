@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from workbench.cli._args import number
 from workbench.compute.devices import (
     DeviceSpec,
     UnknownDeviceError,
@@ -22,6 +23,11 @@ from workbench.compute.devices import (
     save_device,
 )
 from workbench.compute.graph import GraphError, app_graph_names, load_graph
+
+MAX_GPUS = 4096
+"""The most GPUs (and servers) a job may span: the job importers' bound."""
+MAX_LOCAL_BATCH = 10**7
+"""The largest local batch: the bound of imported Pollux ``local_bsz``."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=str, default="1", help="servers the GPUs span (default 1)")
     p.add_argument("--precision", choices=("fp32", "tf32", "fp16"), default="fp32",
                    help="arithmetic of the job (default fp32; the training data is FP32)")
-    p.add_argument("--inter-node-gbit-s", type=float, default=None,
+    p.add_argument("--inter-node-gbit-s", type=number(0, 1e6, low_open=True, unit="Gbit/s"),
+                   default=None,
                    help="network per server, Gbit/s (default: the device's typical)")
     p.add_argument("--no-calibration", action="store_true",
                    help="ignore stored measurements of the app on this device")
@@ -75,11 +82,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = csub.add_parser("measure", help="time a training command and store its step time")
     m.add_argument("--app", required=True, help="application the command trains")
     m.add_argument("--gpu", required=True, help="device it runs on")
-    m.add_argument("--gpus", type=int, default=1, help="GPUs it uses (default 1)")
-    m.add_argument("--nodes", type=int, default=1, help="servers (default 1)")
-    m.add_argument("--local-batch", type=int, required=True, help="samples per GPU")
-    m.add_argument("--steps", type=int, required=True, help="optimizer steps the command runs")
-    m.add_argument("--warmup-s", type=float, default=0.0,
+    m.add_argument("--gpus", type=number(1, MAX_GPUS, integer=True), default=1,
+                   help="GPUs it uses (default 1)")
+    m.add_argument("--nodes", type=number(1, MAX_GPUS, integer=True), default=1,
+                   help="servers (default 1)")
+    m.add_argument("--local-batch", type=number(1, MAX_LOCAL_BATCH, integer=True),
+                   required=True, help="samples per GPU")
+    m.add_argument("--steps", type=number(1, 1e9, integer=True), required=True,
+                   help="optimizer steps the command runs")
+    m.add_argument("--warmup-s", type=number(0, 86400, unit="seconds"), default=0.0,
                    help="start-up seconds to subtract from the wall time (default 0)")
     m.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     m.set_defaults(func=_measure)
@@ -90,13 +101,13 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _int_list(text: str, flag: str) -> list[int]:
+def _int_list(text: str, flag: str, high: int) -> list[int]:
     try:
         vals = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"{flag} takes whole numbers N[,N...], got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise ValueError(f"{flag} takes positive whole numbers N[,N...], got {text!r}")
+    if not vals or any(v < 1 or v > high for v in vals):
+        raise ValueError(f"{flag} takes whole numbers N[,N...] in 1..{high}, got {text!r}")
     return vals
 
 
@@ -115,9 +126,9 @@ def _predict(args: argparse.Namespace) -> int:
     from workbench.compute.predict import compute_time_s, load_coefficients, predict_step
 
     try:
-        gpus = _int_list(args.gpus, "--gpus")
-        batches = _int_list(args.local_batch, "--local-batch")
-        nodes = _int_list(args.nodes, "--nodes")
+        gpus = _int_list(args.gpus, "--gpus", MAX_GPUS)
+        batches = _int_list(args.local_batch, "--local-batch", MAX_LOCAL_BATCH)
+        nodes = _int_list(args.nodes, "--nodes", MAX_GPUS)
         if len(nodes) != 1:
             raise ValueError("--nodes takes one number")
         k = nodes[0]
@@ -193,10 +204,14 @@ def _devices_add(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from workbench.cli.plan import output_clash
     from workbench.compute.predict import coefficients_path
     from workbench.compute.train import TrainingDataError, train_and_write
 
     out = args.out or coefficients_path()
+    clash = output_clash([("--out", out)], args.db)
+    if clash:
+        return _fail(clash)
     try:
         coef = train_and_write(args.data, out)
     except (TrainingDataError, OSError, ImportError) as exc:

@@ -106,6 +106,11 @@ def _energy(args: argparse.Namespace) -> int:
 
 
 def _defaults(args: argparse.Namespace) -> int:
+    from workbench.cli.plan import output_clash
+
+    clash = output_clash([("--out", args.out)], args.db)
+    if clash:
+        return _fail(ValueError(clash))
     try:
         report = write_default_profiles(args.profiles, args.out)
     except (ProfileDataError, OSError) as exc:

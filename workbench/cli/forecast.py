@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from workbench.cli._args import iso_time, number, zone_name
 from workbench.store import Store
 
 
@@ -26,10 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--model", default=DEFAULT_MODEL, choices=MODELS,
                    help=f"forecaster (default {DEFAULT_MODEL}: candidates combined by their "
                    "past errors)")
-    b.add_argument("--start", required=True, help="first origin day (UTC), e.g. 2023-07-01")
-    b.add_argument("--end", required=True, help="day after the last origin (UTC)")
-    b.add_argument("--horizon-h", type=int, default=24, help="hours ahead (default 24)")
-    b.add_argument("--timezone", default="UTC",
+    b.add_argument("--start", type=iso_time, required=True,
+                   help="first origin day (UTC), e.g. 2023-07-01")
+    b.add_argument("--end", type=iso_time, required=True, help="day after the last origin (UTC)")
+    b.add_argument("--horizon-h", type=number(1, 168, integer=True, unit="hours"), default=24,
+                   help="hours ahead (default 24)")
+    b.add_argument("--timezone", type=zone_name, default="UTC",
                    help="IANA zone of the market, for local-hour features (default UTC)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(func=_backtest)
@@ -43,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     a.add_argument("format", choices=sorted(TRACE_FORMATS))
     a.add_argument("path")
-    a.add_argument("--train-weeks", type=int, default=4,
+    a.add_argument("--train-weeks", type=number(1, 520, integer=True, unit="weeks"),
+                   default=4,
                    help="weeks before each origin to fit on (default 4)")
     a.add_argument("--json", action="store_true", help="print one JSON object")
     a.set_defaults(func=_arrivals)

@@ -191,6 +191,10 @@ def _runs(args: argparse.Namespace) -> int:
         print(f"error: {args.path}: no such store file; pass the side file a plan named",
               file=sys.stderr)
         return 2
+    if args.path.resolve() == Path(args.db).resolve():
+        print(f"error: {args.path} is the store itself (--db); pass the side file a plan "
+              "named", file=sys.stderr)
+        return 2
     with Store(args.path, read_only=True):
         pass  # a damaged or foreign file fails here with a StoreError, before the lock
     with Store(args.db) as store:

@@ -129,6 +129,25 @@ def unwritable(path: Path) -> str | None:
     return None if os.access(parent, os.W_OK) else f"no permission to write in {parent}"
 
 
+def output_clash(outputs: list[tuple[str, Path | None]], db: str) -> str | None:
+    """Why these output files cannot be written together, or None: one of them is the store
+    itself (the export would replace the DuckDB file and everything in it), or two flags
+    name the same file (the second would replace the first)."""
+    store = Path(db).resolve()
+    seen: dict[Path, str] = {}
+    for flag, path in outputs:
+        if path is None:
+            continue
+        where = Path(path).resolve()
+        if where == store:
+            return (f"{flag} {path} is the store (--db {db}); writing it would replace every "
+                    "stored run and series: pass another file")
+        if where in seen:
+            return f"{seen[where]} and {flag} name the same file {path}; pass two files"
+        seen[where] = flag
+    return None
+
+
 def _summary(policy: str, result: RunResult) -> dict[str, Any]:
     out: dict[str, Any] = {"policy": policy}
     for key in SUMMARY_KEYS:
@@ -255,8 +274,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out),
-                       ("--jobs-out", args.jobs_out)):
+    outputs = [("--out", args.out), ("--migrations-out", args.migrations_out),
+               ("--jobs-out", args.jobs_out)]
+    clash = output_clash(outputs, args.db)
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
+    for flag, path in outputs:
         why = None if path is None else unwritable(path)
         if why:
             print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "

@@ -46,6 +46,10 @@ def _profile(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    if not args.name.strip():
+        print("error: --name is empty; give the profiling session a name, e.g. --name "
+              "resnet-a100", file=sys.stderr)
+        return 2
     if (args.duration is None) == (not cmd):
         print("error: give either --duration S or -- COMMAND ...", file=sys.stderr)
         return 2

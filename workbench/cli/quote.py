@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from workbench.cli._args import add_forecast_args, forecast_error, number
+from workbench.cli._args import add_forecast_args, forecast_error, iso_time, number
 from workbench.cli.scenario import load_or_build
 from workbench.model import as_utc
 from workbench.quote import JobSpec, QuoteError, quote
@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU-count range (default 1-8)")
     p.add_argument("--deadline-h", type=number(0, 87840, low_open=True, unit="hours"), default=None,
                    help="hours after arrival by which it must finish (default: horizon end)")
-    p.add_argument("--arrival", default=None, help="ISO time the job can start (UTC)")
+    p.add_argument("--arrival", type=iso_time, default=None,
+                   help="ISO time the job can start (UTC)")
     p.add_argument("--gpu-type", action="append", default=[], dest="gpu_types",
                    help="allowed GPU type (repeat; default any)")
     p.add_argument("--checkpoint-gb", type=number(0, 1e6, unit="GB"), default=1.0,

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
-from workbench.cli.plan import unwritable
+from workbench.cli.plan import output_clash, unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.metrics import ATTRIBUTION_KEYS
 from workbench.model import ScenarioError
@@ -179,7 +179,12 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    for flag, path in (("--out", args.out), ("--migrations-out", args.migrations_out)):
+    outputs = [("--out", args.out), ("--migrations-out", args.migrations_out)]
+    clash = output_clash(outputs, args.db)
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
+    for flag, path in outputs:
         why = None if path is None else unwritable(path)
         if why:
             print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "

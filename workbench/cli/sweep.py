@@ -21,10 +21,10 @@ import pandas as pd
 
 from workbench.cli import progress_wanted
 from workbench.cli._args import add_forecast_args, forecast_error, number
-from workbench.cli.plan import unwritable
+from workbench.cli.plan import output_clash, unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
-from workbench.sweep import CarbonCap, SimSettings, run_sweep, sweep_points
+from workbench.sweep import CarbonCap, SimSettings, SweepError, run_sweep, sweep_points
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "cost", "carbon_kg", "energy_kwh", "deadline_misses", "mean_jct_h", "migrations",
@@ -94,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{flag} must be a number >= 0, got {value}")
+        clash = output_clash([("--out", args.out)], args.db)
+        if clash:
+            raise ValueError(clash)
         why = unwritable(args.out)
         if why:
             raise ValueError(f"--out {args.out}: cannot write it ({why}); pass a path in a "
@@ -105,10 +108,14 @@ def run(args: argparse.Namespace) -> int:
     error = forecast_error(args)
     settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
     scenario = load_or_build(args.db, args.scenario)
-    table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
-                      scheduler_address=args.scheduler, n_workers=args.workers,
-                      processes=not args.threads, settings=settings,
-                      progress=progress_wanted(args))
+    try:
+        table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
+                          scheduler_address=args.scheduler, n_workers=args.workers,
+                          processes=not args.threads, settings=settings,
+                          progress=progress_wanted(args))
+    except SweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "

@@ -182,7 +182,11 @@ def load_coefficients(path: Path | str | None = None) -> Coefficients:
 
 
 def write_coefficients(c: Coefficients, path: Path | str) -> None:
-    Path(path).write_text(json.dumps(coefficients_to_dict(c), indent=1) + "\n")
+    """Write the coefficients JSON atomically (an interrupted write keeps the old file)."""
+    from workbench.io.plan_csv import atomic_write
+
+    with atomic_write(path) as fh:
+        fh.write(json.dumps(coefficients_to_dict(c), indent=1) + "\n")
 
 
 # --------------------------------------------------------------------------- compute

@@ -197,6 +197,8 @@ def times_from_strings(
     def where(i: int) -> int | None:
         return None if lines is None else int(lines[i])
 
+    # A command-line flag (``--start``) is not a row of the file and takes no --time-format.
+    flag = column.startswith("--")
     raw = raw.astype(str).str.strip().reset_index(drop=True)
     blank = raw.str.lower().isin(_MISSING).to_numpy()
     if blank.any():
@@ -217,7 +219,8 @@ def times_from_strings(
     bad = parsed.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        fix = ("pass --time-format with strftime codes (e.g. %d/%m/%Y %H:%M)"
+        fix = ("pass an ISO time, e.g. 2023-07-01 or 2023-07-01T06:00Z" if flag
+               else "pass --time-format with strftime codes (e.g. %d/%m/%Y %H:%M)"
                if time_format is None else f"the time does not match --time-format {time_format!r}")
         raise InputError(path, f"cannot read time {raw[i]!r}", fix, line=where(i), column=column)
     if aware is not None and aware.any() and not aware.all():
@@ -234,7 +237,8 @@ def times_from_strings(
     if odd.size:
         i = int(odd[0])
         raise InputError(path, f"time {raw[i]!r} is outside the years 1900-2200",
-                         "correct the row", line=where(i), column=column)
+                         f"pass {column.split('/')[0]} within them" if flag else "correct the row",
+                         line=where(i), column=column)
     if idx.tz is not None:
         return idx.tz_convert("UTC").tz_localize(None).as_unit("ns")
     if timezone is None or timezone == "UTC":
@@ -336,7 +340,9 @@ def check_order(times: pd.DatetimeIndex, lines: np.ndarray | None, path: str,
         i = int(same[0]) + 1
         raise InputError(
             path, f"duplicate timestamp {times[i]} UTC (also on line {where(i - 1)})",
-            "delete one of the two rows", line=where(i), column=column,
+            "delete one of the two rows; if the file is in local time with daylight saving "
+            "(the autumn hour repeats), pass --timezone with its IANA zone instead",
+            line=where(i), column=column,
         )
     if back.size:
         i = int(back[0]) + 1

@@ -75,6 +75,8 @@ SYNC_TIME = Bound("sync time", "s", 0.0, 86400.0, "a gradient sync takes 0 s or 
                   "less than a day")
 EPOCH_TIME = Bound("time per epoch", "s", 0.0, 365 * 86400.0,
                    "an epoch takes more than 0 s", low_open=True)
+LATENCY = Bound("round-trip latency", "ms", 0.0, 1e5, "a round trip takes less than 100 s, "
+                "as latency_ms in a scenario config")
 POWER_LIMIT = Bound("GPU power limit", "W", 0.0, 5000.0, "a GPU's power limit (TDP) is "
                     "positive and below 5 kW", low_open=True)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench.io import _table
+from workbench.io import _table, bounds
 from workbench.io.errors import InputError
 
 
@@ -33,6 +33,7 @@ def read_latency_matrix(path: str | Path) -> pd.DataFrame:
             i = int(np.flatnonzero(col < 0)[0])
             raise InputError(path, f"negative latency {col[i]:g}", "correct the value",
                              line=int(table.lines[i]), column=name)
+        bounds.check(col, bounds.LATENCY, table.path, name, where=lambda i: int(table.lines[i]))
         values[:, j] = col
     frame = pd.DataFrame(values, index=origins, columns=dests)
     frame = frame.loc[~frame.index.duplicated(), ~frame.columns.duplicated()]

@@ -155,6 +155,16 @@ def restore_cell(text: str) -> str:
     return text[1:] if text.startswith(_QUOTE) else text
 
 
+def _mode_for(path: Path) -> int:
+    """Permission bits for a new version of ``path``: its current ones, else 0666 & ~umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)  # read the umask (set it back at once)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 class AtomicFile:
     """A text file written under a temporary name in the target's folder and renamed onto
     the target by :meth:`commit` (``os.replace``: readers see the old file or the whole new
@@ -172,6 +182,9 @@ class AtomicFile:
     def commit(self) -> None:
         self.file.flush()
         os.fsync(self.file.fileno())
+        # mkstemp makes the file 0600; give it the mode a plain open() would have (the
+        # target's own when it exists, else 0666 less the umask), not owner-only.
+        os.chmod(self.tmp, _mode_for(self.path))
         self.file.close()
         os.replace(self.tmp, self.path)
 
@@ -204,6 +217,8 @@ def write_csv(frame: pd.DataFrame, dest: str | Path | IO[str], *, header: bool =
     text = frame.copy()
     carriage_return = False
     for col in text.columns:
+        if isinstance(text[col].dtype, pd.CategoricalDtype):
+            text[col] = text[col].astype(object)  # its labels are text cells too
         if isinstance(text[col].dtype, pd.DatetimeTZDtype):
             text[col] = text[col].dt.strftime(_ISO_FORMAT)
         elif text[col].dtype == object or isinstance(text[col].dtype, pd.StringDtype):

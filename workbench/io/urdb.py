@@ -126,7 +126,8 @@ def read_urdb_json(
                                      "--start/--end", "UTC")
     if span[1] <= span[0]:
         raise InputError(path, f"--end {end} is not after --start {start}", "swap them")
-    if (span[1] - span[0]) > pd.Timedelta(days=3660):
+    # Compared as a shifted start: the difference of two far-apart times overflows.
+    if span[1] > span[0] + pd.Timedelta(days=3660):
         raise InputError(path, "the span is longer than ten years", "import a shorter span")
     t = _tariff(_table.read_json(path), path, item)
     rates = _rates(t, tier, include_adj, path)

@@ -1,0 +1,41 @@
+"""The app's Export downloads neutralise formula prefixes (OWASP CSV injection) like the CLI:
+a job or datacenter named ``=HYPERLINK(...)`` reaches a spreadsheet as text."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+from helpers_sim import tiny_scenario, training
+
+from workbench import Store
+from workbench.app import create_app
+from workbench.io.plan_csv import read_migrations_csv, read_plan_csv
+
+NAME = '=HYPERLINK("http://x","y")'
+
+
+def test_app_downloads_neutralise_formula_names(tmp_path: Path) -> None:
+    sc = tiny_scenario([training(NAME, slots_of_work=1.0, deadline_slot=8),
+                        training("@SUM(1)", home="b", arrival_slot=1, slots_of_work=1.0,
+                                 deadline_slot=8)], n_slots=8, price_b=[2.0])
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(sc)
+    app = create_app(str(db), scenario_name="tiny", policy="greedy",
+                     baseline_policies=["asap-home"], save_runs=False)
+    assert app.state.run() is not None
+    export = app.views["Export"]
+    text = export._plan_csv().getvalue()
+    rows = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    assert set(rows["job_id"]) <= {"'" + NAME, "'@SUM(1)"} and len(rows)
+    assert not any(cell.startswith(("=", "+", "-", "@")) for cell in rows.to_numpy().ravel()
+                   if not cell[:1].isdigit())
+    # The neutralised cells read back exactly.
+    assert set(read_plan_csv(io.StringIO(text))["job_id"]) <= {NAME, "@SUM(1)"}
+    mig = export._migrations_csv().getvalue()
+    # (rows only when a job ran away from home)
+    moved = pd.read_csv(io.StringIO(mig), dtype=str, keep_default_na=False)["job_id"]
+    assert all(cell.startswith("'") for cell in moved)
+    assert set(read_migrations_csv(io.StringIO(mig))["job_id"]) <= {NAME, "@SUM(1)"}
