@@ -454,6 +454,7 @@ def main() -> None:
                     "and replace their rows in docs/results/battery.csv")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    args.data = args.data.resolve()  # the scenario files are written elsewhere (tmp)
     if not args.data.is_dir():
         sys.exit(f"no real data at {args.data}; pass --data DIR")
     specs = scenarios()
@@ -505,12 +506,12 @@ def main() -> None:
              "rows are from the last full run)",
              f"default policy: {default}; every policy ran with the honest default forecast "
              f"(per scenario in the `forecast` column)",
-             "measured on the pre-accounting simulator (issue 10 not merged): first placements "
-             "away from home move no data and GPU-type switches restart for free",
              "captured = (asap - cost) / (asap - bound); bound = offline's hindsight LP/MILP "
              "(`bound_kind`), which neglects restarts and transfers; a policy that leaves work "
-             "undone (`unfinished`, misses) can pay less than the bound: its captured is not a "
-             "like-for-like figure", *summary]
+             "undone (`unfinished`, misses, `required_short`) can pay less than the bound: its "
+             "captured is not a like-for-like figure",
+             "required_short: work due within the horizon (the hindsight bound's share) left "
+             "undone, whole jobs", *summary]
     stem = "battery_quick" if args.quick else "battery"
     write_table(table, stem, "Real-grid battery: every policy, honest forecast", notes)
     if not args.quick:
