@@ -270,22 +270,18 @@ class WorkbenchState(param.Parameterized):
     # -- scenario ------------------------------------------------------------------------
     def refresh_scenarios(self) -> None:
         """Offer the store's scenarios and the built-in ones; keep the current choice."""
-        names: list[str] = []
         try:
             with self.store() as store:
-                names = store.scenario_names()
                 self.store_error = ""
-                names = sorted(set(names) | set(scenarios.builtin_names()))
-                self.param.scenario_name.objects = names
                 # Loading the scenario and its latest run reads the same open store.
-                if self.scenario_name not in names:
-                    self.scenario_name = names[0] if names else None
-                elif self.scenario is None:
-                    self._load_scenario()
+                self._offer_scenarios(store.scenario_names())
                 return
         except StoreError as exc:
             self._store_failed(exc, "the store's scenarios are not listed")
-        names = sorted(set(names) | set(scenarios.builtin_names()))
+        self._offer_scenarios([])
+
+    def _offer_scenarios(self, stored: list[str]) -> None:
+        names = sorted(set(stored) | set(scenarios.builtin_names()))
         self.param.scenario_name.objects = names
         if self.scenario_name not in names:
             self.scenario_name = names[0] if names else None

@@ -115,6 +115,24 @@ def parse_carbon_cap(text: str | None) -> tuple[float | None, float | None]:
         ) from None
 
 
+def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
+                      cur: str) -> list[str]:
+    """The summary lines of a run's saving attribution and hindsight bound (plan, runs show)."""
+    lines = []
+    if att:
+        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
+        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+        lines += [f"where the saving comes from ({cur}): {parts}",
+                  f"where the carbon saving comes from (kg): {kg}"]
+    if bound:
+        cost, kg_b = bound.get("cost"), bound.get("carbon_kg")
+        lines.append(f"hindsight bound ({bound.get('kind')}): "
+                     f"{'-' if cost is None else format(cost, ',.2f')} {cur}, "
+                     f"{'-' if kg_b is None else format(kg_b, ',.1f')} kg CO2 (no restarts or "
+                     "transfers; a lower bound on what the replay is charged)")
+    return lines
+
+
 def unwritable(path: Path) -> str | None:
     """Why ``path`` cannot be written (checked before any run is stored), or None."""
     if path.exists():
@@ -237,17 +255,8 @@ def _print_summary(
         saving = 100.0 * (base["cost"] - run["cost"]) / base["cost"]
         print(f"  saving against {BASELINE}: {saving:.1f}% of the electricity bill "
               f"({base['cost'] - run['cost']:,.2f} {cur})")
-    att = extra.get("attribution")
-    if att:
-        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
-        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
-        print(f"  where the saving comes from ({cur}): {parts}")
-        print(f"  where the carbon saving comes from (kg): {kg}")
-    bound = extra.get("bound")
-    if bound:
-        print(f"  hindsight bound ({bound['kind']}): {bound['cost']:,.2f} {cur}, "
-              f"{bound['carbon_kg']:,.1f} kg CO2 (no restarts or transfers; a lower bound "
-              "on what the replay is charged)")
+    for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur):
+        print(f"  {line}")
     if cap_kg is not None:
         diff = run["carbon_kg"] - cap_kg
         where = "above" if diff > 0 else "below"

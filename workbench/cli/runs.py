@@ -15,9 +15,8 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
-from workbench.cli.plan import output_clash, unwritable
+from workbench.cli.plan import attribution_lines, output_clash, unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
-from workbench.metrics import ATTRIBUTION_KEYS
 from workbench.model import ScenarioError
 from workbench.store import Store, StoreError
 
@@ -134,18 +133,12 @@ def _show(args: argparse.Namespace) -> int:
           f"{_num(metrics.get('jobs_unfinished'))}, migrations "
           f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
     if att:
-        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
-        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
-        print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, from: {parts}")
-        print(f"  carbon saved against asap-home {sum(att['carbon_kg'].values()):,.1f} kg, "
-              f"from: {kg}")
+        print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, carbon "
+              f"{sum(att['carbon_kg'].values()):,.1f} kg")
     else:
         print(f"  {why}")
-    bound = info.get("bound")
-    if bound:
-        print(f"  hindsight bound ({bound.get('kind')}): {_num(bound.get('cost'))} {cur}, "
-              f"{_num(bound.get('carbon_kg'), ',.1f')} kg CO2 (no restarts or transfers; a "
-              "lower bound on what the replay is charged)")
+    for line in attribution_lines(att, info.get("bound"), cur):
+        print(f"  {line}")
     for w in warnings:
         print(f"  warning: {w}")
     return 0
