@@ -8,7 +8,7 @@ Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb
   (the server runs with ``--warm`` as ``workbench serve`` warms itself; ``--cold-server``
   leaves the scenario load to this visitor);
 - first page, second visitor: the same for a second session;
-- one Run of Lyapunov at V = 7.5 with the app's default comparison policies (press Run,
+- one Run of Lyapunov at its default V with the app's default comparison policies (press Run,
   wait until the headline changes and the progress panel is gone); the ratio is against
   the warm first page of the same process.
 
@@ -33,6 +33,8 @@ import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
+
+from workbench.policies.lyapunov import DEFAULT_V
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -186,7 +188,7 @@ def main() -> int:
             if not args.no_run:
                 before = page.locator("#metric-cost").first.inner_text()
                 page.get_by_label("Policy", exact=True).select_option("lyapunov")
-                page.get_by_label("V", exact=True).fill("7.5")
+                page.get_by_label("V", exact=True).fill(f"{DEFAULT_V:g}")
                 # The comparison choice is the MultiChoice's; leave it at the default and
                 # report which were run.
                 t0 = time.perf_counter()
@@ -200,8 +202,9 @@ def main() -> int:
                         break
                     time.sleep(0.5)
                 run_s = time.perf_counter() - t0
-                print(f"one Run (lyapunov V=7.5 and the app's default comparison policies not "
-                      f"yet run on this server): {run_s:.1f} s = {run_s / warm:.0f} x the warm "
+                print(f"one Run (lyapunov V={DEFAULT_V:g} and the app's default comparison "
+                      f"policies not yet run on this server): {run_s:.1f} s = "
+                      f"{run_s / warm:.0f} x the warm "
                       "first page")
             if args.screenshots is not None:
                 # A fresh session per size: it opens on the newest stored run (the one just
