@@ -56,7 +56,6 @@ A job with no positive choice pauses. Migration: losses enter ``p_i`` (seconds l
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,14 +162,12 @@ refine_batch, extra_constraints, solver
         solver: str = "fast",
     ) -> None:
         super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
-                         gpu_counts=gpu_counts, restart_s=restart_s, mip_rel_gap=mip_rel_gap,
+                         gpu_counts=gpu_counts, migration_threshold=migration_threshold,
+                         restart_s=restart_s, mip_rel_gap=mip_rel_gap,
                          time_limit_s=time_limit_s, refine_batch=refine_batch,
                          extra_constraints=extra_constraints, solver=solver)
-        if not (math.isfinite(migration_threshold) and migration_threshold >= 0):
-            raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
         if not (isinstance(min_dwell_slots, int) and min_dwell_slots >= 0):
             raise ValueError(f"min_dwell_slots must be an integer >= 0, got {min_dwell_slots!r}")
-        self.migration_threshold = float(migration_threshold)
         self.min_dwell_slots = min_dwell_slots
         self.kappa: dict[str, float] = {}
 

@@ -88,6 +88,7 @@ class SlotQueuePolicy:
         carbon_cap_kg: float | Mapping[str, float] | None = None,
         power_cap_kw: float | Mapping[str, float] | None = None,
         gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
+        migration_threshold: float = 0.0,
         restart_s: float = RESTART_S_DEFAULT,
         mip_rel_gap: float = 1e-3,
         time_limit_s: float = 10.0,
@@ -101,6 +102,8 @@ class SlotQueuePolicy:
             raise ValueError(f"V must be a positive number, got {V!r}; try {self.V_HINT}")
         if not (math.isfinite(restart_s) and restart_s >= 0):
             raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
+        if not (math.isfinite(migration_threshold) and migration_threshold >= 0):
+            raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
         if not (mip_rel_gap >= 0 and time_limit_s > 0):
             raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
         check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
@@ -112,6 +115,7 @@ class SlotQueuePolicy:
         self.carbon_cap_kg = carbon_cap_kg
         self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
+        self.migration_threshold = float(migration_threshold)
         self.restart_s = float(restart_s)
         self.mip_rel_gap = float(mip_rel_gap)
         self.time_limit_s = float(time_limit_s)

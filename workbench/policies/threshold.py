@@ -134,18 +134,16 @@ refine_batch, extra_constraints, solver
         solver: str = "pyomo",
     ) -> None:
         super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
-                         gpu_counts=gpu_counts, restart_s=restart_s, mip_rel_gap=mip_rel_gap,
+                         gpu_counts=gpu_counts, migration_threshold=migration_threshold,
+                         restart_s=restart_s, mip_rel_gap=mip_rel_gap,
                          time_limit_s=time_limit_s, refine_batch=refine_batch,
                          extra_constraints=extra_constraints, solver=solver)
-        if migration_threshold < 0:
-            raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
         if slack_margin < 1:
             raise ValueError(f"slack_margin must be >= 1, got {slack_margin}")
         if not 0 < urgency_start < 1:
             raise ValueError(f"urgency_start must be in (0, 1), got {urgency_start}")
         if carbon_gain < 0:
             raise ValueError("restart_s and carbon_gain must be >= 0")
-        self.migration_threshold = float(migration_threshold)
         self.use_forecast = bool(use_forecast)
         self.slack_margin = float(slack_margin)
         self.urgency_start = float(urgency_start)
