@@ -83,21 +83,36 @@ def serve(db: Path, warm: bool = True) -> tuple[subprocess.Popen[bytes], str]:
     return proc, url
 
 
+SEEN_JS = """(() => { const find = (root) => { const e = root.querySelector('#metric-cost');
+  if (e) return e; for (const x of root.querySelectorAll('*'))
+    if (x.shadowRoot) { const y = find(x.shadowRoot); if (y) return y; } return null; };
+  const check = () => { const e = find(document); const box = e && e.getBoundingClientRect();
+    if (box && box.width > 0 && box.height > 0) { window.__wbSeenMs = performance.now(); }
+    else { setTimeout(check, 20); } }; check(); })();"""
+"""Records, in the page, when ``#metric-cost`` is first drawn with a size (ms from the start
+of the navigation): the time the operator sees the headline."""
+
+
 def first_page(browser, url: str, size: tuple[int, int],  # noqa: ANN001
                ctx: object | None = None) -> tuple[float, object]:
-    """Seconds from ``goto`` until ``#metric-cost`` is shown, and the page. A fresh browser
-    context (nothing cached) unless ``ctx`` is given (a returning visitor: its HTTP cache
-    holds Bokeh's and Panel's scripts)."""
+    """Seconds from the start of the navigation until ``#metric-cost`` is drawn, and the page.
+
+    A fresh browser context (nothing cached) unless ``ctx`` is given (a returning visitor:
+    its HTTP cache holds Bokeh's and Panel's scripts). The time is taken in the page (a 20 ms
+    check from the first script on, :data:`SEEN_JS`), not by Playwright's ``wait_for``: that
+    one polls with a back-off (up to 1 s between checks) and, while the deferred sections
+    draw, reported the headline up to 2 s after the page had shown it.
+    """
     if ctx is None:
         ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
         ctx.route("**/*", lambda r: r.continue_()  # type: ignore[attr-defined]
                   if r.request.url.startswith("http://127.0.0.1") else r.abort())
+        ctx.add_init_script(SEEN_JS)  # type: ignore[attr-defined]
     page = ctx.new_page()  # type: ignore[attr-defined]
     page.set_default_timeout(180_000)
-    t0 = time.perf_counter()
     page.goto(url)
-    page.locator("#metric-cost").first.wait_for()
-    return time.perf_counter() - t0, page
+    page.wait_for_function("window.__wbSeenMs !== undefined")
+    return float(page.evaluate("window.__wbSeenMs")) / 1000.0, page
 
 
 def session_build_s(db: Path) -> tuple[float, float]:

@@ -22,7 +22,10 @@ WIDTH = 900
 
 
 # Scrolling the page over a chart must scroll the page: no wheel zoom until the user picks it.
-CALM = {"active_tools": ["pan"]}
+# No frame alignment: bokeh lines up the frames of the plots in one column, so a Gantt's
+# long job labels pushed the occupancy chart's frame right and the occupancy legend cut
+# ~250 px off the Gantt's right side.
+CALM = {"active_tools": ["pan"], "backend_opts": {"plot.frame_align": False}}
 
 
 def _empty(text: str) -> hv.Text:
@@ -226,7 +229,7 @@ def cumulative(results: Mapping[str, Any], column: str, label: str,
 
 
 FLOW_QUANTITIES: dict[str, tuple[str, str]] = {
-    "gb": ("GB moved", "Data moved: datasets and checkpoints (GB)"),
+    "gb": ("GB moved (datasets and checkpoints)", "Data moved (GB)"),
     "kwh": ("kWh run after the move", "Work that moved (kWh)"),
 }
 """Quantities :func:`flows` can draw: column -> (axis label, title)."""

@@ -125,7 +125,10 @@ def data_table(frame: pd.DataFrame, **params: Any) -> pn.widgets.Tabulator:
     """A read-only table that fits the width (no side-scrolling) with wrapped headers."""
     opts: dict[str, Any] = {"disabled": True, "show_index": False, "layout": "fit_columns",
                             "sizing_mode": "stretch_width", "stylesheets": [TABLE_CSS],
-                            "configuration": {"columnDefaults": {"headerWordWrap": True}}}
+                            "configuration": {"columnDefaults": {"headerWordWrap": True}},
+                            # A time zone in a header may break after its "/".
+                            "titles": {c: str(c).replace("/", "/\u200b")
+                                       for c in frame.columns if "/" in str(c)}}
     opts.update(params)
     return pn.widgets.Tabulator(frame, **opts)
 
@@ -1096,17 +1099,26 @@ class QuoteView(_StateView):
                     f"{fastest['gpu_type']} in {fastest['datacenter']}, "
                     f"{fastest['duration_h']:.1f} h.")
         options = quote_table(q.options, q.currency, tz, order)
+        # Two decimals, right-aligned, so a column reads down (1.70 under 1.65, not 1.7).
+        fixed = [c for c in options.columns if c != "hours, 90% interval"
+                 and c.startswith(("hours", "cost", "carbon", "energy"))]
         return pn.Column(pn.pane.Markdown(head, css_classes=["wb-quote"]),
                          data_table(options, pagination="local", page_size=15,
                                css_classes=["wb-quote-options"],
+                               # Ordered by *Best is the…*; no header arrows over the
+                               # labels of the narrow columns.
+                               sortable=False,
                                # Key columns wide enough for their values; the note
                                # wraps in what is left.
-                               widths={"": 58, "datacenter": 98, "GPU": 62, "GPUs": 55,
-                                       f"start ({tz})": 118, f"finish ({tz})": 118,
-                                       "hours": 58, "hours, 90% interval": 72,
-                                       f"cost ({q.currency})": 62, "carbon (kg)": 62,
-                                       "energy (kWh)": 64, "meets deadline": 76},
-                               formatters={"note": {"type": "textarea"}}),
+                               widths={"": 58, "datacenter": 102, "GPU": 58, "GPUs": 52,
+                                       f"start ({tz})": 106, f"finish ({tz})": 106,
+                                       "hours": 56, "hours, 90% interval": 72,
+                                       f"cost ({q.currency})": 62, "carbon (kg)": 68,
+                                       "energy (kWh)": 68, "meets deadline": 84},
+                               formatters={"note": {"type": "textarea"}, **{
+                                   c: {"type": "money", "precision": 2, "symbol": ""}
+                                   for c in fixed}},
+                               text_align={c: "right" for c in fixed}),
                          pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
                          sizing_mode="stretch_width")
 
