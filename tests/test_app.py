@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -363,7 +364,25 @@ def test_run_carries_its_attribution_and_the_forecast_is_honest(state: Workbench
     base = state.baselines["asap-home"]
     assert sum(att["cost"].values()) == pytest.approx(base["cost"] - res.metrics["cost"])
     chart = plots.attribution_waterfall(att["cost"], "saved (CNY)", "saving")
-    assert len(chart.data) == 5  # four parts and the total
+    assert chart.count('class="wb-waterfall-bar"') == 5  # four parts and the total
+    total = base["cost"] - res.metrics["cost"]
+    assert f"saving (total): {total:+,.2f} saved (CNY)" in chart
+
+
+def test_waterfall_bars_float_from_the_running_total() -> None:
+    """Each part starts where the previous ended; a cost (negative part) is red and goes
+    down; the total is drawn from zero; the scale spans the lowest and highest level."""
+    html = plots.attribution_waterfall(
+        {"efficiency": 60.0, "temporal": 40.0, "spatial": 0.0, "movement": -20.0},
+        "saved (CNY)", "t")
+    bars = re.findall(r'bottom:([\d.]+)%;height:max\(([\d.]+)%,1px\);background:(#\w+)',
+                      html)
+    # levels 0 -> 60 -> 100 -> 100 -> 80, total 80; scale 0..100
+    assert [(float(b), float(h), c) for b, h, c in bars] == [
+        (0.0, 60.0, "#2ca02c"), (60.0, 40.0, "#2ca02c"), (100.0, 0.0, "#2ca02c"),
+        (80.0, 20.0, "#d62728"), (0.0, 80.0, "#1f6f8b")]
+    assert "+60.00" in html and "-20.00" in html and "+80.00" in html
+    assert "no attribution" in plots.attribution_waterfall({}, "saved (CNY)", "t")
 
 
 def test_a_missed_cap_is_a_warning_beside_the_results() -> None:

@@ -180,7 +180,7 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     assert shown == f"{float(metrics['cost']):,.2f}"  # type: ignore[arg-type]
     assert "V=20" in pg.locator("#wb-run-banner").first.inner_text()  # type: ignore[attr-defined]
     # The reopened run shows where its saving comes from, as right after the run.
-    pg.locator(".wb-attribution-chart .bk-Canvas, .wb-attribution-chart canvas").first.wait_for()  # type: ignore[attr-defined]
+    pg.locator(".wb-attribution-chart .wb-waterfall-bar").first.wait_for()  # type: ignore[attr-defined]
     assert "efficiency" in _wait_text(pg.locator("#attribution-note"))  # type: ignore[attr-defined]
 
     # 2. An invalid V is refused where it is typed, and Run is disabled until it is fixed.
@@ -206,7 +206,8 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     # Where the saving comes from: the attribution waterfall beside the comparison.
     chart = pg.locator(".wb-attribution-chart").first  # type: ignore[attr-defined]
     chart.wait_for()
-    chart.locator(".bk-Canvas, canvas").first.wait_for()
+    chart.locator(".wb-waterfall-bar").first.wait_for()
+    assert "saving (total)" in chart.inner_text()
     assert "efficiency" in _wait_text(pg.locator("#attribution-note"))  # type: ignore[attr-defined]
     pg.screenshot(path=str(ARTIFACTS / "browser_metrics.png"), full_page=True)  # type: ignore[attr-defined]
 

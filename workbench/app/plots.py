@@ -325,24 +325,49 @@ ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (
 """The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order."""
 
 
-def attribution_waterfall(parts: dict[str, float], unit: str, title: str) -> hv.Element:
-    """A waterfall of a saving against asap-home: each part a floating bar from the running
-    total (green saves, red costs), then the total saving (dark)."""
+def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
+                          fmt: str = "{:+,.2f}") -> str:
+    """A waterfall of a saving against asap-home, as plain HTML: each part a floating bar
+    from the running total (green saves, red costs), then the total saving (dark), each
+    bar with its value written on it (no Bokeh figure: the Metrics tab draws at once).
+
+    ``unit`` names the values (``saved (CNY)``); ``parts`` are
+    :func:`workbench.metrics.attribute_savings`'s, keyed as :data:`ATTRIBUTION_LABELS`.
+    """
     if not parts:
-        return _empty("no attribution: run asap-home as a comparison")
-    rows = []
+        return ('<div class="wb-waterfall-empty">no attribution: run asap-home as a '
+                "comparison</div>")
+    steps: list[tuple[str, float, float, str]] = []  # label, from, to, colour
     level = 0.0
-    for i, (key, label) in enumerate(ATTRIBUTION_LABELS):
+    for key, label in ATTRIBUTION_LABELS:
         v = float(parts.get(key, 0.0))
-        rows.append({"x0": i + 0.1, "x1": i + 0.9, "y0": level, "y1": level + v,
-                     "part": label, "value": v, "color": "#2ca02c" if v >= 0 else "#d62728"})
+        steps.append((label, level, level + v, "#2ca02c" if v >= 0 else "#d62728"))
         level += v
-    n = len(ATTRIBUTION_LABELS)
-    rows.append({"x0": n + 0.1, "x1": n + 0.9, "y0": 0.0, "y1": level, "part": "saving",
-                 "value": level, "color": "#1f6f8b"})
-    frame = pd.DataFrame(rows)
-    ticks = [(i + 0.5, label.split(" (")[0]) for i, (_, label) in enumerate(ATTRIBUTION_LABELS)]
-    ticks.append((n + 0.5, "saving"))
-    return hv.Rectangles(frame, ["x0", "y0", "x1", "y1"], ["part", "value", "color"]).opts(
-        **CALM, color="color", line_color=None, tools=["hover"], responsive=True, height=280,
-        xticks=ticks, xlabel="", ylabel=unit, title=title)
+    steps.append(("saving (total)", 0.0, level, "#1f6f8b"))
+    lo = min(0.0, *(min(a, b) for _, a, b, _ in steps))
+    hi = max(0.0, *(max(a, b) for _, a, b, _ in steps))
+    span = (hi - lo) or 1.0
+
+    def up(y: float) -> float:  # height above the chart's bottom, % of the plot area
+        return 100.0 * (y - lo) / span
+
+    cols, names = [], []
+    for label, a, b, colour in steps:
+        bottom, top = up(min(a, b)), up(max(a, b))
+        value = fmt.format(b - a)
+        cols.append(
+            f'<div style="position:relative;flex:1" title="{label}: {value} {unit}">'
+            f'<div class="wb-waterfall-bar" style="position:absolute;left:18%;right:18%;'
+            f'bottom:{bottom:.2f}%;height:max({top - bottom:.2f}%,1px);background:{colour}">'
+            f'</div><div style="position:absolute;left:0;right:0;bottom:calc({top:.2f}% + 2px);'
+            f'text-align:center;font-size:11px;white-space:nowrap">{value}</div></div>')
+        names.append(f'<div style="flex:1;text-align:center;font-size:11px;'
+                     f'line-height:1.2">{label}</div>')
+    zero = (f'<div style="position:absolute;left:0;right:0;bottom:{up(0.0):.2f}%;'
+            'border-top:1px solid #555"></div>')
+    return (f'<div class="wb-waterfall" style="flex:1;min-width:300px;padding:0 10px 0 0">'
+            f'<div style="font-weight:bold;font-size:13px;margin-bottom:4px">{title}</div>'
+            f'<div style="font-size:11px;color:#555">{unit}</div>'
+            f'<div style="position:relative;display:flex;height:190px;margin:16px 0 4px 0;'
+            f'border-left:1px solid #ccc">{zero}{"".join(cols)}</div>'
+            f'<div style="display:flex">{"".join(names)}</div></div>')

@@ -748,14 +748,14 @@ class MetricsView(_StateView):
         return pn.Column(
             pn.pane.HTML(f'<div id="attribution-note">{note}</div>',
                          css_classes=["wb-attribution"], sizing_mode="stretch_width"),
-            pn.Row(pn.pane.HoloViews(plots.attribution_waterfall(
-                       att["cost"], f"saved ({currency})", f"where the saving comes from "
-                       f"({currency})"), sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.attribution_waterfall(
-                       att["carbon_kg"], "saved (kg CO2)",
-                       "where the carbon saving comes from (kg)"),
-                       sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width", css_classes=["wb-attribution-chart"]),
+            pn.pane.HTML(
+                '<div style="display:flex;flex-wrap:wrap;gap:16px">'
+                + plots.attribution_waterfall(att["cost"], f"saved ({currency})",
+                                              f"where the saving comes from ({currency})")
+                + plots.attribution_waterfall(att["carbon_kg"], "saved (kg CO2)",
+                                              "where the carbon saving comes from (kg)",
+                                              "{:+,.1f}")
+                + "</div>", sizing_mode="stretch_width", css_classes=["wb-attribution-chart"]),
             sizing_mode="stretch_width")
 
     @param.depends("state.tradeoff", "state.run_info")
