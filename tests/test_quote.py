@@ -106,6 +106,8 @@ def test_spec_validation() -> None:
         JobSpec(app="cifar10", work_samples=1e6, home="x", min_gpus=4, max_gpus=2)
     with pytest.raises(QuoteError, match="work_samples"):
         JobSpec(app="cifar10", work_samples=0, home="x")
+    with pytest.raises(QuoteError, match="checkpoint_gb"):
+        JobSpec(app="cifar10", work_samples=1e6, home="x", checkpoint_gb=float("nan"))
     assert JobSpec(app="a", work_samples=1, home="x", min_gpus=3, max_gpus=12).gpu_counts() == (
         3, 4, 8, 12)
 

@@ -43,6 +43,9 @@ copy serves until the new one is up) but its data travel and are charged as abov
 
 ``restart_s`` defaults to :data:`RESTART_S_DEFAULT`; ``resize_s`` to
 :data:`RESIZE_S_DEFAULT`, both illustrative (see their notes).
+
+A training job run alone and uninterrupted on one configuration (:func:`uninterrupted_run`,
+what :mod:`workbench.quote` prices) is these slots in sequence, as the simulator charges it.
 """
 
 from __future__ import annotations

@@ -122,8 +122,8 @@ class JobSpec:
                 math.isfinite(self.deadline_h) and self.deadline_h > 0):
             raise QuoteError(f"deadline_h must be a positive number of hours, got "
                              f"{self.deadline_h}")
-        if self.checkpoint_gb < 0:
-            raise QuoteError("checkpoint_gb must be >= 0")
+        if not (math.isfinite(self.checkpoint_gb) and self.checkpoint_gb >= 0):
+            raise QuoteError(f"checkpoint_gb must be a number >= 0, got {self.checkpoint_gb}")
         if self.arrival is not None:
             object.__setattr__(self, "arrival", as_utc(self.arrival))
         object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
@@ -232,7 +232,8 @@ def quote(
     occupancy : DataFrame, optional
         GPUs already busy per slot (``gpus_busy:<dc>/<gpu>`` columns, one row per slot).
     restart_s : float
-        Seconds before the job makes progress at its start.
+        Seconds before the job makes progress at its start (the simulator's
+        ``restart_s``, charged through :func:`workbench.outcome.move_charges`).
 
     Returns
     -------
