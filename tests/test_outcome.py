@@ -211,3 +211,56 @@ def test_full_slot_rates_are_slot_outcome_at_every_phi(n: int, pue: float, slot_
                          n_gpus=n, batch_size=m, x_model_sps=x, phi=float(ph),
                          gpus_per_node=4)
         assert prog[i] == o.progress and kwh[i] == o.energy_kwh
+
+
+def _reference_run(job, prof, dc, n, sc, slot_s, pue, max_slots):  # type: ignore[no-untyped-def]
+    """The simulator's loop for one job alone (move_charges, then slot_outcome at the best
+    batch for the true phi), slot by slot, without the fixed-point shortcut."""
+    prev = ckpt = None
+    data_at, pending, done = {job.home}, 0.0, 0.0
+    energies, batches = [], []
+    src = 0.0
+    for _ in range(max_slots):
+        ch = outcome.move_charges(job, dc, "A100", n, previous=prev, checkpoint_at=ckpt,
+                                  data_at=data_at, pending_s=pending, link=sc.link)
+        phi = float(prof.efficiency.phi(done))
+        m, x = outcome.best_batch(prof, n, 4, phi)
+        out = outcome.slot_outcome(job, slot_s=slot_s, pue=pue, charges=ch,
+                                   remaining=1.0 - done, profile=prof, n_gpus=n,
+                                   batch_size=m, x_model_sps=x, phi=phi, gpus_per_node=4)
+        energies.append(out.energy_kwh)
+        batches.append(m)
+        src += sum(k for _, k in out.source_kwh)
+        if ch.transfer_gb > 0:
+            data_at.add(dc)
+        prev, ckpt, pending = (dc, "A100", n), dc, out.pending_s
+        if out.finishes:
+            return energies, batches, src, (len(energies) - 1) * slot_s + out.used_s
+        done += out.progress
+    return energies, batches, src, None
+
+
+@settings(max_examples=40, deadline=None)
+@given(dc=st.sampled_from(["a", "b"]), n=st.sampled_from([1, 2, 4]),
+       data=st.sampled_from([0.0, 50.0, 1500.0]), work=st.floats(0.05, 60.0),
+       slot_s=st.sampled_from([300.0, 900.0]), pue=st.floats(1.0, 2.0))
+def test_uninterrupted_run_is_the_slot_loop(dc: str, n: int, data: float, work: float,
+                                            slot_s: float, pue: float) -> None:
+    """The whole-run model (head slot by slot, loss-free tail as a fixed point) gives the
+    slot loop's per-slot energies, batches and finish, to the last bits of a float."""
+    job = dataclasses.replace(_job(dataset_gb=data, work=work))
+    sc = tiny_scenario([job])
+    prof = profile()
+    run = outcome.uninterrupted_run(job, prof, dc, "A100", n, gpus_per_node=4, slot_s=slot_s,
+                                    pue=pue, link=sc.link, max_slots=200)
+    assert run is not None
+    energies, batches, src, run_s = _reference_run(job, prof, dc, n, sc, slot_s, pue, 200)
+    assert run.finishes == (run_s is not None)
+    assert run.energy_kwh.tolist() == pytest.approx(energies, rel=1e-12)
+    assert run.batch_size.tolist() == batches
+    assert sum(k for _, k in run.source_kwh) == pytest.approx(src, rel=1e-12)
+    if run_s is not None:
+        assert run.run_s == pytest.approx(run_s, rel=1e-12)
+        assert run.total_energy_kwh == pytest.approx(sum(energies) + src, rel=1e-12)
+    else:  # beyond 200 slots: extrapolated, longer than what was simulated
+        assert run.run_s > 200 * slot_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,8 @@ def test_spec_validation() -> None:
         JobSpec(app="cifar10", work_samples=1e6, home="x", min_gpus=4, max_gpus=2)
     with pytest.raises(QuoteError, match="work_samples"):
         JobSpec(app="cifar10", work_samples=0, home="x")
+    with pytest.raises(QuoteError, match="checkpoint_gb"):
+        JobSpec(app="cifar10", work_samples=1e6, home="x", checkpoint_gb=float("nan"))
     assert JobSpec(app="a", work_samples=1, home="x", min_gpus=3, max_gpus=12).gpu_counts() == (
         3, 4, 8, 12)
 
@@ -168,3 +171,75 @@ def test_predicted_profiles_carry_a_run_time_interval(seed3: Scenario, spec: Job
     # an option whose slow end would overrun the deadline says so
     tight = quote(seed3, replace(spec, deadline_h=float(opts["duration_h"].min()) * 1.2 + 1))
     assert tight.options["note"].str.contains("slow end").any()
+
+
+class _Pinned:
+    """Runs the one job on a fixed (datacenter, GPU type, count) from a fixed slot, at the
+    batch a policy picks (:func:`workbench.outcome.best_batch`) with the true gradient noise
+    scale (the online estimate's only difference from the truth, as in
+    ``test_outcome.py::test_prediction_equals_truth_without_noise``)."""
+
+    name = "pinned"
+
+    def __init__(self, datacenter: str, gpu_type: str, n_gpus: int, start_slot: int) -> None:
+        self.where = (datacenter, gpu_type, n_gpus)
+        self.start_slot = start_slot
+
+    def reset(self, scenario: object) -> None:
+        self.view = scenario
+
+    def decide(self, state, forecast):  # type: ignore[no-untyped-def]
+        from workbench import outcome
+        from workbench.policies.base import Allocation, Placement
+
+        if state.t < self.start_slot or not state.jobs:
+            return Allocation(placements={})
+        js = state.jobs[0]
+        dc, gpu, n = self.where
+        prof = state.scenario.profile(js.job.app, gpu)
+        gpn = next(p.gpus_per_node for p in state.scenario.pools_at(dc) if p.gpu_type == gpu)
+        m, _ = outcome.best_batch(prof, n, gpn, float(prof.efficiency.phi(js.progress)))
+        return Allocation(placements={js.job.job_id: Placement(dc, gpu, n, m)})
+
+
+def test_quote_is_what_the_simulator_charges() -> None:
+    """Every feasible option, run alone through the real simulator on its quoted
+    datacenter, GPU type, count and start, costs what the quote says: energy, cost, carbon,
+    finish time and first batch. The quote prices against the ``perfect`` forecast (the
+    truth the simulator charges) and the simulator runs noise-free. The only residual is the
+    order of floating-point sums (relative 1e-9)."""
+    import dataclasses
+
+    from helpers_sim import SLOT_S, START, tiny_scenario, training
+
+    from workbench.sim import simulate
+
+    job = dataclasses.replace(training("j", slots_of_work=3.3, deadline_slot=20),
+                              dataset_gb=1500.0)  # 8 * 1500 / 10 = 1200 s: over a slot
+    n_slots = 24
+    sc = tiny_scenario([job], n_slots=n_slots,
+                       price_a=[1.0, 2.0, 0.4, 0.7, 1.5, 0.3, 0.9, 1.1],
+                       price_b=[0.8, 0.2, 1.3, 0.6, 0.5, 1.7, 0.4, 0.9],
+                       carbon_a=[600, 450, 700, 300, 500], carbon_b=[200, 650, 350, 400])
+    spec = JobSpec(app="toy", work_samples=job.work_samples, home="a", min_gpus=1, max_gpus=2,
+                   deadline_h=20 * SLOT_S / 3600.0, arrival=START, checkpoint_gb=1500.0)
+    q = quote(sc, spec, forecast_mode="perfect")
+    ok = q.options[q.options["feasible"]]
+    assert len(ok) == 4  # a and b, 1 and 2 GPUs
+    assert ok["note"].str.contains("moves 1500 GB").sum() == 2  # the two options in b
+    for opt in ok.to_dict("records"):
+        t0 = sc.slot_of(opt["start"].to_pydatetime())
+        res = simulate(sc, _Pinned(opt["datacenter"], opt["gpu_type"], opt["n_gpus"], t0),
+                       forecast_mode="perfect")
+        row = res.jobs.iloc[0]
+        where = f"{opt['datacenter']} {opt['n_gpus']}x{opt['gpu_type']} from slot {t0}"
+        assert row["finished"] and row["deadline_met"], where
+        for col in ("energy_kwh", "cost", "carbon_kg"):
+            assert row[col] == pytest.approx(opt[col], rel=1e-9), (where, col)
+        assert abs((row["finish_time"] - opt["finish"]).total_seconds()) < 1e-3, where
+        assert row["lost_s"] == pytest.approx(120.0 + (1200.0 if opt["datacenter"] == "b"
+                                                       else 0.0)), where
+        plan = res.plan[res.plan["action"] != "pause"]
+        assert int(plan["batch_size"].iloc[0]) == opt["batch_size"], where
+        assert plan["batch_size"].nunique() > 1  # the batch follows the noise scale
+        assert len(plan) == math.ceil(opt["duration_h"] * 3600 / SLOT_S - 1e-9), where

@@ -2,25 +2,36 @@
 
 The seed's "submit a task, measure it, route it to the best node": for a job described by a
 :class:`JobSpec`, every datacenter, GPU type and GPU count in the job's range is an *option*.
-For each option the job model (:mod:`workbench.perf`) predicts how long the job runs and how
-much power it draws; every start slot between the job's arrival and its deadline is then
-priced against the grid cube, and the cheapest start is kept. The option with the lowest
-score is recommended.
+For each option the one slot model (:mod:`workbench.outcome`) predicts the job's run as the
+simulator would charge it, running alone and uninterrupted from a fresh start
+(:func:`workbench.outcome.uninterrupted_run`, noise-free, the profile's gradient-noise
+trajectory); every start slot between the job's arrival and its deadline is then priced
+against the grid forecast, and the cheapest start is kept. The option with the lowest score
+is recommended.
 
-Per option (datacenter ``d``, GPU type ``g``, ``n`` GPUs, best global batch ``m*``)::
+Per option (datacenter ``d``, GPU type ``g``, ``n`` GPUs), slot ``k`` of the run::
 
-    run_s    = W * mean_p(1 / ECU(n, m*, p))           p on a grid of training progress
-    lost_s   = restart_s + 8 * checkpoint_gb / bandwidth_gbps   (data moved from home)
-    slots    = ceil((run_s + lost_s) / slot_s)
-    e_slot   = P(n, m*) * slot_s / 3.6e6 * PUE_d                (kWh; the last slot pro rata)
-    cost(s)  = sum_{k<slots} e_k * price[d, s+k] + transfer_kwh * price[home, s]
-    score(s) = cost(s) + carbon_price_per_kg * carbon_kg(s)
+    charges_k = move_charges(...)      slot 0: the data's trip from home (8 * GB / Gbit/s,
+                                       GB * kWh/GB half at each end) and the restart
+    m_k       = best_batch(n, phi(done_k))        the batch a policy picks
+    e_k       = slot_outcome(...).energy_kwh      kWh in d (IT x PUE, lost time included)
+    run_s     = (slots - 1) * slot_s + used_s of the last slot
+    cost(s)   = sum_k e_k * price[d, s+k] + source_kwh * price[home, s]
+    carbon(s) likewise with carbon intensity / 1000
+    score(s)  = cost(s) + carbon_price_per_kg * carbon_kg(s)
+
+A start ``s`` is feasible when its slots lie in the horizon and ``start + run_s`` is by the
+deadline (the simulator's ``deadline_met``). ``batch_size`` is the batch of the first slot
+(it follows the gradient noise scale as the job progresses). A run that cannot finish within
+the horizon is extrapolated (see :func:`workbench.outcome.uninterrupted_run`) so that its
+duration and energy still say how far off it is.
 
 Profiles predicted from the job's computation graph (:mod:`workbench.compute`; ``profile``
 is ``"predicted"``, else ``"fitted"`` or ``"derived"``) carry a step-time interval
-``(lo, hi)``; the option's run time then lies in ``[lo, hi] * run_s`` (``duration_lo_h``,
-``duration_hi_h``; equal to ``duration_h`` for a fitted profile), and a start whose slow end
-would overrun the deadline is noted.
+``(lo, hi)``; the option's run time then lies in ``lost_s + [lo, hi] * (run_s - lost_s)``
+(``duration_lo_h``, ``duration_hi_h``; equal to ``duration_h`` for a fitted profile; the
+batch choice does not depend on speed, so only the time making progress scales), and a start
+whose slow end would overrun the deadline is noted.
 
 Capacity: an option is offered only where the pool holds ``n`` GPUs; with ``occupancy`` (a
 run's per-slot ``gpus_busy:<dc>/<gpu>`` columns, see :class:`workbench.sim.RunResult`) only
@@ -38,10 +49,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench import perf
+from workbench import outcome, perf
 from workbench.cubes import FORECAST_MODES, default_forecast_mode, forecast
-from workbench.model import Scenario, as_utc
-from workbench.policies.base import RESTART_S_DEFAULT
+from workbench.model import Datacenter, GpuPool, Job, Scenario, as_utc
+from workbench.outcome import RESTART_S_DEFAULT
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +65,8 @@ QUOTE_COLUMNS: tuple[str, ...] = (
 
 RESTART_S = RESTART_S_DEFAULT
 """Seconds to load data or a checkpoint and warm up before the job makes progress (the
-policies' :data:`~workbench.policies.base.RESTART_S_DEFAULT`, so that a quote and a plan
-charge the same start-up loss)."""
-
-_PROGRESS_GRID = np.linspace(0.0, 1.0, 21)
-
+simulator's :data:`~workbench.outcome.RESTART_S_DEFAULT`, so that a quote and a run charge
+the same start-up loss)."""
 
 class QuoteError(ValueError):
     """The job description does not fit the scenario; the message says what to change."""
@@ -85,7 +93,8 @@ class JobSpec:
     gpu_types : tuple of str
         Allowed accelerator types; empty means any.
     checkpoint_gb : float
-        Data or checkpoint size moved when the job runs away from home, GB.
+        Data or checkpoint size moved when the job runs away from home, GB: it travels
+        from home on the job's first run elsewhere (the simulator's ``Job.dataset_gb``).
     """
 
     app: str
@@ -113,8 +122,8 @@ class JobSpec:
                 math.isfinite(self.deadline_h) and self.deadline_h > 0):
             raise QuoteError(f"deadline_h must be a positive number of hours, got "
                              f"{self.deadline_h}")
-        if self.checkpoint_gb < 0:
-            raise QuoteError("checkpoint_gb must be >= 0")
+        if not (math.isfinite(self.checkpoint_gb) and self.checkpoint_gb >= 0):
+            raise QuoteError(f"checkpoint_gb must be a number >= 0, got {self.checkpoint_gb}")
         if self.arrival is not None:
             object.__setattr__(self, "arrival", as_utc(self.arrival))
         object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
@@ -223,7 +232,8 @@ def quote(
     occupancy : DataFrame, optional
         GPUs already busy per slot (``gpus_busy:<dc>/<gpu>`` columns, one row per slot).
     restart_s : float
-        Seconds before the job makes progress at its start.
+        Seconds before the job makes progress at its start (the simulator's
+        ``restart_s``, charged through :func:`workbench.outcome.move_charges`).
 
     Returns
     -------
@@ -257,10 +267,10 @@ def quote(
     if t0 >= sc.n_slots:
         raise QuoteError(f"arrival {arrival.isoformat()} is after the horizon end "
                          f"{sc.end.isoformat()}")
-    last = sc.n_slots
+    deadline_s = None  # the deadline, seconds after the scenario start
     if spec.deadline_h is not None:
         deadline = arrival + timedelta(hours=spec.deadline_h)
-        last = min(last, int(math.floor((deadline - sc.start).total_seconds() / slot_s)))
+        deadline_s = (deadline - sc.start).total_seconds()
 
     cube = _horizon(sc)
     fc_model = None
@@ -272,19 +282,14 @@ def quote(
     r_index = {r: i for i, r in enumerate(fc.regions)}
     price = fc.price_per_kwh  # row k is slot t0 + k
     carbon = fc.carbon_g_per_kwh
-    home = sc.datacenter(spec.home)
+    job = _job(spec, arrival)
 
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for dc in sc.datacenters:
-        link = sc.link(spec.home, dc.name)
-        if dc.name != spec.home and link is None:
+        if dc.name != spec.home and sc.link(spec.home, dc.name) is None:
             warnings.append(f"{dc.name}: no link from {spec.home}; skipped")
             continue
-        transfer_s = 0.0 if link is None or dc.name == spec.home else link.transfer_s(
-            spec.checkpoint_gb)
-        transfer_kwh = 0.0 if link is None or dc.name == spec.home else (
-            spec.checkpoint_gb * link.transfer_energy_kwh_per_gb)
         for pool in sc.pools_at(dc.name):
             if spec.gpu_types and pool.gpu_type not in spec.gpu_types:
                 continue
@@ -296,13 +301,9 @@ def quote(
             for n in spec.gpu_counts():
                 if n > pool.count:
                     continue
-                rows.append(_option(
-                    sc, spec, dc.name, dc.region, dc.pue, pool.gpu_type, pool.gpus_per_node,
-                    pool.count, n, prof, t0, last, price[:, r_index[dc.region]],
-                    carbon[:, r_index[dc.region]], price[:, r_index[home.region]],
-                    carbon[:, r_index[home.region]], transfer_s, transfer_kwh, restart_s,
-                    carbon_price_per_kg, occupancy,
-                ))
+                rows.append(_option(sc, spec, job, dc, pool, n, prof, t0, deadline_s, price,
+                                    carbon, r_index, restart_s, carbon_price_per_kg,
+                                    occupancy))
     if not rows:
         raise QuoteError(
             f"no datacenter offers {spec.app} on GPU types {list(spec.gpu_types) or 'any'} with "
@@ -333,68 +334,84 @@ def _horizon(sc: Scenario) -> Any:
     return cube
 
 
+def _job(spec: JobSpec, arrival: datetime) -> Job:
+    """The job the simulator would run for ``spec``: its data (``checkpoint_gb``) travel
+    from home on its first run away from home, as a dataset does."""
+    return Job(job_id="quote", kind="training", app=spec.app, arrival=arrival, home=spec.home,
+               requested_gpus=spec.min_gpus, gpu_counts=spec.gpu_counts(), batch_size=1,
+               work_samples=spec.work_samples, checkpoint_gb=spec.checkpoint_gb,
+               gpu_types=spec.gpu_types, dataset_gb=spec.checkpoint_gb)
+
+
 def _option(
-    sc: Scenario, spec: JobSpec, dc: str, region: str, pue: float, gpu_type: str,
-    gpus_per_node: int, pool_count: int, n: int, prof: perf.JobProfile, t0: int, last: int,
-    price: np.ndarray, carbon: np.ndarray, home_price: np.ndarray, home_carbon: np.ndarray,
-    transfer_s: float, transfer_kwh: float, restart_s: float, carbon_price: float,
+    sc: Scenario, spec: JobSpec, job: Job, dc: Datacenter, pool: GpuPool, n: int,
+    prof: perf.JobProfile, t0: int, deadline_s: float | None, price: np.ndarray,
+    carbon: np.ndarray, region_col: dict[str, int], restart_s: float, carbon_price: float,
     occupancy: pd.DataFrame | None,
 ) -> dict[str, Any]:
     """One row of the quote: the best start of one configuration (see the module docstring)."""
     slot_s = float(sc.slot_s)
-    m = perf.best_batch(prof, n, progress=0.5, gpus_per_node=gpus_per_node)
-    rate = perf.ecu(prof, n, m, _PROGRESS_GRID, gpus_per_node=gpus_per_node)
-    run_s = float(spec.work_samples * np.mean(1.0 / rate))
-    total_s = run_s + restart_s + transfer_s
-    k = max(int(math.ceil(total_s / slot_s - 1e-9)), 1)
-    e_full = float(perf.energy_kwh(prof, n, m, slot_s, pue, gpus_per_node))
-    frac_last = (total_s - (k - 1) * slot_s) / slot_s
-    energy = e_full * (k - 1 + frac_last) + transfer_kwh  # the sum of the slot weights
-    # Per-slot energy weights, only where the run fits in the priced horizon (a run of
-    # 1e300 samples has more slots than an array can hold).
-    weights = np.full(k, e_full) if k <= price.shape[0] else np.zeros(0)
-    if weights.size:
-        weights[-1] *= frac_last
+    horizon_left = price.shape[0]
+    run = outcome.uninterrupted_run(
+        job, prof, dc.name, pool.gpu_type, n, gpus_per_node=pool.gpus_per_node,
+        slot_s=slot_s, pue=dc.pue, link=sc.link, max_slots=horizon_left, restart_s=restart_s)
+    assert run is not None  # datacenters without a link from home are skipped by quote()
+    k = run.energy_kwh.size
+    total_s = run.run_s
+    useful_s = total_s - run.lost_s
     lo_f, hi_f = prof.step_time_interval or (1.0, 1.0)
     kind = "predicted" if prof.predicted else ("derived" if prof.derived else "fitted")
     row: dict[str, Any] = {
-        "datacenter": dc, "region": region, "gpu_type": gpu_type, "n_gpus": n, "batch_size": m,
-        "feasible": False, "start": pd.NaT, "finish": pd.NaT, "duration_h": total_s / 3600.0,
-        "energy_kwh": energy, "cost": math.nan, "carbon_kg": math.nan, "score": math.inf,
-        "cost_if_now": math.nan, "carbon_kg_if_now": math.nan, "note": "",
-        "profile": kind, "duration_lo_h": (lo_f * run_s + restart_s + transfer_s) / 3600.0,
-        "duration_hi_h": (hi_f * run_s + restart_s + transfer_s) / 3600.0,
+        "datacenter": dc.name, "region": dc.region, "gpu_type": pool.gpu_type, "n_gpus": n,
+        "batch_size": int(run.batch_size[0]), "feasible": False, "start": pd.NaT,
+        "finish": pd.NaT, "duration_h": total_s / 3600.0, "energy_kwh": run.total_energy_kwh,
+        "cost": math.nan, "carbon_kg": math.nan, "score": math.inf, "cost_if_now": math.nan,
+        "carbon_kg_if_now": math.nan, "note": "", "profile": kind,
+        "duration_lo_h": (run.lost_s + lo_f * useful_s) / 3600.0,
+        "duration_hi_h": (run.lost_s + hi_f * useful_s) / 3600.0,
     }
-    n_starts = last - k - t0 + 1  # start s in [t0, last - k]: finishes by the deadline slot
-    horizon_left = price.shape[0]
+    cols = [region_col[dc.region]]
+    weights = [run.energy_kwh]
+    for src, kwh in run.source_kwh:  # the sending end's half, at its price, in slot 0
+        cols.append(region_col[sc.datacenter(src).region])
+        weights.append(np.r_[kwh, np.zeros(k - 1)])
+    # Starts s = t0 + i whose k slots lie in the horizon and whose finish (start + run_s,
+    # as the simulator times it) is by the deadline.
+    limit_s = float(sc.n_slots) * slot_s if deadline_s is None else deadline_s
+    n_starts = horizon_left - k + 1 if run.finishes else 0
+    if run.finishes and deadline_s is not None:
+        n_starts = min(n_starts, int(math.floor((deadline_s - total_s) / slot_s + 1e-9)) - t0 + 1)
+    n_priced = max(n_starts, 1) if run.finishes else 0  # "start now" priced even if late
+    cost = np.zeros(n_priced)
+    carb = np.zeros(n_priced)
+    for col, w in zip(cols, weights, strict=True):
+        if not n_priced:
+            break
+        # cost[s] = sum_k w_k * price[s + k], as a sliding dot product over all starts.
+        pw = np.lib.stride_tricks.sliding_window_view(price[: n_priced + k - 1, col], k)
+        cw = np.lib.stride_tricks.sliding_window_view(carbon[: n_priced + k - 1, col], k)
+        cost += pw @ w
+        carb += cw @ w / 1000.0
+    if n_priced:
+        row["cost_if_now"] = float(cost[0])
+        row["carbon_kg_if_now"] = float(carb[0])
     if n_starts <= 0:
-        # Still price "start now" so the user sees what missing the deadline would cost.
-        if k <= horizon_left:
-            cost_now = float(weights @ price[:k] + transfer_kwh * home_price[0])
-            row["cost_if_now"] = cost_now
-            row["carbon_kg_if_now"] = float((weights @ carbon[:k]
-                                             + transfer_kwh * home_carbon[0]) / 1000.0)
+        # "Start now" is still priced (when the run fits the horizon) so the user sees what
+        # missing the deadline would cost.
         row["note"] = f"needs {total_s / 3600:.1f} h; cannot finish before the deadline"
         return row
-    # cost[s] = sum_k w_k * price[s + k], as a sliding dot product over all starts.
-    windows = np.lib.stride_tricks.sliding_window_view(price[: n_starts + k - 1], k)
-    cwin = np.lib.stride_tricks.sliding_window_view(carbon[: n_starts + k - 1], k)
-    cost = windows @ weights + transfer_kwh * home_price[:n_starts]
-    carb = (cwin @ weights + transfer_kwh * home_carbon[:n_starts]) / 1000.0
     score = cost + carbon_price * carb
     if occupancy is not None:
-        col = f"gpus_busy:{dc}/{gpu_type}"
-        if col in occupancy:
+        col_name = f"gpus_busy:{dc.name}/{pool.gpu_type}"
+        if col_name in occupancy:
             busy = np.zeros(sc.n_slots)
-            vals = occupancy[col].to_numpy(dtype=float)
+            vals = occupancy[col_name].to_numpy(dtype=float)
             busy[: min(len(vals), sc.n_slots)] = vals[: sc.n_slots]
-            free = pool_count - busy[t0:]
+            free = pool.count - busy[t0:]
             fits = np.lib.stride_tricks.sliding_window_view(free[: n_starts + k - 1], k).min(
                 axis=1) >= n
             score = np.where(fits, score, np.inf)
     best = int(np.argmin(score))
-    row["cost_if_now"] = float(cost[0])
-    row["carbon_kg_if_now"] = float(carb[0])
     if not np.isfinite(score[best]):
         row["note"] = "pool busy in every window before the deadline"
         return row
@@ -405,10 +422,10 @@ def _option(
         "cost": float(cost[best]), "carbon_kg": float(carb[best]), "score": float(score[best]),
     })
     notes = []
-    if dc != spec.home:
-        notes.append(f"moves {spec.checkpoint_gb:g} GB from {spec.home}")
-    slow_end_s = hi_f * run_s + restart_s + transfer_s
-    if slow_end_s > (last - t0 - best) * slot_s:
+    if run.transfer_gb > 0:
+        notes.append(f"moves {run.transfer_gb:g} GB from {spec.home}")
+    slow_end_s = run.lost_s + hi_f * useful_s
+    if slow_end_s > limit_s - (t0 + best) * slot_s:
         notes.append(f"predicted speed: at the interval's slow end ({hi_f:.2f}x) it would "
                      "miss the deadline")
     row["note"] = "; ".join(notes)
