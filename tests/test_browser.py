@@ -207,7 +207,7 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     chart = pg.locator(".wb-attribution-chart").first  # type: ignore[attr-defined]
     chart.wait_for()
     chart.locator(".wb-waterfall-bar").first.wait_for()
-    assert "saving (total)" in chart.inner_text()
+    assert "saving (total)" in _wait_text(chart.locator(".wb-waterfall"))
     assert "efficiency" in _wait_text(pg.locator("#attribution-note"))  # type: ignore[attr-defined]
     pg.screenshot(path=str(ARTIFACTS / "browser_metrics.png"), full_page=True)  # type: ignore[attr-defined]
 
