@@ -4,9 +4,10 @@ Serves ``apps/workbench.py`` over a copy of a store (default: ``workbench.duckdb
 ``make run`` leaves it, with seed3 and a stored Lyapunov run), opens it in Debian's chromium
 (Playwright) and measures:
 
-- first page, first visitor: from ``goto`` until the stored run's headline cost is shown
-  (the server runs with ``--warm`` as ``workbench serve`` warms itself; ``--cold-server``
-  leaves the scenario load to this visitor);
+- first page, first visitor: from the start of the navigation until the stored run's
+  headline cost is drawn, as the page itself records it (:data:`SEEN_JS`; the server runs
+  with ``--warm`` as ``workbench serve`` warms itself; ``--cold-server`` leaves the scenario
+  load to this visitor);
 - first page, second visitor: the same for a second session;
 - one Run of Lyapunov at its default V with the app's default comparison policies (press Run,
   wait until the headline changes and the progress panel is gone); the ratio is against
