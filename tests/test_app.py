@@ -244,6 +244,12 @@ def test_gantt_has_one_colour_per_datacenter(state: WorkbenchState) -> None:
     order = derive.job_order(segments)
     firsts = segments.groupby("job_id")["start"].min()
     assert list(firsts.loc[order]) == sorted(firsts)
+    # The tooltip names the job (it once read "59_id": the row number and "_id").
+    import holoviews as hv
+    from bokeh.models import HoverTool
+
+    tips = [dict(t.tooltips) for t in hv.render(overlay).select(HoverTool)]
+    assert tips and all(t["job"] == "@{job_id} (@{app})" for t in tips)
 
 
 def test_datacenter_colors_are_stable_and_distinct() -> None:
@@ -427,6 +433,20 @@ def test_sidebar_run_button_follows_the_errors(db: Path) -> None:
     assert "out of range" in app.state.input_errors["V"]
     bar.v_input.value_input = "3"
     assert not bar.run_button.disabled and app.state.V == 3.0
+
+
+def test_knobs_the_policy_does_not_take_are_not_offered(db: Path) -> None:
+    """The look-ahead planner takes no V and no migration threshold: their fields are hidden
+    (with a note saying why) rather than shown and silently ignored."""
+    app = create_app(str(db), scenario_name="tiny", policy="lyapunov", save_runs=False)
+    bar = app.sidebar
+    assert bar.v_input.visible and bar.v_slider.visible and bar.threshold.visible
+    assert not bar.knobs_note.visible
+    app.state.policy = "lookahead"
+    assert not (bar.v_input.visible or bar.v_slider.visible or bar.threshold.visible)
+    assert bar.knobs_note.visible and "lookahead" in bar.knobs_note.object
+    app.state.policy = "threshold"
+    assert bar.threshold.visible and bar.v_input.visible and not bar.knobs_note.visible
 
 
 def test_missed_cap_and_unfinished_jobs_are_warnings(state: WorkbenchState) -> None:

@@ -144,13 +144,15 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
     cost = f"cost ({currency})" if currency else "cost"
     vdims = ["job_id", "app", "datacenter", "config", "batch_size", "slots", "energy_kwh",
              "cost", "carbon_kg", "actions"]
-    tooltips = [("job", "@job_id (@app)"), ("datacenter", "@datacenter"), ("GPUs", "@config"),
+    # Braces: HoloViews rewrites a dimension's label in a tooltip ("@job" of the y axis),
+    # which made "@job_id" read "59_id".
+    tooltips = [("job", "@{job_id} (@{app})"), ("datacenter", "@datacenter"), ("GPUs", "@config"),
                 ("batch size", "@batch_size"), (f"from ({tz})", "@start{%a %m-%d %H:%M}"),
                 (f"to ({tz})", "@end{%a %m-%d %H:%M}"), ("energy (kWh)", "@energy_kwh{0.00}"),
                 (cost, "@cost{0,0.00}"), ("carbon (kg CO2)", "@carbon_kg{0.000}"),
                 ("actions", "@actions")]
     layers: list[hv.Element] = [
-        hv.Segments(g, [("start", f"time ({tz})"), ("y0", "job"), "end", "y1"], vdims,
+        hv.Segments(g, [("start", f"time ({tz})"), ("y0", "row"), "end", "y1"], vdims,
                     label=str(dc)).opts(
             line_width=9, color=colors[str(dc)], tools=["hover"], hover_tooltips=tooltips,
             hover_formatters={"@start": "datetime", "@end": "datetime"})

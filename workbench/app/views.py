@@ -28,6 +28,7 @@ from workbench.app.state import (
     median_work,
 )
 from workbench.io.plan_csv import write_csv, write_migrations_csv, write_plan_csv
+from workbench.policies import policy_knobs
 from workbench.quote import JobSpec, QuoteError
 
 log = logging.getLogger(__name__)
@@ -100,12 +101,13 @@ def _error_pane(state: WorkbenchState, knob: str) -> pn.pane.Markdown:
     def reason(errors: dict[str, str]) -> str:
         return errors.get(knob, "")
 
-    def shown(errors: dict[str, str]) -> bool:
-        return knob in errors
+    def shown(*_: Any) -> bool:  # refused and in use (a lookahead run has no V to refuse)
+        return knob in state.blocking_errors()
 
     return pn.pane.Markdown(
         pn.bind(reason, state.param.input_errors),
-        visible=pn.bind(shown, state.param.input_errors),  # type: ignore[arg-type]
+        visible=pn.bind(shown, state.param.input_errors, state.param.policy,  # type: ignore[arg-type]
+                        state.param.cap_mode, state.param.forecast_mode),
         styles=ERROR_STYLE, margin=(0, 10, 4, 10),
         css_classes=[f"wb-error-{knob.split(':')[0]}"])
 
@@ -197,10 +199,23 @@ class Sidebar(_StateView):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         s = self.s
+        # V and the migration threshold only where the policy takes them (the look-ahead
+        # planner takes neither): a field the run would ignore is not offered.
+        def takes(knob: str) -> Any:
+            return pn.bind(lambda policy: knob in policy_knobs(policy), s.param.policy)
+
         self.v_slider = pn.widgets.DiscreteSlider(
             name="V (log scale)", options=sorted(set(V_STEPS) | {float(s.V)}),
-            value=float(s.V))
-        self.v_input = typed_input("V", f"{s.V:g}", css_classes=["wb-v"])
+            value=float(s.V), visible=takes("V"))
+        self.v_input = typed_input("V", f"{s.V:g}", css_classes=["wb-v"], visible=takes("V"))
+        self.threshold = pn.widgets.FloatSlider.from_param(
+            s.param.migration_threshold, visible=takes("migration_threshold"))
+        self.knobs_note = pn.pane.Markdown(
+            pn.bind(lambda p: f"*{p}* takes no V or migration threshold.", s.param.policy),
+            visible=pn.bind(lambda p: not ({"V", "migration_threshold"} & set(policy_knobs(p))),
+                            s.param.policy),
+            styles={"color": "#555", "font-size": "12px"}, margin=(0, 10),
+            css_classes=["wb-knobs-note"])
         self.v_input.param.watch(lambda e: s.enter("V", e.new), "value_input")
         self.v_slider.param.watch(self._from_slider, "value")
         s.param.watch(self._sync_v, "V")
@@ -272,10 +287,10 @@ class Sidebar(_StateView):
             pn.widgets.Select.from_param(s.param.scenario_name),
             pn.widgets.Select.from_param(s.param.tz, css_classes=["wb-tz"]),
             pn.widgets.Select.from_param(s.param.policy),
-            self.v_slider, self.v_input, _error_pane(s, "V"),
+            self.v_slider, self.v_input, _error_pane(s, "V"), self.knobs_note,
             pn.widgets.Select.from_param(s.param.cap_mode), self.caps,
             pn.widgets.MultiChoice.from_param(s.param.gpu_counts),
-            pn.widgets.FloatSlider.from_param(s.param.migration_threshold),
+            self.threshold,
             pn.widgets.StaticText(value="Slot length (min)", margin=(5, 10, 0, 10)),
             pn.widgets.RadioButtonGroup.from_param(s.param.slot_minutes, name="Slot (min)"),
             pn.widgets.Select.from_param(s.param.forecast_mode),
