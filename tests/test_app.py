@@ -284,6 +284,26 @@ def test_compare_table_savings_and_offline_gap() -> None:
     assert no_ref["cost_vs_offline_pct"].isna().all()
 
 
+def test_a_saving_that_left_work_undone_says_so() -> None:
+    """A run that saved by leaving jobs unfinished or late is headlined as not like for
+    like; one that did not is not."""
+    from workbench.app.views import savings_html
+
+    base = {"cost": 100.0, "carbon_kg": 50.0, "jobs_unfinished": 0, "deadline_misses": 1}
+    late = derive.compare_table("lyapunov", {"cost": 60.0, "carbon_kg": 40.0,
+                                             "jobs_unfinished": 36, "deadline_misses": 144},
+                                {"asap-home": base})
+    summary = derive.savings_summary(late)
+    assert summary["more_unfinished"] == 36 and summary["more_misses"] == 143
+    html = savings_html(summary, "lyapunov", "CNY")
+    assert "Not like for like" in html and "36 more jobs unfinished" in html
+    assert "143 more deadline misses" in html
+    fair = derive.compare_table("lyapunov", {"cost": 90.0, "carbon_kg": 40.0,
+                                             "jobs_unfinished": 0, "deadline_misses": 1},
+                                {"asap-home": base})
+    assert "Not like for like" not in savings_html(derive.savings_summary(fair), "lyapunov")
+
+
 def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
     from workbench.app.views import quote_table
 
@@ -531,6 +551,14 @@ def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: 
     assert "capped" in set(t.runs_table["name"].dropna())
     t.delete_runs([first])
     assert len(t.runs_table) == 3 and t.compare_ids == [second]
+    # Delete ticked asks first: one press says what would go, the second deletes.
+    runs_view.table.selection = [0]
+    doomed = runs_view.ticked()
+    runs_view._delete(None)
+    assert len(t.runs_table) == 3 and "again" in runs_view.hint.object
+    runs_view._delete(None)
+    assert len(t.runs_table) == 2 and doomed[0] not in set(t.runs_table["run_id"])
+    assert "Deleted 1 run" in runs_view.hint.object
 
 
 def test_migration_reasons_in_words(state: WorkbenchState) -> None:
@@ -544,6 +572,10 @@ def test_migration_reasons_in_words(state: WorkbenchState) -> None:
     assert len(reasons) == len(res.migrations)
     assert all(r.startswith("price ") and f"{sc.currency}/kWh" in r and "carbon" in r
                for r in reasons)
+    # A reason never contradicts itself: a move to dirtier power is not "for the carbon".
+    for r in reasons:
+        assert not ("more carbon" in r and "for the lower carbon" in r), r
+        assert not ("less carbon" in r and "nor cleaner" in r), r
 
 
 def test_gantt_filter_group_and_every_row_labelled(state: WorkbenchState) -> None:
@@ -610,3 +642,21 @@ def test_comparisons_shared_by_sessions_follow_a_reimport(tmp_path: Path,
                                                                               "asap-home"]
     assert again.baselines["asap-home"]["cost"] != pytest.approx(
         s.baselines["asap-home"]["cost"])
+
+
+def test_quote_arrival_and_forecast_origins_follow_the_time_zone(db: Path) -> None:
+    """One time-zone choice for every tab: the Quote's arrival picker and the Grid's
+    forecast issue times are named and bounded in the sidebar's zone."""
+    from workbench.app.views import ForecastPane
+
+    app = create_app(str(db), scenario_name="tiny", save_runs=False)
+    state, quote = app.state, app.views["Quote"]
+    state.tz = "UTC"
+    start_utc = pd.Timestamp(quote.arrival.start)
+    pane = ForecastPane(state=state)
+    zone = next(z for z in state.param.tz.objects if z != "UTC")
+    state.tz = zone
+    assert zone in quote.arrival.name
+    assert pd.Timestamp(quote.arrival.start) == (
+        start_utc.tz_localize("UTC").tz_convert(zone).tz_localize(None))
+    assert pane.origin.options and all(name.endswith(zone) for name in pane.origin.options)

@@ -175,18 +175,28 @@ def savings_summary(table: pd.DataFrame) -> dict[str, float]:
     """The run's (first row of :func:`compare_table`) savings, as numbers for the headline.
 
     Keys: ``cost_saving_pct``, ``carbon_saving_pct`` (against asap-home),
-    ``cost_vs_offline_pct`` (excess over the hindsight plan, replayed), and ``cost_saved`` (in the
-    run's currency against asap-home); NaN where a reference is missing.
+    ``cost_vs_offline_pct`` (excess over the hindsight plan, replayed), ``cost_saved`` (in the
+    run's currency against asap-home), and ``more_unfinished`` / ``more_misses`` (jobs the
+    run left unfinished, deadlines it missed, beyond asap-home's: a saving that is not like
+    for like when > 0); NaN where a reference is missing.
     """
     if table.empty:
         return {}
     run = table.iloc[0]
     asap = table[table["policy"] == "asap-home"]
+
+    def more(col: str) -> float:
+        if not len(asap) or col not in table:
+            return math.nan
+        return float(pd.to_numeric(run[col], errors="coerce")) - float(
+            pd.to_numeric(asap[col].iloc[0], errors="coerce"))
+
     saved = (float(asap["cost"].iloc[0]) - float(run["cost"])) if len(asap) else math.nan
     return {"cost_saving_pct": float(run["cost_saving_pct"]),
             "carbon_saving_pct": float(run["carbon_saving_pct"]),
             "cost_vs_offline_pct": float(run["cost_vs_offline_pct"]),
-            "cost_saved": saved}
+            "cost_saved": saved, "more_unfinished": more("jobs_unfinished"),
+            "more_misses": more("deadline_misses")}
 
 
 def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -326,7 +336,7 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
     grids in ``t``, the energy the move cost (``checkpoint_gb x link kWh/GB``, none when the
     link has no figure) and its payback time, ``move kWh x price_b / (P x (price_a -
     price_b))`` hours with ``P`` the job's draw in kW in its first slot at ``b``. A move that
-    does not pay back on price says so (it moved for carbon, capacity or a deadline).
+    does not pay back on price says why it moved (carbon, else capacity or a deadline).
     """
     if migrations.empty:
         return []
@@ -374,7 +384,8 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
             text += (f", pays back in {hours:.1f} h" if hours >= 0.05
                      else ", pays back within the slot")
         elif pa <= pb:
-            text += "; not cheaper: moved for carbon, capacity or the deadline"
+            text += ("; not cheaper: moved for the lower carbon" if cb < ca else
+                     "; neither cheaper nor cleaner: moved for capacity or the deadline")
         out.append(text)
     return out
 

@@ -71,21 +71,23 @@ def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.
 
 
 def forecast_band(frame: pd.DataFrame, variable: str, region: str, origin: str,
-                  currency: str = "CNY") -> hv.Overlay:
-    """The ``model`` forecast's 10-90 % band and median against the truth, hourly (UTC).
+                  currency: str = "CNY", tz: str = "UTC") -> hv.Overlay:
+    """The ``model`` forecast's 10-90 % band and median against the truth, hourly.
 
-    ``frame`` is :func:`workbench.forecast.scenario.band_frame`.
+    ``frame`` is :func:`workbench.forecast.scenario.band_frame` with its times wall-clock
+    in ``tz`` (``origin``, the issue time, likewise).
     """
     label = _UNITS[variable].format(currency=currency)
-    band = hv.Area(frame, ("time", "time (UTC)"), ["q10", "q90"],
+    t = ("time", f"time ({tz})")
+    band = hv.Area(frame, t, ["q10", "q90"],
                    label="forecast 10-90 % band").opts(alpha=0.3, color="#1f77b4")
-    median = hv.Curve(frame, ("time", "time (UTC)"), ("q50", label),
+    median = hv.Curve(frame, t, ("q50", label),
                       label="forecast median").opts(color="#1f77b4", line_width=2)
-    truth = hv.Curve(frame, ("time", "time (UTC)"), ("truth", label), label="truth").opts(
+    truth = hv.Curve(frame, t, ("truth", label), label="truth").opts(
         color="black", line_width=1.5, tools=["hover"])
     return (band * median * truth).opts(
         **CALM, responsive=True, height=260, legend_position="right",
-        title=f"{region}: {label}, forecast issued {origin} UTC vs truth")
+        title=f"{region}: {label}, forecast issued {origin} {tz} vs truth")
 
 
 def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
@@ -183,9 +185,10 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
 
 
 def occupancy(occ: pd.DataFrame, capacity: Mapping[str, int] | None = None, *,
-              xlim: tuple[Any, Any] | None = None) -> hv.Element:
+              xlim: tuple[Any, Any] | None = None, tz: str = "UTC") -> hv.Element:
     """Busy GPUs per pool (``datacenter/GPU type``) over time, a step line each, with the
-    pool's GPU count as a dashed line of the same colour (``capacity``)."""
+    pool's GPU count as a dashed line of the same colour (``capacity``), labelled. ``occ``
+    times are wall-clock in ``tz``."""
     if occ.empty:
         return _empty("no GPU was busy")
     pools = sorted(occ["pool"].unique())
@@ -195,7 +198,7 @@ def occupancy(occ: pd.DataFrame, capacity: Mapping[str, int] | None = None, *,
     for i, pool in enumerate(pools):
         colour = palette[i % len(palette)]
         g = occ[occ["pool"] == pool]
-        layers.append(hv.Curve(g, ("time", "time"), ("gpus_busy", "GPUs busy"),
+        layers.append(hv.Curve(g, ("time", f"time ({tz})"), ("gpus_busy", "GPUs busy"),
                                label=str(pool)).opts(
             interpolation="steps-post", color=colour, line_width=1.8, tools=["hover"],
             hover_tooltips=[("pool", str(pool)), ("time", "@time{%a %m-%d %H:%M}"),
@@ -207,6 +210,18 @@ def occupancy(occ: pd.DataFrame, capacity: Mapping[str, int] | None = None, *,
     opts: dict[str, Any] = {}
     if xlim is not None:
         opts["xlim"] = xlim
+    caps = {pool: int(capacity[pool]) for pool in pools if capacity and pool in capacity}
+    if caps:
+        # Every capacity line inside the frame (an HLine does not widen the axis), each
+        # labelled with its pools: pools of one size share one line.
+        top = max(max(caps.values()), float(occ["gpus_busy"].max()))
+        opts["ylim"] = (0, top * 1.12)
+        x0 = xlim[0] if xlim is not None else occ["time"].min()
+        for size in sorted(set(caps.values())):
+            names = ", ".join(p for p, c in caps.items() if c == size)
+            layers.append(hv.Text(x0, size, f" {size} GPUs: {names}", halign="left",
+                                  valign="bottom").opts(text_font_size="8pt",
+                                                        text_color="#555"))
     return hv.Overlay(layers).opts(
         **CALM, **opts, responsive=True, height=300, legend_position="right",
         title="GPU occupancy per pool (datacenter/GPU type); dashed: the pool's GPUs")
@@ -305,19 +320,26 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
         hooks=[_few_value_ticks])
 
 
-def tradeoff(frame: pd.DataFrame) -> hv.Element:
-    """The V trade-off: cost against mean backlog, one point per V."""
+def tradeoff(frame: pd.DataFrame, currency: str = "") -> hv.Element:
+    """The V trade-off: cost against mean deadline backlog, one point per V.
+
+    The backlog is the mean over slots of the queues ``Y`` summed over jobs: work behind
+    each job's deadline pace, as a fraction of the job (so 1 is one whole job behind)."""
     if frame is None or len(frame) < 2:
         return _empty("no V sweep yet: run several V values (or `workbench sweep`)")
-    curve = hv.Curve(frame, "backlog", ["cost", "V"]).opts(line_dash="dashed")
-    points = hv.Scatter(frame, "backlog", ["cost", "V", "carbon_kg", "mean_jct_h"]).opts(
+    cost = f"cost ({currency})" if currency else "cost"
+    x = ("backlog", "mean backlog (jobs of work behind deadline pace)")
+    curve = hv.Curve(frame, x, [("cost", cost), "V"]).opts(line_dash="dashed")
+    points = hv.Scatter(frame, x, [("cost", cost), "V", ("carbon_kg", "carbon (kg)"),
+                                   ("mean_jct_h", "mean JCT (h)")]).opts(
         size=9, tools=["hover"])
-    labels = hv.Labels(frame.assign(text=[f"V={v:g}" for v in frame["V"]]),
-                       ["backlog", "cost"], "text").opts(text_font_size="9pt", yoffset=0)
+    # Labels up and to the right of their point, not over it.
+    labels = hv.Labels(frame.assign(text=[f" V={v:g}" for v in frame["V"]]),
+                       [x, ("cost", cost)], "text").opts(
+        text_font_size="9pt", text_align="left", text_baseline="bottom")
     return (curve * points * labels).opts(
         **CALM, responsive=True, height=300, padding=0.15,
-        title="V trade-off: cost vs mean deadline backlog",
-        xlabel="mean backlog (fraction of work)", ylabel="cost")
+        title="V trade-off: cost vs mean deadline backlog")
 
 
 ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (

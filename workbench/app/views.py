@@ -123,14 +123,18 @@ TABLE_CSS = (".tabulator-col-title {white-space: normal !important; "
 """Table headers wrap onto two lines instead of being cut to ``cost ...``."""
 
 
+def table_titles(frame: pd.DataFrame) -> dict[str, str]:
+    """Header titles where a column name needs one: a time zone may break after its "/"
+    (``stored (Asia/Shanghai)`` wraps instead of being cut)."""
+    return {str(c): str(c).replace("/", "/\u200b") for c in frame.columns if "/" in str(c)}
+
+
 def data_table(frame: pd.DataFrame, **params: Any) -> pn.widgets.Tabulator:
     """A read-only table that fits the width (no side-scrolling) with wrapped headers."""
     opts: dict[str, Any] = {"disabled": True, "show_index": False, "layout": "fit_columns",
                             "sizing_mode": "stretch_width", "stylesheets": [TABLE_CSS],
                             "configuration": {"columnDefaults": {"headerWordWrap": True}},
-                            # A time zone in a header may break after its "/".
-                            "titles": {c: str(c).replace("/", "/\u200b")
-                                       for c in frame.columns if "/" in str(c)}}
+                            "titles": table_titles(frame)}
     opts.update(params)
     return pn.widgets.Tabulator(frame, **opts)
 
@@ -268,7 +272,7 @@ class Sidebar(_StateView):
         s = self.s
         widgets: list[Any] = []
         if s.cap_mode == "global":
-            w = typed_input("Carbon cap, all datacenters (kg CO2 over the horizon)",
+            w = typed_input("Carbon cap, all sites (kg CO2, horizon total)",
                             f"{s.carbon_cap_kg:g}", css_classes=["wb-cap"])
             w.param.watch(lambda e: s.enter("carbon_cap_kg", e.new), "value_input")
             widgets += [w, _error_pane(s, "carbon_cap_kg")]
@@ -432,14 +436,25 @@ class ForecastPane(_StateView):
         self.variable = pn.widgets.Select(
             name="variable", value="price_per_kwh",
             options={"price": "price_per_kwh", "carbon": "carbon_g_per_kwh"})
-        days = [] if sc is None else sorted({
-            str(t.date()) for t in pd.DatetimeIndex(sc.grid["time"].values)[:sc.n_slots]})
-        self.origin = pn.widgets.Select(name="origin (00:00 UTC)", options=days,
-                                        value=days[0] if days else None)
+        self.region.width, self.variable.width = 170, 130
+        self.origin = pn.widgets.Select(name="forecast issued at", width=240)
         self.button = pn.widgets.Button(name="Forecast", button_type="primary",
-                                        css_classes=["wb-forecast"])
+                                        css_classes=["wb-forecast"], align="end")
         self.out = pn.Column(sizing_mode="stretch_width")
         self.button.on_click(self._draw)
+        self.s.param.watch(self._origins, "tz")
+        self._origins()
+
+    def _origins(self, *_: Any) -> None:
+        """The model's issue times (00:00 UTC each day of the horizon), named in the
+        sidebar's time zone; the value stays the UTC day."""
+        sc, tz = self.s.scenario, self.s.tz or "UTC"
+        days = [] if sc is None else sorted({
+            str(t.date()) for t in pd.DatetimeIndex(sc.grid["time"].values)[:sc.n_slots]})
+        named = {f"{pd.Timestamp(d, tz='UTC').tz_convert(tz):%a %m-%d %H:%M} {tz}": d
+                 for d in days}
+        keep = self.origin.value if self.origin.value in days else (days[0] if days else None)
+        self.origin.param.update(options=named, value=keep)
 
     def _draw(self, *_: Any) -> None:
         from workbench.forecast.rolling import ForecastError
@@ -455,9 +470,12 @@ class ForecastPane(_StateView):
         except ForecastError as exc:
             self.out.objects = [pn.pane.Alert(str(exc), alert_type="warning")]
             return
+        tz = self.s.tz or "UTC"
+        issued = pd.Timestamp(str(self.origin.value), tz="UTC").tz_convert(tz)
         self.out.objects = [pn.pane.HoloViews(
-            plots.forecast_band(frame, str(self.variable.value), str(self.region.value),
-                                str(self.origin.value), sc.currency),
+            plots.forecast_band(frame.assign(time=_zone_times(frame["time"], tz)),
+                                str(self.variable.value), str(self.region.value),
+                                f"{issued:%a %m-%d %H:%M}", sc.currency, tz=tz),
             sizing_mode="stretch_width")]
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -531,7 +549,8 @@ class PlanView(_StateView):
                 "is a segment: consecutive slots in one datacenter and configuration; hover it "
                 f"for job, GPUs, energy, cost ({sc.currency}) and carbon. Times in {tz}.")
         return pn.Column(
-            pn.pane.HoloViews(plots.occupancy(occ, derive.pool_capacity(sc), xlim=xlim),
+            pn.pane.HoloViews(plots.occupancy(occ, derive.pool_capacity(sc), xlim=xlim,
+                                              tz=tz),
                               sizing_mode="stretch_width"),
             pn.pane.Markdown(note, css_classes=["wb-gantt-note"]),
             pn.pane.HoloViews(plots.gantt(visible, rows, currency=sc.currency, tz=tz,
@@ -552,7 +571,7 @@ class PlanView(_StateView):
 
 MIGRATION_SHOWN: tuple[tuple[str, str], ...] = (
     ("time", "time ({tz})"), ("job_id", "job"), ("from_region", "from"), ("to_region", "to"),
-    ("why", "why (grid in that slot)"), ("checkpoint_gb", "checkpoint (GB)"),
+    ("why", "why (grid in that slot)"), ("checkpoint_gb", "GB moved"),
     ("transfer_min", "transfer (min)"),
 )
 """Columns of the Migrations tab's table: key and header."""
@@ -598,9 +617,17 @@ class MigrationsView(_StateView):
             checkpoint_gb=moves["checkpoint_gb"].astype(float).round(2))
         cols = [(k, h.format(tz=tz)) for k, h in MIGRATION_SHOWN]
         shown = shown[[k for k, _ in cols]].rename(columns=dict(cols))
-        total = (f"**{len(moves)}** migrations in the window ({len(res.migrations)} in the "
-                 f"run): {flow['gb'].sum():,.1f} GB of checkpoints moved, "
-                 f"{flow['kwh'].sum():,.1f} kWh of work ran where it moved to. Times in {tz}.")
+        # The headline's "migrations" count moves that carried a running job's checkpoint;
+        # a job's first run away from home also moves its dataset (a data move, no
+        # checkpoint yet). Both are rows here.
+        moved = (moves["moved"].astype(str) if "moved" in moves
+                 else pd.Series("checkpoint", index=moves.index))
+        n_mig = int(moved.str.contains("checkpoint").sum())
+        total = (f"**{len(moves)}** data moves in the window ({len(res.migrations)} in the "
+                 f"run): **{n_mig}** migrations of a running job (its checkpoint moved; "
+                 f"the Metrics tab counts these) and {len(moves) - n_mig} first moves of a "
+                 f"dataset; {flow['gb'].sum():,.1f} GB moved, {flow['kwh'].sum():,.1f} kWh "
+                 f"of work ran where it moved to. Times in {tz}.")
         return pn.Column(
             pn.pane.Markdown(total, css_classes=["wb-migrations-total"]),
             pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb"), sizing_mode="stretch_width"),
@@ -610,7 +637,7 @@ class MigrationsView(_StateView):
             data_table(shown, pagination="local", page_size=15, header_filters=True,
                        css_classes=["wb-migrations"],
                        widths={f"time ({tz})": 132, "job": 118, "from": 92, "to": 92,
-                               "why (grid in that slot)": "36%", "checkpoint (GB)": 92,
+                               "why (grid in that slot)": "36%", "GB moved": 84,
                                "transfer (min)": 84},
                        formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",
@@ -673,6 +700,13 @@ def savings_html(summary: dict[str, float], policy: str, currency: str = "") -> 
     else:
         parts.append("The hindsight plan was not run (add <i>offline</i> under "
                      "<i>Compare with</i>).")
+    undone = [f"{v:.0f} more {what}" for what, v in (
+        ("jobs unfinished", summary.get("more_unfinished", math.nan)),
+        ("deadline misses", summary.get("more_misses", math.nan))) if math.isfinite(v) and v > 0]
+    if undone:
+        parts.append(f'<span id="saving-not-like-for-like" style="color:#a52a2a"><b>Not like '
+                     f"for like:</b> {' and '.join(undone)} than asap-home; the saving "
+                     "includes work this run left undone or late.</span>")
     return ('<div id="metrics-savings" style="font-size:15px;padding:6px 10px;'
             'border-left:4px solid #1f6f8b;background:#eef6f8">' + " ".join(parts) + "</div>")
 
@@ -785,7 +819,9 @@ class MetricsView(_StateView):
         return pn.Column(
             pn.pane.Markdown(f"**V trade-off** of {len(frame)} stored runs that differ from "
                              "this one in V alone."),
-            pn.pane.HoloViews(plots.tradeoff(frame), sizing_mode="stretch_width"),
+            pn.pane.HoloViews(plots.tradeoff(frame, self.s.scenario.currency
+                                             if self.s.scenario is not None else ""),
+                              sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -833,6 +869,7 @@ class RunsView(_StateView):
         self.s.param.watch(self._refresh, ["runs_table", "tz", "run_info"])
         self.show_baselines.param.watch(self._refresh, "value")
         self._ids: list[str] = []
+        self._armed: list[str] = []  # runs a first Delete press asked to confirm
         self._refresh()
 
     def _refresh(self, *_: Any) -> None:
@@ -857,12 +894,14 @@ class RunsView(_StateView):
             jobs_unfinished=runs["jobs_unfinished"].astype("Int64"))
         cols = [(k, h.format(tz=tz, c=currency)) for k, h in RUNS_SHOWN]
         stored = dict(cols)["created"]
-        self.table.param.update(value=frame[[k for k, _ in cols]].rename(columns=dict(cols)),
+        shown = frame[[k for k, _ in cols]].rename(columns=dict(cols))
+        # Fixed widths sum to ~75 % of the 1366 px window's table, the knobs take the rest.
+        self.table.param.update(value=shown, titles=table_titles(shown),
                                 selection=[i for i, r in enumerate(self._ids)
                                            if r in self.s.compare_ids],
-                                widths={stored: 130, "name": 110, "run": 125, "policy": 95,
-                                        dict(cols)["cost"]: 95, dict(cols)["carbon_kg"]: 90,
-                                        "misses": 75, "not done": 80, "knobs": "24%"},
+                                widths={stored: 112, "name": 100, "run": 112, "policy": 92,
+                                        dict(cols)["cost"]: 88, dict(cols)["carbon_kg"]: 84,
+                                        "misses": 74, "not done": 74, "knobs": "20%"},
                                 formatters={"knobs": {"type": "textarea"},
                                             "name": {"type": "textarea"}})
 
@@ -894,9 +933,18 @@ class RunsView(_StateView):
             self.s.rename_run(ids[0], self.new_name.value or "")
 
     def _delete(self, _e: Any) -> None:
+        """First press: say what would go; a second press on the same ticks deletes."""
         ids = self._need(1)
-        if ids:
-            self.s.delete_runs(ids)
+        if not ids:
+            return
+        if self._armed != ids:
+            self._armed = ids
+            self.hint.object = (f"Press **Delete ticked** again to delete {len(ids)} stored "
+                                f"run(s) for good: {', '.join(f'`{i}`' for i in ids)}.")
+            return
+        self._armed = []
+        self.s.delete_runs(ids)
+        self.hint.object = f"Deleted {len(ids)} run(s) from the store."
 
     @param.depends("state.compare_ids")
     def _comparison(self) -> pn.viewable.Viewable:
@@ -1006,6 +1054,7 @@ class QuoteView(_StateView):
         for w in (self.work, self.deadline, self.checkpoint, self.carbon_price):
             w.param.watch(self._check, "value_input")
         self.s.param.watch(self._choices, "scenario")
+        self.s.param.watch(self._arrival_zone, "tz")
         self._choices()
 
     FIELDS: tuple[tuple[str, str, float, bool], ...] = (
@@ -1053,10 +1102,18 @@ class QuoteView(_StateView):
         except ValueError:
             deadline = min(24.0, horizon_hours(sc))
         self.deadline.param.update(value=f"{deadline:g}", value_input=f"{deadline:g}")
-        start = pd.Timestamp(sc.start).tz_localize(None).to_pydatetime()
-        end = pd.Timestamp(sc.end).tz_localize(None).to_pydatetime()
-        self.arrival.param.update(start=start, end=end, value=None)
+        self._arrival_zone()
         self._default_work()
+
+    def _arrival_zone(self, *_: Any) -> None:
+        """The arrival picker in the sidebar's time zone (its value is read in that zone)."""
+        sc, tz = self.s.scenario, self.s.tz or "UTC"
+        if sc is None:
+            return
+        start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
+        end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
+        self.arrival.param.update(start=start, end=end, value=None,
+                                  name=f"arrival ({tz}; empty: horizon start)")
 
     def _default_work(self, *_: Any) -> None:
         sc = self.s.scenario
