@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
+from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
 from workbench.cli.plan import attribution_lines, output_clash, unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
@@ -238,6 +239,23 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def _job_set_records(jobs: pd.DataFrame) -> list[dict[str, Any]]:
+    """:func:`_records` of the job sets; a relative trace's arrivals (imported without
+    ``--start``) as hours after its start (``*_arrival_h_after_trace_start``, the ``*_utc``
+    keys None), an absolute set's as UTC times (the ``*_h_after_trace_start`` keys None)."""
+    out = []
+    for row in _records(jobs):
+        relative = trace_relative(row["first_arrival_utc"])
+        for end in ("first", "last"):
+            t = row[f"{end}_arrival_utc"]
+            row[f"{end}_arrival_h_after_trace_start"] = \
+                round(hours_after_trace_start(t), 4) if relative else None
+            if relative:
+                row[f"{end}_arrival_utc"] = None
+        out.append(row)
+    return out
+
+
 def _data_list(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         series = store.series_summary()
@@ -245,7 +263,7 @@ def _data_list(args: argparse.Namespace) -> int:
         profiles = store.profile_summary()
         scenarios = store.scenario_names()
     if args.json:
-        print(json.dumps({"series": _records(series), "job_sets": _records(jobs),
+        print(json.dumps({"series": _records(series), "job_sets": _job_set_records(jobs),
                           "profiles": _records(profiles), "scenarios": scenarios}))
         return 0
     print(f"grid series in {args.db}:" if len(series) else f"grid series in {args.db}: none")
@@ -256,8 +274,8 @@ def _data_list(args: argparse.Namespace) -> int:
     for r in jobs.itertuples():
         what = "scenario" if r.is_scenario else "job set"
         print(f"  {r.name:<20}{what:<9}{r.jobs:>6,d} jobs ({r.training:,d} training, "
-              f"{r.inference:,d} inference), arrivals {r.first_arrival_utc:%Y-%m-%d %H:%M} .. "
-              f"{r.last_arrival_utc:%Y-%m-%d %H:%M} UTC")
+              f"{r.inference:,d} inference), arrivals "
+              f"{arrival_span(r.first_arrival_utc, r.last_arrival_utc)}")
     print("profiles:" if len(profiles) else "profiles: none")
     for r in profiles.itertuples():
         print(f"  {r.app:<16}{r.gpu_type:<12}{'derived' if r.derived else 'fitted':<9}"
