@@ -82,6 +82,16 @@ QUIET_LOGGERS: tuple[str, ...] = ("distributed", "dask", "tornado", "bokeh")
 lines per start)."""
 
 
+def quiet_loggers(verbose: bool) -> None:
+    """Hold the :data:`QUIET_LOGGERS` at WARNING (DEBUG with ``-v``).
+
+    Importing ``distributed`` sets its loggers from Dask's ``logging`` config (``distributed:
+    info``): a command that imports it calls this again afterwards.
+    """
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
 def progress_wanted(args: argparse.Namespace) -> bool:
     """tqdm bars only on a terminal, and not with ``--no-progress``: a log file or a pipe
     gets no bar lines."""
@@ -98,8 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    quiet_loggers(args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

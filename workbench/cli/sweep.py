@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.cli import progress_wanted
+from workbench.cli import progress_wanted, quiet_loggers
 from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.plan import output_clash, unwritable
 from workbench.cli.scenario import load_or_build
@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     error = forecast_error(args)
     settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
     scenario = load_or_build(args.db, args.scenario)
+    import distributed  # noqa: F401 - its import sets its loggers to INFO: quiet them again
+
+    quiet_loggers(args.verbose)
     try:
         table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
                           scheduler_address=args.scheduler, n_workers=args.workers,
