@@ -87,6 +87,7 @@ def test_bad_knobs_and_caps_exit_with_a_message(db, capsys) -> None:
 @pytest.mark.parametrize("flag,value", [("--noise", "-1"), ("--forecast-error", "-0.5"),
                                         ("--noise", "nan"), ("--restart-s", "-100"),
                                         ("--migration-threshold", "nan"), ("--V", "0"),
+                                        ("--V", "1e308"), ("--V", "100001"),
                                         ("--power-cap-kw", "inf"), ("--seed", "1.5")])
 def test_plan_bad_numbers_are_one_line_errors(db, capsys, flag, value) -> None:
     rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
@@ -95,6 +96,21 @@ def test_plan_bad_numbers_are_one_line_errors(db, capsys, flag, value) -> None:
     err = capsys.readouterr().err
     assert err.startswith(f"error: workbench plan: argument {flag}: {value} is not a ")
     assert err.count("\n") == 1 and "see `workbench plan --help`" in err
+
+
+@pytest.mark.parametrize("text", ["1e308", "100000", "100000.5", "0.001", "-5"])
+def test_plan_V_follows_the_apps_rule(text: str) -> None:
+    """``plan --V`` and the app's V field (:func:`check_knob`) accept the same values."""
+    from workbench.app.state import check_knob
+    from workbench.cli import build_parser
+
+    app_ok = check_knob("V", text)[0] is not None
+    try:
+        build_parser().parse_args(["plan", "--policy", "lyapunov", "--V", text])
+        cli_ok = True
+    except SystemExit:
+        cli_ok = False
+    assert cli_ok == app_ok
 
 
 @pytest.mark.parametrize("flag", ["--out", "--migrations-out"])

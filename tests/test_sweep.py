@@ -101,6 +101,10 @@ def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "lyapunov" in text and "3 runs (0 failed)" in text
     assert len(pd.read_csv(out)) == 3
     assert main(["--db", str(db), "sweep", "--scenario", "tiny", "--V", "x"]) == 2
+    capsys.readouterr()
+    assert main(["--db", str(db), "sweep", "--scenario", "tiny", "--V", "1,1e308"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --V: 1e308 is not a number > 0 and <= 100000\n"
 
 
 def test_cli_sweep_keeps_dask_quiet_unless_verbose(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT, Policy
+from workbench.policies.lyapunov import V_MAX
 from workbench.recorders import LOCK_WAIT_S, CsvRecorder, save_results
 from workbench.sim import AllocationError, Recorder, RunResult, simulate
 
@@ -50,8 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
     p.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICY_NAMES,
                    help=f"policy (default: {DEFAULT_POLICY})")
-    p.add_argument("--V", type=number(0, low_open=True), default=None,
-                   help="Lyapunov trade-off: weight of cost against queue backlogs (> 0)")
+    p.add_argument("--V", type=number(0, V_MAX, low_open=True), default=None,
+                   help="Lyapunov trade-off: weight of cost against queue backlogs (> 0 "
+                   f"and <= {V_MAX:g})")
     p.add_argument("--carbon-cap", default=None, metavar="KG|PCT%",
                    help="carbon cap over the horizon: kg CO2 (e.g. 1200) or a percentage "
                    "below the asap-home run's carbon (e.g. 20%%)")

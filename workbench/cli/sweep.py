@@ -24,6 +24,7 @@ from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.plan import output_clash, unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
+from workbench.policies.lyapunov import V_MAX
 from workbench.sweep import CarbonCap, SimSettings, SweepError, run_sweep, sweep_points
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -72,8 +73,8 @@ def _floats(text: str, what: str) -> list[float]:
             value = float(part)
         except ValueError:
             raise ValueError(f"{what}: {part!r} is not a number; use e.g. 1,3,10") from None
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{what}: values must be positive, got {part}")
+        if not (math.isfinite(value) and 0 < value <= V_MAX):
+            raise ValueError(f"{what}: {part} is not a number > 0 and <= {V_MAX:g}")
         out.append(value)
     return out
 
