@@ -151,3 +151,24 @@ def test_data_list_prints_a_relative_trace_as_offsets(capsys, tmp_path) -> None:
     assert wl1["first_arrival_h_after_trace_start"] == pytest.approx(110 / 3600, abs=1e-4)
     assert wl1["last_arrival_h_after_trace_start"] == pytest.approx(7.4)
     assert wl1["first_arrival_utc"] is None and wl1["last_arrival_utc"] is None
+
+
+def test_counts_are_integers_and_flags_booleans_in_json(db, capsys) -> None:
+    """The store keeps numbers as DOUBLE; show, compare and list give counts back as
+    integers and ``carbon_cap_met`` as a boolean, as ``plan --json`` printed them."""
+    planned = _json(capsys, ["plan", "--scenario", "tiny", "--policy", "lyapunov",
+                             "--carbon-cap", "1000", "--no-progress", "--json",
+                             "--db", str(db)])
+    shown = _json(capsys, ["runs", "show", planned["run_id"], "--json", "--db", str(db)])
+    m = shown["metrics"]
+    for key in ("data_moves", "round_trips", "fallbacks", "power_cap_violations",
+                "deadline_misses", "jobs_unfinished", "migrations", "jobs_total"):
+        assert type(m[key]) is int, key
+    assert m["deadline_misses"] == planned["deadline_misses"]
+    assert m["carbon_cap_met"] is True and planned["carbon_cap_met"] is True
+    assert isinstance(m["cost"], float)
+    rows = _json(capsys, ["runs", "compare", planned["run_id"], "latest", "--json",
+                          "--db", str(db)])["rows"]
+    assert all(type(v) is int for v in rows["deadline misses"].values())
+    listed = _json(capsys, ["runs", "list", "--json", "--db", str(db)])["runs"]
+    assert all(type(r["migrations"]) is int for r in listed)

@@ -101,13 +101,11 @@ def _show(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
-        metrics = store.run_metrics(rid)
+        metrics = runs_mod.typed_metrics(store.run_metrics(rid))
         result = runs_mod.load_result(store, rid)
         n_plan = len(result.plan)
         n_mig = len(result.migrations)
         att, why = _attribution(store, rid, str(info["scenario"]), result)
-    metrics = {k: (int(v) if k in runs_mod.INT_METRICS and isinstance(v, float)
-                   and math.isfinite(v) else v) for k, v in metrics.items()}
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
     if args.json:
         obj = {"run_id": rid, "name": info.get("name"), "scenario": info["scenario"],
