@@ -128,8 +128,9 @@ def test_show_and_compare_report_the_attribution_as_plan_printed_it(db, capsys) 
     assert shown["attribution"] is None and shown["attribution_missing"] == ATTRIBUTION_BEFORE_V6
     cmp_ = _json(capsys, ["runs", "compare", greedy_id, again["run_id"], "--json",
                           "--db", str(db)])
-    assert list(cmp_["rows"]["saving against asap-home (CNY)"].values())[0] \
-        == ATTRIBUTION_BEFORE_V6
+    first = next(iter(cmp_["knobs"]))
+    assert cmp_["rows"]["saving against asap-home (CNY)"][first] is None
+    assert cmp_["notes"][first] == ATTRIBUTION_BEFORE_V6
 
 
 def test_data_list_prints_a_relative_trace_as_offsets(capsys, tmp_path) -> None:
@@ -172,3 +173,30 @@ def test_counts_are_integers_and_flags_booleans_in_json(db, capsys) -> None:
     assert all(type(v) is int for v in rows["deadline misses"].values())
     listed = _json(capsys, ["runs", "list", "--json", "--db", str(db)])["runs"]
     assert all(type(r["migrations"]) is int for r in listed)
+
+
+def test_compare_fits_100_columns_with_clean_keys_and_notes(db, capsys) -> None:
+    """Knobs above the table (wrapped), run columns continued below when they do not fit;
+    JSON keys without padding; no sentence in a number's cell: null and a note."""
+    for v in ("3", "30"):
+        assert main(["plan", "--scenario", "tiny", "--policy", "lyapunov", "--V", v,
+                     "--carbon-cap", "20%", "--power-cap-kw", "100", "--no-progress",
+                     "--db", str(db)]) == 0
+    capsys.readouterr()
+    runs = [r["run_id"] for r in _json(capsys, ["runs", "list", "--json",
+                                                "--db", str(db)])["runs"]]
+    assert len(runs) >= 5
+    assert main(["runs", "compare", *runs, "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    assert "V=30" in text and "this is the asap-home run" in text.split("\n(1) ")[-1]
+    assert "n/a (1)" in text
+    cmp_ = _json(capsys, ["runs", "compare", *runs, "--json", "--db", str(db)])
+    assert all(k == k.strip() for k in cmp_["rows"])
+    assert "from spatial (CNY)" in cmp_["rows"] and "from spatial (kg)" in cmp_["rows"]
+    assert "knobs" not in cmp_["rows"] and "V=30" in next(iter(cmp_["knobs"].values()))
+    base = next(c for c in cmp_["knobs"] if c.startswith("asap-home"))
+    assert cmp_["rows"]["saving against asap-home (CNY)"][base] is None
+    assert "savings are measured against" in cmp_["notes"][base]
+    for row in cmp_["rows"].values():
+        assert not any(isinstance(v, str) for v in row.values())

@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -153,20 +154,45 @@ def _attribution(store: Store, rid: str, scenario: str, result: Any
     return runs_mod.stored_attribution(store, rid, sc, result)
 
 
+COMPARE_WIDTH = 100
+"""Characters a ``runs compare`` line may take: the knobs wrap, the table's run columns
+continue below when they do not fit."""
+
+
 def _compare(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         ids = [store.resolve_run(r) for r in args.runs]
         frame = runs_mod.compare_frame(store, ids)
+    knobs = frame.loc["knobs"]
+    body = frame.drop(index="knobs")
+    # A run without a number in a cell (the asap-home run has no saving against itself, an
+    # old run no attribution) says why in a note, not in the cell.
+    notes: dict[str, list[str]] = {}
+    for col in body.columns:
+        for v in body[col]:
+            if isinstance(v, str) and v not in notes.setdefault(col, []):
+                notes[col].append(v)
+    notes = {col: texts for col, texts in notes.items() if texts}
     if args.json:
-        obj = {"runs": ids, "rows": {str(idx): {str(c): (None if isinstance(v, float)
-                                                       and not math.isfinite(v) else v)
-                                                for c, v in row.items()}
-                                     for idx, row in frame.iterrows()}}
+        rows = {str(idx).strip(): {str(c): (None if isinstance(v, str) or (
+            isinstance(v, float) and not math.isfinite(v)) else v) for c, v in row.items()}
+            for idx, row in body.iterrows()}
+        obj = {"runs": ids, "knobs": {str(c): str(v) for c, v in knobs.items()},
+               "rows": rows, "notes": {c: "; ".join(t) for c, t in notes.items()}}
         print(json.dumps(obj, default=str))
         return 0
-    shown = frame.map(lambda v: v if isinstance(v, str) else _num(v))
-    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
-        print(shown.to_string())
+    print("runs compared:")
+    for col, text in knobs.items():
+        print(textwrap.fill(f"{col}: {text}", width=COMPARE_WIDTH, initial_indent="  ",
+                            subsequent_indent="      "))
+    numbered = list(dict.fromkeys(t for texts in notes.values() for t in texts))
+    shown = body.map(lambda v: f"n/a ({numbered.index(v) + 1})" if isinstance(v, str)
+                     else _num(v))
+    print(shown.to_string(line_width=COMPARE_WIDTH))
+    for i, text in enumerate(numbered, 1):
+        who = ", ".join(c for c, texts in notes.items() if text in texts)
+        print(textwrap.fill(f"({i}) {who}: {text}", width=COMPARE_WIDTH,
+                            subsequent_indent="    "))
     return 0
 
 
