@@ -25,6 +25,7 @@ from workbench.store import Store, StoreError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list, show, compare, export or delete stored runs")
+    p.set_defaults(reads_store=True)  # a missing --db file is refused, not created
     rsub = p.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
 
     ls = rsub.add_parser("list", help="stored runs, newest first, with cost, carbon, misses")
@@ -61,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rm.set_defaults(func=_delete)
 
     d = sub.add_parser("data", help="what the store holds: grid series, job sets, profiles")
+    d.set_defaults(reads_store=True)
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     dl = dsub.add_parser("list", help="grid series (region, kind, unit, span, rows), job "
                          "sets and performance profiles")
