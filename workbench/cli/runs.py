@@ -17,7 +17,7 @@ import pandas as pd
 
 from workbench import runs as runs_mod
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, output_clash, unwritable
+from workbench.cli.plan import attribution_lines, output_clash, saving_caveat, unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
 from workbench.store import Store, StoreError
@@ -109,6 +109,9 @@ def _show(args: argparse.Namespace) -> int:
         n_plan = len(result.plan)
         n_mig = len(result.migrations)
         att, why = _attribution(store, rid, str(info["scenario"]), result)
+        ref = runs_mod.reference_run(store, {**info, "run_id": rid}) \
+            if info["policy"] != runs_mod.REFERENCE_POLICY else None
+        base = runs_mod.typed_metrics(store.run_metrics(ref)) if ref else None
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
     if args.json:
         obj = {"run_id": rid, "name": info.get("name"), "scenario": info["scenario"],
@@ -136,7 +139,7 @@ def _show(args: argparse.Namespace) -> int:
           f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
     if att:
         print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, carbon "
-              f"{sum(att['carbon_kg'].values()):,.1f} kg")
+              f"{sum(att['carbon_kg'].values()):,.1f} kg{saving_caveat(metrics, base)}")
     else:
         print(f"  {why}")
     for line in attribution_lines(att, info.get("bound"), cur):
