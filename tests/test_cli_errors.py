@@ -121,6 +121,8 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     import sys
 
     root = Path(__file__).resolve().parents[1]
+    with Store(tmp_path / "wb.duckdb"):
+        pass
     proc = subprocess.Popen(
         [sys.executable, "-m", "workbench.cli", "--db", str(tmp_path / "wb.duckdb"),
          "scenario", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -169,7 +171,7 @@ def test_damaged_store_and_wrong_kind_of_path(tmp_path: Path,
 
 
 def test_unexpected_errors_are_one_line_and_point_to_verbose(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:
     import workbench.cli.scenario as cli_scenario
 
@@ -177,7 +179,9 @@ def test_unexpected_errors_are_one_line_and_point_to_verbose(
         raise ZeroDivisionError("float division by zero")
 
     monkeypatch.setattr(cli_scenario, "_list", boom)
-    rc = main(["scenario", "list"])
+    with Store(tmp_path / "wb.duckdb"):
+        pass
+    rc = main(["scenario", "list", "--db", str(tmp_path / "wb.duckdb")])
     assert rc == 1
     err = _one_line(capsys)
     assert "unexpected ZeroDivisionError: float division by zero; rerun with -v" in err
@@ -244,3 +248,30 @@ def test_fit_defaults_and_compute_train_refuse_to_write_over_the_store(
         assert main(["--db", str(db), *argv]) == 2
         assert f"--out {db} is the store" in _one_line(capsys)
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [["runs", "list"], ["runs", "show", "latest"],
+                                  ["runs", "compare", "a", "b"], ["data", "list", "--json"],
+                                  ["scenario", "list"], ["runs", "delete", "latest"]])
+def test_read_only_commands_refuse_a_missing_store(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped --db is not silently a new empty store: one line naming the path and how
+    to make one, exit 2, no file created. Commands that write a store still create it."""
+    typo = tmp_path / "wokbench.duckdb"
+    assert main([*argv, "--db", str(typo)]) == 2
+    err = _one_line(capsys)
+    assert err.startswith(f"error: store {typo} does not exist; check --db")
+    assert "workbench scenario generate seed3" in err
+    assert not typo.exists()
+
+
+def test_commands_that_write_create_the_store(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "new.duckdb"
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,2,256\n")
+    assert main(["import", "jobs", "pollux-workload", str(trace), "--into", "w",
+                 "--db", str(db)]) == 0
+    assert db.is_file()
+    capsys.readouterr()
+    assert main(["data", "list", "--db", str(db)]) == 0

@@ -87,6 +87,7 @@ def test_bad_knobs_and_caps_exit_with_a_message(db, capsys) -> None:
 @pytest.mark.parametrize("flag,value", [("--noise", "-1"), ("--forecast-error", "-0.5"),
                                         ("--noise", "nan"), ("--restart-s", "-100"),
                                         ("--migration-threshold", "nan"), ("--V", "0"),
+                                        ("--V", "1e308"), ("--V", "100001"),
                                         ("--power-cap-kw", "inf"), ("--seed", "1.5")])
 def test_plan_bad_numbers_are_one_line_errors(db, capsys, flag, value) -> None:
     rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
@@ -95,6 +96,21 @@ def test_plan_bad_numbers_are_one_line_errors(db, capsys, flag, value) -> None:
     err = capsys.readouterr().err
     assert err.startswith(f"error: workbench plan: argument {flag}: {value} is not a ")
     assert err.count("\n") == 1 and "see `workbench plan --help`" in err
+
+
+@pytest.mark.parametrize("text", ["1e308", "100000", "100000.5", "0.001", "-5"])
+def test_plan_V_follows_the_apps_rule(text: str) -> None:
+    """``plan --V`` and the app's V field (:func:`check_knob`) accept the same values."""
+    from workbench.app.state import check_knob
+    from workbench.cli import build_parser
+
+    app_ok = check_knob("V", text)[0] is not None
+    try:
+        build_parser().parse_args(["plan", "--policy", "lyapunov", "--V", text])
+        cli_ok = True
+    except SystemExit:
+        cli_ok = False
+    assert cli_ok == app_ok
 
 
 @pytest.mark.parametrize("flag", ["--out", "--migrations-out"])
@@ -251,3 +267,42 @@ def test_an_output_naming_the_store_or_another_output_is_refused(
     rc = main(["--db", str(db), "runs", "export", "latest", "--out", str(db)])
     assert rc == 2 and "is the store" in capsys.readouterr().err
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize(("run", "base", "text"), [
+    ({"jobs_unfinished": 0, "deadline_misses": 0}, {"jobs_unfinished": 0}, ""),
+    ({"jobs_unfinished": 144, "deadline_misses": 0}, {"jobs_unfinished": 0},
+     " — not like for like: 144 jobs unfinished (their remaining work is not paid for)"),
+    ({"jobs_unfinished": 3.0, "deadline_misses": 5.0},
+     {"jobs_unfinished": 1.0, "deadline_misses": 2.0},
+     " — not like for like: 3 jobs unfinished against 1 in asap-home (their remaining work "
+     "is not paid for); 5 deadline misses against 2 in asap-home"),
+    ({"jobs_unfinished": 1, "deadline_misses": 1}, {"jobs_unfinished": 1,
+                                                    "deadline_misses": 1}, ""),
+    ({"jobs_unfinished": float("nan")}, {"jobs_unfinished": 0}, ""),
+    ({"jobs_unfinished": 2}, None, ""),
+])
+def test_saving_caveat(run, base, text) -> None:
+    from workbench.cli.plan import saving_caveat
+
+    assert saving_caveat(run, base) == text
+
+
+def test_a_saving_with_unfinished_jobs_is_qualified(db, capsys) -> None:
+    """A run that leaves jobs unfinished (cheaper because their work is not done) says its
+    saving against asap-home is not like for like, in plan and in runs show."""
+    argv = ["--db", str(db), "plan", "--scenario", "tiny", "--policy", "lyapunov", "--V", "3",
+            "--carbon-cap", "20%", "--power-cap-kw", "100", "--no-progress"]
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if "saving against asap-home:" in x)
+    assert "not like for like: 2 jobs unfinished (their remaining work is not paid for)" in line
+    assert main(["--db", str(db), "runs", "show", "latest"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if "saving against asap-home" in x)
+    assert "not like for like: 2 jobs unfinished" in line
+    assert main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "greedy",
+                 "--no-progress"]) == 0
+    assert "not like for like" not in capsys.readouterr().out
+    assert main(["--db", str(db), "runs", "show", "latest"]) == 0
+    assert "not like for like" not in capsys.readouterr().out

@@ -69,6 +69,9 @@ def test_data_list_names_series_job_sets_and_profiles(db, capsys) -> None:
     assert ("ra", "price") in kinds and ("ra", "carbon") in kinds
     assert all(s["rows"] == 8 for s in data["series"])
     assert data["job_sets"][0]["name"] == "tiny" and data["job_sets"][0]["jobs"] == 3
+    # An absolute job set keeps its UTC times; the offsets are for relative traces.
+    assert data["job_sets"][0]["first_arrival_utc"].startswith("20")
+    assert data["job_sets"][0]["first_arrival_h_after_trace_start"] is None
     assert data["profiles"] and data["scenarios"] == ["tiny"]
 
 
@@ -85,13 +88,13 @@ def test_progress_bars_only_on_a_terminal(monkeypatch) -> None:
 def test_relative_arrivals_print_as_offsets() -> None:
     import pandas as pd
 
-    from workbench.cli.imports import _arrivals
+    from workbench.cli.imports import arrival_span
 
     t0 = pd.Timestamp("1970-01-01 02:00", tz="UTC")
-    text = _arrivals(t0, t0 + pd.Timedelta(hours=10), None)
+    text = arrival_span(t0, t0 + pd.Timedelta(hours=10), None)
     assert text.startswith("+2.0 h .. +12.0 h") and "1970" not in text
     real = pd.Timestamp("2025-07-13 16:00", tz="UTC")
-    assert _arrivals(real, real, None) == "2025-07-13 16:00 .. 2025-07-13 16:00 UTC"
+    assert arrival_span(real, real, None) == "2025-07-13 16:00 .. 2025-07-13 16:00 UTC"
 
 
 def test_show_and_compare_report_the_attribution_as_plan_printed_it(db, capsys) -> None:
@@ -125,5 +128,75 @@ def test_show_and_compare_report_the_attribution_as_plan_printed_it(db, capsys) 
     assert shown["attribution"] is None and shown["attribution_missing"] == ATTRIBUTION_BEFORE_V6
     cmp_ = _json(capsys, ["runs", "compare", greedy_id, again["run_id"], "--json",
                           "--db", str(db)])
-    assert list(cmp_["rows"]["saving against asap-home (CNY)"].values())[0] \
-        == ATTRIBUTION_BEFORE_V6
+    first = next(iter(cmp_["knobs"]))
+    assert cmp_["rows"]["saving against asap-home (CNY)"][first] is None
+    assert cmp_["notes"][first] == ATTRIBUTION_BEFORE_V6
+
+
+def test_data_list_prints_a_relative_trace_as_offsets(capsys, tmp_path) -> None:
+    """A job set imported from a relative trace without --start: its arrivals as hours after
+    the trace's start (text and JSON), as the import printed them."""
+    db = tmp_path / "w.duckdb"
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "cifar10-0,110,cifar10,2,128\ncifar10-1,26640,cifar10,1,128\n")
+    assert main(["import", "jobs", "pollux-workload", str(trace), "--into", "wl1",
+                 "--db", str(db)]) == 0
+    imported = capsys.readouterr().out
+    assert "+0.0 h .. +7.4 h after the trace's start" in imported
+    assert main(["data", "list", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.strip().startswith("wl1"))
+    assert "+0.0 h .. +7.4 h after the trace's start" in line and "1970" not in text
+    wl1 = _json(capsys, ["data", "list", "--json", "--db", str(db)])["job_sets"][0]
+    assert wl1["first_arrival_h_after_trace_start"] == pytest.approx(110 / 3600, abs=1e-4)
+    assert wl1["last_arrival_h_after_trace_start"] == pytest.approx(7.4)
+    assert wl1["first_arrival_utc"] is None and wl1["last_arrival_utc"] is None
+
+
+def test_counts_are_integers_and_flags_booleans_in_json(db, capsys) -> None:
+    """The store keeps numbers as DOUBLE; show, compare and list give counts back as
+    integers and ``carbon_cap_met`` as a boolean, as ``plan --json`` printed them."""
+    planned = _json(capsys, ["plan", "--scenario", "tiny", "--policy", "lyapunov",
+                             "--carbon-cap", "1000", "--no-progress", "--json",
+                             "--db", str(db)])
+    shown = _json(capsys, ["runs", "show", planned["run_id"], "--json", "--db", str(db)])
+    m = shown["metrics"]
+    for key in ("data_moves", "round_trips", "fallbacks", "power_cap_violations",
+                "deadline_misses", "jobs_unfinished", "migrations", "jobs_total"):
+        assert type(m[key]) is int, key
+    assert m["deadline_misses"] == planned["deadline_misses"]
+    assert m["carbon_cap_met"] is True and planned["carbon_cap_met"] is True
+    assert isinstance(m["cost"], float)
+    rows = _json(capsys, ["runs", "compare", planned["run_id"], "latest", "--json",
+                          "--db", str(db)])["rows"]
+    assert all(type(v) is int for v in rows["deadline misses"].values())
+    listed = _json(capsys, ["runs", "list", "--json", "--db", str(db)])["runs"]
+    assert all(type(r["migrations"]) is int for r in listed)
+
+
+def test_compare_fits_100_columns_with_clean_keys_and_notes(db, capsys) -> None:
+    """Knobs above the table (wrapped), run columns continued below when they do not fit;
+    JSON keys without padding; no sentence in a number's cell: null and a note."""
+    for v in ("3", "30"):
+        assert main(["plan", "--scenario", "tiny", "--policy", "lyapunov", "--V", v,
+                     "--carbon-cap", "20%", "--power-cap-kw", "100", "--no-progress",
+                     "--db", str(db)]) == 0
+    capsys.readouterr()
+    runs = [r["run_id"] for r in _json(capsys, ["runs", "list", "--json",
+                                                "--db", str(db)])["runs"]]
+    assert len(runs) >= 5
+    assert main(["runs", "compare", *runs, "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    assert "V=30" in text and "this is the asap-home run" in text.split("\n(1) ")[-1]
+    assert "n/a (1)" in text
+    cmp_ = _json(capsys, ["runs", "compare", *runs, "--json", "--db", str(db)])
+    assert all(k == k.strip() for k in cmp_["rows"])
+    assert "from spatial (CNY)" in cmp_["rows"] and "from spatial (kg)" in cmp_["rows"]
+    assert "knobs" not in cmp_["rows"] and "V=30" in next(iter(cmp_["knobs"].values()))
+    base = next(c for c in cmp_["knobs"] if c.startswith("asap-home"))
+    assert cmp_["rows"]["saving against asap-home (CNY)"][base] is None
+    assert "savings are measured against" in cmp_["notes"][base]
+    for row in cmp_["rows"].values():
+        assert not any(isinstance(v, str) for v in row.values())

@@ -243,3 +243,60 @@ def test_quote_is_what_the_simulator_charges() -> None:
         assert int(plan["batch_size"].iloc[0]) == opt["batch_size"], where
         assert plan["batch_size"].nunique() > 1  # the batch follows the noise scale
         assert len(plan) == math.ceil(opt["duration_h"] * 3600 / SLOT_S - 1e-9), where
+
+
+@pytest.mark.parametrize(("order", "col", "late_col"), [
+    ("fastest", "finish", "duration_h"), ("cheapest", "score", "cost_if_now"),
+    ("cleanest", "carbon_kg", "carbon_kg_if_now")])
+def test_sort_quote_orders_late_options_too(seed3: Scenario, spec: JobSpec, order: str,
+                                            col: str, late_col: str) -> None:
+    """On-time options first by the order's column; the late ones (no start, no cost) by
+    run time, or by what starting now would cost or emit, never by GPU count alone."""
+    from workbench.quote import sort_quote
+
+    both = JobSpec(app=spec.app, work_samples=spec.work_samples * 20, home="guangzhou",
+                   min_gpus=1, max_gpus=8, deadline_h=24)
+    ranked = sort_quote(quote(seed3, both).options, order)
+    ok = ranked["feasible"].to_numpy()
+    assert ok.any() and not ok.all()
+    assert not np.any(np.diff(ok.astype(int)) > 0)  # every on-time option before every late
+    assert ranked[ok][col].is_monotonic_increasing
+    late = ranked[~ok][late_col].dropna()
+    assert len(late) and late.is_monotonic_increasing
+
+
+def test_cli_quote_order_and_a_readable_late_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--order picks what 'best' means; with no option on time the closest comes first (the
+    fastest for --order fastest, not a 1-GPU option); huge numbers never run together;
+    times to the minute."""
+    db = tmp_path / "wb.duckdb"
+    argv = ["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8", "--home",
+            "guiyang", "--deadline-h", "2", "--top", "3"]
+    assert main([*argv, "--order", "fastest", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    first = data["options"][0]
+    assert data["order"] == "fastest" and first["n_gpus"] == 8 and not first["feasible"]
+    assert main([*argv, "--order", "fastest"]) == 1
+    text = capsys.readouterr().out
+    assert "the late ones, shortest run first" in text
+    assert text.splitlines()[3].split()[1] == f"8x{first['gpu_type']}"
+    assert main(["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e14",
+                 "--home", "guiyang", "--deadline-h", "2", "--top", "2"]) == 1
+    rows = capsys.readouterr().out.splitlines()[3:5]
+    for row in rows:  # datacenter, config, "late", hours, interval, kWh, cost, kg, note...
+        cells = row.split()
+        assert cells[2] == "late" and cells[3].endswith("e+06") and cells[5].endswith("e+07")
+    ok = ["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e6", "--home",
+          "guiyang", "--deadline-h", "24", "--top", "3"]
+    for order in ("cheapest", "fastest", "cleanest"):
+        assert main([*ok, "--order", order, "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        key = {"cheapest": "score", "fastest": "finish", "cleanest": "carbon_kg"}[order]
+        assert got["recommended"] == got["options"][0]
+        assert [o[key] for o in got["options"]] == sorted(o[key] for o in got["options"])
+    assert main(ok) == 0
+    text = capsys.readouterr().out
+    assert "recommended (lowest cost before the deadline)" in text
+    assert ":00+00:00" not in text and ".4" not in text.splitlines()[1].split("finish")[1]
+    assert main([*ok, "--order", "soonest"]) == 2

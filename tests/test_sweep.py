@@ -101,6 +101,34 @@ def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "lyapunov" in text and "3 runs (0 failed)" in text
     assert len(pd.read_csv(out)) == 3
     assert main(["--db", str(db), "sweep", "--scenario", "tiny", "--V", "x"]) == 2
+    capsys.readouterr()
+    assert main(["--db", str(db), "sweep", "--scenario", "tiny", "--V", "1,1e308"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --V: 1e308 is not a number > 0 and <= 100000\n"
+
+
+def test_cli_sweep_keeps_dask_quiet_unless_verbose(tmp_path: Path) -> None:
+    """``distributed`` is imported after the command set its loggers (a fresh process, as
+    a user runs it): no INFO line of Dask's on stderr without -v; with -v they show."""
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_scenario())
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-m", "workbench.cli", "--db", str(db), "sweep", "--scenario",
+            "tiny", "--policy", "asap-home", "--threads", "--out", str(tmp_path / "s.csv"),
+            "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    quiet = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "1 runs (0 failed)" in quiet.stdout
+    assert "INFO workbench.sweep" in quiet.stderr  # our own INFO lines stay
+    assert not [ln for ln in quiet.stderr.splitlines() if "distributed" in ln], quiet.stderr
+    loud = subprocess.run([*argv, "-v"], capture_output=True, text=True, env=env, timeout=300)
+    assert loud.returncode == 0 and "distributed.scheduler" in loud.stderr
 
 
 @pytest.mark.parametrize("extra", [["--noise", "-0.1"], ["--forecast-error", "-1"],

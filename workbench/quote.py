@@ -191,6 +191,33 @@ class Quote:
                 "recommended": best, "options": opts, "warnings": list(self.warnings)}
 
 
+QUOTE_ORDERS: dict[str, tuple[str, str, str]] = {
+    "fastest": ("finish", "earliest finish", "duration_h"),
+    "cheapest": ("score", "lowest cost", "cost_if_now"),
+    "cleanest": ("carbon_kg", "least carbon", "carbon_kg_if_now"),
+}
+"""How quotes are ordered (the CLI's ``--order``, the Quote tab's "best is"): order ->
+(column of the options that meet the deadline, words, column of those that do not).
+``score`` is the cost plus the carbon price times the carbon (the cost when there is no
+carbon price); a late option has no start, so it is ranked by its run time or by what
+starting it now would cost or emit."""
+
+
+def sort_quote(options: pd.DataFrame, order: str) -> pd.DataFrame:
+    """:attr:`Quote.options` by ``order`` (:data:`QUOTE_ORDERS`): the options meeting the
+    deadline first, by the order's column, ties by cost; then the late ones by the order's
+    late column, ties by run time. The first row is the best choice for what was asked
+    when it meets the deadline."""
+    col, _, late_col = QUOTE_ORDERS[order]
+    ok = options["feasible"].astype(bool)
+    on_time = options[ok].sort_values([col] + (["cost"] if col != "cost" else []),
+                                      kind="stable", na_position="last")
+    late = options[~ok].sort_values(
+        [late_col] + (["duration_h"] if late_col != "duration_h" else []), kind="stable",
+        na_position="last")
+    return pd.concat([on_time, late]).reset_index(drop=True)
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, np.bool_):
         return bool(v)
@@ -432,4 +459,5 @@ def _option(
     return row
 
 
-__all__ = ["QUOTE_COLUMNS", "JobSpec", "Quote", "QuoteError", "quote"]
+__all__ = ["QUOTE_COLUMNS", "QUOTE_ORDERS", "JobSpec", "Quote", "QuoteError", "quote",
+           "sort_quote"]

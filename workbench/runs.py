@@ -47,8 +47,27 @@ COMPARE_METRICS: tuple[tuple[str, str], ...] = (
 """Metrics of :func:`compare_frame`: key and label (``{c}``: the currency)."""
 
 INT_METRICS = frozenset({"deadline_misses", "jobs_unfinished", "migrations", "jobs_total",
-                         "jobs_finished", "inference_services", "inference_unserved_slots"})
-"""Metrics that count things: shown as integers."""
+                         "jobs_finished", "inference_services", "inference_unserved_slots",
+                         "data_moves", "round_trips", "fallbacks", "power_cap_violations"})
+"""Metrics that count things: shown as integers (as :func:`workbench.metrics.compute_metrics`
+gives them; the store keeps every number as a DOUBLE)."""
+
+FLAG_METRICS = frozenset({"carbon_cap_met"})
+"""Metrics that are yes or no: shown as booleans."""
+
+
+def typed_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored run's metrics with the types the run gave them back: :data:`INT_METRICS`
+    as int, :data:`FLAG_METRICS` as bool (NaN and inf are left as they are)."""
+    out = dict(metrics)
+    for key, value in metrics.items():
+        if not isinstance(value, float) or not math.isfinite(value):
+            continue
+        if key in INT_METRICS:
+            out[key] = int(value)
+        elif key in FLAG_METRICS:
+            out[key] = bool(value)
+    return out
 
 
 def _parse(value: Any) -> dict[str, Any]:
@@ -276,13 +295,11 @@ def compare_frame(store: Store, run_ids: Iterable[str],
     loaded: dict[str, Scenario | str] = dict(scenarios or {})
     for rid in run_ids:
         info = store.run_info(rid)
-        metrics = store.run_metrics(rid)
+        metrics = typed_metrics(store.run_metrics(rid))
         currency = currency or str(metrics.get("currency", ""))
         values: list[Any] = [knobs_text(info)]
         for key, _ in COMPARE_METRICS:
-            v = metrics.get(key)
-            values.append(int(v) if key in INT_METRICS and v is not None
-                          and math.isfinite(float(v)) else v)
+            values.append(metrics.get(key))
         sc = _scenario_of(store, str(info["scenario"]), loaded)
         if isinstance(sc, str):
             values += attribution_values(None, sc)

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
+
 COMPARE_COLUMNS: tuple[str, ...] = (
     "policy", "cost", "cost_saving_pct", "cost_vs_offline_pct", "carbon_kg",
     "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
@@ -388,24 +390,6 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
                      "; neither cheaper nor cleaner: moved for capacity or the deadline")
         out.append(text)
     return out
-
-
-QUOTE_ORDERS: dict[str, tuple[str, str]] = {
-    "fastest": ("finish", "earliest finish"),
-    "cheapest": ("cost", "lowest cost"),
-    "cleanest": ("carbon_kg", "least carbon"),
-}
-"""How the Quote tab sorts the options that meet the deadline: order -> (column, words)."""
-
-
-def sort_quote(options: pd.DataFrame, order: str) -> pd.DataFrame:
-    """Options meeting the deadline first, by ``order`` (:data:`QUOTE_ORDERS`), ties by cost;
-    the first row is the best choice for what the operator asked."""
-    col = QUOTE_ORDERS[order][0]
-    keys = ["_late", col] + (["cost"] if col != "cost" else [])
-    return (options.assign(_late=~options["feasible"].astype(bool))
-            .sort_values(keys, kind="stable", na_position="last")
-            .drop(columns="_late").reset_index(drop=True))
 
 
 def energy_by_datacenter(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from workbench.forecast import fit_scenario
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
+from workbench.policies.lyapunov import V_MAX
 from workbench.quote import JobSpec, Quote, quote
 from workbench.sim import AllocationError, RunResult, SlotRecord, simulate
 from workbench.store import RUN_SETTINGS, Store, StoreError
@@ -117,7 +118,8 @@ class RunOutcome:
 
 
 KNOB_RULES: dict[str, tuple[float, float, bool, str]] = {
-    "V": (0.0, 1e5, False, "V weighs cost against queue backlogs: a number > 0 and <= 100000"),
+    "V": (0.0, V_MAX, False,
+          f"V weighs cost against queue backlogs: a number > 0 and <= {V_MAX:g}"),
     "carbon_cap_kg": (0.0, 1e9, False, "a carbon cap is kg CO2 over the horizon: a number > 0"),
     "migration_threshold": (0.0, 10.0, True,
                             "the migration threshold is a relative gain: a number >= 0 and <= 10"),

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from workbench.cli._args import Parser
 from workbench.cubes import CubeError
@@ -82,6 +83,29 @@ QUIET_LOGGERS: tuple[str, ...] = ("distributed", "dask", "tornado", "bokeh")
 lines per start)."""
 
 
+def quiet_loggers(verbose: bool) -> None:
+    """Hold the :data:`QUIET_LOGGERS` at WARNING (DEBUG with ``-v``).
+
+    Importing ``distributed`` sets its loggers from Dask's ``logging`` config (``distributed:
+    info``): a command that imports it calls this again afterwards.
+    """
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def missing_store(args: argparse.Namespace) -> str | None:
+    """Why a command that only reads the store cannot run (its ``--db`` file is absent), or
+    None. Such commands set ``reads_store=True`` in their parser's defaults: opening the
+    store would create an empty file and report "no runs" for a mistyped path. Commands
+    that write a store (``scenario generate``, ``import``, ``plan``) create it."""
+    db = str(args.db)
+    if not getattr(args, "reads_store", False) or db == ":memory:" or Path(db).exists() \
+            or not Path(db).parent.is_dir():
+        return None  # a missing folder: the store says so (and creates nothing)
+    return (f"store {db} does not exist; check --db, or create one with `workbench scenario "
+            "generate seed3`, `workbench import ...` or `workbench plan`")
+
+
 def progress_wanted(args: argparse.Namespace) -> bool:
     """tqdm bars only on a terminal, and not with ``--no-progress``: a log file or a pipe
     gets no bar lines."""
@@ -98,10 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    quiet_loggers(args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()
+        return 2
+    missing = missing_store(args)
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
         return 2
     try:
         rc = int(args.func(args) or 0)

@@ -181,7 +181,7 @@ def _jobs(args: argparse.Namespace) -> int:
     else:
         skipped = ", ".join(f"{n} {why}" for why, n in info.skipped.items() if n) or "none"
         print(f"imported {info.jobs} jobs into job set {info.job_set} (skipped: {skipped}); "
-              f"arrivals {_arrivals(info.first_arrival, info.last_arrival, args.start)}, "
+              f"arrivals {arrival_span(info.first_arrival, info.last_arrival, args.start)}, "
               f"{info.gpus_min}-{info.gpus_max} GPUs")
     return 0
 
@@ -219,20 +219,40 @@ class _StoreOnFirstUse:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
-def _arrivals(first: Any, last: Any, start: str | None) -> str:
+TRACE_ORIGIN = pd.Timestamp("1970-01-01", tz="UTC")
+"""Where a relative trace's times sit when no ``--start`` placed them."""
+
+
+def _utc(t: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(t)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
+
+
+def trace_relative(first: Any, start: str | None = None) -> bool:
+    """True when arrivals starting at ``first`` are a relative trace's offsets: no
+    ``--start`` given and the first arrival within ten years of :data:`TRACE_ORIGIN`
+    (1970-01-01 is no date anyone's jobs arrived on). Naive times are UTC (the store's)."""
+    return start is None and first is not None \
+        and _utc(first) < TRACE_ORIGIN + pd.Timedelta(days=365 * 10)
+
+
+def hours_after_trace_start(t: Any) -> float:
+    """A relative trace's time as hours after its start: ``(t - 1970-01-01Z) / 1 h``."""
+    return (_utc(t) - TRACE_ORIGIN).total_seconds() / 3600.0
+
+
+def arrival_span(first: Any, last: Any, start: str | None = None) -> str:
     """The arrival span: as offsets from the trace's origin when the trace is relative and
     no ``--start`` was given (its times sit at 1970-01-01, which is no date), else UTC."""
     if first is None or last is None:
         return "none"
-    origin = pd.Timestamp("1970-01-01", tz="UTC")
-    if start is None and pd.Timestamp(first) < origin + pd.Timedelta(days=365 * 10):
+    if trace_relative(first, start):
         def offset(t: Any) -> str:
-            hours = (pd.Timestamp(t) - origin).total_seconds() / 3600.0
-            return f"+{hours:,.1f} h"
+            return f"+{hours_after_trace_start(t):,.1f} h"
 
         return (f"{offset(first)} .. {offset(last)} after the trace's start (relative "
                 "times; pass --start to place them)")
-    return f"{pd.Timestamp(first):%Y-%m-%d %H:%M} .. {pd.Timestamp(last):%Y-%m-%d %H:%M} UTC"
+    return f"{_utc(first):%Y-%m-%d %H:%M} .. {_utc(last):%Y-%m-%d %H:%M} UTC"
 
 
 def _profiles(args: argparse.Namespace) -> int:

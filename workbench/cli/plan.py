@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,14 @@ from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT, Policy
+from workbench.policies.lyapunov import V_MAX
 from workbench.recorders import LOCK_WAIT_S, CsvRecorder, save_results
 from workbench.sim import AllocationError, Recorder, RunResult, simulate
 
 BASELINE = "asap-home"
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
-    "jobs_total", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
+    "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
     "power_cap_violations",
 )
 """Metrics in the ``--json`` object (besides ``policy``), for the run and its baseline."""
@@ -50,8 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default="seed3", help="scenario name (default: seed3)")
     p.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICY_NAMES,
                    help=f"policy (default: {DEFAULT_POLICY})")
-    p.add_argument("--V", type=number(0, low_open=True), default=None,
-                   help="Lyapunov trade-off: weight of cost against queue backlogs (> 0)")
+    p.add_argument("--V", type=number(0, V_MAX, low_open=True), default=None,
+                   help="Lyapunov trade-off: weight of cost against queue backlogs (> 0 "
+                   f"and <= {V_MAX:g})")
     p.add_argument("--carbon-cap", default=None, metavar="KG|PCT%",
                    help="carbon cap over the horizon: kg CO2 (e.g. 1200) or a percentage "
                    "below the asap-home run's carbon (e.g. 20%%)")
@@ -131,6 +134,29 @@ def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
                      f"{'-' if kg_b is None else format(kg_b, ',.1f')} kg CO2 (no restarts or "
                      "transfers; a lower bound on what the replay is charged)")
     return lines
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and math.isfinite(value) else 0
+
+
+def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str:
+    """What to append to a saving against asap-home that is not like for like, or ``""``:
+    the run left more jobs unfinished than asap-home did (their remaining work is neither
+    done nor paid for, so it looks cheaper) or missed more deadlines (plan, runs show)."""
+    if not base:
+        return ""
+    parts = []
+    n, n_base = _count(run.get("jobs_unfinished")), _count(base.get("jobs_unfinished"))
+    if n > n_base:
+        parts.append(f"{n} job{'s' if n != 1 else ''} unfinished"
+                     + (f" against {n_base} in {BASELINE}" if n_base else "")
+                     + " (their remaining work is not paid for)")
+    m, m_base = _count(run.get("deadline_misses")), _count(base.get("deadline_misses"))
+    if m > m_base:
+        parts.append(f"{m} deadline miss{'es' if m != 1 else ''} against {m_base} in "
+                     f"{BASELINE}")
+    return " — not like for like: " + "; ".join(parts) if parts else ""
 
 
 def unwritable(path: Path) -> str | None:
@@ -254,7 +280,7 @@ def _print_summary(
     if base and base["cost"]:
         saving = 100.0 * (base["cost"] - run["cost"]) / base["cost"]
         print(f"  saving against {BASELINE}: {saving:.1f}% of the electricity bill "
-              f"({base['cost'] - run['cost']:,.2f} {cur})")
+              f"({base['cost'] - run['cost']:,.2f} {cur}){saving_caveat(run, base)}")
     for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur):
         print(f"  {line}")
     if cap_kg is not None:

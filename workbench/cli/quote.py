@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
+from typing import Any
+
+import pandas as pd
 
 from workbench.cli._args import add_forecast_args, forecast_error, iso_time, number
 from workbench.cli.scenario import load_or_build
 from workbench.model import as_utc
-from workbench.quote import JobSpec, QuoteError, quote
+from workbench.quote import QUOTE_ORDERS, JobSpec, QuoteError, quote, sort_quote
 
 
 def _gpu_range(text: str) -> tuple[int, int]:
@@ -45,6 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="data moved when run away from home, GB (default 1)")
     p.add_argument("--carbon-price", type=number(0, 1e6), default=0.0,
                    help="currency per kg CO2 added to the cost when ranking (default 0)")
+    p.add_argument("--order", choices=list(QUOTE_ORDERS), default="cheapest",
+                   help="what 'best' means: fastest (earliest finish), cheapest (lowest cost, "
+                   "with --carbon-price) or cleanest (least carbon) before the deadline; late "
+                   "options follow by run time, cost or carbon if started now "
+                   "(default cheapest)")
     p.add_argument("--top", type=number(1, integer=True),
                    default=5, help="options to print (default 5)")
     add_forecast_args(p)
@@ -66,7 +76,9 @@ def _quote(args: argparse.Namespace) -> int:
     except QuoteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    result = dataclasses.replace(result, options=sort_quote(result.options, args.order))
     data = result.to_dict()
+    data["order"] = args.order
     data["options"] = data["options"][: max(args.top, 1)]
     # Exit 1 when no option meets the deadline: scripts can tell "no" from "yes".
     status = 0 if data["recommended"] is not None else 1
@@ -78,26 +90,66 @@ def _quote(args: argparse.Namespace) -> int:
     print(f"priced against the {data['forecast']} forecast of price and carbon"
           + (" (a what-if: the future as it happened)" if data["forecast"] == "perfect" else ""))
     if best is None:
-        print("no option finishes before the deadline")
+        print(f"no option finishes before the deadline; the late ones, {_LATE[args.order]} "
+              "first:")
     else:
-        print(f"recommended: {best['datacenter']} {best['n_gpus']}x{best['gpu_type']} "
-              f"(batch {best['batch_size']}), start {best['start']}, finish {best['finish']}")
+        print(f"recommended ({QUOTE_ORDERS[args.order][1]} before the deadline): "
+              f"{best['datacenter']} {best['n_gpus']}x{best['gpu_type']} "
+              f"(batch {best['batch_size']}), start {_minute(best['start'])}, finish "
+              f"{_minute(best['finish'])}")
         if best["profile"] == "predicted":
-            print(f"  run time predicted from the job's graph: {best['duration_h']:.1f} h, "
-                  f"90% interval {best['duration_lo_h']:.1f}-{best['duration_hi_h']:.1f} h")
-        print(f"  energy {best['energy_kwh']:.2f} kWh, cost {best['cost']:.2f} {cur}, "
-              f"carbon {best['carbon_kg']:.2f} kg (start now: {best['cost_if_now']:.2f} {cur})")
-    print(f"{'datacenter':<12}{'config':<16}{'start':<27}{'hours':>7}{'h 90% int.':>13}"
-          f"{'kWh':>9}{'cost':>10}{'kg CO2':>9}")
+            print(f"  run time predicted from the job's graph: {_n(best['duration_h'])} h, "
+                  f"90% interval {_n(best['duration_lo_h'])}-{_n(best['duration_hi_h'])} h")
+        print(f"  energy {_n(best['energy_kwh'])} kWh, cost {_n(best['cost'])} {cur}, "
+              f"carbon {_n(best['carbon_kg'])} kg (start now: {_n(best['cost_if_now'])} "
+              f"{cur})")
+    late = any(not r["feasible"] for r in data["options"])
+    print("  ".join(f"{h:{a}{w}}" for h, a, w in _COLUMNS).rstrip())
     for r in data["options"]:
-        config = f"{r['n_gpus']}x{r['gpu_type']}"
-        start = r["start"] or "-"
-        cost = f"{r['cost']:.2f}" if r["cost"] is not None else "-"
-        kg = f"{r['carbon_kg']:.2f}" if r["carbon_kg"] is not None else "-"
-        iv = (f"{r['duration_lo_h']:.1f}-{r['duration_hi_h']:.1f}"
+        ok = r["feasible"]
+        iv = (f"{_n(r['duration_lo_h'])}-{_n(r['duration_hi_h'])}"
               if r["profile"] == "predicted" else r["profile"])
-        print(f"{r['datacenter']:<12}{config:<16}{start:<27}{r['duration_h']:>7.1f}{iv:>13}"
-              f"{r['energy_kwh']:>9.2f}{cost:>10}{kg:>9}  {r['note']}")
+        cells = [r["datacenter"], f"{r['n_gpus']}x{r['gpu_type']}",
+                 _minute(r["start"]) if ok else "late", _n(r["duration_h"]), iv,
+                 _n(r["energy_kwh"]),
+                 _n(r["cost"]) if ok else _n(r["cost_if_now"], "*"),
+                 _n(r["carbon_kg"]) if ok else _n(r["carbon_kg_if_now"], "*"), r["note"]]
+        print("  ".join(f"{c:{a}{w}}" for c, (_, a, w) in zip(cells, _COLUMNS, strict=True))
+              .rstrip())
+    if late:
+        print(f"(late: misses the deadline; * cost and carbon if started now, {cur} and kg; "
+              "- does not finish in the horizon)")
     for w in data["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     return status
+
+
+_LATE = {"fastest": "shortest run", "cheapest": "cheapest to start now",
+         "cleanest": "least carbon if started now"}
+"""How :func:`workbench.quote.sort_quote` orders late options, in words."""
+
+_COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("datacenter", "<", 11), ("config", "<", 15), ("start (UTC)", "<", 16),
+    ("hours", ">", 8), ("h 90% int.", ">", 13), ("kWh", ">", 9), ("cost", ">", 10),
+    ("kg CO2", ">", 9), ("note", "<", 0),
+)
+"""The text table: header, alignment, width; columns are two spaces apart (a wider value
+pushes the rest right, never into its neighbour)."""
+
+
+def _n(value: Any, mark: str = "") -> str:
+    """A number in at most ~8 characters: 2 decimals below 10, 1 below 1,000, none below
+    a million, else 3 significant digits (``1.13e+07``); ``-`` for none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    v = float(value)
+    text = (f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 1000
+            else f"{v:,.0f}" if abs(v) < 1e6 else f"{v:.3g}")
+    return text + mark
+
+
+def _minute(iso: str | None) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM`` UTC (to the minute); ``-`` for none."""
+    if not iso:
+        return "-"
+    return f"{pd.Timestamp(iso).tz_convert('UTC'):%Y-%m-%d %H:%M}"

@@ -9,13 +9,15 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from workbench import runs as runs_mod
-from workbench.cli.plan import attribution_lines, output_clash, unwritable
+from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
+from workbench.cli.plan import attribution_lines, output_clash, saving_caveat, unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
 from workbench.store import Store, StoreError
@@ -23,6 +25,7 @@ from workbench.store import Store, StoreError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list, show, compare, export or delete stored runs")
+    p.set_defaults(reads_store=True)  # a missing --db file is refused, not created
     rsub = p.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
 
     ls = rsub.add_parser("list", help="stored runs, newest first, with cost, carbon, misses")
@@ -59,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rm.set_defaults(func=_delete)
 
     d = sub.add_parser("data", help="what the store holds: grid series, job sets, profiles")
+    d.set_defaults(reads_store=True)
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     dl = dsub.add_parser("list", help="grid series (region, kind, unit, span, rows), job "
                          "sets and performance profiles")
@@ -100,13 +104,14 @@ def _show(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
-        metrics = store.run_metrics(rid)
+        metrics = runs_mod.typed_metrics(store.run_metrics(rid))
         result = runs_mod.load_result(store, rid)
         n_plan = len(result.plan)
         n_mig = len(result.migrations)
         att, why = _attribution(store, rid, str(info["scenario"]), result)
-    metrics = {k: (int(v) if k in runs_mod.INT_METRICS and isinstance(v, float)
-                   and math.isfinite(v) else v) for k, v in metrics.items()}
+        ref = runs_mod.reference_run(store, {**info, "run_id": rid}) \
+            if info["policy"] != runs_mod.REFERENCE_POLICY else None
+        base = runs_mod.typed_metrics(store.run_metrics(ref)) if ref else None
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
     if args.json:
         obj = {"run_id": rid, "name": info.get("name"), "scenario": info["scenario"],
@@ -134,7 +139,7 @@ def _show(args: argparse.Namespace) -> int:
           f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
     if att:
         print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, carbon "
-              f"{sum(att['carbon_kg'].values()):,.1f} kg")
+              f"{sum(att['carbon_kg'].values()):,.1f} kg{saving_caveat(metrics, base)}")
     else:
         print(f"  {why}")
     for line in attribution_lines(att, info.get("bound"), cur):
@@ -154,20 +159,45 @@ def _attribution(store: Store, rid: str, scenario: str, result: Any
     return runs_mod.stored_attribution(store, rid, sc, result)
 
 
+COMPARE_WIDTH = 100
+"""Characters a ``runs compare`` line may take: the knobs wrap, the table's run columns
+continue below when they do not fit."""
+
+
 def _compare(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         ids = [store.resolve_run(r) for r in args.runs]
         frame = runs_mod.compare_frame(store, ids)
+    knobs = frame.loc["knobs"]
+    body = frame.drop(index="knobs")
+    # A run without a number in a cell (the asap-home run has no saving against itself, an
+    # old run no attribution) says why in a note, not in the cell.
+    notes: dict[str, list[str]] = {}
+    for col in body.columns:
+        for v in body[col]:
+            if isinstance(v, str) and v not in notes.setdefault(col, []):
+                notes[col].append(v)
+    notes = {col: texts for col, texts in notes.items() if texts}
     if args.json:
-        obj = {"runs": ids, "rows": {str(idx): {str(c): (None if isinstance(v, float)
-                                                       and not math.isfinite(v) else v)
-                                                for c, v in row.items()}
-                                     for idx, row in frame.iterrows()}}
+        rows = {str(idx).strip(): {str(c): (None if isinstance(v, str) or (
+            isinstance(v, float) and not math.isfinite(v)) else v) for c, v in row.items()}
+            for idx, row in body.iterrows()}
+        obj = {"runs": ids, "knobs": {str(c): str(v) for c, v in knobs.items()},
+               "rows": rows, "notes": {c: "; ".join(t) for c, t in notes.items()}}
         print(json.dumps(obj, default=str))
         return 0
-    shown = frame.map(lambda v: v if isinstance(v, str) else _num(v))
-    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
-        print(shown.to_string())
+    print("runs compared:")
+    for col, text in knobs.items():
+        print(textwrap.fill(f"{col}: {text}", width=COMPARE_WIDTH, initial_indent="  ",
+                            subsequent_indent="      "))
+    numbered = list(dict.fromkeys(t for texts in notes.values() for t in texts))
+    shown = body.map(lambda v: f"n/a ({numbered.index(v) + 1})" if isinstance(v, str)
+                     else _num(v))
+    print(shown.to_string(line_width=COMPARE_WIDTH))
+    for i, text in enumerate(numbered, 1):
+        who = ", ".join(c for c, texts in notes.items() if text in texts)
+        print(textwrap.fill(f"({i}) {who}: {text}", width=COMPARE_WIDTH,
+                            subsequent_indent="    "))
     return 0
 
 
@@ -238,6 +268,23 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def _job_set_records(jobs: pd.DataFrame) -> list[dict[str, Any]]:
+    """:func:`_records` of the job sets; a relative trace's arrivals (imported without
+    ``--start``) as hours after its start (``*_arrival_h_after_trace_start``, the ``*_utc``
+    keys None), an absolute set's as UTC times (the ``*_h_after_trace_start`` keys None)."""
+    out = []
+    for row in _records(jobs):
+        relative = trace_relative(row["first_arrival_utc"])
+        for end in ("first", "last"):
+            t = row[f"{end}_arrival_utc"]
+            row[f"{end}_arrival_h_after_trace_start"] = \
+                round(hours_after_trace_start(t), 4) if relative else None
+            if relative:
+                row[f"{end}_arrival_utc"] = None
+        out.append(row)
+    return out
+
+
 def _data_list(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         series = store.series_summary()
@@ -245,7 +292,7 @@ def _data_list(args: argparse.Namespace) -> int:
         profiles = store.profile_summary()
         scenarios = store.scenario_names()
     if args.json:
-        print(json.dumps({"series": _records(series), "job_sets": _records(jobs),
+        print(json.dumps({"series": _records(series), "job_sets": _job_set_records(jobs),
                           "profiles": _records(profiles), "scenarios": scenarios}))
         return 0
     print(f"grid series in {args.db}:" if len(series) else f"grid series in {args.db}: none")
@@ -256,8 +303,8 @@ def _data_list(args: argparse.Namespace) -> int:
     for r in jobs.itertuples():
         what = "scenario" if r.is_scenario else "job set"
         print(f"  {r.name:<20}{what:<9}{r.jobs:>6,d} jobs ({r.training:,d} training, "
-              f"{r.inference:,d} inference), arrivals {r.first_arrival_utc:%Y-%m-%d %H:%M} .. "
-              f"{r.last_arrival_utc:%Y-%m-%d %H:%M} UTC")
+              f"{r.inference:,d} inference), arrivals "
+              f"{arrival_span(r.first_arrival_utc, r.last_arrival_utc)}")
     print("profiles:" if len(profiles) else "profiles: none")
     for r in profiles.itertuples():
         print(f"  {r.app:<16}{r.gpu_type:<12}{'derived' if r.derived else 'fitted':<9}"

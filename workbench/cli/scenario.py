@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     ls = ssub.add_parser("list", help="built-in scenarios and those in the store")
     ls.add_argument("--json", action="store_true", help="print one JSON object")
-    ls.set_defaults(func=_list)
+    ls.set_defaults(func=_list, reads_store=True)
 
     show = ssub.add_parser("show", help="datacenters, GPU pools, links, horizon and jobs")
     show.add_argument("name")

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.cli import progress_wanted
+from workbench.cli import progress_wanted, quiet_loggers
 from workbench.cli._args import add_forecast_args, forecast_error, number
 from workbench.cli.plan import output_clash, unwritable
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
+from workbench.policies.lyapunov import V_MAX
 from workbench.sweep import CarbonCap, SimSettings, SweepError, run_sweep, sweep_points
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -72,8 +73,8 @@ def _floats(text: str, what: str) -> list[float]:
             value = float(part)
         except ValueError:
             raise ValueError(f"{what}: {part!r} is not a number; use e.g. 1,3,10") from None
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{what}: values must be positive, got {part}")
+        if not (math.isfinite(value) and 0 < value <= V_MAX):
+            raise ValueError(f"{what}: {part} is not a number > 0 and <= {V_MAX:g}")
         out.append(value)
     return out
 
@@ -108,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     error = forecast_error(args)
     settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
     scenario = load_or_build(args.db, args.scenario)
+    import distributed  # noqa: F401 - its import sets its loggers to INFO: quiet them again
+
+    quiet_loggers(args.verbose)
     try:
         table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
                           scheduler_address=args.scheduler, n_workers=args.workers,

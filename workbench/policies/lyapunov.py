@@ -90,7 +90,12 @@ queued runs where its unit cost is at most ``1/V`` times its typical one (at V =
 typical one, best configuration at the mean price); measured against a V sweep on every
 battery scenario in docs/results.md."""
 
-__all__ = ["DEFAULT_V", "SOLVERS", "LyapunovPolicy", "carbon_price", "job_cost_scale",
+V_MAX = 1e5
+"""The largest V the CLI (``plan --V``, ``sweep --V``) and the app accept: above it ``V c``
+swamps every backlog term (the policy waits out the horizon) and near 1e308 the slot
+problem's coefficients overflow to inf."""
+
+__all__ = ["DEFAULT_V", "SOLVERS", "V_MAX", "LyapunovPolicy", "carbon_price", "job_cost_scale",
            "net_coef"]
 
 
