@@ -206,7 +206,15 @@ class Sidebar(_StateView):
         # V and the migration threshold only where the policy takes them (the look-ahead
         # planner takes neither): a field the run would ignore is not offered.
         def takes(knob: str) -> Any:
-            return pn.bind(lambda policy: knob in policy_knobs(policy), s.param.policy)
+            def offered(policy: str) -> bool:
+                return knob in policy_knobs(policy)
+            return pn.bind(offered, s.param.policy)
+
+        def note(policy: str) -> str:
+            return f"*{policy}* takes no V or migration threshold."
+
+        def takes_neither(policy: str) -> bool:
+            return not ({"V", "migration_threshold"} & set(policy_knobs(policy)))
 
         self.v_slider = pn.widgets.DiscreteSlider(
             name="V (log scale)", options=sorted(set(V_STEPS) | {float(s.V)}),
@@ -215,9 +223,8 @@ class Sidebar(_StateView):
         self.threshold = pn.widgets.FloatSlider.from_param(
             s.param.migration_threshold, visible=takes("migration_threshold"))
         self.knobs_note = pn.pane.Markdown(
-            pn.bind(lambda p: f"*{p}* takes no V or migration threshold.", s.param.policy),
-            visible=pn.bind(lambda p: not ({"V", "migration_threshold"} & set(policy_knobs(p))),
-                            s.param.policy),
+            pn.bind(note, s.param.policy),
+            visible=pn.bind(takes_neither, s.param.policy),  # type: ignore[arg-type]
             styles={"color": "#555", "font-size": "12px"}, margin=(0, 10),
             css_classes=["wb-knobs-note"])
         self.v_input.param.watch(lambda e: s.enter("V", e.new), "value_input")
