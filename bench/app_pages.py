@@ -186,6 +186,19 @@ def main() -> int:
                   f"{app_s:.2f} s, floor page {floor_s:.2f} s (app/floor "
                   f"{app_s / floor_s:.2f}); app runs " + ", ".join(f"{t:.2f}" for t in apps)
                   + " s; load average " + open("/proc/loadavg").read().split()[0])
+            # Overlapping visitors: B opens the page as soon as A's headline is drawn, while
+            # A's deferred Metrics sections are still being built on the server's thread.
+            pairs = []
+            for _ in range(args.repeat):
+                a, pa = first_page(browser, url, SIZES[0])
+                b, pb = first_page(browser, url, SIZES[0])
+                time.sleep(4.0)  # let both finish before the next pair
+                pa.context.close()  # type: ignore[attr-defined]
+                pb.context.close()  # type: ignore[attr-defined]
+                pairs.append((a, b))
+            print("overlapping visitors (B opens at A's headline): " + ", ".join(
+                f"{a:.2f}/{b:.2f}" for a, b in pairs) + " s (A/B); load average "
+                + open("/proc/loadavg").read().split()[0])
             # Returning visitors: the scripts are in the browser's cache (one context).
             apps, floors = [], []
             for ctx in (page.context, ):  # type: ignore[attr-defined]
