@@ -766,9 +766,12 @@ class WorkbenchState(param.Parameterized):
         if best is None:
             self.say("quote: no option finishes before the deadline", "warning")
         else:
-            self.say(f"quote: {best['datacenter']} {best['n_gpus']}x{best['gpu_type']} from "
-                      f"{best['start']:%Y-%m-%d %H:%M} UTC, {best['cost']:.2f} "
-                      f"{q.currency}", "success")
+            tz = self.tz or "UTC"
+            start = pd.Timestamp(best["start"]).tz_convert(tz)
+            self.say(f"quote, cheapest option: {best['datacenter']} {best['n_gpus']}x"
+                     f"{best['gpu_type']} from {start:%a %m-%d %H:%M} {tz}, "
+                     f"{best['cost']:.2f} {q.currency} (the Quote tab ranks by your choice)",
+                     "success")
         return q
 
     def _store_failed(self, exc: StoreError, consequence: str) -> None:

@@ -908,7 +908,7 @@ class RunsView(_StateView):
                                            if r in self.s.compare_ids],
                                 widths={stored: 112, "name": 100, "run": 112, "policy": 92,
                                         dict(cols)["cost"]: 88, dict(cols)["carbon_kg"]: 84,
-                                        "misses": 74, "not done": 74, "knobs": "20%"},
+                                        "misses": 80, "not done": 74, "knobs": "19%"},
                                 formatters={"knobs": {"type": "textarea"},
                                             "name": {"type": "textarea"}})
 
@@ -1119,8 +1119,8 @@ class QuoteView(_StateView):
             return
         start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
         end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
-        self.arrival.param.update(start=start, end=end, value=None,
-                                  name=f"arrival ({tz}; empty: horizon start)")
+        self.arrival.param.update(start=start, end=end, value=None, name=f"arrival ({tz})",
+                                  description="Empty: the start of the horizon.")
 
     def _default_work(self, *_: Any) -> None:
         sc = self.s.scenario
@@ -1189,11 +1189,11 @@ class QuoteView(_StateView):
                                sortable=False,
                                # Key columns wide enough for their values; the note
                                # wraps in what is left.
-                               widths={"": 58, "datacenter": 102, "GPU": 58, "GPUs": 52,
+                               widths={"": 58, "datacenter": 100, "GPU": 88, "GPUs": 52,
                                        f"start ({tz})": 106, f"finish ({tz})": 106,
-                                       "hours": 56, "hours, 90% interval": 72,
-                                       f"cost ({q.currency})": 62, "carbon (kg)": 68,
-                                       "energy (kWh)": 68, "meets deadline": 84},
+                                       "hours": 56, "hours, 90% interval": 66,
+                                       f"cost ({q.currency})": 62, "carbon (kg)": 66,
+                                       "energy (kWh)": 66, "meets deadline": 84},
                                formatters={"note": {"type": "textarea"}, **{
                                    c: {"type": "money", "precision": 2, "symbol": ""}
                                    for c in fixed}},
