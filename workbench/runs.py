@@ -93,6 +93,13 @@ def run_settings(info: Mapping[str, Any]) -> dict[str, Any]:
     return {**settings, **knobs}
 
 
+def _kg(value: Any) -> str:
+    """A cap in kg as written in knob lines: whole kg from 10 up, else three digits (a
+    0.4 kg cap is not "0 kg")."""
+    v = float(value)
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
 def knobs_text(info: Mapping[str, Any]) -> str:
     """One line saying what made a run: policy, V, caps, GPU menu, forecast and slot."""
     k = run_settings(info)
@@ -101,10 +108,10 @@ def knobs_text(info: Mapping[str, Any]) -> str:
         parts.append(f"V={float(k['V']):g}")
     cap = k.get("carbon_cap_kg")
     if isinstance(cap, Mapping):
-        parts.append("carbon caps " + ", ".join(f"{dc} {float(v):,.0f} kg"
+        parts.append("carbon caps " + ", ".join(f"{dc} {_kg(v)} kg"
                                                 for dc, v in sorted(cap.items())))
     elif cap is not None:
-        parts.append(f"carbon cap {float(cap):,.0f} kg")
+        parts.append(f"carbon cap {_kg(cap)} kg")
     if k.get("power_cap_kw") is not None:
         parts.append(f"power cap {float(k['power_cap_kw']):,.0f} kW")
     if "migration_threshold" in k:

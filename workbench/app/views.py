@@ -1189,9 +1189,9 @@ class QuoteView(_StateView):
                                sortable=False,
                                # Key columns wide enough for their values; the note
                                # wraps in what is left.
-                               widths={"": 58, "datacenter": 100, "GPU": 88, "GPUs": 52,
+                               widths={"": 58, "datacenter": 98, "GPU": 84, "GPUs": 52,
                                        f"start ({tz})": 106, f"finish ({tz})": 106,
-                                       "hours": 56, "hours, 90% interval": 66,
+                                       "hours": 56, "hours, 90% interval": 72,
                                        f"cost ({q.currency})": 62, "carbon (kg)": 66,
                                        "energy (kWh)": 66, "meets deadline": 84},
                                formatters={"note": {"type": "textarea"}, **{
