@@ -116,6 +116,33 @@ def first_page(browser, url: str, size: tuple[int, int],  # noqa: ANN001
     return float(page.evaluate("window.__wbSeenMs")) / 1000.0, page
 
 
+def alternate(browser, url: str, floor_url: str, repeat: int,  # noqa: ANN001
+              ctx: object | None = None) -> tuple[list[float], list[float]]:
+    """First-page seconds of the app and of the floor page, visited in turn ``repeat``
+    times (so both see the same machine load): each in a fresh context, or as pages of
+    ``ctx`` (a returning visitor)."""
+    apps: list[float] = []
+    floors: list[float] = []
+    for _ in range(repeat):
+        for target, out in ((floor_url, floors), (url, apps)):
+            t, page = first_page(browser, target, SIZES[0], ctx)
+            if ctx is None:
+                page.context.close()  # type: ignore[attr-defined]
+            else:
+                page.close()  # type: ignore[attr-defined]
+            out.append(t)
+    return apps, floors
+
+
+def visitors_line(what: str, apps: list[float], floors: list[float]) -> str:
+    """Medians of :func:`alternate`'s visits, their ratio, each app visit, the load."""
+    app_s, floor_s = sorted(apps)[len(apps) // 2], sorted(floors)[len(floors) // 2]
+    return (f"{what} (median of {len(apps)}): app {app_s:.2f} s, floor page {floor_s:.2f} s "
+            f"(app/floor {app_s / floor_s:.2f}); app runs "
+            + ", ".join(f"{t:.2f}" for t in apps) + " s; load average "
+            + open("/proc/loadavg").read().split()[0])
+
+
 def session_build_s(db: Path) -> tuple[float, float]:
     """Server-side cost of a session in this process: state, views and Bokeh models of the
     page (sidebar and the Metrics tab), for the first session and a second one."""
@@ -173,19 +200,8 @@ def main() -> int:
                   f"{warm / cold:.2f})")
             # Later visitors, interleaved with the floor page (bench/app_floor.py: the same
             # template with one pane) so both see the same machine load.
-            apps, floors = [], []
-            for _ in range(args.repeat):
-                t, extra = first_page(browser, floor_url, SIZES[0])
-                extra.context.close()  # type: ignore[attr-defined]
-                floors.append(t)
-                t, extra = first_page(browser, url, SIZES[0])
-                extra.context.close()  # type: ignore[attr-defined]
-                apps.append(t)
-            app_s, floor_s = sorted(apps)[len(apps) // 2], sorted(floors)[len(floors) // 2]
-            print(f"later visitors, empty browser cache (median of {args.repeat}): app "
-                  f"{app_s:.2f} s, floor page {floor_s:.2f} s (app/floor "
-                  f"{app_s / floor_s:.2f}); app runs " + ", ".join(f"{t:.2f}" for t in apps)
-                  + " s; load average " + open("/proc/loadavg").read().split()[0])
+            print(visitors_line("later visitors, empty browser cache", *alternate(
+                browser, url, floor_url, args.repeat)))
             # Overlapping visitors: B opens the page as soon as A's headline is drawn, while
             # A's deferred Metrics sections are still being built on the server's thread.
             pairs = []
@@ -200,20 +216,8 @@ def main() -> int:
                 f"{a:.2f}/{b:.2f}" for a, b in pairs) + " s (A/B); load average "
                 + open("/proc/loadavg").read().split()[0])
             # Returning visitors: the scripts are in the browser's cache (one context).
-            apps, floors = [], []
-            for ctx in (page.context, ):  # type: ignore[attr-defined]
-                for _ in range(args.repeat):
-                    t, extra = first_page(browser, floor_url, SIZES[0], ctx)
-                    extra.close()  # type: ignore[attr-defined]
-                    floors.append(t)
-                    t, extra = first_page(browser, url, SIZES[0], ctx)
-                    extra.close()  # type: ignore[attr-defined]
-                    apps.append(t)
-            app_s, floor_s = sorted(apps)[len(apps) // 2], sorted(floors)[len(floors) // 2]
-            print(f"returning visitors, scripts cached (median of {args.repeat}): app "
-                  f"{app_s:.2f} s, floor page {floor_s:.2f} s (app/floor "
-                  f"{app_s / floor_s:.2f}); app runs " + ", ".join(f"{t:.2f}" for t in apps)
-                  + " s; load average " + open("/proc/loadavg").read().split()[0])
+            print(visitors_line("returning visitors, scripts cached", *alternate(
+                browser, url, floor_url, args.repeat, page.context)))  # type: ignore[attr-defined]
             if not args.no_run:
                 before = page.locator("#metric-cost").first.inner_text()
                 page.get_by_label("Policy", exact=True).select_option("lyapunov")

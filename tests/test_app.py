@@ -350,12 +350,9 @@ def test_comparison_bars_are_labelled_html_in_proportion() -> None:
     assert "#9e9e9e" in html and "#1f6f8b" in html  # asap-home grey, the run dark
 
 
-def test_a_locked_store_is_shown_to_the_user(tmp_path) -> None:
+def test_a_locked_store_is_shown_to_the_user(tmp_path, store_lock) -> None:
     """Opened while another process holds the store's lock, the app says so on screen (not
     only in the server log), and a Run explains why no scenario is loaded."""
-    import subprocess
-    import sys
-
     from workbench.app.state import WorkbenchState
     from workbench.model import ScenarioError
     from workbench.store import Store
@@ -363,20 +360,15 @@ def test_a_locked_store_is_shown_to_the_user(tmp_path) -> None:
     db = tmp_path / "wb.duckdb"
     with Store(db):
         pass
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-         "print('held', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE,
-        text=True)
+    store_lock.take(db)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         state = WorkbenchState(db_path=str(db))
         assert "locked by another process" in state.store_error
         assert state.message_kind == "danger" and "locked" in state.message
         with pytest.raises(ScenarioError, match="no scenario loaded: store .* is locked"):
             state.planning_scenario()
     finally:
-        holder.kill()
-        holder.wait(timeout=30)
+        store_lock.release()
     state.refresh_scenarios()
     assert state.store_error == "" and state.scenario is not None
 def test_run_carries_its_attribution_and_the_forecast_is_honest(state: WorkbenchState) -> None:

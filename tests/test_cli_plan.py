@@ -127,25 +127,17 @@ def test_plan_unwritable_output_stores_nothing(db, tmp_path, capsys, flag) -> No
         assert len(store.table("runs")) == runs_before
 
 
-def test_plan_on_a_locked_store_saves_to_a_side_file(db, capsys, monkeypatch) -> None:
+def test_plan_on_a_locked_store_saves_to_a_side_file(db, capsys, monkeypatch,
+                                                      store_lock) -> None:
     """Another process takes the store's lock while the plan runs (after it loaded the
     scenario): the plan waits --lock-wait-s, then saves both runs to a side file."""
-    import subprocess
-    import sys
-
     import workbench.cli.plan as cli_plan
 
-    holder: list[subprocess.Popen[str]] = []
     load = cli_plan.load_or_build
 
     def load_then_lock(path: str, name: str):  # noqa: ANN202
         scenario = load(path, name)
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-             "print('held', flush=True); time.sleep(60)", str(path)], stdout=subprocess.PIPE,
-            text=True)
-        holder.append(proc)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        store_lock.take(path)
         return scenario
 
     monkeypatch.setattr(cli_plan, "load_or_build", load_then_lock)
@@ -153,9 +145,7 @@ def test_plan_on_a_locked_store_saves_to_a_side_file(db, capsys, monkeypatch) ->
         rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "wait-for-cheap",
                    "--json", "--no-progress", "--lock-wait-s", "1"])
     finally:
-        for proc in holder:
-            proc.kill()
-            proc.wait(timeout=30)
+        store_lock.release()
     assert rc == 0
     cap = capsys.readouterr()
     obj = json.loads(cap.out)

@@ -3,8 +3,6 @@ that ``workbench import runs`` copies in."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,15 +22,6 @@ def results() -> list:
             for name, status in (("asap-home", "baseline"), ("wait-for-cheap", "ok"))]
 
 
-def _hold_lock(db: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-         "print('held', flush=True); time.sleep(60)", str(db)],
-        stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
-
-
 def test_runs_are_stored_together(tmp_path: Path, results: list) -> None:
     db = tmp_path / "wb.duckdb"
     saved = save_results(db, results)
@@ -43,12 +32,12 @@ def test_runs_are_stored_together(tmp_path: Path, results: list) -> None:
 
 
 def test_locked_store_retries_then_writes_a_side_file(
-    tmp_path: Path, results: list, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, results: list, capsys: pytest.CaptureFixture[str], store_lock,  # noqa: ANN001
 ) -> None:
     db = tmp_path / "wb.duckdb"
     with Store(db):
         pass
-    holder = _hold_lock(db)
+    store_lock.take(db)
     sleeps: list[float] = []
     t = [0.0]
 
@@ -59,8 +48,7 @@ def test_locked_store_retries_then_writes_a_side_file(
     try:
         saved = save_results(db, results, wait_s=3.0, sleep=sleep, clock=lambda: t[0])
     finally:
-        holder.kill()
-        holder.wait(timeout=30)
+        store_lock.release()
     assert saved.side_file and saved.path.name.startswith("wb.runs-")
     assert sleeps == [0.25, 0.5, 1.0, 1.25] and saved.waited_s == pytest.approx(3.0)
     with Store(db) as store:
