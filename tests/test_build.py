@@ -185,6 +185,35 @@ def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
         assert again.scenario_names() == ["cli3"]
 
 
+def test_a_rebuild_that_differs_needs_replace(store: Store, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from helpers_store import store_digest
+
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    path, longer = tmp_path / "a.toml", tmp_path / "b.toml"
+    path.write_text(_toml(cfg))
+    cfg["scenario"]["hours"] = 36
+    longer.write_text(_toml(cfg))
+    db = store.path
+    store.close()
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(path)]) == 0
+    capsys.readouterr()
+    kept = store_digest(db)
+    # The same build again writes nothing; a different one under the name is refused.
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(path)]) == 0
+    assert "already this build, nothing written" in capsys.readouterr().err
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(longer)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "n_slots 96 stored, 144 new" in err and "--replace" in err
+    assert store_digest(db) == kept
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(longer),
+                 "--replace"]) == 0
+    assert "replacing the stored one" in capsys.readouterr().err
+    with Store(db) as again:
+        assert again.load_scenario("x").n_slots == 144
+
+
 def _toml(cfg: dict[str, Any]) -> str:
     """A tiny TOML writer for the config dicts above (tables, arrays of tables, scalars)."""
 

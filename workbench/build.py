@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from workbench import cubes, perf
+from workbench import cubes, perf, scenarios
 from workbench.config import ConfigError, ScenarioConfig, ScenarioSection, validate_config
 from workbench.io.errors import InputError
 from workbench.io.jobs import job_sets, load_job_set
@@ -31,6 +31,7 @@ from workbench.model import (
     Job,
     Link,
     Scenario,
+    ScenarioError,
     as_utc,
 )
 
@@ -270,10 +271,32 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
     )
 
 
-def build_and_save(store: Any, config: str | Path, name: str | None = None) -> Scenario:
-    """Build the scenario of a TOML config file and save it in ``store``."""
+def save_built(store: Any, scenario: Scenario, *, replace: bool = False
+               ) -> scenarios.SaveOutcome:
+    """Save a built scenario (:func:`workbench.scenarios.save_checked`): a different
+    scenario stored under its name is replaced only with ``replace``; the same one is left
+    as it is.
+
+    Raises
+    ------
+    BuildError
+        Another scenario of that name is stored and ``replace`` is false.
+    """
+    try:
+        done = scenarios.save_checked(store, scenario, replace=replace, fix=(
+            "pass another NAME, or --replace to rebuild it (its stored runs keep their "
+            "results)"))
+    except ScenarioError as exc:
+        raise BuildError(str(exc)) from None
+    log.info("built scenario %s: %d datacenters, %d jobs, %d slots (%s)", scenario.name,
+             len(scenario.datacenters), len(scenario.jobs), scenario.n_slots, done)
+    return done
+
+
+def build_and_save(store: Any, config: str | Path, name: str | None = None, *,
+                   replace: bool = False) -> Scenario:
+    """Build the scenario of a TOML config file and save it in ``store``
+    (:func:`save_built`)."""
     scenario = build_scenario(store, load_config(config), name)
-    store.save_scenario(scenario)
-    log.info("built scenario %s: %d datacenters, %d jobs, %d slots", scenario.name,
-             len(scenario.datacenters), len(scenario.jobs), scenario.n_slots)
+    save_built(store, scenario, replace=replace)
     return scenario

@@ -157,21 +157,20 @@ as loaded (keyed by file and run id: a stored run does not change)."""
 
 def shared_scenario(db_path: str, name: str, store: Store | None = None
                     ) -> tuple[Scenario, str]:
-    """The scenario ``name`` from the store (built and saved first if built-in and absent)
-    and its fingerprint (:meth:`Store.scenario_fingerprint`): loaded once per server and
-    shared by the sessions while the stored rows are the same. ``store``: an open store to
-    read (else the file is opened)."""
+    """The scenario ``name`` from the store (a built-in one the store lacks is generated in
+    memory, never written: :func:`workbench.scenarios.stored_or_builtin`) and its
+    fingerprint (:meth:`Store.scenario_fingerprint`, ``""`` for an unstored built-in):
+    loaded once per server and shared by the sessions while the stored rows are the same.
+    ``store``: an open store to read (else the file is opened)."""
     if store is None:
         with Store(db_path) as opened:
             return shared_scenario(db_path, name, opened)
-    if not store.has_scenario(name):
-        store.save_scenario(scenarios.build_builtin(name))
     fingerprint = store.scenario_fingerprint(name)
     key = ("scenario", db_path, name, fingerprint)
     with _SHARED_LOCK:
         cached = _SHARED.get(key)
     if cached is None:
-        cached = store.load_scenario(name)
+        cached = scenarios.stored_or_builtin(store, name)
         with _SHARED_LOCK:
             _SHARED[key] = cached
     return cached, fingerprint

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.cli._args import add_forecast_args, forecast_error, iso_time, number
-from workbench.cli.scenario import load_or_build
+from workbench.cli.scenario import read_scenario
 from workbench.model import as_utc
 from workbench.quote import QUOTE_ORDERS, JobSpec, QuoteError, quote, sort_quote
 
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _quote(args: argparse.Namespace) -> int:
-    scenario = load_or_build(args.db, args.scenario)
+    scenario = read_scenario(args.db, args.scenario)
     try:
         spec = JobSpec(
             app=args.app, work_samples=args.work, home=args.home, min_gpus=args.gpus[0],

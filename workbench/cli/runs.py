@@ -20,6 +20,7 @@ from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_r
 from workbench.cli.plan import attribution_lines, output_clash, saving_caveat, unwritable
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
+from workbench.scenarios import stored_or_builtin
 from workbench.store import Store, StoreError
 
 
@@ -153,7 +154,7 @@ def _attribution(store: Store, rid: str, scenario: str, result: Any
                  ) -> tuple[dict[str, dict[str, float]] | None, str]:
     """A stored run's attribution (:func:`workbench.runs.stored_attribution`) or why not."""
     try:
-        sc = store.load_scenario(scenario)
+        sc = stored_or_builtin(store, scenario)  # an app's run of a built-in not stored
     except (StoreError, ScenarioError, KeyError) as exc:
         return None, f"attribution not available: scenario {scenario!r} cannot be loaded ({exc})"
     return runs_mod.stored_attribution(store, rid, sc, result)
