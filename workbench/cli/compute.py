@@ -204,14 +204,14 @@ def _devices_add(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from workbench.cli.plan import output_clash
+    from workbench.cli._outputs import check_outputs
     from workbench.compute.predict import coefficients_path
     from workbench.compute.train import TrainingDataError, train_and_write
 
     out = args.out or coefficients_path()
-    clash = output_clash([("--out", out)], args.db)
-    if clash:
-        return _fail(clash)
+    bad_output = check_outputs([("--out", out)], args.db)
+    if bad_output:
+        return _fail(bad_output)
     try:
         coef = train_and_write(args.data, out)
     except (TrainingDataError, OSError, ImportError) as exc:

@@ -106,11 +106,11 @@ def _energy(args: argparse.Namespace) -> int:
 
 
 def _defaults(args: argparse.Namespace) -> int:
-    from workbench.cli.plan import output_clash
+    from workbench.cli._outputs import check_outputs
 
-    clash = output_clash([("--out", args.out)], args.db)
-    if clash:
-        return _fail(ValueError(clash))
+    bad_output = check_outputs([("--out", args.out)], args.db)
+    if bad_output:
+        return _fail(ValueError(bad_output))
     try:
         report = write_default_profiles(args.profiles, args.out)
     except (ProfileDataError, OSError) as exc:

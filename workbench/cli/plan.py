@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import uuid
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import Any
 
 from workbench.cli import progress_wanted
 from workbench.cli._args import add_forecast_args, forecast_error, number
+from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import default_forecast_mode
 from workbench.forecast import ModelForecast, fit_scenario
@@ -159,39 +159,6 @@ def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str
     return " — not like for like: " + "; ".join(parts) if parts else ""
 
 
-def unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (checked before any run is stored), or None."""
-    if path.exists():
-        if not path.is_file():
-            return "it is not a regular file"
-        return None if os.access(path, os.W_OK) else "no permission to write it"
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is not a folder"
-    return None if os.access(parent, os.W_OK) else f"no permission to write in {parent}"
-
-
-def output_clash(outputs: list[tuple[str, Path | None]], db: str) -> str | None:
-    """Why these output files cannot be written together, or None: one of them is the store
-    itself (the export would replace the DuckDB file and everything in it), or two flags
-    name the same file (the second would replace the first)."""
-    store = Path(db).resolve()
-    seen: dict[Path, str] = {}
-    for flag, path in outputs:
-        if path is None:
-            continue
-        where = Path(path).resolve()
-        if where == store:
-            return (f"{flag} {path} is the store (--db {db}); writing it would replace every "
-                    "stored run and series: pass another file")
-        if where in seen:
-            return f"{seen[where]} and {flag} name the same file {path}; pass two files"
-        seen[where] = flag
-    return None
-
-
 def _summary(policy: str, result: RunResult) -> dict[str, Any]:
     out: dict[str, Any] = {"policy": policy}
     for key in SUMMARY_KEYS:
@@ -309,18 +276,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    outputs = [("--out", args.out), ("--migrations-out", args.migrations_out),
-               ("--jobs-out", args.jobs_out)]
-    clash = output_clash(outputs, args.db)
-    if clash:
-        print(f"error: {clash}", file=sys.stderr)
+    bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out),
+                                ("--jobs-out", args.jobs_out)], args.db)
+    if bad_output:
+        print(f"error: {bad_output}", file=sys.stderr)
         return 2
-    for flag, path in outputs:
-        why = None if path is None else unwritable(path)
-        if why:
-            print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
-                  "folder", file=sys.stderr)
-            return 2
     scenario = load_or_build(args.db, args.scenario)
     if args.forecast is None:
         args.forecast = default_forecast_mode(scenario)

@@ -16,8 +16,9 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
+from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, output_clash, saving_caveat, unwritable
+from workbench.cli.plan import attribution_lines, saving_caveat
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
 from workbench.scenarios import stored_or_builtin
@@ -203,17 +204,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    outputs = [("--out", args.out), ("--migrations-out", args.migrations_out)]
-    clash = output_clash(outputs, args.db)
-    if clash:
-        print(f"error: {clash}", file=sys.stderr)
+    bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out)],
+                               args.db)
+    if bad_output:
+        print(f"error: {bad_output}", file=sys.stderr)
         return 2
-    for flag, path in outputs:
-        why = None if path is None else unwritable(path)
-        if why:
-            print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
-                  "folder", file=sys.stderr)
-            return 2
     with Store(args.db) as store:
         rid = store.resolve_run(args.run)
         result = runs_mod.load_result(store, rid)

@@ -21,7 +21,7 @@ import pandas as pd
 
 from workbench.cli import progress_wanted, quiet_loggers
 from workbench.cli._args import add_forecast_args, forecast_error, number
-from workbench.cli.plan import output_clash, unwritable
+from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
 from workbench.policies.lyapunov import V_MAX
@@ -95,13 +95,9 @@ def run(args: argparse.Namespace) -> int:
         for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{flag} must be a number >= 0, got {value}")
-        clash = output_clash([("--out", args.out)], args.db)
-        if clash:
-            raise ValueError(clash)
-        why = unwritable(args.out)
-        if why:
-            raise ValueError(f"--out {args.out}: cannot write it ({why}); pass a path in a "
-                             "writable folder")
+        bad_output = check_outputs([("--out", args.out)], args.db)
+        if bad_output:
+            raise ValueError(bad_output)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
