@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -353,3 +354,81 @@ def test_no_output_may_be_a_file_the_store_owns(
     assert store_digest(db) == before
     assert (owned.read_bytes() if owned.is_file() else None) == kept
     assert not list(db.parent.glob(".*.partial"))
+
+
+# -- issue 25, item 6: a full disk under an output is one line, and leaves no partial file --
+
+
+@pytest.fixture(params=["tmpfs", "dev-full"])
+def full_folder(request: pytest.FixtureRequest, tmp_path: Path,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on a full disk: a 64 KiB tmpfs filled to the last byte (where this process
+    may mount one, i.e. as root), or, everywhere, a folder whose exports' temporary files
+    are opened on /dev/full (every write or flush fails with ENOSPC, as on a full disk)."""
+    import os
+    import subprocess
+    import tempfile
+
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if request.param == "tmpfs":
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs",
+                                  str(folder)], capture_output=True, check=False)
+        if mounted.returncode:
+            pytest.skip("cannot mount a tmpfs here (needs root); the dev-full case runs")
+        try:
+            with (folder / "filler").open("wb") as fh:
+                while True:
+                    fh.write(b"\0" * 4096)
+                    fh.flush()
+        except OSError:
+            pass
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", str(folder)], check=False)
+        return
+    real = tempfile.mkstemp
+
+    def on_dev_full(*args: object, **kwargs: object) -> tuple[int, str]:
+        fd, name = real(*args, **kwargs)  # type: ignore[call-overload]
+        if Path(name).parent != folder:
+            return fd, name
+        os.close(fd)
+        return os.open("/dev/full", os.O_WRONLY), name
+
+    monkeypatch.setattr(tempfile, "mkstemp", on_dev_full)
+    yield folder
+
+
+FULL_DISK_OUTPUTS = [
+    (["plan", "--scenario", "tiny", "--policy", "asap-home", "--no-progress"], "--out"),
+    (["plan", "--scenario", "tiny", "--policy", "asap-home", "--no-progress"],
+     "--migrations-out"),
+    (["plan", "--scenario", "tiny", "--policy", "asap-home", "--no-progress"], "--jobs-out"),
+    (["runs", "export", "latest"], "--out"),
+    (["sweep", "--scenario", "tiny", "--policy", "asap-home", "--threads", "--no-progress"],
+     "--out"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", FULL_DISK_OUTPUTS,
+                         ids=[f"{a[0]} {a[1]} {f}" for a, f in FULL_DISK_OUTPUTS])
+def test_a_full_disk_under_an_output_is_one_line_and_leaves_no_partial_file(
+        planned_store: Path, tmp_path: Path, full_folder: Path,
+        capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> None:
+    """A full disk under --out gave two lines, the second "unexpected OSError", exit 1, and
+    left the `.partial` file on the full disk."""
+    from helpers_store import store_digest
+
+    db = tmp_path / "wb.duckdb"
+    shutil.copy(planned_store, db)
+    before = store_digest(db)
+    target = full_folder / "out.csv"
+    capsys.readouterr()
+    assert main(["--db", str(db), *argv, flag, str(target)]) == 2
+    err = _one_line(capsys)
+    assert f"cannot write {target}: the disk is full" in err and "another disk" in err, err
+    assert not target.exists() and not list(full_folder.glob(".*.partial"))
+    if argv[0] == "plan":
+        assert store_digest(db) == before  # a plan whose outputs fail stores nothing

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workbench.cli._args import Parser
 from workbench.cubes import CubeError
-from workbench.io.errors import InputError
+from workbench.io.errors import InputError, OutputError, bounded
 from workbench.model import ScenarioError
 from workbench.store import StoreError
 
@@ -134,8 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return rc
-    except (StoreError, ScenarioError, CubeError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (StoreError, ScenarioError, CubeError, InputError, OutputError) as exc:
+        # Bounded: a message quoting user data (a huge header, a long name) stays one line.
+        print(f"error: {bounded(' '.join(str(exc).splitlines()))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader of stdout went away (`workbench data list | head`): not an error of
@@ -151,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Bad input has its own error types above; anything reaching here is a bug or an
         # environment problem (disk full, permissions). -v shows where it came from.
         log.debug("unexpected error", exc_info=True)
-        what = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        what = bounded(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
         hint = "the traceback is in the log above" if args.verbose else \
             "rerun with -v for the traceback"
         print(f"error: unexpected {type(exc).__name__}"

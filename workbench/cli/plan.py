@@ -22,6 +22,7 @@ from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import default_forecast_mode
 from workbench.forecast import ModelForecast, fit_scenario
+from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
 from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario
@@ -335,9 +336,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        # An unwritable --out / --migrations-out (missing permission, a read-only place).
-        print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}; "
-              "pass --out/--migrations-out in a writable folder", file=sys.stderr)
+        # An output that cannot be written (a full disk, no permission, a read-only place):
+        # the writers name the file (OutputError); nothing is stored.
+        print(f"error: {output_error(exc, exc.filename or args.out)}", file=sys.stderr)
         return 2
     finally:
         if csv_rec is not None:
