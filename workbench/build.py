@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import cubes, perf, scenarios
-from workbench.config import ConfigError, ScenarioConfig, ScenarioSection, validate_config
+from workbench.config import ConfigError, ScenarioConfig, horizon, validate_config
 from workbench.io.errors import InputError
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
@@ -32,7 +32,6 @@ from workbench.model import (
     Link,
     Scenario,
     ScenarioError,
-    as_utc,
 )
 
 log = logging.getLogger(__name__)
@@ -61,22 +60,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
                          "days, hours) and [[datacenters]] (see the README)")
     cfg["_base_dir"] = str(p.resolve().parent)
     return cfg
-
-
-def _horizon(sc: ScenarioSection) -> tuple[datetime, int, int]:
-    start = as_utc(str(sc.start.isoformat() if isinstance(sc.start, datetime) else sc.start))
-    slot_s = int(round(sc.slot_minutes * 60))
-    if slot_s <= 0:
-        raise BuildError("[scenario] slot_minutes must be at least one second")
-    if sc.end is not None:
-        end = as_utc(str(sc.end.isoformat() if isinstance(sc.end, datetime) else sc.end))
-        span = (end - start).total_seconds()
-    else:
-        span = (sc.days or 0.0) * 86400 + (sc.hours or 0.0) * 3600
-    if span <= 0 or span % slot_s:
-        raise BuildError(f"[scenario] the horizon ({span:g} s) must be a positive multiple of "
-                         f"the slot ({slot_s} s)")
-    return start, slot_s, int(span // slot_s)
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:
@@ -224,7 +207,10 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         raise BuildError("no scenario name: pass NAME or set [scenario] name")
     if name in job_sets(store):
         raise BuildError(f"{name!r} names a job set in the store; pick another scenario name")
-    start, slot_s, n_slots = _horizon(sc)
+    try:
+        start, slot_s, n_slots = horizon(sc)
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
     end = start + timedelta(seconds=slot_s * n_slots)
     dcs = [Datacenter(name=d.name, region=d.region, grid_zone=d.grid_zone or d.region,
                       timezone=d.timezone, pue=d.pue, idle_power_kw=d.idle_power_kw)
