@@ -155,6 +155,59 @@ def test_bad_configs_say_what_to_fix(store: Store, tmp_path: Path, edit: Any,
         build_scenario(store, cfg)
 
 
+NAME_FIELDS = {
+    # (section, key): an edit of the config giving that key an unknown name
+    ("pools", "datacenter"): lambda c: c["pools"][0].update(datacenter="nope"),
+    ("pools", "gpu_type"): lambda c: c["pools"][0].update(gpu_type="nope"),
+    ("links", "src"): lambda c: c["links"][0].update(src="nope"),
+    ("links", "dst"): lambda c: c["links"][0].update(dst="nope"),
+    ("jobs", "homes"): lambda c: c["jobs"].update(homes=["a", "nope"]),
+    ("inference", "app"): lambda c: c["inference"][0].update(app="nope"),
+    ("inference", "home"): lambda c: c["inference"][0].update(home="nope"),
+    ("inference", "gpu_type"): lambda c: c["inference"][0].update(gpu_type="nope"),
+    ("datacenters", "region"): lambda c: c["datacenters"][0].update(region="nope"),
+    ("datacenters", "grid_zone"): lambda c: c["datacenters"][0].update(grid_zone="nope"),
+    ("jobs", "set"): lambda c: c["jobs"].update(set="nope"),
+}
+"""Every key of the schema that names something the workbench or the store must know."""
+
+FREE_FIELDS = {("scenario", "name"), ("scenario", "description"), ("scenario", "start"),
+               ("scenario", "end"), ("scenario", "currency"), ("scenario", "fill"),
+               ("datacenters", "name"), ("datacenters", "timezone"),
+               ("network", "latency_matrix"), ("jobs", "align"), ("inference", "job_id")}
+"""Text keys that name nothing to look up: new names, free text, times (parsed), a
+currency (a pattern, checked against the series), enums and a timezone (validated by the
+schema), a path (read)."""
+
+
+def test_every_text_key_of_the_schema_is_checked_or_free() -> None:
+    """A new text key must join NAME_FIELDS (and be checked at build) or FREE_FIELDS."""
+    from workbench.config import _MODELS
+
+    text = set()
+    for section, model in _MODELS.items():
+        for key, field in model.model_fields.items():
+            if "str" in str(field.annotation) or "Literal" in str(field.annotation):
+                text.add((section, key))
+    assert text == set(NAME_FIELDS) | FREE_FIELDS, text ^ (set(NAME_FIELDS) | FREE_FIELDS)
+
+
+@pytest.mark.parametrize("field", list(NAME_FIELDS), ids=[".".join(k) for k in NAME_FIELDS])
+def test_every_name_a_config_gives_is_checked_against_what_is_known(
+        store: Store, tmp_path: Path, field: tuple[str, str]) -> None:
+    """An `[[inference]]` service with `app = "nope"` built, planned and was charged energy."""
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    NAME_FIELDS[field](cfg)
+    with pytest.raises(BuildError) as err:
+        build_scenario(store, cfg)
+    text = str(err.value)
+    assert "'nope'" in text or "nope (price and carbon)" in text or "['nope']" in text, text
+    if field[1] not in ("region", "grid_zone", "set"):
+        assert text.startswith(f"[[{field[0]}]] entry" if field[0] != "jobs" else "[jobs]")
+        assert f"{field[1]}: 'nope' is not " in text and "; known: " in text, text
+
+
 def test_build_saves_and_reloads(store: Store, tmp_path: Path) -> None:
     _matrix(tmp_path)
     path = tmp_path / "sc.toml"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 
 from workbench import cubes, perf, scenarios
 from workbench.config import ConfigError, ScenarioConfig, horizon, validate_config
-from workbench.io.errors import InputError
+from workbench.io.errors import InputError, quoted
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
 from workbench.model import (
@@ -60,6 +60,56 @@ def load_config(path: str | Path) -> dict[str, Any]:
                          "days, hours) and [[datacenters]] (see the README)")
     cfg["_base_dir"] = str(p.resolve().parent)
     return cfg
+
+
+def _check_names(store: Any, cfg: ScenarioConfig) -> None:
+    """Every name a config gives is one the workbench knows: datacenters of ``[[pools]]``,
+    ``[[links]]``, ``[jobs] homes`` and ``[[inference]]`` homes among the
+    ``[[datacenters]]``; GPU types of pools among those with a profile (stored or shipped)
+    or a device spec (``workbench devices list``); an inference service's application among
+    the profiled ones and its GPU type among the pools'. (Regions, the job set and the
+    latency matrix's zones are checked against the store and the matrix where they are
+    read.)
+
+    Raises
+    ------
+    BuildError
+        At the first unknown name: the entry, the key, the known names and the fix.
+    """
+    from workbench.compute.devices import devices
+
+    profiles = list(store.load_profiles()) + list(perf.load_default_profiles())
+    sites = [d.name for d in cfg.datacenters]
+    gpu_known = {p.gpu_type for p in profiles} | set(devices(store))
+    apps = {p.app for p in profiles}
+    pool_gpus = {p.gpu_type for p in cfg.pools}
+
+    def check(where: str, key: str, value: str, known: Iterable[str],
+              what: tuple[str, str]) -> None:
+        """``what``: what a valid value is, and the fix."""
+        names = sorted(set(known))
+        if value not in names:
+            raise BuildError(f"{where} {key}: {quoted(value)} is not {what[0]}; known: "
+                             f"{', '.join(names) or 'none'}; {what[1]}")
+
+    site = ("a [[datacenters]] name", "name one of them, or add that datacenter")
+    for i, pool in enumerate(cfg.pools):
+        check(f"[[pools]] entry {i}", "datacenter", pool.datacenter, sites, site)
+        check(f"[[pools]] entry {i}", "gpu_type", pool.gpu_type, gpu_known,
+              ("a GPU type with a profile or a device spec", "use one of them, or add its "
+               "spec (`workbench devices add`) or profiles"))
+    for i, lk in enumerate(cfg.links):
+        for key in ("src", "dst"):
+            check(f"[[links]] entry {i}", key, getattr(lk, key), sites, site)
+    for home in (cfg.jobs.homes or []) if cfg.jobs is not None else []:
+        check("[jobs]", "homes", home, sites, site)
+    for i, svc in enumerate(cfg.inference):
+        where = f"[[inference]] entry {i}"
+        check(where, "app", svc.app, apps, ("a profiled application", "use one of them, or "
+              "import its profiles (`workbench import profiles`)"))
+        check(where, "home", svc.home, sites, site)
+        check(where, "gpu_type", svc.gpu_type, pool_gpus,
+              ("a GPU type of the [[pools]]", "use one of them, or add a pool of that type"))
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:
@@ -211,6 +261,7 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         start, slot_s, n_slots = horizon(sc)
     except ConfigError as exc:
         raise BuildError(str(exc)) from None
+    _check_names(store, config)
     end = start + timedelta(seconds=slot_s * n_slots)
     dcs = [Datacenter(name=d.name, region=d.region, grid_zone=d.grid_zone or d.region,
                       timezone=d.timezone, pue=d.pue, idle_power_kw=d.idle_power_kw)

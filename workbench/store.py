@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +54,10 @@ forecast, noise, seed, restart and slot settings as JSON).
 Version 6: plan rows keep their ``movement_kwh`` (transfer and restart energy, what the
 attribution of a saving needs); runs keep the ``baseline_run_id`` their saving is measured
 against and their hindsight ``bound`` (JSON). Rows stored before have NULL there."""
+
+
+RESERVED_RUN_REFS: tuple[str, ...] = ("latest",)
+"""Words :meth:`Store.resolve_run` reads as something other than a name or an id."""
 
 
 class StoreError(RuntimeError):
@@ -874,8 +879,33 @@ class Store:
                 rec[key] = {}
         return rec
 
+    def run_name_problem(self, run_id: str, name: str) -> str | None:
+        """Why ``name`` cannot name run ``run_id`` (:meth:`resolve_run` would then find
+        another run, or two), or None: ``latest`` is reserved; a name of hex digits could
+        be taken for a run id or its prefix; another run has that name already."""
+        name = name.strip()
+        if not name:
+            return None
+        if name.lower() in RESERVED_RUN_REFS:
+            return (f"run name {name!r} is reserved ('latest' means the newest run); choose "
+                    "another name")
+        if re.fullmatch(r"[0-9a-fA-F]{1,32}", name):
+            return (f"run name {name!r} could be taken for a run id (ids are hex digits, and "
+                    "a prefix of one picks a run); add a letter beyond a-f or a space, e.g. "
+                    f"'{name} run'")
+        other = self.con.execute("SELECT run_id FROM runs WHERE name = ? AND run_id <> ?",
+                                 [name, run_id]).fetchone()
+        if other is not None:
+            return (f"run {other[0]} is already named {name!r}; choose another name, or "
+                    f"rename that one first")
+        return None
+
     def rename_run(self, run_id: str, name: str) -> None:
-        """Give a stored run a name (empty: none)."""
+        """Give a stored run a name (empty: none); a name :meth:`run_name_problem` refuses
+        raises :class:`StoreError`."""
+        problem = self.run_name_problem(run_id, name)
+        if problem:
+            raise StoreError(problem)
         with self.transaction() as con:
             con.execute("UPDATE runs SET name = ? WHERE run_id = ?",
                         [name.strip() or None, run_id])
