@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from workbench.io.errors import quoted
 from workbench.model import ScenarioError, as_utc
 
 
@@ -228,7 +229,7 @@ def _message(exc: ValidationError) -> str:
         text = f"{where} lacks {key!r}" if key else f"the config lacks {where}"
         return text + (f"; give {hint}" if hint else "")
     value = e.get("input")
-    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    shown = quoted(value) if not isinstance(value, (dict, list)) else type(value).__name__
     msg = str(e["msg"])
     if e["type"] in ("float_type", "int_type", "float_parsing", "int_parsing",
                      "int_from_float"):

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from workbench.cli._args import Parser
+from workbench.cli._args import Parser, fail
 from workbench.cubes import CubeError
 from workbench.io.errors import InputError, OutputError, bounded
 from workbench.model import ScenarioError
@@ -128,16 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     missing = missing_store(args)
     if missing:
-        print(f"error: {missing}", file=sys.stderr)
-        return 2
+        return fail(missing)
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return rc
     except (StoreError, ScenarioError, CubeError, InputError, OutputError) as exc:
-        # Bounded: a message quoting user data (a huge header, a long name) stays one line.
-        print(f"error: {bounded(' '.join(str(exc).splitlines()))}", file=sys.stderr)
-        return 2
+        return fail(exc)  # bounded: a message quoting a huge header stays one short line
     except BrokenPipeError:
         # The reader of stdout went away (`workbench data list | head`): not an error of
         # ours. Silence the flush at exit and end as a process killed by SIGPIPE would.

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from workbench.cli._args import number
+from workbench.cli._args import fail, number
 from workbench.compute.devices import (
     DeviceSpec,
     UnknownDeviceError,
@@ -97,8 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return 2
+    return fail(msg)
 
 
 def _int_list(text: str, flag: str, high: int) -> list[int]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._args import fail
 from workbench.fit import (
     POLLUX_APPS,
     ProfileDataError,
@@ -55,8 +55,7 @@ def _app_dir(profiles: Path, app: str) -> Path:
 
 
 def _fail(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
-    return 2
+    return fail(exc)
 
 
 def _throughput(args: argparse.Namespace) -> int:

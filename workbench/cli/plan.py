@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, forecast_error, number
+from workbench.cli._args import add_forecast_args, fail, forecast_error, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.cubes import default_forecast_mode
@@ -280,8 +280,7 @@ def run(args: argparse.Namespace) -> int:
     bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out),
                                 ("--jobs-out", args.jobs_out)], args.db)
     if bad_output:
-        print(f"error: {bad_output}", file=sys.stderr)
-        return 2
+        return fail(bad_output)
     scenario = load_or_build(args.db, args.scenario)
     if args.forecast is None:
         args.forecast = default_forecast_mode(scenario)

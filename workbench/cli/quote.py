@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.cli._args import add_forecast_args, forecast_error, iso_time, number
+from workbench.cli._args import add_forecast_args, fail, forecast_error, iso_time, number
 from workbench.cli.scenario import read_scenario
 from workbench.model import as_utc
 from workbench.quote import QUOTE_ORDERS, JobSpec, QuoteError, quote, sort_quote
@@ -74,8 +74,7 @@ def _quote(args: argparse.Namespace) -> int:
         result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price,
                        forecast_mode=args.forecast, forecast_error=forecast_error(args))
     except QuoteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     result = dataclasses.replace(result, options=sort_quote(result.options, args.order))
     data = result.to_dict()
     data["order"] = args.order

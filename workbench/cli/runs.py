@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
+from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
 from workbench.cli.plan import attribution_lines, saving_caveat
@@ -207,8 +207,7 @@ def _export(args: argparse.Namespace) -> int:
     bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out)],
                                args.db)
     if bad_output:
-        print(f"error: {bad_output}", file=sys.stderr)
-        return 2
+        return fail(bad_output)
     with Store(args.db) as store:
         rid = store.resolve_run(args.run)
         result = runs_mod.load_result(store, rid)

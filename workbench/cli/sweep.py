@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.cli import progress_wanted, quiet_loggers
-from workbench.cli._args import add_forecast_args, forecast_error, number
+from workbench.cli._args import add_forecast_args, fail, forecast_error, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
@@ -99,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
         if bad_output:
             raise ValueError(bad_output)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     noise = args.noise if args.noise is not None else (0.1 if args.seeds > 1 else 0.0)
     error = forecast_error(args)
     settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
@@ -114,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
                           processes=not args.threads, settings=settings,
                           progress=progress_wanted(args))
     except SweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "
