@@ -221,14 +221,20 @@ def test_build_saves_and_reloads(store: Store, tmp_path: Path) -> None:
     assert load_config(path)["scenario"]["name"] == "t3"
 
 
-def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def _two_configs(tmp_path: Path, edit: Any) -> tuple[Path, Path]:
+    """The test config as a TOML file, and a second one with ``edit`` applied."""
     _matrix(tmp_path)
     cfg = _config(tmp_path)
-    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
-    good.write_text(_toml(cfg))
-    cfg["datacenters"][0]["region"] = "NOPE"
-    bad.write_text(_toml(cfg))
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(_toml(cfg))
+    edit(cfg)
+    second.write_text(_toml(cfg))
+    return first, second
+
+
+def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = _two_configs(tmp_path, lambda c: c["datacenters"][0].update(region="NOPE"))
     db = store.path
     store.close()
     assert main(["--db", db, "scenario", "build", "cli3", "--config", str(good)]) == 0
@@ -242,12 +248,7 @@ def test_a_rebuild_that_differs_needs_replace(store: Store, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     from helpers_store import store_digest
 
-    _matrix(tmp_path)
-    cfg = _config(tmp_path)
-    path, longer = tmp_path / "a.toml", tmp_path / "b.toml"
-    path.write_text(_toml(cfg))
-    cfg["scenario"]["hours"] = 36
-    longer.write_text(_toml(cfg))
+    path, longer = _two_configs(tmp_path, lambda c: c["scenario"].update(hours=36))
     db = store.path
     store.close()
     assert main(["--db", db, "scenario", "build", "x", "--config", str(path)]) == 0
