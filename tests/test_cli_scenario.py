@@ -116,9 +116,12 @@ def test_no_read_command_writes_the_store(clash_store: Path, tmp_path: Path,
             assert files_beside(clash_store) == files, argv
     # Read commands on a --db that does not exist create no store file.
     missing = tmp_path / "none.duckdb"
-    for argv in (["scenario", "show", "seed3"], ["cubes", "seed3"]):
+    for argv in (["scenario", "show", "seed3"], ["cubes", "seed3"], ["quote", "seed3", "--app",
+                 "cifar10", "--work", "1e6", "--home", "guangzhou"]):
         assert main(["--db", str(missing), *argv]) == 0
         assert not missing.exists(), argv
+    assert main(["--db", str(missing), "scenario", "show", "nope"]) == 2
+    assert "store" in capsys.readouterr().err and not missing.exists()
 
 
 def test_the_app_reads_a_builtin_without_writing_it(clash_store: Path) -> None:

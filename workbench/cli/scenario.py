@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from workbench import cubes, scenarios
-from workbench.cli._args import number
-from workbench.model import Scenario
+from workbench.cli._args import fail, number
+from workbench.model import Scenario, ScenarioError
 from workbench.store import Store
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,11 @@ def read_scenario(db: str, name: str) -> Scenario:
     """The scenario a read-only command shows (``scenario show``, ``cubes``, ``quote``):
     the stored one, else a built-in generated in memory; nothing is written, and no store
     file is created where ``--db`` names none (:func:`workbench.scenarios.stored_or_builtin`)."""
-    if db != ":memory:" and not Path(db).exists() and name in scenarios.BUILTIN:
-        return scenarios.stored_or_builtin(None, name)
+    if db != ":memory:" and not Path(db).exists():
+        if name in scenarios.BUILTIN:
+            return scenarios.stored_or_builtin(None, name)
+        raise ScenarioError(f"no scenario {name!r}: store {db} does not exist (built-in "
+                            f"scenarios: {', '.join(scenarios.builtin_names())}); check --db")
     with Store(db) as store:
         return scenarios.stored_or_builtin(store, name)
 
@@ -120,9 +123,7 @@ def _show(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     name = args.name if args.save_as is None else args.save_as.strip()
     if not name:
-        print("error: --as is empty; give the scenario a name, e.g. --as seed3-b",
-              file=sys.stderr)
-        return 2
+        return fail("--as is empty; give the scenario a name, e.g. --as seed3-b")
     scenario = scenarios.build_builtin(args.name, seed=args.seed)
     if name != scenario.name:
         scenario = dataclasses.replace(scenario, name=name)
