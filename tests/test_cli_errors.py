@@ -420,7 +420,8 @@ def test_a_full_disk_under_an_output_is_one_line_and_leaves_no_partial_file(
     before = store_digest(db)
     target = full_folder / "out.csv"
     capsys.readouterr()
-    assert main(["--db", str(db), *argv, flag, str(target)]) == 2
+    assert main(["--db", str(db), *[a.replace("{dir}", str(tmp_path)) for a in argv], flag,
+                 str(target)]) == 2
     err = _one_line(capsys)
     assert f"cannot write {target}: the disk is full" in err and "another disk" in err, err
     assert not target.exists() and not list(full_folder.glob(".*.partial"))
