@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from workbench import Store, build_seed3, first_hours
+from workbench.cubes import default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.policies import make_policy
@@ -63,10 +64,11 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, ob
     sc = mini_scenario()
     with Store(db) as store:
         store.save_scenario(sc)
-        base = simulate(sc, make_policy("asap-home"))
+        base = simulate(sc, make_policy("asap-home"), forecast_mode=default_forecast_mode(sc))
         store.save_run({**base.meta, "status": "baseline"}, base.plan, base.migrations,
                        base.slots, base.metrics)
-        res = simulate(sc, make_policy("lyapunov", V=20.0), knobs={"V": 20.0})
+        res = simulate(sc, make_policy("lyapunov", V=20.0),
+                       forecast_mode=default_forecast_mode(sc), knobs={"V": 20.0})
         store.save_run(res.meta, res.plan, res.migrations, res.slots, res.metrics)
     return db, res.metrics
 
@@ -264,7 +266,9 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     info.value.save_as(dest)
     rows_csv = list(csv.reader(io.StringIO(dest.read_text())))
     assert tuple(rows_csv[0]) == PLAN_COLUMNS
-    expected = simulate(mini_scenario(), make_policy("lyapunov", V=1.0))
+    mini = mini_scenario()
+    expected = simulate(mini, make_policy("lyapunov", V=1.0),
+                        forecast_mode=default_forecast_mode(mini))
     assert len(rows_csv) - 1 == len(expected.plan)
 
 

@@ -25,16 +25,17 @@ from typing import Any
 import pandas as pd
 import param
 
+from workbench import runner, scenarios
 from workbench import runs as stored_runs
-from workbench import scenarios
-from workbench.cubes import FORECAST_MODES, CubeError, default_forecast_mode
-from workbench.forecast import fit_scenario
+from workbench.caps import Caps
+from workbench.cubes import FORECAST_MODES, CubeError
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs
 from workbench.policies.lyapunov import V_MAX
 from workbench.quote import JobSpec, Quote, quote
-from workbench.sim import AllocationError, RunResult, SlotRecord, simulate
+from workbench.runner import ForecastSettings, RunSpec, simulate_spec
+from workbench.sim import AllocationError, RunResult, SlotRecord
 from workbench.store import RUN_SETTINGS, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -351,11 +352,21 @@ class WorkbenchState(param.Parameterized):
         accepted = policy_knobs(name)
         return {k: v for k, v in wanted.items() if k in accepted}
 
-    def _settings(self) -> dict[str, Any]:
-        return {"forecast_mode": None if self.forecast_mode == HONEST_FORECAST
-                else self.forecast_mode,
-                "forecast_error": float(self.forecast_error) if self.forecast_mode == "noisy"
-                else 0.0}
+    def run_spec(self, sc: Scenario | None = None) -> RunSpec:
+        """The sidebar's choices as a run spec for the planning scenario ``sc`` (default:
+        :meth:`planning_scenario`). Raises ValueError naming what to fix."""
+        sc = self.planning_scenario() if sc is None else sc
+        knobs = self.knobs()
+        caps = Caps.from_knobs(carbon_cap_kg=knobs.pop("carbon_cap_kg", None))
+        return RunSpec(scenario=sc.name, policy=self.policy, knobs=knobs, caps=caps,
+                       forecast=self.forecast_settings(), baseline=False)
+
+    def forecast_settings(self) -> ForecastSettings:
+        """The sidebar's forecast: its mode (None: the honest default) and error."""
+        noisy = self.forecast_mode == "noisy"
+        return ForecastSettings(
+            mode=None if self.forecast_mode == HONEST_FORECAST else self.forecast_mode,
+            error=float(self.forecast_error) if noisy else 0.0)
 
     # -- validation ----------------------------------------------------------------------
     def enter(self, knob: str, text: str) -> str:
@@ -410,13 +421,11 @@ class WorkbenchState(param.Parameterized):
                 f"{k}: {v}" for k, v in errors.items()))
         try:
             sc = self.planning_scenario()
-            knobs = self.knobs()
-            policy = make_policy(self.policy, truth=sc, **knobs)
+            spec = self.run_spec(sc)
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"bad input: {exc}")
-        settings = self._settings()
         key_base = ("baseline", self.db_path, sc.name, self.fingerprint, sc.slot_s, sc.n_slots,
-                    settings["forecast_mode"], settings["forecast_error"])
+                    spec.forecast.mode, spec.forecast.error_in_effect)
         with _SHARED_LOCK:
             todo = [b for b in self.baseline_policies
                     if b != self.policy and (*key_base, b) not in _SHARED]
@@ -432,26 +441,20 @@ class WorkbenchState(param.Parameterized):
         notes: list[str] = []
         try:
             # The model forecast is fitted once, for the run and its comparisons alike.
-            mode = settings["forecast_mode"] or default_forecast_mode(sc)
-            fitted = fit_scenario(sc) if mode == "model" else None
-            result = simulate(sc, policy, recorders=[tick], forecast_model=fitted,
-                              knobs={**knobs, "slot_s": sc.slot_s}, **settings)
+            fitted = runner.fit_forecast(sc, runner.forecast_mode(spec, sc))
+            result, _ = simulate_spec(spec, sc, fitted=fitted, recorders=[tick])
         except RunCancelled:
             return RunOutcome(result=None, cancelled=True,
                               error=f"{self.policy} run cancelled; the results shown are the "
                               "previous run's")
         except _RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"{self.policy} failed: {exc}")
-        bound = getattr(policy, "bound", None)
-        if bound:
-            result.meta["bound"] = dict(bound)
         for i, name in enumerate(todo, 1):
             self._start_row(i)
             self.stage = f"comparison {i}/{len(todo)}: {name} (kept for every session)"
             try:
-                base_policy = make_policy(name, truth=sc)
-                base = simulate(sc, base_policy, recorders=[tick], forecast_model=fitted,
-                                **settings)
+                base, bound_of = simulate_spec(spec.comparison(name), sc, fitted=fitted,
+                                               recorders=[tick])
             except RunCancelled:
                 notes.append(f"comparison runs cancelled from {name} on")
                 break
@@ -463,9 +466,8 @@ class WorkbenchState(param.Parameterized):
                 # The baseline's plan, for the attribution of a saving against it; the
                 # hindsight plan's bound, shown beside the attribution.
                 _SHARED[(*key_base, name, "plan")] = base.plan
-                bound_of = getattr(base_policy, "bound", None)
-                if bound_of:
-                    _SHARED[(*key_base, name, "bound")] = dict(bound_of)
+                if bound_of is not None:
+                    _SHARED[(*key_base, name, "bound")] = bound_of.as_dict()
             if self.save_runs:
                 # Stored as comparison runs: a later session opening this run finds them.
                 try:
@@ -756,8 +758,10 @@ class WorkbenchState(param.Parameterized):
             sc = self.planning_scenario()
             occupancy = (self.result.slots if respect_plan and self.result is not None
                          and self.result.meta.get("slot_s") == sc.slot_s else None)
+            fc = self.forecast_settings()
             q = quote(sc, spec, carbon_price_per_kg=carbon_price_per_kg,
-                      occupancy=occupancy, **self._settings())
+                      occupancy=occupancy, forecast_mode=fc.mode,
+                      forecast_error=fc.error_in_effect)
         except _RUN_ERRORS as exc:
             self.say(f"quote failed: {exc}", "danger")
             return None

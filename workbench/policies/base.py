@@ -141,10 +141,42 @@ class Allocation:
     queues: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class HindsightBound:
+    """A lower bound on what a plan of the scenario can cost, from perfect hindsight.
+
+    ``cost`` in the scenario's currency and ``carbon_kg`` the carbon of the bounding plan;
+    ``kind`` says where it comes from (the hindsight LP relaxation, the MILP solved to
+    optimality, or a MILP's dual bound at its time limit).
+    """
+
+    cost: float
+    carbon_kg: float
+    kind: str
+
+    def as_dict(self) -> dict[str, float | str]:
+        """``{"cost", "carbon_kg", "kind"}``, as runs store it (``meta["bound"]``)."""
+        return {"cost": float(self.cost), "carbon_kg": float(self.carbon_kg),
+                "kind": str(self.kind)}
+
+
+class NoHindsightBound:
+    """Mixin of the policies that compute no hindsight bound (all but the hindsight plan)."""
+
+    def hindsight_bound(self) -> HindsightBound | None:
+        """None: only the hindsight plan computes a bound."""
+        return None
+
+
 class Policy(Protocol):
     """A scheduling policy: one decision per slot."""
 
     name: str
+
+    def hindsight_bound(self) -> HindsightBound | None:
+        """The hindsight bound the policy computed for this run (after ``reset``), or None:
+        only a hindsight policy has one."""
+        ...
 
     def reset(self, scenario: ScenarioView) -> None:
         """Forget everything; called once before the first slot of a run with the

@@ -56,6 +56,7 @@ from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
     Forecast,
+    HindsightBound,
     SlotState,
     SolveInfo,
     check_caps,
@@ -243,9 +244,14 @@ class OfflinePolicy:
         self.shortfall: dict[str, float] = {}
         self.status = "not solved"
         self.solve_info: SolveInfo | None = None
-        self.bound: dict[str, object] = {}
+        self.bound: dict[str, float | str] = {}
+        self._bound: HindsightBound | None = None
         self.carbon_slack_kg = 0.0
         self._solved_for: ScenarioView | None = None
+
+    def hindsight_bound(self) -> HindsightBound | None:
+        """The hindsight bound of the last ``reset`` (None before it)."""
+        return self._bound
 
     # -- the model -----------------------------------------------------------------------
     def reset(self, scenario: ScenarioView) -> None:
@@ -458,7 +464,9 @@ class OfflinePolicy:
             bound_cost = min(float(h.getInfo().mip_dual_bound), self.optimum_cost)
         else:
             kind, bound_cost = "lp-relaxation", self.optimum_cost
-        self.bound = {"cost": bound_cost, "carbon_kg": self.optimum_carbon_kg, "kind": kind}
+        self._bound = HindsightBound(cost=float(bound_cost),
+                                     carbon_kg=float(self.optimum_carbon_kg), kind=kind)
+        self.bound = self._bound.as_dict()
         self.solve_info = SolveInfo(status=self.status, solve_s=solve_s,
                                     objective=self.optimum_cost,
                                     gap=None if not exact else float(h.getInfo().mip_gap))
