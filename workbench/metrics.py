@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.model import Scenario
+from workbench.outcome import service_power_w
 
 METRIC_KEYS: tuple[str, ...] = (
     "energy_kwh", "cost", "currency", "carbon_kg", "energy_moved_kwh", "energy_peak_kwh",
@@ -179,8 +180,6 @@ def inference_carbon_floor_kg(scenario: Scenario) -> float:
     Each service, every slot it is up, in its lowest-carbon allowed datacenter:
     ``sum_t min_d n * P_load * slot_s / 3.6e6 * PUE_d * c[d, t] / 1000``.
     """
-    from workbench.policies.base import inference_power_w
-
     carbon = scenario.grid["carbon_g_per_kwh"].isel(time=slice(0, scenario.n_slots))
     total = 0.0
     for job in scenario.jobs_of_kind("inference"):
@@ -197,7 +196,7 @@ def inference_carbon_floor_kg(scenario: Scenario) -> float:
             for pool in scenario.pools_at(dc.name):
                 if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
                     continue
-                kwh = inference_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
+                kwh = service_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
                 c = carbon.sel(region=dc.region).values[a:b]
                 best = np.minimum(best, kwh * c / 1000.0)
         total += float(np.sum(best[np.isfinite(best)]))

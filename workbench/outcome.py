@@ -62,7 +62,7 @@ from numpy.typing import NDArray
 from workbench import perf
 
 if TYPE_CHECKING:
-    from workbench.model import Job, Link
+    from workbench.model import GpuPool, Job, Link
 
 RESTART_S_DEFAULT = 120.0
 """Seconds to restore a checkpoint and warm up after a start, resume, move or change of GPU
@@ -349,6 +349,17 @@ def training_power_w(profile: perf.JobProfile, n_gpus: int, x_sps: float | NDArr
     e = profile.energy
     return np.minimum(n_gpus * e.a1_w + e.a2_w_per_sps * np.asarray(x_sps, dtype=float),
                       n_gpus * e.max_power_w)
+
+
+def service_power_w(job: Job, pool: GpuPool, n_gpus: int | None = None) -> float:
+    """Board power of inference service ``job`` on ``pool``, W (before PUE).
+
+    ``n`` GPUs (default: its requested count) at ``load_fraction`` between idle and maximum
+    board power: ``n * (P_idle + load_fraction * (P_max - P_idle))``.
+    """
+    n = job.requested_gpus if n_gpus is None else n_gpus
+    return n * (
+        pool.idle_power_w + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
 
 
 def slot_outcome(

@@ -69,7 +69,6 @@ from workbench.policies.base import (
     Placement,
     Policy,
     SlotState,
-    inference_power_w,
 )
 
 if TYPE_CHECKING:
@@ -669,7 +668,7 @@ def simulate(
                 assert job.end is not None
                 out = outcome.slot_outcome(
                     job, slot_s=slot_s, pue=dc.pue, charges=ch,
-                    inference_power_w=inference_power_w(job, pool, p.n_gpus),
+                    inference_power_w=outcome.service_power_w(job, pool, p.n_gpus),
                     up_s=(job.end - t_start).total_seconds())
                 delta = 0.0
                 # The last slot before the service's end (not merely the horizon's last).

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
-from workbench.model import GpuPool, Job, ScenarioView
+from workbench.model import Job, ScenarioView
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 
 __all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
@@ -246,17 +246,6 @@ def check_caps(value: float | Mapping[str, float] | None, what: str, unit: str) 
                              f"datacenter), got {value!r}")
 
 
-def inference_power_w(job: Job, pool: GpuPool, n_gpus: int | None = None) -> float:
-    """Board power of inference service ``job`` on ``pool``, W (before PUE).
-
-    ``n`` GPUs (default: its requested count) at ``load_fraction`` between idle and maximum
-    board power: ``n * (P_idle + load_fraction * (P_max - P_idle))``.
-    """
-    n = job.requested_gpus if n_gpus is None else n_gpus
-    return n * (
-        pool.idle_power_w + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
-
-
 # The batch grid lives with the slot-outcome model; kept under its old name for callers.
 _batch_grid = _outcome.batch_grid
 
@@ -352,7 +341,7 @@ def slot_options(
                         m = job.batch_size
                         out = _outcome.slot_outcome(
                             job, slot_s=slot_s, pue=dc.pue, charges=ch,
-                            inference_power_w=inference_power_w(job, pool), up_s=up_s)
+                            inference_power_w=_outcome.service_power_w(job, pool), up_s=up_s)
                     cost = out.energy_kwh * price + src_cost
                     carb = out.energy_kwh * carbon / 1000.0 + src_carb
                     cols["job_index"].append(k)

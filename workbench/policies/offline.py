@@ -60,7 +60,6 @@ from workbench.policies.base import (
     SlotState,
     SolveInfo,
     check_caps,
-    inference_power_w,
     slot_options,
 )
 from workbench.policies.greedy import greedy_choice
@@ -139,7 +138,7 @@ def job_configs(sc: Scenario | ScenarioView, job: Job,
             if not job.is_training:
                 if job.requested_gpus <= pool.count:
                     o = outcome.slot_outcome(job, slot_s=float(sc.slot_s), pue=dc.pue,
-                                             inference_power_w=inference_power_w(job, pool))
+                                             inference_power_w=outcome.service_power_w(job, pool))
                     out.append(_Config(dc.name, pool.gpu_type, job.requested_gpus,
                                        pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
                                        0.0, o.energy_kwh))
