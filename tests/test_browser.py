@@ -29,7 +29,7 @@ from workbench.model import Scenario
 from workbench.policies import make_policy
 from workbench.sim import simulate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]

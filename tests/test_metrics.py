@@ -164,6 +164,7 @@ def test_attribution_adds_up_on_seed3(seed3) -> None:  # type: ignore[no-untyped
 
 
 @pytest.mark.shared_data
+@pytest.mark.slow
 def test_attribution_adds_up_on_a_real_grid(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pathlib import Path
 

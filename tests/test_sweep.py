@@ -56,6 +56,7 @@ def test_grid_varies_knobs_only_where_the_policy_takes_them() -> None:
         sweep_points(["lyapunov"], V=[0.0])
 
 
+@pytest.mark.slow
 def test_sweep_on_a_two_worker_local_cluster(tmp_path: Path) -> None:
     sc = _scenario()
     db = tmp_path / "wb.duckdb"
@@ -109,6 +110,7 @@ def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert err == "error: --V: 1e308 is not a number > 0 and <= 100000\n"
 
 
+@pytest.mark.slow
 def test_cli_sweep_keeps_dask_quiet_unless_verbose(tmp_path: Path) -> None:
     """``distributed`` is imported after the command set its loggers (a fresh process, as
     a user runs it): no INFO line of Dask's on stderr without -v; with -v they show."""

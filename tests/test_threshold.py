@@ -241,6 +241,7 @@ def test_fast_solver_matches_the_pyomo_reference_over_a_run() -> None:
         make_policy("threshold", solver="cplex")
 
 
+@pytest.mark.slow
 def test_large_v_still_meets_every_deadline_on_seed3(seed3) -> None:
     """At large V jobs wait for the cheapest slots; urgency judged at the requested GPU
     count (not at a whole pool) must still bring every job in on time."""
