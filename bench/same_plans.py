@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("asap-home", "greedy", "cheapest-at-arrival", "wait-for-cheap", "carbon-scaling",
             "goodput-only", "threshold", "lyapunov", "lookahead", "offline")
 KEYS = ("cost", "carbon_kg", "deadline_misses")
+DATA = ROOT.parent / "shared" / "data"
 
 Outputs = dict[str, dict[str, float]]
 """``"scenario/policy"`` -> ``{cost, carbon_kg, deadline_misses}``."""
@@ -58,7 +59,8 @@ def _run(cmd: list[str], tree: Path, log: Path) -> str:
         proc = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=err,
                               text=True)
     if proc.returncode != 0:
-        sys.exit(f"failed in {tree} (exit {proc.returncode}): {' '.join(cmd)}; see {log}")
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        sys.exit(f"failed in {tree} (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
     return proc.stdout
 
 
@@ -92,7 +94,9 @@ def outputs(tree: Path, work: Path, quick: bool, seed3_only: bool) -> Outputs:
     if seed3_only:
         return out
     print(f"  {tree.name}: battery", file=sys.stderr, flush=True)
-    cmd = [py, "bench/battery.py", "--json", "--db-dir", str(work / "battery")]
+    # The scratch worktree has no ../shared beside it: the data is this checkout's.
+    cmd = [py, "bench/battery.py", "--json", "--db-dir", str(work / "battery"), "--data",
+           str(DATA)]
     if quick:
         cmd.append("--quick")
     for row in _last_json(_run(cmd, tree, log), "["):
