@@ -184,34 +184,13 @@ def run_sweep(
     ``message``; the rest of the grid still runs. A run whose percentage cap needs a failed
     baseline is skipped with ``status="skipped"``.
     """
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import as_completed
 
     forecast = forecast or ForecastSettings()
     sim = sim or SimSettings()
     if not points:
         raise ValueError("the sweep has no runs")
-    cluster: LocalCluster | None = None
-    if scheduler_address is None:
-        # Worker processes talk over loopback TCP; threads share the in-process transport.
-        where = {"host": "127.0.0.1"} if processes else {}
-        if not processes and n_workers * threads_per_worker > 1:
-            # Pyomo's solver-output capture swaps the process's file descriptors and
-            # deadlocks when two solves overlap in one process: threads run one at a time.
-            log.warning("a threaded cluster runs one simulation at a time (Pyomo's "
-                        "output capture is not thread-safe); use processes to parallelise")
-            n_workers, threads_per_worker = 1, 1
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                               processes=processes, dashboard_address=None, **where)
-        client = Client(cluster)
-    else:
-        try:
-            client = Client(scheduler_address)
-        except (OSError, ValueError, TypeError) as exc:
-            # Unreachable (OSError after the connect timeout) or not an address at all.
-            raise SweepError(f"cannot reach the Dask scheduler {scheduler_address}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__};"
-                             " start it, or leave --scheduler out for a local cluster"
-                             ) from None
+    client, cluster = _connect(scheduler_address, n_workers, threads_per_worker, processes)
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(points), desc=f"sweep {scenario.name}", unit="run", disable=not progress)
     try:
@@ -276,6 +255,34 @@ def run_sweep(
         write_csv(table, csv_path)
         log.info("sweep table written to %s", csv_path)
     return table
+
+
+def _connect(scheduler_address: str | None, n_workers: int, threads_per_worker: int,
+             processes: bool) -> tuple[Any, Any]:
+    """A Dask client of the scheduler at ``scheduler_address``, or of a new ``LocalCluster``
+    on loopback (returned second, to be closed; None for an existing scheduler)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler_address is not None:
+        try:
+            return Client(scheduler_address), None
+        except (OSError, ValueError, TypeError) as exc:
+            # Unreachable (OSError after the connect timeout) or not an address at all.
+            raise SweepError(f"cannot reach the Dask scheduler {scheduler_address}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__};"
+                             " start it, or leave --scheduler out for a local cluster"
+                             ) from None
+    # Worker processes talk over loopback TCP; threads share the in-process transport.
+    where = {"host": "127.0.0.1"} if processes else {}
+    if not processes and n_workers * threads_per_worker > 1:
+        # Pyomo's solver-output capture swaps the process's file descriptors and
+        # deadlocks when two solves overlap in one process: threads run one at a time.
+        log.warning("a threaded cluster runs one simulation at a time (Pyomo's "
+                    "output capture is not thread-safe); use processes to parallelise")
+        n_workers, threads_per_worker = 1, 1
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                           processes=processes, dashboard_address=None, **where)
+    return Client(cluster), cluster
 
 
 def _store(db: str | Path, result: RunResult) -> str:
