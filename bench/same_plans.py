@@ -30,11 +30,14 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("asap-home", "greedy", "cheapest-at-arrival", "wait-for-cheap", "carbon-scaling",
@@ -99,7 +102,11 @@ def outputs(tree: Path, work: Path, quick: bool, seed3_only: bool) -> Outputs:
            str(DATA)]
     if quick:
         cmd.append("--quick")
-    for row in _last_json(_run(cmd, tree, log), "["):
+    _run(cmd, tree, log)
+    # The battery's table (its JSON lacks carbon in older revisions): written in the scratch
+    # tree, never in this checkout.
+    table = pd.read_csv(tree / "docs" / "results" / "battery.csv")
+    for row in table.to_dict("records"):
         out[f"{row['scenario']}/{row['policy']}"] = {k: float(row[k]) for k in KEYS}
     return out
 
@@ -109,7 +116,16 @@ def side(rev: str, cache: Path, quick: bool, seed3_only: bool) -> tuple[str, Out
     scope = "seed3" if seed3_only else "quick" if quick else "full"
     if rev == "WORKTREE":
         with tempfile.TemporaryDirectory(prefix="wb-same-") as tmp:
-            return "working tree", outputs(ROOT, Path(tmp), quick, seed3_only)
+            # A copy of what git would commit (tracked and untracked, not ignored files), so
+            # that the battery writes its tables there, not here.
+            tree = Path(tmp) / "worktree"
+            files = _git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
+            for name in filter(None, files):
+                src = ROOT / name
+                if src.is_file():
+                    (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, tree / name)
+            return "working tree", outputs(tree, Path(tmp) / "work", quick, seed3_only)
     sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
     cached = cache / f"{sha}-{scope}.json"
     if cached.exists():
