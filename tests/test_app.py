@@ -13,7 +13,7 @@ import pytest
 
 from workbench import Store
 from workbench.app import WorkbenchState, create_app, derive, plots
-from workbench.app.views import headline_html
+from workbench.app.markup import headline_html
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.quote import JobSpec
@@ -287,7 +287,7 @@ def test_compare_table_savings_and_offline_gap() -> None:
 def test_a_saving_that_left_work_undone_says_so() -> None:
     """A run that saved by leaving jobs unfinished or late is headlined as not like for
     like; one that did not is not."""
-    from workbench.app.views import savings_html
+    from workbench.app.markup import savings_html
 
     base = {"cost": 100.0, "carbon_kg": 50.0, "jobs_unfinished": 0, "deadline_misses": 1}
     late = derive.compare_table("lyapunov", {"cost": 60.0, "carbon_kg": 40.0,
@@ -305,7 +305,7 @@ def test_a_saving_that_left_work_undone_says_so() -> None:
 
 
 def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
-    from workbench.app.views import quote_table
+    from workbench.app.views.quote import quote_table
 
     sc = state.scenario
     assert sc is not None
@@ -404,7 +404,7 @@ def test_waterfall_bars_float_from_the_running_total() -> None:
 
 
 def test_a_missed_cap_is_a_warning_beside_the_results() -> None:
-    from workbench.app.views import caps_html
+    from workbench.app.markup import caps_html
 
     cap = {"scope": "all", "cap_kg": 10.0}
     missed = caps_html([{**cap, "carbon_kg": 11.4, "met": False}], {"power_cap_violations": 0})
