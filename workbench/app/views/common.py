@@ -10,7 +10,7 @@ import param
 from panel.viewable import Viewer
 
 from workbench.app import derive
-from workbench.app.markup import banner_html
+from workbench.app.markup import banner_html, esc
 from workbench.app.state import WorkbenchState
 
 NO_RUN = ("**No run yet.** Pick a scenario, a policy and its knobs in the sidebar and press "
@@ -43,7 +43,7 @@ ERROR_STYLE = {"color": "#b00020", "font-size": "12px"}
 def error_pane(state: WorkbenchState, knob: str) -> pn.pane.Markdown:
     """The reason a typed knob is refused, right under its field (hidden while valid)."""
     def reason(errors: dict[str, str]) -> str:
-        return errors.get(knob, "")
+        return esc(errors.get(knob, ""))  # it quotes what was typed
 
     def shown(*_: Any) -> bool:  # refused and in use (a lookahead run has no V to refuse)
         return knob in state.blocking_errors()
@@ -68,9 +68,10 @@ TABLE_CSS = (".tabulator-col-title {white-space: normal !important; "
 
 
 def table_titles(frame: pd.DataFrame) -> dict[str, str]:
-    """Header titles where a column name needs one: a time zone may break after its "/"
+    """Header titles of every column: its name escaped (a table's headers are HTML, and a
+    column may be named after a run or a datacenter), allowed to break after a "/"
     (``stored (Asia/Shanghai)`` wraps instead of being cut)."""
-    return {str(c): str(c).replace("/", "/\u200b") for c in frame.columns if "/" in str(c)}
+    return {str(c): esc(c).replace("/", "/\u200b") for c in frame.columns}
 
 
 def data_table(frame: pd.DataFrame, **params: Any) -> pn.widgets.Tabulator:

@@ -9,6 +9,7 @@ import panel as pn
 import param
 
 from workbench.app import derive
+from workbench.app.markup import esc
 from workbench.app.views.common import StateView, no_run, run_banner
 from workbench.io.plan_csv import write_csv, write_migrations_csv, write_plan_csv
 
@@ -76,7 +77,8 @@ class ExportView(StateView):
         if res is None:
             return no_run()
         return pn.pane.Markdown(
-            f"Run of **{res.policy}** on **{res.meta['scenario']}**: {len(res.plan):,d} plan "
+            f"Run of **{esc(res.policy)}** on **{esc(res.meta['scenario'])}**: "
+            f"{len(res.plan):,d} plan "
             f"rows, {len(res.migrations):,d} migrations. Plan and migrations CSV have the CLI's "
             "columns (README: Plan and migrations CSV; `workbench runs export RUN` writes the "
             "same); the comparison CSV holds the Metrics tab's table (savings in % against "

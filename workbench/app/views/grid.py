@@ -9,6 +9,7 @@ import panel as pn
 import param
 
 from workbench.app import derive, plots
+from workbench.app.markup import esc
 from workbench.app.views.common import StateView, zone_times
 
 
@@ -27,13 +28,14 @@ class GridView(StateView):
         grid = derive.grid_long(sc.grid.isel(time=slice(max(pos, 0), max(pos, 0) + n)), tz=tz)
         regions = sorted(grid["region"].unique())
         zones = dict(sc.grid.attrs.get("timezones", {}))
-        where = ", ".join(f"{r}: {z}" for r, z in sorted(zones.items())) or "not recorded"
+        where = ", ".join(f"{esc(r)}: {esc(z)}" for r, z in sorted(zones.items())
+                          ) or "not recorded"
         # One row per region, price beside carbon: each heatmap gets half the width.
         heat = [pn.pane.HoloViews(plots.grid_heatmap(grid, var, r, sc.currency),
                                   sizing_mode="stretch_width")
                 for r in regions for var in ("price_per_kwh", "carbon_g_per_kwh")]
         return pn.Column(
-            pn.pane.Markdown(f"Slot starts in **{tz}** (the sidebar's *Times in*; regions' "
+            pn.pane.Markdown(f"Slot starts in **{esc(tz)}** (the sidebar's *Times in*; regions' "
                              f"zones: {where}). Hover a curve for the exact value."),
             pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency),
                               sizing_mode="stretch_width"),
@@ -95,7 +97,7 @@ class ForecastPane(StateView):
             frame = band_frame(sc, fm, pd.Timestamp(self.origin.value), str(self.region.value),
                                str(self.variable.value))
         except ForecastError as exc:
-            self.out.objects = [pn.pane.Alert(str(exc), alert_type="warning")]
+            self.out.objects = [pn.pane.Alert(esc(exc), alert_type="warning")]
             return
         tz = self.s.tz or "UTC"
         issued = pd.Timestamp(str(self.origin.value), tz="UTC").tz_convert(tz)

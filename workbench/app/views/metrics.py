@@ -6,7 +6,15 @@ import panel as pn
 import param
 
 from workbench.app import derive, plots
-from workbench.app.markup import caps_html, headline_html, savings_html
+from workbench.app.markup import (
+    attribution_note_html,
+    attribution_row,
+    caps_html,
+    compare_bars_row,
+    esc,
+    headline_html,
+    savings_html,
+)
 from workbench.app.views.common import StateView, data_table, no_run, run_banner
 
 COMPARE_SHOWN: tuple[tuple[str, str], ...] = (
@@ -54,7 +62,7 @@ class MetricsView(StateView):
         missing = [b for b in self.s.baseline_policies
                    if b not in self.s.baselines and b != res.policy]
         note = (f"Not compared (unavailable, not selected or not stored for this run's "
-                f"settings): {', '.join(missing)}." if missing else "")
+                f"settings): {esc(', '.join(missing))}." if missing else "")
         cols = [(k, lbl.format(c=currency)) for k, lbl in COMPARE_SHOWN]
         shown = table[[k for k, _ in cols]].rename(columns=dict(cols)).round(2)
         for col in ("misses", "not done", "moves"):
@@ -65,12 +73,8 @@ class MetricsView(StateView):
                              "savings; green: offline, the hindsight plan (replayed; its "
                              "bound is under *Where the saving comes from*). The comparison "
                              "CSV (Export) has every column. " + note),
-            pn.pane.HTML(
-                '<div style="display:flex;flex-wrap:wrap;gap:8px">'
-                + plots.compare_bars_html(table, "cost", f"cost ({currency})")
-                + plots.compare_bars_html(table, "carbon_kg", "carbon (kg CO2)", "{:,.1f}")
-                + plots.compare_bars_html(table, "mean_jct_h", "mean JCT (h)")
-                + "</div>", sizing_mode="stretch_width", css_classes=["wb-compare-bars"]),
+            pn.pane.HTML(compare_bars_row(table, currency), sizing_mode="stretch_width",
+                         css_classes=["wb-compare-bars"]),
             sizing_mode="stretch_width",
         )
 
@@ -80,29 +84,17 @@ class MetricsView(StateView):
         att = None if res is None else res.meta.get("attribution")
         if not att:
             why = None if res is None else res.meta.get("attribution_missing")
-            text = (f"**Where the saving comes from:** {why}." if why else
+            text = (f"**Where the saving comes from:** {esc(why)}." if why else
                     "**Where the saving comes from:** run with asap-home under *Compare "
                     "with* to see it.")
             return pn.pane.Markdown(text, css_classes=["wb-attribution-empty"])
         currency = str(res.metrics.get("currency", "")) if res is not None else ""
         bound = res.meta.get("bound") if res is not None else None
-        note = ("Saving against asap-home split exactly into efficiency (less energy for the "
-                "same work: batch, GPU type and count), temporal (cheaper hours at home), "
-                "spatial (cheaper datacenters) and movement (transfers and restarts, a cost).")
-        if bound:
-            note += (f" Hindsight bound ({bound['kind']}): {float(bound['cost']):,.2f} "
-                     f"{currency}, {float(bound['carbon_kg']):,.1f} kg.")
         return pn.Column(
-            pn.pane.HTML(f'<div id="attribution-note">{note}</div>',
+            pn.pane.HTML(attribution_note_html(bound, currency),
                          css_classes=["wb-attribution"], sizing_mode="stretch_width"),
-            pn.pane.HTML(
-                '<div style="display:flex;flex-wrap:wrap;gap:16px">'
-                + plots.attribution_waterfall(att["cost"], f"saved ({currency})",
-                                              f"where the saving comes from ({currency})")
-                + plots.attribution_waterfall(att["carbon_kg"], "saved (kg CO2)",
-                                              "where the carbon saving comes from (kg)",
-                                              "{:+,.1f}")
-                + "</div>", sizing_mode="stretch_width", css_classes=["wb-attribution-chart"]),
+            pn.pane.HTML(attribution_row(att, currency), sizing_mode="stretch_width",
+                         css_classes=["wb-attribution-chart"]),
             sizing_mode="stretch_width")
 
     @param.depends("state.tradeoff", "state.run_info")

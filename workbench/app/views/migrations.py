@@ -10,6 +10,7 @@ import panel as pn
 import param
 
 from workbench.app import derive, plots
+from workbench.app.markup import esc
 from workbench.app.views.common import (
     StateView,
     data_table,
@@ -77,7 +78,7 @@ class MigrationsView(StateView):
                  f"run): **{n_mig}** migrations of a running job (its checkpoint moved; "
                  f"the Metrics tab counts these) and {len(moves) - n_mig} first moves of a "
                  f"dataset; {flow['gb'].sum():,.1f} GB moved, {flow['kwh'].sum():,.1f} kWh "
-                 f"of work ran where it moved to. Times in {tz}.")
+                 f"of work ran where it moved to. Times in {esc(tz)}.")
         return pn.Column(
             pn.pane.Markdown(total, css_classes=["wb-migrations-total"]),
             pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb"), sizing_mode="stretch_width"),

@@ -8,6 +8,7 @@ import panel as pn
 import param
 from panel.viewable import Viewer
 
+from workbench.app.markup import title_html
 from workbench.app.state import WorkbenchState
 from workbench.app.views.common import StateView
 from workbench.app.views.export import ExportView
@@ -66,10 +67,9 @@ class WorkbenchApp(StateView):
         FastListTemplate's scripts and styles cost 1.5-2 s of every first page
         (``bench/app_pages.py`` serves such a floor page beside the app).
         """
-        header = pn.pane.HTML(
-            f'<div class="wb-title" style="font-size:22px;padding:10px 18px">{self.title}</div>',
-            styles={"background": "#1f6f8b", "color": "white"}, sizing_mode="stretch_width",
-            margin=0, height=50)
+        header = pn.pane.HTML(title_html(self.title),
+                              styles={"background": "#1f6f8b", "color": "white"},
+                              sizing_mode="stretch_width", margin=0, height=50)
         below = "calc(100vh - 50px)"  # the window under the title bar
         side = pn.Column(self.sidebar, width=320, scroll=True, margin=0,
                          styles={"height": below, "background": "#f7f9fa",

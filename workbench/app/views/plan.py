@@ -11,6 +11,7 @@ import panel as pn
 import param
 
 from workbench.app import derive, plots
+from workbench.app.markup import esc
 from workbench.app.views.common import StateView, fit_window, no_run, run_banner, zone_times
 
 GANTT_PAGE = 60
@@ -78,7 +79,8 @@ class PlanView(StateView):
         note = (f"**{len(order)}** jobs match ({segments['job_id'].nunique()} in the run), "
                 f"page {page} of {pages} ({GANTT_PAGE} jobs a page, every row labelled). A bar "
                 "is a segment: consecutive slots in one datacenter and configuration; hover it "
-                f"for job, GPUs, energy, cost ({sc.currency}) and carbon. Times in {tz}.")
+                f"for job, GPUs, energy, cost ({esc(sc.currency)}) and carbon. Times in "
+                f"{esc(tz)}.")
         return pn.Column(
             pn.pane.HoloViews(plots.occupancy(occ, derive.pool_capacity(sc), xlim=xlim,
                                               tz=tz),

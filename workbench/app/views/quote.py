@@ -10,6 +10,7 @@ import panel as pn
 import param
 
 from workbench.app import derive
+from workbench.app.markup import esc
 from workbench.app.state import horizon_hours, median_work
 from workbench.app.views.common import ERROR_STYLE, StateView, data_table, typed_input, zone_times
 from workbench.quote import JobSpec, QuoteError
@@ -94,7 +95,7 @@ class QuoteView(StateView):
 
     def _check(self, *_: Any) -> None:
         errors = self.field_errors()
-        self.errors.object = "\n\n".join(errors.values())
+        self.errors.object = "\n\n".join(esc(e) for e in errors.values())  # quote the typed
         self.button.disabled = bool(errors)
 
     def _value(self, attr: str) -> float:
@@ -178,12 +179,12 @@ class QuoteView(StateView):
                         f"{best['duration_hi_h']:.1f} h, 90 % interval)"
                         if best.get("profile") == "predicted" else "")
             head = (f"**Best ({derive.QUOTE_ORDERS[order][1]} before the deadline):** "
-                    f"{best['datacenter']}, {best['n_gpus']} x {best['gpu_type']}, start "
-                    f"{start:%a %m-%d %H:%M} {tz}, {best['duration_h']:.1f} h{interval} — "
-                    f"{best['cost']:,.2f} {q.currency}, {best['carbon_kg']:,.2f} kg CO2, "
-                    f"{best['energy_kwh']:,.1f} kWh. Fastest option: {fastest['n_gpus']} x "
-                    f"{fastest['gpu_type']} in {fastest['datacenter']}, "
-                    f"{fastest['duration_h']:.1f} h.")
+                    f"{esc(best['datacenter'])}, {best['n_gpus']} x {esc(best['gpu_type'])}, "
+                    f"start {start:%a %m-%d %H:%M} {esc(tz)}, {best['duration_h']:.1f} h"
+                    f"{interval} — {best['cost']:,.2f} {esc(q.currency)}, "
+                    f"{best['carbon_kg']:,.2f} kg CO2, {best['energy_kwh']:,.1f} kWh. Fastest "
+                    f"option: {fastest['n_gpus']} x {esc(fastest['gpu_type'])} in "
+                    f"{esc(fastest['datacenter'])}, {fastest['duration_h']:.1f} h.")
         options = quote_table(q.options, q.currency, tz, order)
         # Two decimals, right-aligned, so a column reads down (1.70 under 1.65, not 1.7).
         fixed = [c for c in options.columns if c != "hours, 90% interval"
@@ -205,7 +206,7 @@ class QuoteView(StateView):
                                    c: {"type": "money", "precision": 2, "symbol": ""}
                                    for c in fixed}},
                                text_align={c: "right" for c in fixed}),
-                         pn.pane.Markdown("\n".join(f"- {w}" for w in q.warnings)),
+                         pn.pane.Markdown("\n".join(f"- {esc(w)}" for w in q.warnings)),
                          sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -11,6 +11,7 @@ import param
 
 from workbench import runs as stored_runs
 from workbench.app import derive, plots
+from workbench.app.markup import code, esc
 from workbench.app.views.common import StateView, data_table, table_titles, zone_times
 
 RUNS_SHOWN: tuple[tuple[str, str], ...] = (
@@ -99,7 +100,7 @@ class RunsView(StateView):
         ids = self._need(1)
         if ids:
             self.s.load_run(ids[0])
-            self.hint.object = f"Loaded run `{ids[0]}`: the other tabs show it."
+            self.hint.object = f"Loaded run {code(ids[0])}: the other tabs show it."
 
     def _compare(self, _e: Any) -> None:
         ids = self._need(2)
@@ -119,7 +120,7 @@ class RunsView(StateView):
         if self._armed != ids:
             self._armed = ids
             self.hint.object = (f"Press **Delete ticked** again to delete {len(ids)} stored "
-                                f"run(s) for good: {', '.join(f'`{i}`' for i in ids)}.")
+                                f"run(s) for good: {', '.join(code(i) for i in ids)}.")
             return
         self._armed = []
         self.s.delete_runs(ids)
@@ -141,7 +142,7 @@ class RunsView(StateView):
                 results = {col: stored_runs.load_result(store, rid)
                            for col, rid in zip(frame.columns, ids, strict=True)}
         except StoreError as exc:
-            return pn.pane.Markdown(f"Cannot compare: {exc}")
+            return pn.pane.Markdown(f"Cannot compare: {esc(exc)}")
         shown = frame.map(lambda v: v if isinstance(v, str) else (
             "–" if v is None or (isinstance(v, float) and not math.isfinite(v))
             else f"{v:,.2f}" if isinstance(v, float) else f"{v:,d}"))

@@ -7,7 +7,7 @@ from typing import Any
 import panel as pn
 import param
 
-from workbench.app.markup import progress_html
+from workbench.app.markup import esc, progress_html, stage_html
 from workbench.app.state import V_STEPS, check_knob
 from workbench.app.views.common import ERROR_STYLE, StateView, error_pane, typed_input
 from workbench.policies import policy_knobs
@@ -27,7 +27,7 @@ class Sidebar(StateView):
             return pn.bind(offered, s.param.policy)
 
         def note(policy: str) -> str:
-            return f"*{policy}* takes no V or migration threshold."
+            return f"*{esc(policy)}* takes no V or migration threshold."
 
         def takes_neither(policy: str) -> bool:
             return not ({"V", "migration_threshold"} & set(policy_knobs(policy)))
@@ -125,9 +125,9 @@ class Sidebar(StateView):
             pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
             pn.widgets.Checkbox.from_param(s.param.save_runs),
             self.run_button, self.error_text,
-            pn.pane.Alert(s.param.message, alert_type=s.param.message_kind,
+            pn.pane.Alert(pn.bind(esc, s.param.message), alert_type=s.param.message_kind,
                           visible=s.param.message.rx.bool(), css_classes=["wb-message"]),
-            pn.pane.Alert(s.param.store_error, alert_type="danger",
+            pn.pane.Alert(pn.bind(esc, s.param.store_error), alert_type="danger",
                           visible=s.param.store_error.rx.bool(), css_classes=["wb-store-error"]),
             self.reload_button,
             sizing_mode="stretch_width",
@@ -148,8 +148,7 @@ class ProgressPanel(StateView):
         import time
 
         return pn.pane.HTML(progress_html(self.s.progress_rows, time.monotonic())
-                            + f'<div style="color:#555;font-size:12px">{self.s.stage}</div>',
-                            sizing_mode="stretch_width")
+                            + stage_html(self.s.stage), sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Row(pn.panel(self._html, sizing_mode="stretch_width"), self.cancel_button,
