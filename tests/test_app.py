@@ -474,12 +474,12 @@ def test_cancel_stops_the_run_and_keeps_the_previous(state: WorkbenchState) -> N
     first = state.run()
     assert first is not None
 
-    def cancel_soon(n: int, orig=state._tick) -> None:
+    def cancel_soon(n: int, orig=state.run_progress.tick) -> None:
         orig(n)
         state.cancel()
 
     state.running = True  # as run() sets it; cancel() only acts on a running computation
-    state._tick = cancel_soon  # type: ignore[method-assign]
+    state.run_progress.tick = cancel_soon  # type: ignore[method-assign]
     outcome = state.compute()
     state.running = False
     assert outcome.cancelled and outcome.result is None

@@ -11,9 +11,21 @@ import param
 
 from workbench.app import derive
 from workbench.app.markup import esc
-from workbench.app.state import horizon_hours, median_work
 from workbench.app.views.common import ERROR_STYLE, StateView, data_table, typed_input, zone_times
+from workbench.model import Scenario
 from workbench.quote import JobSpec, QuoteError
+
+
+def horizon_hours(scenario: Scenario) -> float:
+    """Length of the scenario's horizon, hours."""
+    return scenario.slot_s * scenario.n_slots / 3600.0
+
+
+def median_work(scenario: Scenario, app: str) -> float:
+    """Median ``work_samples`` of the scenario's training jobs of ``app`` (NaN if none)."""
+    works = [j.work_samples for j in scenario.jobs if j.is_training and j.app == app]
+    return float(pd.Series(works).median()) if works else math.nan
+
 
 QUOTE_SHOWN: tuple[tuple[str, str], ...] = (
     ("best", ""), ("datacenter", "datacenter"), ("gpu_type", "GPU"), ("n_gpus", "GPUs"),

@@ -7,8 +7,8 @@ from typing import Any
 import panel as pn
 import param
 
+from workbench.app.knobs import V_STEPS, check_knob
 from workbench.app.markup import esc, progress_html, stage_html
-from workbench.app.state import V_STEPS, check_knob
 from workbench.app.views.common import ERROR_STYLE, StateView, error_pane, typed_input
 from workbench.policies import policy_knobs
 
