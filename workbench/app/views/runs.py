@@ -28,7 +28,7 @@ class RunsView(StateView):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.show_baselines = pn.widgets.Checkbox(name="show comparison (baseline) runs",
-                                                  value=False)
+                                                  value=False, css_classes=["wb-runs-baselines"])
         self.table = data_table(pd.DataFrame(), selectable="checkbox", pagination="local",
                            page_size=12, css_classes=["wb-runs"])
         self.load_button = pn.widgets.Button(name="Load", button_type="primary",
