@@ -182,6 +182,7 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.slow  # starts a panel server
 def test_panel_serve_of_the_app_refuses_every_interface_without_auth(
         small_store: Path) -> None:
     """``panel serve apps/workbench.py --address 0.0.0.0 --warm``: one line, exit 2,
@@ -200,6 +201,7 @@ def test_panel_serve_of_the_app_refuses_every_interface_without_auth(
         pass
 
 
+@pytest.mark.slow  # starts a panel server
 def test_panel_serve_of_the_app_serves_on_localhost(small_store: Path) -> None:
     port = _free_port()
     proc = _panel_serve("--address", "127.0.0.1", "--port", str(port),
