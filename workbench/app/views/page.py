@@ -83,5 +83,6 @@ class WorkbenchApp(StateView):
 
 
 def create_app(db_path: str = "workbench.duckdb", **state_params: Any) -> WorkbenchApp:
-    """A fresh app (its own state) for one session."""
+    """A fresh app (its own state) for one session; ``state_params`` go to
+    :class:`WorkbenchState` (``shared=`` a cache other than the server's)."""
     return WorkbenchApp(state=WorkbenchState(db_path=db_path, **state_params))
