@@ -46,14 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from common import RESULTS, write_table
+from common import RESULTS, run_policy, write_table
 
+from workbench import runner
 from workbench.cli import main as cli
-from workbench.forecast import fit_scenario
 from workbench.model import Scenario
-from workbench.policies import make_policy
+from workbench.policies.base import HindsightBound
 from workbench.policies.offline import required_share
-from workbench.sim import simulate
 from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,10 +78,8 @@ def default_policy() -> str:
 
 
 def forecast_mode(scenario: Scenario) -> str:
-    """The honest default forecast: the product's rule."""
-    from workbench import cubes
-
-    return cubes.default_forecast_mode(scenario)
+    """The honest default forecast: the product's rule (the runner decides it)."""
+    return runner.forecast_mode(runner.RunSpec(scenario.name), scenario)
 
 
 # -- imports ------------------------------------------------------------------------------
@@ -354,31 +351,30 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
                  default: str) -> list[dict[str, Any]]:
     mode = forecast_mode(sc)
     # The model forecast is fitted once per scenario, shared by its policies' runs.
-    fitted = fit_scenario(sc) if mode == "model" else None
-    runs: dict[str, tuple[dict[str, Any], float, Any]] = {}
+    fitted = runner.fit_forecast(sc, mode)
+    runs: dict[str, tuple[dict[str, Any], float]] = {}
     shorts: dict[str, float] = {}
+    off_bound: HindsightBound | None = None
     order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")]
     for pol_name in order:
-        # The hindsight policy takes the true scenario in its constructor (policies see
-        # only a static view).
-        pol = make_policy(pol_name, truth=sc)
-        t0 = time.perf_counter()
-        res = simulate(sc, pol, forecast_mode=mode, forecast_model=fitted)
-        wall = time.perf_counter() - t0
-        runs[pol_name] = (res.metrics, wall, pol)
+        res, wall, bound_of = run_policy(sc, pol_name, fitted)
+        if bound_of is not None:
+            off_bound = bound_of
+        runs[pol_name] = (res.metrics, wall)
         shorts[pol_name] = required_shortfall(sc, res.jobs)
         m = res.metrics
         print(f"  {name:>20} {pol_name:>20}: cost {m['cost']:10.2f}  carbon "
               f"{m['carbon_kg']:9.1f} kg  misses {m['deadline_misses']:3d}  round trips "
               f"{m.get('round_trips', 0):3d}  {wall:6.1f} s", file=sys.stderr, flush=True)
     asap = float(runs["asap-home"][0]["cost"])
-    off_m, _, off = runs["offline"]
-    bound = float(off.bound["cost"])
+    off_m, _ = runs["offline"]
+    assert off_bound is not None, "the hindsight plan reports its bound"
+    bound = off_bound.cost
     rows = []
     for pol_name in order:
         if pol_name not in policies:
             continue
-        m, wall, _ = runs[pol_name]
+        m, wall = runs[pol_name]
         rows.append({
             "scenario": name, "policy": pol_name, "default": pol_name == default,
             "captured": captured(asap, float(m["cost"]), bound),
@@ -391,7 +387,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
             "unfinished": int(m["jobs_unfinished"]),
             "required_short": shorts[pol_name],
             "migrations": int(m["migrations"]), "forecast": mode,
-            "bound_kind": "lp-relaxation" if off.is_bound else "milp-optimal",
+            "bound_kind": off_bound.kind,
         })
     return rows
 
@@ -527,12 +523,10 @@ def v_sweep(data: Path, tmp: Path, names: Sequence[str], values: Sequence[float]
     built = build(data, tmp, names, tmp)
     rows = []
     for n in names:
-        mode = forecast_mode(built[n])
-        fitted = fit_scenario(built[n]) if mode == "model" else None
+        fitted = runner.fit_forecast(built[n], forecast_mode(built[n]))
         for V in values:
             t0 = time.perf_counter()
-            m = simulate(built[n], make_policy("lyapunov", V=V), forecast_mode=mode,
-                         forecast_model=fitted).metrics
+            m = run_policy(built[n], "lyapunov", fitted, V=V)[0].metrics
             rows.append({"scenario": n, "V": V, "default": V == DEFAULT_V, "cost": m["cost"],
                          "deadline_misses": int(m["deadline_misses"]),
                          "unfinished": int(m["jobs_unfinished"]),

@@ -14,10 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.forecast import ModelForecast
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario
-from workbench.policies import make_policy
-from workbench.sim import RunResult, simulate
+from workbench.policies.base import HindsightBound
+from workbench.runner import RunSpec, simulate_spec
+from workbench.sim import RunResult
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -32,12 +34,15 @@ POLICY_COLUMNS: tuple[str, ...] = (
 (:func:`workbench.metrics.attribute_savings`, scenario currency)."""
 
 
-def run_policy(scenario: Scenario, name: str, **knobs: Any) -> tuple[RunResult, float, Any]:
-    """Simulate ``name`` with ``knobs``; returns the run, its wall time and the policy."""
-    policy = make_policy(name, truth=scenario, **knobs)
+def run_policy(scenario: Scenario, name: str, fitted: ModelForecast | None = None,
+               **knobs: Any) -> tuple[RunResult, float, HindsightBound | None]:
+    """Simulate ``name`` with ``knobs`` through the runner (the honest default forecast;
+    ``fitted`` its model forecast, fitted once per scenario by the caller); returns the run,
+    its wall time and its hindsight bound (None but for ``offline``)."""
+    spec = RunSpec(scenario.name, name, knobs=knobs, baseline=False)
     t0 = time.perf_counter()
-    result = simulate(scenario, policy, knobs=knobs)
-    return result, time.perf_counter() - t0, policy
+    result, bound = simulate_spec(spec, scenario, fitted=fitted)
+    return result, time.perf_counter() - t0, bound
 
 
 def policy_row(name: str, result: RunResult, wall_s: float,

@@ -78,8 +78,7 @@ def _timed(fn: Any) -> tuple[float, Any]:
 def _clear_outcome_memos() -> None:
     """Empty :mod:`workbench.outcome`'s memos (batch grids, best batches), as in a fresh
     process: the cold case."""
-    for memo in (outcome._GRID_MEMO, outcome._BEST_MEMO, outcome._RATES_MEMO):
-        memo.clear()
+    outcome.clear_memos()
 
 
 def _best(q: Any) -> dict[str, Any]:

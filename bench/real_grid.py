@@ -26,6 +26,7 @@ from common import (
     write_table,
 )
 
+from workbench import runner
 from workbench.cli import main as cli
 from workbench.policies import POLICY_NAMES
 from workbench.store import Store
@@ -72,14 +73,15 @@ def main() -> None:
     with Store(db) as store:
         sc = store.load_scenario("real4")
     order = ["asap-home"] + [p for p in args.policies.split(",") if p != "asap-home"]
-    rows, base, offline, base_result, forecast = [], None, None, None, ""
+    rows, base, bound, base_result, forecast = [], None, None, None, ""
+    fitted = runner.fit_forecast(sc, runner.forecast_mode(runner.RunSpec(sc.name), sc))
     for name in order:
-        result, wall, policy = run_policy(sc, name)
+        result, wall, bound_of = run_policy(sc, name, fitted)
         forecast = str(result.meta["forecast_mode"])
         if name == "asap-home":
             base, base_result = result.metrics, result
-        if name == "offline":
-            offline = policy
+        if bound_of is not None:
+            bound = bound_of
         row = policy_row(name, result, wall, base, base_result, sc)
         rows.append(row)
         print(f"{name:>20}: cost {row['cost']:9.2f}  carbon {row['carbon_kg']:8.1f} kg  "
@@ -92,8 +94,8 @@ def main() -> None:
              f"forecast: {forecast} (the honest default for market prices); full accounting",
              "saved_*: the cost saving against asap-home split into efficiency, temporal, "
              "spatial and movement (they add up to asap-home cost - cost)"]
-    if offline is not None:
-        b = offline.bound
+    if bound is not None:
+        b = bound.as_dict()
         notes.append(f"hindsight bound ({b['kind']}): cost {b['cost']:.2f}, carbon "
                      f"{b['carbon_kg']:.1f} kg; the 'offline' row is the hindsight plan "
                      "(replayed)")

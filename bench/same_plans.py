@@ -30,16 +30,20 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("asap-home", "greedy", "cheapest-at-arrival", "wait-for-cheap", "carbon-scaling",
             "goodput-only", "threshold", "lyapunov", "lookahead", "offline")
 KEYS = ("cost", "carbon_kg", "deadline_misses")
+DATA = ROOT.parent / "shared" / "data"
 
 Outputs = dict[str, dict[str, float]]
 """``"scenario/policy"`` -> ``{cost, carbon_kg, deadline_misses}``."""
@@ -58,7 +62,8 @@ def _run(cmd: list[str], tree: Path, log: Path) -> str:
         proc = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=err,
                               text=True)
     if proc.returncode != 0:
-        sys.exit(f"failed in {tree} (exit {proc.returncode}): {' '.join(cmd)}; see {log}")
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        sys.exit(f"failed in {tree} (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
     return proc.stdout
 
 
@@ -92,10 +97,16 @@ def outputs(tree: Path, work: Path, quick: bool, seed3_only: bool) -> Outputs:
     if seed3_only:
         return out
     print(f"  {tree.name}: battery", file=sys.stderr, flush=True)
-    cmd = [py, "bench/battery.py", "--json", "--db-dir", str(work / "battery")]
+    # The scratch worktree has no ../shared beside it: the data is this checkout's.
+    cmd = [py, "bench/battery.py", "--json", "--db-dir", str(work / "battery"), "--data",
+           str(DATA)]
     if quick:
         cmd.append("--quick")
-    for row in _last_json(_run(cmd, tree, log), "["):
+    _run(cmd, tree, log)
+    # The battery's table (its JSON lacks carbon in older revisions): written in the scratch
+    # tree, never in this checkout.
+    table = pd.read_csv(tree / "docs" / "results" / "battery.csv")
+    for row in table.to_dict("records"):
         out[f"{row['scenario']}/{row['policy']}"] = {k: float(row[k]) for k in KEYS}
     return out
 
@@ -105,7 +116,16 @@ def side(rev: str, cache: Path, quick: bool, seed3_only: bool) -> tuple[str, Out
     scope = "seed3" if seed3_only else "quick" if quick else "full"
     if rev == "WORKTREE":
         with tempfile.TemporaryDirectory(prefix="wb-same-") as tmp:
-            return "working tree", outputs(ROOT, Path(tmp), quick, seed3_only)
+            # A copy of what git would commit (tracked and untracked, not ignored files), so
+            # that the battery writes its tables there, not here.
+            tree = Path(tmp) / "worktree"
+            files = _git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
+            for name in filter(None, files):
+                src = ROOT / name
+                if src.is_file():
+                    (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, tree / name)
+            return "working tree", outputs(tree, Path(tmp) / "work", quick, seed3_only)
     sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
     cached = cache / f"{sha}-{scope}.json"
     if cached.exists():

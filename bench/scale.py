@@ -106,9 +106,9 @@ def _child_import(path: str, db: str, exact: str = "") -> dict[str, float]:
 
 
 def _child_plan(days: float, copies: int) -> dict[str, float]:
-    from workbench.policies import DEFAULT_POLICY, make_policy
+    from workbench.policies import DEFAULT_POLICY
+    from workbench.runner import RunSpec, simulate_spec
     from workbench.scenarios import build_seed3, first_hours
-    from workbench.sim import simulate
 
     sc = first_hours(build_seed3(0), 24 * days, arrivals_h=24)
     train = [j for j in sc.jobs if j.is_training]
@@ -119,7 +119,7 @@ def _child_plan(days: float, copies: int) -> dict[str, float]:
     out: dict[str, float] = {"slots": sc.n_slots, "jobs": len(train) * copies}
     for key, name in (("asap-home", "asap-home"), ("default", DEFAULT_POLICY)):
         t0 = time.perf_counter()
-        result = simulate(sc, make_policy(name), progress=False)
+        result, _ = simulate_spec(RunSpec(sc.name, name, baseline=False), sc)
         out[f"{key}_s"] = time.perf_counter() - t0
         out[f"{key}_plan_rows"] = len(result.plan)
     return out
@@ -157,18 +157,16 @@ def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_co
 
     from philly import build_philly
 
-    from workbench.cubes import default_forecast_mode
-    from workbench.forecast import fit_scenario
-    from workbench.policies import DEFAULT_POLICY, make_policy
+    from workbench import runner
+    from workbench.policies import DEFAULT_POLICY
     from workbench.recorders import save_results
-    from workbench.sim import simulate
 
     t0 = time.perf_counter()
     sc = build_philly(db, data, days if days > 0 else None, offset)
     out: dict[str, float] = {"build_s": time.perf_counter() - t0, "slots": sc.n_slots,
                              "jobs": len(sc.jobs)}
     t1 = time.perf_counter()
-    fitted = fit_scenario(sc) if default_forecast_mode(sc) == "model" else None
+    fitted = runner.fit_forecast(sc, runner.forecast_mode(runner.RunSpec(sc.name), sc))
     out["forecast_fit_s"] = time.perf_counter() - t1
     knobs: dict[str, int] = {}
     if scale_mode > 0:
@@ -178,8 +176,9 @@ def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_co
     results = []
     for key, name, kn in (("asap", "asap-home", {}), ("default", DEFAULT_POLICY, knobs)):
         t1 = time.perf_counter()
-        res = simulate(sc, make_policy(name, **kn), knobs=kn, forecast_model=fitted,
-                       recorders=[_Progress(name, sc.n_slots)])
+        spec = runner.RunSpec(sc.name, name, knobs=kn, baseline=False)
+        res, _ = runner.simulate_spec(spec, sc, fitted=fitted,
+                                      recorders=[_Progress(name, sc.n_slots)])
         out[f"{key}_s"] = time.perf_counter() - t1
         out[f"{key}_rows"] = len(res.plan)
         out[f"{key}_peak_mb"] = _own_peak_mb()

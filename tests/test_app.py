@@ -12,8 +12,8 @@ import panel as pn
 import pytest
 
 from workbench import Store
-from workbench.app import WorkbenchState, create_app, derive, plots
-from workbench.app.views import headline_html
+from workbench.app import WorkbenchState, create_app, derive, markup, plots
+from workbench.app.markup import headline_html
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.quote import JobSpec
@@ -230,7 +230,6 @@ def test_widget_defaults_are_the_librarys(state: WorkbenchState) -> None:
 
 
 def test_gantt_has_one_colour_per_datacenter(state: WorkbenchState) -> None:
-    from workbench.app import plots
 
     res = state.run()
     assert res is not None
@@ -287,7 +286,7 @@ def test_compare_table_savings_and_offline_gap() -> None:
 def test_a_saving_that_left_work_undone_says_so() -> None:
     """A run that saved by leaving jobs unfinished or late is headlined as not like for
     like; one that did not is not."""
-    from workbench.app.views import savings_html
+    from workbench.app.markup import savings_html
 
     base = {"cost": 100.0, "carbon_kg": 50.0, "jobs_unfinished": 0, "deadline_misses": 1}
     late = derive.compare_table("lyapunov", {"cost": 60.0, "carbon_kg": 40.0,
@@ -305,7 +304,7 @@ def test_a_saving_that_left_work_undone_says_so() -> None:
 
 
 def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
-    from workbench.app.views import quote_table
+    from workbench.app.views.quote import quote_table
 
     sc = state.scenario
     assert sc is not None
@@ -332,7 +331,6 @@ def test_charts_do_not_capture_page_scrolling() -> None:
     import holoviews as hv
     import pandas as pd
 
-    from workbench.app import plots
 
     frame = pd.DataFrame({"policy": ["lyapunov", "asap-home"], "cost": [1.0, 2.0]})
     bokeh_plot = hv.render(plots.compare_bars(frame, "cost"))
@@ -344,7 +342,7 @@ def test_charts_do_not_capture_page_scrolling() -> None:
 def test_comparison_bars_are_labelled_html_in_proportion() -> None:
     frame = pd.DataFrame({"policy": ["lyapunov", "asap-home", "offline"],
                           "cost": [50.0, 100.0, float("nan")]})
-    html = plots.compare_bars_html(frame, "cost", "cost (CNY)")
+    html = markup.compare_bars_html(frame, "cost", "cost (CNY)")
     assert "cost (CNY)" in html and "50.00" in html and "100.00" in html and "–" in html
     assert "width:50.0%" in html and "width:100.0%" in html and "width:0.0%" in html
     assert "#9e9e9e" in html and "#1f6f8b" in html  # asap-home grey, the run dark
@@ -381,7 +379,7 @@ def test_run_carries_its_attribution_and_the_forecast_is_honest(state: Workbench
     att = res.meta["attribution"]
     base = state.baselines["asap-home"]
     assert sum(att["cost"].values()) == pytest.approx(base["cost"] - res.metrics["cost"])
-    chart = plots.attribution_waterfall(att["cost"], "saved (CNY)", "saving")
+    chart = markup.attribution_waterfall(att["cost"], "saved (CNY)", "saving")
     assert chart.count('class="wb-waterfall-bar"') == 5  # four parts and the total
     total = base["cost"] - res.metrics["cost"]
     assert f"saving (total): {total:+,.2f} saved (CNY)" in chart
@@ -390,7 +388,7 @@ def test_run_carries_its_attribution_and_the_forecast_is_honest(state: Workbench
 def test_waterfall_bars_float_from_the_running_total() -> None:
     """Each part starts where the previous ended; a cost (negative part) is red and goes
     down; the total is drawn from zero; the scale spans the lowest and highest level."""
-    html = plots.attribution_waterfall(
+    html = markup.attribution_waterfall(
         {"efficiency": 60.0, "temporal": 40.0, "spatial": 0.0, "movement": -20.0},
         "saved (CNY)", "t")
     bars = re.findall(r'bottom:([\d.]+)%;height:max\(([\d.]+)%,1px\);background:(#\w+)',
@@ -400,11 +398,11 @@ def test_waterfall_bars_float_from_the_running_total() -> None:
         (0.0, 60.0, "#2ca02c"), (60.0, 40.0, "#2ca02c"), (100.0, 0.0, "#2ca02c"),
         (80.0, 20.0, "#d62728"), (0.0, 80.0, "#1f6f8b")]
     assert "+60.00" in html and "-20.00" in html and "+80.00" in html
-    assert "no attribution" in plots.attribution_waterfall({}, "saved (CNY)", "t")
+    assert "no attribution" in markup.attribution_waterfall({}, "saved (CNY)", "t")
 
 
 def test_a_missed_cap_is_a_warning_beside_the_results() -> None:
-    from workbench.app.views import caps_html
+    from workbench.app.markup import caps_html
 
     cap = {"scope": "all", "cap_kg": 10.0}
     missed = caps_html([{**cap, "carbon_kg": 11.4, "met": False}], {"power_cap_violations": 0})
@@ -476,12 +474,12 @@ def test_cancel_stops_the_run_and_keeps_the_previous(state: WorkbenchState) -> N
     first = state.run()
     assert first is not None
 
-    def cancel_soon(n: int, orig=state._tick) -> None:
+    def cancel_soon(n: int, orig=state.run_progress.tick) -> None:
         orig(n)
         state.cancel()
 
     state.running = True  # as run() sets it; cancel() only acts on a running computation
-    state._tick = cancel_soon  # type: ignore[method-assign]
+    state.run_progress.tick = cancel_soon  # type: ignore[method-assign]
     outcome = state.compute()
     state.running = False
     assert outcome.cancelled and outcome.result is None
@@ -571,7 +569,6 @@ def test_migration_reasons_in_words(state: WorkbenchState) -> None:
 
 
 def test_gantt_filter_group_and_every_row_labelled(state: WorkbenchState) -> None:
-    from workbench.app import plots
 
     res = state.run()
     assert res is not None

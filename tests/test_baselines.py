@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers_sim import inference, tiny_scenario, training
 
+from workbench.cubes import default_forecast_mode
 from workbench.policies.baselines import (
     AsapHome,
     CarbonScaling,
@@ -25,7 +26,7 @@ def test_asap_home_is_fifo_at_home_with_requested_config() -> None:
             training("second", gpus=2, slots_of_work=1.0),
             training("third", gpus=1, arrival_slot=1, slots_of_work=1.0)]
     sc = tiny_scenario(jobs, n_slots=8, gpus_a=3, price_a=[1.0], price_b=[0.01])
-    res = simulate(sc, AsapHome())
+    res = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc))
     first, second, third = (running(res, j) for j in ("first", "second", "third"))
     assert first["slot"].tolist() == [0, 1, 2]
     # second waits for the 2 GPUs; third (1 GPU) fills the gap beside first
@@ -42,7 +43,7 @@ def test_cheapest_at_arrival_picks_lowest_price_times_pue_and_stays() -> None:
     sc = tiny_scenario([training("j", slots_of_work=2.0)], n_slots=6,
                        price_a=[1.0, 1.0, 0.1, 0.1, 0.1, 0.1],
                        price_b=[0.5, 0.5, 3.0, 3.0, 3.0, 3.0])
-    res = simulate(sc, CheapestAtArrival())
+    res = simulate(sc, CheapestAtArrival(), forecast_mode=default_forecast_mode(sc))
     assert running(res, "j")["slot"].tolist() == [0, 1, 2]
     assert set(running(res, "j")["region"]) == {"b"}
     assert res.metrics["migrations"] == 0
@@ -59,7 +60,7 @@ def test_wait_for_cheap_shifts_into_the_cheap_slots_before_the_deadline() -> Non
     assert running(res, "flex")["slot"].tolist() == [3, 4]
     assert running(res, "tight")["slot"].tolist()[0] == 0  # no slack: runs at once
     assert res.metrics["deadline_misses"] == 0
-    asap = simulate(sc, AsapHome())
+    asap = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc))
     assert res.metrics["cost"] < asap.metrics["cost"]
 
 
@@ -75,14 +76,14 @@ def test_carbon_scaling_uses_more_gpus_when_carbon_is_low() -> None:
     assert n_high.empty or n_high.max() <= n_low.max()
     assert res.jobs.set_index("job_id").loc["j", "deadline_met"]
     assert set(rows["region"]) == {"a"}
-    asap = simulate(sc, AsapHome())
+    asap = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc))
     assert res.metrics["carbon_kg"] < asap.metrics["carbon_kg"]
 
 
 def test_carbon_scaling_scales_up_when_the_deadline_is_near() -> None:
     sc = tiny_scenario([training("j", slots_of_work=3.0, deadline_slot=2, counts=(1, 2, 4))],
                        n_slots=4)
-    res = simulate(sc, CarbonScaling())
+    res = simulate(sc, CarbonScaling(), forecast_mode=default_forecast_mode(sc))
     assert running(res, "j")["n_gpus"].iloc[0] == 4
 
 
@@ -91,8 +92,8 @@ def test_goodput_only_is_blind_to_price_and_fills_capacity() -> None:
             training("k", home="b", slots_of_work=2.0, counts=(1, 2, 4))]
     cheap_b = tiny_scenario(jobs, n_slots=4, price_b=[0.01], carbon_b=[10.0])
     dear_b = tiny_scenario(jobs, n_slots=4, price_b=[50.0], carbon_b=[2000.0])
-    a = simulate(cheap_b, GoodputOnly())
-    b = simulate(dear_b, GoodputOnly())
+    a = simulate(cheap_b, GoodputOnly(), forecast_mode=default_forecast_mode(cheap_b))
+    b = simulate(dear_b, GoodputOnly(), forecast_mode=default_forecast_mode(dear_b))
     cols = ["slot", "job_id", "region", "n_gpus", "batch_size", "action"]
     assert a.plan[cols].equals(b.plan[cols])
     first = a.plan[a.plan["slot"] == 0]
@@ -106,7 +107,7 @@ def test_every_baseline_serves_inference_every_slot(policy) -> None:
     jobs = [inference("s1", gpus=2, last=4), inference("s2", gpus=2, last=4),
             inference("s3", gpus=2, last=4), training("t", slots_of_work=1.0)]
     sc = tiny_scenario(jobs, n_slots=4, gpus_a=4, gpus_b=4)
-    res = simulate(sc, policy())
+    res = simulate(sc, policy(), forecast_mode=default_forecast_mode(sc))
     svc = res.plan[res.plan["kind"] == "inference"]
     assert (svc["n_gpus"] == 2).all()
     assert res.metrics["inference_unserved_slots"] == 0

@@ -23,12 +23,13 @@ from pathlib import Path
 import pytest
 
 from workbench import Store, build_seed3, first_hours
+from workbench.cubes import default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.policies import make_policy
 from workbench.sim import simulate
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,10 +64,11 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, ob
     sc = mini_scenario()
     with Store(db) as store:
         store.save_scenario(sc)
-        base = simulate(sc, make_policy("asap-home"))
+        base = simulate(sc, make_policy("asap-home"), forecast_mode=default_forecast_mode(sc))
         store.save_run({**base.meta, "status": "baseline"}, base.plan, base.migrations,
                        base.slots, base.metrics)
-        res = simulate(sc, make_policy("lyapunov", V=20.0), knobs={"V": 20.0})
+        res = simulate(sc, make_policy("lyapunov", V=20.0),
+                       forecast_mode=default_forecast_mode(sc), knobs={"V": 20.0})
         store.save_run(res.meta, res.plan, res.migrations, res.slots, res.metrics)
     return db, res.metrics
 
@@ -264,7 +266,9 @@ def test_operator_journey(page: object, stored: tuple[Path, dict[str, object]],
     info.value.save_as(dest)
     rows_csv = list(csv.reader(io.StringIO(dest.read_text())))
     assert tuple(rows_csv[0]) == PLAN_COLUMNS
-    expected = simulate(mini_scenario(), make_policy("lyapunov", V=1.0))
+    mini = mini_scenario()
+    expected = simulate(mini, make_policy("lyapunov", V=1.0),
+                        forecast_mode=default_forecast_mode(mini))
     assert len(rows_csv) - 1 == len(expected.plan)
 
 
@@ -279,3 +283,59 @@ def test_a_missed_carbon_cap_shows_as_a_warning(page: object) -> None:
     warning = _wait_text(pg.locator("#metrics-cap-warning"))  # type: ignore[attr-defined]
     assert "Carbon cap missed" in warning and "1.0 kg" in warning
     pg.screenshot(path=str(ARTIFACTS / "browser_cap_warning.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+HOSTILE_NAME = "<img src=x onerror=alert(16)><script>alert(17)</script>"
+"""A run name that runs a script wherever it reaches the page unescaped (issue 25)."""
+
+
+def test_a_hostile_run_name_is_shown_as_text(page: object) -> None:
+    """Rename the shown run to markup: the banner, the Runs table and a comparison's header
+    show it as text, and no dialog opens, then or after a reload (a stored run name)."""
+    pg = page
+    dialogs: list[str] = []
+
+    def seen(dialog: object) -> None:
+        dialogs.append(dialog.message)  # type: ignore[attr-defined]
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    def no_script_ran() -> None:
+        time.sleep(1.0)  # an image's error handler fires once its request has failed
+        assert dialogs == [], f"a run name ran a script: {dialogs}"
+
+    pg.on("dialog", seen)  # type: ignore[attr-defined]
+    pg.reload()  # type: ignore[attr-defined]
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    _tab(pg, "Runs")
+    rows = pg.locator(".wb-runs .tabulator-row")  # type: ignore[attr-defined]
+    rows.first.wait_for()
+    rows.nth(0).locator("input[type=checkbox]").click()  # the newest run: the one shown
+    pg.locator(".wb-runs-name input").fill(HOSTILE_NAME)  # type: ignore[attr-defined]
+    pg.locator(".wb-runs-rename button").click()  # type: ignore[attr-defined]
+    table = pg.locator(".wb-runs .tabulator-tableholder").first  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 30
+    while HOSTILE_NAME not in table.inner_text() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert HOSTILE_NAME in table.inner_text()
+    no_script_ran()
+    _tab(pg, "Metrics")
+    banner = _wait_text(pg.locator("#wb-run-banner"))  # type: ignore[attr-defined]
+    no_script_ran()
+    assert HOSTILE_NAME in banner
+    # Stored: every page load shows it again.
+    pg.reload()  # type: ignore[attr-defined]
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    no_script_ran()
+    assert HOSTILE_NAME in pg.locator("#wb-run-banner").first.inner_text()  # type: ignore[attr-defined]
+    # Compared with another run, its name heads a column of the comparison table.
+    _tab(pg, "Runs")
+    pg.locator(".wb-runs-baselines input").check()  # type: ignore[attr-defined]
+    rows.nth(1).wait_for()
+    for i in range(2):
+        rows.nth(i).locator("input[type=checkbox]").click()
+    pg.locator(".wb-runs-compare button").click()  # type: ignore[attr-defined]
+    header = _wait_text(pg.locator(".wb-runs-compared .tabulator-header"))  # type: ignore[attr-defined]
+    # (a header may break after a "/": table_titles puts a zero-width space there)
+    assert HOSTILE_NAME in header.replace("\n", "").replace("\u200b", ""), header
+    pg.screenshot(path=str(ARTIFACTS / "browser_hostile_name.png"), full_page=True)  # type: ignore[attr-defined]
+    no_script_ran()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from workbench import chunks
 from workbench.chunks import ColumnChunks, QueueTrace
+from workbench.cubes import default_forecast_mode
 from workbench.metrics import compute_metrics, queue_kind_totals
 from workbench.policies import make_policy
 from workbench.recorders import MemoryRecorder
@@ -86,10 +87,12 @@ def _scenario() -> object:
 def test_streamed_run_is_independent_of_the_chunk_size(monkeypatch: pytest.MonkeyPatch,
                                                        policy: str) -> None:
     sc = _scenario()
-    big = simulate(sc, make_policy(policy), noise=0.1, seed=2)
+    big = simulate(sc, make_policy(policy),
+                   forecast_mode=default_forecast_mode(sc), noise=0.1, seed=2)
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 3)
     mem = MemoryRecorder()
-    small = simulate(sc, make_policy(policy), noise=0.1, seed=2, recorders=[mem])
+    small = simulate(sc, make_policy(policy),
+                     forecast_mode=default_forecast_mode(sc), noise=0.1, seed=2, recorders=[mem])
     pd.testing.assert_frame_equal(big.plan, small.plan)
     pd.testing.assert_frame_equal(big.migrations, small.migrations)
     timing = ["decide_s", "solve_s"]
@@ -109,7 +112,8 @@ def test_streamed_run_is_independent_of_the_chunk_size(monkeypatch: pytest.Monke
 
 def test_plan_columns_and_metrics_as_the_row_form_gave() -> None:
     sc = _scenario()
-    res = simulate(sc, make_policy("lookahead"), noise=0.1, seed=2)
+    res = simulate(sc, make_policy("lookahead"),
+                   forecast_mode=default_forecast_mode(sc), noise=0.1, seed=2)
     plan = res.plan
     assert tuple(plan.columns[2:]) == PLAN_STORED_COLUMNS
     assert tuple(plan.columns[-len(PLAN_EXTRA_COLUMNS):]) == PLAN_EXTRA_COLUMNS
@@ -135,7 +139,7 @@ def test_plan_columns_and_metrics_as_the_row_form_gave() -> None:
 
 def test_an_empty_run_keeps_the_columns() -> None:
     sc = tiny_scenario([training("late", arrival_slot=20)], n_slots=4)
-    res = simulate(sc, make_policy("asap-home"))
+    res = simulate(sc, make_policy("asap-home"), forecast_mode=default_forecast_mode(sc))
     assert res.plan.empty and list(res.plan.columns[:2]) == ["slot_start", "slot_end"]
     assert str(res.plan["slot_start"].dtype).startswith("datetime64")
     assert res.migrations.empty and len(res.slots) == 4
@@ -148,7 +152,9 @@ def test_plan_sums_are_the_slot_totals(seed: int, chunk: int) -> None:
     """Property: whatever the chunk size, the plan's rows add up to each slot's totals."""
     chunks.CHUNK_ROWS, old = chunk, chunks.CHUNK_ROWS
     try:
-        res = simulate(_scenario(), make_policy("asap-home"), noise=0.2, seed=seed)
+        sc = _scenario()
+        res = simulate(sc, make_policy("asap-home"), forecast_mode=default_forecast_mode(sc),
+                       noise=0.2, seed=seed)
     finally:
         chunks.CHUNK_ROWS = old
     by_slot = res.plan.groupby("slot")[["energy_kwh", "cost", "carbon_kg"]].sum()

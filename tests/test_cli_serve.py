@@ -1,13 +1,22 @@
-"""``workbench serve``: loopback by default, refuses to expose the app without authentication."""
+"""``workbench serve`` binds to loopback by default; it and the served script (``panel serve
+apps/workbench.py``) refuse to expose the app without authentication (one check:
+``auth_kwargs``)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from workbench import Store
 from workbench.cli import build_parser, main
 from workbench.cli.serve import ServeError, auth_kwargs, is_loopback, tls_kwargs
 
@@ -111,3 +120,113 @@ def test_bad_port_and_busy_port_are_one_line(capsys: pytest.CaptureFixture[str])
         assert main(["serve", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}") and "--port" in err
+
+
+# -- the served script: `panel serve apps/workbench.py` applies the same check ------------
+ROOT = Path(__file__).resolve().parents[1]
+PANEL = ["/venv/bin/panel", "serve", "apps/workbench.py"]
+
+
+@pytest.mark.parametrize("argv, environ, refused", [
+    ([*PANEL, "--address", "0.0.0.0"], {}, "--address 0.0.0.0 exposes"),
+    ([*PANEL, "--address=10.1.2.3", "--port", "5006"], {}, "--address 10.1.2.3 exposes"),
+    (PANEL, {}, "panel serve without --address (it listens on every interface) exposes"),
+    ([*PANEL, "--address", "0.0.0.0", "--basic-auth", "x", "--cookie-secret", SECRET], {},
+     "the password has 1 characters"),
+    ([*PANEL, "--address", "0.0.0.0", "--args", "--address", "127.0.0.1"], {}, "0.0.0.0"),
+    ([*PANEL, "--address", "127.0.0.1"], {}, None),
+    ([*PANEL, "--address", "localhost", "--args", "--db", "x.duckdb"], {}, None),
+    ([*PANEL, "--unix-socket", "/tmp/wb.sock"], {}, None),
+    ([*PANEL, "--address", "0.0.0.0", "--basic-auth", PASSWORD, "--cookie-secret", SECRET],
+     {}, None),
+    ([*PANEL, "--address", "0.0.0.0"],
+     {"PANEL_BASIC_AUTH": PASSWORD, "PANEL_COOKIE_SECRET": SECRET}, None),
+    ([*PANEL, "--address", "0.0.0.0"], {"PANEL_OAUTH_PROVIDER": "github"},
+     "--oauth-provider needs --oauth-key"),
+    (["python", "-c", "import apps.workbench"], {}, None),  # not served: nothing to check
+])
+def test_the_served_script_refuses_like_workbench_serve(
+    argv: list[str], environ: dict[str, str], refused: str | None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """:func:`refuse_exposure` reads the ``panel serve`` command line (and Panel's
+    environment) and applies :func:`auth_kwargs`, the check of ``workbench serve``."""
+    from workbench.cli.serve import refuse_exposure
+
+    if refused is None:
+        refuse_exposure(argv, environ)
+        assert capsys.readouterr().err == ""
+        return
+    with pytest.raises(SystemExit) as stop:
+        refuse_exposure(argv, environ)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and refused in err, err
+
+
+def _panel_serve(*args: str, db: Path) -> subprocess.Popen[str]:
+    panel = shutil.which("panel", path=str(Path(sys.executable).parent)) or "panel"
+    return subprocess.Popen([panel, "serve", str(ROOT / "apps" / "workbench.py"), *args,
+                             "--num-procs", "1", "--args", "--db", str(db)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "BOKEH_RESOURCES": "server"})
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from helpers_sim import tiny_scenario, training
+
+    db = tmp_path_factory.mktemp("serve") / "wb.duckdb"
+    with Store(db) as store:  # sorts before the built-in seed3: the app opens on it
+        store.save_scenario(tiny_scenario([training("j1")], name="a-tiny"))
+    return db
+
+
+@pytest.mark.slow  # starts a panel server
+def test_panel_serve_of_the_app_refuses_every_interface_without_auth(
+        small_store: Path) -> None:
+    """``panel serve apps/workbench.py --address 0.0.0.0 --warm``: one line, exit 2,
+    nothing served."""
+    port = _free_port()
+    proc = _panel_serve("--address", "0.0.0.0", "--port", str(port), "--warm", db=small_store)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines()[-1].startswith("error: --address 0.0.0.0 exposes the app")
+    assert "Traceback" not in err
+    with pytest.raises(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}/workbench",
+                                                        timeout=2):
+        pass
+
+
+@pytest.mark.slow  # starts a panel server
+def test_panel_serve_of_the_app_serves_on_localhost(small_store: Path) -> None:
+    port = _free_port()
+    proc = _panel_serve("--address", "127.0.0.1", "--port", str(port),
+                        "--allow-websocket-origin", f"127.0.0.1:{port}", db=small_store)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/workbench",
+                                            timeout=120) as page:
+                    assert page.status == 200 and b"Workbench" in page.read()
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "panel serve did not answer on localhost"
+                time.sleep(0.3)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

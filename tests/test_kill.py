@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from workbench.io.plan_csv import read_plan_csv
 from workbench.store import Store
@@ -36,6 +37,7 @@ def _kill_after(proc: subprocess.Popen[bytes], seconds: float) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_kill_during_plan_stores_nothing_and_keeps_out(tmp_path: Path) -> None:
     db = tmp_path / "wb.duckdb"
     assert subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "scenario",
@@ -65,6 +67,7 @@ def test_kill_during_plan_stores_nothing_and_keeps_out(tmp_path: Path) -> None:
         assert len(read_plan_csv(out)) > 0
 
 
+@pytest.mark.slow
 def test_kill_during_import_leaves_the_store_as_it_was(tmp_path: Path) -> None:
     db = tmp_path / "wb.duckdb"
     times = pd.date_range("2023-01-01", periods=400_000, freq="min")

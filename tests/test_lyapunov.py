@@ -11,6 +11,7 @@ from helpers_policies import (
     training_job,
 )
 
+from workbench.cubes import default_forecast_mode
 from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotState, slot_options
 from workbench.policies.lyapunov import (
@@ -171,7 +172,7 @@ def test_empty_slots_are_not_fallbacks(policy: str, knobs: dict[str, str]) -> No
     from workbench.sim import simulate
 
     sc = tiny_scenario([training("j", slots_of_work=1.0, deadline_slot=3)], n_slots=8)
-    result = simulate(sc, make_policy(policy, **knobs))
+    result = simulate(sc, make_policy(policy, **knobs), forecast_mode=default_forecast_mode(sc))
     assert result.metrics["fallbacks"] == 0 and not result.warnings
     empty = result.slots["jobs_active"] == 0
     assert empty.any() and (result.slots.loc[empty, "solver_status"] == "empty").all()

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from helpers_sim import SLOT_S, START, tiny_scenario, training
 
+from workbench.cubes import default_forecast_mode
 from workbench.metrics import METRIC_KEYS, compute_metrics, peak_mask
 from workbench.policies.baselines import AsapHome
 from workbench.sim import simulate
@@ -67,7 +68,7 @@ def test_metrics_from_frames_equal_metrics_of_the_run() -> None:
     jobs = [training("j", slots_of_work=1.5, deadline_slot=6),
             training("k", home="b", arrival_slot=1, slots_of_work=30.0, deadline_slot=3)]
     sc = tiny_scenario(jobs, n_slots=6)
-    res = simulate(sc, AsapHome())
+    res = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc))
     again = compute_metrics({"plan": res.plan, "migrations": res.migrations,
                              "slots": res.slots, "jobs": res.jobs}, sc)
     assert again == pytest.approx(res.metrics, nan_ok=True)
@@ -156,13 +157,14 @@ def test_attribution_adds_up_on_seed3(seed3) -> None:  # type: ignore[no-untyped
     from workbench.scenarios import first_hours
 
     sc = first_hours(seed3, 12)
-    base = simulate(sc, AsapHome())
-    plan = simulate(sc, GreedyPolicy())
+    base = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc))
+    plan = simulate(sc, GreedyPolicy(), forecast_mode=default_forecast_mode(sc))
     att = _check_adds_up(plan, base, sc)
     assert att["cost"]["efficiency"] > 0  # the ECU-best configuration uses less energy
 
 
 @pytest.mark.shared_data
+@pytest.mark.slow
 def test_attribution_adds_up_on_a_real_grid(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pathlib import Path
 
@@ -188,8 +190,8 @@ def test_attribution_adds_up_on_a_real_grid(shared_data, tmp_path) -> None:  # t
             "../../shared/data", str(shared_data))
         (tmp_path / "real_grid.toml").write_text(cfg)
         sc = first_hours(build_and_save(store, tmp_path / "real_grid.toml"), 24)
-    base = simulate(sc, AsapHome())
-    plan = simulate(sc, GreedyPolicy())
+    base = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc))
+    plan = simulate(sc, GreedyPolicy(), forecast_mode=default_forecast_mode(sc))
     # Market prices with 28+ days of history before the start: the backtested model
     # forecast, not foresight.
     assert plan.meta["forecast_mode"] == "model"

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench import outcome
+from workbench.cubes import default_forecast_mode
 from workbench.model import GpuPool, Scenario, ScenarioError
 from workbench.policies.base import Allocation, Placement, SlotState, slot_options
 from workbench.sim import simulate
@@ -96,7 +97,7 @@ def test_simulator_charges_a_gpu_type_switch_and_a_first_remote_placement() -> N
     script = {0: Placement("b", "A100", 1, 128), 1: Placement("b", "A100", 1, 128),
               2: Placement("a", "A100", 1, 128), 3: Placement("a", "H100", 1, 128),
               4: Placement("a", "H100", 1, 128), 5: Placement("a", "H100", 1, 128)}
-    res = simulate(sc, Script(script), restart_s=120.0)
+    res = simulate(sc, Script(script), forecast_mode=default_forecast_mode(sc), restart_s=120.0)
     plan = res.plan.set_index("slot")
     # Slot 0-1: the dataset travels to b (1200 s) and the job restarts (120 s): 1320 s lost.
     assert plan.loc[0, "transfer_gb"] == 1500.0 and plan.loc[0, "lost_s"] == SLOT_S
@@ -149,7 +150,7 @@ def test_prediction_equals_truth_without_noise(dc: str, n: int, data: float, slo
                 return Allocation(placements={"j": Placement("a", "A100", 1, 128)})
             return Allocation(placements={})
 
-    res = simulate(sc, Probe())
+    res = simulate(sc, Probe(), forecast_mode=default_forecast_mode(sc))
     row = res.plan.set_index("slot").loc[slot]
     opts, k = seen["opts"], int(seen["row"])  # type: ignore[call-overload]
     assert row["progress"] == pytest.approx(float(opts.progress[k]), rel=1e-9)  # type: ignore[attr-defined]
@@ -187,7 +188,7 @@ def test_bad_knobs_are_one_line_errors() -> None:
     for knob in ("restart_s", "resize_s"):
         for bad in (-1.0, math.nan):
             with pytest.raises(ValueError, match=knob):
-                simulate(sc, Script({}), **{knob: bad})
+                simulate(sc, Script({}), forecast_mode=default_forecast_mode(sc), **{knob: bad})
     with pytest.raises(ValueError, match="restart_s"):
         outcome.check_seconds(math.nan, "restart_s")
     assert START + timedelta(seconds=SLOT_S) > START

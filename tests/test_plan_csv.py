@@ -11,6 +11,7 @@ from helpers_sim import inference, tiny_scenario, training
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workbench.cubes import default_forecast_mode
 from workbench.io.plan_csv import (
     FORMULA_PREFIXES,
     MIGRATION_COLUMNS,
@@ -111,7 +112,7 @@ class Mover:
 
 def test_simulated_plan_and_migrations_round_trip(tmp_path) -> None:
     sc = tiny_scenario([training("j", slots_of_work=2.0), inference("svc", last=2)], n_slots=3)
-    res = simulate(sc, Mover())
+    res = simulate(sc, Mover(), forecast_mode=default_forecast_mode(sc))
     write_plan_csv(res.plan, tmp_path / "plan.csv")
     write_migrations_csv(res.migrations, tmp_path / "mig.csv")
     plan = read_plan_csv(tmp_path / "plan.csv")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import workbench
+from workbench.cubes import default_forecast_mode
 
 
 def test_every_public_name_resolves() -> None:
@@ -19,5 +20,6 @@ def test_seed3_plans_through_the_public_api() -> None:
         jobs=tuple(j for j in sc.jobs if j.is_training and j.deadline <= sc.start
                    + (sc.end - sc.start) / 7),
     )
-    result = workbench.simulate(day, workbench.make_policy("lyapunov"))
+    result = workbench.simulate(day, workbench.make_policy("lyapunov"),
+                                forecast_mode=default_forecast_mode(day))
     assert set(workbench.compute_metrics(result, day)) >= {"cost", "carbon_kg", "energy_kwh"}

@@ -9,6 +9,7 @@ import pytest
 from helpers_sim import tiny_scenario, training
 
 from workbench.cli import main
+from workbench.cubes import default_forecast_mode
 from workbench.policies import make_policy
 from workbench.recorders import save_results
 from workbench.sim import simulate
@@ -18,7 +19,8 @@ from workbench.store import Store
 @pytest.fixture
 def results() -> list:
     sc = tiny_scenario([training("j", slots_of_work=1.0, deadline_slot=4)], n_slots=4)
-    return [(simulate(sc, make_policy(name)), {"status": status})
+    return [(simulate(sc, make_policy(name),
+                      forecast_mode=default_forecast_mode(sc)), {"status": status})
             for name, status in (("asap-home", "baseline"), ("wait-for-cheap", "ok"))]
 
 

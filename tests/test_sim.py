@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench import perf
+from workbench.cubes import default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS, read_plan_csv, write_plan_csv
 from workbench.model import Scenario
 from workbench.policies.base import Allocation, Forecast, Placement, SlotState, SolveInfo
@@ -60,7 +61,7 @@ def test_clock_arrivals_and_one_row_per_active_slot() -> None:
     sc = tiny_scenario([training("late", arrival_slot=2, slots_of_work=50.0),
                         inference("svc", first=1, last=3)], n_slots=5)
     pol = Scripted()
-    res = simulate(sc, pol)
+    res = simulate(sc, pol, forecast_mode=default_forecast_mode(sc))
     assert [len(s.jobs) for s in pol.seen] == [0, 1, 2, 1, 1]
     assert [s.time for s in pol.seen] == sc.slot_starts()
     late = res.plan[res.plan["job_id"] == "late"]
@@ -75,7 +76,8 @@ def test_clock_arrivals_and_one_row_per_active_slot() -> None:
 def test_progress_energy_and_mid_slot_finish_match_hand_figures() -> None:
     # 1.5 slots of work at batch m0 (efficiency exactly 1) with no restart loss.
     sc = tiny_scenario([training("j", slots_of_work=1.5)], n_slots=4)
-    res = simulate(sc, AsapHome(restart_s=0), restart_s=0.0)
+    res = simulate(sc, AsapHome(restart_s=0),
+                   forecast_mode=default_forecast_mode(sc), restart_s=0.0)
     rows = res.plan[res.plan["job_id"] == "j"].reset_index(drop=True)
     assert rows["action"].tolist() == ["start", "finish"]
     assert rows["progress"].tolist() == pytest.approx([2 / 3, 1 / 3])
@@ -94,7 +96,7 @@ def test_progress_energy_and_mid_slot_finish_match_hand_figures() -> None:
 def test_restart_is_lost_on_start_and_resume_not_while_running() -> None:
     sc = tiny_scenario([training("j", slots_of_work=10.0)], n_slots=4)
     pol = Scripted({0: {"j": on("a")}, 1: {"j": on("a")}, 3: {"j": on("a")}})
-    res = simulate(sc, pol, restart_s=90.0)
+    res = simulate(sc, pol, forecast_mode=default_forecast_mode(sc), restart_s=90.0)
     rows = res.plan[res.plan["job_id"] == "j"]
     assert rows["action"].tolist() == ["start", "run", "pause", "resume"]
     full = 1 / 10
@@ -110,7 +112,7 @@ def test_restart_is_lost_on_start_and_resume_not_while_running() -> None:
 def test_migration_loses_transfer_and_restart_and_is_recorded() -> None:
     sc = tiny_scenario([training("j", slots_of_work=10.0)], n_slots=2)
     pol = Scripted({0: {"j": on("a")}, 1: {"j": on("b")}})
-    res = simulate(sc, pol, restart_s=100.0)
+    res = simulate(sc, pol, forecast_mode=default_forecast_mode(sc), restart_s=100.0)
     rows = res.plan[res.plan["job_id"] == "j"].reset_index(drop=True)
     assert rows["action"].tolist() == ["start", "migrate"]
     transfer = 8 * 2.0 / 10.0  # 2 GB over 10 Gbit/s
@@ -138,13 +140,13 @@ def test_migration_loses_transfer_and_restart_and_is_recorded() -> None:
 def test_invalid_allocations_raise_clear_errors(script: dict, match: str) -> None:
     sc = tiny_scenario([training("j"), training("k")], n_slots=2)
     with pytest.raises(AllocationError, match=match):
-        simulate(sc, Scripted({0: script}))
+        simulate(sc, Scripted({0: script}), forecast_mode=default_forecast_mode(sc))
 
 
 def test_inference_outside_latency_bound_is_rejected() -> None:
     sc = tiny_scenario([inference("svc", max_latency_ms=5.0)], n_slots=2)
     with pytest.raises(AllocationError, match="ms from its home"):
-        simulate(sc, Scripted({0: {"svc": on("b")}}))
+        simulate(sc, Scripted({0: {"svc": on("b")}}), forecast_mode=default_forecast_mode(sc))
 
 
 def test_unfinished_jobs_have_reasons() -> None:
@@ -155,7 +157,8 @@ def test_unfinished_jobs_have_reasons() -> None:
         training("open", slots_of_work=20.0),
     ]
     sc = tiny_scenario(jobs, n_slots=4)
-    res = simulate(sc, Scripted({t: {"slow": on("a"), "open": on("b")} for t in range(4)}))
+    res = simulate(sc, Scripted({t: {"slow": on("a"), "open": on("b")} for t in range(4)}),
+                   forecast_mode=default_forecast_mode(sc))
     why = res.jobs.set_index("job_id")["reason"]
     assert why["slow"].startswith("deadline passed with ")
     assert why["idle"] == "never scheduled: scripted kept it waiting for 4 slots"
@@ -170,7 +173,7 @@ def test_fallback_and_unserved_inference_reach_warnings_and_metrics() -> None:
     sc = tiny_scenario([inference("svc", last=2)], n_slots=2)
     pol = Scripted({0: {"svc": on("a")}},
                    solve=SolveInfo("time_limit", 0.5, fallback=True, message="greedy"))
-    res = simulate(sc, pol)
+    res = simulate(sc, pol, forecast_mode=default_forecast_mode(sc))
     assert res.metrics["fallbacks"] == 2
     assert res.metrics["solve_s_max"] == pytest.approx(0.5)
     assert res.metrics["inference_unserved_slots"] == 1
@@ -183,19 +186,21 @@ def test_fallback_and_unserved_inference_reach_warnings_and_metrics() -> None:
 def test_noise_is_seeded_and_zero_noise_is_exact() -> None:
     jobs = [training("j", slots_of_work=3.0), training("k", home="b", slots_of_work=3.0)]
     sc = tiny_scenario(jobs, n_slots=6)
-    a = simulate(sc, AsapHome(), noise=0.3, seed=1)
-    b = simulate(sc, AsapHome(), noise=0.3, seed=1)
-    c = simulate(sc, AsapHome(), noise=0.3, seed=2)
+    a = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc), noise=0.3, seed=1)
+    b = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc), noise=0.3, seed=1)
+    c = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc), noise=0.3, seed=2)
     pd.testing.assert_frame_equal(a.plan, b.plan)
     assert not a.plan["progress"].equals(c.plan["progress"])
-    exact = simulate(sc, AsapHome(restart_s=0), restart_s=0.0)
+    exact = simulate(sc, AsapHome(restart_s=0),
+                     forecast_mode=default_forecast_mode(sc), restart_s=0.0)
     assert exact.plan.loc[exact.plan["job_id"] == "j", "progress"].iloc[0] == pytest.approx(1 / 3)
 
 
 def test_online_estimates_track_a_hidden_speed_factor() -> None:
     sc = tiny_scenario([training("j", slots_of_work=30.0)], n_slots=12)
     pol = Scripted({t: {"j": on("a")} for t in range(12)})
-    res = simulate(sc, pol, noise=0.4, seed=3, ema_alpha=0.5)
+    res = simulate(sc, pol,
+                   forecast_mode=default_forecast_mode(sc), noise=0.4, seed=3, ema_alpha=0.5)
     rows = res.plan[(res.plan["job_id"] == "j") & (res.plan["action"] == "run")]
     true_speed = rows["progress"].to_numpy() * 30.0  # vs 1.0 predicted at m0
     est = pol.seen[-1].jobs[0].throughput_scale
@@ -209,7 +214,7 @@ def test_recorders_see_every_slot_and_csv_matches_the_result(tmp_path) -> None:
     sc = tiny_scenario(jobs, n_slots=4)
     mem = MemoryRecorder()
     csv = CsvRecorder(tmp_path / "plan.csv", tmp_path / "mig.csv")
-    res = simulate(sc, GoodputOnly(), recorders=[mem, csv])
+    res = simulate(sc, GoodputOnly(), forecast_mode=default_forecast_mode(sc), recorders=[mem, csv])
     assert mem.meta["policy"] == "goodput-only"
     assert [r.t for r in mem.records] == [0, 1, 2, 3]
     assert mem.result is res
@@ -252,7 +257,7 @@ def small_scenarios(draw: st.DrawFn) -> Scenario:
 def test_baselines_never_exceed_capacity_and_every_job_is_accounted_for(
     sc: Scenario, which: int
 ) -> None:
-    res = simulate(sc, BASELINES[which]())
+    res = simulate(sc, BASELINES[which](), forecast_mode=default_forecast_mode(sc))
     running = res.plan[res.plan["n_gpus"] > 0]
     used = running.groupby(["slot", "region", "gpu_type"])["n_gpus"].sum()
     cap = {(p.datacenter, p.gpu_type): p.count for p in sc.pools}
@@ -277,7 +282,8 @@ def test_inference_ending_mid_slot_is_charged_for_the_part_it_ran() -> None:
     svc = inference("svc", last=2)
     svc = dataclasses.replace(svc, end=svc.end - timedelta(seconds=SLOT_S / 4))
     sc = tiny_scenario([svc], n_slots=3)
-    res = simulate(sc, Scripted({0: {"svc": on("a")}, 1: {"svc": on("a")}}))
+    res = simulate(sc, Scripted({0: {"svc": on("a")}, 1: {"svc": on("a")}}),
+                   forecast_mode=default_forecast_mode(sc))
     rows = res.plan.set_index("slot")
     assert list(rows["action"]) == ["start", "finish"]
     assert rows.loc[1, "used_s"] == pytest.approx(0.75 * SLOT_S)
@@ -293,13 +299,14 @@ def test_predicted_speed_is_planned_slow_near_the_deadline_until_observed() -> N
     predicted = replace(base, profiles=tuple(replace(p, step_time_interval=(0.5, 2.0))
                                              for p in base.profiles))
     pol = Scripted(script={1: {"tight": on("a"), "loose": on("a")}})
-    simulate(predicted, pol, noise=0.0)
+    simulate(predicted, pol, forecast_mode=default_forecast_mode(predicted), noise=0.0)
     first = {j.job.job_id: j.throughput_scale for j in pol.seen[0].jobs}
     assert first == {"tight": pytest.approx(0.5), "loose": 1.0}  # 1 / hi near the deadline
     after = {j.job.job_id: j.throughput_scale for j in pol.seen[2].jobs}
     assert after["tight"] == pytest.approx(1.0, abs=0.05)  # observed: the estimate takes over
     pol_fit = Scripted()
-    simulate(base, pol_fit, noise=0.0)  # fitted profiles: no caution
+    simulate(base, pol_fit,
+             forecast_mode=default_forecast_mode(base), noise=0.0)  # fitted profiles: no caution
     assert {j.throughput_scale for j in pol_fit.seen[0].jobs} == {1.0}
 def test_a_policy_cannot_read_a_future_price_or_arrival() -> None:
     # Structurally: the state holds the scenario's static view (no grid, no jobs), and the
@@ -323,7 +330,7 @@ def test_a_policy_cannot_read_a_future_price_or_arrival() -> None:
                 state.scenario.jobs  # type: ignore[attr-defined]  # noqa: B018
             return Allocation(placements={})
 
-    res = simulate(sc, Snoop())
+    res = simulate(sc, Snoop(), forecast_mode=default_forecast_mode(sc))
     assert res.meta["forecast_mode"] == "seasonal-naive"
     state0, fc0 = seen[0]
     assert [js.job.job_id for js in state0.jobs] == ["now"]  # the later job is unknown
@@ -343,12 +350,14 @@ def test_a_power_cap_holds_in_the_metered_plan_and_a_blind_policy_is_reported() 
             for i in range(3)]
     sc = tiny_scenario(jobs, n_slots=8)
     cap = 0.5  # kW per datacenter: about one GPU's facility power
-    capped = simulate(sc, LyapunovPolicy(power_cap_kw=cap), knobs={"power_cap_kw": cap})
+    capped = simulate(sc, LyapunovPolicy(power_cap_kw=cap),
+                      forecast_mode=default_forecast_mode(sc), knobs={"power_cap_kw": cap})
     meter = capped.slots[[c for c in capped.slots if c.startswith("power_kw:")]]
     assert meter.to_numpy().max() <= cap * (1 + 1e-6)
     assert capped.metrics["power_cap_violations"] == 0
     assert capped.metrics["power_cap_kw"] == cap
     # asap-home cannot honour a power cap: metered, counted and warned about, never silent.
-    blind = simulate(sc, AsapHome(), knobs={"power_cap_kw": cap})
+    blind = simulate(sc, AsapHome(),
+                     forecast_mode=default_forecast_mode(sc), knobs={"power_cap_kw": cap})
     assert blind.metrics["power_cap_violations"] > 0
     assert any("power cap missed" in w for w in blind.warnings)

@@ -9,10 +9,12 @@ import pandas as pd
 import pytest
 from helpers_policies import tiny_scenario, training_job
 
+from workbench.caps import Caps
 from workbench.cli import main
 from workbench.model import Scenario
+from workbench.runner import SimSettings
 from workbench.store import Store
-from workbench.sweep import CarbonCap, SimSettings, run_sweep, sweep_points
+from workbench.sweep import run_sweep, sweep_points
 
 
 def _scenario() -> Scenario:
@@ -24,25 +26,25 @@ def _scenario() -> Scenario:
 
 @pytest.mark.parametrize(("text", "kg", "pct", "label"), [
     ("none", None, None, "none"),
-    ("1200", 1200.0, None, "1200"),
+    ("1200", 1200.0, None, "1200 kg"),
     ("20%", None, 20.0, "20%"),
 ])
 def test_carbon_cap_parse(text: str, kg: float | None, pct: float | None, label: str) -> None:
-    cap = CarbonCap.parse(text)
-    assert (cap.kg, cap.pct_below_baseline, cap.label) == (kg, pct, label)
+    cap = Caps.parse_carbon(text)
+    assert (cap.carbon_kg, cap.carbon_pct_below_baseline, cap.label) == (kg, pct, label)
     if pct is not None:
-        assert cap.resolve(100.0) == pytest.approx(80.0)
+        assert cap.resolved(100.0).carbon_kg == pytest.approx(80.0)
 
 
 @pytest.mark.parametrize("bad", ["-3", "120%", "lots"])
 def test_carbon_cap_refuses_bad_text(bad: str) -> None:
-    with pytest.raises(ValueError, match="carbon cap"):
-        CarbonCap.parse(bad)
+    with pytest.raises(ValueError, match="kg CO2 over the horizon"):
+        Caps.parse_carbon(bad)
 
 
 def test_grid_varies_knobs_only_where_the_policy_takes_them() -> None:
     pts = sweep_points(["lyapunov", "greedy"], V=[1.0, 10.0],
-                       carbon_caps=[CarbonCap(), CarbonCap(pct_below_baseline=10.0)],
+                       carbon_caps=[Caps(), Caps(carbon_pct_below_baseline=10.0)],
                        seeds=[0, 1])
     by = pd.DataFrame([{"policy": p.policy, "V": p.V, "cap": p.carbon_cap.label,
                         "seed": p.seed} for p in pts])
@@ -54,16 +56,17 @@ def test_grid_varies_knobs_only_where_the_policy_takes_them() -> None:
         sweep_points(["lyapunov"], V=[0.0])
 
 
+@pytest.mark.slow
 def test_sweep_on_a_two_worker_local_cluster(tmp_path: Path) -> None:
     sc = _scenario()
     db = tmp_path / "wb.duckdb"
     csv = tmp_path / "sweep.csv"
     pts = sweep_points(["lyapunov"], V=[1.0, 30.0],
-                       carbon_caps=[CarbonCap(), CarbonCap(pct_below_baseline=10.0)],
+                       carbon_caps=[Caps(), Caps(carbon_pct_below_baseline=10.0)],
                        seeds=[0])
     seen: list[str] = []
     table = run_sweep(sc, pts, db=db, csv_path=csv, n_workers=2, processes=True,
-                      settings=SimSettings(noise=0.0), progress=False,
+                      sim=SimSettings(noise=0.0), progress=False,
                       on_result=lambda row: seen.append(row["policy"]))
     assert len(table) == len(pts) == 5 and len(seen) == 5
     assert set(table["status"]) <= {"ok", "warnings"}, table[["status", "message"]]
@@ -107,6 +110,7 @@ def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert err == "error: --V: 1e308 is not a number > 0 and <= 100000\n"
 
 
+@pytest.mark.slow
 def test_cli_sweep_keeps_dask_quiet_unless_verbose(tmp_path: Path) -> None:
     """``distributed`` is imported after the command set its loggers (a fresh process, as
     a user runs it): no INFO line of Dask's on stderr without -v; with -v they show."""

@@ -18,6 +18,7 @@ from helpers_policies import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workbench.cubes import default_forecast_mode
 from workbench.metrics import inference_carbon_floor_kg
 from workbench.policies import POLICY_NAMES, make_policy
 from workbench.policies.base import JobState, Placement, SlotState
@@ -101,6 +102,7 @@ def test_cap_below_inference_floor_is_reported_with_numbers(
     # the run, and reports the missed cap after it.
     with caplog.at_level(logging.WARNING):
         res = simulate(sc, LyapunovPolicy(carbon_cap_kg=floor / 2),
+                       forecast_mode=default_forecast_mode(sc),
                        knobs={"carbon_cap_kg": floor / 2})
     assert any(f"{floor:.1f}" in w and "below" in w for w in res.warnings)
     assert res.metrics["carbon_cap_met"] is False
@@ -136,7 +138,8 @@ def test_failed_solve_falls_back_to_greedy_with_a_warning(
     from workbench.sim import simulate
 
     with caplog.at_level(logging.WARNING):
-        result = simulate(sc, LyapunovPolicy(extra_constraints=impossible))
+        result = simulate(sc, LyapunovPolicy(extra_constraints=impossible),
+                          forecast_mode=default_forecast_mode(sc))
     assert result.warnings and all("fallback" in w for w in result.warnings[:3])
     assert any("greedy" in r.getMessage() and r.levelno == logging.WARNING
                for r in caplog.records)
@@ -228,21 +231,25 @@ def test_fast_solver_matches_the_pyomo_reference_over_a_run() -> None:
                          deadline_slot=8) for i in range(5)]
     prices = [[1.0 + 0.3 * (t % 3), 0.6 + 0.2 * (t % 2)] for t in range(8)]
     sc = tiny_scenario(jobs, prices=prices)
-    ref = simulate(sc, make_policy("threshold", solver="pyomo"))
-    fast = simulate(sc, make_policy("threshold", solver="fast"))
+    ref = simulate(sc, make_policy("threshold", solver="pyomo"),
+                   forecast_mode=default_forecast_mode(sc))
+    fast = simulate(sc, make_policy("threshold", solver="fast"),
+                    forecast_mode=default_forecast_mode(sc))
     assert fast.metrics["deadline_misses"] == ref.metrics["deadline_misses"]
     assert fast.metrics["cost"] == pytest.approx(ref.metrics["cost"], rel=0.02)
     with pytest.raises(ValueError, match="solver must be one of"):
         make_policy("threshold", solver="cplex")
 
 
+@pytest.mark.slow
 def test_large_v_still_meets_every_deadline_on_seed3(seed3) -> None:
     """At large V jobs wait for the cheapest slots; urgency judged at the requested GPU
     count (not at a whole pool) must still bring every job in on time."""
     from workbench.policies import make_policy
     from workbench.sim import simulate
 
-    result = simulate(seed3, make_policy("threshold", V=300.0, solver="fast"))
+    result = simulate(seed3, make_policy("threshold", V=300.0, solver="fast"),
+                      forecast_mode=default_forecast_mode(seed3))
     assert result.metrics["deadline_misses"] == 0
     assert result.metrics["jobs_finished"] == result.metrics["jobs_total"]
 
@@ -267,7 +274,8 @@ def test_per_datacenter_carbon_queues_follow_the_meter() -> None:
     jobs = [training_job(f"j{i}", "ab"[i % 2], 2.0, deadline_slot=8) for i in range(4)]
     sc = tiny_scenario(jobs, prices=[[1.0, 0.5]] * 8)
     caps = {"a": 0.05, "b": 0.05}
-    result = simulate(sc, make_policy("threshold", carbon_cap_kg=caps))
+    result = simulate(sc, make_policy("threshold", carbon_cap_kg=caps),
+                      forecast_mode=default_forecast_mode(sc))
     for d, cap in caps.items():
         z, expected = 0.0, []
         for t in range(sc.n_slots):

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.model import Scenario
+from workbench.outcome import service_power_w
 
 METRIC_KEYS: tuple[str, ...] = (
     "energy_kwh", "cost", "currency", "carbon_kg", "energy_moved_kwh", "energy_peak_kwh",
@@ -179,8 +180,6 @@ def inference_carbon_floor_kg(scenario: Scenario) -> float:
     Each service, every slot it is up, in its lowest-carbon allowed datacenter:
     ``sum_t min_d n * P_load * slot_s / 3.6e6 * PUE_d * c[d, t] / 1000``.
     """
-    from workbench.policies.base import inference_power_w
-
     carbon = scenario.grid["carbon_g_per_kwh"].isel(time=slice(0, scenario.n_slots))
     total = 0.0
     for job in scenario.jobs_of_kind("inference"):
@@ -197,7 +196,7 @@ def inference_carbon_floor_kg(scenario: Scenario) -> float:
             for pool in scenario.pools_at(dc.name):
                 if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
                     continue
-                kwh = inference_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
+                kwh = service_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
                 c = carbon.sel(region=dc.region).values[a:b]
                 best = np.minimum(best, kwh * c / 1000.0)
         total += float(np.sum(best[np.isfinite(best)]))
@@ -252,15 +251,29 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     f = _frames(result)
     plan = f["plan"]
     assert plan is not None
-    out: dict[str, Any] = {}
-    out["energy_kwh"] = float(plan["energy_kwh"].sum())
-    out["cost"] = float(plan["cost"].sum())
-    out["currency"] = scenario.currency
-    out["carbon_kg"] = float(plan["carbon_kg"].sum())
+    running = plan["n_gpus"].fillna(0).astype(int) > 0
+    out: dict[str, Any] = _energy_metrics(plan, scenario, running)
+    out.update(_job_metrics(f["jobs"], plan, scenario))
+    out.update(_movement_metrics(f["migrations"], plan))
+    per_pool = _utilisation(plan, scenario, running)
+    out["gpu_utilisation"] = per_pool.pop("gpu_utilisation")
+    slots = f["slots"]
+    out.update(_slot_metrics(slots))
+    out.update(site_idle(scenario))
+    out.update(_caps(result, scenario, slots, out["carbon_kg"]))
+    out.update(per_pool)
+    out.update(_queue_metrics(result, f["queues"], slots))
+    return out
 
+
+def _energy_metrics(plan: pd.DataFrame, scenario: Scenario, running: pd.Series
+                    ) -> dict[str, Any]:
+    """Energy, cost and carbon of the plan; energy run away from home; peak and off-peak."""
+    out: dict[str, Any] = {
+        "energy_kwh": float(plan["energy_kwh"].sum()), "cost": float(plan["cost"].sum()),
+        "currency": scenario.currency, "carbon_kg": float(plan["carbon_kg"].sum())}
     home = plan["home"] if "home" in plan else plan["job_id"].map(
         {j.job_id: j.home for j in scenario.jobs})
-    running = plan["n_gpus"].fillna(0).astype(int) > 0
     out["energy_moved_kwh"] = float(plan.loc[running & (plan["region"] != home),
                                              "energy_kwh"].sum())
     peak = peak_mask(scenario)
@@ -278,9 +291,14 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         is_peak[rows] = peak[region].to_numpy()[slot[rows]]
     out["energy_peak_kwh"] = float(plan.loc[is_peak, "energy_kwh"].sum())
     out["energy_offpeak_kwh"] = float(plan.loc[~is_peak, "energy_kwh"].sum())
+    return out
 
+
+def _job_metrics(jobs: pd.DataFrame | None, plan: pd.DataFrame, scenario: Scenario
+                 ) -> dict[str, Any]:
+    """Completion times, deadline misses, finished and unfinished jobs, inference service:
+    from the run's job outcomes when it has them, else from the plan's finish rows."""
     training = [j for j in scenario.jobs if j.is_training]
-    jobs = f["jobs"]
     if jobs is not None and len(jobs):
         tr = jobs[jobs["kind"] == "training"]
         finished = tr[tr["finished"].astype(bool)]
@@ -290,41 +308,50 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
                          and not (isinstance(v, float) and math.isnan(v)) and not bool(v)))
         n_finished = len(finished)
     else:
-        fin = plan[plan["action"] == "finish"]
-        fin = fin[fin["job_id"].isin({j.job_id for j in training})]
-        end = pd.to_datetime(fin["slot_start"], utc=True) + pd.to_timedelta(
-            fin["used_s"] if "used_s" in fin else scenario.slot_s, unit="s")
-        arrival = pd.to_datetime(
-            fin["job_id"].map({j.job_id: pd.Timestamp(j.arrival) for j in training}), utc=True)
-        jct = ((end - arrival).dt.total_seconds() / 3600.0).to_numpy()
-        done = dict(zip(fin["job_id"], end, strict=True))
-        misses = 0
-        horizon_end = pd.Timestamp(scenario.end)
-        for j in training:
-            if j.deadline is None:
-                continue
-            when = done.get(j.job_id)
-            if (when is None and pd.Timestamp(j.deadline) <= horizon_end) or (
-                when is not None and when > pd.Timestamp(j.deadline)
-            ):
-                misses += 1
-        n_finished = len(fin)
-    out["mean_jct_h"] = _float(np.mean(jct)) if len(jct) else math.nan
-    out["p95_jct_h"] = _float(np.percentile(jct, 95)) if len(jct) else math.nan
-    out["deadline_misses"] = misses
-    out["jobs_finished"] = int(n_finished)
-    out["jobs_total"] = len(training)
-    out["jobs_unfinished"] = len(training) - int(n_finished)
-    out["inference_services"] = len(scenario.jobs) - len(training)
+        jct, misses, n_finished = _jobs_from_plan(plan, scenario, training)
     inf_ids = {j.job_id for j in scenario.jobs if not j.is_training}
-    out["inference_unserved_slots"] = int(
-        ((plan["action"] == "pause") & plan["job_id"].isin(inf_ids)).sum())
+    return {
+        "mean_jct_h": _float(np.mean(jct)) if len(jct) else math.nan,
+        "p95_jct_h": _float(np.percentile(jct, 95)) if len(jct) else math.nan,
+        "deadline_misses": misses, "jobs_finished": int(n_finished),
+        "jobs_total": len(training), "jobs_unfinished": len(training) - int(n_finished),
+        "inference_services": len(scenario.jobs) - len(training),
+        "inference_unserved_slots": int(
+            ((plan["action"] == "pause") & plan["job_id"].isin(inf_ids)).sum()),
+    }
 
-    mig = f["migrations"]
+
+def _jobs_from_plan(plan: pd.DataFrame, scenario: Scenario, training: list[Any]
+                    ) -> tuple[np.ndarray, int, int]:
+    """Completion times (h), deadline misses and finished count from a plan's finish rows
+    (a plan read back without its job outcomes)."""
+    fin = plan[plan["action"] == "finish"]
+    fin = fin[fin["job_id"].isin({j.job_id for j in training})]
+    end = pd.to_datetime(fin["slot_start"], utc=True) + pd.to_timedelta(
+        fin["used_s"] if "used_s" in fin else scenario.slot_s, unit="s")
+    arrival = pd.to_datetime(
+        fin["job_id"].map({j.job_id: pd.Timestamp(j.arrival) for j in training}), utc=True)
+    jct = ((end - arrival).dt.total_seconds() / 3600.0).to_numpy()
+    done = dict(zip(fin["job_id"], end, strict=True))
+    misses = 0
+    horizon_end = pd.Timestamp(scenario.end)
+    for j in training:
+        if j.deadline is None:
+            continue
+        when = done.get(j.job_id)
+        if (when is None and pd.Timestamp(j.deadline) <= horizon_end) or (
+            when is not None and when > pd.Timestamp(j.deadline)
+        ):
+            misses += 1
+    return jct, misses, len(fin)
+
+
+def _movement_metrics(mig: pd.DataFrame | None, plan: pd.DataFrame) -> dict[str, Any]:
+    """Migrations, data moves and their GB; data moved, seconds lost and movement energy
+    over the plan; round trips."""
+    out: dict[str, Any] = {}
     if mig is None:
-        out["migrations"] = 0
-        out["migration_gb"] = 0.0
-        out["data_moves"] = 0
+        out.update(migrations=0, migration_gb=0.0, data_moves=0)
     else:
         moved = mig["moved"].astype(str) if "moved" in mig else pd.Series(
             "checkpoint", index=mig.index)
@@ -336,45 +363,58 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     out["lost_s"] = float(plan["lost_s"].sum()) if "lost_s" in plan else 0.0
     out["movement_kwh"] = float(plan["movement_kwh"].sum()) if "movement_kwh" in plan else 0.0
     out["round_trips"] = round_trips(mig)
+    return out
 
+
+def _utilisation(plan: pd.DataFrame, scenario: Scenario, running: pd.Series
+                 ) -> dict[str, float]:
+    """Busy GPU-slots over GPUs x slots: ``gpu_utilisation`` and per pool
+    ``gpu_utilisation:<dc>/<gpu>``."""
     busy = plan.loc[running].groupby(["region", "gpu_type"])["n_gpus"].sum()
-    per_pool = {}
+    out: dict[str, float] = {}
     total_busy = 0.0
     total_cap = 0.0
     for p in scenario.pools:
         b = float(busy.get((p.datacenter, p.gpu_type), 0.0))
         cap = float(p.count * scenario.n_slots)
-        per_pool[f"gpu_utilisation:{p.datacenter}/{p.gpu_type}"] = b / cap
+        out[f"gpu_utilisation:{p.datacenter}/{p.gpu_type}"] = b / cap
         total_busy += b
         total_cap += cap
     out["gpu_utilisation"] = total_busy / total_cap if total_cap else 0.0
+    return out
 
-    slots = f["slots"]
-    if slots is not None and len(slots):
-        out["jobs_waiting_mean"] = float(slots["jobs_waiting"].mean())
-        out["decide_s_mean"] = float(slots["decide_s"].mean())
-        out["decide_s_max"] = float(slots["decide_s"].max())
-        solve = slots["solve_s"].astype(float).dropna() if "solve_s" in slots else pd.Series()
-        out["solve_s_mean"] = float(solve.mean()) if len(solve) else 0.0
-        out["solve_s_max"] = float(solve.max()) if len(solve) else 0.0
-        out["fallbacks"] = int(slots["fallback"].astype(bool).sum()) if "fallback" in slots else 0
-    else:
-        out.update(jobs_waiting_mean=math.nan, decide_s_mean=math.nan, decide_s_max=math.nan,
-                   solve_s_mean=0.0, solve_s_max=0.0, fallbacks=0)
-    out.update(site_idle(scenario))
-    out.update(_caps(result, scenario, slots, out["carbon_kg"]))
-    out.update(per_pool)
 
-    # Queues named "<kind>:<key>" (e.g. Z:guangzhou, R:job-7) are summed per kind, so the
-    # metric count stays small however many jobs a run has. A simulated run has the sums
-    # per slot already (RunResult.queue_totals, from its long-form queue trace).
+def _slot_metrics(slots: pd.DataFrame | None) -> dict[str, Any]:
+    """Jobs waiting, decision and solver seconds per slot, fallbacks."""
+    if slots is None or not len(slots):
+        return dict(jobs_waiting_mean=math.nan, decide_s_mean=math.nan, decide_s_max=math.nan,
+                    solve_s_mean=0.0, solve_s_max=0.0, fallbacks=0)
+    solve = slots["solve_s"].astype(float).dropna() if "solve_s" in slots else pd.Series()
+    return {
+        "jobs_waiting_mean": float(slots["jobs_waiting"].mean()),
+        "decide_s_mean": float(slots["decide_s"].mean()),
+        "decide_s_max": float(slots["decide_s"].max()),
+        "solve_s_mean": float(solve.mean()) if len(solve) else 0.0,
+        "solve_s_max": float(solve.max()) if len(solve) else 0.0,
+        "fallbacks": int(slots["fallback"].astype(bool).sum()) if "fallback" in slots else 0,
+    }
+
+
+def _queue_metrics(result: Any, queues: pd.DataFrame | None, slots: pd.DataFrame | None
+                   ) -> dict[str, float]:
+    """``queue_mean:<kind>`` and ``queue_max:<kind>`` of the policy's queue backlogs.
+
+    Queues named ``<kind>:<key>`` (e.g. ``Z:guangzhou``, ``R:job-7``) are summed per kind,
+    so the metric count stays small however many jobs a run has. A simulated run has the
+    sums per slot already (``RunResult.queue_totals``, from its long-form queue trace).
+    """
     totals = (result.get("queue_totals") if isinstance(result, Mapping)
               else getattr(result, "queue_totals", None))
     if totals is None:
-        queues = f["queues"]
         if queues is None and slots is not None and "queues" in slots:
             queues = pd.DataFrame([json.loads(q) for q in slots["queues"]])
         totals = None if queues is None else queue_kind_totals(queues)
+    out: dict[str, float] = {}
     if totals is not None:
         for kind in totals.columns:
             q = totals[kind].astype(float)

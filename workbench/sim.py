@@ -57,7 +57,7 @@ from tqdm.auto import tqdm
 
 from workbench import outcome, perf
 from workbench.chunks import ColumnChunks, QueueTrace
-from workbench.cubes import FORECAST_MODES, default_forecast_mode, forecast
+from workbench.cubes import FORECAST_MODES, forecast
 from workbench.estimate import OnlineEstimator, planning_speed_factor
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Datacenter, GpuPool, Job, Scenario
@@ -69,7 +69,6 @@ from workbench.policies.base import (
     Placement,
     Policy,
     SlotState,
-    inference_power_w,
 )
 
 if TYPE_CHECKING:
@@ -415,7 +414,7 @@ def simulate(
     scenario: Scenario,
     policy: Policy,
     *,
-    forecast_mode: str | None = None,
+    forecast_mode: str,
     forecast_error: float = 0.0,
     noise: float = 0.0,
     seed: int = 0,
@@ -435,12 +434,12 @@ def simulate(
         Sites, pools, links, jobs, profiles and the price/carbon cube.
     policy : Policy
         Anything with ``name``, ``reset(scenario)`` and ``decide(state, forecast)``.
-    forecast_mode, forecast_error : str or None, float
+    forecast_mode, forecast_error : str, float
         What the policy is told about future price and carbon (see
-        :func:`workbench.cubes.forecast`); the simulator always charges the truth. None
-        (default): the honest :func:`workbench.cubes.default_forecast_mode` (a published
-        tariff as published; market prices the ``model`` forecast where 28 days of history
-        precede the scenario, else seasonal naive); ``"perfect"`` is a what-if.
+        :func:`workbench.cubes.forecast`); the simulator always charges the truth. The
+        runner decides the mode (:func:`workbench.runner.forecast_mode`: the honest
+        :func:`workbench.cubes.default_forecast_mode` unless a run asks for another);
+        ``"perfect"`` is a what-if.
     noise : float
         Log-normal sigma of the hidden per-job throughput factor, of the per-slot
         throughput noise and of the noise on observed gradient noise scales (0: the job
@@ -477,8 +476,6 @@ def simulate(
     # Imported here: metrics reads RunResult frames and would otherwise import this module.
     from workbench.metrics import compute_metrics
 
-    if forecast_mode is None:
-        forecast_mode = default_forecast_mode(scenario)
     if forecast_mode not in FORECAST_MODES:
         raise ValueError(f"unknown forecast mode {forecast_mode!r}; use one of {FORECAST_MODES}")
     for value, what in ((forecast_error, "forecast_error"), (noise, "noise"),
@@ -671,7 +668,7 @@ def simulate(
                 assert job.end is not None
                 out = outcome.slot_outcome(
                     job, slot_s=slot_s, pue=dc.pue, charges=ch,
-                    inference_power_w=inference_power_w(job, pool, p.n_gpus),
+                    inference_power_w=outcome.service_power_w(job, pool, p.n_gpus),
                     up_s=(job.end - t_start).total_seconds())
                 delta = 0.0
                 # The last slot before the service's end (not merely the horizon's last).

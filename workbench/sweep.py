@@ -23,17 +23,23 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
+from workbench import runner
+from workbench.caps import Caps
 from workbench.io.plan_csv import write_csv
 from workbench.model import Scenario
-from workbench.policies import make_policy, policy_knobs
-from workbench.sim import RunResult, simulate
+from workbench.policies import policy_knobs
+from workbench.runner import BASELINE, ForecastSettings, RunSpec, SimSettings, simulate_spec
+from workbench.sim import RunResult
+
+if TYPE_CHECKING:
+    from workbench.forecast import ModelForecast
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +47,6 @@ log = logging.getLogger(__name__)
 class SweepError(ValueError):
     """A sweep cannot start (e.g. its Dask scheduler is unreachable); the message says why."""
 
-BASELINE = "asap-home"
-"""The policy percentage carbon caps refer to."""
 
 ROW_KEYS: tuple[str, ...] = (
     "policy", "V", "carbon_cap", "carbon_cap_kg", "seed", "run_id", "status", "elapsed_s",
@@ -52,74 +56,23 @@ ROW_KEYS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class CarbonCap:
-    """A carbon cap over the horizon: absolute kg, or percent below the baseline's carbon.
-
-    Exactly one of ``kg`` and ``pct_below_baseline`` is set; ``CarbonCap()`` means none.
-    """
-
-    kg: float | None = None
-    pct_below_baseline: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kg is not None and self.pct_below_baseline is not None:
-            raise ValueError("give a carbon cap in kg or in percent below the baseline, not both")
-        if self.kg is not None and not (math.isfinite(self.kg) and self.kg > 0):
-            raise ValueError(f"carbon cap must be positive kg, got {self.kg}")
-        pct = self.pct_below_baseline
-        if pct is not None and not 0 <= pct < 100:
-            raise ValueError(f"carbon cap percentage must be in [0, 100), got {pct}")
-
-    @classmethod
-    def parse(cls, text: str) -> CarbonCap:
-        """``"none"``, ``"1200"`` (kg) or ``"20%"`` (below the baseline)."""
-        raw = text.strip().lower()
-        if raw in ("", "none"):
-            return cls()
-        try:
-            if raw.endswith("%"):
-                return cls(pct_below_baseline=float(raw[:-1]))
-            return cls(kg=float(raw))
-        except ValueError as err:
-            raise ValueError(f"carbon cap {text!r}: use none, kg (e.g. 1200) or a percentage "
-                             f"below asap-home (e.g. 20%): {err}") from None
-
-    @property
-    def label(self) -> str:
-        if self.kg is not None:
-            return f"{self.kg:g}"
-        if self.pct_below_baseline is not None:
-            return f"{self.pct_below_baseline:g}%"
-        return "none"
-
-    def resolve(self, baseline_carbon_kg: float | None) -> float | None:
-        """The cap in kg, given the baseline's carbon (needed for a percentage)."""
-        if self.pct_below_baseline is None:
-            return self.kg
-        if baseline_carbon_kg is None:
-            raise ValueError("a percentage carbon cap needs the baseline's carbon")
-        return baseline_carbon_kg * (1.0 - self.pct_below_baseline / 100.0)
-
-
-@dataclass(frozen=True)
 class SweepPoint:
     """One run of the grid: a policy with its knobs, under one seed."""
 
     policy: str
     seed: int
     V: float | None = None
-    carbon_cap: CarbonCap = field(default_factory=CarbonCap)
+    carbon_cap: Caps = field(default_factory=Caps)
     knobs: Mapping[str, Any] = field(default_factory=dict)
 
-
-@dataclass(frozen=True)
-class SimSettings:
-    """Simulator settings shared by every run of a sweep (see :func:`workbench.sim.simulate`);
-    ``forecast_mode`` None is the honest default (:func:`workbench.cubes.default_forecast_mode`)."""
-
-    forecast_mode: str | None = None
-    forecast_error: float = 0.0
-    noise: float = 0.0
+    def spec(self, scenario: str, forecast: ForecastSettings, sim: SimSettings,
+             caps: Caps) -> RunSpec:
+        """The point as a run spec (its seed in ``sim``; ``caps`` already resolved)."""
+        knobs = dict(self.knobs)
+        if self.V is not None:
+            knobs["V"] = self.V
+        return RunSpec(scenario=scenario, policy=self.policy, knobs=knobs, caps=caps,
+                       forecast=forecast, sim=replace(sim, seed=self.seed), baseline=False)
 
 
 def _accepts(policy: str, knob: str) -> bool:
@@ -130,7 +83,7 @@ def sweep_points(
     policies: Sequence[str],
     *,
     V: Sequence[float] = (),
-    carbon_caps: Sequence[CarbonCap] = (),
+    carbon_caps: Sequence[Caps] = (),
     seeds: Sequence[int] = (0,),
     knobs: Mapping[str, Any] | None = None,
 ) -> list[SweepPoint]:
@@ -145,12 +98,12 @@ def sweep_points(
     out: list[SweepPoint] = []
     seen: set[tuple[Any, ...]] = set()
     policies = list(dict.fromkeys(policies))
-    if any(c.pct_below_baseline is not None for c in carbon_caps) and BASELINE not in policies:
+    if any(c.needs_baseline for c in carbon_caps) and BASELINE not in policies:
         policies.insert(0, BASELINE)
     for name in policies:
         v_grid: list[float | None] = list(V) if V and _accepts(name, "V") else [None]
         c_grid = list(carbon_caps) if carbon_caps and _accepts(name, "carbon_cap_kg") \
-            else [CarbonCap()]
+            else [Caps()]
         extra = {k: v for k, v in (knobs or {}).items() if _accepts(name, k)}
         for v, cap, seed in itertools.product(v_grid, c_grid, seeds):
             key = (name, v, cap, seed)
@@ -160,24 +113,11 @@ def sweep_points(
     return out
 
 
-def run_point(scenario: Scenario, point: SweepPoint, cap_kg: float | None,
-              settings: SimSettings) -> RunResult:
-    """Build the point's policy and simulate it (this runs on a worker)."""
-    knobs: dict[str, Any] = dict(point.knobs)
-    if point.V is not None:
-        knobs["V"] = point.V
-    if cap_kg is not None:
-        knobs["carbon_cap_kg"] = cap_kg
-    policy = make_policy(point.policy, truth=scenario, **knobs)
-    return simulate(scenario, policy, forecast_mode=settings.forecast_mode,
-                    forecast_error=settings.forecast_error, noise=settings.noise,
-                    seed=point.seed, knobs=knobs)
-
-
-def _timed_run(scenario: Scenario, point: SweepPoint, cap_kg: float | None,
-               settings: SimSettings) -> tuple[RunResult, float]:
+def run_point(scenario: Scenario, spec: RunSpec, fitted: ModelForecast | None
+              ) -> tuple[RunResult, float]:
+    """Simulate one point's spec (this runs on a worker); returns the run and its seconds."""
     t0 = time.perf_counter()
-    result = run_point(scenario, point, cap_kg, settings)
+    result, _ = simulate_spec(spec, scenario, fitted=fitted)
     return result, time.perf_counter() - t0
 
 
@@ -206,7 +146,8 @@ def run_sweep(
     n_workers: int = 2,
     threads_per_worker: int = 1,
     processes: bool = True,
-    settings: SimSettings | None = None,
+    forecast: ForecastSettings | None = None,
+    sim: SimSettings | None = None,
     progress: bool = True,
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> pd.DataFrame:
@@ -228,6 +169,10 @@ def run_sweep(
         ``n_workers`` worker processes on loopback. With ``processes=False`` the cluster
         runs in this process, one simulation at a time (Pyomo's solver-output capture is
         not thread-safe), which is for tests and debugging.
+    forecast, sim : ForecastSettings, SimSettings, optional
+        Shared by every run (each point's seed replaces ``sim.seed``). The forecast mode is
+        decided once (:func:`workbench.runner.forecast_mode`) and a model forecast fitted
+        once on the client and sent to every worker with the scenario.
     progress : bool
         A tqdm bar on stderr, advanced as runs finish.
     on_result : callable(row), optional
@@ -239,41 +184,26 @@ def run_sweep(
     ``message``; the rest of the grid still runs. A run whose percentage cap needs a failed
     baseline is skipped with ``status="skipped"``.
     """
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import as_completed
 
-    settings = settings or SimSettings()
+    forecast = forecast or ForecastSettings()
+    sim = sim or SimSettings()
     if not points:
         raise ValueError("the sweep has no runs")
-    cluster: LocalCluster | None = None
-    if scheduler_address is None:
-        # Worker processes talk over loopback TCP; threads share the in-process transport.
-        where = {"host": "127.0.0.1"} if processes else {}
-        if not processes and n_workers * threads_per_worker > 1:
-            # Pyomo's solver-output capture swaps the process's file descriptors and
-            # deadlocks when two solves overlap in one process: threads run one at a time.
-            log.warning("a threaded cluster runs one simulation at a time (Pyomo's "
-                        "output capture is not thread-safe); use processes to parallelise")
-            n_workers, threads_per_worker = 1, 1
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                               processes=processes, dashboard_address=None, **where)
-        client = Client(cluster)
-    else:
-        try:
-            client = Client(scheduler_address)
-        except (OSError, ValueError, TypeError) as exc:
-            # Unreachable (OSError after the connect timeout) or not an address at all.
-            raise SweepError(f"cannot reach the Dask scheduler {scheduler_address}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__};"
-                             " start it, or leave --scheduler out for a local cluster"
-                             ) from None
+    client, cluster = _connect(scheduler_address, n_workers, threads_per_worker, processes)
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(points), desc=f"sweep {scenario.name}", unit="run", disable=not progress)
     try:
         log.info("sweep of %d runs on %s", len(points), client.scheduler.address)
         sc_future = client.scatter(scenario, broadcast=True)
+        # The forecast is decided and fitted once for the whole grid.
+        mode = runner.forecast_mode(RunSpec(scenario.name, forecast=forecast), scenario)
+        forecast = replace(forecast, mode=mode)
+        fitted = runner.fit_forecast(scenario, mode)
+        fc_future = client.scatter(fitted, broadcast=True) if fitted is not None else None
         base_pts = [p for p in points if p.policy == BASELINE and not p.knobs]
         rest = [p for p in points if p not in base_pts]
-        needs_base = any(p.carbon_cap.pct_below_baseline is not None for p in rest)
+        needs_base = any(p.carbon_cap.needs_baseline for p in rest)
         baseline_carbon: dict[int, float] = {}
 
         def consume(futures: dict[Any, tuple[SweepPoint, float | None]]) -> None:
@@ -299,14 +229,15 @@ def run_sweep(
         def submit(pts: Sequence[SweepPoint]) -> dict[Any, tuple[SweepPoint, float | None]]:
             futures: dict[Any, tuple[SweepPoint, float | None]] = {}
             for p in pts:
-                if p.carbon_cap.pct_below_baseline is not None and p.seed not in baseline_carbon:
+                if p.carbon_cap.needs_baseline and p.seed not in baseline_carbon:
                     rows.append(_row(p, None, None, "skipped", math.nan, None,
                                      f"no {BASELINE} run for seed {p.seed} to set the cap"))
                     bar.update(1)
                     continue
-                cap_kg = p.carbon_cap.resolve(baseline_carbon.get(p.seed))
-                fut = client.submit(_timed_run, sc_future, p, cap_kg, settings, pure=False)
-                futures[fut] = (p, cap_kg)
+                caps = p.carbon_cap.resolved(baseline_carbon.get(p.seed))
+                spec = p.spec(scenario.name, forecast, sim, caps)
+                fut = client.submit(run_point, sc_future, spec, fc_future, pure=False)
+                futures[fut] = (p, caps.carbon_total_kg())
             return futures
 
         if needs_base:
@@ -324,6 +255,34 @@ def run_sweep(
         write_csv(table, csv_path)
         log.info("sweep table written to %s", csv_path)
     return table
+
+
+def _connect(scheduler_address: str | None, n_workers: int, threads_per_worker: int,
+             processes: bool) -> tuple[Any, Any]:
+    """A Dask client of the scheduler at ``scheduler_address``, or of a new ``LocalCluster``
+    on loopback (returned second, to be closed; None for an existing scheduler)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler_address is not None:
+        try:
+            return Client(scheduler_address), None
+        except (OSError, ValueError, TypeError) as exc:
+            # Unreachable (OSError after the connect timeout) or not an address at all.
+            raise SweepError(f"cannot reach the Dask scheduler {scheduler_address}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__};"
+                             " start it, or leave --scheduler out for a local cluster"
+                             ) from None
+    # Worker processes talk over loopback TCP; threads share the in-process transport.
+    where = {"host": "127.0.0.1"} if processes else {}
+    if not processes and n_workers * threads_per_worker > 1:
+        # Pyomo's solver-output capture swaps the process's file descriptors and
+        # deadlocks when two solves overlap in one process: threads run one at a time.
+        log.warning("a threaded cluster runs one simulation at a time (Pyomo's "
+                    "output capture is not thread-safe); use processes to parallelise")
+        n_workers, threads_per_worker = 1, 1
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                           processes=processes, dashboard_address=None, **where)
+    return Client(cluster), cluster
 
 
 def _store(db: str | Path, result: RunResult) -> str:
@@ -349,8 +308,6 @@ def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 __all__ = [
     "BASELINE",
     "ROW_KEYS",
-    "CarbonCap",
-    "SimSettings",
     "SweepPoint",
     "run_point",
     "run_sweep",

@@ -4,7 +4,9 @@
 ``workbench serve`` starts that server. Notebooks use the same state, views and plots.
 """
 
-from workbench.app.state import RunOutcome, WorkbenchState
+from workbench.app.running import RunOutcome
+from workbench.app.shared import SharedCache
+from workbench.app.state import WorkbenchState
 from workbench.app.views import (
     ExportView,
     GridView,
@@ -29,6 +31,7 @@ __all__ = [
     "QuoteView",
     "RunsView",
     "RunOutcome",
+    "SharedCache",
     "Sidebar",
     "WorkbenchApp",
     "WorkbenchState",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -13,6 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
+from workbench.runs import run_settings
 
 COMPARE_COLUMNS: tuple[str, ...] = (
     "policy", "cost", "cost_saving_pct", "cost_vs_offline_pct", "carbon_kg",
@@ -215,10 +215,8 @@ def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]])
     cols = ["V", "cost", "carbon_kg", "backlog", "mean_jct_h", "run_id"]
     rows = []
     for r in runs.sort_values("created_utc").itertuples():
-        try:
-            knobs = json.loads(r.knobs) if isinstance(r.knobs, str) else dict(r.knobs or {})
-        except (TypeError, ValueError):
-            continue
+        # Knobs over the simulator's settings (the slot length is a setting).
+        knobs = run_settings(r._asdict())
         m = metrics.get(r.run_id, {})
         if "V" not in knobs or "cost" not in m:
             continue

@@ -58,9 +58,11 @@ def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.
     zone = _zone(grid)
     colors = datacenter_colors(grid["region"])
     curves = [
-        hv.Curve(g, ("time", f"time ({zone})"), (variable, label), label=str(region)).opts(
+        # Names in a tooltip come from the data (escaped there), never its template (HTML).
+        hv.Curve(g, ("time", f"time ({zone})"), [(variable, label), "region"],
+                 label=str(region)).opts(
             tools=["hover"], line_width=1.5, color=colors[str(region)],
-            hover_tooltips=[("region", str(region)), ("time", "@time{%a %F %H:%M}"),
+            hover_tooltips=[("region", "@{region}"), ("time", "@time{%a %F %H:%M}"),
                             (label, f"@{{{variable}}}{{0.000}}")],
             hover_formatters={"@time": "datetime"})
         for region, g in _naive(grid).groupby("region")
@@ -198,10 +200,10 @@ def occupancy(occ: pd.DataFrame, capacity: Mapping[str, int] | None = None, *,
     for i, pool in enumerate(pools):
         colour = palette[i % len(palette)]
         g = occ[occ["pool"] == pool]
-        layers.append(hv.Curve(g, ("time", f"time ({tz})"), ("gpus_busy", "GPUs busy"),
-                               label=str(pool)).opts(
+        layers.append(hv.Curve(g, ("time", f"time ({tz})"), [("gpus_busy", "GPUs busy"),
+                                                            "pool"], label=str(pool)).opts(
             interpolation="steps-post", color=colour, line_width=1.8, tools=["hover"],
-            hover_tooltips=[("pool", str(pool)), ("time", "@time{%a %m-%d %H:%M}"),
+            hover_tooltips=[("pool", "@{pool}"), ("time", "@time{%a %m-%d %H:%M}"),
                             ("GPUs busy", "@gpus_busy{0}")],
             hover_formatters={"@time": "datetime"}))
         if capacity and pool in capacity:
@@ -278,32 +280,11 @@ def _few_value_ticks(plot: Any, element: Any) -> None:  # noqa: ARG001
             axis.ticker.desired_num_ticks = 4
 
 
-def _bar_colors(table: pd.DataFrame) -> list[str]:
+def bar_colors(table: pd.DataFrame) -> list[str]:
     """The run (first row) dark, ``asap-home`` grey, ``offline`` green, the others light."""
     run = str(table["policy"].iloc[0]) if len(table) else ""
     role = {run: "#1f6f8b", "asap-home": "#9e9e9e", "offline": "#2ca02c"}
     return [role.get(str(p), "#9ecae1") for p in table["policy"]]
-
-
-def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
-                      fmt: str = "{:,.2f}") -> str:
-    """:func:`compare_bars` as plain HTML: one labelled horizontal bar per policy, its value
-    written beside it (no Bokeh figure, so the Metrics tab draws at once)."""
-    values = pd.to_numeric(table[metric], errors="coerce")
-    top = float(values.max()) if values.notna().any() else 0.0
-    rows = []
-    for policy, v, color in zip(table["policy"], values, _bar_colors(table), strict=True):
-        width = 0.0 if not top or pd.isna(v) or v <= 0 else 100.0 * float(v) / top
-        text = "–" if pd.isna(v) else fmt.format(float(v))
-        rows.append(
-            f'<tr><td style="padding:1px 8px 1px 0;white-space:nowrap;font-size:12px">'
-            f'{policy}</td><td style="width:100%"><div style="display:flex;align-items:center">'
-            f'<div style="background:{color};height:14px;width:{width:.1f}%;min-width:1px">'
-            f'</div><span style="font-size:12px;padding-left:4px;white-space:nowrap">{text}'
-            f"</span></div></td></tr>")
-    return (f'<div class="wb-bars" style="flex:1;min-width:220px;padding:0 10px 0 0">'
-            f'<div style="font-weight:bold;font-size:13px;margin-bottom:3px">{label}</div>'
-            f'<table style="width:100%;border-collapse:collapse">{"".join(rows)}</table></div>')
 
 
 def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> hv.Bars:
@@ -312,7 +293,7 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
     ``asap-home`` (the reference of the savings) is grey, the hindsight plan (replayed,
     ``offline``) green.
     """
-    data = table.assign(color=_bar_colors(table))
+    data = table.assign(color=bar_colors(table))
     # Horizontal bars: policy names stay readable however many there are.
     return hv.Bars(data.iloc[::-1], "policy", [(metric, label or metric), "color"]).opts(
         **CALM, tools=["hover"], responsive=True, height=max(160, 30 * len(data) + 80),
@@ -340,58 +321,3 @@ def tradeoff(frame: pd.DataFrame, currency: str = "") -> hv.Element:
     return (curve * points * labels).opts(
         **CALM, responsive=True, height=300, padding=0.15,
         title="V trade-off: cost vs mean deadline backlog")
-
-
-ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (
-    ("efficiency", "efficiency (less energy)"), ("temporal", "temporal (cheaper hours)"),
-    ("spatial", "spatial (cheaper sites)"), ("movement", "movement (transfers, restarts)"),
-)
-"""The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order."""
-
-
-def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
-                          fmt: str = "{:+,.2f}") -> str:
-    """A waterfall of a saving against asap-home, as plain HTML: each part a floating bar
-    from the running total (green saves, red costs), then the total saving (dark), each
-    bar with its value written on it (no Bokeh figure: the Metrics tab draws at once).
-
-    ``unit`` names the values (``saved (CNY)``); ``parts`` are
-    :func:`workbench.metrics.attribute_savings`'s, keyed as :data:`ATTRIBUTION_LABELS`.
-    """
-    if not parts:
-        return ('<div class="wb-waterfall-empty">no attribution: run asap-home as a '
-                "comparison</div>")
-    steps: list[tuple[str, float, float, str]] = []  # label, from, to, colour
-    level = 0.0
-    for key, label in ATTRIBUTION_LABELS:
-        v = float(parts.get(key, 0.0))
-        steps.append((label, level, level + v, "#2ca02c" if v >= 0 else "#d62728"))
-        level += v
-    steps.append(("saving (total)", 0.0, level, "#1f6f8b"))
-    lo = min(0.0, *(min(a, b) for _, a, b, _ in steps))
-    hi = max(0.0, *(max(a, b) for _, a, b, _ in steps))
-    span = (hi - lo) or 1.0
-
-    def up(y: float) -> float:  # height above the chart's bottom, % of the plot area
-        return 100.0 * (y - lo) / span
-
-    cols, names = [], []
-    for label, a, b, colour in steps:
-        bottom, top = up(min(a, b)), up(max(a, b))
-        value = fmt.format(b - a)
-        cols.append(
-            f'<div style="position:relative;flex:1" title="{label}: {value} {unit}">'
-            f'<div class="wb-waterfall-bar" style="position:absolute;left:18%;right:18%;'
-            f'bottom:{bottom:.2f}%;height:max({top - bottom:.2f}%,1px);background:{colour}">'
-            f'</div><div style="position:absolute;left:0;right:0;bottom:calc({top:.2f}% + 2px);'
-            f'text-align:center;font-size:11px;white-space:nowrap">{value}</div></div>')
-        names.append(f'<div style="flex:1;text-align:center;font-size:11px;'
-                     f'line-height:1.2">{label}</div>')
-    zero = (f'<div style="position:absolute;left:0;right:0;bottom:{up(0.0):.2f}%;'
-            'border-top:1px solid #555"></div>')
-    return (f'<div class="wb-waterfall" style="flex:1;min-width:300px;padding:0 10px 0 0">'
-            f'<div style="font-weight:bold;font-size:13px;margin-bottom:4px">{title}</div>'
-            f'<div style="font-size:11px;color:#555">{unit}</div>'
-            f'<div style="position:relative;display:flex;height:190px;margin:16px 0 4px 0;'
-            f'border-left:1px solid #ccc">{zero}{"".join(cols)}</div>'
-            f'<div style="display:flex">{"".join(names)}</div></div>')

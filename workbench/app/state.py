@@ -1,25 +1,23 @@
 """The app's state: one param-based object per browser session.
 
 :class:`WorkbenchState` holds the scenario, the policy and its knobs (as parameters, so that
-widgets are made from them), and the latest run. It knows nothing about widgets: views read
-it, tests drive it directly. A run is split into :meth:`WorkbenchState.compute` (pure work,
-safe in a worker thread: it only touches the progress counter) and
-:meth:`WorkbenchState.apply` (publishes the outcome); :meth:`WorkbenchState.run_async` runs the
-first in a thread pool so that the server's event loop, and every other session, stays
-responsive.
+widgets are made from them; their rules in :mod:`workbench.app.knobs`), the shown run and the
+stored runs. It knows nothing about widgets: views read it, tests drive it directly. A run is
+split into :meth:`WorkbenchState.compute` (the sidebar parsed into a
+:class:`~workbench.app.running.RunRequest`, run by :mod:`workbench.app.running`: safe in a
+worker thread, it only touches the progress parameters) and :meth:`WorkbenchState.apply`
+(publishes the outcome); :meth:`WorkbenchState.run_async` runs the first in a thread pool so
+that the server's event loop, and every other session, stays responsive. What the sessions
+of a server share lives in a :class:`~workbench.app.shared.SharedCache`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import math
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -27,153 +25,34 @@ import param
 
 from workbench import runs as stored_runs
 from workbench import scenarios
-from workbench.cubes import FORECAST_MODES, CubeError, default_forecast_mode
-from workbench.forecast import fit_scenario
-from workbench.metrics import attribute_savings
+from workbench.app.knobs import (
+    BASELINES,
+    CAP_MODES,
+    DEFAULT_MIGRATION_THRESHOLD,
+    DEFAULT_V,
+    GPU_COUNT_CHOICES,
+    HONEST_FORECAST,
+    SLOT_MINUTES,
+    check_knob,
+)
+from workbench.app.running import (
+    RUN_ERRORS,
+    RunOutcome,
+    RunProgress,
+    RunRequest,
+    run_with_comparisons,
+)
+from workbench.app.shared import SERVER_CACHE, ComparisonKey, SharedCache
+from workbench.caps import Caps
+from workbench.cubes import FORECAST_MODES, CubeError
 from workbench.model import Scenario, ScenarioError
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
-from workbench.policies.lyapunov import V_MAX
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs
 from workbench.quote import JobSpec, Quote, quote
-from workbench.sim import AllocationError, RunResult, SlotRecord, simulate
+from workbench.runner import ForecastSettings, RunSpec
+from workbench.sim import RunResult
 from workbench.store import RUN_SETTINGS, Store, StoreError
 
 log = logging.getLogger(__name__)
-
-V_STEPS: tuple[float, ...] = (
-    0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
-)
-"""Values of the log-scale V slider."""
-
-GPU_COUNT_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-SLOT_MINUTES: tuple[int, ...] = (15, 30, 60)
-CAP_MODES: tuple[str, ...] = ("none", "global", "per datacenter")
-BASELINES: tuple[str, ...] = tuple(
-    n for n in POLICY_NAMES if n not in ("lyapunov", "greedy")
-)
-"""Policies the run is compared with in the Metrics tab (the hindsight plan included)."""
-
-
-
-def policy_default(policy: str, knob: str) -> Any:
-    """The default of ``knob`` in ``policy``'s constructor, read from its signature.
-
-    The app's widgets start from the library's defaults rather than copies of them, so a
-    change of default in the library shows up in the app.
-    """
-    parameter = policy_knobs(policy).get(knob)
-    if parameter is None or parameter.default is inspect.Parameter.empty:
-        raise KeyError(f"policy {policy!r} has no knob {knob!r} with a default")
-    return parameter.default
-
-
-DEFAULT_V: float = float(policy_default("lyapunov", "V"))
-"""Initial V of the app: :class:`workbench.policies.lyapunov.LyapunovPolicy`'s default."""
-DEFAULT_MIGRATION_THRESHOLD: float = float(policy_default("lyapunov", "migration_threshold"))
-"""Initial migration threshold of the app: the Lyapunov policy's default."""
-
-_RUN_ERRORS = (ValueError, RuntimeError, ScenarioError, StoreError, CubeError, AllocationError)
-"""What a run may raise for a bad input, an infeasible cap or a solver failure; shown to the
-user as a message (anything else is a bug and propagates)."""
-
-
-class RunCancelled(Exception):
-    """Raised inside a run (from its progress recorder) when the operator pressed Cancel."""
-
-
-class _Progress:
-    """A recorder that reports each finished slot to a callback (from the worker thread)
-    and stops the run, by raising :class:`RunCancelled`, once ``cancel`` is set."""
-
-    def __init__(self, callback: Callable[[int], None],
-                 cancel: threading.Event | None = None) -> None:
-        self._callback = callback
-        self._cancel = cancel
-
-    def start(self, run_meta: Mapping[str, Any]) -> None:  # noqa: ARG002
-        return None
-
-    def record(self, slot_record: SlotRecord) -> None:  # noqa: ARG002
-        if self._cancel is not None and self._cancel.is_set():
-            raise RunCancelled
-        self._callback(1)
-
-    def finish(self, result: RunResult) -> None:  # noqa: ARG002
-        return None
-
-
-HONEST_FORECAST = "default (honest)"
-"""The Forecast choice that runs :func:`workbench.cubes.default_forecast_mode`."""
-
-
-@dataclass
-class RunOutcome:
-    """What :meth:`WorkbenchState.compute` returns: a result, or an error, and notes."""
-
-    result: RunResult | None
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    error: str = ""
-    notes: list[str] = field(default_factory=list)
-    run_id: str | None = None
-    cancelled: bool = False
-
-
-KNOB_RULES: dict[str, tuple[float, float, bool, str]] = {
-    "V": (0.0, V_MAX, False,
-          f"V weighs cost against queue backlogs: a number > 0 and <= {V_MAX:g}"),
-    "carbon_cap_kg": (0.0, 1e9, False, "a carbon cap is kg CO2 over the horizon: a number > 0"),
-    "migration_threshold": (0.0, 10.0, True,
-                            "the migration threshold is a relative gain: a number >= 0 and <= 10"),
-    "forecast_error": (0.0, 2.0, True,
-                       "the forecast error is relative: a number >= 0 and <= 2 (200 %)"),
-}
-"""Typed knobs: (low, high, low allowed, what a valid value is). ``high`` is inclusive."""
-
-
-def check_knob(knob: str, text: str) -> tuple[float | None, str]:
-    """Parse what the operator typed for ``knob``: ``(value, "")`` or ``(None, reason)``.
-
-    A per-datacenter cap (``carbon_cap_kg:<dc>``) follows ``carbon_cap_kg``'s rule.
-    """
-    low, high, low_ok, rule = KNOB_RULES[knob.split(":", 1)[0]]
-    raw = str(text).strip().replace(",", "")
-    if not raw:
-        return None, f"empty: {rule}"
-    try:
-        value = float(raw)
-    except ValueError:
-        return None, f"{text!r} is not a number: {rule}"
-    if not math.isfinite(value) or value > high or value < low or (value == low and not low_ok):
-        return None, f"{value:g} is out of range: {rule}"
-    return value, ""
-
-
-_SHARED: dict[tuple[Any, ...], Any] = {}
-_SHARED_LOCK = threading.Lock()
-"""Read-only data shared by every session of a server: scenarios as loaded from a store,
-comparison runs of a scenario (both keyed by file, name and
-:meth:`Store.scenario_fingerprint`, so a re-import is never served stale) and stored runs
-as loaded (keyed by file and run id: a stored run does not change)."""
-
-
-def shared_scenario(db_path: str, name: str, store: Store | None = None
-                    ) -> tuple[Scenario, str]:
-    """The scenario ``name`` from the store (a built-in one the store lacks is generated in
-    memory, never written: :func:`workbench.scenarios.stored_or_builtin`) and its
-    fingerprint (:meth:`Store.scenario_fingerprint`, ``""`` for an unstored built-in):
-    loaded once per server and shared by the sessions while the stored rows are the same.
-    ``store``: an open store to read (else the file is opened)."""
-    if store is None:
-        with Store(db_path) as opened:
-            return shared_scenario(db_path, name, opened)
-    fingerprint = store.scenario_fingerprint(name)
-    key = ("scenario", db_path, name, fingerprint)
-    with _SHARED_LOCK:
-        cached = _SHARED.get(key)
-    if cached is None:
-        cached = scenarios.stored_or_builtin(store, name)
-        with _SHARED_LOCK:
-            _SHARED[key] = cached
-    return cached, fingerprint
 
 
 class WorkbenchState(param.Parameterized):
@@ -241,12 +120,12 @@ class WorkbenchState(param.Parameterized):
     tz: param.Selector[str] = param.Selector(default="UTC", objects=["UTC"], label="Times in",
                         doc="One time zone for every tab")
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, shared: SharedCache | None = None, **params: Any) -> None:
         super().__init__(**params)
-        self._lock = threading.Lock()
-        self._cancel = threading.Event()
-        self._done = 0
-        self._rows: list[dict[str, Any]] = []
+        self.shared = SERVER_CACHE if shared is None else shared
+        """What this session shares with the server's other sessions."""
+        self.run_progress = RunProgress(self.param.update)
+        """The running computation's progress (it publishes the progress parameters)."""
         self._open: dict[int, Store] = {}
         self.fingerprint = ""
         """:meth:`Store.scenario_fingerprint` of the loaded scenario (keys the comparison
@@ -296,7 +175,7 @@ class WorkbenchState(param.Parameterized):
             return
         try:
             with self.store() as store:
-                scenario, self.fingerprint = shared_scenario(self.db_path, name, store)
+                scenario, self.fingerprint = self.shared.scenario(self.db_path, name, store)
                 self._show_scenario(scenario)
         except StoreError as exc:
             self._store_failed(exc, f"cannot load scenario {name!r}")
@@ -350,11 +229,21 @@ class WorkbenchState(param.Parameterized):
         accepted = policy_knobs(name)
         return {k: v for k, v in wanted.items() if k in accepted}
 
-    def _settings(self) -> dict[str, Any]:
-        return {"forecast_mode": None if self.forecast_mode == HONEST_FORECAST
-                else self.forecast_mode,
-                "forecast_error": float(self.forecast_error) if self.forecast_mode == "noisy"
-                else 0.0}
+    def run_spec(self, sc: Scenario | None = None) -> RunSpec:
+        """The sidebar's choices as a run spec for the planning scenario ``sc`` (default:
+        :meth:`planning_scenario`). Raises ValueError naming what to fix."""
+        sc = self.planning_scenario() if sc is None else sc
+        knobs = self.knobs()
+        caps = Caps.from_knobs(carbon_cap_kg=knobs.pop("carbon_cap_kg", None))
+        return RunSpec(scenario=sc.name, policy=self.policy, knobs=knobs, caps=caps,
+                       forecast=self.forecast_settings(), baseline=False)
+
+    def forecast_settings(self) -> ForecastSettings:
+        """The sidebar's forecast: its mode (None: the honest default) and error."""
+        noisy = self.forecast_mode == "noisy"
+        return ForecastSettings(
+            mode=None if self.forecast_mode == HONEST_FORECAST else self.forecast_mode,
+            error=float(self.forecast_error) if noisy else 0.0)
 
     # -- validation ----------------------------------------------------------------------
     def enter(self, knob: str, text: str) -> str:
@@ -394,11 +283,27 @@ class WorkbenchState(param.Parameterized):
     def cancel(self) -> None:
         """Ask the running computation to stop after its current slot."""
         if self.running:
-            self._cancel.set()
+            self.run_progress.cancel_requested.set()
             self.stage = "cancelling after the current slot…"
 
+    def run_request(self) -> RunRequest:
+        """The sidebar parsed: the run, the planning scenario, the comparisons wanted.
+
+        Raises ValueError (or ScenarioError) naming what to fix.
+        """
+        sc = self.planning_scenario()
+        spec = self.run_spec(sc)
+        key = ComparisonKey(db_path=self.db_path, scenario=sc.name,
+                            fingerprint=self.fingerprint, slot_s=sc.slot_s,
+                            n_slots=sc.n_slots, forecast_mode=spec.forecast.mode,
+                            forecast_error=spec.forecast.error_in_effect)
+        return RunRequest(spec=spec, scenario=sc, key=key, db_path=self.db_path,
+                          comparisons=tuple(b for b in self.baseline_policies
+                                            if b != self.policy), save=bool(self.save_runs))
+
     def compute(self) -> RunOutcome:
-        """Run the selected policy, then the comparison policies not yet cached.
+        """Run the selected policy, then the comparison policies not yet shared
+        (:func:`workbench.app.running.run_with_comparisons`).
 
         Touches no parameter but the progress ones: safe in a worker thread. Errors a user
         can fix come back in :attr:`RunOutcome.error`; a cancelled run as ``cancelled``.
@@ -408,129 +313,15 @@ class WorkbenchState(param.Parameterized):
             return RunOutcome(result=None, error="fix the inputs first: " + "; ".join(
                 f"{k}: {v}" for k, v in errors.items()))
         try:
-            sc = self.planning_scenario()
-            knobs = self.knobs()
-            policy = make_policy(self.policy, truth=sc, **knobs)
-        except _RUN_ERRORS as exc:
+            request = self.run_request()
+        except RUN_ERRORS as exc:
             return RunOutcome(result=None, error=f"bad input: {exc}")
-        settings = self._settings()
-        key_base = ("baseline", self.db_path, sc.name, self.fingerprint, sc.slot_s, sc.n_slots,
-                    settings["forecast_mode"], settings["forecast_error"])
-        with _SHARED_LOCK:
-            todo = [b for b in self.baseline_policies
-                    if b != self.policy and (*key_base, b) not in _SHARED]
-        self._cancel.clear()
-        self._done = 0
-        self._rows = [{"policy": name, "done": 0, "total": sc.n_slots, "started_s": None,
-                       "finished_s": None} for name in [self.policy, *todo]]
-        self._rows[0]["started_s"] = time.monotonic()
-        self.param.update(progress=0, progress_max=max(sc.n_slots * (1 + len(todo)), 1),
-                          progress_rows=[dict(r) for r in self._rows],
-                          stage=f"running {self.policy} over {sc.n_slots} slots")
-        tick = _Progress(self._tick, self._cancel)
-        notes: list[str] = []
-        try:
-            # The model forecast is fitted once, for the run and its comparisons alike.
-            mode = settings["forecast_mode"] or default_forecast_mode(sc)
-            fitted = fit_scenario(sc) if mode == "model" else None
-            result = simulate(sc, policy, recorders=[tick], forecast_model=fitted,
-                              knobs={**knobs, "slot_s": sc.slot_s}, **settings)
-        except RunCancelled:
-            return RunOutcome(result=None, cancelled=True,
-                              error=f"{self.policy} run cancelled; the results shown are the "
-                              "previous run's")
-        except _RUN_ERRORS as exc:
-            return RunOutcome(result=None, error=f"{self.policy} failed: {exc}")
-        bound = getattr(policy, "bound", None)
-        if bound:
-            result.meta["bound"] = dict(bound)
-        for i, name in enumerate(todo, 1):
-            self._start_row(i)
-            self.stage = f"comparison {i}/{len(todo)}: {name} (kept for every session)"
-            try:
-                base_policy = make_policy(name, truth=sc)
-                base = simulate(sc, base_policy, recorders=[tick], forecast_model=fitted,
-                                **settings)
-            except RunCancelled:
-                notes.append(f"comparison runs cancelled from {name} on")
-                break
-            except _RUN_ERRORS as exc:
-                notes.append(f"baseline {name} unavailable: {exc}")
-                continue
-            with _SHARED_LOCK:
-                _SHARED[(*key_base, name)] = base.metrics
-                # The baseline's plan, for the attribution of a saving against it; the
-                # hindsight plan's bound, shown beside the attribution.
-                _SHARED[(*key_base, name, "plan")] = base.plan
-                bound_of = getattr(base_policy, "bound", None)
-                if bound_of:
-                    _SHARED[(*key_base, name, "bound")] = dict(bound_of)
-            if self.save_runs:
-                # Stored as comparison runs: a later session opening this run finds them.
-                try:
-                    with Store(self.db_path) as store:
-                        base_id = store.save_run({**base.meta, "status": "baseline"},
-                                                 base.plan, base.migrations, base.slots,
-                                                 base.metrics)
-                    with _SHARED_LOCK:
-                        _SHARED[(*key_base, name, "run_id")] = base_id
-                except StoreError as exc:
-                    notes.append(f"comparison run {name} not saved: {exc}")
-        baselines: dict[str, dict[str, Any]] = {}
-        with _SHARED_LOCK:
-            for name in self.baseline_policies:
-                if name != self.policy and (*key_base, name) in _SHARED:
-                    baselines[name] = _SHARED[(*key_base, name)]
-            asap_plan = _SHARED.get((*key_base, "asap-home", "plan"))
-            asap_id = _SHARED.get((*key_base, "asap-home", "run_id"))
-            hindsight = _SHARED.get((*key_base, "offline", "bound"))
-        if hindsight and "bound" not in result.meta:
-            result.meta["bound"] = dict(hindsight)
-        if asap_plan is not None and self.policy != "asap-home":
-            # Where the saving comes from, for the Metrics tab's waterfall.
-            result.meta["attribution"] = attribute_savings(result, {"plan": asap_plan}, sc)
-            if asap_id is not None:
-                # Stored with the run: reopened, it is attributed against the same plan.
-                result.meta["baseline_run_id"] = asap_id
-        run_id = None
-        if self.save_runs:
-            try:
-                with Store(self.db_path) as store:
-                    run_id = store.save_run(result.meta, result.plan, result.migrations,
-                                            result.slots, result.metrics)
-            except StoreError as exc:
-                notes.append(f"run not saved: {exc}")
-                self.store_error = f"run not saved: {exc}"
-        return RunOutcome(result=result, baselines=baselines, notes=notes, run_id=run_id)
-
-    def _start_row(self, i: int) -> None:
-        with self._lock:
-            now = time.monotonic()
-            if i > 0:
-                self._rows[i - 1]["finished_s"] = now
-            if i < len(self._rows):
-                self._rows[i]["started_s"] = now
-            self.progress_rows = [dict(r) for r in self._rows]
-
-    def _tick(self, n: int) -> None:
-        """Count finished slots; publish progress only when it moves by 1 % of the total.
-
-        Every published change is a message to the browser: thousands of them (one per slot
-        and policy) would swamp the session and slow the run down severalfold.
-        """
-        with self._lock:
-            self._done = min(self._done + n, self.progress_max)
-            for row in self._rows:
-                if row["started_s"] is not None and row["finished_s"] is None:
-                    row["done"] = min(row["done"] + n, row["total"])
-                    break
-            step = max(self.progress_max // 100, 1)
-            if self._done - self.progress >= step or self._done == self.progress_max:
-                self.param.update(progress=self._done,
-                                  progress_rows=[dict(r) for r in self._rows])
+        return run_with_comparisons(request, self.shared, self.run_progress)
 
     def apply(self, outcome: RunOutcome) -> None:
         """Publish an outcome; on error keep the previous results and show the message."""
+        if outcome.store_error:
+            self.store_error = outcome.store_error
         if outcome.result is None:
             self.say(outcome.error, "warning" if outcome.cancelled else "danger")
             return
@@ -648,11 +439,9 @@ class WorkbenchState(param.Parameterized):
         per server and shared read-only by the sessions (a stored run does not change;
         one without an attribution is read again, in case its comparison is stored since)."""
         sc = self.scenario
-        key = ("run", self.db_path, run_id, self.fingerprint)
-        with _SHARED_LOCK:
-            cached = _SHARED.get(key)
+        cached = self.shared.stored_run(self.db_path, run_id, self.fingerprint)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         res = stored_runs.load_result(store, run_id, sc)
         if sc is not None and res.meta.get("scenario") == sc.name:
             att, why = stored_runs.stored_attribution(store, run_id, sc, res)
@@ -664,8 +453,7 @@ class WorkbenchState(param.Parameterized):
                 return res  # not kept: an asap-home run stored later gives it one
         else:
             res.meta["attribution"] = att
-        with _SHARED_LOCK:
-            _SHARED[key] = res
+        self.shared.keep_stored_run(self.db_path, run_id, self.fingerprint, res)
         return res
 
     def _restore_knobs(self, info: Mapping[str, Any]) -> None:
@@ -715,9 +503,7 @@ class WorkbenchState(param.Parameterized):
         except StoreError as exc:
             self.say(f"cannot delete runs: {exc}", "danger")
             return
-        with _SHARED_LOCK:
-            for key in [k for k in _SHARED if k[0] == "run" and k[2] in run_ids]:
-                del _SHARED[key]
+        self.shared.forget_runs(self.db_path, run_ids)
         self.compare_ids = [r for r in self.compare_ids if r not in run_ids]
         if self.run_info.get("run_id") in run_ids:
             self.run_info = {**self.run_info, "run_id": None, "stored": False}
@@ -755,9 +541,11 @@ class WorkbenchState(param.Parameterized):
             sc = self.planning_scenario()
             occupancy = (self.result.slots if respect_plan and self.result is not None
                          and self.result.meta.get("slot_s") == sc.slot_s else None)
+            fc = self.forecast_settings()
             q = quote(sc, spec, carbon_price_per_kg=carbon_price_per_kg,
-                      occupancy=occupancy, **self._settings())
-        except _RUN_ERRORS as exc:
+                      occupancy=occupancy, forecast_mode=fc.mode,
+                      forecast_error=fc.error_in_effect)
+        except RUN_ERRORS as exc:
             self.say(f"quote failed: {exc}", "danger")
             return None
         self.last_quote = q
@@ -785,14 +573,3 @@ class WorkbenchState(param.Parameterized):
         if kind == "danger":
             log.warning("%s", text)
         self.param.update(message=text, message_kind=kind)
-
-
-def horizon_hours(scenario: Scenario) -> float:
-    """Length of the scenario's horizon, hours."""
-    return scenario.slot_s * scenario.n_slots / 3600.0
-
-
-def median_work(scenario: Scenario, app: str) -> float:
-    """Median ``work_samples`` of the scenario's training jobs of ``app`` (NaN if none)."""
-    works = [j.work_samples for j in scenario.jobs if j.is_training and j.app == app]
-    return float(pd.Series(works).median()) if works else math.nan

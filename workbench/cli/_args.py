@@ -111,13 +111,9 @@ def add_forecast_args(p: argparse.ArgumentParser) -> None:
                    help="relative error of --forecast noisy (default 0.1)")
 
 
-FORECAST_ERROR_DEFAULT = 0.1
-"""Relative error of ``--forecast noisy`` when ``--forecast-error`` is not given."""
-
-
 def forecast_error(args: argparse.Namespace) -> float:
-    """The ``--forecast-error`` in effect: as given, else :data:`FORECAST_ERROR_DEFAULT` for
-    ``--forecast noisy`` and 0 otherwise."""
-    if args.forecast_error is not None:
-        return float(args.forecast_error)
-    return FORECAST_ERROR_DEFAULT if args.forecast == "noisy" else 0.0
+    """The ``--forecast-error`` in effect: as given, else the default error for
+    ``--forecast noisy`` and 0 otherwise (``workbench.runner.ForecastSettings``)."""
+    from workbench.runner import ForecastSettings
+
+    return ForecastSettings(args.forecast, args.forecast_error).error_in_effect

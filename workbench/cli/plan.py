@@ -11,28 +11,34 @@ import argparse
 import json
 import math
 import sys
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from workbench.caps import Caps
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, fail, forecast_error, number
+from workbench.cli._args import add_forecast_args, fail, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
-from workbench.cubes import default_forecast_mode
-from workbench.forecast import ModelForecast, fit_scenario
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
-from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
+from workbench.metrics import ATTRIBUTION_KEYS
 from workbench.model import Scenario
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy
-from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT, Policy
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
+from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies.lyapunov import V_MAX
-from workbench.recorders import LOCK_WAIT_S, CsvRecorder, save_results
-from workbench.sim import AllocationError, Recorder, RunResult, simulate
+from workbench.recorders import LOCK_WAIT_S, CsvRecorder
+from workbench.runner import (
+    BASELINE,
+    ForecastSettings,
+    RunSpec,
+    SimSettings,
+    SpecError,
+    run_spec,
+    save_outcome,
+)
+from workbench.sim import AllocationError, Recorder, RunResult
 
-BASELINE = "asap-home"
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
@@ -96,29 +102,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def parse_carbon_cap(text: str | None) -> tuple[float | None, float | None]:
-    """``"1200"`` -> ``(1200.0, None)`` kg; ``"20%"`` -> ``(None, 20.0)`` percent below
-    the baseline. Raises ValueError with the accepted forms."""
-    if text is None:
-        return None, None
-    raw = text.strip()
-    try:
-        if raw.endswith("%"):
-            pct = float(raw[:-1])
-            if not 0 <= pct < 100:
-                raise ValueError
-            return None, pct
-        kg = float(raw)
-        if not (math.isfinite(kg) and kg > 0):
-            raise ValueError
-        return kg, None
-    except ValueError:
-        raise ValueError(
-            f"--carbon-cap {text!r}: give kg CO2 over the horizon (a positive number, e.g. "
-            "1200) or a percentage below asap-home in [0, 100) (e.g. 20%)"
-        ) from None
-
-
 def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
                       cur: str) -> list[str]:
     """The summary lines of a run's saving attribution and hindsight bound (plan, runs show)."""
@@ -168,19 +151,6 @@ def _summary(policy: str, result: RunResult) -> dict[str, Any]:
             value = None
         out[key] = value
     return out
-
-
-def _simulate(
-    scenario: Scenario, policy: Policy, knobs: dict[str, Any], args: argparse.Namespace,
-    recorders: list[Recorder], forecast_model: ModelForecast | None = None,
-) -> RunResult:
-    error = forecast_error(args)
-    return simulate(
-        scenario, policy, forecast_mode=args.forecast, forecast_error=error, noise=args.noise,
-        seed=args.seed, recorders=recorders, progress=progress_wanted(args),
-        restart_s=args.restart_s, resize_s=args.resize_s, knobs=knobs,
-        forecast_model=forecast_model,
-    )
 
 
 def _warn(name: str, result: RunResult) -> None:
@@ -271,9 +241,28 @@ def _print_summary(
         print(f"  jobs written to {args.jobs_out}")
 
 
+def spec_of(args: argparse.Namespace) -> RunSpec:
+    """The run ``plan``'s flags describe. Raises ValueError (SpecError) naming the flag."""
+    try:
+        caps = Caps.parse_carbon(args.carbon_cap, power_kw=args.power_cap_kw)
+    except ValueError as exc:
+        raise SpecError(f"--carbon-cap {args.carbon_cap!r}: {exc}") from None
+    knobs: dict[str, Any] = {}
+    for flag, key in (("V", "V"), ("migration_threshold", "migration_threshold"),
+                      ("solver", "solver")):
+        if getattr(args, flag) is not None:
+            knobs[key] = getattr(args, flag)
+    return RunSpec(
+        scenario=args.scenario, policy=args.policy, knobs=knobs, caps=caps,
+        forecast=ForecastSettings(mode=args.forecast, error=args.forecast_error),
+        sim=SimSettings(noise=args.noise, seed=args.seed, restart_s=args.restart_s,
+                        resize_s=args.resize_s),
+        baseline=not args.no_baseline)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        cap_kg, cap_pct = parse_carbon_cap(args.carbon_cap)
+        spec = spec_of(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -282,56 +271,19 @@ def run(args: argparse.Namespace) -> int:
     if bad_output:
         return fail(bad_output)
     scenario = load_or_build(args.db, args.scenario)
-    if args.forecast is None:
-        args.forecast = default_forecast_mode(scenario)
-    # The model forecast is fitted once, for the baseline and the policy alike.
-    fitted = fit_scenario(scenario) if args.forecast == "model" else None
-
-    base_result: RunResult | None = None
-    if not args.no_baseline or cap_pct is not None:
-        base_knobs = {"restart_s": args.restart_s}
-        if args.power_cap_kw is not None:
-            # Metered against the same cap (asap-home cannot honour it: it is reported).
-            base_knobs["power_cap_kw"] = args.power_cap_kw
-        base_result = _simulate(scenario, make_policy(BASELINE, restart_s=args.restart_s),
-                                base_knobs, args, [], fitted)
-        _warn(BASELINE, base_result)
-    if cap_pct is not None:
-        assert base_result is not None
-        cap_kg = base_result.metrics["carbon_kg"] * (1.0 - cap_pct / 100.0)
-
-    knobs: dict[str, Any] = {"restart_s": args.restart_s}
-    if args.V is not None:
-        knobs["V"] = args.V
-    if cap_kg is not None:
-        knobs["carbon_cap_kg"] = cap_kg
-    if args.migration_threshold is not None:
-        knobs["migration_threshold"] = args.migration_threshold
-    if args.solver is not None:
-        knobs["solver"] = args.solver
-    if args.power_cap_kw is not None:
-        knobs["power_cap_kw"] = args.power_cap_kw
-    try:
-        policy = make_policy(args.policy, truth=scenario, **knobs)
-    except TypeError as exc:
-        given = ", ".join(k for k in knobs if k != "restart_s") or "none"
-        print(f"error: policy {args.policy!r} does not accept these knobs ({given}): {exc}",
-              file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     recorders: list[Recorder] = []
     csv_rec = None if args.out is None else CsvRecorder(args.out, args.migrations_out)
     if csv_rec is not None:
         recorders.append(csv_rec)
     try:
-        result = _simulate(scenario, policy, knobs, args, recorders, fitted)
+        outcome = run_spec(spec, scenario, recorders=recorders,
+                           progress=progress_wanted(args))
+        result = outcome.result
         if args.migrations_out is not None and args.out is None:
             write_migrations_csv(result.migrations, args.migrations_out)
         if args.jobs_out is not None:
             write_jobs_csv(result.jobs, args.jobs_out)
-    except AllocationError as exc:
+    except (AllocationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
@@ -342,21 +294,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if csv_rec is not None:
             csv_rec.abort()  # no-op after a finished run; drops the partial files otherwise
+    if outcome.baseline is not None:
+        _warn(BASELINE, outcome.baseline)
     # The run and its baseline are stored together at the end, in one transaction: a plan
     # killed midway stores nothing (no dangling baseline).
-    to_store: list[tuple[RunResult, dict[str, Any]]] = []
-    mine: dict[str, Any] = {}
-    if base_result is not None and not args.no_baseline:
-        # Named before storing, so the run records what its saving is measured against.
-        base_id = uuid.uuid4().hex[:12]
-        to_store.append((base_result, {"status": "baseline", "run_id": base_id}))
-        mine["baseline_run_id"] = base_id
-    bound = getattr(policy, "bound", None)
-    if bound:
-        mine["bound"] = {"cost": float(bound["cost"]), "carbon_kg": float(bound["carbon_kg"]),
-                         "kind": str(bound["kind"])}
-    to_store.append((result, mine))
-    saved = save_results(args.db, to_store, wait_s=args.lock_wait_s)
+    saved = save_outcome(outcome, args.db, wait_s=args.lock_wait_s)
     run_id = saved.run_ids[-1]
     if saved.side_file:
         print(f"warning: store {args.db} stayed locked for {saved.waited_s:.0f} s; the "
@@ -368,9 +310,9 @@ def run(args: argparse.Namespace) -> int:
     _warn(args.policy, result)
 
     summary = _summary(args.policy, result)
-    base = _summary(BASELINE, base_result) if base_result is not None and not args.no_baseline \
-        else None
-    extra: dict[str, Any] = {"forecast": result.meta["forecast_mode"]}
+    base = None if outcome.baseline is None else _summary(BASELINE, outcome.baseline)
+    cap_kg = outcome.carbon_cap_kg
+    extra: dict[str, Any] = {"forecast": outcome.forecast_mode}
     if cap_kg is not None:
         extra.update(carbon_cap_kg=cap_kg, carbon_kg=result.metrics["carbon_kg"],
                      carbon_cap_met=bool(result.metrics.get("carbon_cap_met",
@@ -380,10 +322,10 @@ def run(args: argparse.Namespace) -> int:
         extra["carbon_cap_kg"] = None
     if args.power_cap_kw is not None:
         extra["power_cap_kw"] = args.power_cap_kw
-    if base is not None and base_result is not None:
-        extra["attribution"] = attribute_savings(result, base_result, scenario)
-    if "bound" in mine:
-        extra["bound"] = mine["bound"]
+    if outcome.attribution is not None:
+        extra["attribution"] = outcome.attribution
+    if outcome.bound is not None:
+        extra["bound"] = outcome.bound.as_dict()
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
                "run_id": run_id, "stored_in": str(saved.path), **extra}

@@ -3,7 +3,8 @@
 Bound to localhost unless ``--address`` says otherwise. Exposed beyond localhost it refuses
 to start without authentication: Panel's basic auth (``--basic-auth`` with
 ``--cookie-secret``) or an OAuth provider (``--oauth-provider`` with its key, secret and
-``--cookie-secret``).
+``--cookie-secret``). :func:`auth_kwargs` decides; the served script applies the same check
+to the ``panel serve`` command line that runs it (:func:`refuse_exposure`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import socket
 import ssl
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +77,75 @@ def auth_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if args.oauth_encryption_key:
             kwargs["oauth_encryption_key"] = args.oauth_encryption_key
     if not is_loopback(args.address) and not kwargs:
+        said = getattr(args, "address_said", None) or f"--address {args.address}"
         raise ServeError(
-            f"--address {args.address} exposes the app beyond this machine; configure "
+            f"{said} exposes the app beyond this machine; configure "
             "authentication (--basic-auth FILE --cookie-secret S, or --oauth-provider NAME "
             "--oauth-key K --oauth-secret S --cookie-secret S) or bind to 127.0.0.1"
         )
     return kwargs
+
+
+
+AUTH_ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    "basic_auth": ("PANEL_BASIC_AUTH",), "cookie_secret": ("PANEL_COOKIE_SECRET",
+                                                           "BOKEH_COOKIE_SECRET"),
+    "oauth_provider": ("PANEL_OAUTH_PROVIDER",), "oauth_key": ("PANEL_OAUTH_KEY",),
+    "oauth_secret": ("PANEL_OAUTH_SECRET",), "oauth_encryption_key": ("PANEL_OAUTH_ENCRYPTION",),
+}
+"""The authentication options :func:`auth_kwargs` reads, and the environment variables that
+``panel serve`` takes them from when its command line gives none."""
+
+
+def panel_serve_options(argv: Sequence[str], environ: Mapping[str, str]
+                        ) -> argparse.Namespace | None:
+    """The address and authentication of a ``panel serve`` (or ``bokeh serve``) command line,
+    as :func:`auth_kwargs` reads them; None when ``argv`` is not such a command.
+
+    ``argv`` is the process's command line (``sys.orig_argv``: a served script's own
+    ``sys.argv`` holds only what follows ``--args``), ``environ`` the environment Panel
+    reads the options from where the command line gives none. Without ``--address`` Bokeh
+    listens on every interface; a ``--unix-socket`` reaches this machine only.
+    """
+    words = [str(w) for w in argv]
+    start = next((i + 1 for i, w in enumerate(words) if w == "serve" and i > 0
+                  and Path(words[i - 1]).stem in ("panel", "bokeh", "__main__")), None)
+    if start is None:
+        return None
+    words = words[start:]
+    if "--args" in words:
+        words = words[:words.index("--args")]
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--address")
+    parser.add_argument("--unix-socket")
+    for option in AUTH_ENVIRONMENT:
+        parser.add_argument("--" + option.replace("_", "-"))
+    args, _ = parser.parse_known_args(words)
+    for option, names in AUTH_ENVIRONMENT.items():
+        if not getattr(args, option):
+            setattr(args, option, next((environ[n] for n in names if environ.get(n)), None))
+    if args.unix_socket:
+        args.address = "localhost"
+    elif args.address is None:
+        args.address = "0.0.0.0"
+        args.address_said = "panel serve without --address (it listens on every interface)"
+    return args
+
+
+def refuse_exposure(argv: Sequence[str], environ: Mapping[str, str]) -> None:
+    """The served script's check: a ``panel serve`` that would expose the app beyond this
+    machine without authentication (:func:`auth_kwargs`) stops with one line ``error: ...``
+    on stderr and exit status 2 (:class:`SystemExit`), as ``workbench serve`` refuses to
+    start. Anything else (loopback, authenticated, not run by ``panel serve``) passes.
+    """
+    options = panel_serve_options(argv, environ)
+    if options is None:
+        return
+    try:
+        auth_kwargs(options)
+    except ServeError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 MIN_PASSWORD_CHARS = 12

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.caps import Caps
 from workbench.cli import progress_wanted, quiet_loggers
-from workbench.cli._args import add_forecast_args, fail, forecast_error, number
+from workbench.cli._args import add_forecast_args, fail, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
 from workbench.policies.lyapunov import V_MAX
-from workbench.sweep import CarbonCap, SimSettings, SweepError, run_sweep, sweep_points
+from workbench.runner import ForecastSettings, SimSettings
+from workbench.sweep import SweepError, run_sweep, sweep_points
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "cost", "carbon_kg", "energy_kwh", "deadline_misses", "mean_jct_h", "migrations",
@@ -79,6 +81,13 @@ def _floats(text: str, what: str) -> list[float]:
     return out
 
 
+def _carbon_cap(text: str) -> Caps:
+    try:
+        return Caps.parse_carbon(text)
+    except ValueError as exc:
+        raise ValueError(f"--carbon-cap {text.strip()!r}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         policies = [s.strip() for s in args.policy.split(",") if s.strip()]
@@ -86,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ValueError(f"unknown policies {unknown}; choose from {', '.join(POLICY_NAMES)}")
         V = _floats(args.V, "--V")
-        caps = [CarbonCap.parse(s) for s in args.carbon_cap.split(",") if s.strip()]
+        caps = [_carbon_cap(s) for s in args.carbon_cap.split(",") if s.strip()]
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         if args.workers < 1:
@@ -101,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(exc)
     noise = args.noise if args.noise is not None else (0.1 if args.seeds > 1 else 0.0)
-    error = forecast_error(args)
-    settings = SimSettings(forecast_mode=args.forecast, forecast_error=error, noise=noise)
+    forecast = ForecastSettings(mode=args.forecast, error=args.forecast_error)
+    sim = SimSettings(noise=noise)
     scenario = load_or_build(args.db, args.scenario)
     import distributed  # noqa: F401 - its import sets its loggers to INFO: quiet them again
 
@@ -110,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         table = run_sweep(scenario, points, db=args.db, csv_path=args.out,
                           scheduler_address=args.scheduler, n_workers=args.workers,
-                          processes=not args.threads, settings=settings,
+                          processes=not args.threads, forecast=forecast, sim=sim,
                           progress=progress_wanted(args))
     except SweepError as exc:
         return fail(exc)

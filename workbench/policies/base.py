@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
-from workbench.model import GpuPool, Job, ScenarioView
+from workbench.model import Job, ScenarioView
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 
 __all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
@@ -141,10 +141,42 @@ class Allocation:
     queues: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class HindsightBound:
+    """A lower bound on what a plan of the scenario can cost, from perfect hindsight.
+
+    ``cost`` in the scenario's currency and ``carbon_kg`` the carbon of the bounding plan;
+    ``kind`` says where it comes from (the hindsight LP relaxation, the MILP solved to
+    optimality, or a MILP's dual bound at its time limit).
+    """
+
+    cost: float
+    carbon_kg: float
+    kind: str
+
+    def as_dict(self) -> dict[str, float | str]:
+        """``{"cost", "carbon_kg", "kind"}``, as runs store it (``meta["bound"]``)."""
+        return {"cost": float(self.cost), "carbon_kg": float(self.carbon_kg),
+                "kind": str(self.kind)}
+
+
+class NoHindsightBound:
+    """Mixin of the policies that compute no hindsight bound (all but the hindsight plan)."""
+
+    def hindsight_bound(self) -> HindsightBound | None:
+        """None: only the hindsight plan computes a bound."""
+        return None
+
+
 class Policy(Protocol):
     """A scheduling policy: one decision per slot."""
 
     name: str
+
+    def hindsight_bound(self) -> HindsightBound | None:
+        """The hindsight bound the policy computed for this run (after ``reset``), or None:
+        only a hindsight policy has one."""
+        ...
 
     def reset(self, scenario: ScenarioView) -> None:
         """Forget everything; called once before the first slot of a run with the
@@ -212,17 +244,6 @@ def check_caps(value: float | Mapping[str, float] | None, what: str, unit: str) 
         if not (isinstance(c, int | float) and math.isfinite(c) and c > 0):
             raise ValueError(f"{what} must be positive {unit} (one number, or one per "
                              f"datacenter), got {value!r}")
-
-
-def inference_power_w(job: Job, pool: GpuPool, n_gpus: int | None = None) -> float:
-    """Board power of inference service ``job`` on ``pool``, W (before PUE).
-
-    ``n`` GPUs (default: its requested count) at ``load_fraction`` between idle and maximum
-    board power: ``n * (P_idle + load_fraction * (P_max - P_idle))``.
-    """
-    n = job.requested_gpus if n_gpus is None else n_gpus
-    return n * (
-        pool.idle_power_w + job.load_fraction * (pool.max_power_w - pool.idle_power_w))
 
 
 # The batch grid lives with the slot-outcome model; kept under its old name for callers.
@@ -320,7 +341,7 @@ def slot_options(
                         m = job.batch_size
                         out = _outcome.slot_outcome(
                             job, slot_s=slot_s, pue=dc.pue, charges=ch,
-                            inference_power_w=inference_power_w(job, pool), up_s=up_s)
+                            inference_power_w=_outcome.service_power_w(job, pool), up_s=up_s)
                     cost = out.energy_kwh * price + src_cost
                     carb = out.energy_kwh * carbon / 1000.0 + src_carb
                     cols["job_index"].append(k)

@@ -42,6 +42,7 @@ from workbench.policies.base import (
     Allocation,
     Forecast,
     JobState,
+    NoHindsightBound,
     Placement,
     SlotOptions,
     SlotState,
@@ -183,7 +184,7 @@ def _window(state: SlotState, js: JobState, horizon: int, default_slack_h: float
     return max(0, min(slots, horizon))
 
 
-class _AtHome:
+class _AtHome(NoHindsightBound):
     """Baselines that keep each training job at its home site (:func:`_home_site`)."""
 
     def __init__(self, *, restart_s: float) -> None:
@@ -237,7 +238,7 @@ class AsapHome(_AtHome):
         return Allocation(placements=placements)
 
 
-class CheapestAtArrival:
+class CheapestAtArrival(NoHindsightBound):
     """At arrival, the datacenter with the cheapest mean forecast price over the expected run.
 
     The expected run is ``ceil(remaining / rate)`` slots at the requested GPUs and batch,
@@ -453,7 +454,7 @@ class CarbonScaling(_WithinSlack):
         return Allocation(placements=placements)
 
 
-class GoodputOnly:
+class GoodputOnly(NoHindsightBound):
     """Pollux-style: maximise the summed progress of all jobs under capacity, anywhere.
 
     Greedy on the options of :func:`slot_options` (ECU-optimal batch, restart and transfer

@@ -23,6 +23,7 @@ from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
     Forecast,
+    NoHindsightBound,
     SlotState,
     slot_options,
 )
@@ -93,7 +94,7 @@ def greedy_choice(
     return chosen
 
 
-class GreedyPolicy:
+class GreedyPolicy(NoHindsightBound):
     """Run every active job now, each in its cheapest option per unit of progress.
 
     Training option score: ``progress / cost`` (progress per currency unit); inference:

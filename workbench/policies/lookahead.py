@@ -76,6 +76,7 @@ from workbench.policies.base import (
     Allocation,
     Forecast,
     JobState,
+    NoHindsightBound,
     Placement,
     SlotState,
     SolveInfo,
@@ -198,7 +199,7 @@ def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np
     return st, ln
 
 
-class LookaheadPolicy:
+class LookaheadPolicy(NoHindsightBound):
     """Contention-aware receding-horizon planner (see the module docstring for the maths).
 
     Parameters

@@ -56,10 +56,10 @@ from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
     Forecast,
+    HindsightBound,
     SlotState,
     SolveInfo,
     check_caps,
-    inference_power_w,
     slot_options,
 )
 from workbench.policies.greedy import greedy_choice
@@ -138,7 +138,7 @@ def job_configs(sc: Scenario | ScenarioView, job: Job,
             if not job.is_training:
                 if job.requested_gpus <= pool.count:
                     o = outcome.slot_outcome(job, slot_s=float(sc.slot_s), pue=dc.pue,
-                                             inference_power_w=inference_power_w(job, pool))
+                                             inference_power_w=outcome.service_power_w(job, pool))
                     out.append(_Config(dc.name, pool.gpu_type, job.requested_gpus,
                                        pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
                                        0.0, o.energy_kwh))
@@ -243,9 +243,14 @@ class OfflinePolicy:
         self.shortfall: dict[str, float] = {}
         self.status = "not solved"
         self.solve_info: SolveInfo | None = None
-        self.bound: dict[str, object] = {}
+        self.bound: dict[str, float | str] = {}
+        self._bound: HindsightBound | None = None
         self.carbon_slack_kg = 0.0
         self._solved_for: ScenarioView | None = None
+
+    def hindsight_bound(self) -> HindsightBound | None:
+        """The hindsight bound of the last ``reset`` (None before it)."""
+        return self._bound
 
     # -- the model -----------------------------------------------------------------------
     def reset(self, scenario: ScenarioView) -> None:
@@ -458,7 +463,9 @@ class OfflinePolicy:
             bound_cost = min(float(h.getInfo().mip_dual_bound), self.optimum_cost)
         else:
             kind, bound_cost = "lp-relaxation", self.optimum_cost
-        self.bound = {"cost": bound_cost, "carbon_kg": self.optimum_carbon_kg, "kind": kind}
+        self._bound = HindsightBound(cost=float(bound_cost),
+                                     carbon_kg=float(self.optimum_carbon_kg), kind=kind)
+        self.bound = self._bound.as_dict()
         self.solve_info = SolveInfo(status=self.status, solve_s=solve_s,
                                     objective=self.optimum_cost,
                                     gap=None if not exact else float(h.getInfo().mip_gap))

@@ -33,6 +33,7 @@ from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
     JobState,
+    NoHindsightBound,
     Placement,
     SlotOptions,
     SlotState,
@@ -49,7 +50,7 @@ GLOBAL = "global"
 """Key of the one carbon queue under a global cap."""
 
 
-class SlotQueuePolicy:
+class SlotQueuePolicy(NoHindsightBound):
     """Knobs, queues ``R, Y, Z`` and slot helpers of a queue-based per-slot scheduler.
 
     Parameters

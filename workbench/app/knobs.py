@@ -1,0 +1,76 @@
+"""The sidebar's knobs: their choices, their defaults (read from the policies) and the rules
+a typed value must follow (:func:`check_knob`). No state: the state and the views read them."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+from workbench.policies import POLICY_NAMES, policy_knobs
+from workbench.policies.lyapunov import V_MAX
+
+V_STEPS: tuple[float, ...] = (
+    0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+)
+"""Values of the log-scale V slider."""
+
+GPU_COUNT_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+SLOT_MINUTES: tuple[int, ...] = (15, 30, 60)
+CAP_MODES: tuple[str, ...] = ("none", "global", "per datacenter")
+BASELINES: tuple[str, ...] = tuple(
+    n for n in POLICY_NAMES if n not in ("lyapunov", "greedy")
+)
+"""Policies the run is compared with in the Metrics tab (the hindsight plan included)."""
+
+
+
+def policy_default(policy: str, knob: str) -> Any:
+    """The default of ``knob`` in ``policy``'s constructor, read from its signature.
+
+    The app's widgets start from the library's defaults rather than copies of them, so a
+    change of default in the library shows up in the app.
+    """
+    parameter = policy_knobs(policy).get(knob)
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        raise KeyError(f"policy {policy!r} has no knob {knob!r} with a default")
+    return parameter.default
+
+
+DEFAULT_V: float = float(policy_default("lyapunov", "V"))
+"""Initial V of the app: :class:`workbench.policies.lyapunov.LyapunovPolicy`'s default."""
+DEFAULT_MIGRATION_THRESHOLD: float = float(policy_default("lyapunov", "migration_threshold"))
+"""Initial migration threshold of the app: the Lyapunov policy's default."""
+
+HONEST_FORECAST = "default (honest)"
+"""The Forecast choice that runs :func:`workbench.cubes.default_forecast_mode`."""
+
+
+KNOB_RULES: dict[str, tuple[float, float, bool, str]] = {
+    "V": (0.0, V_MAX, False,
+          f"V weighs cost against queue backlogs: a number > 0 and <= {V_MAX:g}"),
+    "carbon_cap_kg": (0.0, 1e9, False, "a carbon cap is kg CO2 over the horizon: a number > 0"),
+    "migration_threshold": (0.0, 10.0, True,
+                            "the migration threshold is a relative gain: a number >= 0 and <= 10"),
+    "forecast_error": (0.0, 2.0, True,
+                       "the forecast error is relative: a number >= 0 and <= 2 (200 %)"),
+}
+"""Typed knobs: (low, high, low allowed, what a valid value is). ``high`` is inclusive."""
+
+
+def check_knob(knob: str, text: str) -> tuple[float | None, str]:
+    """Parse what the operator typed for ``knob``: ``(value, "")`` or ``(None, reason)``.
+
+    A per-datacenter cap (``carbon_cap_kg:<dc>``) follows ``carbon_cap_kg``'s rule.
+    """
+    low, high, low_ok, rule = KNOB_RULES[knob.split(":", 1)[0]]
+    raw = str(text).strip().replace(",", "")
+    if not raw:
+        return None, f"empty: {rule}"
+    try:
+        value = float(raw)
+    except ValueError:
+        return None, f"{text!r} is not a number: {rule}"
+    if not math.isfinite(value) or value > high or value < low or (value == low and not low_ok):
+        return None, f"{value:g} is out of range: {rule}"
+    return value, ""

@@ -1,0 +1,329 @@
+"""The app's HTML: every fragment the views put in an HTML pane, and the one escaping helper.
+
+Every user-supplied string (scenario, datacenter, region, job, run and GPU names, currency,
+descriptions, typed values, warnings, error messages, file names) that reaches HTML or
+Markdown goes through :func:`esc` first.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import pandas as pd
+
+from workbench import runs as stored_runs
+from workbench.app.plots import bar_colors
+
+_MARKDOWN_SIGNS = str.maketrans({c: f"&#{ord(c)};" for c in "\\`*_[]~|$"})
+"""Characters Markdown would read as markup, as numeric references (text in HTML too)."""
+
+
+def esc(value: object) -> str:
+    """``value`` as text, safe in an HTML or a Markdown pane: the one escaping helper.
+
+    ``& < > " '`` become entities (no tag, no attribute, no script can start), and the
+    characters Markdown reads as markup (``\\ ` * _ [ ] ~ | $``) numeric references, so a
+    name shows as typed in either pane. Not for Markdown code spans (they show references
+    as typed): put user text in ``<code>`` instead.
+    """
+    return html.escape(str(value), quote=True).translate(_MARKDOWN_SIGNS)
+
+
+HEADLINE: tuple[tuple[str, str, str], ...] = (
+    ("cost", "Cost", "{:,.2f}"),
+    ("carbon_kg", "Carbon (kg)", "{:,.1f}"),
+    ("energy_kwh", "Energy (kWh)", "{:,.1f}"),
+    ("mean_jct_h", "Mean JCT (h)", "{:,.2f}"),
+    ("deadline_misses", "Deadline misses", "{:d}"),
+    ("migrations", "Migrations", "{:d}"),
+)
+"""Headline metrics of the Metrics tab: key, label, format (element id ``metric-<key>``)."""
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if "d}" in fmt:
+        return fmt.format(int(value))
+    return fmt.format(float(value))
+
+
+def headline_html(metrics: dict[str, Any] | None, currency: str = "") -> str:
+    """The headline metrics as HTML cards; each value sits in ``<span id="metric-KEY">``."""
+    if not metrics:
+        return '<div id="metrics-empty">No run yet: choose knobs and press <b>Run</b>.</div>'
+    cards = []
+    for key, label, fmt in HEADLINE:
+        unit = f" {esc(currency)}" if key == "cost" and currency else ""
+        cards.append(
+            f'<div class="wb-card" style="display:inline-block;margin:4px 12px 4px 0;'
+            f'padding:6px 12px;border:1px solid #ddd;border-radius:6px">'
+            f'<div style="font-size:11px;color:#666">{label}</div>'
+            f'<div style="font-size:20px"><span id="metric-{key}">{_fmt(fmt, metrics.get(key))}'
+            f"</span>{unit}</div></div>"
+        )
+    return '<div id="metrics-headline">' + "".join(cards) + "</div>"
+
+
+def banner_html(info: dict[str, Any], running: bool, warnings: list[str], tz: str) -> str:
+    """Which run the tab shows and what made it; a stale mark while a run goes; warnings."""
+    if not info:
+        return ""
+    created = info.get("created_utc")
+    when = ""
+    if created is not None:
+        stamp = pd.Timestamp(created)
+        stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
+        when = f", {stamp.tz_convert(tz):%Y-%m-%d %H:%M} {esc(tz)}"
+    stored = (f"stored run <code>{esc(info.get('run_id'))}</code>" if info.get("run_id")
+              else "not stored")
+    name = f"<b>{esc(info['name'])}</b> · " if info.get("name") else ""
+    out = (f'<div id="wb-run-banner" style="padding:4px 10px;border-left:4px solid #1f6f8b;'
+           f'background:#f4f8fa;font-size:13px">{name}{esc(stored_runs.knobs_text(info))}'
+           f'<span style="color:#666"> — {stored}{when}</span></div>')
+    if running:
+        out += ('<div id="wb-stale" style="padding:4px 10px;margin-top:4px;background:#fff3cd;'
+                'border-left:4px solid #e0a800;font-size:13px"><b>Stale:</b> a new run is '
+                'going; what follows is the run named above until it finishes.</div>')
+    if warnings:
+        items = "".join(f"<li>{esc(w)}</li>" for w in warnings[:8])
+        more = f"<li>… {len(warnings) - 8} more</li>" if len(warnings) > 8 else ""
+        out += ('<div id="wb-run-warnings" style="padding:4px 10px;margin-top:4px;'
+                'background:#fdecea;border-left:4px solid #d93025;font-size:13px">'
+                f"<b>Warnings of this run</b><ul style='margin:2px 0'>{items}{more}</ul></div>")
+    return out
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = max(seconds, 0.0)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+
+
+def progress_html(rows: list[dict[str, Any]], now: float) -> str:
+    """Per policy: a bar, the percentage and the time left (from this run's own pace; a
+    policy not started yet is estimated at the pace of those before it)."""
+    if not rows:
+        return ""
+    rates = [(r["finished_s"] or now) - r["started_s"] for r in rows
+             if r["started_s"] is not None and r["done"] > 0]
+    slots = [r["done"] for r in rows if r["started_s"] is not None and r["done"] > 0]
+    per_slot = sum(rates) / sum(slots) if slots and sum(slots) else math.nan
+    total_left = 0.0
+    lines = []
+    for r in rows:
+        pct = 100.0 * r["done"] / max(r["total"], 1)
+        if r["finished_s"] is not None or r["done"] >= r["total"]:
+            state = f"done in {_duration((r['finished_s'] or now) - r['started_s'])}"
+        elif r["started_s"] is None:
+            left = per_slot * r["total"]
+            total_left += 0 if math.isnan(left) else left
+            state = f"waiting, ~{_duration(left)}"
+        else:
+            elapsed = now - r["started_s"]
+            left = elapsed / r["done"] * (r["total"] - r["done"]) if r["done"] else math.nan
+            total_left += 0 if math.isnan(left) else left
+            state = f"{_duration(elapsed)} elapsed, ~{_duration(left)} left"
+        lines.append(
+            f'<tr><td style="padding-right:10px">{esc(r["policy"])}</td>'
+            f'<td style="width:40%"><div style="background:#e6eef1;height:10px;border-radius:5px">'
+            f'<div style="background:#1f6f8b;width:{pct:.0f}%;height:10px;border-radius:5px">'
+            f'</div></div></td><td style="padding:0 10px" class="wb-pct">{pct:.0f} %</td>'
+            f"<td>{state}</td></tr>")
+    done = sum(r["done"] for r in rows)
+    total = sum(r["total"] for r in rows)
+    return (f'<div id="wb-progress"><b>Running: {100 * done / max(total, 1):.0f} % done, '
+            f"about {_duration(total_left)} left</b> (estimates from this run's pace)"
+            f'<table style="width:100%;font-size:13px">{"".join(lines)}</table></div>')
+
+
+
+def stage_html(stage: str) -> str:
+    """What the running computation is doing now, under the progress bars."""
+    return f'<div style="color:#555;font-size:12px">{esc(stage)}</div>'
+
+
+def caps_html(caps: list[dict[str, Any]], metrics: dict[str, Any] | None = None) -> str:
+    """Every cap of a run as met or missed, beside its results.
+
+    ``caps`` are the carbon caps (:func:`workbench.app.derive.cap_status`); ``metrics`` give
+    the metered power-cap violations. Anything missed is a red warning
+    (``id="metrics-cap-warning"``); caps all met are a quiet note (``id="metrics-cap-met"``).
+    """
+    missed = []
+    for c in caps:
+        if not c["met"]:
+            where = "" if c["scope"] == "all" else f" in {esc(c['scope'])}"
+            cap, kg = float(c["cap_kg"]), float(c["carbon_kg"])
+            missed.append(f"<b>Carbon cap missed{where}:</b> {kg:,.1f} kg emitted against a cap "
+                          f"of {cap:,.1f} kg ({100 * (kg - cap) / cap:+.1f} %).")
+    n = int((metrics or {}).get("power_cap_violations", 0) or 0)
+    if n:
+        missed.append(f"<b>Power cap missed</b> in {n} datacenter-slot(s) (metered above "
+                      f"{esc((metrics or {}).get('power_cap_kw'))} kW).")
+    if missed:
+        return ('<div id="metrics-cap-warning" style="font-size:15px;padding:6px 10px;'
+                'border-left:4px solid #d62728;background:#fdecea">' + " ".join(missed)
+                + "</div>")
+    if caps:
+        met = "; ".join(("all datacenters" if c["scope"] == "all" else esc(c["scope"]))
+                        + f" {float(c['carbon_kg']):,.1f} of {float(c['cap_kg']):,.1f} kg"
+                        for c in caps)
+        return f'<div id="metrics-cap-met" style="padding:4px 10px">Carbon cap met: {met}.</div>'
+    return ""
+
+
+def savings_html(summary: dict[str, float], policy: str, currency: str = "") -> str:
+    """The run's savings as sentences; numbers sit in ``<span id="saving-KEY">``."""
+    if not summary:
+        return ""
+
+    def pct(key: str, sign: str = "") -> str:
+        v = summary.get(key, math.nan)
+        text = "–" if not math.isfinite(v) else format(v, f"{sign}.1f") + " %"
+        return f'<span id="saving-{key}">{text}</span>'
+
+    saved = summary.get("cost_saved", math.nan)
+    money = "" if not math.isfinite(saved) else f" ({saved:,.2f} {esc(currency)})"
+    parts = [f"<b>{esc(policy)}</b> against asap-home (run at once, at home): cost "
+             f"{pct('cost_saving_pct')}{money} saved, carbon {pct('carbon_saving_pct')} saved."]
+    gap = summary.get("cost_vs_offline_pct", math.nan)
+    if math.isfinite(gap):
+        parts.append(f"Cost above the hindsight plan (replayed; perfect hindsight): "
+                     f"{pct('cost_vs_offline_pct', '+')}.")
+    else:
+        parts.append("The hindsight plan was not run (add <i>offline</i> under "
+                     "<i>Compare with</i>).")
+    undone = [f"{v:.0f} more {what}" for what, v in (
+        ("jobs unfinished", summary.get("more_unfinished", math.nan)),
+        ("deadline misses", summary.get("more_misses", math.nan))) if math.isfinite(v) and v > 0]
+    if undone:
+        parts.append(f'<span id="saving-not-like-for-like" style="color:#a52a2a"><b>Not like '
+                     f"for like:</b> {' and '.join(undone)} than asap-home; the saving "
+                     "includes work this run left undone or late.</span>")
+    return ('<div id="metrics-savings" style="font-size:15px;padding:6px 10px;'
+            'border-left:4px solid #1f6f8b;background:#eef6f8">' + " ".join(parts) + "</div>")
+
+
+def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
+                      fmt: str = "{:,.2f}") -> str:
+    """:func:`workbench.app.plots.compare_bars` as plain HTML: one labelled horizontal bar
+    per policy, its value written beside it (no Bokeh figure: the Metrics tab draws at once).
+    """
+    values = pd.to_numeric(table[metric], errors="coerce")
+    top = float(values.max()) if values.notna().any() else 0.0
+    rows = []
+    for policy, v, color in zip(table["policy"], values, bar_colors(table), strict=True):
+        width = 0.0 if not top or pd.isna(v) or v <= 0 else 100.0 * float(v) / top
+        text = "–" if pd.isna(v) else fmt.format(float(v))
+        rows.append(
+            f'<tr><td style="padding:1px 8px 1px 0;white-space:nowrap;font-size:12px">'
+            f'{esc(policy)}</td><td style="width:100%">'
+            f'<div style="display:flex;align-items:center">'
+            f'<div style="background:{color};height:14px;width:{width:.1f}%;min-width:1px">'
+            f'</div><span style="font-size:12px;padding-left:4px;white-space:nowrap">{text}'
+            f"</span></div></td></tr>")
+    return (f'<div class="wb-bars" style="flex:1;min-width:220px;padding:0 10px 0 0">'
+            f'<div style="font-weight:bold;font-size:13px;margin-bottom:3px">{esc(label)}</div>'
+            f'<table style="width:100%;border-collapse:collapse">{"".join(rows)}</table></div>')
+
+
+ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (
+    ("efficiency", "efficiency (less energy)"), ("temporal", "temporal (cheaper hours)"),
+    ("spatial", "spatial (cheaper sites)"), ("movement", "movement (transfers, restarts)"),
+)
+"""The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order."""
+
+
+def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
+                          fmt: str = "{:+,.2f}") -> str:
+    """A waterfall of a saving against asap-home, as plain HTML: each part a floating bar
+    from the running total (green saves, red costs), then the total saving (dark), each
+    bar with its value written on it (no Bokeh figure: the Metrics tab draws at once).
+
+    ``unit`` names the values (``saved (CNY)``); ``parts`` are
+    :func:`workbench.metrics.attribute_savings`'s, keyed as :data:`ATTRIBUTION_LABELS`.
+    """
+    if not parts:
+        return ('<div class="wb-waterfall-empty">no attribution: run asap-home as a '
+                "comparison</div>")
+    unit, title = esc(unit), esc(title)  # both may name the scenario's currency
+    steps: list[tuple[str, float, float, str]] = []  # label, from, to, colour
+    level = 0.0
+    for key, label in ATTRIBUTION_LABELS:
+        v = float(parts.get(key, 0.0))
+        steps.append((label, level, level + v, "#2ca02c" if v >= 0 else "#d62728"))
+        level += v
+    steps.append(("saving (total)", 0.0, level, "#1f6f8b"))
+    lo = min(0.0, *(min(a, b) for _, a, b, _ in steps))
+    hi = max(0.0, *(max(a, b) for _, a, b, _ in steps))
+    span = (hi - lo) or 1.0
+
+    def up(y: float) -> float:  # height above the chart's bottom, % of the plot area
+        return 100.0 * (y - lo) / span
+
+    cols, names = [], []
+    for label, a, b, colour in steps:
+        bottom, top = up(min(a, b)), up(max(a, b))
+        value = fmt.format(b - a)
+        cols.append(
+            f'<div style="position:relative;flex:1" title="{label}: {value} {unit}">'
+            f'<div class="wb-waterfall-bar" style="position:absolute;left:18%;right:18%;'
+            f'bottom:{bottom:.2f}%;height:max({top - bottom:.2f}%,1px);background:{colour}">'
+            f'</div><div style="position:absolute;left:0;right:0;bottom:calc({top:.2f}% + 2px);'
+            f'text-align:center;font-size:11px;white-space:nowrap">{value}</div></div>')
+        names.append(f'<div style="flex:1;text-align:center;font-size:11px;'
+                     f'line-height:1.2">{label}</div>')
+    zero = (f'<div style="position:absolute;left:0;right:0;bottom:{up(0.0):.2f}%;'
+            'border-top:1px solid #555"></div>')
+    return (f'<div class="wb-waterfall" style="flex:1;min-width:300px;padding:0 10px 0 0">'
+            f'<div style="font-weight:bold;font-size:13px;margin-bottom:4px">{title}</div>'
+            f'<div style="font-size:11px;color:#555">{unit}</div>'
+            f'<div style="position:relative;display:flex;height:190px;margin:16px 0 4px 0;'
+            f'border-left:1px solid #ccc">{zero}{"".join(cols)}</div>'
+            f'<div style="display:flex">{"".join(names)}</div></div>')
+
+
+def compare_bars_row(table: pd.DataFrame, currency: str) -> str:
+    """The Metrics tab's comparison bars side by side: cost, carbon and mean JCT."""
+    return ('<div style="display:flex;flex-wrap:wrap;gap:8px">'
+            + compare_bars_html(table, "cost", f"cost ({currency})")
+            + compare_bars_html(table, "carbon_kg", "carbon (kg CO2)", "{:,.1f}")
+            + compare_bars_html(table, "mean_jct_h", "mean JCT (h)")
+            + "</div>")
+
+
+def attribution_note_html(bound: dict[str, Any] | None, currency: str) -> str:
+    """What the attribution waterfalls split, and the hindsight bound where there is one."""
+    note = ("Saving against asap-home split exactly into efficiency (less energy for the "
+            "same work: batch, GPU type and count), temporal (cheaper hours at home), "
+            "spatial (cheaper datacenters) and movement (transfers and restarts, a cost).")
+    if bound:
+        note += (f" Hindsight bound ({esc(bound['kind'])}): {float(bound['cost']):,.2f} "
+                 f"{esc(currency)}, {float(bound['carbon_kg']):,.1f} kg.")
+    return f'<div id="attribution-note">{note}</div>'
+
+
+def attribution_row(attribution: dict[str, dict[str, float]], currency: str) -> str:
+    """The cost and the carbon waterfalls of a run's attribution, side by side."""
+    return ('<div style="display:flex;flex-wrap:wrap;gap:16px">'
+            + attribution_waterfall(attribution["cost"], f"saved ({currency})",
+                                    f"where the saving comes from ({currency})")
+            + attribution_waterfall(attribution["carbon_kg"], "saved (kg CO2)",
+                                    "where the carbon saving comes from (kg)", "{:+,.1f}")
+            + "</div>")
+
+
+def title_html(title: str) -> str:
+    """The page's title bar text."""
+    return f'<div class="wb-title" style="font-size:22px;padding:10px 18px">{esc(title)}</div>'
+
+
+def code(value: object) -> str:
+    """``value`` as inline code, escaped (a Markdown code span would break on a backtick)."""
+    return f"<code>{esc(value)}</code>"

@@ -1,0 +1,202 @@
+"""The caps of a run in one typed record: carbon budgets (kg over the horizon) and power caps.
+
+A carbon budget is global (``carbon_kg``), per datacenter (``carbon_kg_by_dc``), or a
+percentage below the comparison baseline's carbon (``carbon_pct_below_baseline``, resolved
+to kg by the runner once the baseline has run: :meth:`Caps.resolved`). A power cap is
+per datacenter and slot, in kW of IT power: one number for every datacenter
+(``power_kw``) or one per datacenter (``power_kw_by_dc``).
+
+Values are checked when the record is made (positive, finite; a percentage in [0, 100)) and
+datacenter names against a scenario with :meth:`Caps.check_names`; both raise
+``ValueError`` with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+def _positive(value: Any, what: str, unit: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value > 0):
+        raise ValueError(f"{what} must be a positive finite number of {unit}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Carbon budgets and power caps of one run (all optional; ``Caps()`` caps nothing).
+
+    Attributes
+    ----------
+    carbon_kg : float, optional
+        Carbon budget over the horizon for the whole fleet, kg CO2.
+    carbon_kg_by_dc : mapping datacenter -> float
+        Carbon budget over the horizon per datacenter, kg CO2 (exclusive with the others).
+    carbon_pct_below_baseline : float, optional
+        The budget as a percentage in [0, 100) below the baseline run's carbon.
+    power_kw : float, optional
+        IT power cap of every datacenter in every slot, kW.
+    power_kw_by_dc : mapping datacenter -> float
+        IT power cap per datacenter, kW (exclusive with ``power_kw``).
+    """
+
+    carbon_kg: float | None = None
+    carbon_kg_by_dc: Mapping[str, float] = field(default_factory=dict)
+    carbon_pct_below_baseline: float | None = None
+    power_kw: float | None = None
+    power_kw_by_dc: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        given = [self.carbon_kg is not None, bool(self.carbon_kg_by_dc),
+                 self.carbon_pct_below_baseline is not None]
+        if sum(given) > 1:
+            raise ValueError("give one carbon cap: kg for the fleet, kg per datacenter, or a "
+                             "percentage below the baseline")
+        if self.power_kw is not None and self.power_kw_by_dc:
+            raise ValueError("give one power cap: kW for every datacenter or kW per datacenter")
+        if self.carbon_kg is not None:
+            object.__setattr__(self, "carbon_kg",
+                               _positive(self.carbon_kg, "carbon cap", "kg CO2"))
+        if self.power_kw is not None:
+            object.__setattr__(self, "power_kw", _positive(self.power_kw, "power cap", "kW"))
+        object.__setattr__(self, "carbon_kg_by_dc", {
+            str(k): _positive(v, f"carbon cap of {k}", "kg CO2")
+            for k, v in dict(self.carbon_kg_by_dc).items()})
+        object.__setattr__(self, "power_kw_by_dc", {
+            str(k): _positive(v, f"power cap of {k}", "kW")
+            for k, v in dict(self.power_kw_by_dc).items()})
+        pct = self.carbon_pct_below_baseline
+        if pct is not None:
+            if isinstance(pct, bool) or not isinstance(pct, int | float) or not (
+                    math.isfinite(pct) and 0 <= pct < 100):
+                raise ValueError(f"carbon cap percentage must be in [0, 100) below the "
+                                 f"baseline, got {pct!r}")
+            object.__setattr__(self, "carbon_pct_below_baseline", float(pct))
+
+    def __hash__(self) -> int:
+        return hash((self.carbon_kg, tuple(sorted(self.carbon_kg_by_dc.items())),
+                     self.carbon_pct_below_baseline, self.power_kw,
+                     tuple(sorted(self.power_kw_by_dc.items()))))
+
+    # -- construction from the knobs policies take -----------------------------------------
+    @classmethod
+    def from_knobs(cls, carbon_cap_kg: float | Mapping[str, float] | None = None,
+                   power_cap_kw: float | Mapping[str, float] | None = None) -> Caps:
+        """From the policies' ``carbon_cap_kg`` / ``power_cap_kw`` knobs (a number or a
+        mapping datacenter -> number)."""
+        carbon: dict[str, Any] = (
+            {} if carbon_cap_kg is None
+            else {"carbon_kg_by_dc": carbon_cap_kg} if isinstance(carbon_cap_kg, Mapping)
+            else {"carbon_kg": carbon_cap_kg})
+        power: dict[str, Any] = (
+            {} if power_cap_kw is None
+            else {"power_kw_by_dc": power_cap_kw} if isinstance(power_cap_kw, Mapping)
+            else {"power_kw": power_cap_kw})
+        return cls(**carbon, **power)
+
+    @classmethod
+    def parse_carbon(cls, text: str | None, **power: Any) -> Caps:
+        """``None``/``"none"`` (no cap), ``"1200"`` (kg) or ``"20%"`` (below the baseline).
+
+        Raises ValueError naming the accepted forms (the caller names the text and where
+        it came from).
+        """
+        raw = "" if text is None else str(text).strip().lower()
+        if raw in ("", "none"):
+            return cls(**power)
+        try:
+            if raw.endswith("%"):
+                return cls(carbon_pct_below_baseline=float(raw[:-1]), **power)
+            return cls(carbon_kg=float(raw), **power)
+        except ValueError:
+            raise ValueError(
+                "give kg CO2 over the horizon (a positive number, e.g. 1200) or a percentage "
+                "below asap-home in [0, 100) (e.g. 20%)") from None
+
+    # -- reading --------------------------------------------------------------------------
+    @property
+    def has_carbon(self) -> bool:
+        return (self.carbon_kg is not None or bool(self.carbon_kg_by_dc)
+                or self.carbon_pct_below_baseline is not None)
+
+    @property
+    def has_power(self) -> bool:
+        return self.power_kw is not None or bool(self.power_kw_by_dc)
+
+    @property
+    def needs_baseline(self) -> bool:
+        """A percentage budget is resolved against the baseline's carbon."""
+        return self.carbon_pct_below_baseline is not None
+
+    def carbon_total_kg(self) -> float | None:
+        """The fleet's budget in kg (the sum of per-datacenter budgets), None without one
+        or while a percentage is unresolved."""
+        if self.carbon_kg_by_dc:
+            return float(sum(self.carbon_kg_by_dc.values()))
+        return self.carbon_kg
+
+    def resolved(self, baseline_carbon_kg: float | None) -> Caps:
+        """The same caps with a percentage budget turned into kg of the baseline's carbon."""
+        pct = self.carbon_pct_below_baseline
+        if pct is None:
+            return self
+        if baseline_carbon_kg is None or not math.isfinite(baseline_carbon_kg):
+            raise ValueError("a percentage carbon cap needs the baseline's carbon")
+        return replace(self, carbon_pct_below_baseline=None,
+                       carbon_kg=baseline_carbon_kg * (1.0 - pct / 100.0))
+
+    def power_only(self) -> Caps:
+        """The power caps alone (what a comparison run is metered against)."""
+        return Caps(power_kw=self.power_kw, power_kw_by_dc=self.power_kw_by_dc)
+
+    def knobs(self) -> dict[str, Any]:
+        """The caps as the policies' knobs: ``carbon_cap_kg`` and ``power_cap_kw`` (a number
+        or a mapping datacenter -> number), only those that are set.
+
+        Raises ValueError for an unresolved percentage (:meth:`resolved` first).
+        """
+        if self.carbon_pct_below_baseline is not None:
+            raise ValueError("resolve the percentage carbon cap against the baseline first")
+        out: dict[str, Any] = {}
+        if self.carbon_kg_by_dc:
+            out["carbon_cap_kg"] = dict(self.carbon_kg_by_dc)
+        elif self.carbon_kg is not None:
+            out["carbon_cap_kg"] = self.carbon_kg
+        if self.power_kw_by_dc:
+            out["power_cap_kw"] = dict(self.power_kw_by_dc)
+        elif self.power_kw is not None:
+            out["power_cap_kw"] = self.power_kw
+        return out
+
+    def check_names(self, datacenters: Iterable[str]) -> None:
+        """Raise ValueError when a per-datacenter cap names a datacenter not in the list."""
+        known = list(datacenters)
+        for what, caps in (("carbon", self.carbon_kg_by_dc), ("power", self.power_kw_by_dc)):
+            unknown = sorted(set(caps) - set(known))
+            if unknown:
+                raise ValueError(f"{what} cap for unknown datacenter(s) {', '.join(unknown)}; "
+                                 f"the scenario has {', '.join(known)}")
+
+    @property
+    def label(self) -> str:
+        """One short line: ``"none"``, ``"1200 kg"``, ``"20%"`` (below the baseline),
+        ``"a 100 kg, b 200 kg"``, with ``"8 kW"`` power caps after a ``;``."""
+        parts = []
+        if self.carbon_kg is not None:
+            parts.append(f"{self.carbon_kg:g} kg")
+        if self.carbon_kg_by_dc:
+            parts.append(", ".join(f"{k} {v:g} kg" for k, v in self.carbon_kg_by_dc.items()))
+        if self.carbon_pct_below_baseline is not None:
+            parts.append(f"{self.carbon_pct_below_baseline:g}%")
+        if self.power_kw is not None:
+            parts.append(f"{self.power_kw:g} kW")
+        if self.power_kw_by_dc:
+            parts.append(", ".join(f"{k} {v:g} kW" for k, v in self.power_kw_by_dc.items()))
+        return "; ".join(parts) or "none"
+
+
+__all__ = ["Caps"]

@@ -1,0 +1,332 @@
+"""A run as an object: a frozen :class:`RunSpec` and the one path that runs it.
+
+Every face (``workbench plan``, the app, the sweep, the benches) parses its input into a
+:class:`RunSpec` and calls :func:`run_spec` (the run, its comparison baseline, its bound and
+its attribution) or, for one policy alone, :func:`simulate_spec`; :func:`save_outcome`
+stores what came back. Nothing else chooses the forecast, builds the policy, resolves the
+caps, reads the hindsight bound or attributes the saving:
+
+- the forecast mode is decided here alone (:func:`forecast_mode`: the spec's, else the
+  honest default of :func:`workbench.cubes.default_forecast_mode`);
+- the forecast model is fitted once per scenario (:func:`fit_forecast`) and handed to every
+  run that shares it (the baseline, the comparisons, every point of a sweep);
+- a percentage carbon cap is resolved against the baseline's carbon (:meth:`Caps.resolved`);
+- the bound comes from the policy's declared
+  :meth:`~workbench.policies.base.Policy.hindsight_bound`.
+
+The knobs stored with a run (``meta["knobs"]``) are the policy's constructor knobs plus the
+caps it is metered against, the same for every face.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from workbench.caps import Caps
+from workbench.cubes import FORECAST_MODES, default_forecast_mode
+from workbench.metrics import attribute_savings
+from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
+from workbench.policies.base import HindsightBound, Policy
+from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
+from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
+
+if TYPE_CHECKING:
+    from workbench.forecast import ModelForecast
+    from workbench.model import Scenario
+
+BASELINE = "asap-home"
+"""The comparison run of a spec (the "before" of every saving) and what percentage carbon
+caps refer to."""
+
+FORECAST_ERROR_DEFAULT = 0.1
+"""Relative error of the ``noisy`` forecast when none is given."""
+
+_OWN_FIELDS = {"carbon_cap_kg": "caps", "power_cap_kw": "caps", "restart_s": "sim",
+               "scenario": "the scenario itself"}
+"""Knobs that a spec holds in its own fields, not in ``knobs``."""
+
+
+class SpecError(ValueError):
+    """A run spec that cannot run; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    """What the policy is told about future price and carbon.
+
+    ``mode`` one of :data:`workbench.cubes.FORECAST_MODES`, or None for the honest default
+    (:func:`forecast_mode`); ``error`` the relative error of the ``noisy`` forecast (None:
+    :data:`FORECAST_ERROR_DEFAULT` for ``noisy``, 0 otherwise).
+    """
+
+    mode: str | None = None
+    error: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is not None and self.mode not in FORECAST_MODES:
+            raise SpecError(f"unknown forecast mode {self.mode!r}; use one of "
+                            f"{', '.join(FORECAST_MODES)}")
+        if self.error is not None and not (math.isfinite(self.error) and self.error >= 0):
+            raise SpecError(f"forecast error must be a finite number >= 0, got {self.error!r}")
+
+    @property
+    def error_in_effect(self) -> float:
+        if self.error is not None:
+            return float(self.error)
+        return FORECAST_ERROR_DEFAULT if self.mode == "noisy" else 0.0
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The simulator's settings (see :func:`workbench.sim.simulate`): hidden noise, its seed,
+    the seconds lost per restart and per resize, and the online estimates' EMA weight."""
+
+    noise: float = 0.0
+    seed: int = 0
+    restart_s: float = RESTART_S_DEFAULT
+    resize_s: float = RESIZE_S_DEFAULT
+    ema_alpha: float = EMA_ALPHA_DEFAULT
+
+    def __post_init__(self) -> None:
+        for value, what in ((self.noise, "noise"), (self.restart_s, "restart_s"),
+                            (self.resize_s, "resize_s")):
+            if not (math.isfinite(value) and value >= 0):
+                raise SpecError(f"{what} must be a finite number >= 0, got {value!r}")
+        if not 0 < self.ema_alpha <= 1:
+            raise SpecError(f"ema_alpha must be in (0, 1], got {self.ema_alpha!r}")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that makes a run, parsed once at the edge.
+
+    Attributes
+    ----------
+    scenario : str
+        The scenario's name (the faces load it; :func:`run_spec` checks it is the one given).
+    policy : str
+        A registered policy (:data:`workbench.policies.POLICY_NAMES`).
+    knobs : mapping
+        The policy's own knobs (``V``, ``migration_threshold``, ``gpu_counts``, ``solver``,
+        ``window_h``...); each must be one the policy takes. Caps and the restart loss have
+        their own fields.
+    caps : Caps
+        Carbon budget and power caps.
+    forecast : ForecastSettings
+    sim : SimSettings
+    baseline : bool
+        Also run :data:`BASELINE` (needed anyway for a percentage carbon cap), for the
+        saving and its attribution.
+    metered : Caps
+        Caps the run is metered against without the policy being given them (a comparison
+        run under the main run's power caps: its violations are reported).
+    """
+
+    scenario: str
+    policy: str = DEFAULT_POLICY
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    caps: Caps = field(default_factory=Caps)
+    forecast: ForecastSettings = field(default_factory=ForecastSettings)
+    sim: SimSettings = field(default_factory=SimSettings)
+    baseline: bool = True
+    metered: Caps = field(default_factory=Caps)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICY_NAMES:
+            raise SpecError(f"unknown policy {self.policy!r}; choose one of "
+                            f"{', '.join(POLICY_NAMES)}")
+        object.__setattr__(self, "knobs", dict(self.knobs))
+        accepted = policy_knobs(self.policy)
+        takes = sorted(k for k in accepted if k not in _OWN_FIELDS)
+        for knob in self.knobs:
+            if knob in _OWN_FIELDS:
+                raise SpecError(f"{knob} is set through the spec's {_OWN_FIELDS[knob]}, not "
+                                "its knobs")
+            if knob not in accepted:
+                raise SpecError(f"policy {self.policy!r} takes no knob {knob!r}; its knobs: "
+                                f"{', '.join(takes) or 'none'}")
+        for knob, has in (("carbon_cap_kg", self.caps.has_carbon),
+                          ("power_cap_kw", self.caps.has_power)):
+            if has and knob not in accepted:
+                what = "carbon" if knob == "carbon_cap_kg" else "power"
+                raise SpecError(f"policy {self.policy!r} takes no {what} cap; policies that "
+                                f"do: {', '.join(_policies_taking(knob))}")
+
+    def comparison(self, policy: str) -> RunSpec:
+        """The spec of a comparison run: ``policy`` with its default knobs, the same scenario,
+        forecast and simulator settings, metered against the same power caps (a baseline
+        does not honour them: their violations are reported)."""
+        return RunSpec(scenario=self.scenario, policy=policy, forecast=self.forecast,
+                       sim=self.sim, baseline=False, metered=self.caps.power_only())
+
+    def policy_kwargs(self, caps: Caps) -> dict[str, Any]:
+        """The policy's constructor knobs: the spec's knobs, ``caps`` (resolved) and the
+        restart loss where the policy takes them."""
+        accepted = policy_knobs(self.policy)
+        out = dict(self.knobs)
+        out.update({k: v for k, v in caps.knobs().items() if k in accepted})
+        if "restart_s" in accepted:
+            out["restart_s"] = self.sim.restart_s
+        return out
+
+
+def _policies_taking(knob: str) -> list[str]:
+    return [p for p in POLICY_NAMES if knob in policy_knobs(p)]
+
+
+@dataclass
+class RunOutcome:
+    """What :func:`run_spec` returns.
+
+    ``result`` the run; ``baseline`` the :data:`BASELINE` run (None when the spec asked for
+    none); ``bound`` the hindsight bound the policy computed (only the hindsight plan has
+    one); ``attribution`` where the saving against the baseline comes from
+    (:func:`workbench.metrics.attribute_savings`); ``caps`` the caps the run was given, a
+    percentage carbon cap resolved to kg; ``forecast_mode`` the mode decided.
+    """
+
+    spec: RunSpec
+    result: RunResult
+    baseline: RunResult | None
+    bound: HindsightBound | None
+    attribution: dict[str, dict[str, float]] | None
+    caps: Caps
+    forecast_mode: str
+
+    @property
+    def carbon_cap_kg(self) -> float | None:
+        return self.caps.carbon_total_kg()
+
+
+# -- the forecast, decided once ----------------------------------------------------------
+def forecast_mode(spec: RunSpec, scenario: Scenario) -> str:
+    """The forecast mode of ``spec`` on ``scenario``: the spec's, else the honest default."""
+    return spec.forecast.mode or default_forecast_mode(scenario)
+
+
+def fit_forecast(scenario: Scenario, mode: str) -> ModelForecast | None:
+    """The model forecast fitted on the scenario's history for mode ``"model"`` (None for
+    every other mode): fit once, hand it to every run of the scenario."""
+    if mode != "model":
+        return None
+    from workbench.forecast import fit_scenario
+
+    return fit_scenario(scenario)
+
+
+# -- running -------------------------------------------------------------------------------
+def _check(spec: RunSpec, scenario: Scenario) -> None:
+    if spec.scenario != scenario.name:
+        raise SpecError(f"the spec names scenario {spec.scenario!r} but was given "
+                        f"{scenario.name!r}")
+    spec.caps.check_names(d.name for d in scenario.datacenters)
+
+
+def simulate_spec(
+    spec: RunSpec, scenario: Scenario, *, caps: Caps | None = None,
+    fitted: ModelForecast | None = None, recorders: Sequence[Recorder] = (),
+    progress: bool = False,
+) -> tuple[RunResult, HindsightBound | None]:
+    """Build the spec's policy and simulate it (no baseline); returns the run and the bound.
+
+    ``caps`` overrides ``spec.caps`` (the runner passes them resolved); ``fitted`` is the
+    model forecast of :func:`fit_forecast` (fitted here when the mode needs it and none is
+    given). The bound is also in ``result.meta["bound"]``.
+
+    Raises
+    ------
+    SpecError
+        For caps naming unknown datacenters, or a percentage cap left unresolved.
+    ValueError
+        From the policy's own checks of its knobs (the message says which).
+    """
+    _check(spec, scenario)
+    caps = spec.caps if caps is None else caps
+    if caps.needs_baseline:
+        raise SpecError("a percentage carbon cap needs the baseline: use run_spec")
+    mode = forecast_mode(spec, scenario)
+    if fitted is None:
+        fitted = fit_forecast(scenario, mode)
+    kwargs = spec.policy_kwargs(caps)
+    policy: Policy = make_policy(spec.policy, truth=scenario, **kwargs)
+    # Stored and metered: the policy's knobs and every cap, those it is only metered
+    # against included.
+    knobs = {**kwargs, **spec.metered.knobs(), **caps.knobs()}
+    result = simulate(
+        scenario, policy, forecast_mode=mode, forecast_error=spec.forecast.error_in_effect,
+        noise=spec.sim.noise, seed=spec.sim.seed, recorders=recorders, progress=progress,
+        restart_s=spec.sim.restart_s, resize_s=spec.sim.resize_s,
+        ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted)
+    bound = policy.hindsight_bound()
+    if bound is not None:
+        result.meta["bound"] = bound.as_dict()
+    return result, bound
+
+
+def run_spec(
+    spec: RunSpec, scenario: Scenario, *, fitted: ModelForecast | None = None,
+    recorders: Sequence[Recorder] = (), baseline_recorders: Sequence[Recorder] = (),
+    progress: bool = False,
+) -> RunOutcome:
+    """Run ``spec`` on ``scenario``: its baseline first (when asked for, or needed by a
+    percentage cap), then the policy against the resolved caps; attribute the saving.
+
+    ``recorders`` see the policy's run, ``baseline_recorders`` the baseline's.
+    """
+    _check(spec, scenario)
+    mode = forecast_mode(spec, scenario)
+    if fitted is None:
+        fitted = fit_forecast(scenario, mode)
+    base: RunResult | None = None
+    if spec.baseline or spec.caps.needs_baseline:
+        base, _ = simulate_spec(spec.comparison(BASELINE), scenario, fitted=fitted,
+                                recorders=baseline_recorders, progress=progress)
+    caps = spec.caps.resolved(None if base is None else float(base.metrics["carbon_kg"]))
+    result, bound = simulate_spec(spec, scenario, caps=caps, fitted=fitted,
+                                  recorders=recorders, progress=progress)
+    attribution = (attribute_savings(result, base, scenario)
+                   if base is not None and spec.baseline and spec.policy != BASELINE else None)
+    if attribution is not None:
+        result.meta["attribution"] = attribution
+    return RunOutcome(spec=spec, result=result, baseline=base if spec.baseline else None,
+                      bound=bound, attribution=attribution, caps=caps, forecast_mode=mode)
+
+
+def save_outcome(outcome: RunOutcome, db: str | Path, *, wait_s: float | None = None
+                 ) -> SavedRuns:
+    """Store the run and its baseline together, in one transaction (a run killed midway
+    stores nothing); the run records its baseline's id and its bound.
+
+    A store locked by another process is retried for ``wait_s`` seconds, then the runs go
+    to a side file (:func:`workbench.recorders.save_results`).
+    """
+    to_store: list[tuple[RunResult, dict[str, Any]]] = []
+    mine: dict[str, Any] = {}
+    if outcome.baseline is not None:
+        base_id = uuid.uuid4().hex[:12]
+        to_store.append((outcome.baseline, {"status": "baseline", "run_id": base_id}))
+        mine["baseline_run_id"] = base_id
+    to_store.append((outcome.result, mine))
+    return save_results(db, to_store, wait_s=LOCK_WAIT_S if wait_s is None else wait_s)
+
+
+__all__ = [
+    "BASELINE",
+    "FORECAST_ERROR_DEFAULT",
+    "ForecastSettings",
+    "RunOutcome",
+    "RunSpec",
+    "SimSettings",
+    "SpecError",
+    "fit_forecast",
+    "forecast_mode",
+    "run_spec",
+    "save_outcome",
+    "simulate_spec",
+]
