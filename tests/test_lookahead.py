@@ -13,7 +13,8 @@ from helpers_policies import (
 
 from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotState
-from workbench.policies.lookahead import LookaheadPolicy, window_blocks
+from workbench.policies.lookahead import LookaheadPolicy
+from workbench.policies.window import window_blocks
 
 
 @pytest.mark.parametrize("knobs", [

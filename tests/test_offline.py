@@ -10,7 +10,8 @@ from helpers_policies import inference_job, run_slots, tiny_scenario, training_j
 from workbench.policies import make_policy, policy_knobs
 from workbench.policies.greedy import GreedyPolicy
 from workbench.policies.lookahead import LookaheadPolicy
-from workbench.policies.offline import OfflinePolicy, job_configs
+from workbench.policies.offline import OfflinePolicy
+from workbench.policies.problems import job_configs
 from workbench.policies.threshold import ThresholdPolicy
 
 
