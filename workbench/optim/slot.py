@@ -173,7 +173,13 @@ def _add_variables(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
 
 
 def _add_constraints(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Constraints: one choice per job, pool capacity, power caps, link volume."""
+    """Constraints, a row where it can bind::
+
+        sum_{k in K_j} z[k] <= 1   (= 1 for an inference job)    one choice per job j
+        sum_{k in K_p} n[k] z[k] <= C[p]                         pool p, when over-asked
+        sum_{k in K_d} P[k] z[k] <= Pcap[d]                      datacenter d, finite cap
+        sum_{k in K_l} gb[k] z[k] <= B[l] D / 8                  link l
+    """
     by_job = _groups(prob.job_index, len(prob.job_ids))
     by_pool = _groups(prob.pool_index, len(prob.pool_labels))
     by_dc = _groups(prob.dc_index, len(prob.dc_labels))

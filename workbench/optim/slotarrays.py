@@ -86,7 +86,13 @@ class SlotArrays:
 
 
 def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> SlotArrays:
-    """Build the slot MILP of ``prob`` as sparse arrays (see the module docstring).
+    """Build the slot MILP of ``prob`` as sparse arrays: one column ``z[k]`` per option,
+    weight ``coef[k]`` (maximised), bound 1 (0 when reduced away or not kept); rows::
+
+        sum_{k in K_j} z[k] <= 1   (>= 1 too for a must-place job)   job j with options
+        sum_{k in K_p} n[k] z[k] <= C[p]       pool p whose options ask for more than C[p]
+        sum_{k in K_d} P[k] z[k] <= Pcap[d]    datacenter d with options and a finite cap
+        sum_{k in K_l} gb[k] z[k] <= B[l]      link l whose options could move more than B[l]
 
     Parameters
     ----------
@@ -95,7 +101,8 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
     keep : bool array (K,), optional
         Options allowed in this slot (others get upper bound 0); the default keeps all.
         Passing a mask instead of ``prob.subset(keep)`` keeps the structure from slot to
-        slot, so that :class:`FastSlotSolver` can restart from the previous basis.
+        slot, so that :class:`~workbench.optim.fastslot.FastSlotSolver` can restart from
+        the previous basis.
     """
     n_k = prob.n_options
     n_j = len(prob.job_ids)

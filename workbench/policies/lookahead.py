@@ -67,14 +67,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.model import Job, ScenarioView
-from workbench.optim.blocklp import (
-    BlockConfig,
-    BlockProblem,
-    ConfigArrays,
-    block_columns,
-    penalty_weight,
-    solve_block_problem,
-)
+from workbench.optim import blocklp
 from workbench.optim.fallback import solve_or_greedy
 from workbench.optim.fastslot import FastSlotSolver
 from workbench.optim.info import SolveInfo
@@ -220,8 +213,8 @@ class LookaheadPolicy(NoHindsightBound):
         self.min_dwell_slots = (2 * hour if self._min_dwell_knob is None
                                 else self._min_dwell_knob)
         self._fast.reset()
-        self._cfgs: dict[str, list[BlockConfig]] = {}
-        self._cfg_arrays: dict[str, ConfigArrays] = {}
+        self._cfgs: dict[str, list[blocklp.BlockConfig]] = {}
+        self._cfg_arrays: dict[str, blocklp.ConfigArrays] = {}
         self._moved_at: dict[str, int] = {}
         self._where: dict[str, str] = {}
         self.plan = None
@@ -244,7 +237,7 @@ class LookaheadPolicy(NoHindsightBound):
                 "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots}
 
     # -- static helpers ------------------------------------------------------------------
-    def _configs(self, job: Job) -> list[BlockConfig]:
+    def _configs(self, job: Job) -> list[blocklp.BlockConfig]:
         got = self._cfgs.get(job.job_id)
         if got is None:
             assert self._sc is not None
@@ -253,8 +246,8 @@ class LookaheadPolicy(NoHindsightBound):
             self._cfgs[job.job_id] = got
         return got
 
-    def _config_table(self, jobs: list[JobState], cfgs: list[list[BlockConfig]]
-                      ) -> tuple[NDArray[np.int64], ConfigArrays]:
+    def _config_table(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]]
+                      ) -> tuple[NDArray[np.int64], blocklp.ConfigArrays]:
         """The window's configurations as arrays: per job its first row (offsets), then every
         job's configurations one after the other (each job's arrays kept with its
         configurations)."""
@@ -262,10 +255,10 @@ class LookaheadPolicy(NoHindsightBound):
         for js, cf in zip(jobs, cfgs, strict=True):
             got = self._cfg_arrays.get(js.job.job_id)
             if got is None:
-                got = self._cfg_arrays[js.job.job_id] = ConfigArrays.of(cf)
+                got = self._cfg_arrays[js.job.job_id] = blocklp.ConfigArrays.of(cf)
             parts.append(got)
         offsets = np.cumsum([0] + [len(c) for c in cfgs])[:-1].astype(np.int64)
-        return offsets, ConfigArrays.stack(parts)
+        return offsets, blocklp.ConfigArrays.stack(parts)
 
     def _slot_index(self, when: Any) -> int:
         assert self._sc is not None
@@ -313,7 +306,7 @@ class LookaheadPolicy(NoHindsightBound):
         bcarbon = np.add.reduceat(fcarbon, bstart, axis=0) / blen[:, None]
         q = self.carbon_price_per_kg
         ends, allowed, need, origin = self._window_jobs(jobs, cfgs, t, n_win)
-        job_of, blk_of, cfg_of, ubx = block_columns(
+        job_of, blk_of, cfg_of, ubx = blocklp.block_columns(
             bstart, blen, np.zeros(len(jobs), dtype=np.int64), ends, allowed)
         offsets, table = self._config_table(jobs, cfgs)
         cfg = table.take(offsets[job_of] + cfg_of)
@@ -332,14 +325,14 @@ class LookaheadPolicy(NoHindsightBound):
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
         budget = self._window_carbon_budget(state, n_win)
         pc = self.power_cap_kw
-        prob = BlockProblem(
+        prob = blocklp.BlockProblem(
             block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=cost_x, configs=cfg,
             rate=rate, carbon_kg=carb_x, must_run=~training, work_jobs=train_ids,
             need=need[train_ids],
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
-            shortfall_weight=penalty_weight(cost_x[tr] / np.maximum(rate[tr], 1e-12),
-                                            _SHORT_WEIGHT),
-            carbon_slack_weight=penalty_weight(
+            shortfall_weight=blocklp.penalty_weight(
+                cost_x[tr] / np.maximum(rate[tr], 1e-12), _SHORT_WEIGHT),
+            carbon_slack_weight=blocklp.penalty_weight(
                 cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), _SHORT_WEIGHT),
             power_cap_kw=None if pc is None else np.array(
                 [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc)
@@ -348,7 +341,7 @@ class LookaheadPolicy(NoHindsightBound):
             carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
             carbon_cap_kg=None if budget is None else np.array([budget]),
             moves=moves)
-        sol = solve_block_problem(prob, time_limit_s=self.time_limit_s)
+        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
@@ -357,8 +350,8 @@ class LookaheadPolicy(NoHindsightBound):
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
 
-    def _window_jobs(self, jobs: list[JobState], cfgs: list[list[BlockConfig]], t: int,
-                     n_win: int) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]],
+    def _window_jobs(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]],
+                     t: int, n_win: int) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]],
                                           NDArray[np.float64], list[str | None]]:
         """Per job: the end of its window (slots from ``t``), the configurations it may use
         (where its data are, or linked to there), its need (training) and where its data

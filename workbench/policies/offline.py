@@ -51,15 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.model import Job, Scenario, ScenarioView
-from workbench.optim.blocklp import (
-    BlockConfig,
-    BlockProblem,
-    BlockSolution,
-    ConfigArrays,
-    block_columns,
-    penalty_weight,
-    solve_block_problem,
-)
+from workbench.optim import blocklp
 from workbench.optim.fallback import greedy_choice
 from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
@@ -105,7 +97,7 @@ class _Horizon:
 
     jobs: list[Job]
     wins: list[tuple[int, int, float]]
-    flat: list[BlockConfig]
+    flat: list[blocklp.BlockConfig]
     starts: NDArray[np.int64]
     lens: NDArray[np.int64]
     job_of: NDArray[np.int64]
@@ -249,8 +241,8 @@ class OfflinePolicy:
         t0 = time.perf_counter()
         horizon = self._horizon(sc)
         prob = self._horizon_problem(sc, horizon)
-        sol = solve_block_problem(prob, time_limit_s=self.time_limit_s,
-                                  mip_rel_gap=self.mip_rel_gap)
+        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
+                                          mip_rel_gap=self.mip_rel_gap)
         self.status = sol.status
         solve_s = time.perf_counter() - t0
         if not (sol.optimal and sol.complete):
@@ -279,7 +271,7 @@ class OfflinePolicy:
         n_blocks = math.ceil(sc.n_slots / block)
         starts = np.arange(n_blocks) * block
         lens = np.minimum(starts + block, sc.n_slots) - starts
-        job_of, blk_of, cfg_of, ub = block_columns(
+        job_of, blk_of, cfg_of, ub = blocklp.block_columns(
             starts, lens, np.array([w[0] for w in wins], dtype=np.int64),
             np.array([w[1] for w in wins], dtype=np.int64),
             [np.ones(len(c), dtype=bool) for c in cfgs])
@@ -290,11 +282,11 @@ class OfflinePolicy:
                         bprice=np.minimum.reduceat(price, starts, axis=0),
                         bcarbon=np.minimum.reduceat(carbon, starts, axis=0))
 
-    def _horizon_problem(self, sc: Scenario, hz: _Horizon) -> BlockProblem:
+    def _horizon_problem(self, sc: Scenario, hz: _Horizon) -> blocklp.BlockProblem:
         """The block LP of the whole horizon: energy at the block's price, every job's whole
         work due in its window, the caps over the horizon; exact (binaries per slot) when
         blocks are single slots and the model has at most ``exact_max_columns`` columns."""
-        cfg = ConfigArrays.of(hz.flat).take(hz.gcfg)
+        cfg = blocklp.ConfigArrays.of(hz.flat).take(hz.gcfg)
         cost = cfg.energy_kwh * hz.bprice[hz.blk_of, cfg.dc]
         carb = cfg.energy_kwh * hz.bcarbon[hz.blk_of, cfg.dc] / 1000.0
         training = np.array([j.is_training for j in hz.jobs], dtype=bool)
@@ -315,23 +307,23 @@ class OfflinePolicy:
         power = None if pc is None else np.array(
             [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc) for n in names])
         pos_c = carb > 1e-12
-        return BlockProblem(
+        return blocklp.BlockProblem(
             block_len=hz.lens, job=hz.job_of, block=hz.blk_of, slots=hz.ub, cost=cost,
             configs=cfg, rate=cfg.rate, carbon_kg=carb, must_run=~training,
             work_jobs=train_ids, need=np.array([hz.wins[j][2] for j in train_ids]),
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float),
             slot_s=float(sc.slot_s),
             # Separate weights: a shortfall is a fraction of a job, the slack kilograms.
-            shortfall_weight=penalty_weight(cost[tr] / np.maximum(cfg.rate[tr], 1e-12),
-                                            SHORTFALL_FACTOR),
-            carbon_slack_weight=penalty_weight(cost[pos_c] / carb[pos_c],
-                                               CARBON_SLACK_FACTOR),
+            shortfall_weight=blocklp.penalty_weight(
+                cost[tr] / np.maximum(cfg.rate[tr], 1e-12), SHORTFALL_FACTOR),
+            carbon_slack_weight=blocklp.penalty_weight(cost[pos_c] / carb[pos_c],
+                                                       CARBON_SLACK_FACTOR),
             power_cap_kw=power, carbon_group=group, carbon_cap_kg=caps_kg,
             exact=self.block_slots == 1 and hz.job_of.size <= self.exact_max_columns,
             row_order=_ROW_ORDER)
 
-    def _read_solution(self, hz: _Horizon, prob: BlockProblem, sol: BlockSolution,
-                       solve_s: float) -> None:
+    def _read_solution(self, hz: _Horizon, prob: blocklp.BlockProblem,
+                       sol: blocklp.BlockSolution, solve_s: float) -> None:
         """The plan's cost, carbon and energy, its shortfalls and carbon slack, and the bound."""
         x = sol.x
         exact = prob.exact
@@ -367,7 +359,7 @@ class OfflinePolicy:
                  "MILP" if exact else "LP bound", self.optimum_cost, prob.n_x,
                  self.block_slots, solve_s)
 
-    def _plan_from(self, sc: Scenario, hz: _Horizon, prob: BlockProblem,
+    def _plan_from(self, sc: Scenario, hz: _Horizon, prob: blocklp.BlockProblem,
                    x: NDArray[np.float64]) -> None:
         """Per job: cumulative planned progress by slot end, and the preferred config."""
         n = sc.n_slots
