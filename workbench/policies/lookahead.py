@@ -350,9 +350,10 @@ class LookaheadPolicy(NoHindsightBound):
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
 
-    def _window_jobs(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]],
-                     t: int, n_win: int) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]],
-                                          NDArray[np.float64], list[str | None]]:
+    def _window_jobs(
+        self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]], t: int, n_win: int,
+    ) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]], NDArray[np.float64],
+               list[str | None]]:
         """Per job: the end of its window (slots from ``t``), the configurations it may use
         (where its data are, or linked to there), its need (training) and where its data
         are (None for an inference service)."""
