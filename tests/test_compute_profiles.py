@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workbench.compute.measure import StepMeasurement, save_measurement
-from workbench.compute.profiles import predict_profile, profile_from_measurements
+from workbench.profiles import predict_profile, profile_from_measurements
 from workbench.fit import EnergyFit
 from workbench.perf import (
     iteration_time,
@@ -34,7 +34,7 @@ def test_predict_profile_follows_the_predictor() -> None:
     import numpy as np
 
     from workbench.compute import BUILTIN_DEVICES, load_coefficients, load_graph
-    from workbench.compute.profiles import predicted_timings
+    from workbench.profiles import predicted_timings
     from workbench.fit import placement_iteration_time
 
     base = _shipped("imagenet", "A100")

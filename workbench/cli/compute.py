@@ -223,7 +223,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from workbench.compute.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
+    from workbench.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
     from workbench.perf import load_default_profiles
     from workbench.store import Store
 

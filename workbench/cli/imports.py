@@ -256,7 +256,8 @@ def arrival_span(first: Any, last: Any, start: str | None = None) -> str:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    from workbench.fit import ProfileDataError, import_profiles
+    from workbench.fit import ProfileDataError
+    from workbench.profiles import import_profiles
 
     store = _StoreOnFirstUse(args.db)
     try:

@@ -6,8 +6,6 @@
   aggregation, ring all-reduce sync, prediction interval;
 * :mod:`~workbench.compute.train`: training and leave-one-out validation on DeepBench,
   Zeus and Pollux (``workbench compute train``);
-* :mod:`~workbench.compute.profiles`: predicted :class:`~workbench.perf.JobProfile` for
-  the planner;
 * :mod:`~workbench.compute.measure`: time a training command and store the measurement.
 """
 

@@ -30,12 +30,12 @@ from scipy.optimize import least_squares
 
 from workbench.compute.devices import BUILTIN_DEVICES, DeviceSpec
 from workbench.compute.graph import Graph, load_graph
+from workbench.perf import overlap_time
 from workbench.compute.predict import (
     KERNEL_KINDS,
     N_KERNEL_FEATURES,
     Coefficients,
     SyncModel,
-    combine,
     graph_sums,
     kernel_features,
     roofline_time_s,
@@ -356,7 +356,7 @@ def fit_sync(rows: pd.DataFrame, graphs: Mapping[str, Graph],
 
     def res(theta: np.ndarray) -> np.ndarray:
         sm = model(theta)
-        pred = np.array([combine(c, sync_time_s(g, int(n), int(k), devs[d], sm), sm.gamma)
+        pred = np.array([overlap_time(c, sync_time_s(g, int(n), int(k), devs[d], sm), sm.gamma)
                          for c, g, n, k, d in zip(comp, gb, multi["gpus"], multi["nodes"],
                                                   multi["device"], strict=True)])
         return np.log(pred) - np.log(step)
