@@ -17,7 +17,7 @@ from workbench.cli._args import number
 from workbench.compute.devices import (
     DeviceSpec,
     UnknownDeviceError,
-    device_from_dict,
+    device_from_document,
     devices,
     normalise_device_name,
     save_device,
@@ -61,8 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--json", action="store_true", help="print JSON with every source")
     lst.set_defaults(func=_devices_list)
     add = dsub.add_parser("add", help="add or replace a device in the store from JSON")
-    add.add_argument("spec", type=Path, help="JSON file with the fields of `devices list "
-                     "--json` (sources optional)")
+    add.add_argument("spec", type=Path, help="JSON file: the fields of `devices list --json` "
+                     "(sources optional) or NeuSight's device config (Device, Dev_Mem, "
+                     "Mem_Bw, Num_Sm, Core_Per_SM, Freq, SingleFLOPs, L2Cache)")
     add.set_defaults(func=_devices_add)
 
     c = sub.add_parser("compute", help="train the step-time predictor; time a training run")
@@ -179,12 +180,13 @@ def _devices_list(args: argparse.Namespace) -> int:
 
         print(json.dumps([device_to_dict(d) for d in table.values()]))
         return 0
-    print(f"{'device':<14}{'FP32_TF':>8}{'TF32_TF':>8}{'FP16_TF':>8}{'mem_GB/s':>9}"
-          f"{'mem_GB':>7}{'TDP_W':>6}{'intra_GB/s':>11}{'net_Gbit/s':>11}")
+    print(f"{'device':<16}{'FP32_TF':>8}{'TF32_TF':>8}{'FP16_TF':>8}{'BF16_TF':>8}"
+          f"{'mem_GB/s':>9}{'mem_GB':>7}{'TDP_W':>6}{'SMs':>5}{'L2_MB':>6}{'intra_GB/s':>11}"
+          f"{'net_Gbit/s':>11}")
     for d in sorted(table.values(), key=lambda x: x.name):
-        print(f"{d.name:<14}{d.fp32_tflops:>8g}{d.tf32_tflops:>8g}{d.fp16_tflops:>8g}"
-              f"{d.mem_bw_gb_s:>9g}{d.memory_gb:>7g}{d.tdp_w:>6g}{d.intra_node_gb_s:>11g}"
-              f"{d.inter_node_gbit_s:>11g}")
+        print(f"{d.name:<16}{d.fp32_tflops:>8g}{d.tf32_tflops:>8g}{d.fp16_tflops:>8g}"
+              f"{d.bf16_tflops:>8g}{d.mem_bw_gb_s:>9g}{d.memory_gb:>7g}{d.tdp_w:>6g}"
+              f"{d.sms:>5}{d.l2_mb:>6g}{d.intra_node_gb_s:>11g}{d.inter_node_gbit_s:>11g}")
     print("sources: `workbench devices list --json`")
     return 0
 
@@ -194,12 +196,14 @@ def _devices_add(args: argparse.Namespace) -> int:
 
     try:
         doc = json.loads(Path(args.spec).read_text())
-        spec = device_from_dict(doc)
+        spec, assumed = device_from_document(doc, _store_devices(args.db))
     except (OSError, json.JSONDecodeError, ValueError, TypeError) as exc:
         return _fail(f"cannot read device spec {args.spec}: {exc}")
     with Store(args.db) as store:
         save_device(store, spec)
     print(f"saved device {spec.name} in {args.db}")
+    for note in assumed:
+        print(f"  assumed {note}; give the project's JSON (`devices list --json`) to set it")
     return 0
 
 
@@ -223,8 +227,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from workbench.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
     from workbench.perf import load_default_profiles
+    from workbench.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
     from workbench.store import Store
 
     with Store(args.db) as store:

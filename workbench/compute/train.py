@@ -30,7 +30,6 @@ from scipy.optimize import least_squares
 
 from workbench.compute.devices import BUILTIN_DEVICES, DeviceSpec
 from workbench.compute.graph import Graph, load_graph
-from workbench.perf import overlap_time
 from workbench.compute.predict import (
     KERNEL_KINDS,
     N_KERNEL_FEATURES,
@@ -41,6 +40,7 @@ from workbench.compute.predict import (
     roofline_time_s,
     sync_time_s,
 )
+from workbench.perf import overlap_time
 
 log = logging.getLogger(__name__)
 
