@@ -35,7 +35,8 @@ import pandas as pd
 
 from workbench.compute.devices import DeviceSpec, device
 from workbench.compute.graph import Graph, load_graph
-from workbench.compute.predict import Coefficients, load_coefficients, predict_step
+from workbench.compute.predict import Coefficients, load_coefficients, predict_step, sync_time_s
+from workbench.compute.transformer import DTYPE_BYTES
 from workbench.fit import (
     POLLUX_APPS,
     ZEUS_NETWORK_FOR_APP,
@@ -54,6 +55,7 @@ from workbench.perf import (
     EnergyParams,
     JobProfile,
     ThroughputParams,
+    overlap_time,
     profiles_to_json,
     throughput,
 )
@@ -388,3 +390,124 @@ def import_profiles(
         store.save_profiles(out)
         return len(out)
     raise ValueError(f"unknown profile kind {kind!r}; use 'pollux' or 'zeus'")
+
+
+# --------------------------------------------------------------------------- LLM jobs
+
+LLM_GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+"""GPU counts an LLM profile is predicted on (one node up to 8, then 2 and 4 nodes), times
+the tensor-parallel degree a model needs to fit."""
+
+
+def _transformer_power_shape() -> tuple[float, float, str]:
+    """Idle and full-load power as fractions of the board limit, from the shipped BERT
+    profile (the Zeus V100 squad/bert_base shape: the closest transformer measured)."""
+    from workbench.perf import load_default_profiles
+
+    bert = next((p for p in load_default_profiles() if p.app == "bert"), None)
+    if bert is None:  # pragma: no cover - the shipped profiles hold bert
+        return 0.3, 0.85, "default shape"
+    e = bert.energy
+    x = float(throughput(bert.throughput, 1, bert.efficiency.max_local_batch))
+    f1 = min((e.a1_w + e.a2_w_per_sps * x) / e.max_power_w, 1.0)
+    return e.a1_w / e.max_power_w, f1, "the shipped bert profile's (Zeus V100 squad/bert)"
+
+
+def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
+                     ) -> tuple[pd.DataFrame, int, int]:
+    """Predicted step times of an LLM job on ``target`` in the layout of
+    :func:`workbench.fit.read_pollux_timings`: data parallel over 1, 2, 4, 8 GPUs of one
+    node and 2 and 4 nodes (each replica tensor-parallel over ``tp`` GPUs when the model
+    needs it to fit), at local batches 1, 2, 4, ... up to what fits. Returns the rows, the
+    largest local batch and ``tp``."""
+    from workbench.compute.llm import load_predictor
+    from workbench.compute.step import DeviceMemoryError, predict_transformer
+    from workbench.compute.transformer import load_model_config
+
+    dev = device(target)
+    pred = predictor or load_predictor()
+    spec = load_model_config(job.model_config)
+    tp = 1
+    fits: list[tuple[int, Any]] = []
+    for tp in (1, 2, 4, 8):
+        if tp > dev.gpus_per_node:
+            break
+        fits = []
+        for b in (2 ** i for i in range(12)):
+            try:
+                fits.append((b, predict_transformer(
+                    spec, "train", job.seq_len, b, dev, pred.kernels, pred.terms, tp,
+                    "tp" if tp > 1 else "dp", job.precision)))
+            except DeviceMemoryError:
+                break
+        if fits:
+            break
+    if not fits:
+        raise ProfileDataError(f"{job.name}: {spec.name} does not fit on one node of "
+                               f"{dev.name} even with 8-way tensor parallelism")
+    rows = []
+    per_node = dev.gpus_per_node // tp
+    for b, one in fits:
+        for replicas in (1, 2, 4, 8, 16, 32):
+            nodes = max(1, -(-replicas // per_node))
+            if replicas > 1:
+                sync = sync_time_s(one.params * DTYPE_BYTES[job.precision] / tp, replicas,
+                                   nodes, dev, pred.terms.sync)
+            else:
+                sync = 0.0
+            step = (one.forward_s + float(overlap_time(one.backward_s + one.sync_s, sync,
+                                                       pred.terms.sync.gamma))
+                    + one.optimizer_s)
+            rows.append({"source": "predicted", "num_nodes": nodes,
+                         "num_replicas": replicas * tp, "local_bsz": b * 1.0 / tp,
+                         "step_time": step, "sync_time": max(step - one.step_time_s, 0.0)})
+    return pd.DataFrame(rows), fits[-1][0], tp
+
+
+def predict_llm_profile(job: Any, target: str, predictor: Any | None = None) -> JobProfile:
+    """:func:`predict_llm_profile_tp` without the tensor-parallel degree."""
+    return predict_llm_profile_tp(job, target, predictor)[0]
+
+
+def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
+                           ) -> tuple[JobProfile, int]:
+    """The planner's profile of an LLM job (:class:`workbench.compute.llm.LlmJobSpec`) on
+    ``target``: the Pollux form fitted to :func:`predict_llm_rows` (throughput in sequences
+    per second), efficiency from the critical batch size
+    (:func:`workbench.compute.llm.noise_scale_trajectory`), power from the transformer power
+    shape scaled to the target's TDP; ``derived`` and labelled with the predictor's interval
+    (widened in BF16); and the tensor-parallel degree a replica needs to fit (GPU counts
+    must be multiples of it)."""
+    from workbench.compute.llm import load_predictor, noise_scale_trajectory
+    from workbench.compute.transformer import load_model_config
+
+    pred = predictor or load_predictor()
+    dev = device(target)
+    rows, max_b, tp = predict_llm_rows(job, target, pred)
+    tp_params = fit_throughput_params(rows)
+    fit_err = mape(placement_iteration_time(tp_params, rows["num_nodes"], rows["num_replicas"],
+                                            rows["local_bsz"]), rows["step_time"])
+    spec = load_model_config(job.model_config)
+    from workbench.compute.opgraph import build_step_graph
+
+    n_layer_params = build_step_graph(spec, "inference", 1, 1).params["layers"]
+    prog, phi = noise_scale_trajectory(n_layer_params, job.seq_len, job.tokens,
+                                       job.tokens_before)
+    m0 = int(job.global_batch)
+    eff = EfficiencyParams(m0=m0, min_batch=max(1, m0 // 4), max_batch=4 * m0,
+                           max_local_batch=max(1, max_b // tp), phi_progress=prog,
+                           phi_values=phi)
+    f0, f1, shape = _transformer_power_shape()
+    x_full = float(throughput(tp_params, 1, eff.max_local_batch))
+    energy = derive_energy(f0, f1, x_full, dev.name)
+    lo, hi = pred.terms.interval("train", job.precision)
+    tp_note = f", {tp}-way tensor parallel per replica" if tp > 1 else ""
+    src = (f"throughput: predicted by the kernel-level model for {spec.name} "
+           f"({job.precision}, {job.seq_len} tokens{tp_note}) on {dev.name} (Pollux form "
+           f"fitted to {len(rows)} predicted steps, median APE {100 * fit_err:.1f}%), 90% "
+           f"interval x{math.exp(lo):.2f}..x{math.exp(hi):.2f}; efficiency: critical batch "
+           f"(Kaplan et al. 2020) phi {phi[0]:.0f}..{phi[-1]:.0f} sequences; energy: "
+           f"{shape} shape {f0:.2f}..{f1:.2f} of {dev.tdp_w:.0f} W")
+    return JobProfile(app=job.name, gpu_type=dev.name, throughput=tp_params, efficiency=eff,
+                      energy=energy, derived=True, source=src,
+                      step_time_interval=(math.exp(lo), math.exp(hi))), tp

@@ -4,7 +4,8 @@ The folder (a snapshot of the NeuSight artifact, Lee et al., *NeuSight: Forecast
 Performance for Deep Learning Training and Inference*, ASPLOS 2025) holds
 
 * ``kernels/<op>/<device>.csv.gz``: measured kernels (``Latency`` ms) with their shapes:
-  ``linear``/``bmm`` ``B, M, N, K``; ``conv`` ``B, Input_Channel, Output_Channel,
+  ``linear``/``bmm`` ``B, M, N, K`` (an ``M x K`` result reduced over ``N``, as the launch
+  grids show); ``conv`` ``B, Input_Channel, Output_Channel,
   Kernel_Szie, Input_Size, Stride, Padding``; ``ln``, ``softmax`` and ten element-wise
   ops ``B, H`` (rows, columns);
 * ``step_times/<device>/<model>-<train|inf>-<seq>-<batch>[-fusion].json``: measured step
@@ -92,8 +93,10 @@ def read_kernels(folder: Path | str, ops: tuple[str, ...] = KERNEL_FOLDERS) -> p
             dev = _device(f.name.removesuffix(".csv.gz"))
             out = pd.DataFrame({"device": dev, "time_s": d["Latency"].to_numpy(float) / 1e3})
             if op in ("linear", "bmm"):
+                # The launch grids show an M x K result reduced over N (a 128x64 tile grid
+                # of ceil(K/128) x ceil(M/64)): in Kernel's (B, rows, cols, reduction) order.
                 out["kind"], out["op"] = op, ""
-                dims = [d["B"], d["M"], d["N"], d["K"]]
+                dims = [d["B"], d["M"], d["K"], d["N"]]
             elif op == "conv":
                 out["kind"], out["op"] = "conv", ""
                 dims = [d["B"], d["Input_Channel"], d["Output_Channel"], d["Kernel_Szie"],

@@ -96,6 +96,7 @@ class StepGraph:
     params: Mapping[str, float] = field(default_factory=dict)
     tp_allreduces: tuple[tuple[float, int], ...] = ()
     head: str = "lm"
+    hidden: int = 0
 
     def select(self, phase: str | None = None, kind: str | None = None) -> list[Kernel]:
         """Kernels of one phase and/or kind."""
@@ -582,7 +583,7 @@ def build_step_graph(spec: ModelSpec, mode: str, seq_len: int, batch: int,
     act = float(batch * seq_len * spec.hidden * DTYPE_BYTES[precision])
     ar = ((act, b.allreduce_fwd * (2 if mode == "train" else 1)),) if tp > 1 else ()
     return StepGraph(spec.name, mode, int(seq_len), int(batch), precision, int(tp),
-                     tuple(merge_kernels(b.out)), params, ar, head)
+                     tuple(merge_kernels(b.out)), params, ar, head, spec.hidden)
 
 
 def merge_kernels(kernels: Iterable[Kernel]) -> list[Kernel]:
