@@ -224,9 +224,6 @@ def main() -> None:
     args.out.write_text(text)
 
 
-if __name__ == "__main__":
-    main()
-
 
 # --------------------------------------------------------------------------- transformers
 
@@ -365,3 +362,7 @@ def app_kernel_table(data: Path, without: dict, full: object) -> str:
                  f"{_pct(np.median(np.concatenate(cur_all)))} | "
                  f"{_pct(np.median(np.concatenate(new_all)))} |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

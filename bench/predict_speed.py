@@ -53,9 +53,9 @@ def main() -> None:
     print(f"baseline predict --app imagenet, 8 x A100: first {1e3 * base_first:.0f} ms, "
           f"then {1e3 * base:.1f} ms")
     print(f"{'configuration':<40}{'first_ms':>10}{'warm_ms':>10}{'warm/baseline':>15}")
-    cases = [("gpt2-large train b8 s1024", MODELS / "gpt2-large.json", "train", 1024, 8),
+    cases = [("gpt2-large train b4 s1024", MODELS / "gpt2-large.json", "train", 1024, 4),
              ("gpt2-large inference b8 s1024", MODELS / "gpt2-large.json", "inference", 1024, 8),
-             ("opt-1.3b train b4 s2048", MODELS / "opt-1.3b.json", "train", 2048, 4),
+             ("opt-1.3b train b1 s2048", MODELS / "opt-1.3b.json", "train", 2048, 1),
              ("llama-2-7b inference b1 s2048", MODELS / "llama-2-7b.json", "inference", 2048, 1),
              ("switch-xl inference b2 s512", None, "inference", 512, 2)]
     worst = 0.0

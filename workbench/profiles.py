@@ -394,6 +394,9 @@ def import_profiles(
 
 # --------------------------------------------------------------------------- LLM jobs
 
+ACCUMULATION_STEPS: tuple[int, ...] = (2, 4, 8, 16, 32)
+"""Micro-batches accumulated per optimizer step beyond the largest batch that fits."""
+
 LLM_GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 """GPU counts an LLM profile is predicted on (one node up to 8, then 2 and 4 nodes), times
 the tensor-parallel degree a model needs to fit."""
@@ -418,8 +421,10 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
     """Predicted step times of an LLM job on ``target`` in the layout of
     :func:`workbench.fit.read_pollux_timings`: data parallel over 1, 2, 4, 8 GPUs of one
     node and 2 and 4 nodes (each replica tensor-parallel over ``tp`` GPUs when the model
-    needs it to fit), at local batches 1, 2, 4, ... up to what fits. Returns the rows, the
-    largest local batch and ``tp``."""
+    needs it to fit), at replica batches 1, 2, 4, ... up to what fits in memory, then
+    ``k = 2 .. 32`` micro-batches of the largest accumulated before each optimizer step
+    (``k (T_fw + T_bw) + T_opt``, the all-reduce overlapping the last backward). Returns the
+    rows, the largest replica batch (accumulation included) and ``tp``."""
     from workbench.compute.llm import load_predictor
     from workbench.compute.step import DeviceMemoryError, predict_transformer
     from workbench.compute.transformer import load_model_config
@@ -447,21 +452,22 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
                                f"{dev.name} even with 8-way tensor parallelism")
     rows = []
     per_node = dev.gpus_per_node // tp
-    for b, one in fits:
+    b_mem, top = fits[-1]
+    plan = [(b, 1, one) for b, one in fits] + [(b_mem * k, k, top) for k in ACCUMULATION_STEPS]
+    grad_bytes = top.params * DTYPE_BYTES[job.precision] / tp
+    for b, k, one in plan:
+        micro = one.backward_s + one.sync_s  # a backward pass with its TP all-reduces
         for replicas in (1, 2, 4, 8, 16, 32):
             nodes = max(1, -(-replicas // per_node))
-            if replicas > 1:
-                sync = sync_time_s(one.params * DTYPE_BYTES[job.precision] / tp, replicas,
-                                   nodes, dev, pred.terms.sync)
-            else:
-                sync = 0.0
-            step = (one.forward_s + float(overlap_time(one.backward_s + one.sync_s, sync,
-                                                       pred.terms.sync.gamma))
-                    + one.optimizer_s)
+            sync = (sync_time_s(grad_bytes, replicas, nodes, dev, pred.terms.sync)
+                    if replicas > 1 else 0.0)
+            last = float(overlap_time(micro, sync, pred.terms.sync.gamma)) if sync else micro
+            step = k * one.forward_s + (k - 1) * micro + last + one.optimizer_s
+            alone = k * one.forward_s + k * micro + one.optimizer_s
             rows.append({"source": "predicted", "num_nodes": nodes,
-                         "num_replicas": replicas * tp, "local_bsz": b * 1.0 / tp,
-                         "step_time": step, "sync_time": max(step - one.step_time_s, 0.0)})
-    return pd.DataFrame(rows), fits[-1][0], tp
+                         "num_replicas": replicas * tp, "local_bsz": b / tp,
+                         "step_time": step, "sync_time": max(step - alone, 0.0)})
+    return pd.DataFrame(rows), b_mem * ACCUMULATION_STEPS[-1], tp
 
 
 def predict_llm_profile(job: Any, target: str, predictor: Any | None = None) -> JobProfile:
