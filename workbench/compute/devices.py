@@ -213,16 +213,12 @@ BUILTIN_DEVICES: Mapping[str, DeviceSpec] = MappingProxyType({d.name: d for d in
        "40 MB L2, 1410 MHz boost",
        intra_node_gb_s="NVLink 3: 600 GB/s total = 300 GB/s per direction",
        inter_node_gbit_s="DGX A100: 8 x 200 Gbit/s HDR InfiniBand"),
-    _d("A100-PCIe-40GB", "nvidia", 19.5, 156.0, 312.0, 1555, 40, 250, _PCIE4, 100, 8,
-       f"{_NV} A100 PCIe 40GB: 19.5 TF FP32, 156 TF TF32, 312 TF FP16/BF16, 1555 GB/s, 250 W",
-       (108, 40.0, 1410, 312.0, "pcie"), "NVIDIA Ampere (GA100) whitepaper: 108 SMs, 40 MB "
-       "L2, 1410 MHz boost",
-       intra_node_gb_s="PCIe 4.0 x16: 31.5 GB/s per direction"),
-    _d("A100-PCIe-80GB", "nvidia", 19.5, 156.0, 312.0, 1935, 80, 300, _PCIE4, 100, 8,
-       f"{_NV} A100 80GB PCIe: 19.5 TF FP32, 156 TF TF32, 312 TF FP16/BF16, 1935 GB/s, 300 W",
-       (108, 40.0, 1410, 312.0, "pcie"), "NVIDIA Ampere (GA100) whitepaper: 108 SMs, 40 MB "
-       "L2, 1410 MHz boost",
-       intra_node_gb_s="PCIe 4.0 x16: 31.5 GB/s per direction"),
+    *(_d(f"A100-PCIe-{mem}GB", "nvidia", 19.5, 156.0, 312.0, bw, mem, tdp, _PCIE4, 100, 8,
+         f"{_NV} A100 PCIe {mem}GB: 19.5 TF FP32, 156 TF TF32, 312 TF FP16/BF16, {bw} GB/s, "
+         f"{tdp} W", (108, 40.0, 1410, 312.0, "pcie"),
+         "NVIDIA Ampere (GA100) whitepaper: 108 SMs, 40 MB L2, 1410 MHz boost",
+         intra_node_gb_s="PCIe 4.0 x16: 31.5 GB/s per direction")
+      for mem, bw, tdp in ((40, 1555, 250), (80, 1935, 300))),
     _d("H100", "nvidia", 67.0, 494.7, 989.4, 3350, 80, 700, 450.0, 3200, 8,
        f"{_NV} H100 SXM5: 67 TF FP32, 494.7 TF TF32, 989.4 TF FP16 (dense), 3.35 TB/s, 700 W",
        (132, 50.0, 1980, 989.4, "sxm"), "NVIDIA Hopper (GH100) whitepaper: H100 SXM5 132 SMs, "

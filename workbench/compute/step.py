@@ -238,14 +238,15 @@ def assemble_step(g: StepGraph, dev: DeviceSpec, times: KernelTimes, terms: Step
 
 def _step(g: StepGraph, dev: DeviceSpec, terms: StepTerms, gpus: int, parallel: str,
           step: float, fw: float, bw: float, opt: float, sync: float, times: KernelTimes,
-          memory_gb: float, batch: int | None = None) -> TransformerStep:
+          memory_gb: float, batch: int | None = None, roof_scale: float = 1.0
+          ) -> TransformerStep:
     lo, hi = terms.interval(g.mode, g.precision)
     return TransformerStep(
         model=g.model, device=dev.name, mode=g.mode, seq_len=g.seq_len,
         batch=g.batch if batch is None else batch, precision=g.precision, gpus=gpus,
         parallel=parallel, step_time_s=step, step_time_lo_s=step * math.exp(lo),
         step_time_hi_s=step * math.exp(hi), forward_s=fw, backward_s=bw, optimizer_s=opt,
-        sync_s=sync, roofline_s=float(np.sum(times.counts * times.roofline_s)),
+        sync_s=sync, roofline_s=roof_scale * float(np.sum(times.counts * times.roofline_s)),
         memory_gb=memory_gb, kernels=int(np.sum(times.counts)),
         params=float(g.params.get("total", 0.0)))
 
@@ -266,7 +267,7 @@ def pipeline_step(g_micro: StepGraph, dev: DeviceSpec, times: KernelTimes, terms
     step = (m + stages - 1) * (slot + send) + opt / stages
     return _step(g_micro, dev, terms, stages, "pp", step, m * fw / stages, m * bw / stages,
                  opt / stages, (m + stages - 1) * send, times, memory_gb,
-                 batch=g_micro.batch * m)
+                 batch=g_micro.batch * m, roof_scale=m / stages)
 
 
 def predict_transformer(spec: ModelSpec, mode: str, seq_len: int, batch: int,
