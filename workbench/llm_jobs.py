@@ -4,7 +4,8 @@ Three doors lead here:
 
 * a scenario config's ``[[jobs.llm]]`` tables (:class:`workbench.config.LlmJobEntry`;
   :func:`jobs_from_entries`, called by :func:`workbench.build.build_scenario`);
-* the ``llm-jobs`` job-trace format of ``workbench import jobs`` (:func:`read_llm_trace`:
+* the ``llm-jobs`` job-trace format of ``workbench import jobs`` (:func:`read_llm_trace`,
+  :func:`import_llm_jobs`:
   a CSV ``name,time,model_config,seq_len,global_batch,tokens|steps,precision,gpus`` with
   optional ``purpose``, ``deadline_h``, ``pretrained_tokens``; ``time`` in seconds after
   the trace start, ``model_config`` relative to the CSV);
@@ -240,3 +241,34 @@ def llm_quote_inputs(scenario: Scenario, config: str | Path, seq_len: int | None
     spec = spec_of(Path(config).stem, Path(config), seq_len, global_batch, tokens, None,
                    precision, purpose, None)
     return with_llm_profile(scenario, spec, gpu_types), spec.name, spec.work_samples
+
+
+def import_llm_jobs(store: Any, frame: pd.DataFrame, path: str | Path, into: str, *,
+                    start: str | None = None, homes: Sequence[str] = ("unassigned",),
+                    reference_gpu: str = "A100", replace: bool = False) -> Any:
+    """``workbench import jobs llm-jobs``: the jobs of :func:`read_llm_trace` into job set
+    ``into`` and their predicted profiles (on :data:`LLM_GPU_TYPES` and ``reference_gpu``)
+    into the store's profiles; returns a :class:`workbench.io.jobs.JobImport`."""
+    from workbench.io.errors import InputError
+    from workbench.io.jobs import EPOCH, JobImport
+
+    if store.has_scenario(into):
+        raise InputError(path, f"{into!r} is a scenario in the store; a job set needs a name "
+                         "of its own", f"pass --into with another name (e.g. {into}-jobs)")
+    origin = EPOCH
+    if start is not None:
+        ts = pd.Timestamp(start)
+        origin = (ts.tz_convert("UTC") if ts.tzinfo else ts.tz_localize("UTC")).to_pydatetime()
+    try:
+        jobs, profiles = jobs_from_llm_trace(frame, origin, list(homes) or ["unassigned"],
+                                             (*LLM_GPU_TYPES, reference_gpu))
+    except ValueError as exc:
+        raise InputError(path, str(exc), "check the job's model config and fields") from None
+    store.save_profiles(profiles)
+    store.write_jobs(into, jobs, replace=replace)
+    arrivals = [j.arrival for j in jobs]
+    return JobImport(path=str(path), fmt="llm-jobs", job_set=into, jobs=len(jobs), skipped={},
+                     first_arrival=min(arrivals), last_arrival=max(arrivals),
+                     gpus_min=min(j.requested_gpus for j in jobs),
+                     gpus_max=max(j.requested_gpus for j in jobs),
+                     apps={j.app: 1 for j in jobs})

@@ -82,8 +82,6 @@ class StepGraph:
         whole model; ``local`` is the part one GPU holds under tensor parallelism.
     tp_allreduces : tuple of (float, int)
         ``(bytes, count)`` of the activation all-reduces tensor parallelism adds.
-    layer_fraction : float
-        Share of the kernels' FLOPs in the repeated blocks (what pipeline stages split).
     """
 
     model: str
@@ -120,8 +118,8 @@ class StepGraph:
 
 # --------------------------------------------------------------------------- builder
 
-_NO_GRAD_OPS = frozenset({"add", "addu", "copy_free"})
-_TWO_GRAD_OPS = frozenset({"mul", "div"})
+_NO_GRAD_OPS, _TWO_GRAD_OPS = frozenset({"add", "addu"}), frozenset({"mul", "div"})
+_ACT_OPS = frozenset({"gelu", "relu", "tanh", "silu", "pow", "rsqrt", "exp"})
 
 
 class _Builder:
@@ -198,13 +196,12 @@ class _Builder:
                     3 * w * numel, "binary")
 
     def dropout(self, name: str, numel: int, p: float = 0.1) -> None:
-        """Training only (eval mode launches nothing): mask and scale; backward one
-        multiply by the mask."""
+        """Training only (eval mode launches nothing): mask and scale; backward a multiply."""
         if self.train and p > 0:
             self.ew(name, "mulu", numel)
 
     def norm(self, name: str, rows: int, cols: int) -> None:
-        """LayerNorm over ``cols``: one kernel each way (backward reads ``x`` and ``dY``)."""
+        """LayerNorm over ``cols``: one kernel each way."""
         w = self.w
         self._k(name, "ln", "forward", (rows, cols), 5.0 * rows * cols,
                 w * (2 * rows * cols + 2 * cols))
@@ -233,7 +230,7 @@ class _Builder:
             self._k(name + ".d", "elementwise", "backward", (rows * cols,), rows * cols,
                     w * (rows * cols + rows), "unary")
 
-    def softmax(self, name: str, rows: int, cols: int) -> None:
+    def softmax(self, name: str, rows: int, cols: int) -> None:  # backward reads y and dY
         w = self.w
         self._k(name, "softmax", "forward", (rows, cols), 5.0 * rows * cols,
                 2 * w * rows * cols)
@@ -267,32 +264,22 @@ class _Builder:
 
     def allreduce(self) -> None:
         """One tensor-parallel activation all-reduce (forward; backward mirrors it)."""
-        if self.tp > 1:
-            self.allreduce_fwd += self.repeat
-
-
-_ACT_OPS = frozenset({"gelu", "relu", "tanh", "silu", "pow", "rsqrt", "exp"})
+        self.allreduce_fwd += self.repeat if self.tp > 1 else 0
 
 
 # --------------------------------------------------------------------------- families
 
 
-def _gelu_new(b: _Builder, name: str, numel: int) -> None:
-    """HF's ``NewGELUActivation``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, eight
-    kernels in eager PyTorch."""
-    b.ew(name + ".half", "mulu", numel)
-    b.ew(name + ".cube", "pow", numel)
-    b.ew(name + ".coef", "mulu", numel)
-    b.ew(name + ".inner", "add", numel, 2)
-    b.ew(name + ".scale", "mulu", numel)
-    b.ew(name + ".tanh", "tanh", numel)
-    b.ew(name + ".one", "addu", numel)
-    b.ew(name + ".out", "mul", numel, 2)
+_GELU_NEW = (("half", "mulu", 1), ("cube", "pow", 1), ("coef", "mulu", 1), ("inner", "add", 2),
+             ("scale", "mulu", 1), ("tanh", "tanh", 1), ("one", "addu", 1), ("out", "mul", 2))
+"""HF's ``NewGELUActivation``, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``: eight
+kernels in eager PyTorch (name, op, inputs)."""
 
 
 def _activation(b: _Builder, s: ModelSpec, name: str, numel: int) -> None:
     if s.activation == "gelu_new":
-        _gelu_new(b, name, numel)
+        for part, op, n_in in _GELU_NEW:
+            b.ew(f"{name}.{part}", op, numel, n_in)
     elif s.activation in ("gelu", "gelu_pytorch_tanh"):
         b.ew(name, "gelu", numel)
     elif s.activation in ("silu", "swish"):

@@ -1,7 +1,4 @@
-"""Importers of job traces: Pollux workloads, Philly, Alibaba GPU pods, GAIA, LLM jobs.
-
-LLM jobs by model config (``llm-jobs``) are mapped by :mod:`workbench.llm_jobs`, which
-predicts their profiles; the rules below are those of the other formats.
+"""Importers of job traces: Pollux workloads, Philly, Alibaba GPU pods, GAIA.
 
 A trace becomes a *job set*: :class:`~workbench.model.Job` records stored in the ``jobs``
 table under the set's name (a name that is not a scenario). ``workbench scenario build``
@@ -215,21 +212,11 @@ def read_gaia(path: str | Path) -> Trace:
     return Trace(str(path), "gaia", frame, {"zero length": int((~keep).sum())})
 
 
-def read_llm_jobs(path: str | Path) -> Trace:
-    """LLM jobs by model config (:func:`workbench.llm_jobs.read_llm_trace`)."""
-    from workbench.llm_jobs import read_llm_trace
-
-    frame = read_llm_trace(path)
-    frame = frame.assign(job_id=frame["name"], arrival_s=frame["time"].astype(float))
-    return Trace(str(path), "llm-jobs", frame, {})
-
-
 JOB_FORMATS = {
     "pollux-workload": read_pollux_workload,
     "philly": read_philly,
     "alibaba-pods": read_alibaba_pods,
     "gaia": read_gaia,
-    "llm-jobs": read_llm_jobs,
 }
 """Job trace formats by name (the ``FORMAT`` of ``workbench import jobs``)."""
 
@@ -399,16 +386,9 @@ def import_jobs(
     origin = EPOCH if start is None else _table.times_from_strings(
         pd.Series([str(start)]), None, str(path), "--start", "UTC")[0].tz_localize(
         "UTC").to_pydatetime()
-    if trace.fmt == "llm-jobs":  # jobs by model config: their profiles are predicted here
-        from workbench.llm_jobs import LLM_GPU_TYPES, jobs_from_llm_trace
-
-        jobs, predicted = jobs_from_llm_trace(trace.frame, origin, homes,
-                                              (*LLM_GPU_TYPES, reference_gpu))
-        store.save_profiles(predicted)
-    else:
-        if profiles is None:
-            profiles = store.load_profiles() or perf.load_default_profiles()
-        jobs = jobs_from_trace(trace, profiles, origin, app, homes, reference_gpu, slack)
+    if profiles is None:
+        profiles = store.load_profiles() or perf.load_default_profiles()
+    jobs = jobs_from_trace(trace, profiles, origin, app, homes, reference_gpu, slack)
     store.write_jobs(into, jobs, replace=replace)
     for why, count in trace.skipped.items():
         if count:
