@@ -508,6 +508,9 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
     energy = derive_energy(f0, f1, x_full, dev.name)
     lo, hi = pred.terms.interval("train", job.precision)
     tp_note = f", {tp}-way tensor parallel per replica" if tp > 1 else ""
+    estimated = sorted(f for f, v in dev.sources.items() if str(v).startswith("estimate"))
+    if estimated:
+        tp_note += f"; device figures {', '.join(estimated)} are estimates"
     src = (f"throughput: predicted by the kernel-level model for {spec.name} "
            f"({job.precision}, {job.seq_len} tokens{tp_note}) on {dev.name} (Pollux form "
            f"fitted to {len(rows)} predicted steps, median APE {100 * fit_err:.1f}%), 90% "
