@@ -138,6 +138,11 @@ def _jobs(store: Any, cfg: ScenarioConfig, start: datetime, end: datetime,
     jc = cfg.jobs
     if jc is None:
         return []
+    if jc.set is None:
+        if not jc.llm:
+            raise BuildError("[jobs] has neither set = \"NAME\" (an imported job set) nor "
+                             "[[jobs.llm]] tables; give one of them")
+        return []
     set_name = jc.set
     sets = job_sets(store)
     if set_name not in sets:
@@ -192,6 +197,26 @@ def _inference(cfg: ScenarioConfig, start: datetime, end: datetime) -> list[Job]
         load_fraction=svc.load_fraction, checkpoint_gb=svc.checkpoint_gb,
         dataset_gb=svc.checkpoint_gb if svc.dataset_gb is None else svc.dataset_gb,
     ) for svc in cfg.inference]
+
+
+def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
+              names: Sequence[str]) -> tuple[list[Job], list[perf.JobProfile]]:
+    """``[[jobs.llm]]``: jobs and their predicted profiles on the pools' GPU types
+    (:func:`workbench.llm_jobs.jobs_from_entries`)."""
+    entries = cfg.jobs.llm if cfg.jobs is not None else []
+    if not entries:
+        return [], []
+    from workbench.compute.transformer import ModelConfigError
+    from workbench.llm_jobs import jobs_from_entries
+
+    for i, e in enumerate(entries):
+        if e.home not in names:
+            raise BuildError(f"[[jobs.llm]] entry {i} home: {e.home!r} is not a datacenter "
+                             f"({', '.join(names)})")
+    try:
+        return jobs_from_entries(entries, cfg.base_dir, start, [p.gpu_type for p in pools])
+    except (ModelConfigError, ValueError) as exc:
+        raise BuildError(f"[[jobs.llm]]: {exc}") from None
 
 
 def profiles_for(store: Any, apps: set[str]) -> list[perf.JobProfile]:
@@ -257,10 +282,11 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         store.grid_series(regions, start - timedelta(days=cubes.HISTORY_DAYS), start), regions,
         start, timezones={d.region: d.timezone for d in dcs}, currency=currency)
     names = [d.name for d in dcs]
-    jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end),
-                  key=lambda j: (j.arrival, j.job_id))
+    llm_jobs, llm_profiles = _llm_jobs(config, start, pools, names)
+    jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end)
+                  + llm_jobs, key=lambda j: (j.arrival, j.job_id))
     apps = {j.app for j in jobs}
-    profiles = profiles_for(store, apps)
+    profiles = profiles_for(store, apps) + llm_profiles
     return Scenario(
         name=str(name), datacenters=tuple(dcs), pools=tuple(pools),
         links=tuple(_links(config, dcs)),
