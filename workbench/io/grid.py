@@ -23,7 +23,7 @@ import pandas as pd
 
 from workbench.io import _fast, _table, bounds
 from workbench.io.errors import InputError
-from workbench.io.units import UnitError, carbon_factor, price_factor
+from workbench.units import UnitError, carbon_factor, price_factor
 from workbench.io.urdb import read_urdb_json
 
 log = logging.getLogger(__name__)
