@@ -257,3 +257,14 @@ def test_a_side_file_cut_short_is_refused_and_the_store_kept(
     assert main(["--db", str(db), "import", "runs", str(stored)]) == 0  # the whole file
     with Store(db, read_only=True) as store:
         assert len(store.runs()) == 2
+
+
+def test_an_empty_file_is_not_called_damaged(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.duckdb"
+    empty.touch()
+    for cmd in (("data", "list"), ("scenario", "generate", "seed3")):
+        assert main(["--db", str(empty), *cmd]) == 2
+        line = _one_line(capsys)
+        assert "is an empty file (0 bytes)" in line and "backup" not in line
+    assert empty.stat().st_size == 0

@@ -53,15 +53,9 @@ __all__ = [
 
 
 class Store(ScenarioTables, RunTables, ComputeTables):
-    """A DuckDB file holding the workbench's data.
-
-    Parameters
-    ----------
-    path : str or Path
-        The file (created when absent). ``":memory:"`` gives a throw-away store.
-    read_only : bool
-        Open without write access (several readers may share a file; its folder need not
-        be writable). Commands that only read open the store so.
+    """A DuckDB file holding the workbench's data: ``Store(path, read_only=False)``, its
+    parameters those of :class:`~workbench.store.base.StoreBase` (``":memory:"`` gives a
+    throw-away store; commands that only read open it ``read_only``).
 
     Use as a context manager, or call :meth:`close`. The methods are those of the table
     modules: scenarios, grid series, jobs, profiles, measurements and runs.

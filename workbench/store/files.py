@@ -82,7 +82,9 @@ def check_store_file(path: Path, *, what: str = "store", fix: str = RESTORE_FIX,
         raise StoreError(f"cannot read {what} {path}: {exc.strerror}; check the disk and "
                          "its permissions") from None
     if not head:
-        return  # an empty file: DuckDB makes a new store in it
+        raise StoreError(f"{what} {path} is an empty file (0 bytes), not a DuckDB store; "
+                         "remove it and a command that writes creates the store there, or "
+                         "pass --db with another file")
     if len(head) < 12 or head[8:12] != DUCKDB_MAGIC:
         if len(head) < 12 and DUCKDB_MAGIC.startswith(head[8:12]):
             raise damaged(path, f"{size} bytes, shorter than a DuckDB header", what, fix)

@@ -238,8 +238,9 @@ def ensure_schema(con: _Executes, path: str, read_only: bool) -> None:
         return
     if read_only:
         if version is None:
-            raise StoreError(f"{path} is an empty file, not a store; create the store with "
-                             "a command that writes (e.g. `workbench scenario generate seed3`)")
+            raise StoreError(f"{path} holds no tables, so no store yet; create the store "
+                             "with a command that writes (e.g. `workbench scenario generate "
+                             "seed3`)")
         _read_as_current(con, version)
         return
     con.execute("BEGIN TRANSACTION")
