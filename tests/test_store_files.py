@@ -203,12 +203,14 @@ def test_a_store_cut_short_anywhere_is_damaged(stored: Path, tmp_path: Path,
 
 def test_a_corrupt_block_is_damage_never_unexpected(stored: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """Every block overwritten in turn: each command either works (the block held nothing
-    it read) or says the store is damaged; never a traceback or an unexpected error."""
+    """Blocks across the file overwritten in turn: each command either works (the block
+    held nothing it read) or says the store is damaged; never a traceback or an unexpected
+    error."""
     size = stored.stat().st_size
     bad = tmp_path / "bad.duckdb"
     damaged = 0
-    for start in range(3 * HEADER_BYTES, size, 262_144):
+    starts = range(3 * HEADER_BYTES, size, 262_144)
+    for start in starts[:: max(len(starts) // 8, 1)]:
         shutil.copy(stored, bad)
         with bad.open("r+b") as fh:
             fh.seek(start + 4096)

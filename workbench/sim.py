@@ -97,8 +97,8 @@ class SlotRecord:
     :data:`workbench.schema.PLAN_STORED_COLUMNS` (the simulator's columnar form); :attr:`plan`
     gives them as rows with every column of :data:`workbench.schema.PLAN_ROW` and
     :meth:`plan_frame` as a DataFrame. ``migrations`` rows carry the columns of
-    :data:`workbench.schema.MIGRATION`; ``summary`` is the
-    slot's row of :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
+    :data:`workbench.schema.MIGRATION`; ``summary`` is the slot's row of
+    :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
     """
 
     t: int
@@ -159,8 +159,7 @@ class RunResult:
         The queues summed per kind (``R``, ``Z``, ``mu``, ...) for each slot.
     jobs : DataFrame
         One row per job (:data:`workbench.schema.JOB_OUTCOME`): finish time, JCT, deadline
-        met, and for a job
-        not done a ``reason``.
+        met, and for a job not done a ``reason``.
     metrics : dict
         :func:`workbench.metrics.compute_metrics` of the run.
     warnings : list of str
