@@ -79,9 +79,7 @@ def _horizon(sc: ScenarioSection) -> tuple[datetime, int, int]:
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:
-    held = {r[0]: (r[1], r[2]) for r in store.con.execute(
-        "SELECT region, count(price_per_kwh), count(carbon_g_per_kwh) FROM grid_series "
-        "GROUP BY region").fetchall()}
+    held = store.grid_value_counts()
     missing = []
     for region in sorted(set(regions)):
         n_price, n_carbon = held.get(region, (0, 0))

@@ -59,7 +59,6 @@ from workbench import outcome, perf
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.cubes import FORECAST_MODES, forecast
 from workbench.estimate import OnlineEstimator, planning_speed_factor
-from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Datacenter, GpuPool, Job, Scenario
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
@@ -70,6 +69,8 @@ from workbench.policies.base import (
     Policy,
     SlotState,
 )
+from workbench.schema import JOB_OUTCOME, MIGRATION, PLAN_ROW, PLAN_STORED_COLUMNS
+from workbench.units import G_PER_KG
 
 if TYPE_CHECKING:
     from workbench.forecast.scenario import ModelForecast
@@ -79,36 +80,9 @@ log = logging.getLogger(__name__)
 EMA_ALPHA_DEFAULT = 0.1
 """Weight of the newest observation in the online estimates (:mod:`workbench.estimate`)."""
 
-PLAN_EXTRA_COLUMNS: tuple[str, ...] = (
-    "slot", "kind", "home", "grid_region", "used_s", "movement_kwh", "remaining",
-)
-"""Columns of :attr:`RunResult.plan` beyond the plan CSV's (:data:`PLAN_COLUMNS`)."""
-
-PLAN_STORED_COLUMNS: tuple[str, ...] = PLAN_COLUMNS[2:] + PLAN_EXTRA_COLUMNS
-"""Plan columns the simulator accumulates (``slot_start``/``slot_end`` follow from
-``slot``)."""
-
-_PLAN_DTYPES: dict[str, Any] = {
-    **dict.fromkeys(("job_id", "region", "gpu_type", "action", "kind", "home",
-                     "grid_region"), object),
-    **dict.fromkeys(("n_gpus", "batch_size", "slot"), np.int64),
-    **dict.fromkeys(("energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh",
-                     "progress", "transfer_gb", "lost_s", "used_s", "movement_kwh",
-                     "remaining"), np.float64),
-}
-_MIGRATION_DTYPES: dict[str, Any] = {
-    **dict.fromkeys(("slot_start", "job_id", "from_region", "to_region", "moved", "reason"),
-                    object),
-    **dict.fromkeys(("checkpoint_gb", "dataset_gb", "transfer_gb", "transfer_s",
-                     "expected_gain"), np.float64),
-}
-
-JOB_COLUMNS: tuple[str, ...] = (
-    "job_id", "kind", "app", "home", "arrival", "deadline", "first_start", "finish_time",
-    "jct_h", "finished", "deadline_met", "remaining", "slots_active", "slots_run",
-    "migrations", "energy_kwh", "cost", "carbon_kg", "transfer_gb", "lost_s", "reason",
-)
-"""Columns of :attr:`RunResult.jobs` (one row per job of the scenario)."""
+_PlanRow = PLAN_ROW.row_type(PLAN_STORED_COLUMNS)
+"""One plan row as the simulator records it, made by field name
+(:data:`workbench.schema.PLAN_ROW` without ``slot_start``/``slot_end``)."""
 
 
 class AllocationError(ValueError):
@@ -120,10 +94,11 @@ class SlotRecord:
     """Everything that happened in one slot, as handed to recorders.
 
     ``plan_columns`` holds the slot's plan rows as one list per column of
-    :data:`PLAN_STORED_COLUMNS` (the simulator's columnar form); :attr:`plan` gives them as
-    rows with the plan CSV columns plus :data:`PLAN_EXTRA_COLUMNS` and :meth:`plan_frame`
-    as a DataFrame. ``migrations`` rows carry the migrations CSV columns; ``summary`` is the
-    slot's row of :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
+    :data:`workbench.schema.PLAN_STORED_COLUMNS` (the simulator's columnar form); :attr:`plan`
+    gives them as rows with every column of :data:`workbench.schema.PLAN_ROW` and
+    :meth:`plan_frame` as a DataFrame. ``migrations`` rows carry the columns of
+    :data:`workbench.schema.MIGRATION`; ``summary`` is the slot's row of
+    :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
     """
 
     t: int
@@ -164,11 +139,12 @@ class RunResult:
     meta : dict
         ``scenario``, ``policy``, ``knobs`` and the simulator's settings.
     plan : DataFrame
-        One row per job per slot it is active in: :data:`PLAN_COLUMNS` (``region`` is the
-        datacenter) then :data:`PLAN_EXTRA_COLUMNS`.
+        One row per job per slot it is active in, the columns of
+        :data:`workbench.schema.PLAN_ROW` (the plan CSV's first; ``region`` is the
+        datacenter).
     migrations : DataFrame
-        :data:`MIGRATION_COLUMNS`, one row per data movement between datacenters (a
-        checkpoint move, or a dataset's first trip away from home).
+        The columns of :data:`workbench.schema.MIGRATION`, one row per data movement
+        between datacenters (a checkpoint move, or a dataset's first trip away from home).
     slots : DataFrame
         One row per slot: totals (``energy_kwh``, ``cost``, ``carbon_kg``), counts of jobs,
         busy GPUs, the policy's solve status and time, fallback flag, then per datacenter
@@ -182,8 +158,8 @@ class RunResult:
     queue_totals : DataFrame
         The queues summed per kind (``R``, ``Z``, ``mu``, ...) for each slot.
     jobs : DataFrame
-        One row per job (:data:`JOB_COLUMNS`): finish time, JCT, deadline met, and for a job
-        not done a ``reason``.
+        One row per job (:data:`workbench.schema.JOB_OUTCOME`): finish time, JCT, deadline
+        met, and for a job not done a ``reason``.
     metrics : dict
         :func:`workbench.metrics.compute_metrics` of the run.
     warnings : list of str
@@ -301,11 +277,6 @@ class _JobRun:
             data_at=tuple(sorted(self.data_at)),
             pending_s=self.pending_s,
         )
-
-
-def _first_slot_at_or_after(scenario: Scenario, when: datetime) -> int:
-    offset = (when - scenario.start).total_seconds() / scenario.slot_s
-    return max(int(math.ceil(offset - 1e-9)), 0)
 
 
 def _horizon_cube(scenario: Scenario) -> xr.Dataset:
@@ -505,7 +476,7 @@ def simulate(
     slot_rng = np.random.default_rng([seed, 1])
     runs: list[_JobRun] = []
     for job, factor in zip(sc.jobs, factors, strict=True):
-        first = _first_slot_at_or_after(sc, job.arrival)
+        first = max(sc.slot_of(job.arrival, after=True), 0)
         if job.is_training:
             stop = sc.n_slots
             # One estimator per job, against a reference profile: observations on other GPU
@@ -517,7 +488,7 @@ def simulate(
                 gpus_per_node=ref_pool.gpus_per_node)
         else:
             assert job.end is not None
-            stop = min(_first_slot_at_or_after(sc, job.end), sc.n_slots)
+            stop = min(max(sc.slot_of(job.end, after=True), 0), sc.n_slots)
             est = None
         runs.append(_JobRun(
             job=job, first_slot=first, stop_slot=stop,
@@ -547,8 +518,8 @@ def simulate(
     policy.reset(view)
     warnings: list[str] = _cap_warnings_before(sc, policy, knobs)
     # Columnar accumulation (workbench.chunks): numpy chunks, not one dict per row.
-    plan_chunks = ColumnChunks({c: _PLAN_DTYPES[c] for c in PLAN_STORED_COLUMNS})
-    mig_chunks = ColumnChunks({c: _MIGRATION_DTYPES[c] for c in MIGRATION_COLUMNS})
+    plan_chunks = ColumnChunks(PLAN_ROW.dtypes(PLAN_STORED_COLUMNS))
+    mig_chunks = ColumnChunks(MIGRATION.dtypes())
     slot_chunks: ColumnChunks | None = None
     queue_trace = QueueTrace()
     cost_so_far = 0.0
@@ -600,7 +571,7 @@ def simulate(
         dc_cost: dict[str, float] = dict.fromkeys(dcs, 0.0)
         dc_carbon: dict[str, float] = dict.fromkeys(dcs, 0.0)
         dc_power: dict[str, float] = dict.fromkeys(dcs, 0.0)
-        slot_plan: list[tuple[Any, ...]] = []  # rows in PLAN_STORED_COLUMNS order
+        slot_plan: list[tuple[Any, ...]] = []  # _PlanRow rows
         slot_migs: list[dict[str, Any]] = []
         running = waiting = unserved = 0
 
@@ -623,12 +594,14 @@ def simulate(
                     unserved += 1
                     r.unserved += 1
                 r.placement = None
-                slot_plan.append((
-                    job.job_id, where, "", 0, 0, "pause", 0.0, 0.0, 0.0,
-                    float(price[t, r_index[reg]]), float(carbon[t, r_index[reg]]), 0.0,
-                    0.0, 0.0, t, job.kind, job.home, reg, 0.0, 0.0,
-                    max(1.0 - r.done, 0.0) if job.is_training else 1.0,
-                ))
+                slot_plan.append(_PlanRow(
+                    job_id=job.job_id, region=where, gpu_type="", n_gpus=0, batch_size=0,
+                    action="pause", energy_kwh=0.0, cost=0.0, carbon_kg=0.0,
+                    price_per_kwh=float(price[t, r_index[reg]]),
+                    carbon_g_per_kwh=float(carbon[t, r_index[reg]]), progress=0.0,
+                    transfer_gb=0.0, lost_s=0.0, slot=t, kind=job.kind, home=job.home,
+                    grid_region=reg, used_s=0.0, movement_kwh=0.0,
+                    remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0))
                 continue
 
             running += 1
@@ -672,7 +645,7 @@ def simulate(
                     up_s=(job.end - t_start).total_seconds())
                 delta = 0.0
                 # The last slot before the service's end (not merely the horizon's last).
-                finishing = t == _first_slot_at_or_after(sc, job.end) - 1
+                finishing = t == max(sc.slot_of(job.end, after=True), 0) - 1
             used_s, lost = out.used_s, out.lost_s
             r.pending_s = out.pending_s
 
@@ -710,7 +683,7 @@ def simulate(
                 r.finish_time = t_start + timedelta(seconds=used_s)
             energy = out.energy_kwh
             cost = energy * pr
-            carb = energy * cg / 1000.0
+            carb = energy * cg / G_PER_KG
             dc_energy[p.datacenter] += energy
             dc_cost[p.datacenter] += cost
             dc_carbon[p.datacenter] += carb
@@ -718,7 +691,7 @@ def simulate(
             for src_dc, kwh in out.source_kwh:
                 s_reg = dcs[src_dc].region
                 s_cost = kwh * float(price[t, r_index[s_reg]])
-                s_carb = kwh * float(carbon[t, r_index[s_reg]]) / 1000.0
+                s_carb = kwh * float(carbon[t, r_index[s_reg]]) / G_PER_KG
                 dc_energy[src_dc] += kwh
                 dc_cost[src_dc] += s_cost
                 dc_carbon[src_dc] += s_carb
@@ -732,12 +705,14 @@ def simulate(
             r.slots_run += 1
             r.placement = p
             r.last_dc = p.datacenter
-            slot_plan.append((
-                job.job_id, p.datacenter, p.gpu_type, int(p.n_gpus), int(p.batch_size),
-                action, energy, cost, carb, pr, cg, delta, ch.transfer_gb, lost, t, job.kind,
-                job.home, reg, used_s, out.movement_kwh,
-                max(1.0 - r.done, 0.0) if job.is_training else 1.0,
-            ))
+            slot_plan.append(_PlanRow(
+                job_id=job.job_id, region=p.datacenter, gpu_type=p.gpu_type,
+                n_gpus=int(p.n_gpus), batch_size=int(p.batch_size), action=action,
+                energy_kwh=energy, cost=cost, carbon_kg=carb, price_per_kwh=pr,
+                carbon_g_per_kwh=cg, progress=delta, transfer_gb=ch.transfer_gb, lost_s=lost,
+                slot=t, kind=job.kind, home=job.home, grid_region=reg, used_s=used_s,
+                movement_kwh=out.movement_kwh,
+                remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0))
 
         e_tot = float(sum(dc_energy.values()))
         c_tot = float(sum(dc_cost.values()))
@@ -778,7 +753,7 @@ def simulate(
             if slot_plan else {c: [] for c in PLAN_STORED_COLUMNS})
         plan_chunks.extend(plan_cols)
         if slot_migs:
-            mig_chunks.extend({c: [m[c] for m in slot_migs] for c in MIGRATION_COLUMNS})
+            mig_chunks.extend({c: [m[c] for m in slot_migs] for c in MIGRATION.names})
         if slot_chunks is None:
             slot_chunks = ColumnChunks(dict.fromkeys(summary, None))
         slot_chunks.extend({k: [v] for k, v in summary.items()})
@@ -817,7 +792,7 @@ def _plan_frame(chunks: ColumnChunks, sc: Scenario) -> pd.DataFrame:
     """:attr:`RunResult.plan` from the accumulated chunks: ``slot_start``/``slot_end`` from
     the slot number, then the stored columns (each chunk released as the frame takes it)."""
     if not len(chunks):
-        plan = pd.DataFrame([], columns=list(PLAN_COLUMNS + PLAN_EXTRA_COLUMNS))
+        plan = pd.DataFrame([], columns=list(PLAN_ROW.names))
         for col in ("slot_start", "slot_end"):
             plan[col] = pd.to_datetime(plan[col], utc=True)
         return plan
@@ -954,8 +929,8 @@ def _outcomes(runs: Iterable[_JobRun], sc: Scenario, policy_name: str) -> pd.Dat
             "cost": r.cost, "carbon_kg": r.carbon_kg, "transfer_gb": r.transfer_gb,
             "lost_s": r.lost_s, "reason": reason,
         })
-    frame = pd.DataFrame(rows, columns=list(JOB_COLUMNS))
-    for col in ("arrival", "deadline", "first_start", "finish_time"):
+    frame = pd.DataFrame(rows, columns=list(JOB_OUTCOME.names))
+    for col in JOB_OUTCOME.names_of("time"):
         frame[col] = pd.to_datetime(frame[col], utc=True)
     return frame
 

@@ -18,7 +18,7 @@ from workbench.cli._args import number
 from workbench.io.errors import InputError
 from workbench.io.grid import GRID_FORMATS, read_grid, write_grid
 from workbench.io.jobs import JOB_FORMATS, import_jobs, read_jobs
-from workbench.store import Store
+from workbench.store import Store, check_side_file
 
 _GRID_HELP = """formats:
   electricitymaps-csv   hourly export, 'Datetime (UTC)' + 'Carbon Intensity ... (LCA|direct)'
@@ -205,8 +205,7 @@ def _runs(args: argparse.Namespace) -> int:
         print(f"error: {args.path} is the store itself (--db); pass the side file a plan "
               "named", file=sys.stderr)
         return 2
-    with Store(args.path, read_only=True):
-        pass  # a damaged or foreign file fails here with a StoreError, before the lock
+    check_side_file(args.path)  # a damaged or foreign file fails here, before the lock
     with Store(args.db) as store:
         ids = store.copy_runs_from(args.path)
     print(f"copied {len(ids)} run(s) from {args.path} into {args.db}")

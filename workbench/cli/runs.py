@@ -79,7 +79,7 @@ def _num(value: Any, fmt: str = ",.2f") -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         rows = runs_mod.summary_rows(store, args.scenario)
     if args.json:
         print(json.dumps({"runs": rows}))
@@ -101,7 +101,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
         metrics = runs_mod.typed_metrics(store.run_metrics(rid))
@@ -165,7 +165,7 @@ continue below when they do not fit."""
 
 
 def _compare(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         ids = [store.resolve_run(r) for r in args.runs]
         frame = runs_mod.compare_frame(store, ids)
     knobs = frame.loc["knobs"]
@@ -213,7 +213,7 @@ def _export(args: argparse.Namespace) -> int:
             print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
                   "folder", file=sys.stderr)
             return 2
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         result = runs_mod.load_result(store, rid)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -286,7 +286,7 @@ def _job_set_records(jobs: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _data_list(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         series = store.series_summary()
         jobs = store.job_sets()
         profiles = store.profile_summary()

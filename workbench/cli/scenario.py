@@ -57,7 +57,7 @@ def load_or_build(db: str, name: str, seed: int = 0) -> Scenario:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         stored = store.scenario_names()
     data = {"builtin": scenarios.builtin_names(), "stored": stored}
     if args.json:

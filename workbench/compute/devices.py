@@ -490,12 +490,9 @@ def device(name: str, store: Any | None = None) -> DeviceSpec:
 
 def save_device(store: Any, spec: DeviceSpec) -> None:
     """Insert or replace ``spec`` in the store's ``devices`` table."""
-    with store.transaction() as con:
-        con.execute("INSERT OR REPLACE INTO devices (name, spec) VALUES (?, ?)",
-                    [spec.name, json.dumps(device_to_dict(spec))])
+    store.save_device(spec.name, json.dumps(device_to_dict(spec)))
 
 
 def load_devices(store: Any) -> list[DeviceSpec]:
     """Devices an operator added to ``store``."""
-    rows = store.con.execute("SELECT spec FROM devices ORDER BY name").fetchall()
-    return [device_from_dict(json.loads(r[0])) for r in rows]
+    return [device_from_dict(json.loads(spec)) for spec in store.device_specs()]
