@@ -1,9 +1,21 @@
-"""Validate the step-time predictor out of sample and compare it with the hand-set factors.
+"""Validate the step-time predictors out of sample and compare them with their baselines.
 
     PYTHONPATH=. python bench/compute_validation.py [--data ../shared/data/profiles]
-        [--out docs/results/compute_validation.md]
+        [--out docs/results/compute_validation.md] [--part transformers|apps|all]
+        [--with-mlp]
 
-Prints markdown tables (and writes them to ``--out``):
+Prints markdown tables (and writes them to ``--out``).
+
+Transformers (the kernel-level predictor, NeuSight's measurements; ``--part transformers``):
+
+A. kernel level: leave-one-device-out median and worst-decile APE per kernel kind and held-out
+   device, the roofline alone beside, and every candidate model form's score;
+B. model level: every measured NeuSight step predicted with the kernel model and launch
+   terms fitted without its device; per device and per model, training and inference
+   apart, beside the roofline alone and the kernel sum without launch terms;
+C. BF16: the FP32-trained GEMM model on DeepBench's FP16 tensor-core GEMMs.
+
+The Pollux apps (the graph-aggregated predictor; ``--part apps``):
 
 1. leave-one-device-out (all of a device's data, DeepBench kernels and step times, left out
    of training) for the graph predictor with the app's offset from other devices, without
@@ -152,16 +164,9 @@ def cv_fit(data: Path, folds: int = 5, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "profiles")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results"
-                    / "compute_validation.md")
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    t0 = time.perf_counter()
-    kernels = read_all_deepbench(args.data)
-    steps = read_step_times(args.data)
+def apps_part(data: Path) -> list[str]:
+    kernels = read_all_deepbench(data)
+    steps = read_step_times(data)
     graphs = load_graphs(steps["graph"].unique())
     lodo = leave_one_device_out(kernels, steps, graphs)
     loao = leave_one_app_out(kernels, steps, graphs)
@@ -191,13 +196,172 @@ def main() -> None:
                        f"{_pct(s.get('2-8 GPUs, 1 node worst', np.nan))} | "
                        f"{_pct(s.get('multi-node', np.nan))} |")
     out.insert(2, "\n".join(summary) + "\n")
-    out.append(hand_set(steps, args.data, graphs, kernels))
-    out.append(cv_fit(args.data))
+    out.append(hand_set(steps, data, graphs, kernels))
+    out.append(cv_fit(data))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "profiles")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results"
+                    / "compute_validation.md")
+    ap.add_argument("--part", choices=("transformers", "apps", "all"), default="all")
+    ap.add_argument("--with-mlp", action="store_true",
+                    help="also score the MLP form (slow; it extrapolates badly)")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    t0 = time.perf_counter()
+    out: list[str] = []
+    if args.part in ("transformers", "all"):
+        out += transformer_part(args.data, args.with_mlp)
+    if args.part in ("apps", "all"):
+        out += apps_part(args.data)
     text = "\n".join(out)
     print(text)
     print(f"({time.perf_counter() - t0:.0f} s)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
+
+
+
+# --------------------------------------------------------------------------- transformers
+
+
+def _ape(pred: pd.Series, true: pd.Series) -> pd.Series:
+    return (pred - true).abs() / true
+
+
+def kernel_tables(held: pd.DataFrame, scores: pd.DataFrame) -> str:
+    """A: per kind and held-out device, median APE of the model and of the roofline."""
+    h = held.assign(ape=_ape(held["pred_s"], held["time_s"]),
+                    roof=_ape(held["roof_s"], held["time_s"]))
+    groups = sorted(h["group"].unique())
+    lines = ["### Kernel level, leave one device out (NeuSight kernels)", "",
+             "Median APE of the kernel model on the held-out device (roofline alone in "
+             "brackets); the last column pools every held-out kernel of the kind, and its "
+             "90th percentile.", "",
+             "| kind | kernels | " + " | ".join(groups) + " | pooled median | pooled p90 |",
+             "|---|---:|" + "---:|" * (len(groups) + 2)]
+    for kind, g in h.groupby("kind"):
+        cells = []
+        for dev in groups:
+            d = g[g["group"] == dev]
+            cells.append(f"{_pct(d['ape'].median())} ({_pct(d['roof'].median())})"
+                         if len(d) else "-")
+        lines.append(f"| {kind} | {len(g)} | " + " | ".join(cells)
+                     + f" | {_pct(g['ape'].median())} | {_pct(g['ape'].quantile(0.9))} |")
+    per_dev = [f"{_pct(h.loc[h['group'] == d, 'ape'].median())}" for d in groups]
+    lines.append(f"| all kinds | {len(h)} | " + " | ".join(per_dev)
+                 + f" | {_pct(h['ape'].median())} | {_pct(h['ape'].quantile(0.9))} |")
+    lines += ["", "Candidates (mean over held-out devices of the median APE; the lowest is "
+              "shipped):", "", "| kind | " + " | ".join(
+                  f"{f} ({d})" for f, d in scores[["form", "device_features"]]
+                  .drop_duplicates().itertuples(index=False)) + " |",
+              "|---|" + "---:|" * len(scores[["form", "device_features"]].drop_duplicates())]
+    for kind, g in scores.groupby("kind", sort=False):
+        lines.append(f"| {kind} | " + " | ".join(_pct(v) for v in g["score"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def model_tables(lodo: pd.DataFrame) -> str:
+    """B: model-level leave-one-device-out per device and per model, modes apart."""
+    r = lodo.assign(ape=_ape(lodo["pred_s"], lodo["step_time_s"]),
+                    roof=_ape(lodo["pred_roofline_s"], lodo["step_time_s"]),
+                    kern=_ape(lodo["pred_kernels_s"], lodo["step_time_s"]))
+    out = ["### Model level, leave one device out (NeuSight step times)", "",
+           "Every measured step of BERT-large, GPT-2 large, GPT-3 XL and 2.7B, OPT-1.3B and "
+           "Switch-XL (inference on five GPUs, training on the V100), predicted with the "
+           "kernel model and launch terms fitted without the step's device.", ""]
+    for key, title in (("group", "device"), ("model", "model")):
+        out += [f"#### By {title}", "",
+                f"| mode | {title} | steps | median APE | worst APE | roofline only: median"
+                " | kernel sum, no launch terms: median |", "|---|---|---:|---:|---:|---:|---:|"]
+        for (mode, k), g in r.groupby(["mode", key]):
+            out.append(f"| {mode} | {k} | {len(g)} | {_pct(g['ape'].median())} | "
+                       f"{_pct(g['ape'].max())} | {_pct(g['roof'].median())} | "
+                       f"{_pct(g['kern'].median())} |")
+        out.append("")
+    out += ["#### Pooled", "", "| mode | steps | median APE | worst APE (device, model) | "
+            "roofline only: median | roofline only: worst |", "|---|---:|---:|---:|---:|---:|"]
+    for mode, g in r.groupby("mode"):
+        w = g.loc[g["ape"].idxmax()]
+        out.append(f"| {mode} | {len(g)} | {_pct(g['ape'].median())} | {_pct(w['ape'])} "
+                   f"({w['group']}, {w['model']} b{w['batch']}) | {_pct(g['roof'].median())} | "
+                   f"{_pct(g['roof'].max())} |")
+    return "\n".join(out) + "\n"
+
+
+def half_table(err: pd.DataFrame, widening: float) -> str:
+    """C: the FP32-trained GEMM model on FP16 tensor-core GEMMs."""
+    lines = ["### BF16 extrapolation: DeepBench GEMMs, FP32 against FP16 tensor cores", "",
+             "log(measured / predicted) of the FP32-trained linear model on DeepBench's GEMMs "
+             "(FP32 peak and 4-byte operands, or the tensor-core FP16 peak and 2-byte "
+             "operands); the shipped BF16 interval is the FP32 one widened by the ratio of "
+             f"the 5-95 % ranges, x{widening:.2f}.", "",
+             "| device | precision | GEMMs | median | 5 % | 95 % |",
+             "|---|---|---:|---:|---:|---:|"]
+    for (dev, prec), g in err.groupby(["device", "precision"]):
+        e = g["log_error"]
+        lines.append(f"| {dev} | {prec} | {len(g)} | {e.median():+.2f} | {e.quantile(0.05):+.2f}"
+                     f" | {e.quantile(0.95):+.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def transformer_part(data: Path, with_mlp: bool) -> list[str]:
+    from workbench.compute.kernel_train import CANDIDATES, MLP_CANDIDATE
+    from workbench.compute.predict import load_coefficients
+    from workbench.compute.step_train import train_transformer_predictor
+
+    candidates = (*CANDIDATES, MLP_CANDIDATE) if with_mlp else CANDIDATES
+    tr = train_transformer_predictor(data, load_coefficients().sync, candidates=candidates)
+    t = tr.terms
+    deltas = ", ".join(f"{k} {1e6 * v:.0f}" for k, v in t.delta_s.items())
+    head = (f"Timer costs removed per kernel (us): {deltas}; host launch floor "
+            f"{1e6 * t.launch_s:.1f} us (fitted on every step); interval (training) "
+            f"x{np.exp(t.interval_train[0]):.2f}"
+            f"..x{np.exp(t.interval_train[1]):.2f}, (inference) "
+            f"x{np.exp(t.interval_inference[0]):.2f}..x{np.exp(t.interval_inference[1]):.2f}")
+    return ["## Transformers: kernel-level predictor (`bench/compute_validation.py`)", "",
+            kernel_tables(tr.kernels.held_out, tr.kernels.scores), model_tables(tr.lodo),
+            half_table(tr.half_errors, t.bf16_widening), head + "\n",
+            app_kernel_table(data, dict(tr.kernels.without), tr.kernels.model)]
+
+
+def app_kernel_table(data: Path, without: dict, full: object) -> str:
+    """Item 6: the apps' GEMM kernels (DeepBench, ten GPUs) under the DeepBench-trained
+    correction of the apps' predictor against the kernel-level model, device held out."""
+    from workbench.compute.devices import BUILTIN_DEVICES
+    from workbench.compute.predict import Coefficients, kernel_time_s
+    from workbench.compute.train import fit_kernel_weights, read_all_deepbench
+
+    k = read_all_deepbench(data)
+    g = k[k["kind"] == "gemm"]
+    lines = ["### The apps' kernels: DeepBench GEMMs, device held out", "",
+             "| device | GEMMs | apps' correction (DeepBench-trained): median APE | "
+             "kernel-level model (NeuSight-trained): median APE |", "|---|---:|---:|---:|"]
+    cur_all, new_all = [], []
+    for dev in sorted(g["device"].unique()):
+        rows = g[g["device"] == dev]
+        coef = Coefficients(kernel_weights=fit_kernel_weights(k[k["device"] != dev],
+                                                              BUILTIN_DEVICES))
+        cur = np.array([kernel_time_s("gemm", f, b, n, BUILTIN_DEVICES[dev], coef)
+                        for f, b, n in zip(rows["flops"], rows["bytes"], rows["kernels"],
+                                           strict=True)])
+        model = without.get(dev, full)  # a NeuSight device: the model fitted without it
+        dims = np.zeros((len(rows), 7), dtype=np.int64)
+        dims[:, 0], dims[:, 1], dims[:, 2], dims[:, 3] = 1, rows["m"], rows["n"], rows["k"]
+        new, _ = model.predict_s("linear", dims, rows["flops"].to_numpy(float),  # type: ignore[attr-defined]
+                                 rows["bytes"].to_numpy(float), None, BUILTIN_DEVICES[dev])
+        t = rows["time_s"].to_numpy(float)
+        cur_all.append(np.abs(cur - t) / t)
+        new_all.append(np.abs(new - t) / t)
+        lines.append(f"| {dev} | {len(rows)} | {_pct(np.median(cur_all[-1]))} | "
+                     f"{_pct(np.median(new_all[-1]))} |")
+    lines.append(f"| all | {sum(len(c) for c in cur_all)} | "
+                 f"{_pct(np.median(np.concatenate(cur_all)))} | "
+                 f"{_pct(np.median(np.concatenate(new_all)))} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

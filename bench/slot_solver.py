@@ -2,7 +2,7 @@
 
 Usage: ``python bench/slot_solver.py [--json] [--slots 3] [--sizes 50x3x5,...]``.
 
-Synthetic slot instances (:func:`workbench.policies.fastslot.synthetic_slot_problem`) of
+Synthetic slot instances (``synthetic_slot_problem`` of ``tests/helpers_policies.py``) of
 ``jobs x datacenters x configurations``; each size is solved for ``--slots`` successive
 slots (the same options, weights moved by ~5%, as in a steady period). Paths:
 
@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -34,34 +36,33 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from common import RESULTS, write_table  # noqa: E402
 
-from workbench.policies import milp  # noqa: E402
-from workbench.policies.fastslot import (  # noqa: E402
-    FastSlotSolver,
-    lp_bound,
-    perturbed,
-    relative_gap,
-    synthetic_slot_problem,
-)
+from workbench.optim import slot  # noqa: E402
+from workbench.optim.fastslot import FastSlotSolver  # noqa: E402
+from workbench.optim.slotarrays import lp_bound, relative_gap  # noqa: E402
+
+# The synthetic slot problems are test fixtures; they live with the tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers_policies import perturbed, synthetic_slot_problem  # noqa: E402
 
 SIZES = ("50x3x5", "200x6x5", "1000x10x6", "5000x20x6")
 PYOMO_MAX_OPTIONS = 100_000
 """Above this many options the Pyomo path is skipped (it takes minutes to build)."""
 
 
-def pyomo_path(prob: milp.SlotProblem, time_limit_s: float) -> dict[str, Any]:
+def pyomo_path(prob: slot.SlotProblem, time_limit_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
-    m = milp.create_slot_model(prob)
+    m = slot.create_slot_model(prob)
     t1 = time.perf_counter()
-    info = milp.solve_slot_model(m, mip_rel_gap=1e-3, time_limit_s=time_limit_s)
+    info = slot.solve_slot_model(m, mip_rel_gap=1e-3, time_limit_s=time_limit_s)
     t2 = time.perf_counter()
-    choice = milp.extract_choice(m) if info.objective is not None else None
+    choice = slot.extract_choice(m) if info.objective is not None else None
     t3 = time.perf_counter()
     obj = float(prob.coef[choice].sum()) if choice is not None else None
     return {"build_s": t1 - t0, "solve_s": t2 - t1, "extract_s": t3 - t2, "objective": obj,
             "status": info.status}
 
 
-def fast_path(solver: FastSlotSolver, prob: milp.SlotProblem,
+def fast_path(solver: FastSlotSolver, prob: slot.SlotProblem,
               time_limit_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     choice, info = solver(prob, mip_rel_gap=1e-3, time_limit_s=time_limit_s)

@@ -1,4 +1,4 @@
-"""Tiny inline scenarios and a slot loop for the policy tests.
+"""Tiny inline scenarios, a slot loop and slot problems for the policy and solver tests.
 
 The loop is the simulator itself (noise-free, perfect forecast): a slot's outcome comes
 from the one slot-outcome model (:mod:`workbench.outcome`), never from a copy here.
@@ -6,8 +6,9 @@ from the one slot-outcome model (:mod:`workbench.outcome`), never from a copy he
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -16,13 +17,13 @@ import xarray as xr
 
 from workbench import perf
 from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, ScenarioView
+from workbench.optim.slot import SlotProblem
 from workbench.policies.base import (
     Allocation,
     Forecast,
     Policy,
     SlotState,
 )
-from workbench.policies.milp import SlotProblem
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 SLOT_S = 900
@@ -210,3 +211,113 @@ def problem(job_index: list[int], coef: list[float], pool_index: list[int], n_gp
         transfer_gb=np.array(transfer_gb if transfer_gb is not None else [0.0] * k),
         link_capacity_gb=np.array(link_cap if link_cap is not None else [], dtype=float),
     )
+
+
+def synthetic_slot_problem(
+    n_jobs: int,
+    n_dcs: int,
+    n_configs: int,
+    *,
+    seed: int = 0,
+    inference_share: float = 0.05,
+    moved_share: float = 0.7,
+    load: float = 1.6,
+    V: float = 20.0,
+) -> SlotProblem:
+    """A random slot problem shaped like the Lyapunov scheduler's (tests and bench/slot_solver).
+
+    ``n_jobs`` jobs, each with ``n_dcs * n_configs`` options (training) or the options in
+    about a third of the datacenters (inference, within a latency bound). Configurations
+    alternate two GPU types per datacenter with counts 1, 2, 4, 8. Weights follow the
+    NetCoef shape ``(V + Q_j) p / pref - V c / (kappa_j pref)`` with sublinear progress
+    ``p ~ speed_g n^0.8``, cost ``c ~ price_d P_g n`` and random backlog ``Q_j``; about a
+    fifth of the options are negative. Pool capacities are set so that the best choices
+    ask for ``load`` times the GPUs there are; half of the datacenters have a binding power
+    cap; ``moved_share`` of the jobs last ran elsewhere, so their options there move a
+    checkpoint over a link whose volume binds.
+    """
+    if min(n_jobs, n_dcs, n_configs) < 1:
+        raise ValueError("n_jobs, n_dcs and n_configs must be >= 1")
+    rng = np.random.default_rng(seed)
+    n_types = 2
+    counts_menu = np.array([1, 2, 4, 8])
+    cfg_type = np.arange(n_configs) % n_types
+    cfg_n = counts_menu[(np.arange(n_configs) // n_types) % counts_menu.size]
+    speed = np.array([1.0, 0.6])
+    power_kw = np.array([0.7, 0.4])  # per GPU, facility
+    price = rng.uniform(0.3, 1.2, n_dcs)
+    inference = rng.random(n_jobs) < inference_share
+    last_dc = np.where(rng.random(n_jobs) < moved_share, rng.integers(0, n_dcs, n_jobs), -1)
+    q = rng.exponential(0.5 * V, n_jobs)
+    kappa = rng.uniform(0.5, 1.5, n_jobs) * float(np.mean(price) * power_kw.mean())
+    ckpt = rng.uniform(1.0, 40.0, n_jobs)
+    work = rng.uniform(0.5, 2.0, n_jobs)
+
+    mesh = np.meshgrid(np.arange(n_jobs), np.arange(n_dcs), np.arange(n_configs),
+                       indexing="ij")
+    jj, dd, cc = (a.ravel() for a in mesh)
+    home = rng.integers(0, n_dcs, n_jobs)
+    near = (dd - home[jj]) % n_dcs < max(1, math.ceil(n_dcs / 3))
+    ok = ~inference[jj] | (near & (cfg_n[cc] == 1))
+    jj, dd, cc = jj[ok], dd[ok], cc[ok]
+    g = cfg_type[cc]
+    n = cfg_n[cc]
+    jitter = rng.lognormal(0.0, 0.1, jj.size)
+    prog = speed[g] * n ** 0.8 / work[jj] * jitter
+    pref = np.zeros(n_jobs)
+    np.maximum.at(pref, jj, prog)
+    cost = price[dd] * power_kw[g] * n * jitter
+    moves = (last_dc[jj] >= 0) & (last_dc[jj] != dd)
+    prog = np.where(moves, prog * 0.9, prog)
+    coef = ((V + q[jj]) * prog - V * cost / kappa[jj]) / pref[jj]
+    coef = np.where(inference[jj], -V * cost / np.mean(cost), coef)
+
+    pools = n_dcs * n_types
+    pool_index = dd * n_types + g
+    best = np.full(n_jobs, -np.inf)
+    np.maximum.at(best, jj, coef)
+    is_best = coef == best[jj]
+    want = np.bincount(pool_index[is_best], weights=n[is_best], minlength=pools)
+    capacity = np.maximum(np.round(want.sum() / pools / load), 8).astype(np.int64)
+    capacity = np.maximum(capacity + rng.integers(-2, 3, pools), 1)
+    dc_power_want = np.bincount(dd[is_best], weights=(power_kw[g] * n)[is_best],
+                                minlength=n_dcs)
+    power_cap = np.full(n_dcs, np.inf)
+    capped = rng.random(n_dcs) < 0.5
+    power_cap[capped] = np.maximum(0.5 * dc_power_want[capped], 5.0)
+
+    links = [(a, b) for a in range(n_dcs) for b in range(a + 1, n_dcs)]
+    link_pos = {pair: i for i, pair in enumerate(links)}
+    link_index = np.full(jj.size, -1, dtype=np.int64)
+    mv = np.flatnonzero(moves)
+    src, dst = last_dc[jj[mv]], dd[mv]
+    link_index[mv] = [link_pos[(min(a, b), max(a, b))] for a, b in
+                      zip(src.tolist(), dst.tolist(), strict=True)]
+    transfer_gb = np.where(moves, ckpt[jj], 0.0)
+    link_cap = np.full(len(links), max(200.0, 0.6 * n_jobs / max(len(links), 1) * 20.0))
+    return SlotProblem(
+        job_ids=tuple(f"j{i}" for i in range(n_jobs)),
+        job_index=jj.astype(np.int64),
+        coef=coef.astype(float),
+        must_place=inference,
+        pool_labels=tuple(f"dc{d}/g{t}" for d in range(n_dcs) for t in range(n_types)),
+        pool_index=pool_index.astype(np.int64),
+        n_gpus=n.astype(np.int64),
+        pool_capacity=capacity,
+        dc_labels=tuple(f"dc{d}" for d in range(n_dcs)),
+        dc_index=dd.astype(np.int64),
+        power_kw=(power_kw[g] * n).astype(float),
+        power_cap_kw=power_cap,
+        link_labels=tuple(f"dc{a}<->dc{b}" for a, b in links),
+        link_index=link_index,
+        transfer_gb=transfer_gb.astype(float),
+        link_capacity_gb=link_cap,
+    )
+
+
+def perturbed(prob: SlotProblem, seed: int, sigma: float = 0.05) -> SlotProblem:
+    """The next slot of a steady period: the same options, weights moved by ~``sigma``."""
+    rng = np.random.default_rng(seed)
+    scale = np.abs(prob.coef).mean() if prob.n_options else 1.0
+    coef = prob.coef + sigma * scale * rng.standard_normal(prob.n_options)
+    return replace(prob, coef=coef)

@@ -155,6 +155,10 @@ def test_bad_configs_say_what_to_fix(store: Store, tmp_path: Path, edit: Any,
         build_scenario(store, cfg)
 
 
+LLM_JOB = {"job_id": "llm", "model_config": "no-such-config.json", "seq_len": 1024,
+           "global_batch": 8, "tokens": 1e9, "home": "a"}
+"""A ``[[jobs.llm]]`` entry: its names are checked before its model config is read."""
+
 NAME_FIELDS = {
     # (section, key): an edit of the config giving that key an unknown name
     ("pools", "datacenter"): lambda c: c["pools"][0].update(datacenter="nope"),
@@ -168,13 +172,18 @@ NAME_FIELDS = {
     ("datacenters", "region"): lambda c: c["datacenters"][0].update(region="nope"),
     ("datacenters", "grid_zone"): lambda c: c["datacenters"][0].update(grid_zone="nope"),
     ("jobs", "set"): lambda c: c["jobs"].update(set="nope"),
+    ("jobs.llm", "home"): lambda c: c["jobs"].update(llm=[{**LLM_JOB, "home": "nope"}]),
+    ("jobs.llm", "gpu_types"): lambda c: c["jobs"].update(
+        llm=[{**LLM_JOB, "gpu_types": ["A100", "nope"]}]),
 }
 """Every key of the schema that names something the workbench or the store must know."""
 
 FREE_FIELDS = {("scenario", "name"), ("scenario", "description"), ("scenario", "start"),
                ("scenario", "end"), ("scenario", "currency"), ("scenario", "fill"),
                ("datacenters", "name"), ("datacenters", "timezone"),
-               ("network", "latency_matrix"), ("jobs", "align"), ("inference", "job_id")}
+               ("network", "latency_matrix"), ("jobs", "align"), ("inference", "job_id"),
+               ("jobs.llm", "job_id"), ("jobs.llm", "model_config_path"),
+               ("jobs.llm", "purpose"), ("jobs.llm", "precision")}
 """Text keys that name nothing to look up: new names, free text, times (parsed), a
 currency (a pattern, checked against the series), enums and a timezone (validated by the
 schema), a path (read)."""
@@ -205,6 +214,7 @@ def test_every_name_a_config_gives_is_checked_against_what_is_known(
     assert "'nope'" in text or "nope (price and carbon)" in text or "['nope']" in text, text
     if field[1] not in ("region", "grid_zone", "set"):
         assert text.startswith(f"[[{field[0]}]] entry" if field[0] != "jobs" else "[jobs]")
+        assert "'nope'" in text
         assert f"{field[1]}: 'nope' is not " in text and "; known: " in text, text
 
 

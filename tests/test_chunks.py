@@ -18,7 +18,8 @@ from workbench.cubes import default_forecast_mode
 from workbench.metrics import compute_metrics, queue_kind_totals
 from workbench.policies import make_policy
 from workbench.recorders import MemoryRecorder
-from workbench.sim import PLAN_EXTRA_COLUMNS, PLAN_STORED_COLUMNS, simulate
+from workbench.schema import PLAN_EXTRA_COLUMNS, PLAN_STORED_COLUMNS
+from workbench.sim import simulate
 
 ROW = st.tuples(st.sampled_from(["a", "b", "job-7"]), st.integers(-5, 1000),
                 st.floats(allow_nan=True, allow_infinity=False, width=64))

@@ -103,6 +103,16 @@ def test_devices_list_and_add(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "lacks field" in capsys.readouterr().err
     with Store(db, read_only=True) as store:  # the failed add left the store as it was
         assert store.table("devices")["name"].tolist() == ["B200"]
+    neusight = tmp_path / "l4.json"
+    neusight.write_text(json.dumps({"Device": "NVIDIA L4", "Dev_Mem": 24, "Mem_Bw": 300,
+                                    "Num_Sm": 60, "Core_Per_SM": 128, "Freq": 2040,
+                                    "SingleFLOPs": 31334, "L2Cache": 48}))
+    assert main(["--db", db, "devices", "add", str(neusight)]) == 0
+    out = capsys.readouterr().out
+    assert "saved device L4" in out and "assumed tdp_w" in out
+    assert main(["--db", db, "predict", "--app", "bert", "--gpu", "NVIDIA L4",
+                 "--local-batch", "4", "--json"]) == 0
+    assert len(_json(capsys)) == 1  # type: ignore[arg-type]
 
 
 def test_measure_stores_a_step_time_that_calibrates_predict(

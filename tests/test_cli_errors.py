@@ -290,6 +290,8 @@ OUTPUT_FLAGS = [
     (["sweep", "--scenario", "tiny", "--policy", "asap-home", "--threads"], "--out"),
     (["fit", "defaults", "--profiles", "{dir}"], "--out"),
     (["compute", "train", "--data", "{dir}"], "--out"),
+    (["compute", "train", "--data", "{dir}"], "--kernels-out"),
+    (["compute", "train", "--data", "{dir}"], "--terms-out"),
 ]
 """Every output flag of every command, with the arguments it needs besides."""
 

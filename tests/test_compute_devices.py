@@ -68,3 +68,78 @@ def test_devices_added_in_the_store_override_and_extend(tmp_path: Path) -> None:
 def test_bad_device_figure_says_which() -> None:
     with pytest.raises(ValueError, match="mem_bw_gb_s must be a positive number"):
         replace(BUILTIN_DEVICES["T4"], mem_bw_gb_s=0.0)
+
+
+@pytest.mark.parametrize(("spelling", "canonical"), [
+    ("Tesla V100-PCIE-32GB", "V100"), ("Tesla P100-PCIE-16GB", "P100"), ("Tesla P4", "P4"),
+    ("Tesla T4", "T4"), ("NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB"),
+    ("NVIDIA A100 80GB PCIe", "A100-PCIe-80GB"), ("NVIDIA H100 80GB HBM3", "H100"),
+    ("a100 sxm4 80gb", "A100"), ("H100 SXM5", "H100"),
+])
+def test_neusight_device_strings_match_tolerantly(spelling: str, canonical: str) -> None:
+    assert normalise_device_name(spelling) == canonical
+
+
+def test_ambiguous_and_wrong_variants_name_the_fix() -> None:
+    with pytest.raises(UnknownDeviceError, match="ambiguous: A100-PCIe-40GB, A100-PCIe-80GB"):
+        normalise_device_name("A100 PCIe")
+    with pytest.raises(UnknownDeviceError, match="devices add"):
+        normalise_device_name("V100 16GB")  # the built-in V100 is the 32 GB part
+
+
+NEUSIGHT_L4 = {"Device": "NVIDIA L4", "Dev_Mem": 24, "Mem_Bw": 300, "Num_Sm": 60,
+               "Core_Per_SM": 128, "Freq": 2040, "SingleFLOPs": 31334, "L2Cache": 48}
+
+
+def test_neusight_device_config_of_a_new_device_lists_its_assumptions() -> None:
+    from workbench.compute.devices import device_from_document
+
+    spec, assumed = device_from_document(NEUSIGHT_L4)
+    assert spec.name == "L4" and spec.fp32_tflops == pytest.approx(31.334)
+    assert (spec.sms, spec.l2_mb, spec.mem_bw_gb_s, spec.memory_gb) == (60, 48.0, 300.0, 24.0)
+    assert {a.split(":")[0] for a in assumed} >= {"tdp_w", "fp16_tflops", "intra_node_gb_s"}
+    assert spec.sources["tdp_w"].startswith("assumption")
+    assert "NeuSight" in spec.sources["sms"]
+
+
+def test_neusight_config_of_a_known_device_keeps_its_other_figures() -> None:
+    from workbench.compute.devices import device_from_neusight
+
+    v100 = {"Device": "Tesla V100-PCIE-32GB", "Dev_Mem": 32, "Mem_Bw": 900, "Num_Sm": 80,
+            "Core_Per_SM": 64, "Freq": 1370, "SingleFLOPs": 14029, "L2Cache": 6}
+    spec, assumed = device_from_neusight(v100)
+    assert spec.name == "V100" and not assumed
+    assert spec.tdp_w == 250.0 and spec.fp16_tflops == 112.0  # from the built-in
+    assert spec.fp32_tflops == pytest.approx(14.029)  # from the file
+    amd = {"Device": "AMD Instinct MI100", "Dev_Mem": 32, "Mem_Bw": 1230, "Num_Sm": 120,
+           "Core_Per_SM": 4, "Freq": 1502, "SingleFLOPsMM": 46100, "SingleFLOPsVEC": 23100,
+           "L2Cache": 8}
+    spec, _ = device_from_neusight(amd)
+    assert spec.vendor == "amd" and spec.fp32_tflops == pytest.approx(23.1)
+    assert "matrix-core FP32 46.1 TF" in spec.sources["fp32_tflops"]
+
+
+@pytest.mark.parametrize(("doc", "match"), [
+    ({**NEUSIGHT_L4, "Mem_Bw": "fast"}, "non-numeric"),
+    ({k: v for k, v in NEUSIGHT_L4.items() if k != "L2Cache"}, r"lacks \['L2Cache'\]"),
+    ({k: v for k, v in NEUSIGHT_L4.items() if k != "SingleFLOPs"}, "SingleFLOPs"),
+    ([1, 2], "one JSON object"),
+])
+def test_bad_neusight_configs_say_what_to_fix(doc: object, match: str) -> None:
+    from workbench.compute.devices import device_from_document
+
+    with pytest.raises(ValueError, match=match):
+        device_from_document(doc)
+
+
+def test_bf16_exists_only_where_the_hardware_has_it() -> None:
+    assert BUILTIN_DEVICES["H800"].peak_tflops("bf16") == 989.4
+    assert BUILTIN_DEVICES["Ascend910B"].sources["bf16_tflops"].startswith("estimate")
+    with pytest.raises(ValueError, match="no BF16"):
+        BUILTIN_DEVICES["V100"].peak_tflops("bf16")
+
+
+def test_every_builtin_has_its_shape_figures() -> None:
+    for d in BUILTIN_DEVICES.values():
+        assert d.sms > 0 and d.l2_mb > 0 and d.clock_mhz > 0, d.name
+        assert d.sm_count == d.sms

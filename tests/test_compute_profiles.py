@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from workbench.compute.measure import StepMeasurement, save_measurement
-from workbench.compute.profiles import predict_profile, profile_from_measurements
 from workbench.fit import EnergyFit
 from workbench.perf import (
     iteration_time,
@@ -16,6 +15,7 @@ from workbench.perf import (
     profile_from_dict,
     profile_to_dict,
 )
+from workbench.profiles import predict_profile, profile_from_measurements
 from workbench.store import Store
 
 
@@ -34,8 +34,8 @@ def test_predict_profile_follows_the_predictor() -> None:
     import numpy as np
 
     from workbench.compute import BUILTIN_DEVICES, load_coefficients, load_graph
-    from workbench.compute.profiles import predicted_timings
     from workbench.fit import placement_iteration_time
+    from workbench.profiles import predicted_timings
 
     base = _shipped("imagenet", "A100")
     energy: EnergyFit | None = None

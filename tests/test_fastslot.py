@@ -5,18 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 import pytest
-from helpers_policies import problem
+from helpers_policies import perturbed, problem, synthetic_slot_problem
 
-from workbench.policies.fastslot import (
-    FastSlotSolver,
-    build_arrays,
-    lp_bound,
-    perturbed,
-    relative_gap,
-    solve_slot_problem_fast,
-    synthetic_slot_problem,
-)
-from workbench.policies.milp import solve_slot_problem
+from workbench.optim.fastslot import FastSlotSolver, solve_slot_problem_fast
+from workbench.optim.slot import solve_slot_problem
+from workbench.optim.slotarrays import build_arrays, lp_bound, relative_gap
 
 
 @pytest.mark.parametrize("method", ["auto", "lp-repair", "mip"])

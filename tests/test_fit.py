@@ -16,15 +16,19 @@ from workbench.fit import (
     fit_pollux_app,
     fit_throughput_params,
     fit_zeus_gpu,
-    import_profiles,
     mape,
     noise_scale,
     phi_trajectory,
     placement_iteration_time,
+)
+from workbench.gpus import GPU_SPECS, derive_throughput
+from workbench.perf import EfficiencyParams, ThroughputParams, load_default_profiles
+from workbench.profiles import (
+    derive_efficiency,
+    derive_energy,
+    import_profiles,
     write_default_profiles,
 )
-from workbench.gpus import GPU_SPECS, derive_efficiency, derive_energy, derive_throughput
-from workbench.perf import EfficiencyParams, ThroughputParams, load_default_profiles
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PROFILES = SHARED_DATA / "profiles"

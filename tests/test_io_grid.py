@@ -12,8 +12,8 @@ import pytest
 from workbench.cubes import cube_from_series
 from workbench.io.errors import InputError
 from workbench.io.grid import import_grid, read_grid
-from workbench.io.units import LB_TO_G, UnitError, carbon_factor, price_factor
 from workbench.store import Store
+from workbench.units import LB_TO_G, UnitError, carbon_factor, price_factor
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 G = "grid/"

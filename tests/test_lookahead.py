@@ -11,9 +11,12 @@ from helpers_policies import (
     training_job,
 )
 
+from workbench.optim.fastslot import FastSlotSolver
+from workbench.optim.info import SolveInfo
 from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotState
-from workbench.policies.lookahead import LookaheadPolicy, window_blocks
+from workbench.policies.lookahead import LookaheadPolicy
+from workbench.policies.window import window_blocks
 
 
 @pytest.mark.parametrize("knobs", [
@@ -124,6 +127,25 @@ def test_a_failed_window_lp_is_reported_and_jobs_still_run(
     assert not res.unfinished and not res.deadline_misses
     first = res.allocations[0].solve
     assert first is not None and first.fallback and "not solved" in first.message
+
+
+def test_a_failed_slot_milp_falls_back_to_the_greedy_allocation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The slot MILP times out every slot: the greedy feasible allocation runs the jobs,
+    # within the pool's 4 GPUs, and every slot reports the fallback and why.
+    jobs = [training_job(f"j{i}", "a", 1.0, gpus=2, counts=(2,), deadline_slot=8)
+            for i in range(3)]
+    sc = tiny_scenario(jobs, n_slots=8, regions=("a",))
+    pol = LookaheadPolicy(window_h=2.0)
+
+    def time_out(*_: object, **__: object) -> tuple[None, SolveInfo]:
+        return None, SolveInfo(status="maxTimeLimit", solve_s=10.0, message="time limit")
+
+    monkeypatch.setattr(FastSlotSolver, "__call__", time_out)
+    res = run_slots(sc, pol)
+    assert not res.unfinished and max(res.max_pool_use.values()) <= 4
+    ran = [a.solve for a in res.allocations if a.placements]
+    assert ran and all(s is not None and s.fallback and "greedy" in s.message for s in ran)
 
 
 def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None:

@@ -8,8 +8,8 @@ from helpers_policies import problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.policies.greedy import greedy_choice
-from workbench.policies.milp import (
+from workbench.optim.fallback import greedy_choice
+from workbench.optim.slot import (
     SlotProblem,
     create_slot_model,
     extract_choice,

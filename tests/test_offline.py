@@ -10,7 +10,8 @@ from helpers_policies import inference_job, run_slots, tiny_scenario, training_j
 from workbench.policies import make_policy, policy_knobs
 from workbench.policies.greedy import GreedyPolicy
 from workbench.policies.lookahead import LookaheadPolicy
-from workbench.policies.offline import OfflinePolicy, job_configs
+from workbench.policies.offline import OfflinePolicy
+from workbench.policies.problems import job_configs
 from workbench.policies.threshold import ThresholdPolicy
 
 
@@ -70,6 +71,25 @@ def test_carbon_cap_raises_the_cost() -> None:
     capped.reset(sc.view())
     assert capped.optimum_carbon_kg <= free.optimum_carbon_kg / 3 + 1e-6
     assert capped.optimum_cost > free.optimum_cost
+
+
+@pytest.mark.parametrize("capped", ["a", "b"])
+def test_a_per_datacenter_carbon_cap_binds_at_its_datacenter(capped: str) -> None:
+    # The cheap datacenter is capped, by a cap keyed by it alone (one on "b", the second
+    # datacenter, once indexed a row that did not exist). Both grids emit the same per kWh,
+    # so the plan's carbon stays about what it was: a global cap of that size could not be
+    # kept, the per-datacenter one is, by running the rest at the dearer, uncapped site.
+    prices = [[0.5, 1.0] if capped == "a" else [1.0, 0.5]] * 8
+    sc = tiny_scenario([training_job("j", "a", 2.0, deadline_slot=8)], prices=prices,
+                       carbons=[[400.0, 400.0]] * 8)
+    free = OfflinePolicy(scenario=sc)
+    free.reset(sc.view())
+    cap = free.optimum_carbon_kg / 4
+    pol = OfflinePolicy(scenario=sc, carbon_cap_kg={capped: cap})
+    pol.reset(sc.view())
+    assert pol.carbon_slack_kg == pytest.approx(0.0, abs=1e-9) and not pol.shortfall
+    assert pol.optimum_carbon_kg > 2 * cap
+    assert pol.optimum_cost > free.optimum_cost + 1e-9
 
 
 def _instance() -> object:

@@ -22,11 +22,13 @@ from workbench.perf import (
     golden_section_max,
     iteration_time,
     load_default_profiles,
+    overlap_time,
     power_w,
     profile_from_dict,
     profile_to_dict,
     profiles_from_json,
     profiles_to_json,
+    sync_time,
     throughput,
 )
 
@@ -91,6 +93,29 @@ def test_iteration_time_at_least_compute_and_sync(tp: ThroughputParams, m: int) 
     t_comp = tp.alpha_c + tp.beta_c * m / n
     assert np.all(t >= t_comp * (1 - 1e-12))
     assert t[0] == pytest.approx(t_comp[0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(c=st.floats(1e-4, 10), s=st.floats(0, 10), g=st.floats(1, 10))
+def test_overlap_lies_between_max_and_sum(c: float, s: float, g: float) -> None:
+    t = overlap_time(c, s, g)
+    assert max(c, s) - 1e-12 <= t <= c + s + 1e-12
+    assert overlap_time(c, s, 1.0) == pytest.approx(c + s)
+
+
+@settings(max_examples=50, deadline=None)
+@given(tp=throughput_params(), m=st.integers(1, 4096))
+def test_one_formula_for_packed_and_placed_iterations(tp: ThroughputParams, m: int) -> None:
+    """perf.iteration_time (nodes implied by packing) and fit.placement_iteration_time
+    (nodes given) agree where the placements agree: one definition behind both."""
+    from workbench.fit import placement_iteration_time
+
+    n = np.array([1, 2, 4, 8, 16, 32])
+    nodes = np.ceil(n / 8)
+    packed = iteration_time(tp, n, m * n, gpus_per_node=8)
+    placed = placement_iteration_time(tp, nodes, n, m)
+    np.testing.assert_allclose(packed, placed, rtol=1e-12)
+    assert sync_time(tp, 1, False) == 0.0
 
 
 def test_power_and_energy_units() -> None:

@@ -16,7 +16,8 @@ from workbench import perf
 from workbench.cubes import default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS, read_plan_csv, write_plan_csv
 from workbench.model import Scenario
-from workbench.policies.base import Allocation, Forecast, Placement, SlotState, SolveInfo
+from workbench.optim.info import SolveInfo
+from workbench.policies.base import Allocation, Forecast, Placement, SlotState
 from workbench.policies.baselines import (
     AsapHome,
     CarbonScaling,

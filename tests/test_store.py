@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.store import _SCHEMA_V1, SCHEMA_VERSION, Store, StoreError
+from workbench.store import SCHEMA_VERSION, Store, StoreError
+from workbench.store.schema import migrate
 
 
 def _grid(region: str = "r1", n: int = 4, price: float = 0.5) -> pd.DataFrame:
@@ -80,10 +81,7 @@ def test_failed_write_leaves_store_intact(tmp_path: Path) -> None:
 def test_old_schema_is_migrated(tmp_path: Path) -> None:
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))
-    con.execute("CREATE TABLE schema_version (version INTEGER, applied_utc TIMESTAMP)")
-    for ddl in _SCHEMA_V1:
-        con.execute(ddl)
-    con.execute("INSERT INTO schema_version VALUES (1, now())")
+    migrate(con, None, 1)  # a file as version 1 wrote it
     con.execute("INSERT INTO profiles VALUES ('a', 'g', '{}', 'old')")
     con.close()
     with Store(db) as store:

@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.io import grid
-from workbench.store import Store, StoreError, _constant
+from workbench.store import Store, StoreError
+from workbench.store import grid as store_grid
+from workbench.store.grid import is_constant
 
 _VALUES = ("price_per_kwh", "currency", "carbon_g_per_kwh", "source")
 _T0 = pd.Timestamp("2025-01-01")
@@ -140,7 +142,7 @@ def test_reader_frames_are_one_category_columns(tmp_path: Path) -> None:
     frame = grid.read_grid("price-csv", path, "R")
     for col in ("region", "currency", "source"):
         assert isinstance(frame[col].dtype, pd.CategoricalDtype)
-        assert _constant(frame[col])
+        assert is_constant(frame[col])
     assert frame["region"].iloc[0] == "R" and frame["currency"].iloc[0] == "EUR"
     with Store(":memory:") as store:
         grid.write_grid(store, frame, path)
@@ -150,26 +152,24 @@ def test_reader_frames_are_one_category_columns(tmp_path: Path) -> None:
 
 
 def test_constant_columns() -> None:
-    assert _constant(pd.Series(["a", "a"])) and not _constant(pd.Series(["a", "b"]))
-    assert _constant(pd.Series(pd.Categorical(["a", "a"])))
-    assert not _constant(pd.Series(pd.Categorical(["a", None])))
-    assert _constant(pd.Series(pd.Categorical([None, None], categories=["a"])))
-    assert _constant(pd.Series([], dtype="category"))
+    assert is_constant(pd.Series(["a", "a"])) and not is_constant(pd.Series(["a", "b"]))
+    assert is_constant(pd.Series(pd.Categorical(["a", "a"])))
+    assert not is_constant(pd.Series(pd.Categorical(["a", None])))
+    assert is_constant(pd.Series(pd.Categorical([None, None], categories=["a"])))
+    assert is_constant(pd.Series([], dtype="category"))
 
 
 def test_a_large_grid_write_runs_on_one_thread_and_restores_the_setting(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import workbench.store as store_module
-
-    monkeypatch.setattr(store_module, "GRID_ONE_THREAD_ROWS", 2)
+    monkeypatch.setattr(store_grid, "GRID_ONE_THREAD_ROWS", 2)
     seen: list[str] = []
-    real = Store._merge_grid
+    real = store_grid.merge_grid
 
     def spy(con, *a):  # type: ignore[no-untyped-def]
         seen.append(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
         return real(con, *a)
 
-    monkeypatch.setattr(Store, "_merge_grid", staticmethod(spy))
+    monkeypatch.setattr(store_grid, "merge_grid", spy)
     with Store(":memory:") as store:
         store.con.execute("SET threads = 2")
         frame = pd.DataFrame({"time_utc": pd.date_range(_T0, periods=3, freq="h"),

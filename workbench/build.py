@@ -67,7 +67,8 @@ def _check_names(store: Any, cfg: ScenarioConfig) -> None:
     ``[[links]]``, ``[jobs] homes`` and ``[[inference]]`` homes among the
     ``[[datacenters]]``; GPU types of pools among those with a profile (stored or shipped)
     or a device spec (``workbench devices list``); an inference service's application among
-    the profiled ones and its GPU type among the pools'. (Regions, the job set and the
+    the profiled ones and its GPU type among the pools'; an LLM job's home and GPU types
+    likewise. (Regions, the job set and the
     latency matrix's zones are checked against the store and the matrix where they are
     read.)
 
@@ -103,19 +104,21 @@ def _check_names(store: Any, cfg: ScenarioConfig) -> None:
             check(f"[[links]] entry {i}", key, getattr(lk, key), sites, site)
     for home in (cfg.jobs.homes or []) if cfg.jobs is not None else []:
         check("[jobs]", "homes", home, sites, site)
+    pool_type = ("a GPU type of the [[pools]]", "use one of them, or add a pool of that type")
     for i, svc in enumerate(cfg.inference):
         where = f"[[inference]] entry {i}"
         check(where, "app", svc.app, apps, ("a profiled application", "use one of them, or "
               "import its profiles (`workbench import profiles`)"))
         check(where, "home", svc.home, sites, site)
-        check(where, "gpu_type", svc.gpu_type, pool_gpus,
-              ("a GPU type of the [[pools]]", "use one of them, or add a pool of that type"))
+        check(where, "gpu_type", svc.gpu_type, pool_gpus, pool_type)
+    for i, llm in enumerate(cfg.jobs.llm if cfg.jobs is not None else []):
+        check(f"[[jobs.llm]] entry {i}", "home", llm.home, sites, site)
+        for gpu in llm.gpu_types or []:
+            check(f"[[jobs.llm]] entry {i}", "gpu_types", gpu, pool_gpus, pool_type)
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:
-    held = {r[0]: (r[1], r[2]) for r in store.con.execute(
-        "SELECT region, count(price_per_kwh), count(carbon_g_per_kwh) FROM grid_series "
-        "GROUP BY region").fetchall()}
+    held = store.grid_value_counts()
     missing = []
     for region in sorted(set(regions)):
         n_price, n_carbon = held.get(region, (0, 0))
@@ -172,6 +175,11 @@ def _jobs(store: Any, cfg: ScenarioConfig, start: datetime, end: datetime,
     jc = cfg.jobs
     if jc is None:
         return []
+    if jc.set is None:
+        if not jc.llm:
+            raise BuildError("[jobs] has neither set = \"NAME\" (an imported job set) nor "
+                             "[[jobs.llm]] tables; give one of them")
+        return []
     set_name = jc.set
     sets = job_sets(store)
     if set_name not in sets:
@@ -226,6 +234,22 @@ def _inference(cfg: ScenarioConfig, start: datetime, end: datetime) -> list[Job]
         load_fraction=svc.load_fraction, checkpoint_gb=svc.checkpoint_gb,
         dataset_gb=svc.checkpoint_gb if svc.dataset_gb is None else svc.dataset_gb,
     ) for svc in cfg.inference]
+
+
+def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
+              ) -> tuple[list[Job], list[perf.JobProfile]]:
+    """``[[jobs.llm]]``: jobs and their predicted profiles on the pools' GPU types
+    (:func:`workbench.llm_jobs.jobs_from_entries`)."""
+    entries = cfg.jobs.llm if cfg.jobs is not None else []
+    if not entries:
+        return [], []
+    from workbench.compute.transformer import ModelConfigError
+    from workbench.llm_jobs import jobs_from_entries
+
+    try:
+        return jobs_from_entries(entries, cfg.base_dir, start, [p.gpu_type for p in pools])
+    except (ModelConfigError, ValueError) as exc:
+        raise BuildError(f"[[jobs.llm]]: {exc}") from None
 
 
 def profiles_for(store: Any, apps: set[str]) -> list[perf.JobProfile]:
@@ -295,10 +319,11 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         store.grid_series(regions, start - timedelta(days=cubes.HISTORY_DAYS), start), regions,
         start, timezones={d.region: d.timezone for d in dcs}, currency=currency)
     names = [d.name for d in dcs]
-    jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end),
-                  key=lambda j: (j.arrival, j.job_id))
+    llm_jobs, llm_profiles = _llm_jobs(config, start, pools)
+    jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end)
+                  + llm_jobs, key=lambda j: (j.arrival, j.job_id))
     apps = {j.app for j in jobs}
-    profiles = profiles_for(store, apps)
+    profiles = profiles_for(store, apps) + llm_profiles
     return Scenario(
         name=str(name), datacenters=tuple(dcs), pools=tuple(pools),
         links=tuple(_links(config, dcs)),

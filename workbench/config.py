@@ -124,10 +124,49 @@ class LinkEntry(_Section):
                                                      description="kWh/GB >= 0")
 
 
-class JobsSection(_Section):
-    """``[jobs]``: which stored job set, realigned how."""
+class LlmJobEntry(_Section):
+    """``[[jobs.llm]]``: one LLM training job defined by its model config
+    (:mod:`workbench.llm_jobs`); give ``tokens`` or ``steps``."""
 
-    set: str = Field(min_length=1, description="an imported job set (import jobs --into)")
+    job_id: str = Field(min_length=1, description="a unique name")
+    model_config_path: str = Field(alias="model_config", min_length=1, description=(
+        "a Hugging Face config.json (path relative to the scenario config)"))
+    purpose: Literal["pretrain", "finetune"] = Field("pretrain", description=(
+        "'pretrain' or 'finetune'"))
+    seq_len: int = Field(ge=1, le=1_000_000, description="tokens per sequence, >= 1")
+    global_batch: int = Field(ge=1, le=10**7, description="sequences per step, >= 1")
+    tokens: float | None = Field(None, gt=0, le=1e16, description="tokens to train on, > 0")
+    steps: int | None = Field(None, ge=1, le=10**10, description="optimizer steps, >= 1")
+    precision: Literal["fp32", "bf16"] = Field("bf16", description="'fp32' or 'bf16'")
+    pretrained_tokens: float | None = Field(None, ge=0, le=1e16, description=(
+        "tokens the model saw before a fine-tune (default 300e9)"))
+    home: str = Field(min_length=1, description="a datacenter name")
+    arrival_hours: float = Field(0.0, ge=0, le=87840, description="hours after the start")
+    deadline_hours: float | None = Field(None, gt=0, le=87840, description=(
+        "hours after its arrival"))
+    gpus: int = Field(8, ge=1, le=4096, description="GPUs requested, >= 1")
+    gpu_counts: list[int] | None = Field(None, min_length=1, description=(
+        "allowed GPU counts, e.g. [1, 2, 4, 8, 16]"))
+    gpu_types: list[str] | None = Field(None, min_length=1, description="GPU type names")
+    checkpoint_gb: float | None = Field(None, ge=0, le=1e6, description="GB >= 0")
+    dataset_gb: float = Field(0.0, ge=0, le=1e6, description="GB >= 0")
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
+                              populate_by_name=True, protected_namespaces=())
+
+    @property
+    def model_config_file(self) -> str:
+        """The ``model_config`` key (a path)."""
+        return self.model_config_path
+
+
+class JobsSection(_Section):
+    """``[jobs]``: which stored job set, realigned how, and LLM jobs defined here."""
+
+    set: str | None = Field(None, min_length=1, description=(
+        "an imported job set (import jobs --into)"))
+    llm: list[LlmJobEntry] = Field(default_factory=list, description=(
+        "[[jobs.llm]] tables: LLM jobs by model config"))
     align: Literal["start", "none"] = Field("start", description="'start' or 'none'")
     offset_hours: float = Field(0.0, ge=-87840, le=87840, description="hours, a finite number")
     homes: list[str] | None = Field(None, min_length=1, description="datacenter names")
@@ -175,16 +214,23 @@ class ScenarioConfig(_Section):
 
 _SECTIONS = {"scenario": "[scenario]", "network": "[network]", "jobs": "[jobs]",
              "datacenters": "[[datacenters]]", "pools": "[[pools]]", "links": "[[links]]",
-             "inference": "[[inference]]"}
+             "inference": "[[inference]]", "jobs.llm": "[[jobs.llm]]"}
 _MODELS: dict[str, type[BaseModel]] = {
     "scenario": ScenarioSection, "network": NetworkSection, "jobs": JobsSection,
     "datacenters": DatacenterEntry, "pools": PoolEntry, "links": LinkEntry,
-    "inference": InferenceEntry,
+    "inference": InferenceEntry, "jobs.llm": LlmJobEntry,
 }
+
+
+def _nested(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """``('jobs', 'llm', 0, 'seq_len')`` -> ``('jobs.llm', 0, 'seq_len')``: the one nested
+    array of tables reads like a top-level one."""
+    return (f"{loc[0]}.{loc[1]}", *loc[2:]) if loc[:2] == ("jobs", "llm") else loc
 
 
 def _where(loc: tuple[int | str, ...]) -> tuple[str, str | None]:
     """``('datacenters', 0, 'pue')`` -> ``("[[datacenters]] entry 0", "pue")``."""
+    loc = _nested(loc)
     if not loc:
         return "the config", None
     head = str(loc[0])
@@ -197,6 +243,7 @@ def _where(loc: tuple[int | str, ...]) -> tuple[str, str | None]:
 
 
 def _hint(loc: tuple[int | str, ...]) -> str:
+    loc = _nested(loc)
     section = str(loc[0]) if loc else ""
     names = [x for x in loc[1:] if isinstance(x, str)]
     model = _MODELS.get(section)
@@ -217,8 +264,9 @@ def _message(exc: ValidationError) -> str:
         same = sorted(str(e["loc"][-1]) for e in extra if e["loc"][:-1] == extra[0]["loc"][:-1])
         if where == "the config":
             return (f"unknown config sections {same}; known: {sorted(_SECTIONS)}")
-        model = _MODELS[str(extra[0]["loc"][0])]
-        return f"{where}: unknown keys {same}; known: {sorted(model.model_fields)}"
+        model = _MODELS[str(_nested(tuple(extra[0]["loc"]))[0])]
+        known = sorted(f.alias or n for n, f in model.model_fields.items())
+        return f"{where}: unknown keys {same}; known: {known}"
     e = errors[0]
     loc = tuple(e["loc"])
     # A union (str | datetime) reports one error per member: keep the first member's.

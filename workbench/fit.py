@@ -24,13 +24,12 @@ simulator), so that ``E(m) = (phi + m0) / (phi + m)``.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -41,9 +40,9 @@ from workbench.perf import (
     EfficiencyParams,
     EnergyParams,
     FloatArray,
-    JobProfile,
     ThroughputParams,
-    profiles_to_json,
+    overlap_time,
+    sync_time,
 )
 
 log = logging.getLogger(__name__)
@@ -167,15 +166,6 @@ def _timings_bounded(df: pd.DataFrame, path: Path) -> None:
                                                  "at least one sample per GPU"))
 
 
-def _sync_time(
-    p: ThroughputParams, num_nodes: FloatArray, num_replicas: FloatArray
-) -> FloatArray:
-    retro = np.maximum(num_replicas - 2.0, 0.0)
-    intra = p.alpha_n + p.beta_n * retro
-    inter = p.alpha_r + p.beta_r * retro
-    return np.where(num_replicas <= 1, 0.0, np.where(num_nodes > 1, inter, intra))
-
-
 def placement_iteration_time(
     p: ThroughputParams, num_nodes: ArrayLikeF, num_replicas: ArrayLikeF, local_bsz: ArrayLikeF
 ) -> FloatArray:
@@ -183,16 +173,16 @@ def placement_iteration_time(
 
     ``T_comp = alpha_c + beta_c * b`` with local batch ``b``; ``T_sync`` is 0 on one GPU,
     ``alpha_n + beta_n * (n - 2)`` on one node and ``alpha_r + beta_r * (n - 2)`` across
-    nodes (``n`` replicas); ``T_iter = (T_comp^g + T_sync^g)^(1/g)``. Unlike
+    nodes (``n`` replicas, :func:`workbench.perf.sync_time`); ``T_iter =
+    (T_comp^g + T_sync^g)^(1/g)`` (:func:`workbench.perf.overlap_time`). Unlike
     :func:`workbench.perf.iteration_time`, the node count is given, not implied by packing.
     """
     nn = np.asarray(num_nodes, dtype=float)
     nr = np.asarray(num_replicas, dtype=float)
     b = np.asarray(local_bsz, dtype=float)
     t_comp = p.alpha_c + p.beta_c * b
-    t_sync = _sync_time(p, nn, nr)
-    g = p.gamma
-    return (t_comp**g + t_sync**g) ** (1.0 / g)
+    t_sync = sync_time(p, nr, nn > 1)
+    return np.asarray(overlap_time(t_comp, t_sync, p.gamma), dtype=float)
 
 
 _LOG_FLOOR = -25.0  # exp(-25) ~ 1e-11 s: "absent" in practice
@@ -527,139 +517,3 @@ def fit_zeus_gpu(profiles_dir: Path | str, gpu: str) -> list[EnergyFit]:
         fits.append(EnergyFit(gpu=gpu.lower(), dataset=str(ds), network=str(net),
                               params=params, mape=err, rows=g.reset_index(drop=True)))
     return fits
-
-
-# --------------------------------------------------------------------------- defaults
-
-
-def _pollux_dir(profiles_dir: Path) -> Path:
-    return profiles_dir / "pollux" if (profiles_dir / "pollux").is_dir() else profiles_dir
-
-
-def _zeus_dir(profiles_dir: Path) -> Path:
-    return profiles_dir / "zeus" if (profiles_dir / "zeus").is_dir() else profiles_dir
-
-
-def build_default_profiles(
-    profiles_dir: Path | str,
-    gpu_types: Sequence[str] = ("H800", "A100", "Ascend910B"),
-    apps: Sequence[str] = POLLUX_APPS,
-    energy_reference_gpu: str = "v100",
-) -> tuple[list[JobProfile], dict[str, Any]]:
-    """Fit every Pollux app and derive its profile on each of ``gpu_types``.
-
-    Returns the profiles and a report ``{"throughput_mape": {app: x},
-    "energy_mape": {"<dataset>/<network>": x}}``. GPU types other than the measured
-    reference get *predicted* profiles (:func:`profile_for_gpu`).
-    """
-    root = Path(profiles_dir)
-    energy = {(f.dataset, f.network): f for f in fit_zeus_gpu(_zeus_dir(root),
-                                                                  energy_reference_gpu)}
-    out: list[JobProfile] = []
-    report: dict[str, Any] = {"throughput_mape": {}, "energy_mape": {}}
-    for key, f in energy.items():
-        report["energy_mape"]["/".join(key)] = round(f.mape, 4)
-    for app in apps:
-        fit = fit_pollux_app(_pollux_dir(root) / app)
-        report["throughput_mape"][app] = round(fit.mape, 4)
-        efit = energy[ZEUS_NETWORK_FOR_APP[app]]
-        for gpu in gpu_types:
-            out.append(profile_for_gpu(fit, efit, gpu))
-    return out, report
-
-
-def profile_for_gpu(fit: ThroughputFit, energy_fit: EnergyFit | None, gpu: str) -> JobProfile:
-    """The profile of a fitted app on ``gpu``: the fit itself on the GPU it was measured on
-    (:data:`workbench.gpus.REFERENCE_GPU`), else predicted from the app's computation graph
-    (:func:`workbench.compute.profiles.predict_profile`, labelled with its interval)."""
-    from workbench.compute.profiles import predict_profile
-    from workbench.gpus import REFERENCE_GPU, derive_profile
-
-    if gpu == REFERENCE_GPU:
-        return derive_profile(fit.app, fit.params, fit.efficiency, energy_fit, gpu,
-                              throughput_mape=fit.mape)
-    return predict_profile(fit.app, fit.efficiency, energy_fit, gpu)
-
-
-def write_default_profiles(
-    profiles_dir: Path | str, out_path: Path | str, **kwargs: Any
-) -> dict[str, Any]:
-    """Regenerate the shipped ``data/profiles.json`` from the measured profiles."""
-    profiles, report = build_default_profiles(profiles_dir, **kwargs)
-    doc = profiles_to_json(profiles)
-    doc["fit_report"] = report
-    from workbench.io.plan_csv import atomic_write
-
-    # Atomic: an interrupted regeneration leaves the shipped profiles as they were.
-    with atomic_write(out_path) as fh:
-        fh.write(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    log.info("wrote %d profiles to %s", len(profiles), out_path)
-    return report
-
-
-def _energy_fits(zeus_dir: Path, gpu: str = "v100") -> dict[tuple[str, str], EnergyFit]:
-    if not (zeus_dir / f"summary_power_{gpu}.csv").is_file():
-        log.warning("no summary_power_%s.csv in %s: default power shape used", gpu, zeus_dir)
-        return {}
-    return {(f.dataset, f.network): f for f in fit_zeus_gpu(zeus_dir, gpu)}
-
-
-def import_profiles(
-    store: Any,
-    kind: str,
-    directory: Path | str,
-    gpu_types: Sequence[str] = ("T4", "H800", "A100", "Ascend910B"),
-) -> int:
-    """Fit measured profiles in ``directory`` and save the resulting profiles in ``store``.
-
-    Parameters
-    ----------
-    store : workbench.store.Store
-        Open store; profiles go through ``store.save_profiles`` (insert or replace by
-        application and GPU type).
-    kind : {"pollux", "zeus"}
-        ``pollux``: ``directory`` holds one folder per application (or a ``pollux/``
-        folder); each is fitted and saved on every GPU type of ``gpu_types`` (``T4``
-        measured, the others derived), with power shapes from a sibling ``zeus/`` folder
-        when present. ``zeus``: ``directory`` holds ``summary_power_v100.csv``; the power
-        parameters of every stored profile (or, when the store has none, of the shipped
-        defaults) are re-derived from it.
-    directory : path
-
-    Returns
-    -------
-    int
-        Number of profiles saved.
-    """
-    from workbench.gpus import with_energy_from
-    from workbench.perf import load_default_profiles
-
-    d = Path(directory)
-    if not d.is_dir():
-        holds = "<app>/placements.csv folders" if kind == "pollux" else "summary_power_v100.csv"
-        raise ProfileDataError(f"{d} is not a folder; pass the folder holding {holds}")
-    if kind == "pollux":
-        root = _pollux_dir(d)
-        apps = sorted(p.name for p in root.iterdir() if (p / "placements.csv").is_file())
-        if not apps:
-            raise ProfileDataError(f"no <app>/placements.csv folders under {d}")
-        zeus = root.parent / "zeus"
-        energy = _energy_fits(zeus) if zeus.is_dir() else {}
-        out = []
-        for app in apps:
-            fit = fit_pollux_app(root / app)
-            efit = energy.get(ZEUS_NETWORK_FOR_APP.get(app, ("", "")))
-            out += [profile_for_gpu(fit, efit, g) for g in gpu_types]
-        store.save_profiles(out)
-        return len(out)
-    if kind == "zeus":
-        zdir = _zeus_dir(d)
-        energy = _energy_fits(zdir)
-        if not energy:
-            raise ProfileDataError(f"no summary_power_v100.csv in {zdir}")
-        current = list(store.load_profiles()) or load_default_profiles()
-        out = [with_energy_from(p, energy.get(ZEUS_NETWORK_FOR_APP.get(p.app, ("", ""))))
-               for p in current]
-        store.save_profiles(out)
-        return len(out)
-    raise ValueError(f"unknown profile kind {kind!r}; use 'pollux' or 'zeus'")

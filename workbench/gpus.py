@@ -30,22 +30,10 @@ pool can be measured.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
-import numpy as np
-
-from workbench.perf import (
-    EfficiencyParams,
-    EnergyParams,
-    JobProfile,
-    ThroughputParams,
-    throughput,
-)
-
-if TYPE_CHECKING:
-    from workbench.fit import EnergyFit
+from workbench.perf import ThroughputParams
 
 
 @dataclass(frozen=True)
@@ -132,103 +120,3 @@ def derive_throughput(p: ThroughputParams, target: str,
         intra_sync_speed=t.intra_sync_speed / r.intra_sync_speed,
         inter_sync_speed=t.inter_sync_speed / r.inter_sync_speed,
     )
-
-
-def derive_efficiency(e: EfficiencyParams, target: str,
-                      reference: str = REFERENCE_GPU) -> EfficiencyParams:
-    """Efficiency parameters on ``target``: the per-GPU batch cap grows with memory.
-
-    ``max_local_batch' = min(max_batch, floor(max_local_batch * mem_t / mem_r))``; the
-    gradient noise scale is a property of the model and data, not of the device.
-    """
-    ratio = gpu_spec(target).memory_gb / gpu_spec(reference).memory_gb
-    cap = int(min(e.max_batch, max(1, np.floor(e.max_local_batch * ratio))))
-    return EfficiencyParams(
-        m0=e.m0, min_batch=e.min_batch, max_batch=e.max_batch,
-        max_local_batch=max(cap, 1), phi_progress=e.phi_progress, phi_values=e.phi_values,
-    )
-
-
-def derive_energy(
-    idle_fraction: float, full_fraction: float, x_full_sps: float, target: str
-) -> EnergyParams:
-    """Power model on ``target`` from a measured shape.
-
-    With ``f_0 = a1 / P_ref`` and ``f_1 = (a1 + a2 X_ref,max) / P_ref`` measured on the
-    reference GPU (board limit ``P_ref``) and ``X_full`` the job's one-GPU throughput at its
-    largest local batch on ``target`` (TDP ``P_t``)::
-
-        a1' = f_0 * P_t
-        a2' = (f_1 - f_0) * P_t / X_full
-        max_power_w = P_t
-    """
-    tdp = gpu_spec(target).tdp_w
-    f0 = float(np.clip(idle_fraction, 0.0, 1.0))
-    f1 = float(np.clip(full_fraction, f0, 1.0))
-    return EnergyParams(a1_w=f0 * tdp, a2_w_per_sps=(f1 - f0) * tdp / x_full_sps,
-                        max_power_w=tdp)
-
-
-# Fallback power shape when no energy fit matches an application: about 30% of the board
-# limit when allocated and 85% at full load, typical of the Zeus V100 vision workloads.
-_DEFAULT_IDLE_FRACTION = 0.3
-_DEFAULT_FULL_FRACTION = 0.85
-
-
-def _energy(
-    tp: ThroughputParams, ep: EfficiencyParams, energy_fit: EnergyFit | None, target: str
-) -> tuple[EnergyParams, str]:
-    x_full = float(throughput(tp, 1, ep.max_local_batch))
-    if energy_fit is not None:
-        p_ref = energy_fit.params.max_power_w or ENERGY_REFERENCE_TDP_W
-        f0 = energy_fit.params.a1_w / p_ref
-        f1 = energy_fit.full_load_power_w / p_ref
-        src = (f"Zeus {energy_fit.gpu} {energy_fit.dataset}/{energy_fit.network} "
-               f"(power MAPE {100 * energy_fit.mape:.1f}%): idle {f0:.2f}, full {f1:.2f} "
-               f"of {p_ref:.0f} W")
-    else:
-        f0, f1 = _DEFAULT_IDLE_FRACTION, _DEFAULT_FULL_FRACTION
-        src = f"default shape: idle {f0:.2f}, full {f1:.2f} of TDP"
-    tdp = gpu_spec(target).tdp_w
-    return derive_energy(f0, f1, x_full, target), f"{src} scaled to {tdp:.0f} W"
-
-
-def derive_profile(
-    app: str,
-    params: ThroughputParams,
-    efficiency: EfficiencyParams,
-    energy_fit: EnergyFit | None,
-    target: str,
-    throughput_mape: float | None = None,
-) -> JobProfile:
-    """A :class:`JobProfile` of ``app`` on ``target`` from fits on the reference GPUs.
-
-    ``params`` and ``efficiency`` were fitted on :data:`REFERENCE_GPU`; ``energy_fit`` is
-    the Zeus power shape of the closest network (None: a default shape). ``derived`` is
-    False only for the T4 itself; ``source`` records every factor used.
-    """
-    spec = gpu_spec(target)
-    tp = derive_throughput(params, target)
-    ep = derive_efficiency(efficiency, target)
-    energy, e_src = _energy(tp, ep, energy_fit, target)
-    ref = gpu_spec(REFERENCE_GPU)
-    t_src = f"Pollux {app} on {REFERENCE_GPU}"
-    if throughput_mape is not None:
-        t_src += f" (step-time MAPE {100 * throughput_mape:.1f}%)"
-    if target != REFERENCE_GPU:
-        t_src += (f", compute x{spec.compute_speed / ref.compute_speed:g}, "
-                  f"sync intra x{spec.intra_sync_speed / ref.intra_sync_speed:g} "
-                  f"inter x{spec.inter_sync_speed / ref.inter_sync_speed:g}, "
-                  f"memory x{spec.memory_gb / ref.memory_gb:g}")
-    return JobProfile(app=app, gpu_type=target, throughput=tp, efficiency=ep, energy=energy,
-                      derived=target != REFERENCE_GPU,
-                      source=f"throughput: {t_src}; energy: {e_src}")
-
-
-def with_energy_from(profile: JobProfile, energy_fit: EnergyFit | None) -> JobProfile:
-    """``profile`` with its power model re-derived from ``energy_fit`` (see
-    :func:`derive_energy`); the source string's energy part is replaced."""
-    energy, e_src = _energy(profile.throughput, profile.efficiency, energy_fit,
-                            profile.gpu_type)
-    head = profile.source.split("; energy:")[0]
-    return replace(profile, energy=energy, source=f"{head}; energy: {e_src}")

@@ -59,6 +59,25 @@ def as_utc(value: datetime | str | np.datetime64) -> datetime:
     return value.astimezone(UTC)
 
 
+SLOT_TOLERANCE = 1e-9
+"""Fraction of a slot within which a time counts as lying on the slot boundary it is next to
+(so that a time computed in floating point lands on the boundary it means)."""
+
+
+def slot_index(start: datetime, slot_s: float, when: datetime, *, after: bool = False) -> int:
+    """The slot of ``when`` on the clock that starts at ``start`` with slots of ``slot_s``.
+
+    ``floor((when - start) / slot_s + tol)``: the slot containing ``when``; with ``after``,
+    ``ceil((when - start) / slot_s - tol)``: the first slot starting at or after it (where a
+    job arriving at ``when`` can first run). ``tol`` is :data:`SLOT_TOLERANCE`. Not clipped
+    to the horizon: may be < 0 or >= the number of slots.
+    """
+    offset = (as_utc(when) - start).total_seconds() / slot_s
+    if after:
+        return math.ceil(offset - SLOT_TOLERANCE)
+    return math.floor(offset + SLOT_TOLERANCE)
+
+
 @dataclass(frozen=True)
 class Datacenter:
     """A datacenter in one grid region.
@@ -331,9 +350,10 @@ class _StaticFacts:
     def end(self) -> datetime:
         return self.start + timedelta(seconds=self.slot_s * self.n_slots)
 
-    def slot_of(self, when: datetime) -> int:
-        """Index of the slot containing ``when`` (may be < 0 or >= n_slots)."""
-        return math.floor((as_utc(when) - self.start).total_seconds() / self.slot_s)
+    def slot_of(self, when: datetime, *, after: bool = False) -> int:
+        """Index of the slot containing ``when`` (with ``after``: the first slot starting at
+        or after it); may be < 0 or >= n_slots (:func:`slot_index`)."""
+        return slot_index(self.start, self.slot_s, when, after=after)
 
     @property
     def regions(self) -> tuple[str, ...]:

@@ -196,18 +196,37 @@ class JobProfile:
         return self.step_time_interval is not None
 
 
+def overlap_time(t_comp: Any, t_sync: Any, gamma: float) -> Any:
+    """Pollux's iteration time ``T_iter = (T_comp^g + T_sync^g)^(1/g)``, s.
+
+    The one definition of the overlap of compute and gradient synchronisation: ``g = 1``
+    adds them (no overlap), a large ``g`` tends to ``max(T_comp, T_sync)`` (full overlap).
+    Broadcasts over numpy arrays; floats in, float out.
+    """
+    return (t_comp**gamma + t_sync**gamma) ** (1.0 / gamma)
+
+
+def sync_time(p: ThroughputParams, n: ArrayLike, multi_node: ArrayLike) -> FloatArray:
+    """All-reduce time ``T_sync`` of ``n`` replicas, s: 0 for ``n = 1``, else
+    ``alpha_n + beta_n (n - 2)`` on one node and ``alpha_r + beta_r (n - 2)`` where
+    ``multi_node`` is true."""
+    n_arr = np.asarray(n, dtype=float)
+    retro = np.maximum(n_arr - 2.0, 0.0)
+    intra = p.alpha_n + p.beta_n * retro
+    inter = p.alpha_r + p.beta_r * retro
+    return np.where(n_arr <= 1, 0.0, np.where(np.asarray(multi_node, dtype=bool), inter, intra))
+
+
 def iteration_time(
     p: ThroughputParams, n: ArrayLike, m: ArrayLike, gpus_per_node: int = 8
 ) -> FloatArray:
-    """Seconds per iteration ``T_iter = (T_comp^g + T_sync^g)^(1/g)`` (see module docstring)."""
+    """Seconds per iteration ``T_iter = (T_comp^g + T_sync^g)^(1/g)`` (see module docstring):
+    ``T_comp = alpha_c + beta_c m / n``, across nodes when ``n > gpus_per_node``."""
     n_arr = np.asarray(n, dtype=float)
     m_arr = np.asarray(m, dtype=float)
     t_comp = p.alpha_c + p.beta_c * m_arr / n_arr
-    intra = p.alpha_n + p.beta_n * np.maximum(n_arr - 2.0, 0.0)
-    inter = p.alpha_r + p.beta_r * np.maximum(n_arr - 2.0, 0.0)
-    t_sync = np.where(n_arr <= 1, 0.0, np.where(n_arr <= gpus_per_node, intra, inter))
-    g = p.gamma
-    return (t_comp**g + t_sync**g) ** (1.0 / g)
+    t_sync = sync_time(p, n_arr, n_arr > gpus_per_node)
+    return np.asarray(overlap_time(t_comp, t_sync, p.gamma), dtype=float)
 
 
 def throughput(

@@ -25,6 +25,7 @@ from workbench.cubes import resample
 from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.scenarios import stored_or_builtin
+from workbench.schema import MIGRATION, PLAN_ROW
 from workbench.sim import RunResult
 from workbench.store import RUN_SUMMARY_METRICS, Store, StoreError
 
@@ -157,13 +158,14 @@ def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> 
     info = store.run_info(run_id)
     settings = run_settings(info)
     plan = store.run_plan(run_id)
-    for col in ("slot_start", "slot_end"):
+    for col in PLAN_ROW.names_of("time"):  # the store keeps naive UTC
         plan[col] = pd.to_datetime(plan[col], utc=True)
     if scenario is not None:
         kinds = {j.job_id: j.kind for j in scenario.jobs}
         plan["kind"] = plan["job_id"].map(kinds)
     migrations = store.run_migrations(run_id)
-    migrations["slot_start"] = pd.to_datetime(migrations["slot_start"], utc=True)
+    for col in MIGRATION.names_of("time"):
+        migrations[col] = pd.to_datetime(migrations[col], utc=True)
     metrics = store.run_metrics(run_id)
     meta: dict[str, Any] = {
         **{k: v for k, v in _parse(info.get("settings")).items()},

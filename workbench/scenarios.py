@@ -275,13 +275,12 @@ def save_checked(store: Any, scenario: Scenario, *, replace: bool = False,
     from workbench.store import StoreError
 
     name = scenario.name
-    sets = store.job_sets()
-    held = sets[(sets["name"] == name) & ~sets["is_scenario"].astype(bool)]
-    if len(held):
+    sets = store.job_set_sizes()
+    if name in sets:
         if not replace:
             raise ScenarioError(
-                f"the store holds a job set {name!r} ({int(held['jobs'].iloc[0]):,} jobs); "
-                f"saving scenario {name} would replace it: {fix}")
+                f"the store holds a job set {name!r} ({sets[name]:,} jobs); saving scenario "
+                f"{name} would replace it: {fix}")
         store.save_scenario(scenario)
         return "replaced"
     if store.has_scenario(name):

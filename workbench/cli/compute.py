@@ -16,7 +16,7 @@ from workbench.cli._args import fail, number
 from workbench.compute.devices import (
     DeviceSpec,
     UnknownDeviceError,
-    device_from_dict,
+    device_from_document,
     devices,
     normalise_device_name,
     save_device,
@@ -33,19 +33,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``predict``, ``devices`` and ``compute`` commands."""
     p = sub.add_parser(
         "predict", help="predict a job's step time on a device from its computation graph",
-        description="Predicted step time (s) of one training step for every combination of "
-        "--gpus and --local-batch (N GPUs on --nodes servers, B samples per GPU), with its "
-        "5-95%% prediction interval and Pollux's compute/sync split.")
+        description="Predicted step time (s) of one step, with its 5-95%% prediction "
+        "interval. --app/--graph: a training step for every combination of --gpus and "
+        "--local-batch (N GPUs on --nodes servers, B samples per GPU) with Pollux's "
+        "compute/sync split. --model-config: a transformer from its Hugging Face config.json "
+        "(--mode, --seq-len, --batch per GPU or replica) on one node, forward, backward, "
+        "optimizer and sync apart (kernel-level predictor).")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--app", help=f"shipped graph: {', '.join(app_graph_names())}")
     src.add_argument("--graph", type=Path, help="a user's model: FILE.onnx (or a graph .json)")
-    p.add_argument("--gpu", required=True, help="device, e.g. A100, 'RTX 2080 Ti' "
-                   "(`workbench devices list`)")
-    p.add_argument("--gpus", default="1", help="GPU counts N[,N...] (default 1)")
-    p.add_argument("--local-batch", required=True, help="samples per GPU B[,B...]")
+    src.add_argument("--model-config", type=Path,
+                     help="a Hugging Face config.json (GPT-2/3, OPT, BERT, Llama, Switch)")
+    p.add_argument("--gpu", required=True, help="device, e.g. A100, 'RTX 2080 Ti', "
+                   "'Tesla V100-PCIE-32GB' (`workbench devices list`)")
+    p.add_argument("--gpus", default="1", help="GPU counts N[,N...] (default 1; "
+                   "--model-config: one count, GPUs of one node)")
+    p.add_argument("--local-batch", default=None, help="--app/--graph: samples per GPU "
+                   "B[,B...]")
     p.add_argument("--nodes", type=str, default="1", help="servers the GPUs span (default 1)")
-    p.add_argument("--precision", choices=("fp32", "tf32", "fp16"), default="fp32",
-                   help="arithmetic of the job (default fp32; the training data is FP32)")
+    p.add_argument("--mode", choices=("train", "inference"), default="train",
+                   help="--model-config: a training step (forward, backward, Adam) or an "
+                   "inference pass (default train)")
+    p.add_argument("--seq-len", type=number(1, 10**7, integer=True, unit="tokens"),
+                   default=None, help="--model-config: tokens per sequence")
+    p.add_argument("--batch", type=number(1, MAX_LOCAL_BATCH, integer=True,
+                                          unit="sequences"),
+                   default=None, help="--model-config: sequences per GPU (dp) or per "
+                   "model replica (tp, pp)")
+    p.add_argument("--parallel", choices=("dp", "tp", "pp"), default="dp",
+                   help="--model-config with --gpus > 1: data, tensor or pipeline "
+                   "parallel (default dp)")
+    p.add_argument("--precision", choices=("fp32", "bf16", "tf32", "fp16"), default="fp32",
+                   help="arithmetic of the job (default fp32; the training data is FP32, "
+                   "bf16 is extrapolated with the tensor-core peak and a wider interval)")
     p.add_argument("--inter-node-gbit-s", type=number(0, 1e6, low_open=True, unit="Gbit/s"),
                    default=None,
                    help="network per server, Gbit/s (default: the device's typical)")
@@ -60,8 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--json", action="store_true", help="print JSON with every source")
     lst.set_defaults(func=_devices_list)
     add = dsub.add_parser("add", help="add or replace a device in the store from JSON")
-    add.add_argument("spec", type=Path, help="JSON file with the fields of `devices list "
-                     "--json` (sources optional)")
+    add.add_argument("spec", type=Path, help="JSON file: the fields of `devices list --json` "
+                     "(sources optional) or NeuSight's device config (Device, Dev_Mem, "
+                     "Mem_Bw, Num_Sm, Core_Per_SM, Freq, SingleFLOPs, L2Cache)")
     add.set_defaults(func=_devices_add)
 
     c = sub.add_parser("compute", help="train the step-time predictor; time a training run")
@@ -71,7 +92,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="profiles folder holding deepbench/, zeus/, pollux/ "
                    "(../shared/data/profiles)")
     t.add_argument("--out", type=Path, default=None,
-                   help="output (default: the shipped workbench/data/compute/coefficients.json)")
+                   help="the apps' predictor (default: the shipped workbench/data/compute/"
+                   "coefficients.json)")
+    t.add_argument("--kernels-out", type=Path, default=None,
+                   help="the kernel-level model (default: the shipped .../kernels.npz)")
+    t.add_argument("--terms-out", type=Path, default=None,
+                   help="the step terms and intervals (default: the shipped "
+                   ".../step_terms.json)")
     t.set_defaults(func=_train)
     f = csub.add_parser("fit", help="replace a predicted profile by a fit to stored "
                         "measurements (3 or more)")
@@ -123,6 +150,10 @@ def _store_devices(db: str) -> dict[str, DeviceSpec]:
 def _predict(args: argparse.Namespace) -> int:
     from workbench.compute.predict import compute_time_s, load_coefficients, predict_step
 
+    if args.model_config is not None:
+        return _predict_model(args)
+    if args.local_batch is None:
+        return _fail("--app/--graph need --local-batch B[,B...] (samples per GPU)")
     try:
         gpus = _int_list(args.gpus, "--gpus", MAX_GPUS)
         batches = _int_list(args.local_batch, "--local-batch", MAX_LOCAL_BATCH)
@@ -170,6 +201,43 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _predict_model(args: argparse.Namespace) -> int:
+    """``predict --model-config``: one transformer configuration (one JSON object)."""
+    from workbench.compute.llm import predict_from_config
+    from workbench.compute.step import DeviceMemoryError
+    from workbench.compute.transformer import ModelConfigError
+
+    missing = [f for f, v in (("--seq-len", args.seq_len), ("--batch", args.batch)) if v is None]
+    if missing:
+        return _fail(f"--model-config needs {' and '.join(missing)} (tokens per sequence, "
+                     "sequences per GPU)")
+    if args.precision not in ("fp32", "bf16"):
+        return _fail(f"--model-config takes --precision fp32 or bf16, not {args.precision}")
+    try:
+        gpus = _int_list(args.gpus, "--gpus", MAX_GPUS)
+        if len(gpus) != 1:
+            raise ValueError("--model-config takes one --gpus count (GPUs of one node)")
+        table = _store_devices(args.db)
+        dev = table[normalise_device_name(args.gpu, table)]
+        step = predict_from_config(args.model_config, args.mode, args.seq_len, args.batch,
+                                   dev, gpus[0], args.parallel, args.precision)
+    except (ModelConfigError, DeviceMemoryError, UnknownDeviceError, ValueError,
+            FileNotFoundError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(step.row()))
+        return 0
+    print(f"{step.model} {step.mode} on {step.gpus}x{step.device} ({step.parallel}), "
+          f"{step.precision}, batch {step.batch} x {step.seq_len} tokens: predicted")
+    print(f"  step {step.step_time_s:.4f} s (5-95% {step.step_time_lo_s:.4f}-"
+          f"{step.step_time_hi_s:.4f} s), {step.row()['tokens_per_s']:.0f} tokens/s")
+    print(f"  forward {step.forward_s:.4f} s, backward {step.backward_s:.4f} s, optimizer "
+          f"{step.optimizer_s:.4f} s, sync {step.sync_s:.4f} s; roofline "
+          f"{step.roofline_s:.4f} s; {step.memory_gb:.1f} GB per GPU; "
+          f"{step.params / 1e9:.2f} B parameters")
+    return 0
+
+
 def _devices_list(args: argparse.Namespace) -> int:
     table = _store_devices(args.db)
     if args.json:
@@ -177,12 +245,13 @@ def _devices_list(args: argparse.Namespace) -> int:
 
         print(json.dumps([device_to_dict(d) for d in table.values()]))
         return 0
-    print(f"{'device':<14}{'FP32_TF':>8}{'TF32_TF':>8}{'FP16_TF':>8}{'mem_GB/s':>9}"
-          f"{'mem_GB':>7}{'TDP_W':>6}{'intra_GB/s':>11}{'net_Gbit/s':>11}")
+    print(f"{'device':<16}{'FP32_TF':>8}{'TF32_TF':>8}{'FP16_TF':>8}{'BF16_TF':>8}"
+          f"{'mem_GB/s':>9}{'mem_GB':>7}{'TDP_W':>6}{'SMs':>5}{'L2_MB':>6}{'intra_GB/s':>11}"
+          f"{'net_Gbit/s':>11}")
     for d in sorted(table.values(), key=lambda x: x.name):
-        print(f"{d.name:<14}{d.fp32_tflops:>8g}{d.tf32_tflops:>8g}{d.fp16_tflops:>8g}"
-              f"{d.mem_bw_gb_s:>9g}{d.memory_gb:>7g}{d.tdp_w:>6g}{d.intra_node_gb_s:>11g}"
-              f"{d.inter_node_gbit_s:>11g}")
+        print(f"{d.name:<16}{d.fp32_tflops:>8g}{d.tf32_tflops:>8g}{d.fp16_tflops:>8g}"
+              f"{d.bf16_tflops:>8g}{d.mem_bw_gb_s:>9g}{d.memory_gb:>7g}{d.tdp_w:>6g}"
+              f"{d.sms:>5}{d.l2_mb:>6g}{d.intra_node_gb_s:>11g}{d.inter_node_gbit_s:>11g}")
     print("sources: `workbench devices list --json`")
     return 0
 
@@ -192,37 +261,53 @@ def _devices_add(args: argparse.Namespace) -> int:
 
     try:
         doc = json.loads(Path(args.spec).read_text())
-        spec = device_from_dict(doc)
+        spec, assumed = device_from_document(doc, _store_devices(args.db))
     except (OSError, json.JSONDecodeError, ValueError, TypeError) as exc:
         return _fail(f"cannot read device spec {args.spec}: {exc}")
     with Store(args.db) as store:
         save_device(store, spec)
     print(f"saved device {spec.name} in {args.db}")
+    for note in assumed:
+        print(f"  assumed {note}; give the project's JSON (`devices list --json`) to set it")
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
     from workbench.cli._outputs import check_outputs
+    from workbench.compute.kernels import kernel_model_path
+    from workbench.compute.neusight import NeuSightDataError
     from workbench.compute.predict import coefficients_path
+    from workbench.compute.step import step_terms_path
+    from workbench.compute.step_train import train_transformer_predictor
     from workbench.compute.train import TrainingDataError, train_and_write
 
     out = args.out or coefficients_path()
-    bad_output = check_outputs([("--out", out)], args.db)
+    k_out = args.kernels_out or kernel_model_path()
+    t_out = args.terms_out or step_terms_path()
+    bad_output = check_outputs([("--out", out), ("--kernels-out", k_out),
+                                ("--terms-out", t_out)], args.db)
     if bad_output:
         return _fail(bad_output)
     try:
         coef = train_and_write(args.data, out)
-    except (TrainingDataError, OSError, ImportError) as exc:
+        t = coef.trained_on
+        print(f"wrote {out}: {t['kernel_rows']} kernels on {len(t['kernel_devices'])} "
+              f"devices, {t['step_rows_1gpu']} 1-GPU and {t['step_rows_multi']} multi-GPU "
+              "step times")
+        tr = train_transformer_predictor(args.data, coef.sync, k_out, t_out)
+    except (TrainingDataError, NeuSightDataError, OSError, ImportError) as exc:
         return _fail(str(exc))
-    t = coef.trained_on
-    print(f"wrote {out}: {t['kernel_rows']} kernels on {len(t['kernel_devices'])} devices, "
-          f"{t['step_rows_1gpu']} 1-GPU and {t['step_rows_multi']} multi-GPU step times")
+    choice = tr.kernels.model.trained_on["choice"]
+    print(f"wrote {k_out}: {tr.kernels.model.trained_on['rows']} NeuSight kernels; "
+          + ", ".join(f"{k} {v}" for k, v in choice.items()))
+    print(f"wrote {t_out}: host launch floor {1e6 * tr.terms.launch_s:.1f} us from "
+          f"{len(tr.lodo)} measured steps; BF16 interval x{tr.terms.bf16_widening:.2f}")
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from workbench.compute.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
     from workbench.perf import load_default_profiles
+    from workbench.profiles import MIN_MEASUREMENTS_TO_FIT, profile_from_measurements
     from workbench.store import Store
 
     with Store(args.db) as store:

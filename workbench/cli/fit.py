@@ -14,8 +14,8 @@ from workbench.fit import (
     ProfileDataError,
     fit_pollux_app,
     fit_zeus_gpu,
-    write_default_profiles,
 )
+from workbench.profiles import write_default_profiles
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -18,7 +18,7 @@ from workbench.cli._args import fail, number
 from workbench.io.errors import InputError
 from workbench.io.grid import GRID_FORMATS, read_grid, write_grid
 from workbench.io.jobs import JOB_FORMATS, import_jobs, read_jobs
-from workbench.store import Store
+from workbench.store import Store, check_side_file
 
 _GRID_HELP = """formats:
   electricitymaps-csv   hourly export, 'Datetime (UTC)' + 'Carbon Intensity ... (LCA|direct)'
@@ -93,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     j = isub.add_parser("jobs", help="import a job trace as a job set",
                         description="Map a job trace to training jobs stored as a job set.",
                         epilog=_JOBS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    j.add_argument("format", choices=sorted(JOB_FORMATS), metavar="FORMAT")
+    j.add_argument("format", choices=sorted([*JOB_FORMATS, "llm-jobs"]), metavar="FORMAT")
     j.add_argument("path", type=Path, metavar="PATH")
     j.add_argument("--into", required=True, help="job set name (not a scenario name)")
     j.add_argument("--start", help="origin of relative arrival times (ISO; default 1970-01-01Z)")
@@ -161,13 +161,23 @@ def _grid(args: argparse.Namespace) -> int:
 def _jobs(args: argparse.Namespace) -> int:
     homes = [h.strip() for h in args.homes.split(",") if h.strip()]
     try:
-        trace = read_jobs(args.format, args.path, timezone=args.timezone, limit=args.limit)
-        with Store(args.db) as store:
-            info = import_jobs(
-                store, args.format, args.path, args.into, start=args.start, app=args.app,
-                homes=homes, reference_gpu=args.reference_gpu, slack=args.slack,
-                replace=args.replace, trace=trace,
-            )
+        if args.format == "llm-jobs":  # jobs by model config: workbench.llm_jobs
+            from workbench.llm_jobs import import_llm_jobs, read_llm_trace
+
+            frame = read_llm_trace(args.path)
+            with Store(args.db) as store:
+                info = import_llm_jobs(store, frame, args.path, args.into, start=args.start,
+                                       homes=homes, reference_gpu=args.reference_gpu,
+                                       replace=args.replace)
+        else:
+            trace = read_jobs(args.format, args.path, timezone=args.timezone,
+                              limit=args.limit)
+            with Store(args.db) as store:
+                info = import_jobs(
+                    store, args.format, args.path, args.into, start=args.start,
+                    app=args.app, homes=homes, reference_gpu=args.reference_gpu,
+                    slack=args.slack, replace=args.replace, trace=trace,
+                )
     except InputError as exc:
         return _fail(exc)
     summary = {"path": info.path, "job_set": info.job_set, "jobs": info.jobs,
@@ -194,8 +204,7 @@ def _runs(args: argparse.Namespace) -> int:
         print(f"error: {args.path} is the store itself (--db); pass the side file a plan "
               "named", file=sys.stderr)
         return 2
-    with Store(args.path, read_only=True):
-        pass  # a damaged or foreign file fails here with a StoreError, before the lock
+    check_side_file(args.path)  # a damaged or foreign file fails here, before the lock
     with Store(args.db) as store:
         ids = store.copy_runs_from(args.path)
     print(f"copied {len(ids)} run(s) from {args.path} into {args.db}")
@@ -255,7 +264,8 @@ def arrival_span(first: Any, last: Any, start: str | None = None) -> str:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    from workbench.fit import ProfileDataError, import_profiles
+    from workbench.fit import ProfileDataError
+    from workbench.profiles import import_profiles
 
     store = _StoreOnFirstUse(args.db)
     try:

@@ -34,9 +34,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "scenario's price and carbon, and recommend the cheapest start that meets the deadline.",
     )
     p.add_argument("scenario", help="scenario name (from the store, or built-in)")
-    p.add_argument("--app", required=True, help="application profile, e.g. cifar10")
-    p.add_argument("--work", type=number(0, low_open=True, unit="samples"),
-                   required=True, help="total work, effective samples")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--app", help="application profile, e.g. cifar10")
+    src.add_argument("--model-config", default=None,
+                     help="an LLM job by its Hugging Face config.json: its profiles are "
+                     "predicted on the scenario's GPU types (with --seq-len, --global-batch, "
+                     "--tokens, --precision)")
+    p.add_argument("--work", type=number(0, low_open=True, unit="samples"), default=None,
+                   help="--app: total work, effective samples")
+    p.add_argument("--seq-len", type=number(1, 10**6, integer=True, unit="tokens"),
+                   default=None, help="--model-config: tokens per sequence")
+    p.add_argument("--global-batch", type=number(1, 10**7, integer=True, unit="sequences"),
+                   default=None, help="--model-config: sequences per step")
+    p.add_argument("--tokens", type=number(0, 1e16, low_open=True, unit="tokens"),
+                   default=None, help="--model-config: tokens to train on")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
+                   help="--model-config: arithmetic (default bf16)")
+    p.add_argument("--purpose", choices=("pretrain", "finetune"), default="pretrain",
+                   help="--model-config: pre-training or fine-tuning (default pretrain)")
     p.add_argument("--home", required=True, help="datacenter where the job's data lives")
     p.add_argument("--gpus", type=_gpu_range, default=(1, 8), metavar="MIN-MAX",
                    help="GPU-count range (default 1-8)")
@@ -64,9 +79,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _quote(args: argparse.Namespace) -> int:
     scenario = read_scenario(args.db, args.scenario)
+    app, work = args.app, args.work
+    if args.model_config is not None:
+        from workbench.llm_jobs import llm_quote_inputs
+
+        try:
+            scenario, app, work = llm_quote_inputs(
+                scenario, args.model_config, args.seq_len, args.global_batch, args.tokens,
+                args.precision, args.purpose, tuple(args.gpu_types))
+        except ValueError as exc:
+            return fail(exc)
+    elif work is None:
+        return fail("--app needs --work (total effective samples)")
     try:
         spec = JobSpec(
-            app=args.app, work_samples=args.work, home=args.home, min_gpus=args.gpus[0],
+            app=app, work_samples=work, home=args.home, min_gpus=args.gpus[0],
             max_gpus=args.gpus[1], deadline_h=args.deadline_h,
             arrival=as_utc(args.arrival) if args.arrival else None,
             gpu_types=tuple(args.gpu_types), checkpoint_gb=args.checkpoint_gb,

@@ -81,7 +81,7 @@ def _num(value: Any, fmt: str = ",.2f") -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         rows = runs_mod.summary_rows(store, args.scenario)
     if args.json:
         print(json.dumps({"runs": rows}))
@@ -103,7 +103,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
         metrics = runs_mod.typed_metrics(store.run_metrics(rid))
@@ -167,7 +167,7 @@ continue below when they do not fit."""
 
 
 def _compare(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         ids = [store.resolve_run(r) for r in args.runs]
         frame = runs_mod.compare_frame(store, ids)
     knobs = frame.loc["knobs"]
@@ -208,7 +208,7 @@ def _export(args: argparse.Namespace) -> int:
                                args.db)
     if bad_output:
         return fail(bad_output)
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         result = runs_mod.load_result(store, rid)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -281,7 +281,7 @@ def _job_set_records(jobs: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _data_list(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         series = store.series_summary()
         jobs = store.job_sets()
         profiles = store.profile_summary()

@@ -78,12 +78,12 @@ def read_scenario(db: str, name: str) -> Scenario:
             return scenarios.stored_or_builtin(None, name)
         raise ScenarioError(f"no scenario {name!r}: store {db} does not exist (built-in "
                             f"scenarios: {', '.join(scenarios.builtin_names())}); check --db")
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         return scenarios.stored_or_builtin(store, name)
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, read_only=True) as store:
         stored = store.scenario_names()
     data = {"builtin": scenarios.builtin_names(), "stored": stored}
     if args.json:

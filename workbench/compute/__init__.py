@@ -6,9 +6,14 @@
   aggregation, ring all-reduce sync, prediction interval;
 * :mod:`~workbench.compute.train`: training and leave-one-out validation on DeepBench,
   Zeus and Pollux (``workbench compute train``);
-* :mod:`~workbench.compute.profiles`: predicted :class:`~workbench.perf.JobProfile` for
-  the planner;
-* :mod:`~workbench.compute.measure`: time a training command and store the measurement.
+* :mod:`~workbench.compute.measure`: time a training command and store the measurement;
+* :mod:`~workbench.compute.transformer` and :mod:`~workbench.compute.opgraph`: transformer
+  operator graphs from a Hugging Face ``config.json``;
+* :mod:`~workbench.compute.kernels`, :mod:`~workbench.compute.kernel_train`: the
+  kernel-level predictor trained on NeuSight's kernels (:mod:`~workbench.compute.neusight`);
+* :mod:`~workbench.compute.step`, :mod:`~workbench.compute.step_train`: kernels to a step,
+  single GPU, data/tensor/pipeline parallel, with its interval;
+* :mod:`~workbench.compute.llm`: LLM job records and the critical-batch efficiency.
 """
 
 from workbench.compute.devices import (
@@ -20,6 +25,8 @@ from workbench.compute.devices import (
     normalise_device_name,
 )
 from workbench.compute.graph import Graph, GraphError, Op, graph_from_onnx, load_graph
+from workbench.compute.llm import LlmJobSpec, load_predictor, predict_from_config
+from workbench.compute.opgraph import Kernel, StepGraph, build_step_graph
 from workbench.compute.predict import (
     Coefficients,
     StepPrediction,
@@ -28,23 +35,43 @@ from workbench.compute.predict import (
     predict_step,
     roofline_time_s,
 )
+from workbench.compute.step import DeviceMemoryError, TransformerStep, predict_transformer
+from workbench.compute.transformer import (
+    ModelConfigError,
+    ModelSpec,
+    load_model_config,
+    model_spec,
+)
 
 __all__ = [
     "BUILTIN_DEVICES",
     "Coefficients",
+    "DeviceMemoryError",
     "DeviceSpec",
     "Graph",
     "GraphError",
+    "Kernel",
+    "LlmJobSpec",
+    "ModelConfigError",
+    "ModelSpec",
     "Op",
+    "StepGraph",
     "StepPrediction",
+    "TransformerStep",
     "UnknownDeviceError",
+    "build_step_graph",
     "device",
     "devices",
     "graph_from_onnx",
     "load_coefficients",
     "load_graph",
+    "load_model_config",
+    "load_predictor",
+    "model_spec",
     "normalise_device_name",
+    "predict_from_config",
     "predict_grid",
     "predict_step",
+    "predict_transformer",
     "roofline_time_s",
 ]

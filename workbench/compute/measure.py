@@ -75,26 +75,20 @@ def save_measurement(store: Any, m: StepMeasurement) -> str:
     """Insert ``m`` into ``compute_measurements``; returns its id."""
     mid = uuid.uuid4().hex[:12]
     when = (m.measured_utc or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
-    with store.transaction() as con:
-        con.execute(
-            "INSERT INTO compute_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [mid, m.app, normalise_device_name(m.device, devices(store)), m.gpus, m.nodes,
-             m.local_batch, m.step_time_s, m.sync_time_s, m.steps, when, m.command, m.profile_id])
+    store.save_measurement({
+        "measurement_id": mid, "app": m.app,
+        "device": normalise_device_name(m.device, devices(store)), "gpus": m.gpus,
+        "nodes": m.nodes, "local_batch": m.local_batch, "step_time_s": m.step_time_s,
+        "sync_time_s": m.sync_time_s, "steps": m.steps, "measured_utc": when,
+        "command": m.command, "profile_id": m.profile_id})
     return mid
 
 
 def load_measurements(store: Any, app: str | None = None, device: str | None = None
                       ) -> pd.DataFrame:
     """Stored measurements, optionally of one app and/or device (canonical name)."""
-    q = "SELECT * FROM compute_measurements WHERE 1=1"
-    args: list[Any] = []
-    if app is not None:
-        q += " AND app = ?"
-        args.append(app)
-    if device is not None:
-        q += " AND device = ?"
-        args.append(normalise_device_name(device, devices(store)))
-    return store.con.execute(q + " ORDER BY measured_utc", args).df()
+    return store.measurements(
+        app, None if device is None else normalise_device_name(device, devices(store)))
 
 
 def measurement_timings(frame: pd.DataFrame) -> pd.DataFrame:

@@ -52,6 +52,7 @@ import numpy as np
 
 from workbench.compute.devices import DeviceSpec
 from workbench.compute.graph import COMPUTE_KINDS, OPTIMIZER_STATE_COPIES, Graph
+from workbench.perf import overlap_time
 
 KERNEL_KINDS: tuple[str, ...] = ("conv", "gemm", "rnn")
 N_KERNEL_FEATURES = 6
@@ -284,13 +285,6 @@ def sync_time_s(gradient_bytes: float, gpus: int, nodes: int, device: DeviceSpec
     return 2.0 * (n - 1) / n * gradient_bytes / bw + 2.0 * (n - 1) * sync.latency_s
 
 
-def combine(t_comp: float, t_sync: float, gamma: float) -> float:
-    """``T_step = (T_comp^g + T_sync^g)^(1/g)`` (Pollux's overlap)."""
-    if t_sync <= 0:
-        return t_comp
-    return float((t_comp**gamma + t_sync**gamma) ** (1.0 / gamma))
-
-
 # --------------------------------------------------------------------------- rows
 
 
@@ -334,7 +328,7 @@ def predict_step(graph: Graph, device: DeviceSpec, gpus: int, local_batch: int,
         raise ValueError(f"local batch must be >= 1, got {local_batch}")
     t_c = calibration * compute_time_s(graph, device, local_batch, coef, precision, app)
     t_s = sync_time_s(graph.param_bytes, gpus, nodes, device, coef.sync, inter_node_gbit_s)
-    t = combine(t_c, t_s, coef.sync.gamma)
+    t = float(overlap_time(t_c, t_s, coef.sync.gamma))
     lo, hi = coef.interval_1gpu if gpus == 1 else coef.interval_multi
     return StepPrediction(gpus=int(gpus), local_batch=int(local_batch), step_time_s=t,
                           step_time_lo_s=t * math.exp(lo), step_time_hi_s=t * math.exp(hi),

@@ -35,12 +35,12 @@ from workbench.compute.predict import (
     N_KERNEL_FEATURES,
     Coefficients,
     SyncModel,
-    combine,
     graph_sums,
     kernel_features,
     roofline_time_s,
     sync_time_s,
 )
+from workbench.perf import overlap_time
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,9 @@ def _col(cols: Mapping[str, int], *prefixes: str) -> int | None:
     return None
 
 
-def read_deepbench(path: Path | str, device: str) -> pd.DataFrame:
-    """FP32 training kernels of one DeepBench result file.
+def read_deepbench(path: Path | str, device: str, half: bool = False) -> pd.DataFrame:
+    """FP32 training kernels of one DeepBench result file (``half``: its sheet of FP16
+    inputs with FP32 accumulation on tensor cores, where it has one: V100 and T4).
 
     Returns one row per measured layer: ``device, kind, flops`` (per kernel), ``bytes``,
     ``kernels`` (launches per pass), ``passes`` (forward + backward passes timed) and
@@ -109,7 +110,8 @@ def read_deepbench(path: Path | str, device: str) -> pd.DataFrame:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # openpyxl: "Unknown extension is not supported"
             wb = openpyxl.load_workbook(p, read_only=True, data_only=True)
-            sheets = [n for n in wb.sheetnames if "16" not in n and n != "Specs"]
+            sheets = [n for n in wb.sheetnames if n != "Specs" and (
+                ("FP16 ip" in n) if half else ("16" not in n))]
             if not sheets:
                 raise TrainingDataError(f"{p}: no FP32 results sheet (sheets: {wb.sheetnames})")
             rows = [list(r) for r in wb[sheets[0]].iter_rows(values_only=True)]
@@ -153,7 +155,8 @@ def _deepbench_row(section: str, cols: Mapping[str, int], r: list[Any]) -> dict[
         if None in (m, n, k, t) or not t:
             return None
         assert m and n and k and t
-        return {"kind": "gemm", "flops": 2 * m * n * k, "bytes": 4 * (m * k + k * n + m * n),
+        return {"kind": "gemm", "m": m, "n": n, "k": k,
+                "flops": 2 * m * n * k, "bytes": 4 * (m * k + k * n + m * n),
                 "kernels": 1.0, "passes": 1, "time_s": t / 1e3}
     if section == "conv":
         w, h, c, n, k = get("w"), get("h"), get("c"), get("n"), get("k")
@@ -356,7 +359,7 @@ def fit_sync(rows: pd.DataFrame, graphs: Mapping[str, Graph],
 
     def res(theta: np.ndarray) -> np.ndarray:
         sm = model(theta)
-        pred = np.array([combine(c, sync_time_s(g, int(n), int(k), devs[d], sm), sm.gamma)
+        pred = np.array([overlap_time(c, sync_time_s(g, int(n), int(k), devs[d], sm), sm.gamma)
                          for c, g, n, k, d in zip(comp, gb, multi["gpus"], multi["nodes"],
                                                   multi["device"], strict=True)])
         return np.log(pred) - np.log(step)

@@ -23,8 +23,8 @@ import pandas as pd
 
 from workbench.io import _fast, _table, bounds
 from workbench.io.errors import InputError, listed
-from workbench.io.units import UnitError, carbon_factor, price_factor
 from workbench.io.urdb import read_urdb_json
+from workbench.units import UnitError, carbon_factor, price_factor
 
 log = logging.getLogger(__name__)
 
@@ -499,10 +499,7 @@ def write_grid(store: Any, frame: pd.DataFrame, path: str | Path) -> GridImport:
     region = str(frame["region"].iloc[0])
     if "currency" in frame:
         cur = str(frame["currency"].iloc[0])
-        held = store.con.execute(
-            "SELECT DISTINCT currency FROM grid_series WHERE region = ? AND price_per_kwh "
-            "IS NOT NULL AND currency IS NOT NULL", [region]).fetchall()
-        other = sorted({r[0] for r in held} - {cur})
+        other = [c for c in store.grid_currencies(region) if c != cur]
         if other:
             raise InputError(path, f"region {region!r} already holds prices in {other}, this "
                              f"file is in {cur}", "import it under another --region name")

@@ -320,10 +320,7 @@ class JobImport:
 
 def job_sets(store: Any) -> dict[str, int]:
     """Job sets in the store (names in ``jobs`` that are not scenarios) and their sizes."""
-    rows = store.con.execute(
-        "SELECT scenario, count(*) FROM jobs WHERE scenario NOT IN "
-        "(SELECT name FROM scenarios) GROUP BY scenario ORDER BY scenario").fetchall()
-    return {str(r[0]): int(r[1]) for r in rows}
+    return dict(store.job_set_sizes())
 
 
 def load_job_set(store: Any, name: str) -> list[Job]:

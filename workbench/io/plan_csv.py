@@ -23,58 +23,24 @@ import numpy as np
 import pandas as pd
 
 from workbench.io.errors import output_error
+from workbench.schema import ACTIONS, JOBS_CSV, MIGRATION, PLAN_ROW
 
-PLAN_COLUMNS: tuple[str, ...] = (
-    "slot_start",
-    "slot_end",
-    "job_id",
-    "region",
-    "gpu_type",
-    "n_gpus",
-    "batch_size",
-    "action",
-    "energy_kwh",
-    "cost",
-    "carbon_kg",
-    "price_per_kwh",
-    "carbon_g_per_kwh",
-    "progress",
-    "transfer_gb",
-    "lost_s",
-)
-"""Plan CSV columns, in file order. ``transfer_gb``: data moved into the datacenter for
-this row (dataset and/or checkpoint); ``lost_s``: seconds of the slot lost to restart and
-transfer."""
+PLAN_COLUMNS: tuple[str, ...] = PLAN_ROW.csv_names
+"""Plan CSV columns, in file order (the ``csv`` fields of :data:`workbench.schema.PLAN_ROW`).
+``transfer_gb``: data moved into the datacenter for this row (dataset and/or checkpoint);
+``lost_s``: seconds of the slot lost to restart and transfer."""
 
-MIGRATION_COLUMNS: tuple[str, ...] = (
-    "slot_start",
-    "job_id",
-    "from_region",
-    "to_region",
-    "checkpoint_gb",
-    "dataset_gb",
-    "transfer_gb",
-    "transfer_s",
-    "moved",
-    "expected_gain",
-    "reason",
-)
-"""Migrations CSV columns, in file order: one row per data movement between datacenters
-(``moved``: ``dataset``, ``checkpoint`` or ``dataset+checkpoint``), a first run away from
-home included."""
+MIGRATION_COLUMNS: tuple[str, ...] = MIGRATION.csv_names
+"""Migrations CSV columns, in file order (:data:`workbench.schema.MIGRATION`): one row per
+data movement between datacenters (``moved``: ``dataset``, ``checkpoint`` or
+``dataset+checkpoint``), a first run away from home included."""
 
-ACTIONS: tuple[str, ...] = ("start", "run", "migrate", "pause", "resume", "finish")
-"""What a job does in a slot (the plan's ``action`` column)."""
-
-_PLAN_TIMES = ("slot_start", "slot_end")
-_PLAN_INTS = ("n_gpus", "batch_size")
-_PLAN_FLOATS = (
-    "energy_kwh", "cost", "carbon_kg", "price_per_kwh", "carbon_g_per_kwh", "progress",
-    "transfer_gb", "lost_s",
-)
-_PLAN_TEXT = ("job_id", "region", "gpu_type", "action")
-_MIG_FLOATS = ("checkpoint_gb", "dataset_gb", "transfer_gb", "transfer_s", "expected_gain")
-_MIG_TEXT = ("job_id", "from_region", "to_region", "moved", "reason")
+_PLAN_TIMES = PLAN_ROW.names_of("time", PLAN_COLUMNS)
+_PLAN_INTS = PLAN_ROW.names_of("int", PLAN_COLUMNS)
+_PLAN_FLOATS = PLAN_ROW.names_of("float", PLAN_COLUMNS)
+_PLAN_TEXT = PLAN_ROW.names_of("text", PLAN_COLUMNS)
+_MIG_FLOATS = MIGRATION.names_of("float", MIGRATION_COLUMNS)
+_MIG_TEXT = MIGRATION.names_of("text", MIGRATION_COLUMNS)
 
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -129,7 +95,8 @@ def normalise_migrations(migrations: pd.DataFrame) -> pd.DataFrame:
     """The migrations table's CSV columns only, in order, with the schema's types."""
     _check_columns(migrations, MIGRATION_COLUMNS, "migrations table")
     out = migrations.loc[:, list(MIGRATION_COLUMNS)].copy()
-    out["slot_start"] = _utc(out["slot_start"], "slot_start")
+    for col in MIGRATION.names_of("time", MIGRATION_COLUMNS):
+        out[col] = _utc(out[col], col)
     for col in _MIG_FLOATS:
         out[col] = pd.to_numeric(out[col]).astype(float)
     for col in _MIG_TEXT:
@@ -329,15 +296,12 @@ def read_migrations_csv(path: str | Path | IO[str]) -> pd.DataFrame:
     return normalise_migrations(frame)
 
 
-JOBS_COLUMNS: tuple[str, ...] = (
-    "job_id", "kind", "home", "arrival", "deadline", "first_start", "finish", "missed",
-    "energy_kwh", "cost", "carbon_kg", "transfer_gb", "lost_s", "migrations",
-)
-"""Jobs CSV columns (``workbench plan --jobs-out``): one row per job. ``finish`` is when a
-training job finished (empty if it did not; an inference service: empty); ``missed`` is
-``true`` when it missed its deadline (finished late, or not done by a deadline inside the
-horizon); ``transfer_gb`` all data moved for it, ``lost_s`` seconds lost to restarts and
-transfers, ``migrations`` moves of its checkpoint."""
+JOBS_COLUMNS: tuple[str, ...] = JOBS_CSV.csv_names
+"""Jobs CSV columns (``workbench plan --jobs-out``, :data:`workbench.schema.JOBS_CSV`): one
+row per job. ``finish`` is when a training job finished (empty if it did not; an inference
+service: empty); ``missed`` is ``true`` when it missed its deadline (finished late, or not
+done by a deadline inside the horizon); ``transfer_gb`` all data moved for it, ``lost_s``
+seconds lost to restarts and transfers, ``migrations`` moves of its checkpoint."""
 
 
 def jobs_table(jobs: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
 from workbench.model import Job, ScenarioView
+from workbench.optim.info import SolveInfo
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 
 __all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
@@ -110,18 +111,6 @@ class Forecast:
 
     def region_index(self, region: str) -> int:
         return self.regions.index(region)
-
-
-@dataclass(frozen=True)
-class SolveInfo:
-    """How a policy's optimisation went in one slot (None for policies that solve nothing)."""
-
-    status: str
-    solve_s: float
-    objective: float | None = None
-    gap: float | None = None
-    fallback: bool = False
-    message: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,36 +2,35 @@
 
 Every ``replan_slots`` slots (and whenever a job arrives that the plan does not know), an LP
 over the next ``window_h`` hours of the forecast plans all waiting and running jobs together,
-sharing pool capacity, power caps and the carbon budget among them. Slots are grouped into
-blocks ``b`` (the first ``fine_slots`` slots one by one, then ``block_slots`` slots per
-block; coarser when the model would exceed ``max_columns``). Columns: ``x[j,b,k]``, slots of
-block ``b`` that job ``j`` runs configuration ``k`` (datacenter, GPU type, count; rates and
-energies from :func:`workbench.policies.offline.job_configs`, scaled by the job's online
-throughput estimate), ``m[j,d]`` in [0, 1] (the job moves its data to datacenter ``d``),
-``short_j`` and a carbon slack ``s``::
+sharing pool capacity, power caps and the carbon budget among them. The LP is the block LP
+of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this data:
 
-    min  sum E_k (p[b,d_k] + q c[b,d_k]/1000) x  +  sum M_jd m  +  B sum short  +  B_c s
-    s.t. sum_k x[j,b,k] <= len_jb            training job j, block b in its window
-         sum_k x[j,b,k]  = act_jb            inference j: its active slots of b
-         sum n_k x[j,b,k] <= C_p len_b       pool p, block b        (capacity, shared)
-         sum P_k x[j,b,k] <= Pcap_d len_b    datacenter d, block b  (power cap)
-         sum_{k in d} x[j,b,k] <= len_jb m[j,d]      d away from the job's data
-         sum r_k x[j,.,k] - l_jd m[j,d] + short_j >= need_j
-         sum carbon x - s <= budget          (carbon cap, remaining share)
-
-``p, c`` are the forecast's price and carbon averaged over the block (the policy never sees
-the truth beyond the current slot), ``q`` an optional carbon price (currency/kg). Moving
-costs its transfer energy ``M_jd = GB * kWh/GB * p`` and its transfer time ``l_jd`` (work
-lost) once. ``need_j`` is the remaining work when the deadline (less ``deadline_margin_slots``)
-falls inside the window, else what keeps it on its pace line, a straight line from its
-arrival to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line
-needs less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a
-paused job. Equal prices: the earliest slot wins.
+- blocks ``b``: the first ``fine_slots`` slots one by one, then ``block_slots`` slots per
+  block (:func:`~workbench.policies.window.window_blocks`; coarser when the model would
+  exceed ``max_columns``);
+- columns ``x[j,b,k]`` for the configurations ``k`` of each job
+  (:func:`workbench.policies.problems.job_configs`, rates scaled by the job's online
+  throughput estimate) where its data are or can be moved over a link, weighted
+  ``c_x = E_k (p[b,d_k] + q c[b,d_k] / 1000) (1 + 1e-4 start_b)``: ``p, c`` the forecast's
+  price and carbon averaged over the block (the policy never sees the truth beyond the
+  current slot), ``q`` an optional carbon price (currency/kg); among equal prices the
+  earliest slot wins;
+- moves ``m[j,d]`` to each datacenter away from the job's data, costing the transfer energy
+  ``M_jd = GB * kWh/GB * p`` and the transfer time ``l_jd`` (work lost) once
+  (:func:`~workbench.policies.window.window_moves`);
+- ``need_j``: the remaining work when the deadline (less ``deadline_margin_slots``) falls
+  inside the window, else what keeps it on its pace line, a straight line from its arrival
+  to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line needs
+  less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a paused
+  job;
+- the power cap per datacenter and block, and one carbon row whose cap is the remaining
+  budget's share of the window; shortfall and carbon slack weigh 1000 times the dearest
+  cost of a job's work and of a kg.
 
 **From the plan to the slot.** The dual ``mu_j >= 0`` of job ``j``'s work row is the plan's
 price of a unit of its progress (currency), contention included: when jobs compete for a
 pool, the pool's dual raises the ``mu`` of the jobs that need it. The slot's integral
-decision is the per-slot MILP (:class:`~workbench.policies.fastslot.FastSlotSolver`) over
+decision is the per-slot MILP (:class:`~workbench.optim.fastslot.FastSlotSolver`) over
 the slot's true options with::
 
     coef_i = mu_j * progress_i - cost_i - q * carbon_i + mu_j * pmax_j * share_i
@@ -61,16 +60,17 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-import highspy
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from workbench.model import Job, ScenarioView
-from workbench.policies._highs import new_highs
+from workbench.optim import blocklp
+from workbench.optim.fallback import solve_or_greedy
+from workbench.optim.fastslot import FastSlotSolver
+from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -79,19 +79,16 @@ from workbench.policies.base import (
     NoHindsightBound,
     Placement,
     SlotState,
-    SolveInfo,
     check_caps,
     slot_options,
 )
-from workbench.policies.fastslot import FastSlotSolver
-from workbench.policies.greedy import greedy_choice
 from workbench.policies.migration import (
     moves_that_pay,
     one_way_move_cost,
     transfer_kwh,
 )
-from workbench.policies.milp import build_slot_problem, current_prices
-from workbench.policies.offline import _Config, job_configs
+from workbench.policies.problems import build_slot_problem, current_prices, job_configs
+from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
 log = logging.getLogger(__name__)
 
@@ -100,103 +97,6 @@ PACE_MARGIN = 0.1
 
 _SHORT_WEIGHT = 1e3
 _URGENT = 0.9
-_GLOBAL = "global"
-
-
-@dataclass(frozen=True)
-class WindowPlan:
-    """The look-ahead LP's result at slot ``t0``.
-
-    Attributes
-    ----------
-    t0 : int
-        Slot the plan starts at.
-    block_start, block_len : int arrays (B,)
-        Blocks, in slots from ``t0``.
-    mu : mapping job id -> float
-        Dual of the job's work row: the plan's price of one unit (whole job) of progress.
-    share : mapping (job id, block) -> mapping (datacenter, gpu type, count) -> float
-        Planned fraction of the block's slots on each configuration.
-    quota : mapping job id -> mapping (datacenter, gpu type, count) -> float
-        Slots the plan runs each job on each configuration over the first ``period_slots``.
-    shortfall : mapping job id -> float
-        Work the window cannot fit (fraction of the job).
-    cost : float
-        Planned cost over the window (forecast prices), scenario currency.
-    status : str
-        HiGHS model status.
-    solve_s : float
-    n_columns : int
-    """
-
-    t0: int
-    block_start: NDArray[np.int64]
-    block_len: NDArray[np.int64]
-    mu: Mapping[str, float]
-    share: Mapping[tuple[str, int], Mapping[tuple[str, str, int], float]]
-    quota: Mapping[str, Mapping[tuple[str, str, int], float]]
-    shortfall: Mapping[str, float]
-    cost: float
-    status: str
-    solve_s: float
-    n_columns: int
-
-    def block_of(self, t: int) -> int:
-        """Index of the block holding slot ``t`` (clipped to the last block)."""
-        off = t - self.t0
-        pos = int(np.searchsorted(self.block_start, off, side="right")) - 1
-        return min(max(pos, 0), int(self.block_start.size) - 1)
-
-
-def _group_max(group: NDArray[np.int64], values: NDArray[np.float64], n: int
-               ) -> NDArray[np.float64]:
-    """``out[g] = max(values[group == g])``, 0 for a group without values (one pass; the
-    look-ahead's best rate per (job, datacenter), which a scan per move column made
-    quadratic in the window's columns)."""
-    out = np.full(n, -np.inf)
-    if group.size:
-        np.maximum.at(out, group, values)
-    out[np.isneginf(out)] = 0.0
-    return out
-
-
-def _window_columns(
-    bstart: NDArray[np.int64], blen: NDArray[np.int64], ends: NDArray[np.int64],
-    allowed: list[NDArray[np.bool_]],
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
-    """The window LP's columns: for job ``j`` (in order), every block ``b`` starting before
-    its end ``ends[j]`` (in order) and every allowed configuration ``k`` (in order), with
-    the slots of the block inside the job's window as the bound. Returns job, block,
-    configuration and bound per column."""
-    parts: list[tuple[NDArray[np.int64], ...]] = []
-    for j, (e, ok) in enumerate(zip(ends.tolist(), allowed, strict=True)):
-        ks = np.flatnonzero(ok)
-        nb = int(np.searchsorted(bstart, e, side="left"))
-        if nb == 0 or ks.size == 0:
-            continue
-        length = np.minimum(bstart[:nb] + blen[:nb], e) - bstart[:nb]
-        parts.append((np.full(nb * ks.size, j, dtype=np.int64),
-                      np.repeat(np.arange(nb, dtype=np.int64), ks.size),
-                      np.tile(ks.astype(np.int64), nb), np.repeat(length, ks.size)))
-    if not parts:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z, np.zeros(0)
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]),
-            np.concatenate([p[3] for p in parts]).astype(float))
-
-
-def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np.int64],
-                                                                      NDArray[np.int64]]:
-    """Block starts and lengths over ``n`` slots: ``fine_slots`` singles, then ``block_slots``."""
-    starts = list(range(min(fine_slots, n)))
-    s = len(starts)
-    while s < n:
-        starts.append(s)
-        s += block_slots
-    st = np.asarray(starts, dtype=np.int64)
-    ln = np.diff(np.append(st, n)).astype(np.int64)
-    return st, ln
 
 
 class LookaheadPolicy(NoHindsightBound):
@@ -313,8 +213,8 @@ class LookaheadPolicy(NoHindsightBound):
         self.min_dwell_slots = (2 * hour if self._min_dwell_knob is None
                                 else self._min_dwell_knob)
         self._fast.reset()
-        self._cfgs: dict[str, list[_Config]] = {}
-        self._cfg_arrays: dict[str, tuple[NDArray[Any], ...]] = {}
+        self._cfgs: dict[str, list[blocklp.BlockConfig]] = {}
+        self._cfg_arrays: dict[str, blocklp.ConfigArrays] = {}
         self._moved_at: dict[str, int] = {}
         self._where: dict[str, str] = {}
         self.plan = None
@@ -337,7 +237,7 @@ class LookaheadPolicy(NoHindsightBound):
                 "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots}
 
     # -- static helpers ------------------------------------------------------------------
-    def _configs(self, job: Job) -> list[_Config]:
+    def _configs(self, job: Job) -> list[blocklp.BlockConfig]:
         got = self._cfgs.get(job.job_id)
         if got is None:
             assert self._sc is not None
@@ -346,27 +246,19 @@ class LookaheadPolicy(NoHindsightBound):
             self._cfgs[job.job_id] = got
         return got
 
-    def _config_table(self, jobs: list[JobState], cfgs: list[list[_Config]]
-                      ) -> tuple[NDArray[Any], ...]:
-        """The window's configurations as arrays: per job its first row (offsets), then per
-        row datacenter, pool, GPU count, energy per slot (kWh) and rate (each job's arrays
-        kept with its configurations)."""
-        arrays = []
+    def _config_table(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]]
+                      ) -> tuple[NDArray[np.int64], blocklp.ConfigArrays]:
+        """The window's configurations as arrays: per job its first row (offsets), then every
+        job's configurations one after the other (each job's arrays kept with its
+        configurations)."""
+        parts = []
         for js, cf in zip(jobs, cfgs, strict=True):
             got = self._cfg_arrays.get(js.job.job_id)
             if got is None:
-                got = (np.array([c.dc for c in cf], dtype=np.int64),
-                       np.array([c.pool for c in cf], dtype=np.int64),
-                       np.array([c.n_gpus for c in cf], dtype=float),
-                       np.array([c.energy_kwh for c in cf], dtype=float),
-                       np.array([c.rate for c in cf], dtype=float))
-                self._cfg_arrays[js.job.job_id] = got
-            arrays.append(got)
+                got = self._cfg_arrays[js.job.job_id] = blocklp.ConfigArrays.of(cf)
+            parts.append(got)
         offsets = np.cumsum([0] + [len(c) for c in cfgs])[:-1].astype(np.int64)
-        if not arrays:
-            return (offsets, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
-                    np.zeros(0), np.zeros(0))
-        return (offsets, *(np.concatenate([a[i] for a in arrays]) for i in range(5)))
+        return offsets, blocklp.ConfigArrays.stack(parts)
 
     def _slot_index(self, when: Any) -> int:
         assert self._sc is not None
@@ -381,7 +273,15 @@ class LookaheadPolicy(NoHindsightBound):
 
     # -- the window LP -------------------------------------------------------------------
     def solve_window(self, state: SlotState, forecast: Forecast) -> WindowPlan:
-        """Build and solve the window LP at slot ``state.t`` (see the module docstring)."""
+        """Build and solve the window LP at slot ``state.t`` (see the module docstring): the
+        block LP (:mod:`workbench.optim.blocklp`) over the forecast window, with blocks
+        priced at the forecast's mean, each job's window need and its data moves.
+
+        Raises
+        ------
+        RuntimeError
+            When HiGHS does not solve the LP to optimality (the message has its status).
+        """
         sc = self._sc
         assert sc is not None
         t0c = time.perf_counter()
@@ -402,12 +302,63 @@ class LookaheadPolicy(NoHindsightBound):
             if est * bstart.size <= self.max_columns or block >= n_win:
                 break
             block *= 2
-        n_b = bstart.size
         bprice = np.add.reduceat(fprice, bstart, axis=0) / blen[:, None]
         bcarbon = np.add.reduceat(fcarbon, bstart, axis=0) / blen[:, None]
         q = self.carbon_price_per_kg
+        ends, allowed, need, origin = self._window_jobs(jobs, cfgs, t, n_win)
+        job_of, blk_of, cfg_of, ubx = blocklp.block_columns(
+            bstart, blen, np.zeros(len(jobs), dtype=np.int64), ends, allowed)
+        offsets, table = self._config_table(jobs, cfgs)
+        cfg = table.take(offsets[job_of] + cfg_of)
+        scale = np.array([js.throughput_scale for js in jobs], dtype=float)[job_of]
+        # With the online speed estimate the job needs fewer (or more) slots for its work;
+        # the energy per slot stays the modelled one.
+        rate = cfg.rate * scale
+        price_x = bprice[blk_of, cfg.dc] if job_of.size else np.zeros(0)
+        carb_x = cfg.energy_kwh * (bcarbon[blk_of, cfg.dc] if job_of.size
+                                   else np.zeros(0)) / 1000.0
+        # Among equally cheap slots the earliest wins (1e-4 per slot): no procrastination.
+        cost_x = (cfg.energy_kwh * price_x + q * carb_x) * (1.0 + 1e-4 * bstart[blk_of])
+        training = np.array([js.job.is_training for js in jobs], dtype=bool)
+        train_ids = np.flatnonzero(training)
+        tr = training[job_of] if job_of.size else np.zeros(0, dtype=bool)
+        moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
+        budget = self._window_carbon_budget(state, n_win)
+        pc = self.power_cap_kw
+        prob = blocklp.BlockProblem(
+            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=cost_x, configs=cfg,
+            rate=rate, carbon_kg=carb_x, must_run=~training, work_jobs=train_ids,
+            need=need[train_ids],
+            pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
+            shortfall_weight=blocklp.penalty_weight(
+                cost_x[tr] / np.maximum(rate[tr], 1e-12), _SHORT_WEIGHT),
+            carbon_slack_weight=blocklp.penalty_weight(
+                cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), _SHORT_WEIGHT),
+            power_cap_kw=None if pc is None else np.array(
+                [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc)
+                 for n in dcs]),
+            # Carbon cap: the remaining budget's share of the window, with a priced slack.
+            carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
+            carbon_cap_kg=None if budget is None else np.array([budget]),
+            moves=moves)
+        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s)
+        if not (sol.optimal and sol.complete):
+            raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
+        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
+        plan = replace(plan, solve_s=time.perf_counter() - t0c)
+        log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
+                  "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
+        return plan
 
-        # Columns x[j,b,k] (built per job in numpy: _window_columns).
+    def _window_jobs(
+        self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]], t: int, n_win: int,
+    ) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]], NDArray[np.float64],
+               list[str | None]]:
+        """Per job: the end of its window (slots from ``t``), the configurations it may use
+        (where its data are, or linked to there), its need (training) and where its data
+        are (None for an inference service)."""
+        sc = self._sc
+        assert sc is not None
         ends = np.zeros(len(jobs), dtype=np.int64)
         allowed: list[NDArray[np.bool_]] = []
         need = np.zeros(len(jobs))
@@ -420,7 +371,8 @@ class LookaheadPolicy(NoHindsightBound):
                 need[j] = self._window_need(js, t, left, n_win)
                 if js.placement is None:
                     # The LP has no restarts: charge the one a paused job pays to resume.
-                    need[j] += self.restart_s / slot_s * max((c.rate for c in cf), default=0.0)
+                    need[j] += self.restart_s / sc.slot_s * max((c.rate for c in cf),
+                                                                default=0.0)
                 origin.append(js.last_datacenter or job.home)
             else:
                 assert job.end is not None
@@ -430,166 +382,7 @@ class LookaheadPolicy(NoHindsightBound):
             o = origin[j]
             allowed.append(np.array([o is None or c.datacenter == o or sc.link(
                 str(o), c.datacenter) is not None for c in cf], dtype=bool))
-        job_of, blk_of, cfg_of, ubx = _window_columns(bstart, blen, ends, allowed)
-        nx = job_of.size
-        table = self._config_table(jobs, cfgs)
-        gidx = table[0][job_of] + cfg_of
-        dci = table[1][gidx]
-        pool = table[2][gidx]
-        n_g = table[3][gidx]
-        energy = table[4][gidx]
-        scale = np.array([js.throughput_scale for js in jobs], dtype=float)[job_of]
-        rate = table[5][gidx] * scale
-        # With the online speed estimate the job needs fewer (or more) slots for its work;
-        # the energy per slot stays the modelled one.
-        price_x = bprice[blk_of, dci] if nx else np.zeros(0)
-        carb_x = energy * (bcarbon[blk_of, dci] if nx else np.zeros(0)) / 1000.0
-        # Among equally cheap slots the earliest wins (1e-4 per slot): no procrastination.
-        cost_x = (energy * price_x + q * carb_x) * (1.0 + 1e-4 * bstart[blk_of])
-        training = np.array([js.job.is_training for js in jobs], dtype=bool)
-
-        # Move columns m[j,d] for each (job, datacenter away from its data) that has x.
-        dc_pos = {name: i for i, name in enumerate(dcs)}
-        o_idx = np.array([-1 if o is None else dc_pos.get(o, -2) for o in origin],
-                         dtype=np.int64)
-        away = ((o_idx[job_of] != -1) & (dci != o_idx[job_of]) if nx
-                else np.zeros(0, dtype=bool))
-        # (job, datacenter) pairs as j * n_dc + d, sorted (the order of sorted tuples).
-        mkey = np.unique(job_of[away] * len(dcs) + dci[away])
-        mkeys = [(int(k) // len(dcs), int(k) % len(dcs)) for k in mkey]
-        nm = len(mkeys)
-        mcost = np.zeros(nm)
-        mlost = np.zeros(nm)
-        best_rate = _group_max(job_of * len(dcs) + dci, rate, len(jobs) * len(dcs))
-        for i, (j, d) in enumerate(mkeys):
-            js = jobs[j]
-            src = str(origin[j])
-            link = sc.link(src, dcs[d])
-            assert link is not None
-            gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
-            mcost[i] = gb * link.transfer_energy_kwh_per_gb * float(np.mean(bprice[:, d]))
-            mlost[i] = link.transfer_s(gb) / slot_s * best_rate[j * len(dcs) + d]
-        train_ids = np.flatnonzero(training)
-        n_short = train_ids.size
-        base_short = nx + nm
-        slack_col = base_short + n_short
-        ncol = slack_col + 1
-        rows: list[sp.coo_matrix] = []
-        lo: list[NDArray[np.float64]] = []
-        hi: list[NDArray[np.float64]] = []
-
-        def add(r: NDArray[np.int64], c: NDArray[np.int64], v: NDArray[np.float64], n: int,
-                r_lo: NDArray[np.float64], r_hi: NDArray[np.float64]) -> int:
-            rows.append(sp.coo_matrix((v, (r, c)), shape=(n, ncol)))
-            lo.append(r_lo)
-            hi.append(r_hi)
-            return sum(a.size for a in lo) - n
-
-        # One configuration at a time per (job, block); inference exactly its active slots.
-        jb = job_of * n_b + blk_of
-        uniq, inv = np.unique(jb, return_inverse=True)
-        cap_jb = np.zeros(uniq.size)
-        np.maximum.at(cap_jb, inv, ubx)
-        must = ~training[uniq // n_b] if uniq.size else np.zeros(0, dtype=bool)
-        add(inv, np.arange(nx), np.ones(nx), uniq.size, np.where(must, cap_jb, -np.inf), cap_jb)
-        # Pool capacity per block: the contention every job shares.
-        n_pools = len(sc.pools)
-        pcap = np.array([p.count for p in sc.pools], dtype=float)
-        add(pool * n_b + blk_of, np.arange(nx), n_g, n_pools * n_b,
-            np.full(n_pools * n_b, -np.inf), np.repeat(pcap, n_b) * np.tile(blen, n_pools))
-        if self.power_cap_kw is not None:
-            pc = self.power_cap_kw
-            caps = np.array([float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc)
-                             for n in dcs])
-            add(dci * n_b + blk_of, np.arange(nx), energy * 3600.0 / slot_s, len(dcs) * n_b,
-                np.full(len(dcs) * n_b, -np.inf), np.repeat(caps, n_b) * np.tile(blen, len(dcs)))
-        # Data movement: x in a datacenter away from the data needs its move column.
-        if nm:
-            ax = np.flatnonzero(away)
-            mcol = np.searchsorted(mkey, job_of[ax] * len(dcs) + dci[ax]).astype(np.int64)
-            grp = (job_of[ax] * len(dcs) + dci[ax]) * n_b + blk_of[ax]
-            g_u, g_inv = np.unique(grp, return_inverse=True)
-            g_len = np.zeros(g_u.size)
-            np.maximum.at(g_len, g_inv, ubx[ax])
-            g_m = np.zeros(g_u.size, dtype=np.int64)
-            g_m[g_inv] = mcol
-            add(np.concatenate([g_inv, np.arange(g_u.size)]),
-                np.concatenate([ax, nx + g_m]),
-                np.concatenate([np.ones(ax.size), -g_len]), g_u.size,
-                np.full(g_u.size, -np.inf), np.zeros(g_u.size))
-        # Work: sum r x - l m + short >= need (one row per training job).
-        pos = np.full(len(jobs), -1)
-        pos[train_ids] = np.arange(n_short)
-        tr = training[job_of] if nx else np.zeros(0, dtype=bool)
-        m_job = (mkey // len(dcs)).astype(np.int64)
-        work_row0 = add(
-            np.concatenate([pos[job_of[tr]], pos[m_job], np.arange(n_short)]),
-            np.concatenate([np.flatnonzero(tr), nx + np.arange(nm),
-                            base_short + np.arange(n_short)]),
-            np.concatenate([rate[tr], -mlost, np.ones(n_short)]), n_short,
-            need[train_ids], np.full(n_short, np.inf))
-        # Carbon cap: the remaining budget's share of the window, with a priced slack.
-        budget = self._window_carbon_budget(state, n_win)
-        if budget is not None:
-            add(np.zeros(nx + 1, np.int64), np.append(np.arange(nx), slack_col),
-                np.append(carb_x, -1.0), 1, np.array([-np.inf]), np.array([budget]))
-        per_work = cost_x[tr] / np.maximum(rate[tr], 1e-12)
-        big = _SHORT_WEIGHT * max(float(np.max(per_work, initial=0.0)), 1.0)
-        per_kg = energy * price_x / np.maximum(carb_x, 1e-12)
-        big_kg = _SHORT_WEIGHT * max(float(np.max(per_kg, initial=0.0)), 1.0)
-        col_cost = np.concatenate([cost_x, mcost, np.full(n_short, big), [big_kg]])
-        col_hi = np.concatenate([ubx, np.ones(nm), np.full(n_short, np.inf),
-                                 [np.inf if budget is not None else 0.0]])
-        a_mat = sp.vstack(rows).tocsc() if rows else sp.csc_matrix((0, ncol))
-        r_lo, r_hi = np.concatenate(lo), np.concatenate(hi)
-        h = new_highs()
-        h.setOptionValue("time_limit", self.time_limit_s)
-        lp = highspy.HighsLp()
-        lp.num_col_ = int(ncol)
-        lp.num_row_ = int(r_lo.size)
-        lp.col_cost_ = col_cost
-        lp.col_lower_ = np.zeros(ncol)
-        lp.col_upper_ = np.where(np.isfinite(col_hi), col_hi, highspy.kHighsInf)
-        lp.row_lower_ = np.where(np.isfinite(r_lo), r_lo, -highspy.kHighsInf)
-        lp.row_upper_ = np.where(np.isfinite(r_hi), r_hi, highspy.kHighsInf)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = a_mat.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = a_mat.indices.astype(np.int32)
-        lp.a_matrix_.value_ = a_mat.data.astype(float)
-        h.passModel(lp)
-        h.run()
-        status = h.getModelStatus()
-        status_s = h.modelStatusToString(status)
-        sol = h.getSolution()
-        if status != highspy.HighsModelStatus.kOptimal or len(sol.col_value) != ncol:
-            raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {status_s}")
-        x = np.asarray(sol.col_value, dtype=float)
-        duals = np.asarray(sol.row_dual, dtype=float)
-        mu = {jobs[int(j)].job.job_id: max(float(duals[work_row0 + i]), 0.0)
-              for i, j in enumerate(train_ids)}
-        share: dict[tuple[str, int], dict[tuple[str, str, int], float]] = {}
-        quota: dict[str, dict[tuple[str, str, int], float]] = {}
-        for col in np.flatnonzero(x[:nx] > 1e-7).tolist():
-            conf = cfgs[int(job_of[col])][int(cfg_of[col])]
-            jid = jobs[int(job_of[col])].job.job_id
-            key = (jid, int(blk_of[col]))
-            sd = share.setdefault(key, {})
-            ck2 = (conf.datacenter, conf.gpu_type, conf.n_gpus)
-            sd[ck2] = sd.get(ck2, 0.0) + float(x[col] / max(ubx[col], 1e-12))
-            b0, bl = int(bstart[blk_of[col]]), int(blen[blk_of[col]])
-            inside = max(min(b0 + bl, self.replan_slots) - b0, 0) / bl
-            if inside > 0:
-                qd = quota.setdefault(jid, {})
-                qd[ck2] = qd.get(ck2, 0.0) + float(x[col]) * inside
-        shortfall = {jobs[int(j)].job.job_id: float(x[base_short + i])
-                     for i, j in enumerate(train_ids) if x[base_short + i] > 1e-6}
-        plan = WindowPlan(t0=t, block_start=bstart, block_len=blen, mu=mu, share=share,
-                          quota=quota,
-                          shortfall=shortfall, cost=float(cost_x @ x[:nx] + mcost @ x[nx:nx + nm]),
-                          status=status_s, solve_s=time.perf_counter() - t0c, n_columns=ncol)
-        log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
-                  "%.2f s", t, len(jobs), ncol, n_b, block, plan.solve_s)
-        return plan
+        return ends, allowed, need, origin
 
     def _window_need(self, js: JobState, t: int, left: int, n_win: int) -> float:
         """Work (fraction of the job) the window must do: all of it when the deadline (less
@@ -646,11 +439,7 @@ class LookaheadPolicy(NoHindsightBound):
                 lp_failed = str(exc)
                 log.debug(lp_failed)
                 if self.plan is None:
-                    self.plan = WindowPlan(
-                        t0=t, block_start=np.zeros(1, dtype=np.int64),
-                        block_len=np.ones(1, dtype=np.int64), mu={}, share={}, quota={},
-                        shortfall={}, cost=math.nan, status="failed", solve_s=0.0,
-                        n_columns=0)
+                    self.plan = WindowPlan.failed(t)
         plan = self.plan
         price, carbon = current_prices(sc, forecast)
         opts = slot_options(state, price, carbon, restart_s=self.restart_s,
@@ -705,19 +494,9 @@ class LookaheadPolicy(NoHindsightBound):
                                                                     1e-12)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
-        t1 = time.perf_counter()
-        picked, info = self._fast(prob, keep=keep, mip_rel_gap=self.mip_rel_gap,
-                                  time_limit_s=self.time_limit_s)
-        if picked is None:
-            msg = (f"slot {t}: slot MILP {info.status} ({info.message}); using the greedy "
-                   f"feasible allocation")
-            log.debug(msg)
-            sub = prob.subset(keep)
-            chosen = np.flatnonzero(keep)[greedy_choice(sub, priority=prio)]
-            info = SolveInfo(status=info.status, solve_s=time.perf_counter() - t1,
-                             fallback=True, message=msg)
-        else:
-            chosen = np.flatnonzero(picked)
+        chosen, info = solve_or_greedy(prob, keep, prio, t=t, solver="fast", fast=self._fast,
+                                       mip_rel_gap=self.mip_rel_gap,
+                                       time_limit_s=self.time_limit_s)
         placements: dict[str, Placement] = {}
         reasons: dict[str, str] = {}
         gains: dict[str, float] = {}

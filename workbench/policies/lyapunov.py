@@ -16,7 +16,7 @@ Queues, updated at the start of every slot from what the previous slot metered:
   with ``g_d(t)`` the metered carbon (kg).
 
 Each slot maximises ``sum_i z_i * NetCoef_i`` over binaries ``z`` (one option per job, pool
-capacity, power cap, link volume; :mod:`workbench.policies.milp`) with, for option ``i`` of
+capacity, power cap, link volume; :mod:`workbench.optim.slot`) with, for option ``i`` of
 job ``j`` in datacenter ``d`` (progress ``p_i``, cost ``c_i``, carbon ``g_i`` kg from
 :func:`~workbench.policies.base.slot_options`)::
 
@@ -63,6 +63,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.model import ScenarioView
+from workbench.optim.slot import ExtraConstraints
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -78,7 +79,7 @@ from workbench.policies.migration import (
     one_way_move_cost,
     transfer_kwh,
 )
-from workbench.policies.milp import ExtraConstraints, current_prices
+from workbench.policies.problems import current_prices
 from workbench.policies.slotqueues import GLOBAL as _GLOBAL
 from workbench.policies.slotqueues import SOLVERS, SlotQueuePolicy
 

@@ -29,6 +29,9 @@ from numpy.typing import NDArray
 
 from workbench import perf
 from workbench.model import ScenarioView
+from workbench.optim.fallback import solve_or_greedy
+from workbench.optim.fastslot import FastSlotSolver
+from workbench.optim.slot import ExtraConstraints
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -39,12 +42,11 @@ from workbench.policies.base import (
     SlotState,
     check_caps,
 )
-from workbench.policies.fastslot import FastSlotSolver, solve_or_greedy
-from workbench.policies.milp import ExtraConstraints, build_slot_problem
+from workbench.policies.problems import build_slot_problem
 
 SOLVERS = ("pyomo", "fast")
 """Slot solvers: the readable Pyomo reference model, or the array fast path
-(:class:`workbench.policies.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
+(:class:`workbench.optim.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
 
 GLOBAL = "global"
 """Key of the one carbon queue under a global cap."""

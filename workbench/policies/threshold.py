@@ -62,6 +62,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from workbench.model import ScenarioView
+from workbench.optim.slot import ExtraConstraints
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -71,7 +72,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
-from workbench.policies.milp import ExtraConstraints, current_prices
+from workbench.policies.problems import current_prices
 from workbench.policies.slotqueues import GLOBAL as _GLOBAL
 from workbench.policies.slotqueues import SOLVERS, SlotQueuePolicy
 

@@ -1,4 +1,4 @@
-"""The per-slot assignment MILP of the Lyapunov scheduler, built in Pyomo in named phases.
+"""The per-slot assignment MILP of the per-slot policies, built in Pyomo in named phases.
 
 The model is pure: :func:`create_slot_model` builds it from the arrays of a
 :class:`SlotProblem`, :func:`solve_slot_model` solves it with HiGHS and checks the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,8 +29,7 @@ import pyomo.environ as pyo
 from numpy.typing import NDArray
 from pyomo.opt import TerminationCondition
 
-from workbench.model import ScenarioView
-from workbench.policies.base import Forecast, SlotOptions, SlotState, SolveInfo
+from workbench.optim.info import SolveInfo
 
 ExtraConstraints = Callable[[pyo.ConcreteModel], None]
 """A what-if hook: receives the built model (sets ``J, K, P, D, L``, binaries ``z``)."""
@@ -174,7 +173,13 @@ def _add_variables(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
 
 
 def _add_constraints(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Constraints: one choice per job, pool capacity, power caps, link volume."""
+    """Constraints, a row where it can bind::
+
+        sum_{k in K_j} z[k] <= 1   (= 1 for an inference job)    one choice per job j
+        sum_{k in K_p} n[k] z[k] <= C[p]                         pool p, when over-asked
+        sum_{k in K_d} P[k] z[k] <= Pcap[d]                      datacenter d, finite cap
+        sum_{k in K_l} gb[k] z[k] <= B[l] D / 8                  link l
+    """
     by_job = _groups(prob.job_index, len(prob.job_ids))
     by_pool = _groups(prob.pool_index, len(prob.pool_labels))
     by_dc = _groups(prob.dc_index, len(prob.dc_labels))
@@ -290,81 +295,3 @@ def solve_slot_problem(
     if info.objective is None:
         return None, info
     return extract_choice(m), info
-
-
-def current_prices(
-    scenario: ScenarioView, forecast: Forecast
-) -> tuple[dict[str, float], dict[str, float]]:
-    """The slot's price and carbon intensity per region: row 0 of the forecast (the truth)."""
-    price = {r: float(forecast.price_per_kwh[0, i]) for i, r in enumerate(forecast.regions)}
-    carbon = {r: float(forecast.carbon_g_per_kwh[0, i]) for i, r in enumerate(forecast.regions)}
-    missing = sorted({dc.region for dc in scenario.datacenters} - set(price))
-    if missing:
-        raise ValueError(f"forecast lacks regions {missing}; build it from the scenario's cube")
-    return price, carbon
-
-
-def _as_per_dc(value: float | Mapping[str, float] | None, names: Sequence[str],
-               what: str) -> NDArray[np.float64]:
-    """A scalar (same for every datacenter), a mapping, or None (inf) as an array."""
-    if value is None:
-        return np.full(len(names), np.inf)
-    if isinstance(value, Mapping):
-        unknown = sorted(set(value) - set(names))
-        if unknown:
-            raise ValueError(f"{what} names unknown datacenters {unknown}; known: {list(names)}")
-        return np.array([float(value.get(n, np.inf)) for n in names])
-    return np.full(len(names), float(value))
-
-
-def build_slot_problem(
-    state: SlotState,
-    opts: SlotOptions,
-    coef: NDArray[np.float64],
-    power_cap_kw: float | Mapping[str, float] | None = None,
-) -> SlotProblem:
-    """Turn a slot's enumerated options and their weights into a :class:`SlotProblem`.
-
-    ``power_kw`` is the option's average facility power over the slot (``opts.power_kw``,
-    what the simulator meters); the data an option moves in (``opts.transfer_gb``) use the
-    link from where they come (``opts.transfer_from``).
-    """
-    sc = state.scenario
-    dc_names = [dc.name for dc in sc.datacenters]
-    dc_pos = {n: i for i, n in enumerate(dc_names)}
-    pool_pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
-    link_pos: dict[tuple[str, str], int] = {}
-    for i, lk in enumerate(sc.links):
-        link_pos[(lk.src, lk.dst)] = i
-        link_pos[(lk.dst, lk.src)] = i
-    n = len(opts)
-    link_index = np.full(n, -1, dtype=np.int64)
-    transfer_gb = np.zeros(n)
-    for k in np.flatnonzero(opts.transfer_gb > 0):
-        src = str(opts.transfer_from[k])
-        key = (src, str(opts.datacenter[k]))
-        if key in link_pos:
-            link_index[k] = link_pos[key]
-            lk = sc.links[link_pos[key]]
-            # What crosses the link in this slot: a longer transfer spans several slots.
-            transfer_gb[k] = min(float(opts.transfer_gb[k]),
-                                 lk.bandwidth_gbps * sc.slot_s / 8.0)
-    return SlotProblem(
-        job_ids=tuple(js.job.job_id for js in state.jobs),
-        job_index=opts.job_index,
-        coef=np.asarray(coef, dtype=float),
-        must_place=np.array([not js.job.is_training for js in state.jobs], dtype=bool),
-        pool_labels=tuple(f"{p.datacenter}/{p.gpu_type}" for p in sc.pools),
-        pool_index=np.array([pool_pos[(str(d), str(g))] for d, g in
-                             zip(opts.datacenter, opts.gpu_type, strict=True)], dtype=np.int64),
-        n_gpus=opts.n_gpus,
-        pool_capacity=np.array([p.count for p in sc.pools], dtype=np.int64),
-        dc_labels=tuple(dc_names),
-        dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
-        power_kw=opts.power_kw,
-        power_cap_kw=_as_per_dc(power_cap_kw, dc_names, "power_cap_kw"),
-        link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
-        link_index=link_index,
-        transfer_gb=transfer_gb,
-        link_capacity_gb=np.array([lk.bandwidth_gbps * sc.slot_s / 8.0 for lk in sc.links]),
-    )

@@ -1,15 +1,30 @@
-"""Units of grid signals: conversion factors to ``<currency>/kWh`` and ``gCO2/kWh``.
+"""Units: the workbench's conversion factors, in one place.
 
-Carbon units are ``<mass>/<energy>`` with mass ``g``, ``kg``, ``t`` or ``lb`` (an optional
-``CO2``, ``CO2e`` or ``CO2eq`` after it is ignored) and energy ``Wh``, ``kWh``, ``MWh`` or
-``GWh``: ``lb/MWh`` is WattTime's MOER, ``lb/kWh`` AVERT's. Price units are
-``<currency>/<energy>``: a three-letter ISO code (``USD/MWh``), or ``$``/``€``/``£`` for USD,
-EUR and GBP.
+The workbench keeps energy in kWh, power in W (GPUs) or kW (datacenters), carbon in kg CO2
+(intensities in gCO2/kWh), prices in ``<currency>/kWh`` and times in UTC. The factors between
+them are named here (:data:`G_PER_KG`, :data:`J_PER_KWH`, :data:`W_PER_KW`), so that a
+conversion reads ``grams / G_PER_KG``, never a bare ``/ 1000``.
+
+Grid signals arrive in other units: :func:`carbon_factor` and :func:`price_factor` turn them
+into ``gCO2/kWh`` and ``<currency>/kWh``. Carbon units are ``<mass>/<energy>`` with mass
+``g``, ``kg``, ``t`` or ``lb`` (an optional ``CO2``, ``CO2e`` or ``CO2eq`` after it is
+ignored) and energy ``Wh``, ``kWh``, ``MWh`` or ``GWh``: ``lb/MWh`` is WattTime's MOER,
+``lb/kWh`` AVERT's. Price units are ``<currency>/<energy>``: a three-letter ISO code
+(``USD/MWh``), or ``$``/``€``/``£`` for USD, EUR and GBP.
 """
 
 from __future__ import annotations
 
 import re
+
+G_PER_KG = 1000.0
+"""Grams per kilogram: ``kg = g / G_PER_KG`` (carbon in kg from gCO2/kWh x kWh)."""
+
+J_PER_KWH = 3.6e6
+"""Joules (watt-seconds) per kWh: ``kWh = W x s / J_PER_KWH``."""
+
+W_PER_KW = 1000.0
+"""Watts per kilowatt: ``kW = W / W_PER_KW``."""
 
 LB_TO_G = 453.59237
 """Grams per avoirdupois pound (exact)."""

@@ -1,0 +1,169 @@
+"""LLM jobs in the planner: critical batch, predicted profiles, [[jobs.llm]], trace, quote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.cli import main
+from workbench.compute.llm import (
+    LlmJobSpec,
+    critical_batch_tokens,
+    kaplan_loss,
+    noise_scale_trajectory,
+)
+from workbench.perf import ecu, iteration_time, power_w
+from workbench.profiles import predict_llm_profile_tp
+from workbench.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = REPO / "examples" / "models"
+START = pd.Timestamp("2023-07-10T00:00:00Z")
+
+
+def test_kaplan_loss_and_critical_batch() -> None:
+    # L(N, inf) = (N_c / N)^alpha_N: 1.5e9 non-embedding parameters ~ 2.3 nats
+    assert kaplan_loss(1.5e9, 1e30) == pytest.approx((8.8e13 / 1.5e9) ** 0.076, rel=1e-6)
+    assert kaplan_loss(1.5e9, 1e9) > kaplan_loss(1.5e9, 1e11)  # more data, lower loss
+    assert critical_batch_tokens(2.0) == pytest.approx(2e8 / 2.0 ** (1 / 0.21))
+    prog, phi = noise_scale_trajectory(7e8, 1024, 1e10)
+    assert prog[0] == 0 and prog[-1] == 1 and np.all(np.diff(phi) > 0)  # phi grows
+
+
+def _job(**kw: Any) -> LlmJobSpec:
+    base = {"name": "llm:t", "model_config": MODELS / "gpt2-large.json", "seq_len": 1024,
+            "global_batch": 256, "tokens": 4e9, "precision": "bf16"}
+    return LlmJobSpec(**(base | kw))
+
+
+def test_job_spec_validation() -> None:
+    with pytest.raises(ValueError, match="precision 'fp8'"):
+        _job(precision="fp8")
+    with pytest.raises(ValueError, match="tokens"):
+        _job(tokens=0)
+    assert _job(purpose="finetune").tokens_before == 300e9
+    assert _job().work_samples == pytest.approx(4e9 / 1024)
+
+
+def test_llm_profile_is_predicted_and_consistent() -> None:
+    prof, tp = predict_llm_profile_tp(_job(), "H800")
+    assert tp == 1 and prof.derived and prof.predicted
+    lo, hi = prof.step_time_interval  # type: ignore[misc]
+    assert lo < 1 < hi
+    assert "predicted by the kernel-level model" in prof.source
+    assert "Kaplan" in prof.source
+    # eight GPUs at the same local batch: more sequences per second, sublinearly
+    x1 = 32 / float(iteration_time(prof.throughput, 1, 32))
+    x8 = 256 / float(iteration_time(prof.throughput, 8, 256))
+    assert 4 * x1 < x8 <= 8 * x1 * 1.0001
+    assert float(ecu(prof, 8, 256, 0.5)) > 0 and float(power_w(prof, 8, 256)) <= 8 * 700
+    f32, _ = predict_llm_profile_tp(_job(precision="fp32"), "H800")
+    assert f32.step_time_interval[1] < hi  # type: ignore[index]  # BF16 widened
+
+
+def test_a_model_that_needs_tensor_parallelism() -> None:
+    job = _job(model_config=MODELS / "llama-2-7b.json", seq_len=2048, global_batch=64,
+               tokens=3e8, purpose="finetune")
+    _, tp_h800 = predict_llm_profile_tp(job, "H800")
+    _, tp_910b = predict_llm_profile_tp(job, "Ascend910B")
+    assert tp_h800 == 2 and tp_910b == 4  # 80 GB vs 64 GB
+
+
+def _grid(store: Store, region: str, base: float) -> None:
+    times = pd.date_range(START - pd.Timedelta(days=2), periods=24 * 5, freq="h")
+    hours = np.arange(len(times))
+    store.write_grid_series(pd.DataFrame({
+        "time_utc": times, "region": region,
+        "price_per_kwh": base * (1 + 0.5 * np.sin(hours * 2 * np.pi / 24)),
+        "currency": "USD", "carbon_g_per_kwh": 300 + 100 * np.cos(hours * 2 * np.pi / 24),
+        "source": "test"}))
+
+
+def test_example_config_builds_and_plans(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/llm_jobs.toml on synthetic series for its three regions: every LLM job gets a
+    predicted profile on every pool type and the planner runs them all."""
+    db = tmp_path / "w.duckdb"
+    with Store(db) as store:
+        for i, z in enumerate(("US-CAL-CISO", "US-TEX-ERCO", "DE-LU")):
+            _grid(store, z, 0.08 + 0.03 * i)
+    assert main(["--db", str(db), "scenario", "build", "llm3", "--config",
+                 str(REPO / "examples" / "llm_jobs.toml")]) == 0
+    capsys.readouterr()
+    with Store(db, read_only=True) as store:
+        sc = store.load_scenario("llm3")
+    apps = {j.app for j in sc.jobs}
+    assert apps == {"llm:pretrain-gpt2-large", "llm:finetune-opt-1.3b",
+                    "llm:finetune-llama-2-7b"}
+    profs = {(p.app, p.gpu_type): p for p in sc.profiles}
+    for app in apps:
+        for gpu in ("H800", "A100", "Ascend910B"):
+            assert profs[(app, gpu)].predicted, (app, gpu)
+    llama = next(j for j in sc.jobs if j.app == "llm:finetune-llama-2-7b")
+    assert all(c % 4 == 0 for c in llama.gpu_counts)
+    assert main(["--db", str(db), "plan", "--scenario", "llm3", "--policy", "greedy",
+                 "--no-baseline", "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["jobs_total"] == 3 and out["jobs_finished"] == 3
+    assert out["energy_kwh"] > 0 and out["cost"] > 0
+
+
+def test_llm_trace_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "llm.csv"
+    cfg = MODELS / "opt-1.3b.json"
+    csv.write_text("name,time,model_config,seq_len,global_batch,tokens,precision,gpus,"
+                   "deadline_h\n"
+                   f"ft1,0,{cfg},2048,64,1e9,bf16,8,24\n"
+                   f"ft2,3600,{cfg},2048,32,5e8,fp32,4,\n")
+    db = str(tmp_path / "w.duckdb")
+    assert main(["--db", db, "import", "jobs", "llm-jobs", str(csv), "--into", "llm",
+                 "--reference-gpu", "A100"]) == 0
+    assert "imported 2 jobs" in capsys.readouterr().out
+    with Store(db, read_only=True) as store:
+        jobs = store.load_jobs("llm")
+        profs = [p for p in store.load_profiles() if p.app.startswith("llm:")]
+    assert {j.app for j in jobs} == {"llm:ft1", "llm:ft2"}
+    assert {p.gpu_type for p in profs} >= {"A100", "H800", "Ascend910B"}
+    assert all(p.predicted for p in profs)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,time,model_config,seq_len,global_batch,tokens,precision,gpus\n"
+                   f"x,0,{cfg},0,64,1e9,bf16,8\n")
+    assert main(["--db", db, "import", "jobs", "llm-jobs", str(bad), "--into", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "seq_len" in err
+
+
+@pytest.mark.shared_data
+def test_example_config_on_real_grid_data(shared_data: Path, tmp_path: Path) -> None:
+    from workbench.build import build_and_save
+    from workbench.io.grid import import_grid
+
+    d = shared_data / "grid" / "sustain-cluster"
+    with Store(tmp_path / "w.duckdb") as store:
+        for z in ("US-CAL-CISO", "US-TEX-ERCO", "DE-LU"):
+            import_grid(store, "electricitymaps-csv", d / f"carbon/{z}/{z}_2023_hourly.csv",
+                        region=z)
+            import_grid(store, "price-csv", d / f"prices/{z}/{z}_electricity_prices_2023.csv",
+                        region=z)
+        sc = build_and_save(store, REPO / "examples" / "llm_jobs.toml")
+    assert len(sc.jobs) == 3 and all(p.predicted for p in sc.profiles)
+
+
+def test_quote_takes_a_model_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "w.duckdb")
+    assert main(["--db", db, "quote", "seed3", "--model-config",
+                 str(MODELS / "opt-1.3b.json"), "--seq-len", "2048", "--global-batch", "64",
+                 "--tokens", "2e8", "--purpose", "finetune", "--home", "guangzhou",
+                 "--gpus", "1-8", "--json"]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    opts = data["options"]
+    assert opts and all(o["profile"] == "predicted" for o in opts)
+    assert {o["gpu_type"] for o in opts} <= {"H800", "A100", "Ascend910B"}
+    assert main(["--db", db, "quote", "seed3", "--model-config",
+                 str(MODELS / "opt-1.3b.json"), "--home", "guangzhou"]) == 2
+    assert "needs --seq-len, --global-batch, --tokens" in capsys.readouterr().err

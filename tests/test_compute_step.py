@@ -1,0 +1,161 @@
+"""From kernels to a step: launch terms, phases, parallelism, memory, the CLI contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.cli import main
+from workbench.compute.devices import BUILTIN_DEVICES
+from workbench.compute.kernels import ROOFLINE_KERNELS
+from workbench.compute.llm import load_predictor, predict_from_config
+from workbench.compute.opgraph import build_step_graph
+from workbench.compute.step import (
+    DeviceMemoryError,
+    KernelTimes,
+    StepTerms,
+    assemble_step,
+    kernel_times,
+)
+from workbench.compute.transformer import model_spec
+
+GPT2_LARGE = {"model_type": "gpt2", "n_embd": 1280, "n_head": 20, "n_layer": 36,
+              "vocab_size": 50257, "n_positions": 1024}
+A100 = BUILTIN_DEVICES["A100"]
+
+
+def test_launch_terms_by_hand() -> None:
+    t = KernelTimes(np.array([50e-6, 2e-3, 30e-6]), np.array([1e-6, 1.5e-3, 20e-6]),
+                    np.array([10.0, 1.0, 2.0]), np.array(["forward", "backward", "forward"]),
+                    np.array(["elementwise", "linear", "ln"]))
+    terms = StepTerms(delta_s={"elementwise": 40e-6, "linear": 40e-6, "ln": 40e-6},
+                      launch_s=5e-6)
+    # max(t - delta, roof, l): 10 us, 1.96 ms, 20 us (roofline wins)
+    assert t.phase_s(terms, "forward") == pytest.approx(10 * 10e-6 + 2 * 20e-6)
+    assert t.phase_s(terms, "backward") == pytest.approx(2e-3 - 40e-6)
+    assert t.phase_s(StepTerms()) == pytest.approx(10 * 50e-6 + 2e-3 + 2 * 30e-6)
+
+
+def test_roofline_only_step_is_the_sum_of_rooflines() -> None:
+    g = build_step_graph(model_spec(GPT2_LARGE, "g"), "train", 1024, 2)
+    times = kernel_times(g, A100, ROOFLINE_KERNELS)
+    s = assemble_step(g, A100, times, StepTerms())
+    assert s.step_time_s == pytest.approx(s.roofline_s)
+    assert s.forward_s + s.backward_s + s.optimizer_s == pytest.approx(s.step_time_s)
+
+
+def test_step_is_never_below_its_roofline_and_splits_its_phases() -> None:
+    p = load_predictor()
+    s = predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, 4, A100, predictor=p)
+    assert s.step_time_s >= s.roofline_s
+    assert s.forward_s > 0 and s.backward_s > s.forward_s and s.optimizer_s > 0
+    assert s.step_time_lo_s < s.step_time_s < s.step_time_hi_s
+    inf = predict_from_config(model_spec(GPT2_LARGE, "g"), "inference", 1024, 4, A100,
+                              predictor=p)
+    assert inf.backward_s == 0 and inf.optimizer_s == 0 and inf.step_time_s < s.forward_s * 1.2
+
+
+def test_data_and_tensor_parallel_on_one_node() -> None:
+    p = load_predictor()
+    spec = model_spec(GPT2_LARGE, "g")
+    one = predict_from_config(spec, "train", 1024, 4, A100, predictor=p)
+    dp = predict_from_config(spec, "train", 1024, 4, A100, gpus=8, parallel="dp", predictor=p)
+    tp = predict_from_config(spec, "train", 1024, 4, A100, gpus=4, parallel="tp", predictor=p)
+    pp = predict_from_config(spec, "train", 1024, 16, A100, gpus=4, parallel="pp",
+                             predictor=p)
+    assert dp.sync_s > 0 and dp.step_time_s >= one.step_time_s * 0.999
+    assert tp.step_time_s < one.step_time_s and tp.sync_s > 0
+    # GPipe: 16 sequences in 4x4 micro-batches; the bubble costs 3 of 7 slots
+    assert pp.batch == 16 and pp.step_time_s > 0
+    assert dp.row()["tokens_per_s"] > 7 * one.row()["tokens_per_s"]
+
+
+def test_bf16_is_faster_with_a_wider_interval() -> None:
+    p = load_predictor()
+    spec = model_spec(GPT2_LARGE, "g")
+    f32 = predict_from_config(spec, "train", 1024, 4, A100, predictor=p)
+    b16 = predict_from_config(spec, "train", 1024, 4, A100, precision="bf16", predictor=p)
+    assert b16.step_time_s < f32.step_time_s / 2
+    assert (b16.step_time_hi_s / b16.step_time_s) > (f32.step_time_hi_s / f32.step_time_s)
+    with pytest.raises(ValueError, match="no BF16"):
+        predict_from_config(spec, "train", 1024, 4, BUILTIN_DEVICES["V100"], precision="bf16",
+                            predictor=p)
+
+
+def test_a_batch_that_does_not_fit_says_what_fits() -> None:
+    with pytest.raises(DeviceMemoryError, match=r"use --batch \d+ or less"):
+        predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, 512, A100)
+
+
+# --------------------------------------------------------------------------- CLI
+
+KEYS = {"step_time_s", "step_time_lo_s", "step_time_hi_s", "forward_s", "backward_s",
+        "optimizer_s", "sync_s"}
+
+
+def _cfg(tmp_path: Path, cfg: dict) -> str:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return str(p)
+
+
+def test_predict_model_config_json_contract(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _cfg(tmp_path, GPT2_LARGE)
+    db = str(tmp_path / "w.duckdb")
+    assert main(["--db", db, "predict", "--model-config", cfg, "--mode", "train",
+                 "--seq-len", "1024", "--batch", "1", "--gpu", "Tesla V100-PCIE-32GB",
+                 "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert isinstance(row, dict) and KEYS <= set(row)
+    assert row["step_time_lo_s"] < row["step_time_s"] < row["step_time_hi_s"]
+    assert row["device"] == "V100" and row["sync_s"] == 0
+    assert main(["--db", db, "predict", "--model-config", cfg, "--mode", "train",
+                 "--seq-len", "1024", "--batch", "2", "--gpu", "a100", "--gpus", "4",
+                 "--parallel", "tp", "--precision", "bf16", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["gpus"] == 4 and row["parallel"] == "tp" and row["sync_s"] > 0
+    assert main(["--db", db, "predict", "--model-config", cfg, "--mode", "inference",
+                 "--seq-len", "512", "--batch", "1", "--gpu", "H800"]) == 0
+    assert "predicted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("cfg", "args", "match"), [
+    ({"model_type": "mamba"}, [], "model_type 'mamba' is not supported"),
+    ({"model_type": "gpt2", "n_embd": 64}, [], "lacks 'n_head'"),
+    (GPT2_LARGE, ["--seq-len", "0"], "--seq-len: 0 is not a whole number >= 1"),
+    (GPT2_LARGE, ["--batch", "-1"], "--batch: -1 is not a whole number >= 1"),
+    (GPT2_LARGE, ["--batch", "4096"], "needs .* GB per GPU, more than A100's 80 GB"),
+    (GPT2_LARGE, ["--gpu", "GTX 480"], "unknown device 'GTX 480'"),
+    (GPT2_LARGE, ["--gpu", "V100", "--precision", "bf16"], "V100 has no BF16"),
+    (GPT2_LARGE, ["--gpus", "16"], "one node of A100 holds 1..8"),
+])
+def test_bad_model_config_input_is_one_line_with_the_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], cfg: dict, args: list[str],
+        match: str) -> None:
+    base = {"--seq-len": "1024", "--batch": "2", "--gpu": "A100"}
+    for k, v in zip(args[::2], args[1::2], strict=True):
+        base[k] = v
+    argv = ["--db", str(tmp_path / "w.duckdb"), "predict", "--model-config",
+            _cfg(tmp_path, cfg)] + [x for kv in base.items() for x in kv] + list(
+        a for a in args if a not in base and a not in base.values())
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    import re
+
+    assert re.search(match, err), err
+
+
+def test_missing_seq_len_and_a_missing_file(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "w.duckdb")
+    assert main(["--db", db, "predict", "--model-config", _cfg(tmp_path, GPT2_LARGE),
+                 "--gpu", "A100", "--batch", "1"]) == 2
+    assert "needs --seq-len" in capsys.readouterr().err
+    assert main(["--db", db, "predict", "--model-config", str(tmp_path / "none.json"),
+                 "--gpu", "A100", "--batch", "1", "--seq-len", "8"]) == 2
+    assert "not found" in capsys.readouterr().err

@@ -1,0 +1,274 @@
+"""LLM jobs in scenarios, job sets and quotes: model config in, jobs and predicted profiles out.
+
+Three doors lead here:
+
+* a scenario config's ``[[jobs.llm]]`` tables (:class:`workbench.config.LlmJobEntry`;
+  :func:`jobs_from_entries`, called by :func:`workbench.build.build_scenario`);
+* the ``llm-jobs`` job-trace format of ``workbench import jobs`` (:func:`read_llm_trace`,
+  :func:`import_llm_jobs`:
+  a CSV ``name,time,model_config,seq_len,global_batch,tokens|steps,precision,gpus`` with
+  optional ``purpose``, ``deadline_h``, ``pretrained_tokens``; ``time`` in seconds after
+  the trace start, ``model_config`` relative to the CSV);
+* ``workbench quote --model-config`` (:func:`with_llm_profile`).
+
+Each job's application is ``llm:<job id>``; its profile on every GPU type of the scenario
+(or of ``--gpu-type``) is predicted (:func:`workbench.profiles.predict_llm_profile`) and
+labelled so. Work is counted in sequences (``tokens / seq_len``), throughput in sequences
+per second, and statistical efficiency is relative to the job's global batch. The
+checkpoint that moves on migration defaults to the weights and Adam's two moments at 4
+bytes each plus the training-precision weights (``14`` bytes per parameter in BF16,
+``12`` in FP32 where the weights are the master copy).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.compute.llm import LlmJobSpec, Predictor, load_predictor
+from workbench.compute.opgraph import build_step_graph
+from workbench.compute.transformer import ModelConfigError, load_model_config
+from workbench.model import Job, Scenario
+from workbench.perf import JobProfile
+from workbench.profiles import predict_llm_profile_tp
+
+log = logging.getLogger(__name__)
+
+LLM_PREFIX = "llm:"
+LLM_GPU_TYPES: tuple[str, ...] = ("H800", "A100", "Ascend910B")
+"""GPU types an imported LLM job's profiles are predicted on (plus ``--reference-gpu``)."""
+DEFAULT_MENU: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+
+def app_name(job_id: str) -> str:
+    """The application (profile) name of an LLM job."""
+    return f"{LLM_PREFIX}{job_id}"
+
+
+def checkpoint_gb(params: float, precision: str) -> float:
+    """Default checkpoint size, GB (module docstring)."""
+    return params * (14 if precision == "bf16" else 12) / 1e9
+
+
+def spec_of(job_id: str, config: Path, seq_len: int, global_batch: int,
+            tokens: float | None, steps: int | None, precision: str, purpose: str,
+            pretrained_tokens: float | None) -> LlmJobSpec:
+    """An :class:`LlmJobSpec` from the operator's fields (exactly one of tokens, steps)."""
+    if (tokens is None) == (steps is None):
+        raise ValueError(f"LLM job {job_id!r}: give exactly one of tokens and steps")
+    total = float(tokens) if tokens is not None else float(steps or 0) * global_batch * seq_len
+    return LlmJobSpec(app_name(job_id), Path(config), int(seq_len), int(global_batch), total,
+                      precision, purpose, float(pretrained_tokens or 0.0))
+
+
+def profiles_for_job(spec: LlmJobSpec, gpu_types: Iterable[str],
+                     predictor: Predictor | None = None) -> tuple[list[JobProfile], int]:
+    """The job's predicted profile on each GPU type where it fits (a type it does not fit
+    on is logged and left out), and the largest tensor-parallel degree they need."""
+    from workbench.fit import ProfileDataError
+
+    pred = predictor or load_predictor()
+    out, tp = [], 1
+    for g in dict.fromkeys(gpu_types):
+        try:
+            prof, t = predict_llm_profile_tp(spec, g, pred)
+        except ProfileDataError as exc:
+            log.warning("%s", exc)
+            continue
+        out.append(prof)
+        tp = max(tp, t)
+    return out, tp
+
+
+def _menu(requested: int, counts: Sequence[int] | None, tp: int) -> tuple[int, ...]:
+    """The GPU-count menu: multiples of the tensor-parallel degree ``tp`` only."""
+    menu = {c for c in set(counts or DEFAULT_MENU) | {requested} if c % tp == 0}
+    if not menu:
+        raise ValueError(f"no GPU count in {sorted(set(counts or DEFAULT_MENU))} is a "
+                         f"multiple of the {tp}-way tensor parallelism the model needs")
+    return tuple(sorted(menu))
+
+
+def llm_job(spec: LlmJobSpec, job_id: str, arrival: datetime, home: str, requested: int,
+            counts: Sequence[int] | None = None, gpu_types: Sequence[str] = (),
+            deadline: datetime | None = None, ckpt_gb: float | None = None,
+            dataset_gb: float = 0.0, tp: int = 1) -> Job:
+    """The :class:`~workbench.model.Job` of an LLM job spec (``tp``: the tensor-parallel
+    degree its profiles need; the request is rounded up to a multiple of it)."""
+    params = build_step_graph(load_model_config(spec.model_config), "inference", 1, 1
+                              ).params["total"]
+    requested = -(-int(requested) // tp) * tp
+    return Job(job_id=job_id, kind="training", app=spec.name, arrival=arrival, home=home,
+               requested_gpus=requested, gpu_counts=_menu(requested, counts, tp),
+               gpu_types=tuple(gpu_types), batch_size=spec.global_batch,
+               work_samples=spec.work_samples, deadline=deadline,
+               checkpoint_gb=ckpt_gb if ckpt_gb is not None else checkpoint_gb(
+                   params, spec.precision),
+               dataset_gb=dataset_gb)
+
+
+def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datetime,
+                      gpu_types: Iterable[str], predictor: Predictor | None = None
+                      ) -> tuple[list[Job], list[JobProfile]]:
+    """Jobs and predicted profiles of a config's ``[[jobs.llm]]`` entries (each entry a
+    :class:`workbench.config.LlmJobEntry`); ``gpu_types`` are the scenario's pool types."""
+    pred = predictor or load_predictor()
+    types = list(dict.fromkeys(gpu_types))
+    jobs, profiles = [], []
+    for e in entries:
+        cfg = Path(e.model_config_file)
+        if not cfg.is_absolute():
+            cfg = Path(base_dir) / cfg
+        spec = spec_of(e.job_id, cfg, e.seq_len, e.global_batch, e.tokens, e.steps,
+                       e.precision, e.purpose, e.pretrained_tokens)
+        arrival = start + timedelta(hours=e.arrival_hours)
+        deadline = arrival + timedelta(hours=e.deadline_hours) if e.deadline_hours else None
+        profs, tp = profiles_for_job(spec, e.gpu_types or types, pred)
+        if not profs:
+            raise ValueError(f"[[jobs.llm]] {e.job_id!r}: {cfg.name} fits on none of the GPU "
+                             f"types {types}; use a smaller model or larger devices")
+        jobs.append(llm_job(spec, e.job_id, arrival, e.home, e.gpus, e.gpu_counts,
+                            tuple(e.gpu_types or ()), deadline, e.checkpoint_gb,
+                            e.dataset_gb, tp))
+        profiles += profs
+    return jobs, profiles
+
+
+def with_llm_profile(scenario: Scenario, spec: LlmJobSpec,
+                     gpu_types: Sequence[str] = ()) -> Scenario:
+    """``scenario`` with the job's predicted profiles on its pools' GPU types (or
+    ``gpu_types``) added (the quote's ``--model-config``)."""
+    types = list(gpu_types) or sorted({p.gpu_type for p in scenario.pools})
+    profs, _ = profiles_for_job(spec, types)
+    if not profs:
+        raise ValueError(f"{spec.model_config.name} fits on none of {types}")
+    keep = [p for p in scenario.profiles if p.app != spec.name]
+    return replace(scenario, profiles=tuple(keep + profs))
+
+
+# --------------------------------------------------------------------------- trace
+
+LLM_TRACE_COLUMNS = ("name", "time", "model_config", "seq_len", "global_batch", "precision",
+                     "gpus")
+
+
+def read_llm_trace(path: str | Path) -> pd.DataFrame:
+    """The rows of an ``llm-jobs`` CSV (module docstring), checked; raises
+    :class:`workbench.io.errors.InputError` naming the line and column to fix."""
+    from workbench.io.errors import InputError
+
+    p = Path(path)
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(p, f"not a readable CSV ({exc})", "pass an llm-jobs CSV") from None
+    missing = [c for c in LLM_TRACE_COLUMNS if c not in df.columns]
+    if "tokens" not in df.columns and "steps" not in df.columns:
+        missing.append("tokens or steps")
+    if missing:
+        raise InputError(p, f"lacks columns {missing}",
+                         f"give {', '.join(LLM_TRACE_COLUMNS)} and tokens or steps")
+    for i, row in df.iterrows():
+        line = int(str(i)) + 2
+        for col, lo in (("time", 0.0), ("seq_len", 1.0), ("global_batch", 1.0), ("gpus", 1.0)):
+            try:
+                v = float(row[col])
+            except ValueError:
+                raise InputError(p, f"{row[col]!r} is not a number", f"give {col} >= {lo:g}",
+                                 line=line, column=col) from None
+            if not np.isfinite(v) or v < lo:
+                raise InputError(p, f"{row[col]!r} is below {lo:g}", f"give {col} >= {lo:g}",
+                                 line=line, column=col)
+        cfg = Path(row["model_config"])
+        cfg = cfg if cfg.is_absolute() else p.parent / cfg
+        try:
+            load_model_config(cfg)
+        except ModelConfigError as exc:
+            raise InputError(p, str(exc), "fix the model config or its path", line=line,
+                             column="model_config") from None
+        df.loc[i, "model_config"] = str(cfg)
+    return df
+
+
+def jobs_from_llm_trace(frame: pd.DataFrame, origin: datetime, homes: Sequence[str],
+                        gpu_types: Iterable[str], predictor: Predictor | None = None
+                        ) -> tuple[list[Job], list[JobProfile]]:
+    """Jobs (homes in turn) and their predicted profiles on ``gpu_types``."""
+    pred = predictor or load_predictor()
+    types = list(dict.fromkeys(gpu_types))
+    jobs, profiles = [], []
+    for i, row in enumerate(frame.to_dict("records")):
+        spec = spec_of(row["name"], Path(row["model_config"]), int(float(row["seq_len"])),
+                       int(float(row["global_batch"])), _opt(row, "tokens"),
+                       None if _opt(row, "steps") is None else int(_opt(row, "steps") or 0),
+                       row["precision"] or "bf16", row.get("purpose") or "pretrain",
+                       _opt(row, "pretrained_tokens"))
+        arrival = origin + timedelta(seconds=float(row["time"]))
+        dl = _opt(row, "deadline_h")
+        profs, tp = profiles_for_job(spec, types, pred)
+        jobs.append(llm_job(spec, row["name"], arrival, homes[i % len(homes)],
+                            int(float(row["gpus"])),
+                            deadline=arrival + timedelta(hours=dl) if dl else None, tp=tp))
+        profiles += profs
+    return jobs, profiles
+
+
+def _opt(row: Mapping[str, Any], key: str) -> float | None:
+    v = row.get(key, "")
+    return None if v in ("", None) else float(v)
+
+
+def llm_quote_inputs(scenario: Scenario, config: str | Path, seq_len: int | None,
+                     global_batch: int | None, tokens: float | None, precision: str,
+                     purpose: str, gpu_types: Sequence[str] = ()
+                     ) -> tuple[Scenario, str, float]:
+    """``quote --model-config``: the scenario with the job's predicted profiles, its
+    application name and its work (sequences). Raises ``ValueError`` naming what is
+    missing or wrong."""
+    missing = [f for f, v in (("--seq-len", seq_len), ("--global-batch", global_batch),
+                              ("--tokens", tokens)) if v is None]
+    if missing:
+        raise ValueError(f"--model-config needs {', '.join(missing)}")
+    assert seq_len is not None and global_batch is not None and tokens is not None
+    load_model_config(config)  # a bad config is one error line
+    spec = spec_of(Path(config).stem, Path(config), seq_len, global_batch, tokens, None,
+                   precision, purpose, None)
+    return with_llm_profile(scenario, spec, gpu_types), spec.name, spec.work_samples
+
+
+def import_llm_jobs(store: Any, frame: pd.DataFrame, path: str | Path, into: str, *,
+                    start: str | None = None, homes: Sequence[str] = ("unassigned",),
+                    reference_gpu: str = "A100", replace: bool = False) -> Any:
+    """``workbench import jobs llm-jobs``: the jobs of :func:`read_llm_trace` into job set
+    ``into`` and their predicted profiles (on :data:`LLM_GPU_TYPES` and ``reference_gpu``)
+    into the store's profiles; returns a :class:`workbench.io.jobs.JobImport`."""
+    from workbench.io.errors import InputError
+    from workbench.io.jobs import EPOCH, JobImport
+
+    if store.has_scenario(into):
+        raise InputError(path, f"{into!r} is a scenario in the store; a job set needs a name "
+                         "of its own", f"pass --into with another name (e.g. {into}-jobs)")
+    origin = EPOCH
+    if start is not None:
+        ts = pd.Timestamp(start)
+        origin = (ts.tz_convert("UTC") if ts.tzinfo else ts.tz_localize("UTC")).to_pydatetime()
+    try:
+        jobs, profiles = jobs_from_llm_trace(frame, origin, list(homes) or ["unassigned"],
+                                             (*LLM_GPU_TYPES, reference_gpu))
+    except ValueError as exc:
+        raise InputError(path, str(exc), "check the job's model config and fields") from None
+    store.save_profiles(profiles)
+    store.write_jobs(into, jobs, replace=replace)
+    arrivals = [j.arrival for j in jobs]
+    return JobImport(path=str(path), fmt="llm-jobs", job_set=into, jobs=len(jobs), skipped={},
+                     first_arrival=min(arrivals), last_arrival=max(arrivals),
+                     gpus_min=min(j.requested_gpus for j in jobs),
+                     gpus_max=max(j.requested_gpus for j in jobs),
+                     apps={j.app: 1 for j in jobs})

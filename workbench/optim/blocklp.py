@@ -1,0 +1,465 @@
+"""The block LP that the look-ahead and the hindsight plan share: build, solve, read.
+
+Both plan many slots at once: slots are grouped into blocks ``b`` of ``len_b`` consecutive
+slots, and every job ``j`` may run, in each block of its window, one of its configurations
+``k`` (:class:`BlockConfig`: datacenter ``d_k``, pool ``p_k``, ``n_k`` GPUs, work per slot
+``r_k``, energy per slot ``E_k``). The receding-horizon look-ahead
+(:mod:`workbench.policies.lookahead`) solves it over the forecast window at every re-plan;
+the hindsight plan (:mod:`workbench.policies.offline`) once over the whole horizon on the
+truth. What differs between them (prices, windows, the work each job needs, moving data,
+integrality) is data of :class:`BlockProblem`; the model is this one.
+
+Columns (:func:`_add_variables`)::
+
+    x[j,b,k] in [0, len_jb]   slots of block b that job j runs configuration k
+                              (len_jb: the slots of b inside the job's window)
+    m[j,d]   in [0, 1]        job j moves its data to datacenter d first (look-ahead)
+    short_j  >= 0             work of training job j that does not fit (fraction of the job)
+    s        >= 0             carbon above the cap, kg (bound 0 without a cap)
+    z[j,b,k] in {0, 1}        configuration chosen (exact mode, blocks of one slot)
+
+Model (:func:`_add_objective`; the rows, one function each, :func:`_add_constraints`)::
+
+    min  sum c_x x + sum M_jd m + w_short sum_j short_j + w_carbon s
+    s.t. sum_k x[j,b,k] <= len_jb            training job j, block b  (one at a time)
+         sum_k x[j,b,k]  = len_jb            inference job j, block b (its active slots)
+         sum n_k x[j,b,k] <= C_p len_b       pool p, block b          (shared capacity)
+         sum P_k x[j,b,k] <= Pcap_d len_b    datacenter d, block b    (power cap, kW)
+         sum_{k at d} x[j,b,k] <= len_jb m[j,d]                       (move before running)
+         sum r_k x[j,.,k] - l_jd m[j,d] + short_j >= need_j           (work, training j)
+         sum_{x in g} g_x x - s <= cap_g     carbon group g           (carbon cap, kg)
+         sum_k z[j,b,k] <= 1 (= 1 inference),  sum n_k z <= C_p,  x <= len_jb z  (exact)
+
+with ``P_k = E_k * 3600 / slot_s`` the configuration's average facility power (kW) and
+``g_x`` the column's carbon per slot run (kg). The caller gives ``c_x`` (energy cost and
+whatever it adds), ``M_jd`` (the cost of moving), ``l_jd`` (work lost moving), ``need_j``
+and the penalty weights ``w_short``, ``w_carbon`` (:func:`penalty_weight`: large enough that
+the model falls short or exceeds the cap only where nothing else fits). In exact mode the
+binaries ``z`` carry the slot's integral choice and ``x`` the part of it a job uses (a
+finishing job pays only the part of its last slot it needs).
+
+:func:`create_block_lp` builds the model, :func:`solve_block_lp` solves it and returns
+HiGHS's status unjudged, :func:`extract_block_solution` reads the named parts back;
+:func:`solve_block_problem` does the three in one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench.optim.highs import HighsResult, SparseLp, new_highs, solve
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """One configuration a job may run in the block LP, with its loss-free per-slot rates.
+
+    ``pool`` and ``dc`` index the scenario's pools and datacenters; ``rate`` is the work
+    per slot (fraction of the job; 0 for an inference service) and ``energy_kwh`` the
+    energy per slot with PUE.
+    """
+
+    datacenter: str
+    gpu_type: str
+    n_gpus: int
+    pool: int
+    dc: int
+    rate: float
+    energy_kwh: float
+
+
+@dataclass(frozen=True)
+class ConfigArrays:
+    """Configurations as arrays, one entry per :class:`BlockConfig`: datacenter and pool
+    index, GPU count, energy per slot (kWh) and work per slot."""
+
+    dc: NDArray[np.int64]
+    pool: NDArray[np.int64]
+    n_gpus: NDArray[np.float64]
+    energy_kwh: NDArray[np.float64]
+    rate: NDArray[np.float64]
+
+    @staticmethod
+    def of(cfgs: Sequence[BlockConfig]) -> ConfigArrays:
+        return ConfigArrays(dc=np.array([c.dc for c in cfgs], dtype=np.int64),
+                            pool=np.array([c.pool for c in cfgs], dtype=np.int64),
+                            n_gpus=np.array([c.n_gpus for c in cfgs], dtype=float),
+                            energy_kwh=np.array([c.energy_kwh for c in cfgs], dtype=float),
+                            rate=np.array([c.rate for c in cfgs], dtype=float))
+
+    @staticmethod
+    def stack(parts: Sequence[ConfigArrays]) -> ConfigArrays:
+        """Every job's configurations one after the other (empty when there are none)."""
+        if not parts:
+            return ConfigArrays.of(())
+        return ConfigArrays(*(np.concatenate([getattr(p, f) for p in parts])
+                              for f in ("dc", "pool", "n_gpus", "energy_kwh", "rate")))
+
+    def take(self, idx: NDArray[np.int64]) -> ConfigArrays:
+        """The entries ``idx`` (one per LP column)."""
+        return ConfigArrays(self.dc[idx], self.pool[idx], self.n_gpus[idx],
+                            self.energy_kwh[idx], self.rate[idx])
+
+
+def block_columns(
+    block_start: NDArray[np.int64], block_len: NDArray[np.int64],
+    first: NDArray[np.int64], end: NDArray[np.int64], allowed: Sequence[NDArray[np.bool_]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """The columns ``x[j,b,k]``: for job ``j`` (in order), every block overlapping its window
+    ``[first_j, end_j)`` (in order) and every allowed configuration ``k`` (in order).
+
+    Returns job, block, configuration (index into the job's own list) and the column's
+    bound ``len_jb = min(start_b + len_b, end_j) - max(start_b, first_j)``, the slots of the
+    block inside the window.
+    """
+    parts: list[tuple[NDArray[np.int64], ...]] = []
+    for j, (a, e, ok) in enumerate(zip(first.tolist(), end.tolist(), allowed, strict=True)):
+        ks = np.flatnonzero(ok).astype(np.int64)
+        if e <= a or ks.size == 0:
+            continue
+        lo = int(np.searchsorted(block_start, a, side="right")) - 1
+        hi = int(np.searchsorted(block_start, e, side="left"))
+        bs = np.arange(lo, hi, dtype=np.int64)
+        length = (np.minimum(block_start[bs] + block_len[bs], e)
+                  - np.maximum(block_start[bs], a))
+        parts.append((np.full(bs.size * ks.size, j, dtype=np.int64), np.repeat(bs, ks.size),
+                      np.tile(ks, bs.size), np.repeat(length, ks.size)))
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, np.zeros(0)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts]).astype(float))
+
+
+def penalty_weight(ratios: NDArray[np.float64], factor: float) -> float:
+    """``factor * max(max(ratios), 1)``: a penalty that outweighs the dearest of ``ratios``
+    (e.g. the cost of a whole job's work, or of avoiding one kg, on any column)."""
+    return factor * max(float(np.max(ratios, initial=0.0)), 1.0)
+
+
+@dataclass(frozen=True)
+class BlockMoves:
+    """Move columns ``m[j,d]`` of the block LP (the look-ahead's data moves).
+
+    Attributes
+    ----------
+    job : int array (M,)
+        Training job of each move column.
+    cost : float array (M,)
+        ``M_jd``: what moving costs, scenario currency.
+    lost : float array (M,)
+        ``l_jd``: work lost while the data move (fraction of the job).
+    of_x : int array (X,)
+        The move column each ``x`` column needs (-1: none, the data are there). Columns of
+        one move are ordered like the moves.
+    """
+
+    job: NDArray[np.int64]
+    cost: NDArray[np.float64]
+    lost: NDArray[np.float64]
+    of_x: NDArray[np.int64]
+
+
+ROW_ORDER = ("choice", "pool", "power", "move", "work", "carbon")
+"""The row blocks of the block LP, in the order of the module docstring."""
+
+
+@dataclass(frozen=True)
+class BlockProblem:
+    """The block LP's data as arrays (see the module docstring); per-column arrays share
+    the column axis ``X`` of ``x[j,b,k]``.
+
+    Attributes
+    ----------
+    block_len : int array (B,)
+        Slots per block.
+    job, block : int arrays (X,)
+        Job (index into ``must_run``) and block of each column.
+    slots : float array (X,)
+        ``len_jb``, the column's bound (slots of the block inside the job's window).
+    cost : float array (X,)
+        ``c_x``, objective weight per slot run.
+    configs : ConfigArrays
+        The column's configuration (one entry per column): ``n_k``, ``p_k``, ``d_k``, ``E_k``.
+    rate : float array (X,)
+        ``r_k``, work per slot run (fraction of the job).
+    carbon_kg : float array (X,)
+        ``g_x``, carbon per slot run.
+    must_run : bool array (J,)
+        True for an inference service (it runs exactly its active slots).
+    work_jobs : int array (W,)
+        The training jobs, each with a work row (in this order).
+    need : float array (W,)
+        ``need_j``, work each must do (fraction of the job).
+    pool_capacity : float array (P,)
+        ``C_p``, accelerators per pool.
+    slot_s : float
+        Slot length, s.
+    power_cap_kw : float array (D,) or None
+        ``Pcap_d`` per datacenter (``inf``: none); None: no power rows.
+    carbon_group : int array (X,) or None
+        Carbon-cap group of each column (-1: not capped); None: no carbon rows.
+    carbon_cap_kg : float array (G,)
+        ``cap_g`` per group.
+    shortfall_weight, carbon_slack_weight : float
+        ``w_short`` (per job-fraction) and ``w_carbon`` (per kg).
+    moves : BlockMoves, optional
+    exact : bool
+        Add the binaries ``z`` (blocks of one slot).
+    row_order : tuple of str
+        The order of the row blocks (a permutation of :data:`ROW_ORDER`). The model does
+        not depend on it, HiGHS's path to an optimum does: a caller keeps the order its
+        plans were checked with.
+    """
+
+    block_len: NDArray[np.int64]
+    job: NDArray[np.int64]
+    block: NDArray[np.int64]
+    slots: NDArray[np.float64]
+    cost: NDArray[np.float64]
+    configs: ConfigArrays
+    rate: NDArray[np.float64]
+    carbon_kg: NDArray[np.float64]
+    must_run: NDArray[np.bool_]
+    work_jobs: NDArray[np.int64]
+    need: NDArray[np.float64]
+    pool_capacity: NDArray[np.float64]
+    slot_s: float
+    shortfall_weight: float
+    carbon_slack_weight: float
+    power_cap_kw: NDArray[np.float64] | None = None
+    carbon_group: NDArray[np.int64] | None = None
+    carbon_cap_kg: NDArray[np.float64] | None = None
+    moves: BlockMoves | None = None
+    exact: bool = False
+    row_order: tuple[str, ...] = ROW_ORDER
+
+    def __post_init__(self) -> None:
+        x = self.job.size
+        for name in ("block", "slots", "cost", "rate", "carbon_kg"):
+            if getattr(self, name).shape != (x,):
+                raise ValueError(f"BlockProblem.{name} must have shape ({x},) like job")
+        if self.configs.pool.shape != (x,):
+            raise ValueError(f"BlockProblem.configs must hold one entry per column ({x})")
+        if self.need.shape != self.work_jobs.shape:
+            raise ValueError("BlockProblem.need needs one entry per work job")
+        if (self.carbon_group is None) != (self.carbon_cap_kg is None):
+            raise ValueError("BlockProblem.carbon_group and carbon_cap_kg come together")
+        if sorted(self.row_order) != sorted(ROW_ORDER):
+            raise ValueError(f"BlockProblem.row_order must order {ROW_ORDER}, "
+                             f"got {self.row_order}")
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.block_len.size)
+
+    @property
+    def n_x(self) -> int:
+        return int(self.job.size)
+
+
+def _add_variables(lp: SparseLp, prob: BlockProblem) -> None:
+    """Columns ``x`` (bound ``len_jb``), ``m`` (bound 1), ``short``, ``s`` and, exact, ``z``."""
+    lp.add_columns("x", prob.slots)
+    lp.add_columns("move", np.ones(0 if prob.moves is None else prob.moves.job.size))
+    lp.add_columns("short", np.full(prob.work_jobs.size, np.inf))
+    lp.add_columns("slack", np.array([np.inf if prob.carbon_group is not None else 0.0]))
+    if prob.exact:
+        lp.add_columns("z", np.ones(prob.n_x), integral=True)
+
+
+def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
+    """``min sum c_x x + sum M_jd m + w_short sum short + w_carbon s`` (``z`` weighs 0)."""
+    lp.set_cost("x", prob.cost)
+    if prob.moves is not None:
+        lp.set_cost("move", prob.moves.cost)
+    lp.set_cost("short", prob.shortfall_weight)
+    lp.set_cost("slack", prob.carbon_slack_weight)
+
+
+def _job_blocks(prob: BlockProblem) -> tuple[NDArray[np.int64], NDArray[np.int64],
+                                              NDArray[np.float64], NDArray[np.bool_]]:
+    """The (job, block) pairs with columns: their keys ``j * B + b``, each column's pair,
+    ``len_jb`` and whether the job must run."""
+    n_b = prob.n_blocks
+    uniq, inv = np.unique(prob.job * n_b + prob.block, return_inverse=True)
+    len_jb = np.zeros(uniq.size)
+    np.maximum.at(len_jb, inv, prob.slots)
+    must = prob.must_run[uniq // n_b] if uniq.size else np.zeros(0, dtype=bool)
+    return uniq, inv, len_jb, must
+
+
+def _add_choice_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """``sum_k x[j,b,k] <= len_jb`` (``= len_jb`` for an inference service), one row per
+    (job, block): one configuration at a time; inference exactly its active slots."""
+    uniq, inv, len_jb, must = _job_blocks(prob)
+    lp.add_rows("choice", inv, np.arange(prob.n_x), np.ones(prob.n_x), uniq.size,
+                np.where(must, len_jb, -np.inf), len_jb)
+
+
+def _add_pool_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """``sum n_k x[j,b,k] <= C_p len_b`` per pool and block: the contention jobs share."""
+    n_b, n_p = prob.n_blocks, prob.pool_capacity.size
+    lp.add_rows("pool", prob.configs.pool * n_b + prob.block, np.arange(prob.n_x),
+                prob.configs.n_gpus, n_p * n_b, np.full(n_p * n_b, -np.inf),
+                np.repeat(prob.pool_capacity, n_b) * np.tile(prob.block_len, n_p))
+
+
+def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """``sum P_k x[j,b,k] <= Pcap_d len_b`` per datacenter and block, with
+    ``P_k = E_k * 3600 / slot_s`` kW (no rows without a power cap)."""
+    if prob.power_cap_kw is None:
+        return
+    n_b, n_d = prob.n_blocks, prob.power_cap_kw.size
+    lp.add_rows("power", prob.configs.dc * n_b + prob.block, np.arange(prob.n_x),
+                prob.configs.energy_kwh * 3600.0 / prob.slot_s, n_d * n_b,
+                np.full(n_d * n_b, -np.inf),
+                np.repeat(prob.power_cap_kw, n_b) * np.tile(prob.block_len, n_d))
+
+
+def _add_move_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """``sum_{k at d} x[j,b,k] - len_jb m[j,d] <= 0`` per (move, block): a job runs away
+    from its data only once it has moved them (no rows without moves)."""
+    moves = prob.moves
+    if moves is None or moves.job.size == 0:
+        return
+    ax = np.flatnonzero(moves.of_x >= 0)
+    mcol = moves.of_x[ax]
+    g_u, g_inv = np.unique(mcol * prob.n_blocks + prob.block[ax], return_inverse=True)
+    g_len = np.zeros(g_u.size)
+    np.maximum.at(g_len, g_inv, prob.slots[ax])
+    g_m = np.zeros(g_u.size, dtype=np.int64)
+    g_m[g_inv] = mcol
+    lp.add_rows("move", np.concatenate([g_inv, np.arange(g_u.size)]),
+                np.concatenate([ax, lp.cols["move"].start + g_m]),
+                np.concatenate([np.ones(ax.size), -g_len]), g_u.size,
+                np.full(g_u.size, -np.inf), np.zeros(g_u.size))
+
+
+def _add_work_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """``sum r_k x[j,.,k] - l_jd m[j,d] + short_j >= need_j``, one row per training job."""
+    n_w = prob.work_jobs.size
+    pos = np.full(prob.must_run.size, -1, dtype=np.int64)
+    pos[prob.work_jobs] = np.arange(n_w)
+    tr = np.flatnonzero(pos[prob.job] >= 0)
+    moves = prob.moves
+    m_rows = np.zeros(0, np.int64) if moves is None else pos[moves.job]
+    m_lost = np.zeros(0) if moves is None else moves.lost
+    lp.add_rows("work", np.concatenate([pos[prob.job[tr]], m_rows, np.arange(n_w)]),
+                np.concatenate([tr, lp.cols["move"].start + np.arange(m_rows.size),
+                                lp.cols["short"].start + np.arange(n_w)]),
+                np.concatenate([prob.rate[tr], -m_lost, np.ones(n_w)]), n_w, prob.need,
+                np.full(n_w, np.inf))
+
+
+def _add_carbon_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """``sum_{x in g} g_x x - s <= cap_g`` per carbon group (one slack ``s`` for all; no
+    rows without a cap)."""
+    if prob.carbon_group is None or prob.carbon_cap_kg is None:
+        return
+    sel = prob.carbon_group >= 0
+    n_g = prob.carbon_cap_kg.size
+    lp.add_rows("carbon", np.concatenate([prob.carbon_group[sel], np.arange(n_g)]),
+                np.concatenate([np.flatnonzero(sel), np.full(n_g, lp.cols["slack"].start)]),
+                np.concatenate([prob.carbon_kg[sel], -np.ones(n_g)]), n_g,
+                np.full(n_g, -np.inf), prob.carbon_cap_kg)
+
+
+def _add_exact_rows(lp: SparseLp, prob: BlockProblem) -> None:
+    """On the binaries ``z``: ``sum_k z[j,b,k] <= 1`` (``= 1`` inference),
+    ``sum n_k z <= C_p`` per pool and block, and ``x - len_jb z <= 0`` per column."""
+    uniq, inv, _, must = _job_blocks(prob)
+    n_b, n_p, n_x = prob.n_blocks, prob.pool_capacity.size, prob.n_x
+    cols = np.arange(n_x)
+    z = lp.cols["z"].start + cols
+    lp.add_rows("z_choice", inv, z, np.ones(n_x), uniq.size, np.where(must, 1.0, -np.inf),
+                np.ones(uniq.size))
+    lp.add_rows("z_pool", prob.configs.pool * n_b + prob.block, z, prob.configs.n_gpus,
+                n_p * n_b, np.full(n_p * n_b, -np.inf), np.repeat(prob.pool_capacity, n_b))
+    lp.add_rows("z_link", np.concatenate([cols, cols]), np.concatenate([cols, z]),
+                np.concatenate([np.ones(n_x), -prob.slots]), n_x, np.full(n_x, -np.inf),
+                np.zeros(n_x))
+
+
+_ROW_BUILDERS = {"choice": _add_choice_rows, "pool": _add_pool_rows, "power": _add_power_rows,
+                 "move": _add_move_rows, "work": _add_work_rows, "carbon": _add_carbon_rows}
+
+
+def _add_constraints(lp: SparseLp, prob: BlockProblem) -> None:
+    """The row blocks in ``prob.row_order``, then in exact mode the rows of ``z``."""
+    for name in prob.row_order:
+        _ROW_BUILDERS[name](lp, prob)
+    if prob.exact:
+        _add_exact_rows(lp, prob)
+
+
+def create_block_lp(prob: BlockProblem) -> SparseLp:
+    """Build the block LP (see the module docstring) in three named phases."""
+    lp = SparseLp()
+    _add_variables(lp, prob)
+    _add_constraints(lp, prob)
+    _add_objective(lp, prob)
+    return lp
+
+
+def solve_block_lp(lp: SparseLp, *, time_limit_s: float,
+                   mip_rel_gap: float | None = None) -> HighsResult:
+    """Solve with HiGHS; the status is returned for the caller to judge (``optimal``, or a
+    MILP's incumbent at its time limit)."""
+    h = new_highs(time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
+    return solve(h, lp.highs_lp())
+
+
+@dataclass(frozen=True)
+class BlockSolution:
+    """The block LP's solution by name.
+
+    ``x``, ``move``, ``short`` (one per work job), ``slack_kg`` and ``work_dual`` (the work
+    rows' duals: the price of a unit of each job's progress) are set only when ``complete``
+    (HiGHS returned a value for every column); empty otherwise. ``status`` is HiGHS's own;
+    ``n_columns`` counts every column of the model.
+    """
+
+    status: str
+    optimal: bool
+    time_limit: bool
+    complete: bool
+    x: NDArray[np.float64]
+    move: NDArray[np.float64]
+    short: NDArray[np.float64]
+    slack_kg: float
+    work_dual: NDArray[np.float64]
+    mip_dual_bound: float
+    mip_gap: float
+    solve_s: float
+    n_columns: int
+
+
+def extract_block_solution(lp: SparseLp, res: HighsResult) -> BlockSolution:
+    """Read ``x``, ``m``, ``short``, ``s`` and the work duals back from a HiGHS result."""
+    complete = res.x.size == lp.n_cols
+    x = res.x if complete else np.zeros(lp.n_cols)
+    duals = res.row_dual if complete and res.row_dual.size == lp.n_rows else None
+    empty = np.zeros(0)
+    return BlockSolution(
+        status=res.status, optimal=res.optimal, time_limit=res.time_limit, complete=complete,
+        x=x[lp.cols["x"]] if complete else empty,
+        move=x[lp.cols["move"]] if complete else empty,
+        short=x[lp.cols["short"]] if complete else empty,
+        slack_kg=float(x[lp.cols["slack"].start]),
+        work_dual=duals[lp.rows["work"]] if duals is not None else empty,
+        mip_dual_bound=res.mip_dual_bound, mip_gap=res.mip_gap, solve_s=res.solve_s,
+        n_columns=lp.n_cols)
+
+
+def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
+                        mip_rel_gap: float | None = None) -> BlockSolution:
+    """Create, solve and extract in one call; check ``optimal``/``complete`` on the result."""
+    lp = create_block_lp(prob)
+    return extract_block_solution(lp, solve_block_lp(lp, time_limit_s=time_limit_s,
+                                                     mip_rel_gap=mip_rel_gap))

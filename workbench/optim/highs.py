@@ -1,0 +1,261 @@
+"""The one HiGHS adapter: a quiet ``Highs``, a sparse model built in named blocks, a read result.
+
+Every array model of the workbench reaches HiGHS through here: the slot MILP's fast path
+(:mod:`workbench.optim.fastslot`) and the block LP (:mod:`workbench.optim.blocklp`). (The
+readable Pyomo reference, :mod:`workbench.optim.slot`, goes through Pyomo's HiGHS interface.)
+
+A model is::
+
+    min (or max)  c^T x    s.t.   row_lower <= A x <= row_upper,   col_lower <= x <= col_upper
+
+with ``A`` column-wise sparse and some columns integral. :class:`SparseLp` collects it in
+named column groups and row blocks (so that the solution is read back by name);
+:func:`highs_lp` turns arrays into HiGHS's model; :func:`solve` runs it and returns a
+:class:`HighsResult` whose status the caller must check.
+
+HiGHS prints its banner to the process's standard output (at the C level) the first time a
+``Highs`` object is made, whatever ``output_flag`` says afterwards. That would corrupt the
+CLI's ``--json`` output, so the first construction runs with file descriptor 1 pointed at
+``/dev/null``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+_lock = threading.Lock()
+_bannered = False
+
+_FEASIBLE = 2
+"""``info.primal_solution_status`` of a feasible primal solution (kSolutionStatusFeasible)."""
+
+
+def new_highs(*, time_limit_s: float | None = None, mip_rel_gap: float | None = None,
+              threads: int | None = None) -> highspy.Highs:
+    """A ``Highs`` object with its log switched off, no banner on stdout, and the options
+    given (an option left None keeps HiGHS's default)."""
+    global _bannered
+    with _lock:
+        if _bannered:
+            h = highspy.Highs()
+        else:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 1)
+                h = highspy.Highs()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+                os.close(devnull)
+            _bannered = True
+    h.setOptionValue("output_flag", False)
+    if time_limit_s is not None:
+        h.setOptionValue("time_limit", float(time_limit_s))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    if mip_rel_gap is not None:
+        h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    return h
+
+
+def highs_lp(
+    cost: NDArray[np.float64],
+    col_upper: NDArray[np.float64],
+    row_lower: NDArray[np.float64],
+    row_upper: NDArray[np.float64],
+    start: NDArray[np.int32],
+    index: NDArray[np.int32],
+    value: NDArray[np.float64],
+    *,
+    col_lower: NDArray[np.float64] | None = None,
+    integral: NDArray[np.bool_] | None = None,
+    maximize: bool = False,
+) -> highspy.HighsLp:
+    """HiGHS's model of ``min (max) cost x`` from column-wise sparse arrays.
+
+    ``start, index, value`` hold ``A`` by column (entries of column ``k`` are
+    ``index[start[k]:start[k+1]]``); ``inf`` bounds are open; ``col_lower`` defaults to 0;
+    ``integral`` marks the integer columns (none when None or all False).
+    """
+    n_cols, n_rows = int(cost.size), int(row_lower.size)
+    lp = highspy.HighsLp()
+    lp.num_col_ = n_cols
+    lp.num_row_ = n_rows
+    if maximize:
+        lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_ = cost
+    lp.col_lower_ = np.zeros(n_cols) if col_lower is None else col_lower
+    lp.col_upper_ = col_upper
+    lp.row_lower_ = row_lower
+    lp.row_upper_ = row_upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = start
+    lp.a_matrix_.index_ = index
+    lp.a_matrix_.value_ = value
+    lp.a_matrix_.num_col_ = n_cols
+    lp.a_matrix_.num_row_ = n_rows
+    if integral is not None and integral.any():
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else
+                           highspy.HighsVarType.kContinuous for i in integral.tolist()]
+    return lp
+
+
+@dataclass
+class SparseLp:
+    """A sparse LP or MILP in the making: named groups of columns, then named blocks of rows.
+
+    Columns carry their objective weight, upper bound (lower bound 0) and integrality; a
+    row block is COO triplets ``(row, col, value)`` with its own row numbering from 0 and
+    its bounds. :meth:`highs_lp` stacks the blocks in the order they were added.
+    """
+
+    maximize: bool = False
+    cols: dict[str, slice] = field(default_factory=dict)
+    rows: dict[str, slice] = field(default_factory=dict)
+    _cost: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
+    _upper: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
+    _integral: list[NDArray[np.bool_]] = field(default_factory=list, repr=False)
+    _r: list[NDArray[np.int64]] = field(default_factory=list, repr=False)
+    _c: list[NDArray[np.int64]] = field(default_factory=list, repr=False)
+    _v: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
+    _lower_r: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
+    _upper_r: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
+    n_cols: int = 0
+    n_rows: int = 0
+
+    def add_columns(self, name: str, upper: NDArray[np.float64], *,
+                    integral: bool = False) -> slice:
+        """Append ``upper.size`` columns (weight 0 until :meth:`set_cost`); their slice."""
+        n = int(upper.size)
+        got = self.cols[name] = slice(self.n_cols, self.n_cols + n)
+        self._cost.append(np.zeros(n))
+        self._upper.append(np.asarray(upper, dtype=float))
+        self._integral.append(np.full(n, integral))
+        self.n_cols += n
+        return got
+
+    def set_cost(self, name: str, cost: NDArray[np.float64] | float) -> None:
+        """The objective weight of column group ``name`` (an array, or one number for all)."""
+        i = list(self.cols).index(name)
+        self._cost[i] = np.broadcast_to(np.asarray(cost, dtype=float),
+                                        self._cost[i].shape).copy()
+
+    def add_rows(self, name: str, row: NDArray[np.int64], col: NDArray[np.int64],
+                 value: NDArray[np.float64], n: int, lower: NDArray[np.float64],
+                 upper: NDArray[np.float64]) -> slice:
+        """Append ``n`` rows with entries ``A[row, col] = value`` (``row`` counted from this
+        block's first row, ``col`` absolute); their slice."""
+        got = self.rows[name] = slice(self.n_rows, self.n_rows + n)
+        self._r.append(np.asarray(row, dtype=np.int64) + self.n_rows)
+        self._c.append(np.asarray(col, dtype=np.int64))
+        self._v.append(np.asarray(value, dtype=float))
+        self._lower_r.append(np.asarray(lower, dtype=float))
+        self._upper_r.append(np.asarray(upper, dtype=float))
+        self.n_rows += n
+        return got
+
+    def matrix(self) -> sp.csc_matrix:
+        """``A`` column-wise, canonical (indices sorted, no duplicates)."""
+        if not self._v:
+            return sp.csc_matrix((self.n_rows, self.n_cols))
+        coo = sp.coo_matrix((np.concatenate(self._v),
+                             (np.concatenate(self._r), np.concatenate(self._c))),
+                            shape=(self.n_rows, self.n_cols))
+        return coo.tocsc()
+
+    def highs_lp(self) -> highspy.HighsLp:
+        """The model in HiGHS's form (:func:`highs_lp`)."""
+        a = self.matrix()
+        empty = np.zeros(0)
+        return highs_lp(
+            np.concatenate(self._cost) if self._cost else empty,
+            np.concatenate(self._upper) if self._upper else empty,
+            np.concatenate(self._lower_r) if self._lower_r else empty,
+            np.concatenate(self._upper_r) if self._upper_r else empty,
+            a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data.astype(float),
+            integral=np.concatenate(self._integral) if self._integral else None,
+            maximize=self.maximize)
+
+
+@dataclass(frozen=True)
+class HighsResult:
+    """What one HiGHS run returned; the caller checks ``optimal`` (or ``has_solution``).
+
+    Attributes
+    ----------
+    status : str
+        HiGHS's model status in its own words (``"Optimal"``, ``"Time limit reached"``, ...).
+    model_status : highspy.HighsModelStatus
+    optimal, time_limit : bool
+        The status is optimal; the run stopped at its time limit.
+    has_solution : bool
+        HiGHS holds a feasible primal solution (an optimum, or a MILP's incumbent).
+    x, row_dual : float arrays
+        Column values and row duals as HiGHS returned them (empty when it has none).
+    objective, mip_dual_bound, mip_gap : float
+        From HiGHS's info (``mip_*`` meaningful for a MILP only).
+    solve_s : float
+        Wall time of the run, s.
+    """
+
+    status: str
+    model_status: highspy.HighsModelStatus
+    optimal: bool
+    time_limit: bool
+    has_solution: bool
+    x: NDArray[np.float64]
+    row_dual: NDArray[np.float64]
+    objective: float
+    mip_dual_bound: float
+    mip_gap: float
+    solve_s: float
+
+
+def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
+          start: NDArray[np.float64] | None = None) -> HighsResult:
+    """Pass ``lp`` (unless the model is already in ``h``), set a starting solution ``start``
+    (a MILP's warm start), run, and read the result back; the status is returned, not
+    judged."""
+    if lp is not None:
+        h.passModel(lp)
+    if start is not None:
+        h.setSolution(int(start.size), np.arange(start.size, dtype=np.int32), start)
+    t0 = time.perf_counter()
+    h.run()
+    solve_s = time.perf_counter() - t0
+    status = h.getModelStatus()
+    info = h.getInfo()
+    sol = h.getSolution()
+    return HighsResult(
+        status=h.modelStatusToString(status), model_status=status,
+        optimal=status == highspy.HighsModelStatus.kOptimal,
+        time_limit=status == highspy.HighsModelStatus.kTimeLimit,
+        has_solution=info.primal_solution_status == _FEASIBLE,
+        x=np.asarray(sol.col_value, dtype=float), row_dual=np.asarray(sol.row_dual, dtype=float),
+        objective=float(info.objective_function_value),
+        mip_dual_bound=float(info.mip_dual_bound), mip_gap=float(info.mip_gap),
+        solve_s=solve_s)
+
+
+def termination_name(status: highspy.HighsModelStatus) -> str:
+    """A HiGHS status under the name Pyomo's reference path reports it by (``"optimal"``,
+    ``"infeasible"``, ``"maxTimeLimit"``; otherwise the enum's own name)."""
+    if status == highspy.HighsModelStatus.kOptimal:
+        return "optimal"
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return "infeasible"
+    if status == highspy.HighsModelStatus.kTimeLimit:
+        return "maxTimeLimit"
+    # The enum's own name: a throw-away Highs() would print HiGHS's banner.
+    return str(status.name).removeprefix("k")

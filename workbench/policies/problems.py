@@ -1,0 +1,145 @@
+"""What the policies hand the optim layer: a slot's options as a slot problem, a job's
+configurations as block-LP columns, and the slot's prices.
+
+:func:`build_slot_problem` turns a slot's enumerated options
+(:func:`workbench.policies.base.slot_options`) and their weights into the arrays of the slot
+MILP (:class:`workbench.optim.slot.SlotProblem`); :func:`job_configs` lists a job's
+configurations with their trajectory-averaged rates for the block LP
+(:mod:`workbench.optim.blocklp`) of the look-ahead and the hindsight plan;
+:func:`current_prices` reads the slot's price and carbon from the forecast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench import outcome
+from workbench.model import Job, Scenario, ScenarioView
+from workbench.optim.blocklp import BlockConfig
+from workbench.optim.slot import SlotProblem
+from workbench.policies.base import Forecast, SlotOptions, SlotState
+
+_QUAD = 8
+"""Progress points over which :func:`job_configs` averages a training job's rates."""
+
+
+def current_prices(
+    scenario: ScenarioView, forecast: Forecast
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The slot's price and carbon intensity per region: row 0 of the forecast (the truth)."""
+    price = {r: float(forecast.price_per_kwh[0, i]) for i, r in enumerate(forecast.regions)}
+    carbon = {r: float(forecast.carbon_g_per_kwh[0, i]) for i, r in enumerate(forecast.regions)}
+    missing = sorted({dc.region for dc in scenario.datacenters} - set(price))
+    if missing:
+        raise ValueError(f"forecast lacks regions {missing}; build it from the scenario's cube")
+    return price, carbon
+
+
+def _as_per_dc(value: float | Mapping[str, float] | None, names: Sequence[str],
+               what: str) -> NDArray[np.float64]:
+    """A scalar (same for every datacenter), a mapping, or None (inf) as an array."""
+    if value is None:
+        return np.full(len(names), np.inf)
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(names))
+        if unknown:
+            raise ValueError(f"{what} names unknown datacenters {unknown}; known: {list(names)}")
+        return np.array([float(value.get(n, np.inf)) for n in names])
+    return np.full(len(names), float(value))
+
+
+def build_slot_problem(
+    state: SlotState,
+    opts: SlotOptions,
+    coef: NDArray[np.float64],
+    power_cap_kw: float | Mapping[str, float] | None = None,
+) -> SlotProblem:
+    """Turn a slot's enumerated options and their weights into a :class:`SlotProblem`.
+
+    ``power_kw`` is the option's average facility power over the slot (``opts.power_kw``,
+    what the simulator meters); the data an option moves in (``opts.transfer_gb``) use the
+    link from where they come (``opts.transfer_from``).
+    """
+    sc = state.scenario
+    dc_names = [dc.name for dc in sc.datacenters]
+    dc_pos = {n: i for i, n in enumerate(dc_names)}
+    pool_pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
+    link_pos: dict[tuple[str, str], int] = {}
+    for i, lk in enumerate(sc.links):
+        link_pos[(lk.src, lk.dst)] = i
+        link_pos[(lk.dst, lk.src)] = i
+    n = len(opts)
+    link_index = np.full(n, -1, dtype=np.int64)
+    transfer_gb = np.zeros(n)
+    for k in np.flatnonzero(opts.transfer_gb > 0):
+        src = str(opts.transfer_from[k])
+        key = (src, str(opts.datacenter[k]))
+        if key in link_pos:
+            link_index[k] = link_pos[key]
+            lk = sc.links[link_pos[key]]
+            # What crosses the link in this slot: a longer transfer spans several slots.
+            transfer_gb[k] = min(float(opts.transfer_gb[k]),
+                                 lk.bandwidth_gbps * sc.slot_s / 8.0)
+    return SlotProblem(
+        job_ids=tuple(js.job.job_id for js in state.jobs),
+        job_index=opts.job_index,
+        coef=np.asarray(coef, dtype=float),
+        must_place=np.array([not js.job.is_training for js in state.jobs], dtype=bool),
+        pool_labels=tuple(f"{p.datacenter}/{p.gpu_type}" for p in sc.pools),
+        pool_index=np.array([pool_pos[(str(d), str(g))] for d, g in
+                             zip(opts.datacenter, opts.gpu_type, strict=True)], dtype=np.int64),
+        n_gpus=opts.n_gpus,
+        pool_capacity=np.array([p.count for p in sc.pools], dtype=np.int64),
+        dc_labels=tuple(dc_names),
+        dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
+        power_kw=opts.power_kw,
+        power_cap_kw=_as_per_dc(power_cap_kw, dc_names, "power_cap_kw"),
+        link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
+        link_index=link_index,
+        transfer_gb=transfer_gb,
+        link_capacity_gb=np.array([lk.bandwidth_gbps * sc.slot_s / 8.0 for lk in sc.links]),
+    )
+
+
+def job_configs(sc: Scenario | ScenarioView, job: Job,
+                gpu_counts: tuple[int, ...] | None = None) -> list[BlockConfig]:
+    """Every (datacenter, pool, GPU count) the job may use, with trajectory-averaged rates."""
+    dc_pos = {d.name: i for i, d in enumerate(sc.datacenters)}
+    pool_pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
+    out: list[BlockConfig] = []
+    limit = job.max_latency_ms if job.max_latency_ms is not None else math.inf
+    menu = gpu_counts if gpu_counts is not None else job.gpu_counts
+    qp = (np.arange(_QUAD) + 0.5) / _QUAD
+    for dc in sc.datacenters:
+        if not job.is_training and sc.latency_ms(job.home, dc.name) > limit:
+            continue
+        for pool in sc.pools_at(dc.name):
+            if not job.allows(pool.gpu_type):
+                continue
+            if not job.is_training:
+                if job.requested_gpus <= pool.count:
+                    o = outcome.slot_outcome(job, slot_s=float(sc.slot_s), pue=dc.pue,
+                                             inference_power_w=outcome.service_power_w(job, pool))
+                    out.append(BlockConfig(dc.name, pool.gpu_type, job.requested_gpus,
+                                       pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
+                                       0.0, o.energy_kwh))
+                continue
+            prof = sc.profile(job.app, pool.gpu_type)
+            for n in menu:
+                if n > pool.count:
+                    continue
+                # One loss-free full slot at each progress point, from the one slot model.
+                prog_q, kwh_q = outcome.full_slot_rates(
+                    prof, job, int(n), pool.gpus_per_node, float(sc.slot_s), dc.pue,
+                    prof.efficiency.phi(qp))
+                slots_q = (1.0 / _QUAD) / prog_q
+                slots = float(slots_q.sum())
+                energy = float((slots_q * kwh_q).sum())
+                out.append(BlockConfig(dc.name, pool.gpu_type, int(n),
+                                   pool_pos[(dc.name, pool.gpu_type)], dc_pos[dc.name],
+                                   1.0 / slots, energy / slots))
+    return out

@@ -1,0 +1,167 @@
+"""The look-ahead's window plan: blocks of the window, data moves, and the plan read back.
+
+:class:`~workbench.policies.lookahead.LookaheadPolicy` plans its forecast window with the
+block LP (:mod:`workbench.optim.blocklp`). This module holds what is particular to that
+window: its blocks (:func:`window_blocks`), its move columns priced from the links
+(:func:`window_moves`) and the :class:`WindowPlan` read from the LP's solution
+(:func:`window_plan`): each job's progress price (its work row's dual), the planned shares
+per block and the quotas of the re-plan period.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench.model import ScenarioView
+from workbench.optim.blocklp import BlockConfig, BlockMoves, BlockProblem, BlockSolution
+from workbench.policies.base import JobState
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The look-ahead LP's result at slot ``t0``.
+
+    Attributes
+    ----------
+    t0 : int
+        Slot the plan starts at.
+    block_start, block_len : int arrays (B,)
+        Blocks, in slots from ``t0``.
+    mu : mapping job id -> float
+        Dual of the job's work row: the plan's price of one unit (whole job) of progress.
+    share : mapping (job id, block) -> mapping (datacenter, gpu type, count) -> float
+        Planned fraction of the block's slots on each configuration.
+    quota : mapping job id -> mapping (datacenter, gpu type, count) -> float
+        Slots the plan runs each job on each configuration over the re-plan period.
+    shortfall : mapping job id -> float
+        Work the window cannot fit (fraction of the job).
+    cost : float
+        Planned cost over the window (forecast prices), scenario currency.
+    status : str
+        HiGHS model status.
+    solve_s : float
+    n_columns : int
+    """
+
+    t0: int
+    block_start: NDArray[np.int64]
+    block_len: NDArray[np.int64]
+    mu: Mapping[str, float]
+    share: Mapping[tuple[str, int], Mapping[tuple[str, str, int], float]]
+    quota: Mapping[str, Mapping[tuple[str, str, int], float]]
+    shortfall: Mapping[str, float]
+    cost: float
+    status: str
+    solve_s: float
+    n_columns: int
+
+    @staticmethod
+    def failed(t: int) -> WindowPlan:
+        """The empty plan of a window LP that failed before any plan existed."""
+        return WindowPlan(t0=t, block_start=np.zeros(1, dtype=np.int64),
+                          block_len=np.ones(1, dtype=np.int64), mu={}, share={}, quota={},
+                          shortfall={}, cost=math.nan, status="failed", solve_s=0.0,
+                          n_columns=0)
+
+    def block_of(self, t: int) -> int:
+        """Index of the block holding slot ``t`` (clipped to the last block)."""
+        off = t - self.t0
+        pos = int(np.searchsorted(self.block_start, off, side="right")) - 1
+        return min(max(pos, 0), int(self.block_start.size) - 1)
+
+
+def _group_max(group: NDArray[np.int64], values: NDArray[np.float64], n: int
+               ) -> NDArray[np.float64]:
+    """``out[g] = max(values[group == g])``, 0 for a group without values (one pass; the
+    look-ahead's best rate per (job, datacenter), which a scan per move column made
+    quadratic in the window's columns)."""
+    out = np.full(n, -np.inf)
+    if group.size:
+        np.maximum.at(out, group, values)
+    out[np.isneginf(out)] = 0.0
+    return out
+
+
+def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np.int64],
+                                                                      NDArray[np.int64]]:
+    """Block starts and lengths over ``n`` slots: ``fine_slots`` singles, then ``block_slots``."""
+    starts = list(range(min(fine_slots, n)))
+    s = len(starts)
+    while s < n:
+        starts.append(s)
+        s += block_slots
+    st = np.asarray(starts, dtype=np.int64)
+    ln = np.diff(np.append(st, n)).astype(np.int64)
+    return st, ln
+
+
+def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[str | None],
+                 job_of: NDArray[np.int64], dci: NDArray[np.int64],
+                 rate: NDArray[np.float64], bprice: NDArray[np.float64]) -> BlockMoves:
+    """The window's move columns ``m[j,d]``, one per (job, datacenter away from where its
+    data are, ``origin[j]``) that has a column ``x`` there: ``M_jd = GB * kWh/GB * p_d``
+    (``p_d`` the window's mean price there, ``bprice`` per block and datacenter) and
+    ``l_jd = transfer_s / slot_s * r_best`` (``r_best`` its fastest rate there); the GB are
+    the checkpoint of a job that ran, else its dataset."""
+    n_dc = len(sc.datacenters)
+    dc_pos = {dc.name: i for i, dc in enumerate(sc.datacenters)}
+    o_idx = np.array([-1 if o is None else dc_pos.get(o, -2) for o in origin],
+                     dtype=np.int64)
+    away = ((o_idx[job_of] != -1) & (dci != o_idx[job_of]) if job_of.size
+            else np.zeros(0, dtype=bool))
+    # (job, datacenter) pairs as j * n_dc + d, sorted (the order of sorted tuples).
+    mkey = np.unique(job_of[away] * n_dc + dci[away])
+    mcost = np.zeros(mkey.size)
+    mlost = np.zeros(mkey.size)
+    best_rate = _group_max(job_of * n_dc + dci, rate, len(jobs) * n_dc)
+    for i, key in enumerate(mkey.tolist()):
+        j, d = key // n_dc, key % n_dc
+        js = jobs[j]
+        link = sc.link(str(origin[j]), sc.datacenters[d].name)
+        assert link is not None
+        gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
+        mcost[i] = gb * link.transfer_energy_kwh_per_gb * float(np.mean(bprice[:, d]))
+        mlost[i] = link.transfer_s(gb) / sc.slot_s * best_rate[key]
+    of_x = np.full(job_of.size, -1, dtype=np.int64)
+    ax = np.flatnonzero(away)
+    of_x[ax] = np.searchsorted(mkey, job_of[ax] * n_dc + dci[ax])
+    return BlockMoves(job=(mkey // n_dc).astype(np.int64), cost=mcost, lost=mlost,
+                      of_x=of_x)
+
+
+def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockConfig]],
+                prob: BlockProblem, cfg_of: NDArray[np.int64], bstart: NDArray[np.int64],
+                sol: BlockSolution, period_slots: int) -> WindowPlan:
+    """The plan at slot ``t`` from the window LP's solution: each job's progress price
+    ``mu`` (its work row's dual), the planned share of each block per configuration, the
+    quotas of the first ``period_slots`` (the re-plan period) and the shortfalls. Its
+    ``solve_s`` is 0 (the caller times the whole)."""
+    x = sol.x
+    mu = {jobs[int(j)].job.job_id: max(float(sol.work_dual[i]), 0.0)
+          for i, j in enumerate(prob.work_jobs)}
+    share: dict[tuple[str, int], dict[tuple[str, str, int], float]] = {}
+    quota: dict[str, dict[tuple[str, str, int], float]] = {}
+    for col in np.flatnonzero(x > 1e-7).tolist():
+        j, b = int(prob.job[col]), int(prob.block[col])
+        conf = cfgs[j][int(cfg_of[col])]
+        jid = jobs[j].job.job_id
+        sd = share.setdefault((jid, b), {})
+        ck2 = (conf.datacenter, conf.gpu_type, conf.n_gpus)
+        sd[ck2] = sd.get(ck2, 0.0) + float(x[col] / max(prob.slots[col], 1e-12))
+        b0, bl = int(bstart[b]), int(prob.block_len[b])
+        inside = max(min(b0 + bl, period_slots) - b0, 0) / bl
+        if inside > 0:
+            qd = quota.setdefault(jid, {})
+            qd[ck2] = qd.get(ck2, 0.0) + float(x[col]) * inside
+    shortfall = {jobs[int(j)].job.job_id: float(sol.short[i])
+                 for i, j in enumerate(prob.work_jobs) if sol.short[i] > 1e-6}
+    move_cost = prob.moves.cost if prob.moves is not None else np.zeros(0)
+    return WindowPlan(t0=t, block_start=bstart, block_len=prob.block_len, mu=mu,
+                      share=share, quota=quota, shortfall=shortfall,
+                      cost=float(prob.cost @ x + move_cost @ sol.move),
+                      status=sol.status, solve_s=0.0, n_columns=sol.n_columns)

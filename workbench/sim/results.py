@@ -1,0 +1,303 @@
+"""What a run produces: the per-slot record handed to recorders, the run's result, and the
+per-job outcomes and warnings built from the simulator's bookkeeping."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pandas as pd
+
+from workbench.chunks import ColumnChunks, QueueTrace
+from workbench.model import Scenario
+from workbench.policies.base import Policy
+from workbench.schema import JOB_OUTCOME, PLAN_ROW, PLAN_STORED_COLUMNS
+
+if TYPE_CHECKING:
+    from workbench.sim.truth import JobRun
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SlotRecord:
+    """Everything that happened in one slot, as handed to recorders.
+
+    ``plan_columns`` holds the slot's plan rows as one list per column of
+    :data:`workbench.schema.PLAN_STORED_COLUMNS` (the simulator's columnar form); :attr:`plan`
+    gives them as rows with every column of :data:`workbench.schema.PLAN_ROW` and
+    :meth:`plan_frame` as a DataFrame. ``migrations`` rows carry the columns of
+    :data:`workbench.schema.MIGRATION`; ``summary`` is the slot's row of
+    :attr:`RunResult.slots`; ``queues`` the policy's queues after the slot.
+    """
+
+    t: int
+    slot_start: datetime
+    slot_end: datetime
+    plan_columns: Mapping[str, Sequence[Any]]
+    migrations: tuple[dict[str, Any], ...]
+    summary: dict[str, Any]
+    queues: Mapping[str, float]
+
+    @property
+    def n_rows(self) -> int:
+        """Plan rows of the slot."""
+        return len(self.plan_columns.get("job_id", ()))
+
+    @property
+    def plan(self) -> tuple[dict[str, Any], ...]:
+        """The slot's plan rows as dicts (built on access)."""
+        cols = [self.plan_columns[c] for c in PLAN_STORED_COLUMNS]
+        return tuple({"slot_start": self.slot_start, "slot_end": self.slot_end,
+                      **dict(zip(PLAN_STORED_COLUMNS, values, strict=True))}
+                     for values in zip(*cols, strict=True))
+
+    def plan_frame(self) -> pd.DataFrame:
+        """The slot's plan rows as a DataFrame (the columns of :attr:`RunResult.plan`)."""
+        n = self.n_rows
+        frame = pd.DataFrame({c: self.plan_columns[c] for c in PLAN_STORED_COLUMNS})
+        frame.insert(0, "slot_end", pd.Series([self.slot_end] * n, dtype=object))
+        frame.insert(0, "slot_start", pd.Series([self.slot_start] * n, dtype=object))
+        return frame
+
+
+class RunResult:
+    """The outcome of one simulated run.
+
+    Attributes
+    ----------
+    meta : dict
+        ``scenario``, ``policy``, ``knobs`` and the simulator's settings.
+    plan : DataFrame
+        One row per job per slot it is active in, the columns of
+        :data:`workbench.schema.PLAN_ROW` (the plan CSV's first; ``region`` is the
+        datacenter).
+    migrations : DataFrame
+        The columns of :data:`workbench.schema.MIGRATION`, one row per data movement
+        between datacenters (a checkpoint move, or a dataset's first trip away from home).
+    slots : DataFrame
+        One row per slot: totals (``energy_kwh``, ``cost``, ``carbon_kg``), counts of jobs,
+        busy GPUs, the policy's solve status and time, fallback flag, then per datacenter
+        ``energy_kwh:<dc>``, ``cost:<dc>``, ``carbon_kg:<dc>``, per pool
+        ``gpus_busy:<dc>/<gpu>``, and ``queues`` (the policy's queues as JSON).
+    queues : DataFrame
+        The policy's queues after each slot, one column per queue, indexed by slot. The
+        simulator keeps them in long form (:class:`workbench.chunks.QueueTrace`) and builds
+        this table on first access (slots x queues cells: a look-ahead run over a trace of
+        thousands of jobs has one queue per job; :attr:`queue_totals` is the small form).
+    queue_totals : DataFrame
+        The queues summed per kind (``R``, ``Z``, ``mu``, ...) for each slot.
+    jobs : DataFrame
+        One row per job (:data:`workbench.schema.JOB_OUTCOME`): finish time, JCT, deadline
+        met, and for a job not done a ``reason``.
+    metrics : dict
+        :func:`workbench.metrics.compute_metrics` of the run.
+    warnings : list of str
+        What the user should see: solver fallbacks, unserved inference, unfinished jobs.
+    """
+
+    def __init__(
+        self,
+        meta: dict[str, Any],
+        plan: pd.DataFrame,
+        migrations: pd.DataFrame,
+        slots: pd.DataFrame,
+        queues: pd.DataFrame | QueueTrace,
+        jobs: pd.DataFrame,
+        metrics: dict[str, Any],
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.meta = meta
+        self.plan = plan
+        self.migrations = migrations
+        self.slots = slots
+        self._queues: pd.DataFrame | QueueTrace = queues
+        self.jobs = jobs
+        self.metrics = metrics
+        self.warnings: list[str] = [] if warnings is None else warnings
+
+    @property
+    def queues(self) -> pd.DataFrame:
+        if isinstance(self._queues, QueueTrace):
+            self._queues = self._queues.frame()
+        return self._queues
+
+    @queues.setter
+    def queues(self, value: pd.DataFrame | QueueTrace) -> None:
+        self._queues = value
+
+    @property
+    def queue_totals(self) -> pd.DataFrame:
+        from workbench.metrics import queue_kind_totals
+
+        q = self._queues
+        return q.kind_totals() if isinstance(q, QueueTrace) else queue_kind_totals(q)
+
+    @property
+    def policy(self) -> str:
+        return str(self.meta["policy"])
+
+    def __repr__(self) -> str:
+        return (f"RunResult(policy={self.meta.get('policy')!r}, "
+                f"scenario={self.meta.get('scenario')!r}, plan_rows={len(self.plan)}, "
+                f"slots={len(self.slots)})")
+
+
+class Recorder(Protocol):
+    """Receives a run as it happens; see :mod:`workbench.recorders`."""
+
+    def start(self, run_meta: Mapping[str, Any]) -> None: ...
+
+    def record(self, slot_record: SlotRecord) -> None: ...
+
+    def finish(self, result: RunResult) -> None: ...
+
+
+
+def plan_frame(chunks: ColumnChunks, sc: Scenario) -> pd.DataFrame:
+    """:attr:`RunResult.plan` from the accumulated chunks: ``slot_start``/``slot_end`` from
+    the slot number, then the stored columns (each chunk released as the frame takes it)."""
+    if not len(chunks):
+        plan = pd.DataFrame([], columns=list(PLAN_ROW.names))
+        for col in ("slot_start", "slot_end"):
+            plan[col] = pd.to_datetime(plan[col], utc=True)
+        return plan
+    slot = chunks.column("slot")
+    start = pd.Timestamp(sc.start).tz_convert("UTC")
+    step = pd.to_timedelta(float(sc.slot_s), unit="s")
+    data: dict[str, Any] = {"slot_start": pd.DatetimeIndex(start + slot * step),
+                            "slot_end": pd.DatetimeIndex(start + (slot + 1) * step)}
+    frame = chunks.frame()
+    data.update({c: frame.pop(c) for c in PLAN_STORED_COLUMNS})
+    return pd.DataFrame(data, copy=False)
+
+
+def _hours(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds() / 3600.0
+
+
+def job_outcomes(runs: Iterable[JobRun], sc: Scenario, policy_name: str) -> pd.DataFrame:
+    """One row per job: when it finished, its JCT, whether it met its deadline, or why not."""
+    rows = []
+    horizon_end = sc.end
+    for r in runs:
+        job = r.job
+        deadline_met: bool | None = None
+        reason = ""
+        jct = math.nan
+        if job.is_training:
+            finished = r.finished
+            left = max(1.0 - r.done, 0.0)
+            if finished:
+                assert r.finish_time is not None
+                jct = _hours(job.arrival, r.finish_time)
+                if job.deadline is not None:
+                    deadline_met = r.finish_time <= job.deadline
+                    if not deadline_met:
+                        reason = (f"finished {_hours(job.deadline, r.finish_time):.1f} h after "
+                                  "its deadline")
+            else:
+                if job.deadline is not None and job.deadline <= horizon_end:
+                    deadline_met = False
+                if r.first_slot >= sc.n_slots:
+                    reason = "arrives after the horizon ends"
+                elif r.slots_run == 0:
+                    if not r.capacity_seen:
+                        reason = (f"never scheduled: no capacity (no allowed pool had "
+                                  f"{min(job.gpu_counts)} free GPUs in its {r.slots_active} "
+                                  "slots)")
+                    else:
+                        reason = (f"never scheduled: {policy_name} kept it waiting for "
+                                  f"{r.slots_active} slots")
+                    if job.deadline is not None and job.deadline <= horizon_end:
+                        reason += "; deadline passed"
+                elif job.deadline is not None and job.deadline <= horizon_end:
+                    reason = f"deadline passed with {100 * left:.0f}% left"
+                elif job.deadline is not None:
+                    reason = (f"horizon ended with {100 * left:.0f}% left (deadline "
+                              f"{job.deadline:%Y-%m-%d %H:%M} UTC is after the horizon)")
+                else:
+                    reason = f"horizon ended with {100 * left:.0f}% left (no deadline)"
+        else:
+            left = 0.0
+            finished = r.slots_active > 0 and r.unserved == 0
+            if r.first_slot >= sc.n_slots or r.first_slot >= r.stop_slot:
+                reason = "service window lies outside the horizon"
+                finished = False
+            elif r.unserved:
+                reason = f"unserved in {r.unserved} of {r.slots_active} slots (no capacity)"
+        rows.append({
+            "job_id": job.job_id, "kind": job.kind, "app": job.app, "home": job.home,
+            "arrival": job.arrival, "deadline": job.deadline, "first_start": r.first_start,
+            "finish_time": r.finish_time, "jct_h": jct, "finished": finished,
+            "deadline_met": deadline_met, "remaining": left, "slots_active": r.slots_active,
+            "slots_run": r.slots_run, "migrations": r.migrations, "energy_kwh": r.energy_kwh,
+            "cost": r.cost, "carbon_kg": r.carbon_kg, "transfer_gb": r.transfer_gb,
+            "lost_s": r.lost_s, "reason": reason,
+        })
+    frame = pd.DataFrame(rows, columns=list(JOB_OUTCOME.names))
+    for col in JOB_OUTCOME.names_of("time"):
+        frame[col] = pd.to_datetime(frame[col], utc=True)
+    return frame
+
+
+def job_warnings(jobs: pd.DataFrame) -> list[str]:
+    out = []
+    unfinished = jobs[(jobs["kind"] == "training") & ~jobs["finished"].astype(bool)]
+    if len(unfinished):
+        detail = "; ".join(f"{j}: {why}" for j, why in
+                           zip(unfinished["job_id"][:5], unfinished["reason"][:5], strict=True))
+        more = f" (+{len(unfinished) - 5} more)" if len(unfinished) > 5 else ""
+        out.append(f"{len(unfinished)} training job(s) unfinished at the horizon end: "
+                   f"{detail}{more}")
+    unserved = jobs[(jobs["kind"] == "inference") & (jobs["reason"] != "")]
+    if len(unserved):
+        detail = "; ".join(f"{j}: {why}" for j, why in
+                           zip(unserved["job_id"][:5], unserved["reason"][:5], strict=True))
+        out.append(f"{len(unserved)} inference service(s) not fully served: {detail}")
+    return out
+
+
+def _cap(policy: Policy, knobs: Mapping[str, Any] | None, name: str) -> Any:
+    value = (knobs or {}).get(name)
+    return getattr(policy, name, None) if value is None else value
+
+
+def cap_warnings_before(sc: Scenario, policy: Policy, knobs: Mapping[str, Any] | None
+                        ) -> list[str]:
+    """A carbon cap below what the inference services alone must emit cannot be met."""
+    from workbench.metrics import inference_carbon_floor_kg
+
+    cap = _cap(policy, knobs, "carbon_cap_kg")
+    if cap is None:
+        return []
+    total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
+    floor = inference_carbon_floor_kg(sc)
+    if total >= floor:
+        return []
+    msg = (f"carbon cap {total:.1f} kg is below the {floor:.1f} kg that the inference "
+           "services alone emit at least; the run will end above the cap")
+    log.warning(msg)
+    return [msg]
+
+
+def cap_warnings_after(metrics: Mapping[str, Any]) -> list[str]:
+    """A missed cap is reported, never silent."""
+    out = []
+    n = int(metrics.get("power_cap_violations", 0) or 0)
+    if n:
+        out.append(f"power cap missed: {n} datacenter-slot(s) metered above "
+                   f"{metrics.get('power_cap_kw')} kW (the policy predicted less power "
+                   "than the truth drew, or it does not honour the cap)")
+    if metrics.get("carbon_cap_met") is False:
+        cap = float(metrics["carbon_cap_kg"])
+        over = float(metrics["carbon_kg"]) - cap
+        out.append(f"carbon cap missed: {metrics['carbon_kg']:.1f} kg emitted against a cap "
+                   f"of {cap:.1f} kg ({over:.1f} kg, {100 * over / cap:.1f}% over)")
+    for msg in out:
+        log.warning(msg)
+    return out

@@ -1,0 +1,436 @@
+"""Applying an allocation to the truth: the simulator's bookkeeping of each job, the checks
+of an allocation, and one slot's outcome for every active job through the one slot model
+(:mod:`workbench.outcome`), at the true price and carbon, with the hidden throughput factor
+and noise (see :mod:`workbench.sim`)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from workbench import outcome, perf
+from workbench.estimate import OnlineEstimator, planning_speed_factor
+from workbench.model import Datacenter, GpuPool, Job, Scenario
+from workbench.policies.base import Allocation, JobState, Placement, SlotState
+from workbench.schema import PLAN_ROW, PLAN_STORED_COLUMNS
+from workbench.units import G_PER_KG
+
+PlanRow = PLAN_ROW.row_type(PLAN_STORED_COLUMNS)
+"""One plan row as the simulator records it, made by field name
+(:data:`workbench.schema.PLAN_ROW` without ``slot_start``/``slot_end``)."""
+
+
+class AllocationError(ValueError):
+    """A policy returned an allocation that breaks the scenario's rules."""
+
+
+@dataclass
+class JobRun:
+    """The simulator's mutable bookkeeping of one job (truth and estimates)."""
+
+    job: Job
+    first_slot: int
+    stop_slot: int  # exclusive; n_slots for training (they run until done)
+    factor: float
+    est: OnlineEstimator | None
+    done: float = 0.0
+    placement: Placement | None = None
+    last_dc: str | None = None
+    slots_active: int = 0
+    slots_run: int = 0
+    migrations: int = 0
+    first_start: datetime | None = None
+    finish_time: datetime | None = None
+    energy_kwh: float = 0.0
+    cost: float = 0.0
+    carbon_kg: float = 0.0
+    capacity_seen: bool = False
+    unserved: int = 0
+    data_at: set[str] = field(default_factory=set)
+    pending_s: float = 0.0
+    transfer_gb: float = 0.0
+    lost_s: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_time is not None
+
+    def active(self, t: int) -> bool:
+        return self.first_slot <= t < self.stop_slot and not self.finished
+
+    def state(self, now: datetime | None = None) -> JobState:
+        if self.est is not None:
+            phi = self.est.phi(self.done)
+            remaining = max(1.0 - self.done, 0.0)
+            left = (None if now is None or self.job.deadline is None
+                    else (self.job.deadline - now).total_seconds())
+            scale = planning_speed_factor(self.est, self.job, remaining, left)
+        else:
+            phi, scale, remaining = 1.0, 1.0, 1.0
+        return JobState(
+            job=self.job,
+            remaining=remaining,
+            placement=self.placement,
+            last_datacenter=self.last_dc,
+            phi=phi,
+            throughput_scale=scale,
+            slots_run=self.slots_run,
+            data_at=tuple(sorted(self.data_at)),
+            pending_s=self.pending_s,
+        )
+
+
+def horizon_cube(scenario: Scenario) -> xr.Dataset:
+    """The scenario's cube cut to its horizon, so that row ``t`` is slot ``t``."""
+    grid = scenario.grid
+    times = pd.DatetimeIndex(grid["time"].values)
+    start = pd.Timestamp(scenario.start).tz_convert("UTC").tz_localize(None)
+    pos = times.get_indexer([start])[0]
+    if pos < 0:
+        raise ValueError(
+            f"scenario {scenario.name!r}: its grid cube has no time step at the scenario start "
+            f"{scenario.start.isoformat()}; rebuild the cube from the start"
+        )
+    if times.size - pos < scenario.n_slots:
+        raise ValueError(
+            f"scenario {scenario.name!r}: its grid cube covers {times.size - pos} slots from the "
+            f"start, fewer than n_slots {scenario.n_slots}"
+        )
+    cube = grid.isel(time=slice(pos, pos + scenario.n_slots))
+    if "slot_s" not in cube.attrs:
+        cube = cube.assign_attrs(slot_s=scenario.slot_s)
+    for var in ("price_per_kwh", "carbon_g_per_kwh"):
+        if not np.all(np.isfinite(cube[var].values)):
+            raise ValueError(
+                f"scenario {scenario.name!r}: {var} has missing values inside the horizon; "
+                "fill or re-import the grid data"
+            )
+    return cube
+
+
+def validate_allocation(
+    alloc: Allocation,
+    state: SlotState,
+    pools: Mapping[tuple[str, str], GpuPool],
+    policy_name: str,
+) -> None:
+    """Raise :class:`AllocationError` unless every placement is allowed and pools suffice."""
+    sc = state.scenario
+    where = f"policy {policy_name!r}, slot {state.t} ({state.time.isoformat()})"
+    active = {js.job.job_id: js for js in state.jobs}
+    used: Counter[tuple[str, str]] = Counter()
+    users: dict[tuple[str, str], list[str]] = {}
+    for job_id, p in alloc.placements.items():
+        js = active.get(job_id)
+        if js is None:
+            raise AllocationError(
+                f"{where}: job {job_id!r} is placed but is not active (unknown, not yet "
+                "arrived, finished, or past its service end)"
+            )
+        job = js.job
+        key = (p.datacenter, p.gpu_type)
+        pool = pools.get(key)
+        if pool is None:
+            raise AllocationError(
+                f"{where}: job {job_id!r} is placed on {p.datacenter}/{p.gpu_type}, which is "
+                "not a GPU pool of the scenario"
+            )
+        if not job.allows(p.gpu_type):
+            raise AllocationError(
+                f"{where}: job {job_id!r} may run only on {list(job.gpu_types)}, not on "
+                f"{p.gpu_type}"
+            )
+        if not (isinstance(p.n_gpus, int | np.integer) and p.n_gpus >= 1):
+            raise AllocationError(f"{where}: job {job_id!r} needs n_gpus >= 1, got {p.n_gpus!r}")
+        if not (isinstance(p.batch_size, int | np.integer) and p.batch_size >= 1):
+            raise AllocationError(
+                f"{where}: job {job_id!r} needs batch_size >= 1, got {p.batch_size!r}"
+            )
+        if not job.is_training:
+            bound = job.max_latency_ms if job.max_latency_ms is not None else math.inf
+            latency = sc.latency_ms(job.home, p.datacenter)
+            if latency > bound:
+                raise AllocationError(
+                    f"{where}: inference service {job_id!r} placed in {p.datacenter}, "
+                    f"{latency} ms from its home {job.home} (bound {bound} ms)"
+                )
+        if js.last_datacenter is not None and js.last_datacenter != p.datacenter:
+            if sc.link(js.last_datacenter, p.datacenter) is None:
+                raise AllocationError(
+                    f"{where}: job {job_id!r} moves {js.last_datacenter} -> {p.datacenter} but "
+                    "no link joins them"
+                )
+        holders = set(js.data_at) | {job.home}
+        if job.dataset_gb > 0 and p.datacenter not in holders and not any(
+                sc.link(d, p.datacenter) is not None for d in holders):
+            raise AllocationError(
+                f"{where}: job {job_id!r} runs in {p.datacenter}, but its "
+                f"{job.dataset_gb:g} GB dataset (in {sorted(holders)}) has no link to get there"
+            )
+        used[key] += int(p.n_gpus)
+        users.setdefault(key, []).append(f"{job_id}:{p.n_gpus}")
+    for key, n in used.items():
+        cap = pools[key].count
+        if n > cap:
+            raise AllocationError(
+                f"{where}: pool {key[0]}/{key[1]} is given {n} GPUs but has {cap} "
+                f"({', '.join(users[key])})"
+            )
+
+
+def _observe(
+    r: JobRun, n: int, m: int, speed: float, phi_true: float, noise: float,
+    rng: np.random.Generator,
+) -> None:
+    """Feed one slot's noisy observations to the job's estimator.
+
+    The job reports its throughput (``speed`` times the model's, mapped onto the reference
+    profile) and gradient statistics with ``grad_var / grad_sqr = phi_true / m0``, each
+    multiplied by log-normal noise of sigma ``noise``.
+    """
+    est = r.est
+    assert est is not None
+    x_ref = float(perf.throughput(est.profile.throughput, n, m, est.gpus_per_node))
+    z = np.exp(noise * rng.standard_normal(2)) if noise > 0 else np.ones(2)
+    m0 = est.profile.efficiency.m0
+    est.update(n, m, observed_throughput_sps=speed * x_ref, grad_sqr=float(z[0]),
+               grad_var=float(phi_true / m0 * z[1]))
+
+
+@dataclass
+class SlotApplied:
+    """What one slot's allocation did to the truth: the plan rows (:data:`PlanRow`), the data
+    movements (rows of :data:`workbench.schema.MIGRATION`), per datacenter the energy
+    (kWh), cost, carbon (kg) and metered power (kW), busy GPUs per pool, and the counts of
+    jobs running, waiting and inference services unserved."""
+
+    plan: list[tuple[Any, ...]]
+    migrations: list[dict[str, Any]]
+    energy_kwh: dict[str, float]
+    cost: dict[str, float]
+    carbon_kg: dict[str, float]
+    power_kw: dict[str, float]
+    busy: Counter[tuple[str, str]]
+    running: int = 0
+    waiting: int = 0
+    unserved: int = 0
+
+
+@dataclass
+class Truth:
+    """The true world of one run: the horizon's price and carbon (``price[t, r]``,
+    ``carbon[t, r]`` by region index), the sites, the pools, the losses of a restart and a
+    resize, and the hidden noise (sigma ``noise``, drawn from ``rng`` in job order)."""
+
+    scenario: Scenario
+    price: np.ndarray
+    carbon: np.ndarray
+    region_index: dict[str, int]
+    restart_s: float
+    resize_s: float
+    noise: float
+    rng: np.random.Generator
+    dcs: dict[str, Datacenter] = field(init=False)
+    pools: dict[tuple[str, str], GpuPool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        sc = self.scenario
+        self.dcs = {d.name: d for d in sc.datacenters}
+        self.pools = {(p.datacenter, p.gpu_type): p for p in sc.pools}
+
+    @classmethod
+    def of(cls, sc: Scenario, cube: xr.Dataset, *, restart_s: float, resize_s: float,
+           noise: float, seed: int) -> Truth:
+        """The truth of ``sc`` over its horizon cube (:func:`horizon_cube`); the per-slot
+        noise drawn from the generator seeded ``[seed, 1]``."""
+        regions = [str(r) for r in cube["region"].values]
+        return cls(sc, price=np.asarray(cube["price_per_kwh"].values, dtype=float),
+                   carbon=np.asarray(cube["carbon_g_per_kwh"].values, dtype=float),
+                   region_index={r: i for i, r in enumerate(regions)}, restart_s=restart_s,
+                   resize_s=resize_s, noise=noise, rng=np.random.default_rng([seed, 1]))
+
+    def apply(self, alloc: Allocation, active: list[JobRun], t: int, t_start: datetime
+              ) -> SlotApplied:
+        """Run slot ``t`` of every active job as ``alloc`` places it (a job it leaves out
+        pauses) and update each job's bookkeeping."""
+        busy: Counter[tuple[str, str]] = Counter()
+        for placed in alloc.placements.values():
+            busy[(placed.datacenter, placed.gpu_type)] += placed.n_gpus
+        out = SlotApplied(plan=[], migrations=[], energy_kwh=dict.fromkeys(self.dcs, 0.0),
+                          cost=dict.fromkeys(self.dcs, 0.0),
+                          carbon_kg=dict.fromkeys(self.dcs, 0.0),
+                          power_kw=dict.fromkeys(self.dcs, 0.0), busy=busy)
+        for r in active:
+            r.slots_active += 1
+            p = alloc.placements.get(r.job.job_id)
+            if p is None:
+                self._pause(r, t, out)
+            else:
+                out.running += 1
+                self._run(r, p, alloc, t, t_start, out)
+        return out
+
+    def _prices(self, t: int, datacenter: str) -> tuple[str, float, float]:
+        reg = self.dcs[datacenter].region
+        i = self.region_index[reg]
+        return reg, float(self.price[t, i]), float(self.carbon[t, i])
+
+    def _pause(self, r: JobRun, t: int, out: SlotApplied) -> None:
+        job = r.job
+        where = r.last_dc or job.home
+        reg, pr, cg = self._prices(t, where)
+        if job.is_training:
+            out.waiting += 1
+            need = min(job.gpu_counts)
+            if any(pool.count - out.busy[key] >= need
+                   for key, pool in self.pools.items() if job.allows(pool.gpu_type)):
+                r.capacity_seen = True
+        else:
+            out.unserved += 1
+            r.unserved += 1
+        r.placement = None
+        out.plan.append(PlanRow(
+            job_id=job.job_id, region=where, gpu_type="", n_gpus=0, batch_size=0,
+            action="pause", energy_kwh=0.0, cost=0.0, carbon_kg=0.0, price_per_kwh=pr,
+            carbon_g_per_kwh=cg, progress=0.0, transfer_gb=0.0, lost_s=0.0, slot=t,
+            kind=job.kind, home=job.home, grid_region=reg, used_s=0.0, movement_kwh=0.0,
+            remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0))
+
+    def _outcome(self, r: JobRun, p: Placement, ch: outcome.Charges, t: int,
+                 t_start: datetime) -> tuple[outcome.SlotOutcome, float, bool]:
+        """The slot's outcome of ``r`` placed at ``p`` with charges ``ch``, its progress and
+        whether it finishes (a training job's online estimate is updated)."""
+        job = r.job
+        dc = self.dcs[p.datacenter]
+        pool = self.pools[(p.datacenter, p.gpu_type)]
+        sc = self.scenario
+        slot_s = float(sc.slot_s)
+        if job.is_training:
+            prof = sc.profile(job.app, p.gpu_type)
+            eta = float(np.exp(self.noise * self.rng.standard_normal())) if self.noise > 0 \
+                else 1.0
+            x_model = float(perf.throughput(prof.throughput, p.n_gpus, p.batch_size,
+                                            pool.gpus_per_node))
+            phi_true = float(prof.efficiency.phi(r.done))
+            res = outcome.slot_outcome(
+                job, slot_s=slot_s, pue=dc.pue, charges=ch, remaining=1.0 - r.done,
+                profile=prof, n_gpus=int(p.n_gpus), batch_size=int(p.batch_size),
+                x_model_sps=x_model, speed=r.factor * eta, phi=phi_true,
+                gpus_per_node=pool.gpus_per_node)
+            finishing = res.finishes
+            # Online re-estimation from what the job reports this slot.
+            if res.used_s > res.lost_s:
+                _observe(r, p.n_gpus, p.batch_size, r.factor * eta, phi_true, self.noise,
+                         self.rng)
+            r.done = 1.0 if finishing else r.done + res.progress
+            return res, res.progress, finishing
+        # A service ending inside the slot draws power only until its end.
+        assert job.end is not None
+        res = outcome.slot_outcome(
+            job, slot_s=slot_s, pue=dc.pue, charges=ch,
+            inference_power_w=outcome.service_power_w(job, pool, p.n_gpus),
+            up_s=(job.end - t_start).total_seconds())
+        # The last slot before the service's end (not merely the horizon's last).
+        return res, 0.0, t == max(sc.slot_of(job.end, after=True), 0) - 1
+
+    def _run(self, r: JobRun, p: Placement, alloc: Allocation, t: int, t_start: datetime,
+             out: SlotApplied) -> None:
+        job = r.job
+        reg, pr, cg = self._prices(t, p.datacenter)
+        moves = r.last_dc is not None and r.last_dc != p.datacenter
+        prev = (None if r.placement is None else
+                (r.placement.datacenter, r.placement.gpu_type, int(r.placement.n_gpus)))
+        ch = outcome.move_charges(
+            job, p.datacenter, p.gpu_type, int(p.n_gpus), previous=prev,
+            checkpoint_at=r.last_dc, data_at=r.data_at, pending_s=r.pending_s,
+            link=self.scenario.link, restart_s=self.restart_s, resize_s=self.resize_s)
+        assert ch is not None  # links checked by validate_allocation
+        res, delta, finishing = self._outcome(r, p, ch, t, t_start)
+        used_s, lost = res.used_s, res.lost_s
+        r.pending_s = res.pending_s
+        if finishing:
+            action = "finish"
+        elif moves:
+            action = "migrate"
+        elif r.slots_run == 0:
+            action = "start"
+        elif r.placement is not None and r.placement.datacenter == p.datacenter:
+            action = "run"
+        else:
+            action = "resume"
+        if moves:
+            r.migrations += 1
+        if ch.transfer_gb > 0 or moves:
+            out.migrations.append(_movement(r, p, ch, alloc, moves, t_start))
+            r.data_at.add(p.datacenter)
+            r.transfer_gb += ch.transfer_gb
+        if r.first_start is None:
+            r.first_start = t_start
+        if finishing and job.is_training:
+            r.finish_time = t_start + timedelta(seconds=used_s)
+        energy, cost, carb = self._charge(p.datacenter, t, res, pr, cg, out)
+        r.energy_kwh += energy
+        r.cost += cost
+        r.carbon_kg += carb
+        r.lost_s += lost
+        r.slots_run += 1
+        r.placement = p
+        r.last_dc = p.datacenter
+        out.plan.append(PlanRow(
+            job_id=job.job_id, region=p.datacenter, gpu_type=p.gpu_type,
+            n_gpus=int(p.n_gpus), batch_size=int(p.batch_size), action=action,
+            energy_kwh=energy, cost=cost, carbon_kg=carb, price_per_kwh=pr,
+            carbon_g_per_kwh=cg, progress=delta, transfer_gb=ch.transfer_gb, lost_s=lost,
+            slot=t, kind=job.kind, home=job.home, grid_region=reg, used_s=used_s,
+            movement_kwh=res.movement_kwh,
+            remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0))
+
+    def _charge(self, datacenter: str, t: int, res: outcome.SlotOutcome, pr: float,
+                cg: float, out: SlotApplied) -> tuple[float, float, float]:
+        """Meter the slot's energy at the true price and carbon of each end (the sending
+        datacenters' half of a transfer at theirs); returns the job's energy (kWh), cost and
+        carbon (kg)."""
+        energy = res.energy_kwh
+        cost = energy * pr
+        carb = energy * cg / G_PER_KG
+        out.energy_kwh[datacenter] += energy
+        out.cost[datacenter] += cost
+        out.carbon_kg[datacenter] += carb
+        out.power_kw[datacenter] += res.power_kw
+        for src_dc, kwh in res.source_kwh:
+            _, s_pr, s_cg = self._prices(t, src_dc)
+            s_cost = kwh * s_pr
+            s_carb = kwh * s_cg / G_PER_KG
+            out.energy_kwh[src_dc] += kwh
+            out.cost[src_dc] += s_cost
+            out.carbon_kg[src_dc] += s_carb
+            energy += kwh
+            cost += s_cost
+            carb += s_carb
+        return energy, cost, carb
+
+
+def _movement(r: JobRun, p: Placement, ch: outcome.Charges, alloc: Allocation, moves: bool,
+              t_start: datetime) -> dict[str, Any]:
+    """The migrations row of data moving into ``p.datacenter`` this slot."""
+    job = r.job
+    src = r.last_dc if moves else (ch.sources[0] if ch.sources else job.home)
+    what = ("dataset+checkpoint" if ch.dataset_gb > 0 and ch.checkpoint_gb > 0
+            else "dataset" if ch.dataset_gb > 0 else "checkpoint")
+    return {
+        "slot_start": t_start, "job_id": job.job_id, "from_region": src,
+        "to_region": p.datacenter, "checkpoint_gb": ch.checkpoint_gb,
+        "dataset_gb": ch.dataset_gb, "transfer_gb": ch.transfer_gb,
+        "transfer_s": ch.transfer_s, "moved": what,
+        "expected_gain": float(alloc.expected_gain.get(job.job_id, math.nan)),
+        "reason": str(alloc.reasons.get(job.job_id, "")) or (
+            "first run away from home: its dataset travels" if not moves else ""),
+    }
