@@ -73,6 +73,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
+from workbench.policies.completion import COMPLETION_MARGIN_DEFAULT
 from workbench.policies.migration import (
     advantage_slots,
     moves_that_pay,
@@ -166,12 +167,14 @@ refine_batch, extra_constraints, solver
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "fast",
+        completion_margin: float = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
         super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
                          gpu_counts=gpu_counts, migration_threshold=migration_threshold,
                          restart_s=restart_s, mip_rel_gap=mip_rel_gap,
                          time_limit_s=time_limit_s, refine_batch=refine_batch,
-                         extra_constraints=extra_constraints, solver=solver)
+                         extra_constraints=extra_constraints, solver=solver,
+                         completion_margin=completion_margin)
         if not (isinstance(min_dwell_slots, int) and min_dwell_slots >= 0):
             raise ValueError(f"min_dwell_slots must be an integer >= 0, got {min_dwell_slots!r}")
         self.min_dwell_slots = min_dwell_slots
@@ -288,4 +291,5 @@ refine_batch, extra_constraints, solver
         """The knobs, for run logs."""
         return {**super().describe(), "kappa": "per job (currency per whole job)",
                 "migration_threshold": self.migration_threshold,
-                "min_dwell_slots": self.min_dwell_slots}
+                "min_dwell_slots": self.min_dwell_slots,
+                "completion_margin": self.completion_margin}
