@@ -13,23 +13,28 @@ progress if it starts on ``k`` now (restart, checkpoint and dataset transfer, a 
 transfer), or ``o'_k`` if it starts in a later slot (``max(o_k, restart_s)`` for a job that
 runs now: pausing costs it a restart)::
 
-    run_k   = o_k  + (1 + m) R_j / r_k       seconds to finish when started on k now and kept
-    run'_k  = o'_k + (1 + m) R_j / r_k       the same when started in a later slot
-    slack_j = T_j - min_k (o_k + R_j / r_k)   its slack alone (s)
+    run_k   = o_k  + R_j / r_k               seconds to finish when started on k now and kept
+    run'_k  = o'_k + R_j / r_k               the same when started in a later slot
+    slack_j = T_j - min_k run_k               its slack (s), on the best option it can get
+    U_j     = T_j - m (deadline_j - arrival_j)   the time it may plan to use
 
-with the safety margin ``m`` (``completion_margin``, a share of the run time: the rates are
-estimates). Option ``k`` is *safe* when ``run_k <= T_j``: started now and kept, the job
-finishes in time.
+with the safety margin ``m`` (``completion_margin``): a share of the job's life kept in hand,
+as the look-ahead's pace line does, because the rates are estimates (the planning speed of a
+job with a predicted profile that has not run yet drops to the slow end of its interval near
+its deadline: :func:`workbench.estimate.planning_speed_factor`). Option ``k`` is
+*safe* when ``run_k <= U_j`` (started now and kept, the job finishes with its margin), or,
+for a job already inside its margin, ``run_k <= T_j``.
 
 **Reservation (contention).** Slack alone ignores that jobs share pools. The jobs with a
 deadline are therefore placed backwards, latest deadline first, on a per-pool timeline of
 free GPUs (the pool's size less the GPUs of the inference services): each takes the option
-and start slot ``s`` (slots from now) that start latest (``s D + run'_k <= T_j`` for
-``s >= 1``, ``run_k <= T_j`` for ``s = 0``), with ``n_k`` GPUs free in every slot of its run
-(ties: the fewest GPU-slots), and reserves those GPUs. A job whose latest start is now
+and start slot ``s`` (slots from now) with the fewest GPU-slots ``n_k ceil(run'_k / D)``
+(the least capacity; ties: the latest start) among those that fit: ``s D + run'_k <= U_j``
+for ``s >= 1``, ``run_k <= U_j`` for ``s = 0``, with ``n_k`` GPUs free in every slot of its
+run, started as late as they fit; it reserves those GPUs. A job whose latest start is now
 (``s = 0``) cannot wait: it is *urgent*. So is a job that finds no start at all:
-*contended* when it could finish alone (``slack_j >= 0``), *late* when no option finishes
-it by its deadline even if it starts now (``slack_j < 0``, e.g. a job that arrives already
+*contended* when it could finish (``slack_j >= 0``), *late* when no option finishes it by
+its deadline even if it starts now (``slack_j < 0``, e.g. a job that arrives already
 infeasible, or a deadline already passed). Jobs without a deadline have no slack and never
 become urgent (their only pressure is the queue).
 
@@ -65,8 +70,11 @@ from workbench.policies.base import SlotOptions, SlotState
 log = logging.getLogger(__name__)
 
 COMPLETION_MARGIN_DEFAULT = 0.1
-"""Default safety margin ``m``: a job plans to need 10 % more run time than estimated (the
-rates are online estimates; the look-ahead keeps the same share of a job's life in hand)."""
+"""Default safety margin ``m``: a tenth of a job's life (arrival to deadline) kept in hand,
+like the look-ahead's pace line (``lookahead.PACE_MARGIN``). With a margin on the run time
+instead (10 % of ``R_j / r_k``), three Philly jobs of the battery missed at V >= 10: their
+planning speed fell 2.5x one slot before their deadline (the slow end of their predicted
+profile's interval, :func:`workbench.estimate.planning_speed_factor`), before they ever ran."""
 
 _MAX_TIMELINE_SLOTS = 100_000
 
