@@ -378,3 +378,18 @@ def test_fast_solver_places_a_must_run_job_whose_allowed_options_changed() -> No
     assert solver(prob, keep=first)[0] is not None
     choice, info = solver(prob, keep=~first)
     assert choice is not None and info.status == "optimal" and np.flatnonzero(choice) == [2]
+
+
+def test_a_deadline_beyond_the_horizon_is_kept_pro_rata() -> None:
+    # Deadline at slot 16 of an 8-slot horizon, arrival at 0: half its window lies inside,
+    # so half its work is due by the horizon's end (the hindsight plan's share), even at a
+    # V that never runs it for its price; the rest may wait past the end.
+    from workbench.policies.offline import required_share
+    from workbench.sim import simulate
+
+    job = training_job("j", "a", 4.0, deadline_slot=16, gpus=2, counts=(1, 2))
+    sc = tiny_scenario([job], prices=[[5.0, 5.0]] * 8, n_slots=8)
+    assert required_share(sc, job) == pytest.approx(0.5)
+    left = float(simulate(sc, LyapunovPolicy(V=1e4), forecast_mode="perfect").jobs
+                 .set_index("job_id").loc["j", "remaining"])
+    assert 0.3 <= left <= 0.5 + 1e-9

@@ -36,7 +36,10 @@ run, started as late as they fit; it reserves those GPUs. A job whose latest sta
 *contended* when it could finish (``slack_j >= 0``), *late* when no option finishes it by
 its deadline even if it starts now (``slack_j < 0``, e.g. a job that arrives already
 infeasible, or a deadline already passed). Jobs without a deadline have no slack and never
-become urgent (their only pressure is the queue).
+become urgent (their only pressure is the queue). A deadline beyond the horizon's end is
+kept pro rata: the share of the job's window (arrival to deadline) that lies inside the
+horizon is due by its end (:func:`workbench.policies.offline.required_share`, what the
+hindsight plan must do), so that the horizon's end is not a cliff the work is pushed over.
 
 **Must-run set** (:func:`must_run`). The urgent jobs are packed into the slot, inference
 services first: (1) the urgent jobs that can still finish, by slack ascending (the most
@@ -66,6 +69,7 @@ from workbench import outcome as _outcome
 from workbench.optim.fallback import greedy_choice
 from workbench.optim.slot import SlotProblem
 from workbench.policies.base import SlotOptions, SlotState
+from workbench.policies.offline import required_share
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,8 @@ __all__ = ["COMPLETION_MARGIN_DEFAULT", "Urgency", "check_margin", "must_run", "
 
 @dataclass(frozen=True)
 class Urgency:
-    """Slack, reservation and safe options of one slot (:func:`urgency`).
+    """Slack, reservation and safe options of one slot (:func:`urgency`); a job whose
+    deadline lies beyond the horizon is judged on the work due by the horizon's end.
 
     Attributes
     ----------
@@ -171,9 +176,20 @@ def urgency(state: SlotState, opts: SlotOptions, *, restart_s: float, margin: fl
     deadline_s = np.full(n_jobs, np.inf)
     hand_s = np.zeros(n_jobs)
     for j, js in enumerate(state.jobs):
-        if js.job.is_training and js.job.deadline is not None:
-            deadline_s[j] = (js.job.deadline - state.time).total_seconds()
-            hand_s[j] = margin * max((js.job.deadline - js.job.arrival).total_seconds(), 0.0)
+        job = js.job
+        if not job.is_training or job.deadline is None:
+            continue
+        due, end = remaining[j], job.deadline
+        if job.deadline > sc.end:
+            # Beyond the horizon: the share of its window inside it is due by the horizon's
+            # end, as the hindsight plan counts it (reads only the scenario's clock).
+            due = remaining[j] - (1.0 - required_share(sc, job))  # type: ignore[arg-type]
+            end = sc.end
+            if due <= 0:
+                continue
+        remaining[j] = due
+        deadline_s[j] = (end - state.time).total_seconds()
+        hand_s[j] = margin * max((end - job.arrival).total_seconds(), 0.0)
     ok = rate > 0
     work = np.full(n_opts, np.inf)
     work[ok] = remaining[opts.job_index[ok]] / rate[ok]
