@@ -16,17 +16,18 @@ from numpy.typing import NDArray
 
 from workbench.cubes import default_forecast_mode
 from workbench.model import Job, Scenario
+from workbench.optim.fastslot import FastSlotSolver
+from workbench.optim.slot import SlotProblem
 from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotOptions, SlotState, slot_options
 from workbench.policies.completion import Urgency, must_run, steady_rates, urgency
-from workbench.policies.fastslot import FastSlotSolver
 from workbench.policies.lyapunov import (
     LyapunovPolicy,
     carbon_price,
     job_cost_scale,
     net_coef,
 )
-from workbench.policies.milp import SlotProblem, build_slot_problem
+from workbench.policies.problems import build_slot_problem
 
 
 @pytest.mark.parametrize("V", [0, -1.0, float("nan"), float("inf")])
