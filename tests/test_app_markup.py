@@ -54,9 +54,12 @@ def hostile_scenario() -> Scenario:
                            np.column_stack([np.full(n_slots, 600.0), np.full(n_slots, 300.0)]),
                            currency=n["currency"], slot_s=SLOT_S, source="test")
     app = n["app"]
+    # job_1 has no deadline: under the impossible caps below lyapunov leaves it waiting
+    # (a job with a deadline would be run by its completion rule) and a warning names it.
     jobs = tuple(
-        training(job_id, home=home, arrival_slot=i, slots_of_work=1.5, deadline_slot=7)
-        for i, (job_id, home) in enumerate(((n["job_1"], n["dc_a"]), (n["job_2"], n["dc_b"]))))
+        training(job_id, home=home, arrival_slot=i, slots_of_work=1.5, deadline_slot=deadline)
+        for i, (job_id, home, deadline) in enumerate(((n["job_1"], n["dc_a"], None),
+                                                      (n["job_2"], n["dc_b"], 7))))
     jobs = tuple(dataclasses.replace(j, app=app) for j in jobs)
     prof = profile(app=app, gpu_type=n["gpu"])
     return Scenario(

@@ -227,6 +227,10 @@ class FastSlotSolver:
             status = h.getModelStatus()
             if status != highspy.HighsModelStatus.kOptimal:
                 self._highs, self._key = None, None
+                if hot and status == highspy.HighsModelStatus.kInfeasible:
+                    # The kept columns may lack every allowed option of a must-place job
+                    # (its allowed set changed): start cold, with all of them.
+                    return self._solve_lp(arr, time_limit_s)
                 return status, np.zeros(0), np.zeros(0), math.nan, hot
             sol = h.getSolution()
             y = np.asarray(sol.row_dual, dtype=float)

@@ -20,8 +20,23 @@ capacity, power cap, link volume; :mod:`workbench.optim.slot`) with, for option 
 job ``j`` in datacenter ``d`` (progress ``p_i``, cost ``c_i``, carbon ``g_i`` kg from
 :func:`~workbench.policies.base.slot_options`)::
 
+    max  sum_i z_i NetCoef_i
     NetCoef_i = kappa_j (R_j + Y_j) p_i - V c_i - lambda Z_d g_i      training
     NetCoef_i =                         - V c_i - lambda Z_d g_i      inference
+    s.t. sum_{i of j} z_i <= 1          training job j
+         sum_{i in A_j} z_i  = 1         job j of the must-run set M(t) (completion rule)
+         sum_{i of j} z_i  = 1           inference service j
+         pools, power caps, link volume
+
+**The completion rule** (:mod:`workbench.policies.completion`, at every V): a job whose
+slack (time left to its deadline minus the least time its remaining work needs on the best
+option it can get, restart and transfer included) runs out, so that it cannot wait for the
+next slot (a backward reservation of the pools decides it, so that jobs competing for the
+same GPUs are not all left to their last slot), joins ``M(t)`` and must run on one of its
+allowed options ``A_j`` (those that finish it in time if kept); the most urgent get the
+GPUs first, and a job that can no longer make its deadline runs as early as the GPUs left
+allow. The objective stays the drift-plus-penalty one: it chooses among ``A_j`` and decides
+every other job.
 
 This is drift-plus-penalty for the weighted quadratic Lyapunov function
 ``L = 1/2 sum_j kappa_j (R_j^2 + Y_j^2) + 1/2 sum_d lambda a_d Z_d^2`` and the penalty
@@ -45,7 +60,9 @@ meaning on
 every grid and for every job size, which is what lets one V hold on grids never seen
 (:data:`DEFAULT_V`, measured against a V sweep on every battery scenario,
 ``bench/battery.py --lyapunov-V``). Large V: cost within ``O(1/V)`` of the optimum,
-backlogs ``O(V)`` (``bench/lyapunov_theory.py``).
+backlogs ``O(V)`` (``bench/lyapunov_theory.py``, jobs without deadlines, where the
+completion rule never acts); with deadlines, a large V leaves every job to the completion
+rule, which keeps the deadlines but not the price (docs/results.md, section 7).
 
 A job with no positive choice pauses. Migration: losses enter ``p_i`` (seconds lost) and
 ``c_i`` (transfer energy), and a move must pay for its round trip over the expected dwell
@@ -73,6 +90,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
+from workbench.policies.completion import COMPLETION_MARGIN_DEFAULT
 from workbench.policies.migration import (
     advantage_slots,
     moves_that_pay,
@@ -141,6 +159,9 @@ class LyapunovPolicy(SlotQueuePolicy):
         rule alone).
     min_dwell_slots : int
         A job is not moved again within this many slots of its last move.
+    completion_margin : float
+        Share of a job's life (arrival to deadline) the completion rule keeps in hand
+        (>= 0; :data:`~workbench.policies.completion.COMPLETION_MARGIN_DEFAULT`).
     carbon_cap_kg, power_cap_kw, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
 refine_batch, extra_constraints, solver
         As for every queue-based scheduler
@@ -166,12 +187,14 @@ refine_batch, extra_constraints, solver
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "fast",
+        completion_margin: float = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
         super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
                          gpu_counts=gpu_counts, migration_threshold=migration_threshold,
                          restart_s=restart_s, mip_rel_gap=mip_rel_gap,
                          time_limit_s=time_limit_s, refine_batch=refine_batch,
-                         extra_constraints=extra_constraints, solver=solver)
+                         extra_constraints=extra_constraints, solver=solver,
+                         completion_margin=completion_margin)
         if not (isinstance(min_dwell_slots, int) and min_dwell_slots >= 0):
             raise ValueError(f"min_dwell_slots must be an integer >= 0, got {min_dwell_slots!r}")
         self.min_dwell_slots = min_dwell_slots
@@ -288,4 +311,5 @@ refine_batch, extra_constraints, solver
         """The knobs, for run logs."""
         return {**super().describe(), "kappa": "per job (currency per whole job)",
                 "migration_threshold": self.migration_threshold,
-                "min_dwell_slots": self.min_dwell_slots}
+                "min_dwell_slots": self.min_dwell_slots,
+                "completion_margin": self.completion_margin}

@@ -42,6 +42,7 @@ from workbench.policies.base import (
     SlotState,
     check_caps,
 )
+from workbench.policies.completion import check_margin, must_run, urgency
 from workbench.policies.problems import build_slot_problem
 
 SOLVERS = ("pyomo", "fast")
@@ -77,6 +78,9 @@ class SlotQueuePolicy(NoHindsightBound):
     solver : {"pyomo", "fast"}
         ``"fast"`` solves the MILP as arrays with highspy; ``"pyomo"`` the readable reference
         model (same optimum). A what-if hook always goes through the Pyomo model.
+    completion_margin : float, optional
+        Apply the completion rule (:mod:`workbench.policies.completion`: a job whose slack
+        runs out must run) with this share of run time kept in hand; None: no rule.
     """
 
     name = "slot-queues"
@@ -98,6 +102,7 @@ class SlotQueuePolicy(NoHindsightBound):
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "fast",
+        completion_margin: float | None = None,
     ) -> None:
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
@@ -125,6 +130,8 @@ class SlotQueuePolicy(NoHindsightBound):
         self.refine_batch = bool(refine_batch)
         self.extra_constraints = extra_constraints
         self.solver = solver
+        self.completion_margin = (None if completion_margin is None
+                                  else check_margin(completion_margin))
         self._fast = FastSlotSolver()
         self._scenario: ScenarioView | None = None
 
@@ -198,11 +205,18 @@ class SlotQueuePolicy(NoHindsightBound):
         """Maximise ``sum coef * z`` over the kept options (slot MILP, greedy fallback
         reported), place the chosen jobs and advance the per-slot bookkeeping.
 
-        ``explain(k, job_state)`` gives a chosen option's expected gain and reason (or None).
+        With :attr:`completion_margin` set, the jobs of the completion rule's must-run set
+        must be placed, on their allowed options (:func:`~workbench.policies.completion.
+        must_run`). ``explain(k, job_state)`` gives a chosen option's expected gain and
+        reason (or None).
         """
         sc = self._scenario
         assert sc is not None
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        forced = np.zeros(len(state.jobs), dtype=bool)
+        if self.completion_margin is not None and len(opts):
+            urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
+            prob, keep, forced = must_run(prob, keep, opts.progress, urg)
         chosen, info = solve_or_greedy(
             prob, keep, priority, t=state.t, solver=self.solver, fast=self._fast,
             mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,
@@ -219,6 +233,9 @@ class SlotQueuePolicy(NoHindsightBound):
                 gain, reasons[jid] = why
                 if gain is not None:
                     gains[jid] = gain
+            if forced[int(opts.job_index[k])]:
+                rule = "no slack left before its deadline: must run (completion rule)"
+                reasons[jid] = f"{reasons[jid]}; {rule}" if jid in reasons else rule
         self._after_slot(state, opts, chosen.tolist())
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=self.queues())

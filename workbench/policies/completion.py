@@ -1,0 +1,381 @@
+"""The completion rule of the queue-based schedulers: a job whose slack runs out runs.
+
+Drift-plus-penalty alone (:mod:`workbench.policies.lyapunov`) keeps its promise on average:
+its deadline queue ``Y_j`` grows only once a job has fallen behind, and at a large ``V`` it
+must grow to about ``V`` before the job runs, by which time the deadline may be gone. The
+rule below is applied in every slot, before the slot MILP, at every ``V``.
+
+**Slack.** For a training job ``j`` with a deadline ``T_j`` seconds after the start of the
+slot, remaining work ``R_j`` (a fraction of the job), and each of its options ``k``
+(datacenter, GPU type, count) with steady rate ``r_k`` (fraction of the work per second, the
+online estimate, no losses: :func:`steady_rates`) and ``o_k`` the seconds owed before it makes
+progress if it starts on ``k`` now (restart, checkpoint and dataset transfer, a pending
+transfer), or ``o'_k`` if it starts in a later slot (``max(o_k, restart_s)`` for a job that
+runs now: pausing costs it a restart)::
+
+    run_k   = o_k  + R_j / r_k               seconds to finish when started on k now and kept
+    run'_k  = o'_k + R_j / r_k               the same when started in a later slot
+    slack_j = T_j - min_k run_k               its slack (s), on the best option it can get
+    U_j     = T_j - m (deadline_j - arrival_j)   the time it may plan to use
+
+with the safety margin ``m`` (``completion_margin``): a share of the job's life kept in hand,
+as the look-ahead's pace line does, because the rates are estimates (the planning speed of a
+job with a predicted profile that has not run yet drops to the slow end of its interval near
+its deadline: :func:`workbench.estimate.planning_speed_factor`). Option ``k`` is
+*safe* when ``run_k <= U_j`` (started now and kept, the job finishes with its margin), or,
+for a job already inside its margin, ``run_k <= T_j``.
+
+**Reservation (contention).** Slack alone ignores that jobs share pools. The jobs with a
+deadline are therefore placed backwards, latest deadline first, on a per-pool timeline of
+free GPUs (the pool's size less the GPUs of the inference services): each takes the option
+and start slot ``s`` (slots from now) with the fewest GPU-slots ``n_k ceil(run'_k / D)``
+(the least capacity; ties: the latest start) among those that fit: ``s D + run'_k <= U_j``
+for ``s >= 1``, ``run_k <= U_j`` for ``s = 0``, with ``n_k`` GPUs free in every slot of its
+run, started as late as they fit; it reserves those GPUs. A job whose latest start is now
+(``s = 0``) cannot wait: it is *urgent*. So is a job that finds no start at all:
+*contended* when it could finish (``slack_j >= 0``), *late* when no option finishes it by
+its deadline even if it starts now (``slack_j < 0``, e.g. a job that arrives already
+infeasible, or a deadline already passed). Jobs without a deadline have no slack and never
+become urgent (their only pressure is the queue). A deadline beyond the horizon's end is
+kept pro rata: the share of the job's window (arrival to deadline) that lies inside the
+horizon is due by its end (:func:`workbench.policies.offline.required_share`, what the
+hindsight plan must do), so that the horizon's end is not a cliff the work is pushed over.
+
+**Must-run set** (:func:`must_run`). The urgent jobs are packed into the slot, inference
+services first: (1) the urgent jobs that can still finish, by slack ascending (the most
+urgent get the GPUs first), each on a safe option that fits beside those already packed
+(its fewest-GPU one: it leaves the most for the next); (2) on the GPUs that are left, the
+urgent jobs that found no safe option (*blocked*) and then the late ones, each on its
+fastest option that fits (a late job finishes as early as capacity allows, after every job
+that can still be saved). Every packed job must be placed in the slot MILP: one of its safe
+options (``sum_k z_k = 1`` over them), or, from step (2), one at least as fast as its packed
+one. The packing is a feasible point of that MILP, so it stays feasible, and its objective
+(NetCoef) still chooses among the allowed options. An urgent job that fits nowhere (every
+allowed pool taken by more urgent jobs and the inference services) waits for this slot and
+is named in the log; when capacity cannot save every job, those it cannot save are the least
+urgent ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench import outcome as _outcome
+from workbench.optim.fallback import greedy_choice
+from workbench.optim.slot import SlotProblem
+from workbench.policies.base import SlotOptions, SlotState
+from workbench.policies.offline import required_share
+
+log = logging.getLogger(__name__)
+
+COMPLETION_MARGIN_DEFAULT = 0.1
+"""Default safety margin ``m``: a tenth of a job's life (arrival to deadline) kept in hand,
+like the look-ahead's pace line (``lookahead.PACE_MARGIN``). With a margin on the run time
+instead (10 % of ``R_j / r_k``), three Philly jobs of the battery missed at V >= 10: their
+planning speed fell 2.5x one slot before their deadline (the slow end of their predicted
+profile's interval, :func:`workbench.estimate.planning_speed_factor`), before they ever ran."""
+
+_MAX_TIMELINE_SLOTS = 100_000
+
+__all__ = ["COMPLETION_MARGIN_DEFAULT", "Urgency", "check_margin", "must_run", "steady_rates",
+           "urgency"]
+
+
+@dataclass(frozen=True)
+class Urgency:
+    """Slack, reservation and safe options of one slot (:func:`urgency`); a job whose
+    deadline lies beyond the horizon is judged on the work due by the horizon's end.
+
+    Attributes
+    ----------
+    slack_s : float array (J,)
+        ``slack_j`` in seconds (``inf`` without a deadline, for inference, or without an
+        option).
+    start_slot : int array (J,)
+        Reserved start, slots from now (``-1``: none: no deadline, late or contended).
+    urgent : bool array (J,)
+        Cannot wait for the next slot (reserved start now, contended or late).
+    late : bool array (J,)
+        No option finishes it by its deadline even when it starts now (``slack_j < 0``).
+    safe : bool array (K,)
+        Options that finish their job in time when started now and kept (``run_k <= T_j``).
+    run_s : float array (K,)
+        ``run_k``: seconds to finish on option ``k`` when started now and kept (``inf`` for
+        inference or a zero rate).
+    """
+
+    slack_s: NDArray[np.float64]
+    start_slot: NDArray[np.int64]
+    urgent: NDArray[np.bool_]
+    late: NDArray[np.bool_]
+    safe: NDArray[np.bool_]
+    run_s: NDArray[np.float64]
+
+
+def check_margin(value: float) -> float:
+    """``completion_margin`` as a float, or ``ValueError`` unless it is finite and >= 0."""
+    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"completion_margin must be a share of run time >= 0 (e.g. 0.1), "
+                         f"got {value!r}")
+    return float(value)
+
+
+def steady_rates(state: SlotState, opts: SlotOptions) -> NDArray[np.float64]:
+    """Steady rate of each option, fraction of the job's work per second (0 for inference).
+
+    The rate :func:`workbench.outcome.slot_outcome` runs at once the losses are paid, at the
+    option's batch: ``r = X(n, m) * s_j * (phi_j + m0) / (phi_j + m) / W_j`` with the online
+    throughput scale ``s_j`` and gradient noise scale ``phi_j``.
+    """
+    sc = state.scenario
+    gpn = {(p.datacenter, p.gpu_type): p.gpus_per_node for p in sc.pools}
+    rate = np.zeros(len(opts))
+    for k in range(len(opts)):
+        js = state.jobs[int(opts.job_index[k])]
+        job = js.job
+        if not job.is_training:
+            continue
+        g, n = str(opts.gpu_type[k]), int(opts.n_gpus[k])
+        prof = sc.profile(job.app, g)
+        m, x = _outcome.best_batch(prof, n, gpn[(str(opts.datacenter[k]), g)], js.phi)
+        eff = (js.phi + prof.efficiency.m0) / (js.phi + m)
+        rate[k] = x * js.throughput_scale * eff / job.work_samples
+    return rate
+
+
+def urgency(state: SlotState, opts: SlotOptions, *, restart_s: float, margin: float
+            ) -> Urgency:
+    """Slack, the backward reservation and the urgent jobs of this slot (module docstring).
+
+    Parameters
+    ----------
+    restart_s : float
+        Seconds a paused job pays to resume (``o'_k >= restart_s`` for a job running now).
+    margin : float
+        ``m``: the share of run time kept in hand.
+    """
+    sc = state.scenario
+    slot_s = float(sc.slot_s)
+    n_jobs, n_opts = len(state.jobs), len(opts)
+    rate = steady_rates(state, opts)
+    # Seconds owed before progress if the job starts on the option now: the slot's lost
+    # seconds, or, when they fill the slot, the whole transfer plus a restart.
+    pending = np.array([js.pending_s for js in state.jobs], dtype=float)
+    owed = np.where(opts.lost_s < slot_s - 1e-9, opts.lost_s,
+                    opts.transfer_s + pending[opts.job_index] + restart_s) if n_opts else \
+        np.zeros(0)
+    running = np.array([js.placement is not None for js in state.jobs], dtype=bool)
+    owed_later = np.where(running[opts.job_index], np.maximum(owed, restart_s), owed) \
+        if n_opts else np.zeros(0)
+    remaining = np.array([js.remaining for js in state.jobs], dtype=float)
+    deadline_s = np.full(n_jobs, np.inf)
+    hand_s = np.zeros(n_jobs)
+    for j, js in enumerate(state.jobs):
+        job = js.job
+        if not job.is_training or job.deadline is None:
+            continue
+        due, end = remaining[j], job.deadline
+        if job.deadline > sc.end:
+            # Beyond the horizon: the share of its window inside it is due by the horizon's
+            # end, as the hindsight plan counts it (reads only the scenario's clock).
+            due = remaining[j] - (1.0 - required_share(sc, job))  # type: ignore[arg-type]
+            end = sc.end
+            if due <= 0:
+                continue
+        remaining[j] = due
+        deadline_s[j] = (end - state.time).total_seconds()
+        hand_s[j] = margin * max((end - job.arrival).total_seconds(), 0.0)
+    ok = rate > 0
+    work = np.full(n_opts, np.inf)
+    work[ok] = remaining[opts.job_index[ok]] / rate[ok]
+    run_now = owed + work
+    run_later = owed_later + work
+    # The time a job may use: to its deadline, less the share of its life kept in hand.
+    usable = deadline_s - hand_s
+    best_now = np.full(n_jobs, np.inf)
+    if n_opts:
+        np.minimum.at(best_now, opts.job_index, run_now)
+    has_deadline = np.isfinite(deadline_s)
+    slack = np.full(n_jobs, np.inf)
+    slack[has_deadline] = deadline_s[has_deadline] - best_now[has_deadline]
+    late = has_deadline & (slack < 0)
+    # Safe: finishes within the usable time; a job already inside its margin, by its deadline.
+    in_hand = has_deadline & (best_now > usable)
+    limit = np.where(in_hand, deadline_s, usable)
+    safe = ok & (run_now <= limit[opts.job_index]) if n_opts else np.zeros(0, dtype=bool)
+
+    # The backward reservation on the per-pool timeline of free GPUs.
+    start = np.full(n_jobs, -1, dtype=np.int64)
+    cands = np.flatnonzero(has_deadline & ~late)
+    if cands.size:
+        pool_pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
+        pool_k = np.array([pool_pos[(str(d), str(g))] for d, g in
+                           zip(opts.datacenter, opts.gpu_type, strict=True)], dtype=np.int64)
+        horizon = int(min(math.ceil(float(deadline_s[cands].max()) / slot_s) + 1,
+                          _MAX_TIMELINE_SLOTS))
+        free = _free_gpus(state, opts, pool_k, horizon)
+        order = np.argsort(opts.job_index, kind="stable")
+        bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
+        for j in cands[np.argsort(-deadline_s[cands], kind="stable")].tolist():
+            rows = order[bounds[j]:bounds[j + 1]]
+            rows = rows[ok[rows]]
+            pick = _latest_start(rows, free, pool_k, opts.n_gpus, run_now, run_later,
+                                 float(usable[j]), slot_s)
+            if pick is None:
+                continue
+            s, k, length = pick
+            start[j] = s
+            free[pool_k[k], s:s + length] -= int(opts.n_gpus[k])
+    urgent = late | (has_deadline & (start <= 0))
+    run_s = np.where(ok, run_now, np.inf) if n_opts else np.zeros(0)
+    return Urgency(slack_s=slack, start_slot=start, urgent=urgent, late=late, safe=safe,
+                   run_s=run_s)
+
+
+def _free_gpus(state: SlotState, opts: SlotOptions, pool_k: NDArray[np.int64],
+               horizon: int) -> NDArray[np.int64]:
+    """Free GPUs per pool and slot from now, shape ``(pools, horizon)``: the pool's size
+    less each inference service's GPUs until it ends (where it runs, or its cheapest
+    option for a service not placed yet)."""
+    sc = state.scenario
+    slot_s = float(sc.slot_s)
+    free = np.repeat(np.array([p.count for p in sc.pools], dtype=np.int64)[:, None],
+                     horizon, axis=1)
+    pool_pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
+    for j, js in enumerate(state.jobs):
+        job = js.job
+        if job.is_training:
+            continue
+        if js.placement is not None:
+            p = pool_pos.get((js.placement.datacenter, js.placement.gpu_type))
+            n = int(js.placement.n_gpus)
+        else:
+            rows = np.flatnonzero(opts.job_index == j)
+            if rows.size == 0:
+                continue
+            k = int(rows[np.argmin(opts.cost[rows])])
+            p, n = int(pool_k[k]), int(opts.n_gpus[k])
+        if p is None:
+            continue
+        end = horizon if job.end is None else min(
+            horizon, max(math.ceil((job.end - state.time).total_seconds() / slot_s), 0))
+        free[p, :end] -= n
+    return free
+
+
+def _latest_start(rows: NDArray[np.int64], free: NDArray[np.int64],
+                  pool_k: NDArray[np.int64], n_gpus: NDArray[np.int64],
+                  run_now: NDArray[np.float64], run_later: NDArray[np.float64],
+                  deadline_s: float, slot_s: float) -> tuple[int, int, int] | None:
+    """The latest start over the job's options (ties: fewest GPU-slots) as ``(slot, option,
+    slots held)``, or None when no option fits before the deadline."""
+    best: tuple[int, int, int, int] | None = None  # (start, -gpu_slots, option, length)
+    for k in rows.tolist():
+        p, n = int(pool_k[k]), int(n_gpus[k])
+        lo = 1
+        later = float(run_later[k])
+        s_hi = math.floor((deadline_s - later) / slot_s + 1e-9)
+        if s_hi >= lo:
+            length = max(math.ceil(later / slot_s - 1e-9), 1)
+            s = _latest_fit(free[p], n, s_hi, length, lo)
+            if s >= lo:
+                cand = (s, -n * length, k, length)
+                if best is None or (cand[1], cand[0]) > (best[1], best[0]):
+                    best = cand
+                continue
+        if run_now[k] <= deadline_s:
+            length = max(math.ceil(float(run_now[k]) / slot_s - 1e-9), 1)
+            if int(free[p, :length].min()) >= n:
+                cand = (0, -n * length, k, length)
+                if best is None or (cand[1], cand[0]) > (best[1], best[0]):
+                    best = cand
+    return None if best is None else (best[0], best[2], best[3])
+
+
+def _latest_fit(free_p: NDArray[np.int64], n: int, s_hi: int, length: int, lo: int) -> int:
+    """The largest ``s`` in ``[lo, s_hi]`` with ``free_p[s:s + length] >= n`` (-1 if none).
+
+    With ``next_short[i]`` the first slot at or after ``i`` short of ``n`` GPUs, a start
+    ``s`` fits when ``next_short[s] >= s + length``.
+    """
+    span = free_p[lo:s_hi + length]
+    at = np.arange(span.size)
+    short = np.where(span < n, at, span.size)
+    next_short = np.minimum.accumulate(short[::-1])[::-1]
+    starts = at[:s_hi - lo + 1]
+    fits = np.flatnonzero(next_short[starts] >= starts + length)
+    return lo + int(fits[-1]) if fits.size else -1
+
+
+def must_run(prob: SlotProblem, keep: NDArray[np.bool_], progress: NDArray[np.float64],
+             urg: Urgency) -> tuple[SlotProblem, NDArray[np.bool_], NDArray[np.bool_]]:
+    """The slot problem with the must-run set placed by constraint (module docstring).
+
+    Parameters
+    ----------
+    prob : SlotProblem
+        The slot MILP; ``must_place`` marks the inference services.
+    keep : bool array (K,)
+        Options the policy allows (its move filter); a must-run job's options are replaced
+        by its allowed ones.
+    progress : float array (K,)
+        Each option's progress in the slot (fraction of its job).
+    urg : Urgency
+        From :func:`urgency` on the same options.
+
+    Returns
+    -------
+    prob : SlotProblem
+        ``must_place`` also set for every job of the must-run set.
+    keep : bool array (K,)
+    forced : bool array (J,)
+        The must-run set.
+    """
+    n_jobs = len(prob.job_ids)
+    forced = np.zeros(n_jobs, dtype=bool)
+    if not urg.urgent.any():
+        return prob, keep, forced
+    ji = prob.job_index
+    rank = np.empty(n_jobs)
+    by_slack = np.lexsort((urg.slack_s, urg.late))
+    rank[by_slack] = -np.arange(n_jobs, dtype=float)  # higher = packed first
+    infer = prob.must_place[ji] & keep
+    saving = urg.urgent & ~urg.late
+    # (1) inference, then the jobs that can still finish on a safe option, fewest GPUs first.
+    first = infer | (saving[ji] & urg.safe)
+    coef1 = np.where(infer, prob.coef, 1.0 + 1.0 / np.maximum(prob.n_gpus, 1))
+    pick1 = np.zeros(prob.n_options, dtype=bool)
+    pick1[np.flatnonzero(first)[greedy_choice(replace(prob.subset(first), coef=coef1[first]),
+                                              priority=rank)]] = True
+    placed = np.bincount(ji[pick1], minlength=n_jobs) > 0
+    # (2) on what is left (the jobs of (1) pinned to their picks): blocked jobs, then the
+    # late ones, fastest option first.
+    second = (urg.urgent & ~placed)[ji] & (progress > 0)
+    pick2 = np.zeros(prob.n_options, dtype=bool)
+    if second.any():
+        pmax = np.zeros(n_jobs)
+        np.maximum.at(pmax, ji, progress)
+        both = pick1 | second
+        coef2 = np.where(pick1, 1.0, progress / np.maximum(pmax[ji], 1e-300))
+        sub = replace(prob.subset(both), coef=coef2[both], must_place=placed)
+        pick2[np.flatnonzero(both)[greedy_choice(sub, priority=rank)]] = True
+        pick2 &= second
+    forced1 = placed & ~prob.must_place
+    forced2 = np.bincount(ji[pick2], minlength=n_jobs) > 0
+    forced = forced1 | forced2
+    floor = np.zeros(n_jobs)
+    if pick2.any():
+        floor[ji[pick2]] = progress[pick2]
+    allowed = np.where(forced1[ji], urg.safe,
+                       forced2[ji] & (progress >= floor[ji] - 1e-12) & (progress > 0))
+    waiting = [prob.job_ids[j] for j in np.flatnonzero(urg.urgent & ~forced & ~prob.must_place)]
+    if waiting:
+        log.debug("completion rule: %d urgent job(s) find no free GPUs this slot: %s",
+                  len(waiting), ", ".join(waiting[:5]))
+    new_keep = np.where(forced[ji], allowed, keep)
+    return replace(prob, must_place=prob.must_place | forced), new_keep, forced
