@@ -155,6 +155,69 @@ def test_bad_configs_say_what_to_fix(store: Store, tmp_path: Path, edit: Any,
         build_scenario(store, cfg)
 
 
+LLM_JOB = {"job_id": "llm", "model_config": "no-such-config.json", "seq_len": 1024,
+           "global_batch": 8, "tokens": 1e9, "home": "a"}
+"""A ``[[jobs.llm]]`` entry: its names are checked before its model config is read."""
+
+NAME_FIELDS = {
+    # (section, key): an edit of the config giving that key an unknown name
+    ("pools", "datacenter"): lambda c: c["pools"][0].update(datacenter="nope"),
+    ("pools", "gpu_type"): lambda c: c["pools"][0].update(gpu_type="nope"),
+    ("links", "src"): lambda c: c["links"][0].update(src="nope"),
+    ("links", "dst"): lambda c: c["links"][0].update(dst="nope"),
+    ("jobs", "homes"): lambda c: c["jobs"].update(homes=["a", "nope"]),
+    ("inference", "app"): lambda c: c["inference"][0].update(app="nope"),
+    ("inference", "home"): lambda c: c["inference"][0].update(home="nope"),
+    ("inference", "gpu_type"): lambda c: c["inference"][0].update(gpu_type="nope"),
+    ("datacenters", "region"): lambda c: c["datacenters"][0].update(region="nope"),
+    ("datacenters", "grid_zone"): lambda c: c["datacenters"][0].update(grid_zone="nope"),
+    ("jobs", "set"): lambda c: c["jobs"].update(set="nope"),
+    ("jobs.llm", "home"): lambda c: c["jobs"].update(llm=[{**LLM_JOB, "home": "nope"}]),
+    ("jobs.llm", "gpu_types"): lambda c: c["jobs"].update(
+        llm=[{**LLM_JOB, "gpu_types": ["A100", "nope"]}]),
+}
+"""Every key of the schema that names something the workbench or the store must know."""
+
+FREE_FIELDS = {("scenario", "name"), ("scenario", "description"), ("scenario", "start"),
+               ("scenario", "end"), ("scenario", "currency"), ("scenario", "fill"),
+               ("datacenters", "name"), ("datacenters", "timezone"),
+               ("network", "latency_matrix"), ("jobs", "align"), ("inference", "job_id"),
+               ("jobs.llm", "job_id"), ("jobs.llm", "model_config_path"),
+               ("jobs.llm", "purpose"), ("jobs.llm", "precision")}
+"""Text keys that name nothing to look up: new names, free text, times (parsed), a
+currency (a pattern, checked against the series), enums and a timezone (validated by the
+schema), a path (read)."""
+
+
+def test_every_text_key_of_the_schema_is_checked_or_free() -> None:
+    """A new text key must join NAME_FIELDS (and be checked at build) or FREE_FIELDS."""
+    from workbench.config import _MODELS
+
+    text = set()
+    for section, model in _MODELS.items():
+        for key, field in model.model_fields.items():
+            if "str" in str(field.annotation) or "Literal" in str(field.annotation):
+                text.add((section, key))
+    assert text == set(NAME_FIELDS) | FREE_FIELDS, text ^ (set(NAME_FIELDS) | FREE_FIELDS)
+
+
+@pytest.mark.parametrize("field", list(NAME_FIELDS), ids=[".".join(k) for k in NAME_FIELDS])
+def test_every_name_a_config_gives_is_checked_against_what_is_known(
+        store: Store, tmp_path: Path, field: tuple[str, str]) -> None:
+    """An `[[inference]]` service with `app = "nope"` built, planned and was charged energy."""
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    NAME_FIELDS[field](cfg)
+    with pytest.raises(BuildError) as err:
+        build_scenario(store, cfg)
+    text = str(err.value)
+    assert "'nope'" in text or "nope (price and carbon)" in text or "['nope']" in text, text
+    if field[1] not in ("region", "grid_zone", "set"):
+        assert text.startswith(f"[[{field[0]}]] entry" if field[0] != "jobs" else "[jobs]")
+        assert "'nope'" in text
+        assert f"{field[1]}: 'nope' is not " in text and "; known: " in text, text
+
+
 def test_build_saves_and_reloads(store: Store, tmp_path: Path) -> None:
     _matrix(tmp_path)
     path = tmp_path / "sc.toml"
@@ -168,14 +231,20 @@ def test_build_saves_and_reloads(store: Store, tmp_path: Path) -> None:
     assert load_config(path)["scenario"]["name"] == "t3"
 
 
-def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def _two_configs(tmp_path: Path, edit: Any) -> tuple[Path, Path]:
+    """The test config as a TOML file, and a second one with ``edit`` applied."""
     _matrix(tmp_path)
     cfg = _config(tmp_path)
-    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
-    good.write_text(_toml(cfg))
-    cfg["datacenters"][0]["region"] = "NOPE"
-    bad.write_text(_toml(cfg))
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(_toml(cfg))
+    edit(cfg)
+    second.write_text(_toml(cfg))
+    return first, second
+
+
+def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = _two_configs(tmp_path, lambda c: c["datacenters"][0].update(region="NOPE"))
     db = store.path
     store.close()
     assert main(["--db", db, "scenario", "build", "cli3", "--config", str(good)]) == 0
@@ -183,6 +252,30 @@ def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
     assert "lacks grid series for: NOPE" in capsys.readouterr().err
     with Store(db) as again:
         assert again.scenario_names() == ["cli3"]
+
+
+def test_a_rebuild_that_differs_needs_replace(store: Store, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from helpers_store import store_digest
+
+    path, longer = _two_configs(tmp_path, lambda c: c["scenario"].update(hours=36))
+    db = store.path
+    store.close()
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(path)]) == 0
+    capsys.readouterr()
+    kept = store_digest(db)
+    # The same build again writes nothing; a different one under the name is refused.
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(path)]) == 0
+    assert "already this build, nothing written" in capsys.readouterr().err
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(longer)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "n_slots 96 stored, 144 new" in err and "--replace" in err
+    assert store_digest(db) == kept
+    assert main(["--db", db, "scenario", "build", "x", "--config", str(longer),
+                 "--replace"]) == 0
+    assert "replacing the stored one" in capsys.readouterr().err
+    with Store(db) as again:
+        assert again.load_scenario("x").n_slots == 144
 
 
 def _toml(cfg: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,156 @@ def test_commands_that_write_create_the_store(tmp_path: Path,
     assert db.is_file()
     capsys.readouterr()
     assert main(["data", "list", "--db", str(db)]) == 0
+
+
+# -- issue 25, item 4: no output flag may name a file a store owns -------------------------
+
+OUTPUT_FLAGS = [
+    (["plan", "--scenario", "tiny", "--policy", "asap-home", "--no-progress"], "--out"),
+    (["plan", "--scenario", "tiny", "--policy", "asap-home", "--no-progress"],
+     "--migrations-out"),
+    (["plan", "--scenario", "tiny", "--policy", "asap-home", "--no-progress"], "--jobs-out"),
+    (["runs", "export", "latest"], "--out"),
+    (["runs", "export", "latest", "--out", "{dir}/ok.csv"], "--migrations-out"),
+    (["sweep", "--scenario", "tiny", "--policy", "asap-home", "--threads"], "--out"),
+    (["fit", "defaults", "--profiles", "{dir}"], "--out"),
+    (["compute", "train", "--data", "{dir}"], "--out"),
+    (["compute", "train", "--data", "{dir}"], "--kernels-out"),
+    (["compute", "train", "--data", "{dir}"], "--terms-out"),
+]
+"""Every output flag of every command, with the arguments it needs besides."""
+
+STORE_OWNED = ["store", "wal", "temp folder", "in temp folder", "side file", "side file wal",
+               "other store", "symlink to store", "hard link to store"]
+
+
+def _owned_path(kind: str, db: Path) -> Path:
+    """A path the store ``db`` (or another DuckDB file beside it) owns, made real where a
+    real file is what makes it owned."""
+    side = db.with_name(f"{db.stem}.runs-20250101T000000000000Z.duckdb")
+    if kind in ("side file", "side file wal") and not side.exists():
+        with Store(side):
+            pass
+    if kind == "other store" and not (db.parent / "other.duckdb").exists():
+        with Store(db.parent / "other.duckdb"):
+            pass
+    if kind in ("temp folder", "in temp folder"):
+        Path(f"{db}.tmp").mkdir(exist_ok=True)
+    link, hard = db.parent / "link.duckdb", db.parent / "hard.duckdb"
+    if kind == "symlink to store" and not link.exists():
+        link.symlink_to(db)
+    if kind == "hard link to store" and not hard.exists():
+        hard.hardlink_to(db)
+    return {"store": db, "wal": Path(f"{db}.wal"), "temp folder": Path(f"{db}.tmp"),
+            "in temp folder": Path(f"{db}.tmp") / "plan.csv", "side file": side,
+            "side file wal": Path(f"{side}.wal"), "other store": db.parent / "other.duckdb",
+            "symlink to store": link, "hard link to store": hard}[kind]
+
+
+@pytest.fixture(scope="module")
+def planned_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from helpers_sim import tiny_scenario, training
+
+    db = tmp_path_factory.mktemp("owned") / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(tiny_scenario([training("j", slots_of_work=1.0)], n_slots=4))
+    assert main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "asap-home",
+                 "--no-progress", "--no-baseline"]) == 0
+    return db
+
+
+@pytest.mark.parametrize("kind", STORE_OWNED)
+@pytest.mark.parametrize("argv, flag", OUTPUT_FLAGS,
+                         ids=[f"{a[0]} {a[1]} {f}" for a, f in OUTPUT_FLAGS])
+def test_no_output_may_be_a_file_the_store_owns(
+        planned_store: Path, capsys: pytest.CaptureFixture[str], argv: list[str], flag: str,
+        kind: str) -> None:
+    """`plan --out STORE.wal` said "plan written" and the file was gone (DuckDB replays and
+    removes its log when the store closes); an export over a side file lost its runs."""
+    from helpers_store import store_digest
+
+    db = planned_store
+    owned = _owned_path(kind, db)
+    capsys.readouterr()
+    before = store_digest(db)
+    kept = owned.read_bytes() if owned.is_file() else None
+    rc = main(["--db", str(db), *[a.replace("{dir}", str(db.parent)) for a in argv],
+               flag, str(owned)])
+    err = _one_line(capsys)
+    assert rc == 2 and f"{flag} {owned} is " in err and "pass another file" in err, err
+    assert store_digest(db) == before
+    assert (owned.read_bytes() if owned.is_file() else None) == kept
+    assert not list(db.parent.glob(".*.partial"))
+
+
+# -- issue 25, item 6: a full disk under an output is one line, and leaves no partial file --
+
+
+@pytest.fixture(params=["tmpfs", "dev-full"])
+def full_folder(request: pytest.FixtureRequest, tmp_path: Path,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on a full disk: a 64 KiB tmpfs filled to the last byte (where this process
+    may mount one, i.e. as root), or, everywhere, a folder whose exports' temporary files
+    are opened on /dev/full (every write or flush fails with ENOSPC, as on a full disk)."""
+    import os
+    import subprocess
+    import tempfile
+
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if request.param == "tmpfs":
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs",
+                                  str(folder)], capture_output=True, check=False)
+        if mounted.returncode:
+            pytest.skip("cannot mount a tmpfs here (needs root); the dev-full case runs")
+        try:
+            with (folder / "filler").open("wb") as fh:
+                while True:
+                    fh.write(b"\0" * 4096)
+                    fh.flush()
+        except OSError:
+            pass
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", str(folder)], check=False)
+        return
+    real = tempfile.mkstemp
+
+    def on_dev_full(*args: object, **kwargs: object) -> tuple[int, str]:
+        fd, name = real(*args, **kwargs)  # type: ignore[call-overload]
+        if Path(name).parent != folder:
+            return fd, name
+        os.close(fd)
+        return os.open("/dev/full", os.O_WRONLY), name
+
+    monkeypatch.setattr(tempfile, "mkstemp", on_dev_full)
+    yield folder
+
+
+FULL_DISK_OUTPUTS = [(argv, flag) for argv, flag in OUTPUT_FLAGS
+                     if argv[0] in ("plan", "runs", "sweep")]
+"""The output flags whose files the CSV writer writes (fit and compute train need data)."""
+
+
+@pytest.mark.parametrize("argv, flag", FULL_DISK_OUTPUTS,
+                         ids=[f"{a[0]} {a[1]} {f}" for a, f in FULL_DISK_OUTPUTS])
+def test_a_full_disk_under_an_output_is_one_line_and_leaves_no_partial_file(
+        planned_store: Path, tmp_path: Path, full_folder: Path,
+        capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> None:
+    """A full disk under --out gave two lines, the second "unexpected OSError", exit 1, and
+    left the `.partial` file on the full disk."""
+    from helpers_store import store_digest
+
+    db = tmp_path / "wb.duckdb"
+    shutil.copy(planned_store, db)
+    before = store_digest(db)
+    target = full_folder / "out.csv"
+    capsys.readouterr()
+    assert main(["--db", str(db), *[a.replace("{dir}", str(tmp_path)) for a in argv], flag,
+                 str(target)]) == 2
+    err = _one_line(capsys)
+    assert f"cannot write {target}: the disk is full" in err and "another disk" in err, err
+    assert not target.exists() and not list(full_folder.glob(".*.partial"))
+    if argv[0] == "plan":
+        assert store_digest(db) == before  # a plan whose outputs fail stores nothing

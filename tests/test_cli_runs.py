@@ -200,3 +200,27 @@ def test_compare_fits_100_columns_with_clean_keys_and_notes(db, capsys) -> None:
     assert "savings are measured against" in cmp_["notes"][base]
     for row in cmp_["rows"].values():
         assert not any(isinstance(v, str) for v in row.values())
+
+
+@pytest.mark.parametrize("name, why", [
+    ("latest", "is reserved ('latest' means the newest run)"),
+    ("LATEST", "is reserved"),
+    ("ab12", "could be taken for a run id"),
+    ("2024", "could be taken for a run id"),
+    ("other", "is already named 'other'"),
+])
+def test_a_run_name_that_would_shadow_a_reference_is_refused(db, capsys, name, why) -> None:
+    """`runs rename RUN latest` shadowed the `latest` keyword; a hex name shadows ids."""
+    runs = _json(capsys, ["runs", "list", "--json", "--db", str(db)])["runs"]
+    first, second = runs[1]["run_id"], runs[0]["run_id"]
+    assert main(["--db", str(db), "runs", "rename", first, "other"]) == 0
+    capsys.readouterr()
+    assert main(["--db", str(db), "runs", "rename", second, name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and why in err, err
+    with Store(db) as store:
+        assert store.run_info(second)["name"] is None
+        assert store.resolve_run("latest") == second and store.resolve_run("other") == first
+    # A name with a letter beyond a-f, or a space, is fine; the same name again too.
+    for ok in ("ab12 run", "2024-q3", "other" if name != "other" else "mine"):
+        assert main(["--db", str(db), "runs", "rename", first, ok]) == 0

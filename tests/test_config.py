@@ -106,3 +106,39 @@ def test_any_pue_either_validates_or_names_the_key(value: object) -> None:
         assert str(exc).startswith("[[datacenters]] entry 0") and "\n" not in str(exc)
     else:
         assert 1.0 <= out.datacenters[0].pue <= 3.0
+
+
+# -- issue 25, item 6: the slot count is bounded by the machine's memory ---------------------
+
+
+def test_a_horizon_of_more_slots_than_memory_holds_is_refused_with_the_numbers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """1-second slots over 3,660 days (316 M slots) passed validation and ended in
+    `unexpected MemoryError`."""
+    from workbench.config import PLAN_BYTES_PER_SLOT, machine_memory_bytes
+
+    huge = {**GOOD, "scenario": {"start": "2023-01-01T00:00:00Z", "days": 3660,
+                                 "slot_minutes": 1 / 60}}
+    with pytest.raises(ConfigError) as err:
+        validate_config(huge)
+    text = str(err.value)
+    assert text.startswith("[scenario] 316,224,000 slots of 1 s over 3,660 days need about "
+                           f"{316_224_000 * PLAN_BYTES_PER_SLOT / 2**30:,.0f} GiB"), text
+    assert f"this machine's {machine_memory_bytes() / 2**30:,.1f} GiB" in text
+    assert "use longer slots (slot_minutes = " in text
+    # The bound follows the memory given: 64 MiB hold 8,192 slots of 4 KiB at half.
+    week = {**GOOD, "scenario": {"start": "2023-01-01T00:00:00Z", "days": 7,
+                                 "slot_minutes": 1}}
+    with pytest.raises(ConfigError, match=r"10,080 slots of 60 s over 7 days .* of this "
+                       r"machine's 0\.1 GiB allows \(8,192 slots\); use longer slots "
+                       r"\(slot_minutes = 5 gives 2,016 slots\)"):
+        validate_config(week, memory_bytes=64 * 2**20)
+    assert validate_config(week, memory_bytes=128 * 2**20).scenario.slot_minutes == 1
+    # From the command line: one line, exit 2.
+    path = tmp_path / "huge.toml"
+    path.write_text(SCENARIO.format(scenario="days = 3660\nslot_minutes = 0.0166666666666667",
+                                    dc="pue = 1.2", jobs=""))
+    assert main(["--db", str(tmp_path / "wb.duckdb"), "scenario", "build", "x", "--config",
+                 str(path)]) == 2
+    out = capsys.readouterr().err
+    assert out.count("\n") == 1 and "316,224,000 slots" in out

@@ -67,6 +67,41 @@ def test_resampling_keeps_time_weighted_means(values: list[float], k: int) -> No
                                coarse["price_per_kwh"].values.sum() * 900 * k, rtol=1e-12)
 
 
+def test_a_slot_that_neither_divides_nor_multiplies_takes_the_overlap_mean() -> None:
+    """45-minute slots into hours (and back into 20 minutes): each new slot is the
+    time-weighted mean of the old ones it overlaps; a partial last slot is dropped."""
+    times = pd.date_range("2025-07-01", periods=4, freq="45min")
+    ds = cubes.make_cube(times, ["a", "b"], np.array([[1.0, 10], [2, 20], [3, 30], [4, 40]]),
+                         np.array([[100.0, 0], [200, 0], [300, 0], [400, 0]]), "CNY", 2700)
+    hourly = cubes.resample(ds, 3600)
+    # hour 0: 45 min of 1 and 15 of 2; hour 1: 30 min each of 2 and 3; hour 2: 15 of 3, 45 of 4
+    np.testing.assert_allclose(hourly["price_per_kwh"].values[:, 0], [1.25, 2.5, 3.75])
+    np.testing.assert_allclose(hourly["price_per_kwh"].values[:, 1], [12.5, 25, 37.5])
+    assert list(pd.DatetimeIndex(hourly["time"].values).hour) == [0, 1, 2]
+    assert hourly.attrs["slot_s"] == 3600
+    np.testing.assert_allclose(cubes.resample(hourly, 1200)["carbon_g_per_kwh"].values[:4, 0],
+                               [125, 125, 125, 250])
+    short = cubes.make_cube(times[:1], ["a"], np.ones((1, 1)), np.ones((1, 1)), "CNY", 2700)
+    with pytest.raises(CubeError, match="shorter than one 3600-s slot"):
+        cubes.resample(short, 3600)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(-50, 500, allow_nan=False), min_size=8, max_size=48),
+       minutes=st.sampled_from([20, 40, 45, 50, 90, 100]))
+def test_any_slot_length_keeps_the_time_weighted_mean(values: list[float],
+                                                      minutes: int) -> None:
+    arr = np.asarray(values)
+    times = pd.date_range("2025-07-01", periods=len(arr), freq="15min")
+    ds = cubes.make_cube(times, ["a"], arr[:, None], np.abs(arr[:, None]), "CNY", 900)
+    out = cubes.resample(ds, minutes * 60)
+    n = out.sizes["time"]
+    covered = n * minutes * 60 // 900  # old slots inside the new whole ones (when aligned)
+    if (n * minutes) % 15 == 0:
+        np.testing.assert_allclose(out["price_per_kwh"].values.sum() * minutes,
+                                   arr[:covered].sum() * 15, rtol=1e-9, atol=1e-6)
+
+
 def test_validation_names_region_and_time_of_nan() -> None:
     ds = _cube()
     ds["carbon_g_per_kwh"].values[3, 1] = np.nan

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -293,3 +294,81 @@ def test_cli_arrivals_backtests_a_trace(tmp_path, capsys) -> None:
     assert main(["forecast", "arrivals", "philly", str(path), "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["origins"] == 2 and obj["mae_jobs_per_h"] < obj["mae_flat_jobs_per_h"]
+
+
+# -- issue 25, item 7: the model forecast on any slot length --------------------------------
+
+
+def test_a_slot_across_hours_is_forecast_as_the_mean_of_the_hours_it_covers() -> None:
+    from workbench.forecast.scenario import ModelForecast
+
+    origins = pd.DatetimeIndex([T0])
+    path = np.arange(48, dtype=float)[None, :, None]  # hour h is forecast as h
+    fm = ModelForecast(model="m", origins=origins, regions=("Z",), horizon_h=48,
+                       paths={v: {q: path for q in (0.1, 0.5, 0.9)}
+                              for v in cubes.VARIABLES}, history_days=30.0)
+    quarter = pd.date_range(T0, periods=8, freq="15min")
+    np.testing.assert_array_equal(fm.at(quarter, "price_per_kwh", slot_s=900)[:, 0],
+                                  [0, 0, 0, 0, 1, 1, 1, 1])
+    slots = pd.date_range(T0, periods=4, freq="45min")
+    # [0:00, 0:45) all hour 0; [0:45, 1:30) 15 min of 0 and 30 of 1; [1:30, 2:15) 30 of 1,
+    # 15 of 2; [2:15, 3:00) all hour 2.
+    np.testing.assert_allclose(fm.at(slots, "price_per_kwh", slot_s=2700)[:, 0],
+                               [0, 2 / 3, 4 / 3, 2])
+    two = pd.date_range(T0, periods=2, freq="2h")
+    np.testing.assert_allclose(fm.at(two, "carbon_g_per_kwh", slot_s=7200)[:, 0], [0.5, 2.5])
+
+
+@pytest.fixture(scope="module")
+def history_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two regions with 35 days of hourly market prices and carbon, and a job set."""
+    path = tmp_path_factory.mktemp("slots") / "wb.duckdb"
+    idx = pd.date_range(T0, periods=24 * 36, freq="h")
+    hour = np.asarray(idx.hour, dtype=float)
+    rows = [pd.DataFrame({"time_utc": idx, "region": r, "currency": "USD", "source": "test",
+                          "price_per_kwh": base + 0.05 * np.sin(hour / 24 * 2 * np.pi),
+                          "carbon_g_per_kwh": 300.0 + 50 * np.cos(hour / 24 * 2 * np.pi)})
+            for r, base in (("ZA", 0.1), ("ZB", 0.12))]
+    trace = path.parent / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "j0,0,cifar10,2,256\nj1,600,ncf,1,256\nj2,3600,cifar10,1,128\n")
+    from workbench.io.jobs import import_jobs
+
+    with Store(path) as store:
+        store.write_grid_series(pd.concat(rows))
+        import_jobs(store, "pollux-workload", trace, "w")
+    return path
+
+
+@pytest.mark.parametrize("minutes", [15, 20, 45, 90, 120])
+def test_the_default_plan_uses_the_model_forecast_on_any_slot_length(
+        history_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        minutes: int) -> None:
+    """`slot_minutes = 45` built, then the default `plan` failed: "the model forecasts
+    hours; a slot of 2700 s neither divides nor is a multiple of an hour"."""
+    import shutil
+
+    db = tmp_path / "wb.duckdb"
+    shutil.copy(history_store, db)
+    start = (T0 + pd.Timedelta(days=34)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[scenario]\nstart = "{start}"\nhours = 18\nslot_minutes = {minutes}\n'
+        '[[datacenters]]\nname = "a"\nregion = "ZA"\npue = 1.2\n'
+        '[[datacenters]]\nname = "b"\nregion = "ZB"\npue = 1.3\n'
+        '[[pools]]\ndatacenter = "a"\ngpu_type = "A100"\ncount = 8\nidle_power_w = 60.0\n'
+        'max_power_w = 400.0\n[[pools]]\ndatacenter = "b"\ngpu_type = "A100"\ncount = 8\n'
+        'idle_power_w = 60.0\nmax_power_w = 400.0\n'
+        '[[links]]\nsrc = "a"\ndst = "b"\nlatency_ms = 10.0\nbandwidth_gbps = 10.0\n'
+        '[jobs]\nset = "w"\nhomes = ["a", "b"]\nmin_deadline_h = 6.0\n')
+    assert main(["--db", str(db), "scenario", "build", "s", "--config", str(config)]) == 0
+    with Store(db) as store:
+        sc = store.load_scenario("s")
+    assert sc.slot_s == minutes * 60 and cubes.default_forecast_mode(sc) == "model"
+    fm = fit_scenario(sc)
+    fc = cubes.forecast(sc.grid, 1, None, "model", model=fm)
+    assert fc.price_per_kwh.shape == (sc.n_slots - 1, 2) and np.isfinite(fc.price_per_kwh).all()
+    capsys.readouterr()
+    assert main(["--db", str(db), "plan", "--scenario", "s", "--no-progress", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["forecast"] == "model" and out["jobs_finished"] == out["jobs_total"] == 3

@@ -101,6 +101,33 @@ def test_bad_input_says_what_to_fix(seed3: Scenario, kwargs: dict, match: str) -
         quote(seed3, JobSpec(**{**base, **kwargs}))
 
 
+@pytest.mark.parametrize("arrival, match", [
+    ("1999-01-01T00:00Z", r"arrival 1999-01-01T00:00:00\+00:00 is before the horizon start "
+     r"2025-07-1\dT\d\d:00:00\+00:00 of scenario 'seed3'; pass an arrival within the horizon"),
+    ("2030-01-01T00:00Z", r"arrival 2030-01-01T00:00:00\+00:00 is after the last slot of "
+     r"scenario 'seed3'; pass an arrival within the horizon 2025-07-1"),
+])
+def test_an_arrival_outside_the_horizon_is_refused_with_the_horizon(
+        seed3: Scenario, arrival: str, match: str) -> None:
+    """`quote --arrival 1999-01-01` was quoted as arriving at the horizon start."""
+    from workbench.model import as_utc
+
+    with pytest.raises(QuoteError, match=match):
+        quote(seed3, JobSpec(app="cifar10", work_samples=1e6, home="guangzhou",
+                             arrival=as_utc(arrival)))
+    at_start = quote(seed3, JobSpec(app="cifar10", work_samples=1e6, home="guangzhou",
+                                    arrival=seed3.start))
+    assert at_start.recommended is not None
+
+
+def test_cli_quote_refuses_an_arrival_outside_the_horizon(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["--db", str(tmp_path / "wb.duckdb"), "quote", "seed3", "--app", "cifar10",
+               "--work", "1e6", "--home", "guangzhou", "--arrival", "1999-01-01"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "is before the horizon start" in err, err
+
+
 def test_spec_validation() -> None:
     with pytest.raises(QuoteError, match="min_gpus"):
         JobSpec(app="cifar10", work_samples=1e6, home="x", min_gpus=4, max_gpus=2)

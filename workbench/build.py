@@ -14,15 +14,15 @@ from __future__ import annotations
 import itertools
 import logging
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from workbench import cubes, perf
-from workbench.config import ConfigError, ScenarioConfig, ScenarioSection, validate_config
-from workbench.io.errors import InputError
+from workbench import cubes, perf, scenarios
+from workbench.config import ConfigError, ScenarioConfig, horizon, validate_config
+from workbench.io.errors import InputError, quoted
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
 from workbench.model import (
@@ -31,7 +31,7 @@ from workbench.model import (
     Job,
     Link,
     Scenario,
-    as_utc,
+    ScenarioError,
 )
 
 log = logging.getLogger(__name__)
@@ -62,20 +62,59 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return cfg
 
 
-def _horizon(sc: ScenarioSection) -> tuple[datetime, int, int]:
-    start = as_utc(str(sc.start.isoformat() if isinstance(sc.start, datetime) else sc.start))
-    slot_s = int(round(sc.slot_minutes * 60))
-    if slot_s <= 0:
-        raise BuildError("[scenario] slot_minutes must be at least one second")
-    if sc.end is not None:
-        end = as_utc(str(sc.end.isoformat() if isinstance(sc.end, datetime) else sc.end))
-        span = (end - start).total_seconds()
-    else:
-        span = (sc.days or 0.0) * 86400 + (sc.hours or 0.0) * 3600
-    if span <= 0 or span % slot_s:
-        raise BuildError(f"[scenario] the horizon ({span:g} s) must be a positive multiple of "
-                         f"the slot ({slot_s} s)")
-    return start, slot_s, int(span // slot_s)
+def _check_names(store: Any, cfg: ScenarioConfig) -> None:
+    """Every name a config gives is one the workbench knows: datacenters of ``[[pools]]``,
+    ``[[links]]``, ``[jobs] homes`` and ``[[inference]]`` homes among the
+    ``[[datacenters]]``; GPU types of pools among those with a profile (stored or shipped)
+    or a device spec (``workbench devices list``); an inference service's application among
+    the profiled ones and its GPU type among the pools'; an LLM job's home and GPU types
+    likewise. (Regions, the job set and the
+    latency matrix's zones are checked against the store and the matrix where they are
+    read.)
+
+    Raises
+    ------
+    BuildError
+        At the first unknown name: the entry, the key, the known names and the fix.
+    """
+    from workbench.compute.devices import devices
+
+    profiles = list(store.load_profiles()) + list(perf.load_default_profiles())
+    sites = [d.name for d in cfg.datacenters]
+    gpu_known = {p.gpu_type for p in profiles} | set(devices(store))
+    apps = {p.app for p in profiles}
+    pool_gpus = {p.gpu_type for p in cfg.pools}
+
+    def check(where: str, key: str, value: str, known: Iterable[str],
+              what: tuple[str, str]) -> None:
+        """``what``: what a valid value is, and the fix."""
+        names = sorted(set(known))
+        if value not in names:
+            raise BuildError(f"{where} {key}: {quoted(value)} is not {what[0]}; known: "
+                             f"{', '.join(names) or 'none'}; {what[1]}")
+
+    site = ("a [[datacenters]] name", "name one of them, or add that datacenter")
+    for i, pool in enumerate(cfg.pools):
+        check(f"[[pools]] entry {i}", "datacenter", pool.datacenter, sites, site)
+        check(f"[[pools]] entry {i}", "gpu_type", pool.gpu_type, gpu_known,
+              ("a GPU type with a profile or a device spec", "use one of them, or add its "
+               "spec (`workbench devices add`) or profiles"))
+    for i, lk in enumerate(cfg.links):
+        for key in ("src", "dst"):
+            check(f"[[links]] entry {i}", key, getattr(lk, key), sites, site)
+    for home in (cfg.jobs.homes or []) if cfg.jobs is not None else []:
+        check("[jobs]", "homes", home, sites, site)
+    pool_type = ("a GPU type of the [[pools]]", "use one of them, or add a pool of that type")
+    for i, svc in enumerate(cfg.inference):
+        where = f"[[inference]] entry {i}"
+        check(where, "app", svc.app, apps, ("a profiled application", "use one of them, or "
+              "import its profiles (`workbench import profiles`)"))
+        check(where, "home", svc.home, sites, site)
+        check(where, "gpu_type", svc.gpu_type, pool_gpus, pool_type)
+    for i, llm in enumerate(cfg.jobs.llm if cfg.jobs is not None else []):
+        check(f"[[jobs.llm]] entry {i}", "home", llm.home, sites, site)
+        for gpu in llm.gpu_types or []:
+            check(f"[[jobs.llm]] entry {i}", "gpu_types", gpu, pool_gpus, pool_type)
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:
@@ -198,7 +237,7 @@ def _inference(cfg: ScenarioConfig, start: datetime, end: datetime) -> list[Job]
 
 
 def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
-              names: Sequence[str]) -> tuple[list[Job], list[perf.JobProfile]]:
+              ) -> tuple[list[Job], list[perf.JobProfile]]:
     """``[[jobs.llm]]``: jobs and their predicted profiles on the pools' GPU types
     (:func:`workbench.llm_jobs.jobs_from_entries`)."""
     entries = cfg.jobs.llm if cfg.jobs is not None else []
@@ -207,10 +246,6 @@ def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
     from workbench.compute.transformer import ModelConfigError
     from workbench.llm_jobs import jobs_from_entries
 
-    for i, e in enumerate(entries):
-        if e.home not in names:
-            raise BuildError(f"[[jobs.llm]] entry {i} home: {e.home!r} is not a datacenter "
-                             f"({', '.join(names)})")
     try:
         return jobs_from_entries(entries, cfg.base_dir, start, [p.gpu_type for p in pools])
     except (ModelConfigError, ValueError) as exc:
@@ -246,7 +281,11 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         raise BuildError("no scenario name: pass NAME or set [scenario] name")
     if name in job_sets(store):
         raise BuildError(f"{name!r} names a job set in the store; pick another scenario name")
-    start, slot_s, n_slots = _horizon(sc)
+    try:
+        start, slot_s, n_slots = horizon(sc)
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+    _check_names(store, config)
     end = start + timedelta(seconds=slot_s * n_slots)
     dcs = [Datacenter(name=d.name, region=d.region, grid_zone=d.grid_zone or d.region,
                       timezone=d.timezone, pue=d.pue, idle_power_kw=d.idle_power_kw)
@@ -280,7 +319,7 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         store.grid_series(regions, start - timedelta(days=cubes.HISTORY_DAYS), start), regions,
         start, timezones={d.region: d.timezone for d in dcs}, currency=currency)
     names = [d.name for d in dcs]
-    llm_jobs, llm_profiles = _llm_jobs(config, start, pools, names)
+    llm_jobs, llm_profiles = _llm_jobs(config, start, pools)
     jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end)
                   + llm_jobs, key=lambda j: (j.arrival, j.job_id))
     apps = {j.app for j in jobs}
@@ -294,10 +333,32 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
     )
 
 
-def build_and_save(store: Any, config: str | Path, name: str | None = None) -> Scenario:
-    """Build the scenario of a TOML config file and save it in ``store``."""
+def save_built(store: Any, scenario: Scenario, *, replace: bool = False
+               ) -> scenarios.SaveOutcome:
+    """Save a built scenario (:func:`workbench.scenarios.save_checked`): a different
+    scenario stored under its name is replaced only with ``replace``; the same one is left
+    as it is.
+
+    Raises
+    ------
+    BuildError
+        Another scenario of that name is stored and ``replace`` is false.
+    """
+    try:
+        done = scenarios.save_checked(store, scenario, replace=replace, fix=(
+            "pass another NAME, or --replace to rebuild it (its stored runs keep their "
+            "results)"))
+    except ScenarioError as exc:
+        raise BuildError(str(exc)) from None
+    log.info("built scenario %s: %d datacenters, %d jobs, %d slots (%s)", scenario.name,
+             len(scenario.datacenters), len(scenario.jobs), scenario.n_slots, done)
+    return done
+
+
+def build_and_save(store: Any, config: str | Path, name: str | None = None, *,
+                   replace: bool = False) -> Scenario:
+    """Build the scenario of a TOML config file and save it in ``store``
+    (:func:`save_built`)."""
     scenario = build_scenario(store, load_config(config), name)
-    store.save_scenario(scenario)
-    log.info("built scenario %s: %d datacenters, %d jobs, %d slots", scenario.name,
-             len(scenario.datacenters), len(scenario.jobs), scenario.n_slots)
+    save_built(store, scenario, replace=replace)
     return scenario

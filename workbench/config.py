@@ -12,13 +12,16 @@ The keys and their meaning are documented in the README ("Scenarios from your ow
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from workbench.io.errors import quoted
 from workbench.model import ScenarioError, as_utc
 
 
@@ -274,7 +277,7 @@ def _message(exc: ValidationError) -> str:
         text = f"{where} lacks {key!r}" if key else f"the config lacks {where}"
         return text + (f"; give {hint}" if hint else "")
     value = e.get("input")
-    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    shown = quoted(value) if not isinstance(value, (dict, list)) else type(value).__name__
     msg = str(e["msg"])
     if e["type"] in ("float_type", "int_type", "float_parsing", "int_parsing",
                      "int_from_float"):
@@ -290,14 +293,84 @@ def _message(exc: ValidationError) -> str:
     return f"{where} {key}: {shown} {msg}" + (f"; give {hint}" if hint else "")
 
 
-def validate_config(cfg: Mapping[str, Any]) -> ScenarioConfig:
+PLAN_BYTES_PER_SLOT = 4096
+"""Memory a scenario takes per slot to build and plan, bytes: its cube, the simulator's
+per-slot record and its jobs' plan rows. Measured 2.1 KB a slot (four regions, 160 jobs:
+`scenario build` then an asap-home plan, 1-minute slots over 3 days; the build alone 156 B
+a slot at 2.6 M slots), doubled for the policies' own arrays."""
+
+MEMORY_SHARE = 0.5
+"""Share of the machine's memory one scenario's slots may take (the rest: the process,
+the solver, the other runs of a sweep)."""
+
+
+def machine_memory_bytes() -> int:
+    """Memory this process may use: the machine's physical memory, or the container's
+    cgroup limit where that is lower (``/sys/fs/cgroup/memory.max``)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return int(total)
+    return int(min(total, int(limit))) if limit.isdigit() else int(total)
+
+
+def horizon(sc: ScenarioSection) -> tuple[datetime, int, int]:
+    """``(start, slot_s, n_slots)`` of a ``[scenario]`` table: the slot length rounded to
+    whole seconds and the horizon ``end - start`` (or ``days``, ``hours``) in slots.
+
+    Raises
+    ------
+    ConfigError
+        The slot is shorter than a second, or the horizon is not a positive multiple of it.
+    """
+    start = as_utc(str(sc.start.isoformat() if isinstance(sc.start, datetime) else sc.start))
+    slot_s = int(round(sc.slot_minutes * 60))
+    if slot_s <= 0:
+        raise ConfigError("[scenario] slot_minutes must be at least one second")
+    if sc.end is not None:
+        end = as_utc(str(sc.end.isoformat() if isinstance(sc.end, datetime) else sc.end))
+        span = (end - start).total_seconds()
+    else:
+        span = (sc.days or 0.0) * 86400 + (sc.hours or 0.0) * 3600
+    if span <= 0 or span % slot_s:
+        raise ConfigError(f"[scenario] the horizon ({span:g} s) must be a positive multiple "
+                          f"of the slot ({slot_s} s)")
+    return start, slot_s, int(span // slot_s)
+
+
+def _check_slot_count(n_slots: int, slot_s: int, memory_bytes: int) -> None:
+    """Refuse a horizon whose slots need more than :data:`MEMORY_SHARE` of
+    ``memory_bytes`` at :data:`PLAN_BYTES_PER_SLOT` each; the message gives the numbers and
+    a slot length that fits."""
+    most = int(memory_bytes * MEMORY_SHARE // PLAN_BYTES_PER_SLOT)
+    if n_slots <= most:
+        return
+    span_s = n_slots * slot_s
+    fits = next((m for m in (1, 5, 15, 30, 60, 120, 360, 1440) if span_s / (m * 60) <= most),
+                None)
+    hint = (f"slot_minutes = {fits} gives {span_s // (fits * 60):,} slots"
+            if fits else "no slot length of a day or less fits it")
+    raise ConfigError(
+        f"[scenario] {n_slots:,} slots of {slot_s:,} s over {span_s / 86400:,.4g} days need "
+        f"about {n_slots * PLAN_BYTES_PER_SLOT / 2**30:,.0f} GiB to build and plan "
+        f"({PLAN_BYTES_PER_SLOT:,} B a slot), more than half of this machine's "
+        f"{memory_bytes / 2**30:,.1f} GiB allows ({most:,} slots); use longer slots "
+        f"({hint}) or a shorter horizon")
+
+
+def validate_config(cfg: Mapping[str, Any], memory_bytes: int | None = None
+                    ) -> ScenarioConfig:
     """Validate a parsed TOML mapping against :class:`ScenarioConfig`.
+
+    ``memory_bytes`` bounds the slot count (default :func:`machine_memory_bytes`).
 
     Raises
     ------
     ConfigError
         One line naming the section, entry and key, what is wrong and the fix. Also for
-        cross-key rules: exactly one of ``end``, ``days``, ``hours``.
+        cross-key rules: exactly one of ``end``, ``days``, ``hours``; a horizon that is a
+        whole number of slots, no more of them than the machine's memory holds.
     """
     try:
         config = ScenarioConfig.model_validate(dict(cfg))
@@ -308,6 +381,9 @@ def validate_config(cfg: Mapping[str, Any]) -> ScenarioConfig:
     if len(given) != 1:
         raise ConfigError(f"[scenario] needs exactly one of end, days, hours (has {given}); "
                           "e.g. days = 7")
+    _, slot_s, n_slots = horizon(sc)
+    _check_slot_count(n_slots, slot_s,
+                      machine_memory_bytes() if memory_bytes is None else memory_bytes)
     _check_unique([d.name for d in config.datacenters], "[[datacenters]]", "name",
                   "give every datacenter its own name")
     _check_unique([frozenset((lk.src, lk.dst)) for lk in config.links], "[[links]]",

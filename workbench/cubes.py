@@ -278,15 +278,41 @@ def history_cube(
     return ds
 
 
+def _resample_overlap(ds: xr.Dataset, slot_s: int) -> xr.Dataset:
+    """Resample to a slot length that neither divides nor is a multiple of the cube's: each
+    new slot ``[a, a + slot_s)`` takes the time-weighted mean of the old slots it overlaps,
+    ``x_new = (F(a + slot_s) - F(a)) / slot_s`` with ``F`` the integral of the step function
+    (exact at the old slot boundaries, linear between). A partial last slot is dropped."""
+    old = int(ds.attrs["slot_s"])
+    n_old = ds.sizes["time"]
+    n = (n_old * old) // slot_s
+    if n == 0:
+        raise CubeError(f"cube of {n_old} steps is shorter than one {slot_s}-s slot")
+    edges_old = np.arange(n_old + 1, dtype=np.int64) * old
+    edges_new = np.arange(n + 1, dtype=np.int64) * slot_s
+    t0 = ds["time"].values[0]
+    times = t0 + (np.arange(n) * np.timedelta64(slot_s, "s"))
+    out = xr.Dataset(coords={"time": times, "region": ds["region"].values})
+    for var in VARIABLES:
+        x = np.asarray(ds[var].transpose("time", "region").values, dtype=float)
+        integral = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x * old, axis=0)])
+        at_new = np.column_stack([np.interp(edges_new, edges_old, integral[:, j])
+                                  for j in range(x.shape[1])])
+        out[var] = (("time", "region"), np.diff(at_new, axis=0) / slot_s)
+    return out
+
+
 def resample(ds: xr.Dataset, slot_s: int) -> xr.Dataset:
     """Change the cube's slot length: coarser slots average (time-weighted), finer slots
-    step-hold. The time-average of each variable is kept exactly."""
+    step-hold; a length that neither divides nor is a multiple of the old one takes the
+    time-weighted mean of the old slots each new one overlaps. The time-average of each
+    variable is kept exactly (to rounding)."""
     old = int(ds.attrs["slot_s"])
     if slot_s == old:
         return ds
-    if slot_s > old:
-        if slot_s % old:
-            raise CubeError(f"cannot average {old}-s slots into {slot_s}-s slots: not a multiple")
+    if slot_s % old and old % slot_s:
+        out = _resample_overlap(ds, slot_s)
+    elif slot_s > old:
         k = slot_s // old
         n = (ds.sizes["time"] // k) * k
         if n == 0:
@@ -294,8 +320,6 @@ def resample(ds: xr.Dataset, slot_s: int) -> xr.Dataset:
         out = ds.isel(time=slice(0, n)).coarsen(time=k).mean()
         out = out.assign_coords(time=ds["time"].values[:n:k])
     else:
-        if old % slot_s:
-            raise CubeError(f"cannot split {old}-s slots into {slot_s}-s slots: not a divisor")
         k = old // slot_s
         times = (ds["time"].values[:, None]
                  + (np.arange(k) * np.timedelta64(slot_s, "s"))[None, :]).ravel()
@@ -377,8 +401,9 @@ def forecast(
             times = pd.DatetimeIndex(cube["time"].values[t:stop])
             regions = [str(r) for r in cube["region"].values]
             cols = [model.regions.index(r) for r in regions]
-            p[1:] = model.at(times, "price_per_kwh")[1:, cols]
-            c[1:] = model.at(times, "carbon_g_per_kwh")[1:, cols]
+            slot_s = int(cube.attrs["slot_s"])
+            p[1:] = model.at(times, "price_per_kwh", slot_s=slot_s)[1:, cols]
+            c[1:] = model.at(times, "carbon_g_per_kwh", slot_s=slot_s)[1:, cols]
     elif mode == "noisy" and error > 0 and stop - t > 1:
         rng = np.random.default_rng([seed, t])
         # The factor is clipped at 0 so that a large error never flips a price's sign.

@@ -288,12 +288,16 @@ def quote(
 
     slot_s = float(sc.slot_s)
     arrival = spec.arrival or sc.start
-    t0 = max(sc.slot_of(arrival), 0)
+    span = f"pass an arrival within the horizon {sc.start.isoformat()} .. {sc.end.isoformat()}"
+    if arrival < sc.start:
+        raise QuoteError(f"arrival {arrival.isoformat()} is before the horizon start "
+                         f"{sc.start.isoformat()} of scenario {sc.name!r}; {span}")
+    t0 = sc.slot_of(arrival)
     if arrival > sc.start + timedelta(seconds=slot_s * t0):
         t0 += 1  # a job runs from the first slot starting at or after its arrival
     if t0 >= sc.n_slots:
-        raise QuoteError(f"arrival {arrival.isoformat()} is after the horizon end "
-                         f"{sc.end.isoformat()}")
+        raise QuoteError(f"arrival {arrival.isoformat()} is after the last slot of scenario "
+                         f"{sc.name!r}; {span}")
     deadline_s = None  # the deadline, seconds after the scenario start
     if spec.deadline_h is not None:
         deadline = arrival + timedelta(hours=spec.deadline_h)

@@ -24,6 +24,7 @@ import pandas as pd
 from workbench.cubes import resample
 from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
+from workbench.scenarios import stored_or_builtin
 from workbench.schema import MIGRATION, PLAN_ROW
 from workbench.sim import RunResult
 from workbench.store import RUN_SUMMARY_METRICS, Store, StoreError
@@ -257,10 +258,11 @@ def stored_attribution(store: Store, run_id: str, scenario: Scenario,
 
 def _scenario_of(store: Store, name: str, cache: MutableMapping[str, Scenario | str]
                  ) -> Scenario | str:
-    """The stored scenario ``name`` (cached in ``cache``), or why it cannot be loaded."""
+    """The stored scenario ``name`` (else the built-in of that name, generated in memory;
+    cached in ``cache``), or why it cannot be loaded."""
     if name not in cache:
         try:
-            cache[name] = store.load_scenario(name)
+            cache[name] = stored_or_builtin(store, name)
         except (StoreError, ScenarioError, KeyError) as exc:
             cache[name] = f"attribution not available: scenario {name!r} cannot be loaded " \
                           f"({exc})"

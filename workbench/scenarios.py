@@ -4,6 +4,10 @@
 ``build_seed3(seed)`` always returns the same scenario for the same seed: tariffs and carbon
 shapes come from the TOML file, the day-to-day carbon noise and the job mix from
 ``numpy.random.default_rng(seed)``.
+
+A built-in scenario is read without being written (:func:`stored_or_builtin`); it is saved
+only where a command asks for it, and never over other stored data of its name
+(:func:`save_checked`).
 """
 
 from __future__ import annotations
@@ -13,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
 
 from workbench import cubes, perf
-from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, as_utc
+from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, ScenarioError, as_utc
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 BUILTIN = {"seed3": DATA_DIR / "seed3.toml"}
@@ -203,6 +207,97 @@ def build_builtin(name: str, seed: int = 0) -> Scenario:
     if name not in BUILTIN:
         raise KeyError(f"no built-in scenario {name!r}; built-in: {builtin_names()}")
     return build_from_config(load_config(BUILTIN[name]), seed=seed)
+
+
+def stored_or_builtin(store: Any, name: str) -> Scenario:
+    """The scenario ``name`` as the store holds it; else, for a built-in name, the built-in
+    generated in memory (seed 0). Nothing is written: reading a scenario never replaces
+    stored data (a job set of the same name stays). ``store`` may be None (no store file:
+    built-in names only). Raises the store's error, naming the stored scenarios, otherwise.
+    """
+    if store is not None and store.has_scenario(name):
+        return store.load_scenario(name)
+    if name in BUILTIN:
+        return build_builtin(name)
+    if store is None:
+        raise ScenarioError(f"no scenario {name!r}: there is no store, and the built-in "
+                            f"scenarios are {', '.join(builtin_names())}")
+    return store.load_scenario(name)  # raises with the known names
+
+
+def differences(stored: Scenario, new: Scenario) -> list[str]:
+    """What differs between two scenarios of one name, in words (empty: the same horizon,
+    datacenters, pools, links, jobs and grid values; profiles are the store's, not the
+    scenario's, and are not compared)."""
+    out = []
+    for what in ("start", "slot_s", "n_slots", "currency", "description"):
+        if getattr(stored, what) != getattr(new, what):
+            out.append(f"{what} {getattr(stored, what)} stored, {getattr(new, what)} new")
+    for what in ("datacenters", "pools", "links"):
+        if set(getattr(stored, what)) != set(getattr(new, what)):
+            out.append(f"its {what} differ")
+    old_jobs = {j.job_id: j for j in stored.jobs}
+    new_jobs = {j.job_id: j for j in new.jobs}
+    if old_jobs != new_jobs:
+        changed = sum(old_jobs.get(k) != j for k, j in new_jobs.items())
+        out.append(f"jobs: {len(old_jobs):,} stored, {len(new_jobs):,} new ({changed:,} of "
+                   "the new ones not stored as they are)")
+    if not out:
+        regions = [str(r) for r in new.grid["region"].values]
+        for var in cubes.VARIABLES:
+            a = stored.grid[var].sel(region=regions).values[: new.n_slots]
+            b = new.grid[var].values[: new.n_slots]
+            if a.shape != b.shape or not np.array_equal(a, b, equal_nan=True):
+                out.append(f"its {var} values differ")
+    return out
+
+
+SaveOutcome = Literal["saved", "unchanged", "replaced"]
+"""What :func:`save_checked` did."""
+
+
+def save_checked(store: Any, scenario: Scenario, *, replace: bool = False,
+                 fix: str = "choose another name, or pass --replace") -> SaveOutcome:
+    """Save ``scenario`` unless that would replace other stored data of its name.
+
+    Returns ``"saved"`` (the name was free), ``"unchanged"`` (the store holds this very
+    scenario: nothing is written) or ``"replaced"`` (``replace`` was given and the stored
+    job set or differing scenario of that name was replaced).
+
+    Raises
+    ------
+    ScenarioError
+        Without ``replace``, when the store holds a job set of that name, or a scenario of
+        that name that :func:`differences` tells from this one; the message says what is
+        stored and ``fix``.
+    """
+    from workbench.cubes import CubeError
+    from workbench.store import StoreError
+
+    name = scenario.name
+    sets = store.job_set_sizes()
+    if name in sets:
+        if not replace:
+            raise ScenarioError(
+                f"the store holds a job set {name!r} ({sets[name]:,} jobs); saving scenario "
+                f"{name} would replace it: {fix}")
+        store.save_scenario(scenario)
+        return "replaced"
+    if store.has_scenario(name):
+        try:
+            diff = differences(store.load_scenario(name), scenario)
+        except (ScenarioError, CubeError, StoreError) as exc:
+            diff = [f"the stored one cannot be loaded ({exc})"]
+        if not diff:
+            return "unchanged"
+        if not replace:
+            raise ScenarioError(
+                f"the store holds another scenario {name!r} ({'; '.join(diff[:3])}); saving "
+                f"this one would replace it: {fix}")
+        store.save_scenario(scenario)
+        return "replaced"
+    store.save_scenario(scenario)
+    return "saved"
 
 
 def first_hours(scenario: Scenario, hours: float, arrivals_h: float | None = None,

@@ -69,17 +69,16 @@ class SharedCache:
 
     # -- scenarios ---------------------------------------------------------------------
     def scenario(self, db_path: str, name: str, store: Store) -> tuple[Scenario, str]:
-        """The scenario ``name`` of the open ``store`` (file ``db_path``; built and saved
-        first if it is a built-in one not stored yet) and its fingerprint, loaded once while
-        the stored rows are the same."""
-        if not store.has_scenario(name):
-            store.save_scenario(scenarios.build_builtin(name))
+        """The scenario ``name`` of the open ``store`` (file ``db_path``; a built-in one the
+        store lacks is generated in memory, never written:
+        :func:`workbench.scenarios.stored_or_builtin`) and its fingerprint (``""`` for an
+        unstored built-in), loaded once while the stored rows are the same."""
         fingerprint = store.scenario_fingerprint(name)
         key = (db_path, name, fingerprint)
         with self._lock:
             cached = self._scenarios.get(key)
         if cached is None:
-            cached = store.load_scenario(name)
+            cached = scenarios.stored_or_builtin(store, name)
             with self._lock:
                 cached = self._scenarios.setdefault(key, cached)
         return cached, fingerprint

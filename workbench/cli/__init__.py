@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from workbench.cli._args import Parser
+from workbench.cli._args import Parser, fail
 from workbench.cubes import CubeError
-from workbench.io.errors import InputError
+from workbench.io.errors import InputError, OutputError, bounded
 from workbench.model import ScenarioError
 from workbench.store import StoreError
 
@@ -128,15 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     missing = missing_store(args)
     if missing:
-        print(f"error: {missing}", file=sys.stderr)
-        return 2
+        return fail(missing)
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return rc
-    except (StoreError, ScenarioError, CubeError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (StoreError, ScenarioError, CubeError, InputError, OutputError) as exc:
+        return fail(exc)  # bounded: a message quoting a huge header stays one short line
     except BrokenPipeError:
         # The reader of stdout went away (`workbench data list | head`): not an error of
         # ours. Silence the flush at exit and end as a process killed by SIGPIPE would.
@@ -151,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Bad input has its own error types above; anything reaching here is a bug or an
         # environment problem (disk full, permissions). -v shows where it came from.
         log.debug("unexpected error", exc_info=True)
-        what = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        what = bounded(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
         hint = "the traceback is in the log above" if args.verbose else \
             "rerun with -v for the traceback"
         print(f"error: unexpected {type(exc).__name__}"

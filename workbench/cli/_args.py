@@ -14,11 +14,21 @@ from collections.abc import Callable
 from typing import NoReturn
 
 
+def fail(message: object) -> int:
+    """Print ``message`` as the one error line of a command (``error: ...``, its line
+    breaks joined and its length :func:`~workbench.io.errors.bounded`) and return the exit
+    status of bad input, 2."""
+    from workbench.io.errors import bounded
+
+    print(f"error: {bounded(' '.join(str(message).splitlines()))}", file=sys.stderr)
+    return 2
+
+
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one line: ``error: <prog>: <what>; <fix>``."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"error: {self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
+        fail(f"{self.prog}: {message}; see `{self.prog} --help`")
         raise SystemExit(2)
 
 

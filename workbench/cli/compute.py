@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from workbench.cli._args import number
+from workbench.cli._args import fail, number
 from workbench.compute.devices import (
     DeviceSpec,
     UnknownDeviceError,
@@ -124,8 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return 2
+    return fail(msg)
 
 
 def _int_list(text: str, flag: str, high: int) -> list[int]:
@@ -275,7 +273,7 @@ def _devices_add(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from workbench.cli.plan import output_clash
+    from workbench.cli._outputs import check_outputs
     from workbench.compute.kernels import kernel_model_path
     from workbench.compute.neusight import NeuSightDataError
     from workbench.compute.predict import coefficients_path
@@ -286,10 +284,10 @@ def _train(args: argparse.Namespace) -> int:
     out = args.out or coefficients_path()
     k_out = args.kernels_out or kernel_model_path()
     t_out = args.terms_out or step_terms_path()
-    clash = output_clash([("--out", out), ("--kernels-out", k_out), ("--terms-out", t_out)],
-                         args.db)
-    if clash:
-        return _fail(clash)
+    bad_output = check_outputs([("--out", out), ("--kernels-out", k_out),
+                                ("--terms-out", t_out)], args.db)
+    if bad_output:
+        return _fail(bad_output)
     try:
         coef = train_and_write(args.data, out)
         t = coef.trained_on

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._args import fail
 from workbench.fit import (
     POLLUX_APPS,
     ProfileDataError,
@@ -55,8 +55,7 @@ def _app_dir(profiles: Path, app: str) -> Path:
 
 
 def _fail(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
-    return 2
+    return fail(exc)
 
 
 def _throughput(args: argparse.Namespace) -> int:
@@ -106,11 +105,11 @@ def _energy(args: argparse.Namespace) -> int:
 
 
 def _defaults(args: argparse.Namespace) -> int:
-    from workbench.cli.plan import output_clash
+    from workbench.cli._outputs import check_outputs
 
-    clash = output_clash([("--out", args.out)], args.db)
-    if clash:
-        return _fail(ValueError(clash))
+    bad_output = check_outputs([("--out", args.out)], args.db)
+    if bad_output:
+        return _fail(ValueError(bad_output))
     try:
         report = write_default_profiles(args.profiles, args.out)
     except (ProfileDataError, OSError) as exc:

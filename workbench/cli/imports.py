@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.cli._args import number
+from workbench.cli._args import fail, number
 from workbench.io.errors import InputError
 from workbench.io.grid import GRID_FORMATS, read_grid, write_grid
 from workbench.io.jobs import JOB_FORMATS, import_jobs, read_jobs
@@ -128,8 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fail(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
-    return 2
+    return fail(exc)
 
 
 def _grid(args: argparse.Namespace) -> int:

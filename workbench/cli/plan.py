@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,8 +17,10 @@ from typing import Any
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, number
+from workbench.cli._args import add_forecast_args, fail, number
+from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
+from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
 from workbench.metrics import ATTRIBUTION_KEYS
 from workbench.model import Scenario
@@ -140,39 +141,6 @@ def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str
         parts.append(f"{m} deadline miss{'es' if m != 1 else ''} against {m_base} in "
                      f"{BASELINE}")
     return " — not like for like: " + "; ".join(parts) if parts else ""
-
-
-def unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (checked before any run is stored), or None."""
-    if path.exists():
-        if not path.is_file():
-            return "it is not a regular file"
-        return None if os.access(path, os.W_OK) else "no permission to write it"
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is not a folder"
-    return None if os.access(parent, os.W_OK) else f"no permission to write in {parent}"
-
-
-def output_clash(outputs: list[tuple[str, Path | None]], db: str) -> str | None:
-    """Why these output files cannot be written together, or None: one of them is the store
-    itself (the export would replace the DuckDB file and everything in it), or two flags
-    name the same file (the second would replace the first)."""
-    store = Path(db).resolve()
-    seen: dict[Path, str] = {}
-    for flag, path in outputs:
-        if path is None:
-            continue
-        where = Path(path).resolve()
-        if where == store:
-            return (f"{flag} {path} is the store (--db {db}); writing it would replace every "
-                    "stored run and series: pass another file")
-        if where in seen:
-            return f"{seen[where]} and {flag} name the same file {path}; pass two files"
-        seen[where] = flag
-    return None
 
 
 def _summary(policy: str, result: RunResult) -> dict[str, Any]:
@@ -298,18 +266,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    outputs = [("--out", args.out), ("--migrations-out", args.migrations_out),
-               ("--jobs-out", args.jobs_out)]
-    clash = output_clash(outputs, args.db)
-    if clash:
-        print(f"error: {clash}", file=sys.stderr)
-        return 2
-    for flag, path in outputs:
-        why = None if path is None else unwritable(path)
-        if why:
-            print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
-                  "folder", file=sys.stderr)
-            return 2
+    bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out),
+                                ("--jobs-out", args.jobs_out)], args.db)
+    if bad_output:
+        return fail(bad_output)
     scenario = load_or_build(args.db, args.scenario)
     recorders: list[Recorder] = []
     csv_rec = None if args.out is None else CsvRecorder(args.out, args.migrations_out)
@@ -327,9 +287,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        # An unwritable --out / --migrations-out (missing permission, a read-only place).
-        print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}; "
-              "pass --out/--migrations-out in a writable folder", file=sys.stderr)
+        # An output that cannot be written (a full disk, no permission, a read-only place):
+        # the writers name the file (OutputError); nothing is stored.
+        print(f"error: {output_error(exc, exc.filename or args.out)}", file=sys.stderr)
         return 2
     finally:
         if csv_rec is not None:

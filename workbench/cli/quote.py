@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.cli._args import add_forecast_args, forecast_error, iso_time, number
-from workbench.cli.scenario import load_or_build
+from workbench.cli._args import add_forecast_args, fail, forecast_error, iso_time, number
+from workbench.cli.scenario import read_scenario
 from workbench.model import as_utc
 from workbench.quote import QUOTE_ORDERS, JobSpec, QuoteError, quote, sort_quote
 
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _quote(args: argparse.Namespace) -> int:
-    scenario = load_or_build(args.db, args.scenario)
+    scenario = read_scenario(args.db, args.scenario)
     app, work = args.app, args.work
     if args.model_config is not None:
         from workbench.llm_jobs import llm_quote_inputs
@@ -88,11 +88,9 @@ def _quote(args: argparse.Namespace) -> int:
                 scenario, args.model_config, args.seq_len, args.global_batch, args.tokens,
                 args.precision, args.purpose, tuple(args.gpu_types))
         except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return fail(exc)
     elif work is None:
-        print("error: --app needs --work (total effective samples)", file=sys.stderr)
-        return 2
+        return fail("--app needs --work (total effective samples)")
     try:
         spec = JobSpec(
             app=app, work_samples=work, home=args.home, min_gpus=args.gpus[0],
@@ -103,8 +101,7 @@ def _quote(args: argparse.Namespace) -> int:
         result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price,
                        forecast_mode=args.forecast, forecast_error=forecast_error(args))
     except QuoteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     result = dataclasses.replace(result, options=sort_quote(result.options, args.order))
     data = result.to_dict()
     data["order"] = args.order

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,13 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
+from workbench.cli._args import fail
+from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, output_clash, saving_caveat, unwritable
+from workbench.cli.plan import attribution_lines, saving_caveat
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
+from workbench.scenarios import stored_or_builtin
 from workbench.store import Store, StoreError
 
 
@@ -153,7 +155,7 @@ def _attribution(store: Store, rid: str, scenario: str, result: Any
                  ) -> tuple[dict[str, dict[str, float]] | None, str]:
     """A stored run's attribution (:func:`workbench.runs.stored_attribution`) or why not."""
     try:
-        sc = store.load_scenario(scenario)
+        sc = stored_or_builtin(store, scenario)  # an app's run of a built-in not stored
     except (StoreError, ScenarioError, KeyError) as exc:
         return None, f"attribution not available: scenario {scenario!r} cannot be loaded ({exc})"
     return runs_mod.stored_attribution(store, rid, sc, result)
@@ -202,17 +204,10 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    outputs = [("--out", args.out), ("--migrations-out", args.migrations_out)]
-    clash = output_clash(outputs, args.db)
-    if clash:
-        print(f"error: {clash}", file=sys.stderr)
-        return 2
-    for flag, path in outputs:
-        why = None if path is None else unwritable(path)
-        if why:
-            print(f"error: {flag} {path}: cannot write it ({why}); pass a path in a writable "
-                  "folder", file=sys.stderr)
-            return 2
+    bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out)],
+                               args.db)
+    if bad_output:
+        return fail(bad_output)
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         result = runs_mod.load_result(store, rid)

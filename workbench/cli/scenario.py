@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import logging
 import sys
+from pathlib import Path
 
 from workbench import cubes, scenarios
-from workbench.cli._args import number
-from workbench.model import Scenario
+from workbench.cli._args import fail, number
+from workbench.model import Scenario, ScenarioError
 from workbench.store import Store
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,12 +34,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("name", choices=scenarios.builtin_names())
     gen.add_argument("--seed", type=number(0, 2**32 - 1, integer=True),
                      default=0, help="random seed (default 0)")
+    gen.add_argument("--as", dest="save_as", default=None, metavar="NAME",
+                     help="store it under this name (default: the built-in's own)")
+    gen.add_argument("--replace", action="store_true",
+                     help="replace a job set or another scenario stored under the name")
     gen.set_defaults(func=_generate)
 
     bld = ssub.add_parser("build", help="compose a scenario from imported data and a TOML config "
                           "(schema: docs/importers.md)")
     bld.add_argument("name", help="scenario name (overrides [scenario] name)")
     bld.add_argument("--config", required=True, help="scenario TOML file")
+    bld.add_argument("--replace", action="store_true",
+                     help="replace a different scenario stored under the name")
     bld.set_defaults(func=_build)
 
     c = sub.add_parser("cubes", help="per-region mean, min and max of price and carbon")
@@ -44,16 +55,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_or_build(db: str, name: str, seed: int = 0) -> Scenario:
-    """The scenario from the store; a built-in one missing from the store is generated and
-    saved first."""
+    """The scenario a run stores its results against: from the store; a built-in one the
+    store lacks is generated and saved first (said in the log), never over a job set of
+    its name (:func:`workbench.scenarios.save_checked` refuses, naming the fix)."""
     with Store(db) as store:
-        if store.has_scenario(name):
-            return store.load_scenario(name)
+        if store.has_scenario(name) or name not in scenarios.BUILTIN:
+            return store.load_scenario(name)  # raises with the known names
+        scenario = scenarios.build_builtin(name, seed=seed)
+        scenarios.save_checked(store, scenario, fix=(
+            f"store the built-in under another name (`workbench scenario generate {name} --as "
+            f"{name}-builtin`) and pass that name, or pass --db with another store"))
+    log.info("generated the built-in scenario %s (seed %d) into %s", name, seed, db)
+    return scenario
+
+
+def read_scenario(db: str, name: str) -> Scenario:
+    """The scenario a read-only command shows (``scenario show``, ``cubes``, ``quote``):
+    the stored one, else a built-in generated in memory; nothing is written, and no store
+    file is created where ``--db`` names none (:func:`workbench.scenarios.stored_or_builtin`)."""
+    if db != ":memory:" and not Path(db).exists():
         if name in scenarios.BUILTIN:
-            scenario = scenarios.build_builtin(name, seed=seed)
-            store.save_scenario(scenario)
-            return scenario
-        return store.load_scenario(name)  # raises with the known names
+            return scenarios.stored_or_builtin(None, name)
+        raise ScenarioError(f"no scenario {name!r}: store {db} does not exist (built-in "
+                            f"scenarios: {', '.join(scenarios.builtin_names())}); check --db")
+    with Store(db, read_only=True) as store:
+        return scenarios.stored_or_builtin(store, name)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -69,7 +95,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    scenario = load_or_build(args.db, args.name)
+    scenario = read_scenario(args.db, args.name)
     info = scenarios.describe(scenario)
     if args.json:
         print(json.dumps(info))
@@ -95,27 +121,46 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    name = args.name if args.save_as is None else args.save_as.strip()
+    if not name:
+        return fail("--as is empty; give the scenario a name, e.g. --as seed3-b")
     scenario = scenarios.build_builtin(args.name, seed=args.seed)
+    if name != scenario.name:
+        scenario = dataclasses.replace(scenario, name=name)
     with Store(args.db) as store:
-        store.save_scenario(scenario)
-    print(f"generated scenario {scenario.name} (seed {args.seed}) into {args.db}: "
-          f"{len(scenario.jobs)} jobs, {scenario.n_slots} slots", file=sys.stderr)
+        other = f"{args.name}-builtin" if args.seed == 0 else f"{args.name}-seed{args.seed}"
+        done = scenarios.save_checked(store, scenario, replace=args.replace, fix=(
+            "store it under another name (`workbench scenario generate "
+            f"{args.name}{'' if args.seed == 0 else f' --seed {args.seed}'} --as "
+            f"{other if other != name else 'NAME'}`), or pass --replace"))
+    jobs = f"{len(scenario.jobs)} jobs, {scenario.n_slots} slots"
+    built = f"{args.name} (seed {args.seed})"
+    print({"saved": f"generated scenario {name} from {built} into {args.db}: {jobs}",
+           "replaced": f"generated scenario {name} from {built} into {args.db}, replacing "
+                       f"what was stored under that name: {jobs}",
+           "unchanged": f"scenario {name} in {args.db} is already {built} as generated: "
+                        f"nothing written ({jobs})"}[done], file=sys.stderr)
     return 0
 
 
 def _build(args: argparse.Namespace) -> int:
-    from workbench.build import build_and_save  # BuildError is a ScenarioError: main prints it
+    # BuildError is a ScenarioError: main prints it
+    from workbench.build import build_scenario, load_config, save_built
 
     with Store(args.db) as store:
-        scenario = build_and_save(store, args.config, args.name)
-    print(f"built scenario {scenario.name} into {args.db}: {len(scenario.datacenters)} "
+        scenario = build_scenario(store, load_config(args.config), args.name)
+        done = save_built(store, scenario, replace=args.replace)
+    what = {"saved": "built scenario {} into {}",
+            "replaced": "rebuilt scenario {} in {}, replacing the stored one",
+            "unchanged": "scenario {} in {} is already this build, nothing written"}[done]
+    print(what.format(scenario.name, args.db) + f": {len(scenario.datacenters)} "
           f"datacenters, {len(scenario.links)} links, {len(scenario.jobs)} jobs, "
-          f"{scenario.n_slots} slots of {scenario.slot_s // 60} min", file=sys.stderr)
+          f"{scenario.n_slots} slots of {scenario.slot_s / 60:g} min", file=sys.stderr)
     return 0
 
 
 def _cubes(args: argparse.Namespace) -> int:
-    scenario = load_or_build(args.db, args.name)
+    scenario = read_scenario(args.db, args.name)
     table = cubes.summary(scenario.grid)
     currency = scenario.grid["price_per_kwh"].attrs.get("currency", scenario.currency)
     if args.json:

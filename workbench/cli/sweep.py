@@ -21,8 +21,8 @@ import pandas as pd
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted, quiet_loggers
-from workbench.cli._args import add_forecast_args, number
-from workbench.cli.plan import output_clash, unwritable
+from workbench.cli._args import add_forecast_args, fail, number
+from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
 from workbench.policies.lyapunov import V_MAX
@@ -104,16 +104,11 @@ def run(args: argparse.Namespace) -> int:
         for flag, value in (("--noise", args.noise), ("--forecast-error", args.forecast_error)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{flag} must be a number >= 0, got {value}")
-        clash = output_clash([("--out", args.out)], args.db)
-        if clash:
-            raise ValueError(clash)
-        why = unwritable(args.out)
-        if why:
-            raise ValueError(f"--out {args.out}: cannot write it ({why}); pass a path in a "
-                             "writable folder")
+        bad_output = check_outputs([("--out", args.out)], args.db)
+        if bad_output:
+            raise ValueError(bad_output)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     noise = args.noise if args.noise is not None else (0.1 if args.seeds > 1 else 0.0)
     forecast = ForecastSettings(mode=args.forecast, error=args.forecast_error)
     sim = SimSettings(noise=noise)
@@ -127,8 +122,7 @@ def run(args: argparse.Namespace) -> int:
                           processes=not args.threads, forecast=forecast, sim=sim,
                           progress=progress_wanted(args))
     except SweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "

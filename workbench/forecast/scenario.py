@@ -69,10 +69,16 @@ class ModelForecast:
     paths: dict[str, dict[float, np.ndarray]]
     history_days: float
 
-    def at(self, times: pd.DatetimeIndex, var: str, quantile: float = 0.5) -> np.ndarray:
-        """Values ``(len(times), regions)`` for the slots ``times`` as forecast at the last
-        00:00 UTC at or before ``times[0]``; beyond the issued horizon the last issued day
-        repeats."""
+    def at(self, times: pd.DatetimeIndex, var: str, quantile: float = 0.5,
+           slot_s: int = HISTORY_SLOT_S) -> np.ndarray:
+        """Values ``(len(times), regions)`` for the slots of ``slot_s`` seconds starting at
+        ``times``, as forecast at the last 00:00 UTC at or before ``times[0]``; beyond the
+        issued horizon the last issued day repeats.
+
+        A slot within one hour takes that hour's value; a slot across hours (45 minutes,
+        two hours) the time-weighted mean of the hours it overlaps,
+        ``sum_h w_h x_h / slot_s`` with ``w_h`` the seconds of the slot in hour ``h``.
+        """
         origin = times[0].floor("D")
         # The origin's row, by binary search on the issue times' nanoseconds (the pandas
         # indexer costs milliseconds a call, and the simulator asks every slot).
@@ -84,24 +90,35 @@ class ModelForecast:
         if i < 0:
             raise ForecastError(f"no forecast issued at {origin.isoformat()} (issued "
                                 f"{self.origins[0]} .. {self.origins[-1]})")
-        # Whole hours since the origin, in integer nanoseconds (times >= origin).
-        h = ((times.as_unit("ns").asi8 - origin.as_unit("ns").value)
-             // 3_600_000_000_000).astype(int)
+        path = self.paths[var][quantile][i]
+        # Seconds since the origin, in integers (times >= origin, whole seconds).
+        a = (times.as_unit("ns").asi8 - origin.as_unit("ns").value) // 1_000_000_000
+        first = a // 3600
+        last = (a + slot_s - 1) // 3600
+        if (first == last).all():
+            return np.asarray(path[self._wrap(first), :], dtype=float)
+        out = np.zeros((len(a), path.shape[1]))
+        for k in range(int((last - first).max()) + 1):
+            h = first + k
+            w = np.clip(np.minimum(a + slot_s, (h + 1) * 3600) - np.maximum(a, h * 3600), 0,
+                        None)
+            out += w[:, None] * path[self._wrap(h), :]
+        return out / slot_s
+
+    def _wrap(self, h: np.ndarray) -> np.ndarray:
+        """Hours since the origin as rows of the issued path: past the horizon, the last
+        issued day repeats."""
+        h = np.asarray(h, dtype=int).copy()
         over = h >= self.horizon_h
         h[over] = self.horizon_h - DAY_H + (h[over] - self.horizon_h) % DAY_H
-        return np.asarray(self.paths[var][quantile][i, h, :], dtype=float)
+        return h
 
 
 def _hourly(cube: xr.Dataset) -> xr.Dataset:
-    slot_s = int(cube.attrs["slot_s"])
-    if slot_s == HISTORY_SLOT_S:
-        return cube
-    if slot_s < HISTORY_SLOT_S and HISTORY_SLOT_S % slot_s == 0:
-        return resample(cube, HISTORY_SLOT_S)
-    if slot_s > HISTORY_SLOT_S and slot_s % HISTORY_SLOT_S == 0:
-        return resample(cube, HISTORY_SLOT_S)
-    raise ForecastError(f"the model forecasts hours; a slot of {slot_s} s neither divides nor "
-                        "is a multiple of an hour")
+    """The cube in hours (the models' step), from any slot length
+    (:func:`workbench.cubes.resample`: an hour of 45-minute slots is the time-weighted mean
+    of the two it overlaps)."""
+    return resample(cube, HISTORY_SLOT_S)
 
 
 def fit_scenario(scenario: Scenario, model: str = DEFAULT_MODEL,
@@ -112,8 +129,8 @@ def fit_scenario(scenario: Scenario, model: str = DEFAULT_MODEL,
     ------
     ForecastError
         The scenario carries fewer than :data:`MIN_HISTORY_DAYS` days of history (the message
-        names the regions and what the store must hold), or its slot length does not fit
-        hours.
+        names the regions and what the store must hold). Any slot length is forecast (the
+        horizon's values are resampled to hours, :meth:`ModelForecast.at` back to slots).
     """
     days = history_days(scenario)
     regions = tuple(str(r) for r in scenario.grid["region"].values)

@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
-from workbench.io.errors import InputError
+from workbench.io.errors import InputError, listed, quoted
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +59,12 @@ class Table:
         """One column as stripped strings, indexed by row position."""
         if name not in self.header:
             raise InputError(
-                self.path, f"no column {name!r}; the header (line {self.header_line}) has "
-                f"{self.header}", "check the format and the column name", line=self.header_line,
+                self.path, f"no column {quoted(name)}; the header (line {self.header_line}) "
+                f"has {listed(self.header)}", "check the format and the column name",
+                line=self.header_line,
             )
         if self.header.count(name) > 1:
-            raise InputError(self.path, f"the header names column {name!r} twice",
+            raise InputError(self.path, f"the header names column {quoted(name)} twice",
                              "rename one of them", line=self.header_line, column=name)
         j = self.header.index(name)
         return pd.Series([r[j].strip() for r in self.rows], dtype=object)
@@ -72,6 +74,34 @@ class Table:
         keep = np.flatnonzero(mask)
         return Table(self.path, self.header, [self.rows[i] for i in keep], self.lines[keep],
                      self.header_line, self.complete)
+
+
+Places = np.ndarray | Sequence[str] | None
+"""Where each value of a column sits in its file: line numbers (a CSV), entry names such as
+``history[3]`` (a JSON list), or None (a command-line flag: no place in a file)."""
+
+
+def _at(places: Places, i: int, column: str) -> dict[str, Any]:
+    """The ``line`` and ``column`` of :class:`InputError` for value ``i``: its line in a
+    CSV; in a JSON file its entry (``history[3].datetime``)."""
+    if places is None:
+        return {"line": None, "column": column}
+    place = places[i]
+    if isinstance(place, str):
+        return {"line": None, "column": f"{place}.{column}"}
+    return {"line": int(place), "column": column}
+
+
+def _mention(places: Places, i: int, on: str = "") -> str:
+    """Value ``i``'s place in words, for a message that names a second row: ``line 5``
+    (``on line 5`` with ``on``), ``history[2]`` (``at history[2]``), or ``the value
+    before it`` where there is no place."""
+    if places is None:
+        return "the value before it"
+    place = places[i]
+    if isinstance(place, str):
+        return f"{'at ' if on else ''}{place}"
+    return f"{on}line {int(place)}"
 
 
 def read_text(path: str | Path) -> str:
@@ -186,16 +216,13 @@ def parse_times(
 
 def times_from_strings(
     raw: pd.Series,
-    lines: np.ndarray | None,
+    lines: Places,
     path: str,
     column: str,
     timezone: str | None = None,
     time_format: str | None = None,
 ) -> pd.DatetimeIndex:
     """As :func:`parse_times`, for strings with their line numbers (None for JSON)."""
-
-    def where(i: int) -> int | None:
-        return None if lines is None else int(lines[i])
 
     # A command-line flag (``--start``) is not a row of the file and takes no --time-format.
     flag = column.startswith("--")
@@ -204,7 +231,7 @@ def times_from_strings(
     if blank.any():
         i = int(np.flatnonzero(blank)[0])
         raise InputError(path, "the time is empty", "fill it in or delete the row",
-                         line=where(i), column=column)
+                         **_at(lines, i, column))
     aware = raw.str.contains(_OFFSET_RE).to_numpy() if time_format is None else None
     try:
         # utc=True reads offsets and takes naive strings at their wall time.
@@ -222,12 +249,13 @@ def times_from_strings(
         fix = ("pass an ISO time, e.g. 2023-07-01 or 2023-07-01T06:00Z" if flag
                else "pass --time-format with strftime codes (e.g. %d/%m/%Y %H:%M)"
                if time_format is None else f"the time does not match --time-format {time_format!r}")
-        raise InputError(path, f"cannot read time {raw[i]!r}", fix, line=where(i), column=column)
+        raise InputError(path, f"cannot read time {quoted(raw[i])}", fix,
+                         **_at(lines, i, column))
     if aware is not None and aware.any() and not aware.all():
         i = int(np.flatnonzero(aware != aware[0])[0])
         raise InputError(
-            path, f"time {raw[i]!r} {'lacks' if aware[0] else 'has'} a UTC offset unlike "
-            f"line {where(0)}", "write every time the same way", line=where(i), column=column,
+            path, f"time {quoted(raw[i])} {'lacks' if aware[0] else 'has'} a UTC offset unlike "
+            f"{_mention(lines, 0)}", "write every time the same way", **_at(lines, i, column),
         )
     if aware is not None and not aware.any():
         parsed = parsed.dt.tz_localize(None)
@@ -236,9 +264,9 @@ def times_from_strings(
     odd = np.flatnonzero((naive < _EARLIEST) | (naive > _LATEST))
     if odd.size:
         i = int(odd[0])
-        raise InputError(path, f"time {raw[i]!r} is outside the years 1900-2200",
+        raise InputError(path, f"time {quoted(raw[i])} is outside the years 1900-2200",
                          f"pass {column.split('/')[0]} within them" if flag else "correct the row",
-                         line=where(i), column=column)
+                         **_at(lines, i, column))
     if idx.tz is not None:
         return idx.tz_convert("UTC").tz_localize(None).as_unit("ns")
     if timezone is None or timezone == "UTC":
@@ -248,12 +276,9 @@ def times_from_strings(
 
 
 def localize(
-    idx: pd.DatetimeIndex, tz: ZoneInfo, path: str, column: str, lines: np.ndarray | None,
+    idx: pd.DatetimeIndex, tz: ZoneInfo, path: str, column: str, lines: Places,
 ) -> pd.DatetimeIndex:
     """Local naive times in ``tz`` to naive UTC, resolving the autumn fold by order."""
-
-    def where(i: int) -> int | None:
-        return None if lines is None else int(lines[i])
 
     gap = pd.DatetimeIndex(idx.tz_localize(tz, ambiguous=True, nonexistent="NaT")).isna()
     if gap.any():
@@ -262,7 +287,7 @@ def localize(
             path, f"local time {idx[i]} does not exist in {tz.key} (it falls in the spring "
             "daylight-saving gap)", "a local-time export lists no value for that hour: "
             "delete the row, or pass --drop-missing if its value is blank",
-            line=where(i), column=column,
+            **_at(lines, i, column),
         )
     folded = pd.DatetimeIndex(idx.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")).isna()
     dst = np.ones(len(idx), dtype=bool)
@@ -289,13 +314,10 @@ def parse_numbers(
 
 
 def numbers_from_strings(
-    raw: pd.Series, lines: np.ndarray | None, path: str, column: str,
+    raw: pd.Series, lines: Places, path: str, column: str,
     drop_missing: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """As :func:`parse_numbers`, for strings with their line numbers (None for JSON)."""
-
-    def where(i: int) -> int | None:
-        return None if lines is None else int(lines[i])
 
     text = raw.astype(str).str.strip().reset_index(drop=True)
     missing = (text.str.lower().isin(_MISSING) | raw.isna().reset_index(drop=True)).to_numpy()
@@ -303,32 +325,30 @@ def numbers_from_strings(
     garbage = np.isnan(values) & ~missing
     if garbage.any():
         i = int(np.flatnonzero(garbage)[0])
-        raise InputError(path, f"{text[i]!r} is not a number",
+        raise InputError(path, f"{quoted(text[i])} is not a number",
                          "use a dot for decimals and no thousands separator",
-                         line=where(i), column=column)
+                         **_at(lines, i, column))
     infinite = np.isinf(values)
     if infinite.any():
         i = int(np.flatnonzero(infinite)[0])
-        raise InputError(path, f"{text[i]!r} is not a finite number", "correct the value",
-                         line=where(i), column=column)
+        raise InputError(path, f"{quoted(text[i])} is not a finite number", "correct the value",
+                         **_at(lines, i, column))
     if missing.any() and not drop_missing:
         i = int(np.flatnonzero(missing)[0])
         fix = ("fill the gap in the file, or pass --drop-missing to skip such rows "
                "(the cube then reports the hole)" if drop_missing is not None
                else "fill the value in or delete the row")
         raise InputError(
-            path, f"the value is missing ({text[i]!r}); {int(missing.sum())} row(s) lack one",
-            fix, line=where(i), column=column,
+            path, f"the value is missing ({quoted(text[i])}); {int(missing.sum())} row(s) lack "
+            "one",
+            fix, **_at(lines, i, column),
         )
     return values, ~missing
 
 
-def check_order(times: pd.DatetimeIndex, lines: np.ndarray | None, path: str,
+def check_order(times: pd.DatetimeIndex, lines: Places, path: str,
                 column: str) -> None:
     """Raise on a duplicate or backwards timestamp (compared in UTC)."""
-
-    def where(i: int) -> int | None:
-        return None if lines is None else int(lines[i])
 
     if len(times) < 2:
         return
@@ -338,20 +358,22 @@ def check_order(times: pd.DatetimeIndex, lines: np.ndarray | None, path: str,
     back = np.flatnonzero(step < 0)
     if same.size and (not back.size or same[0] < back[0]):
         i = int(same[0]) + 1
+        fix = ("delete one of the two readings" if lines is not None
+               and isinstance(lines[i], str) else
+               "delete one of the two rows; if the file is in local time with daylight saving "
+               "(the autumn hour repeats), pass --timezone with its IANA zone instead")
         raise InputError(
-            path, f"duplicate timestamp {times[i]} UTC (also on line {where(i - 1)})",
-            "delete one of the two rows; if the file is in local time with daylight saving "
-            "(the autumn hour repeats), pass --timezone with its IANA zone instead",
-            line=where(i), column=column,
+            path, f"duplicate timestamp {times[i]} UTC (also {_mention(lines, i - 1, 'on ')})",
+            fix, **_at(lines, i, column),
         )
     if back.size:
         i = int(back[0]) + 1
         raise InputError(
             path, f"time goes backwards: {times[i]} UTC comes after {times[i - 1]} UTC "
-            f"(line {where(i - 1)})", "sort the file by time", line=where(i), column=column,
+            f"({_mention(lines, i - 1)})", "sort the file by time", **_at(lines, i, column),
         )
     dup = pd.Index(t).duplicated()
     if dup.any():
         i = int(np.flatnonzero(dup)[0])
         raise InputError(path, f"duplicate timestamp {times[i]} UTC", "delete the repeated row",
-                         line=where(i), column=column)
+                         **_at(lines, i, column))

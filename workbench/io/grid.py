@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.io import _fast, _table, bounds
-from workbench.io.errors import InputError
+from workbench.io.errors import InputError, listed
 from workbench.io.urdb import read_urdb_json
 from workbench.units import UnitError, carbon_factor, price_factor
 
@@ -134,7 +134,7 @@ def _one(table: _table.Table, pattern: str, what: str, fix: str) -> str:
     if len(found) != 1:
         problem = (f"no {what} column" if not found else
                    f"{len(found)} {what} columns {found}")
-        raise InputError(table.path, f"{problem}; the header is {table.header}", fix,
+        raise InputError(table.path, f"{problem}; the header is {listed(table.header)}", fix,
                          line=table.header_line)
     return found[0]
 
@@ -184,7 +184,7 @@ def read_electricitymaps_csv(
                        kind="carbon", source=f"electricitymaps-csv lca: {name}", timezone="UTC",
                        drop_missing=drop_missing, allow_negative=False)
     raise InputError(
-        path, f"not an Electricity Maps export: the header is {table.header}",
+        path, f"not an Electricity Maps export: the header is {listed(table.header)}",
         "expected 'Datetime (UTC)' and 'Carbon Intensity gCO₂eq/kWh (LCA)' columns, or "
         "'datetime' and 'carbon_intensity_avg'", line=table.header_line,
     )
@@ -208,16 +208,17 @@ def read_electricitymaps_json(
         times.append(item["datetime"])
         values.append(item["carbonIntensity"])
     kinds = {str(it.get("emissionFactorType", "lifecycle")) for it in items}
-    keys = pd.Series([f"history[{i}]" for i in range(len(items))])
+    # Each reading's place in the file, for the messages (a JSON file has no useful lines).
+    keys = [f"history[{i}]" for i in range(len(items))]
     vals, keep = _table.numbers_from_strings(
-        pd.Series([np.nan if v is None else v for v in values], dtype=object), None,
+        pd.Series([np.nan if v is None else v for v in values], dtype=object), keys,
         str(path), "carbonIntensity", drop_missing)
     for i in np.flatnonzero(keep & (vals < 0))[:1]:
         raise InputError(path, f"negative carbon intensity {vals[i]:g}", "correct the reading",
                          column=f"{keys[i]}.carbonIntensity")
-    t = _table.times_from_strings(pd.Series(times, dtype=object).astype(str), None, str(path),
+    t = _table.times_from_strings(pd.Series(times, dtype=object).astype(str), keys, str(path),
                                   "datetime", "UTC")
-    _table.check_order(t, None, str(path), "datetime")
+    _table.check_order(t, keys, str(path), "datetime")
     source = f"electricitymaps-json {'/'.join(sorted(kinds))}: {Path(path).name}"
     return _frame(t[keep], vals[keep], region, "carbon", source)
 
@@ -277,7 +278,7 @@ def read_nyiso_lmp(
     names = table.column("Name")
     want = column or region
     if want not in set(names):
-        raise InputError(path, f"no zone {want!r}; the file has {sorted(set(names))}",
+        raise InputError(path, f"no zone {want!r}; the file has {listed(sorted(set(names)))}",
                          "pass --column with one of them", column="Name")
     sub = table.take((names == want).to_numpy())
     return _series(sub, "Time Stamp", col, factor, region=region, kind="price",
@@ -302,7 +303,7 @@ def read_watttime_csv(
     table = _head_or_table(path)
     times = table.find("time")
     if not times:
-        raise InputError(path, f"no time column in {table.header}",
+        raise InputError(path, f"no time column in {listed(table.header)}",
                          "name the time column e.g. 'point_time'", line=table.header_line)
     time_col = times[0]
     others = [h for h in table.header if h != time_col]
@@ -338,7 +339,7 @@ def read_avert(
     want = column or region
     data_cols = [h for h in table.header if h not in ("Month", "Timestamp")]
     if want not in data_cols:
-        raise InputError(path, f"no AVERT region column {want!r}; the file has {data_cols}",
+        raise InputError(path, f"no AVERT region column {want!r}; the file has {listed(data_cols)}",
                          "pass --column with one of them", line=table.header_line)
     hours, _ = _table.parse_numbers(table, "Timestamp")
     wrong = (hours != np.round(hours)) | (hours < 0) | (hours > 8783)

@@ -34,7 +34,7 @@ import pandas as pd
 
 from workbench import perf
 from workbench.io import _table
-from workbench.io.errors import InputError
+from workbench.io.errors import InputError, quoted
 from workbench.model import Job, ScenarioError
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _ids(table: _table.Table, column: str) -> pd.Series:
     dup = ids.duplicated().to_numpy()
     if dup.any():
         i = int(np.flatnonzero(dup)[0])
-        raise InputError(table.path, f"job name {ids[i]!r} appears twice", "rename one",
+        raise InputError(table.path, f"job name {quoted(ids[i])} appears twice", "rename one",
                          line=int(table.lines[i]), column=column)
     return ids
 
@@ -134,7 +134,7 @@ def read_pollux_workload(path: str | Path) -> Trace:
     unknown = ~apps.isin(list(POLLUX_WORK_SAMPLES)).to_numpy()
     if unknown.any():
         i = int(np.flatnonzero(unknown)[0])
-        raise InputError(path, f"unknown application {apps[i]!r}",
+        raise InputError(path, f"unknown application {quoted(apps[i])}",
                          f"use one of {sorted(POLLUX_WORK_SAMPLES)}",
                          line=int(table.lines[i]), column="application")
     frame = pd.DataFrame({"job_id": ids, "arrival_s": time_s, "duration_s": np.nan,

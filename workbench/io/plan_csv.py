@@ -11,6 +11,7 @@ files are written under a temporary name and renamed into place.
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
+from workbench.io.errors import output_error
 from workbench.schema import ACTIONS, JOBS_CSV, MIGRATION, PLAN_ROW
 
 PLAN_COLUMNS: tuple[str, ...] = PLAN_ROW.csv_names
@@ -133,32 +135,67 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~mask
 
 
+class _TargetFile(io.TextIOWrapper):
+    """The temporary file of an :class:`AtomicFile`: a write that fails (a full disk)
+    raises the :class:`~workbench.io.errors.OutputError` of the file it stands for."""
+
+    def __init__(self, fd: int, target: Path) -> None:
+        super().__init__(os.fdopen(fd, "wb"), encoding="utf-8", newline="")
+        self.target = target
+
+    def write(self, s: str) -> int:
+        try:
+            return super().write(s)
+        except OSError as exc:
+            raise output_error(exc, self.target) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise output_error(exc, self.target) from None
+
+
 class AtomicFile:
     """A text file written under a temporary name in the target's folder and renamed onto
     the target by :meth:`commit` (``os.replace``: readers see the old file or the whole new
     one, never a part). :meth:`abort` removes the temporary file; a killed process leaves
-    it behind as ``.<name>.<random>.partial`` and the target untouched."""
+    it behind as ``.<name>.<random>.partial`` and the target untouched. A write that fails
+    (a full disk, a read-only place) raises :class:`~workbench.io.errors.OutputError`
+    naming the target."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial",
-                                   dir=self.path.parent)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial",
+                                       dir=self.path.parent)
+        except OSError as exc:
+            raise output_error(exc, self.path) from None
         self.tmp = Path(tmp)
-        self.file: IO[str] = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        self.file: IO[str] = _TargetFile(fd, self.path)
 
     def commit(self) -> None:
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        # mkstemp makes the file 0600; give it the mode a plain open() would have (the
-        # target's own when it exists, else 0666 less the umask), not owner-only.
-        os.chmod(self.tmp, _mode_for(self.path))
-        self.file.close()
-        os.replace(self.tmp, self.path)
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            # mkstemp makes the file 0600; give it the mode a plain open() would have (the
+            # target's own when it exists, else 0666 less the umask), not owner-only.
+            os.chmod(self.tmp, _mode_for(self.path))
+            self.file.close()
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.abort()
+            raise output_error(exc, self.path) from None
 
     def abort(self) -> None:
+        """Remove the temporary file (also when closing it fails: the disk is full and its
+        buffered rows cannot be flushed)."""
         if not self.file.closed:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError:
+                pass  # the file is closed even so; its unwritten rows are dropped
         self.tmp.unlink(missing_ok=True)
 
 

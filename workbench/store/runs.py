@@ -4,6 +4,7 @@ and metrics (:data:`workbench.schema.PLAN_ROW`, :data:`workbench.schema.MIGRATIO
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +47,10 @@ def check_side_file(path: str | Path) -> None:
         raise StoreError(f"{p}: no such store file; pass the side file a plan named")
     with StoreBase(p, read_only=True, what="side file", fix=_SIDE_FIX):
         pass  # a damaged, foreign or newer file fails here
+
+
+RESERVED_RUN_REFS: tuple[str, ...] = ("latest",)
+"""Words :meth:`RunTables.resolve_run` reads as something other than a name or an id."""
 
 
 class RunTables(StoreBase):
@@ -174,8 +179,33 @@ class RunTables(StoreBase):
                 rec[key] = {}
         return rec
 
+    def run_name_problem(self, run_id: str, name: str) -> str | None:
+        """Why ``name`` cannot name run ``run_id`` (:meth:`resolve_run` would then find
+        another run, or two), or None: ``latest`` is reserved; a name of hex digits could
+        be taken for a run id or its prefix; another run has that name already."""
+        name = name.strip()
+        if not name:
+            return None
+        if name.lower() in RESERVED_RUN_REFS:
+            return (f"run name {name!r} is reserved ('latest' means the newest run); choose "
+                    "another name")
+        if re.fullmatch(r"[0-9a-fA-F]{1,32}", name):
+            return (f"run name {name!r} could be taken for a run id (ids are hex digits, and "
+                    "a prefix of one picks a run); add a letter beyond a-f or a space, e.g. "
+                    f"'{name} run'")
+        other = self.con.execute("SELECT run_id FROM runs WHERE name = ? AND run_id <> ?",
+                                 [name, run_id]).fetchone()
+        if other is not None:
+            return (f"run {other[0]} is already named {name!r}; choose another name, or "
+                    f"rename that one first")
+        return None
+
     def rename_run(self, run_id: str, name: str) -> None:
-        """Give a stored run a name (empty: none)."""
+        """Give a stored run a name (empty: none); a name :meth:`run_name_problem` refuses
+        raises :class:`StoreError`."""
+        problem = self.run_name_problem(run_id, name)
+        if problem:
+            raise StoreError(problem)
         with self.transaction() as con:
             con.execute("UPDATE runs SET name = ? WHERE run_id = ?",
                         [name.strip() or None, run_id])
