@@ -9,7 +9,7 @@ Each scenario is built the way a user would: the grid series and job traces are 
 a scratch DuckDB store with ``workbench import ...`` and the scenario with
 ``workbench scenario build NAME --config FILE`` from a TOML file written here (see
 :data:`SCENARIOS`). Every policy runs with an honest forecast: the product's default
-(``workbench.cubes.default_forecast_mode``: the tariff itself for tariff prices; for market
+(``workbench.forecast.default_forecast_mode``: the tariff itself for tariff prices; for market
 prices the backtested ``model`` forecast where 28 days of history precede the week, else
 yesterday's prices, ``seasonal-naive``), fitted once per scenario.
 

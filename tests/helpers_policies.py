@@ -16,14 +16,10 @@ import pandas as pd
 import xarray as xr
 
 from workbench import perf
+from workbench.forecast import Forecast
 from workbench.model import Datacenter, GpuPool, Job, Link, Scenario, ScenarioView
 from workbench.optim.slot import SlotProblem
-from workbench.policies.base import (
-    Allocation,
-    Forecast,
-    Policy,
-    SlotState,
-)
+from workbench.policies.base import Allocation, Policy, SlotState
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 SLOT_S = 900

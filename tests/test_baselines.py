@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers_sim import inference, tiny_scenario, training
 
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.policies.baselines import (
     AsapHome,
     CarbonScaling,

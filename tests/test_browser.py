@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from workbench import Store, build_seed3, first_hours
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.policies import make_policy

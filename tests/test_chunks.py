@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from workbench import chunks
 from workbench.chunks import ColumnChunks, QueueTrace
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.metrics import compute_metrics, queue_kind_totals
 from workbench.policies import make_policy
 from workbench.recorders import MemoryRecorder

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from workbench import cubes
 from workbench.cubes import CubeError
+from workbench.forecast import forecast
 
 
 def _series(region: str, start: str, periods: int, freq: str, price, carbon) -> pd.DataFrame:
@@ -143,21 +144,21 @@ def test_forecast_modes() -> None:
     times = pd.date_range("2025-07-01", periods=n, freq="15min")
     price = np.column_stack([np.arange(n, dtype=float) + 1.0])
     ds = cubes.make_cube(times, ["a"], price, price * 2, "CNY", 900)
-    perfect = cubes.forecast(ds, 100, 10)
+    perfect = forecast(ds, 100, 10)
     np.testing.assert_allclose(perfect.price_per_kwh[:, 0], price[100:110, 0])
-    naive = cubes.forecast(ds, 100, 10, mode="seasonal-naive")
+    naive = forecast(ds, 100, 10, mode="seasonal-naive")
     assert naive.price_per_kwh[0, 0] == price[100, 0]
     np.testing.assert_allclose(naive.price_per_kwh[1:, 0], price[5:14, 0])
-    early = cubes.forecast(ds, 3, 5, mode="seasonal-naive")
+    early = forecast(ds, 3, 5, mode="seasonal-naive")
     np.testing.assert_allclose(early.price_per_kwh[1:, 0], price[3, 0])  # persistence
-    noisy_a = cubes.forecast(ds, 100, 50, mode="noisy", error=0.2, seed=1)
-    noisy_b = cubes.forecast(ds, 100, 50, mode="noisy", error=0.2, seed=1)
+    noisy_a = forecast(ds, 100, 50, mode="noisy", error=0.2, seed=1)
+    noisy_b = forecast(ds, 100, 50, mode="noisy", error=0.2, seed=1)
     np.testing.assert_array_equal(noisy_a.price_per_kwh, noisy_b.price_per_kwh)
     assert noisy_a.price_per_kwh[0, 0] == price[100, 0]
     rel = noisy_a.price_per_kwh[1:, 0] / price[101:150, 0] - 1
     assert 0.05 < rel.std() < 0.4
     with pytest.raises(ValueError, match="unknown forecast mode"):
-        cubes.forecast(ds, 0, mode="oracle")
+        forecast(ds, 0, mode="oracle")
 
 
 def test_noisy_forecast_keeps_the_sign_of_prices() -> None:
@@ -166,7 +167,7 @@ def test_noisy_forecast_keeps_the_sign_of_prices() -> None:
     times = pd.date_range("2025-07-01", periods=n, freq="15min")
     price = np.column_stack([np.where(np.arange(n) % 2, 1.0, -1.0)])
     ds = cubes.make_cube(times, ["a"], price, np.abs(price) * 300, "EUR", 900)
-    fc = cubes.forecast(ds, 0, None, mode="noisy", error=3.0, seed=0)
+    fc = forecast(ds, 0, None, mode="noisy", error=3.0, seed=0)
     assert np.all(fc.price_per_kwh[:, 0] * price[:, 0] >= 0)
     assert np.all(fc.carbon_g_per_kwh >= 0)
 
@@ -195,7 +196,8 @@ def test_default_forecast_is_the_tariff_for_a_tariff_and_seasonal_naive_for_a_ma
         seed3) -> None:  # type: ignore[no-untyped-def]
     import dataclasses
 
-    from workbench.cubes import default_forecast_mode, price_kind
+    from workbench.cubes import price_kind
+    from workbench.forecast import default_forecast_mode
 
     assert price_kind(seed3.grid) == "tariff"
     assert default_forecast_mode(seed3) == "tariff"
@@ -211,7 +213,7 @@ def test_default_forecast_is_the_tariff_for_a_tariff_and_seasonal_naive_for_a_ma
     assert price_kind(market) == "market"
     assert default_forecast_mode(dataclasses.replace(seed3, grid=market)) == "seasonal-naive"
     # The tariff mode tells the published prices exactly, carbon only seasonal naive.
-    fc = cubes.forecast(seed3.grid.isel(time=slice(0, seed3.n_slots)), 100, None, "tariff")
+    fc = forecast(seed3.grid.isel(time=slice(0, seed3.n_slots)), 100, None, "tariff")
     truth = seed3.grid["price_per_kwh"].values[100:seed3.n_slots]
     assert np.array_equal(fc.price_per_kwh, truth)
     assert not np.array_equal(fc.carbon_g_per_kwh,

@@ -21,6 +21,8 @@ from workbench.forecast import (
     backtest,
     calendar,
     daily_origins,
+    default_forecast_mode,
+    forecast,
     rolling_forecast,
 )
 from workbench.forecast.models import seasonal_naive
@@ -208,12 +210,12 @@ def test_model_mode_forecasts_from_the_history_and_the_run_says_so(seed3) -> Non
     fm = fit_scenario(sc)
     assert fm.origins[0] == pd.Timestamp(sc.start).tz_convert(None).floor("D")
     cube = sc.grid
-    fc = cubes.forecast(cube, 4, None, "model", model=fm)
+    fc = forecast(cube, 4, None, "model", model=fm)
     assert fc.mode == "model" and fc.price_per_kwh.shape == (cube.sizes["time"] - 4, 3)
     np.testing.assert_array_equal(fc.price_per_kwh[0], cube["price_per_kwh"].values[4])
     assert np.isfinite(fc.carbon_g_per_kwh).all() and (fc.carbon_g_per_kwh >= 0).all()
     with pytest.raises(ValueError, match="needs the fitted forecasts"):
-        cubes.forecast(cube, 4, None, "model")
+        forecast(cube, 4, None, "model")
     from workbench.policies import make_policy
 
     run = simulate(sc, make_policy("wait-for-cheap"), forecast_mode="model")
@@ -364,9 +366,9 @@ def test_the_default_plan_uses_the_model_forecast_on_any_slot_length(
     assert main(["--db", str(db), "scenario", "build", "s", "--config", str(config)]) == 0
     with Store(db) as store:
         sc = store.load_scenario("s")
-    assert sc.slot_s == minutes * 60 and cubes.default_forecast_mode(sc) == "model"
+    assert sc.slot_s == minutes * 60 and default_forecast_mode(sc) == "model"
     fm = fit_scenario(sc)
-    fc = cubes.forecast(sc.grid, 1, None, "model", model=fm)
+    fc = forecast(sc.grid, 1, None, "model", model=fm)
     assert fc.price_per_kwh.shape == (sc.n_slots - 1, 2) and np.isfinite(fc.price_per_kwh).all()
     capsys.readouterr()
     assert main(["--db", str(db), "plan", "--scenario", "s", "--no-progress", "--json"]) == 0

@@ -14,7 +14,7 @@ from helpers_policies import (
 )
 from numpy.typing import NDArray
 
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.model import Job, Scenario
 from workbench.optim.fastslot import FastSlotSolver
 from workbench.optim.slot import SlotProblem

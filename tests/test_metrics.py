@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from helpers_sim import SLOT_S, START, tiny_scenario, training
 
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.metrics import METRIC_KEYS, compute_metrics, peak_mask
 from workbench.policies.baselines import AsapHome
 from workbench.sim import simulate

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench import outcome
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.model import GpuPool, Scenario, ScenarioError
 from workbench.policies.base import Allocation, Placement, SlotState, slot_options
 from workbench.sim import simulate

@@ -11,7 +11,7 @@ from helpers_sim import inference, tiny_scenario, training
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.io.plan_csv import (
     FORMULA_PREFIXES,
     MIGRATION_COLUMNS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import workbench
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 
 
 def test_every_public_name_resolves() -> None:

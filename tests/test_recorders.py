@@ -9,7 +9,7 @@ import pytest
 from helpers_sim import tiny_scenario, training
 
 from workbench.cli import main
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.policies import make_policy
 from workbench.recorders import save_results
 from workbench.sim import simulate

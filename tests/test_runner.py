@@ -10,7 +10,7 @@ from helpers_policies import tiny_scenario, training_job
 
 from workbench import runner
 from workbench.caps import Caps
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.model import Scenario
 from workbench.policies import make_policy
 from workbench.runner import (

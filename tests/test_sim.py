@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench import perf
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import Forecast, default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS, read_plan_csv, write_plan_csv
 from workbench.model import Scenario
 from workbench.optim.info import SolveInfo
-from workbench.policies.base import Allocation, Forecast, Placement, SlotState
+from workbench.policies.base import Allocation, Placement, SlotState
 from workbench.policies.baselines import (
     AsapHome,
     CarbonScaling,

@@ -193,7 +193,7 @@ def test_write_jobs_twice_keeps_one_row_per_job(tmp_path: Path, seed3) -> None:
 
 
 def test_a_short_tariff_scenario_keeps_its_price_kind(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from workbench.cubes import default_forecast_mode
+    from workbench.forecast import default_forecast_mode
     from workbench.scenarios import build_seed3, first_hours
 
     day = first_hours(build_seed3(), 24, name="day")

@@ -18,7 +18,7 @@ from helpers_policies import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.metrics import inference_carbon_floor_kg
 from workbench.policies import POLICY_NAMES, make_policy
 from workbench.policies.base import JobState, Placement, SlotState

@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from workbench.cubes import CubeError, cube_from_series, forecast, make_cube, resample
+from workbench.cubes import CubeError, cube_from_series, make_cube, resample
+from workbench.forecast import forecast
 from workbench.model import (
     Datacenter,
     GpuPool,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,13 +20,7 @@ import xarray as xr
 
 from workbench.model import as_utc
 
-if TYPE_CHECKING:
-    from workbench.forecast.scenario import ModelForecast
-    from workbench.model import Scenario
-    from workbench.policies.base import Forecast
-
 VARIABLES = ("price_per_kwh", "carbon_g_per_kwh")
-FORECAST_MODES = ("perfect", "tariff", "seasonal-naive", "noisy", "model")
 
 
 class CubeError(ValueError):
@@ -344,80 +337,6 @@ def summary(ds: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def forecast(
-    cube: xr.Dataset,
-    t: int,
-    horizon_slots: int | None = None,
-    mode: str = "perfect",
-    error: float = 0.0,
-    seed: int = 0,
-    model: ModelForecast | None = None,
-) -> Forecast:
-    """What a scheduler at slot ``t`` believes about the slots ``t, t+1, ...``.
-
-    Row 0 is always the true current value (it is metered now). Modes:
-
-    - ``perfect``: the true future (a what-if: nobody knows it).
-    - ``tariff``: prices as published (a time-of-use tariff *is* its own exact forecast),
-      carbon seasonal naive as below.
-    - ``seasonal-naive``: the value one day earlier (``x[t+k-P]`` with ``P`` slots a day);
-      before a day of history exists, the latest observed value ``x[t]`` (persistence).
-    - ``noisy``: the truth times ``max(1 + error * eps, 0)`` with ``eps ~ N(0, 1)``, drawn
-      from ``seed`` and ``t`` so that runs are repeatable; prices keep their sign (or become
-      0), carbon stays >= 0.
-    - ``model``: the median of the forecasts in ``model``
-      (:func:`workbench.forecast.fit_scenario`, fitted once per run on the scenario's
-      history), issued at the last 00:00 UTC at or before slot ``t`` from data before it.
-    """
-    # Imported here: the policies package imports this module.
-    from workbench.policies.base import Forecast
-
-    if mode not in FORECAST_MODES:
-        raise ValueError(f"unknown forecast mode {mode!r}; use one of {FORECAST_MODES}")
-    if error < 0:
-        raise ValueError(f"forecast error must be >= 0, got {error}")
-    n = cube.sizes["time"]
-    if not 0 <= t < n:
-        raise ValueError(f"slot {t} is outside the cube's {n} slots")
-    stop = n if horizon_slots is None else min(n, t + max(int(horizon_slots), 1))
-    price = cube["price_per_kwh"].values
-    carbon = cube["carbon_g_per_kwh"].values
-    p = price[t:stop].copy()
-    c = carbon[t:stop].copy()
-    if mode in ("seasonal-naive", "tariff"):
-        period = int(round(86400 / int(cube.attrs["slot_s"])))
-        # x[t + k - P * ceil(k / P)], or x[t] before a day of history (all k at once).
-        k = np.arange(1, stop - t)
-        src = t + k - period * np.ceil(k / period).astype(np.int64)
-        rows = np.where(src >= 0, src, t)
-        if mode == "seasonal-naive":
-            p[1:] = price[rows]
-        c[1:] = carbon[rows]
-    elif mode == "model":
-        if model is None:
-            raise ValueError("forecast mode 'model' needs the fitted forecasts: pass "
-                             "model=workbench.forecast.fit_scenario(scenario)")
-        if stop - t > 1:
-            times = pd.DatetimeIndex(cube["time"].values[t:stop])
-            regions = [str(r) for r in cube["region"].values]
-            cols = [model.regions.index(r) for r in regions]
-            slot_s = int(cube.attrs["slot_s"])
-            p[1:] = model.at(times, "price_per_kwh", slot_s=slot_s)[1:, cols]
-            c[1:] = model.at(times, "carbon_g_per_kwh", slot_s=slot_s)[1:, cols]
-    elif mode == "noisy" and error > 0 and stop - t > 1:
-        rng = np.random.default_rng([seed, t])
-        # The factor is clipped at 0 so that a large error never flips a price's sign.
-        p[1:] *= np.maximum(1.0 + error * rng.standard_normal(p[1:].shape), 0.0)
-        c[1:] *= np.maximum(1.0 + error * rng.standard_normal(c[1:].shape), 0.0)
-    return Forecast(
-        t=t,
-        regions=tuple(str(r) for r in cube["region"].values),
-        price_per_kwh=p,
-        carbon_g_per_kwh=c,
-        mode=mode,
-    )
-
-
 PRICE_KINDS = ("tariff", "market")
 
 
@@ -446,25 +365,6 @@ def price_kind(cube: xr.Dataset) -> str:
         if not ok:
             return "market"
     return "tariff"
-
-
-def default_forecast_mode(scenario: Scenario) -> str:
-    """The honest forecast a run uses unless told otherwise.
-
-    ``"tariff"`` where the prices are a published tariff (:func:`price_kind`): the
-    operator knows them, and forecasts carbon seasonal naive. For market prices,
-    ``"model"`` (:mod:`workbench.forecast`, backtested price and carbon models) where at
-    least :data:`workbench.forecast.MIN_HISTORY_DAYS` days of history precede the
-    scenario, else ``"seasonal-naive"`` (yesterday's prices and carbon stand for today's).
-    ``"perfect"`` is only ever an explicit what-if. The run records which
-    (``RunResult.meta["forecast_mode"]``).
-    """
-    if price_kind(scenario.grid) == "tariff":
-        return "tariff"
-    # Imported here: workbench.forecast imports this module.
-    from workbench.forecast import has_history
-
-    return "model" if has_history(scenario) else "seasonal-naive"
 
 
 def local_hours(ds: xr.Dataset, region: str) -> np.ndarray:

@@ -486,7 +486,7 @@ class ScenarioView(_StaticFacts):
     The same attribute names as :class:`Scenario` for sites, pools, links, profiles and
     the clock, but no ``grid`` (the true prices and carbon) and no ``jobs`` (future
     arrivals): a policy learns jobs from ``SlotState.jobs`` and prices from the
-    :class:`~workbench.policies.base.Forecast`.
+    :class:`~workbench.forecast.Forecast`.
     """
 
     name: str

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import outcome, perf
-from workbench.cubes import FORECAST_MODES, default_forecast_mode, forecast
+from workbench.forecast import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.model import Datacenter, GpuPool, Job, Scenario, as_utc
 from workbench.outcome import RESTART_S_DEFAULT
 
@@ -154,7 +154,7 @@ class Quote:
     warnings : list of str
         Options that were skipped and why.
     forecast_mode : str
-        What the prices were (:data:`workbench.cubes.FORECAST_MODES`; ``perfect`` is the
+        What the prices were (:data:`workbench.forecast.FORECAST_MODES`; ``perfect`` is the
         cube itself, a what-if).
     """
 
@@ -252,9 +252,9 @@ def quote(
     carbon_price_per_kg : float
         Currency per kg of CO2 added to the cost in the score (0: cheapest wins).
     forecast_mode, forecast_error, seed
-        What is known about future prices (:func:`workbench.cubes.forecast` from the
+        What is known about future prices (:func:`workbench.forecast.forecast` from the
         arrival slot); None (default): the honest
-        :func:`workbench.cubes.default_forecast_mode`; ``"perfect"`` prices against the
+        :func:`workbench.forecast.default_forecast_mode`; ``"perfect"`` prices against the
         cube itself (a what-if).
     occupancy : DataFrame, optional
         GPUs already busy per slot (``gpus_busy:<dc>/<gpu>`` columns, one row per slot).

@@ -7,7 +7,7 @@ stores what came back. Nothing else chooses the forecast, builds the policy, res
 caps, reads the hindsight bound or attributes the saving:
 
 - the forecast mode is decided here alone (:func:`forecast_mode`: the spec's, else the
-  honest default of :func:`workbench.cubes.default_forecast_mode`);
+  honest default of :func:`workbench.forecast.default_forecast_mode`);
 - the forecast model is fitted once per scenario (:func:`fit_forecast`) and handed to every
   run that shares it (the baseline, the comparisons, every point of a sweep);
 - a percentage carbon cap is resolved against the baseline's carbon (:meth:`Caps.resolved`);
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.caps import Caps
-from workbench.cubes import FORECAST_MODES, default_forecast_mode
+from workbench.forecast import FORECAST_MODES, default_forecast_mode
 from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
@@ -60,7 +60,7 @@ class SpecError(ValueError):
 class ForecastSettings:
     """What the policy is told about future price and carbon.
 
-    ``mode`` one of :data:`workbench.cubes.FORECAST_MODES`, or None for the honest default
+    ``mode`` one of :data:`workbench.forecast.FORECAST_MODES`, or None for the honest default
     (:func:`forecast_mode`); ``error`` the relative error of the ``noisy`` forecast (None:
     :data:`FORECAST_ERROR_DEFAULT` for ``noisy``, 0 otherwise).
     """

@@ -43,7 +43,7 @@ DEFAULT_MIGRATION_THRESHOLD: float = float(policy_default("lyapunov", "migration
 """Initial migration threshold of the app: the Lyapunov policy's default."""
 
 HONEST_FORECAST = "default (honest)"
-"""The Forecast choice that runs :func:`workbench.cubes.default_forecast_mode`."""
+"""The Forecast choice that runs :func:`workbench.forecast.default_forecast_mode`."""
 
 
 KNOB_RULES: dict[str, tuple[float, float, bool, str]] = {

@@ -44,7 +44,8 @@ from workbench.app.running import (
 )
 from workbench.app.shared import SERVER_CACHE, ComparisonKey, SharedCache
 from workbench.caps import Caps
-from workbench.cubes import FORECAST_MODES, CubeError
+from workbench.cubes import CubeError
+from workbench.forecast import FORECAST_MODES
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs
 from workbench.quote import JobSpec, Quote, quote

@@ -100,7 +100,7 @@ def zone_name(text: str) -> str:
 def add_forecast_args(p: argparse.ArgumentParser) -> None:
     """``--forecast`` and ``--forecast-error``, as ``plan`` and ``sweep`` take them."""
     # Imported here: every command loads this module, not all of them need the cubes.
-    from workbench.cubes import FORECAST_MODES
+    from workbench.forecast import FORECAST_MODES
 
     p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
                    help="what policies are told about future price and carbon (default: "

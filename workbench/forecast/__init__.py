@@ -6,7 +6,9 @@ Every model is trained only on data before its forecast origin (rolling origin).
 (scores against stored series), :mod:`workbench.forecast.scenario` (the planner's ``model``
 mode) and :mod:`workbench.forecast.arrivals` (job arrivals).
 
-The default-forecast rule calls :func:`has_history`: ``model`` where at least
+:mod:`workbench.forecast.modes` holds what a policy is told: the :class:`Forecast` record,
+the modes, :func:`forecast` and the honest default mode. The default-forecast rule calls
+:func:`has_history`: ``model`` where at least
 :data:`MIN_HISTORY_DAYS` days of history precede the scenario, else seasonal naive.
 """
 
@@ -29,6 +31,12 @@ from workbench.forecast.backtest import (
     series_input,
 )
 from workbench.forecast.calendar import Calendar, calendar, holiday_country
+from workbench.forecast.modes import (
+    FORECAST_MODES,
+    Forecast,
+    default_forecast_mode,
+    forecast,
+)
 from workbench.forecast.rolling import (
     CANDIDATES,
     DEFAULT_MODEL,
@@ -48,6 +56,7 @@ from workbench.forecast.scenario import (
 )
 
 __all__ = [
+    "FORECAST_MODES", "Forecast", "default_forecast_mode", "forecast",
     "CANDIDATES", "DEFAULT_MODEL", "KINDS", "MIN_HISTORY_DAYS", "MODELS", "QUANTILES",
     "ArrivalBacktest", "ArrivalModel", "BacktestResult", "Calendar", "ForecastError",
     "ModelForecast", "RollingForecast", "SeriesInput",

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
+from workbench.forecast.modes import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim.info import SolveInfo
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
@@ -93,24 +94,6 @@ class SlotState:
     cost_so_far: float = 0.0
     carbon_kg_by_dc_so_far: Mapping[str, float] = field(default_factory=dict)
     """Metered carbon per datacenter since the start, kg (empty when not metered)."""
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """Price and carbon from slot ``t`` on, as the policy believes them.
-
-    ``price_per_kwh`` and ``carbon_g_per_kwh`` have shape ``(slots, regions)``; row 0 is the
-    current slot (always the true value: it is being metered now), later rows are forecasts.
-    """
-
-    t: int
-    regions: tuple[str, ...]
-    price_per_kwh: NDArray[np.float64]
-    carbon_g_per_kwh: NDArray[np.float64]
-    mode: str = "perfect"
-
-    def region_index(self, region: str) -> int:
-        return self.regions.index(region)
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,11 @@ from datetime import timedelta
 import numpy as np
 
 from workbench import outcome
+from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
-    Forecast,
     JobState,
     NoHindsightBound,
     Placement,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim.fallback import greedy_choice
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
-    Forecast,
     NoHindsightBound,
     SlotState,
     slot_options,

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fallback import solve_or_greedy
@@ -74,7 +75,6 @@ from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
-    Forecast,
     JobState,
     NoHindsightBound,
     Placement,

@@ -79,12 +79,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim.slot import ExtraConstraints
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
-    Forecast,
     JobState,
     SlotOptions,
     SlotState,

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.forecast import Forecast
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fallback import greedy_choice
@@ -57,7 +58,6 @@ from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
-    Forecast,
     HindsightBound,
     SlotState,
     check_caps,

@@ -18,10 +18,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome
+from workbench.forecast import Forecast
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
 from workbench.optim.slot import SlotProblem
-from workbench.policies.base import Forecast, SlotOptions, SlotState
+from workbench.policies.base import SlotOptions, SlotState
 
 _QUAD = 8
 """Progress points over which :func:`job_configs` averages a training job's rates."""

@@ -61,12 +61,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim.slot import ExtraConstraints
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
-    Forecast,
     JobState,
     SlotOptions,
     SlotState,

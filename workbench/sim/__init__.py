@@ -6,8 +6,8 @@ slot the simulator
 1. activates arrivals (a training job from the first slot starting at or after its arrival,
    until it finishes; an inference service in every slot starting in ``[arrival, end)``);
 2. builds a :class:`~workbench.policies.base.SlotState` with the jobs' remaining work and
-   online estimates, and a :class:`~workbench.policies.base.Forecast` from
-   :func:`workbench.cubes.forecast`;
+   online estimates, and a :class:`~workbench.forecast.Forecast` from
+   :func:`workbench.forecast.forecast`;
 3. calls ``policy.decide`` and validates the allocation (pool capacity, allowed GPU types,
    latency bounds, links for moves); an invalid allocation raises :class:`AllocationError`.
    GPU counts outside a job's ``gpu_counts`` are accepted (operators may pass wider menus

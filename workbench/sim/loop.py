@@ -17,8 +17,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from workbench.chunks import ColumnChunks, QueueTrace
-from workbench.cubes import FORECAST_MODES, forecast
 from workbench.estimate import OnlineEstimator
+from workbench.forecast import FORECAST_MODES, forecast
 from workbench.model import Scenario
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
@@ -81,9 +81,9 @@ def simulate(
         Anything with ``name``, ``reset(scenario)`` and ``decide(state, forecast)``.
     forecast_mode, forecast_error : str, float
         What the policy is told about future price and carbon (see
-        :func:`workbench.cubes.forecast`); the simulator always charges the truth. The
+        :func:`workbench.forecast.forecast`); the simulator always charges the truth. The
         runner decides the mode (:func:`workbench.runner.forecast_mode`: the honest
-        :func:`workbench.cubes.default_forecast_mode` unless a run asks for another);
+        :func:`workbench.forecast.default_forecast_mode` unless a run asks for another);
         ``"perfect"`` is a what-if.
     noise : float
         Log-normal sigma of the hidden per-job throughput factor, of the per-slot
