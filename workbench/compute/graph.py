@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,6 +260,57 @@ def _numel(shape: Sequence[int | None], batch_dim_value: int) -> float:
     return n
 
 
+def _node_cost(t: str, node: Any, attrs: dict[str, Any], out_n: float,
+               numel: Callable[[str], float],
+               vinfo: dict[str, tuple[tuple[int | None, ...], int]],
+               init_arr: dict[str, Any], batch: int) -> tuple[float, str, int]:
+    """FLOPs of one ONNX node of type ``t`` (for the whole reference batch), its op kind
+    (``"unknown"`` for a type charged as elementwise) and its kernel launches (see
+    :func:`graph_from_onnx`)."""
+    kernels = 1
+    if t == "Conv":
+        w = init_arr.get(node.input[1])
+        wshape = w.shape if w is not None else vinfo.get(node.input[1], ((),))[0]
+        per_out = 1.0  # weight (C_out, C_in/groups, k...): MACs per output element
+        for d in list(wshape)[1:]:
+            per_out *= float(d or 1)
+        flops = 2.0 * out_n * per_out
+        kind = "conv"
+    elif t in ("MatMul", "Gemm"):
+        a_shape = vinfo.get(node.input[0], ((),))[0]
+        kdim = a_shape[-1] if a_shape else None
+        if t == "Gemm" and int(attrs.get("transA", 0)) and len(a_shape) >= 2:
+            kdim = a_shape[-2]
+        flops = 2.0 * out_n * float(kdim or 1)
+        kind = "gemm"
+    elif t in ("LSTM", "GRU", "RNN"):
+        gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[t]
+        hidden = int(attrs.get("hidden_size", 0))
+        x_shape = vinfo.get(node.input[0], ((),))[0]
+        steps = float(x_shape[0] or 1) if x_shape else 1.0
+        feat = float(x_shape[-1] or 1) if x_shape else 1.0
+        dirs = 2 if attrs.get("direction", b"forward") in (b"bidirectional",
+                                                            "bidirectional") else 1
+        # x_shape is (T, N, I): N is the batch in ONNX's RNN layout.
+        n_batch = float(x_shape[1] or batch) if len(x_shape) > 1 else float(batch)
+        flops = 2.0 * gates * hidden * (feat + hidden) * steps * dirs * n_batch
+        kernels = int(2 * steps * dirs)
+        kind = "rnn"
+    elif t in _NORM:
+        flops, kind = 5.0 * out_n, "norm"
+    elif t in _POOL:
+        flops, kind = out_n * 2.0, "pool"
+    elif t in ("Softmax", "LogSoftmax"):
+        flops, kind = 5.0 * out_n, "softmax"
+    elif t in _REDUCE:
+        flops, kind = numel(node.input[0]), "reduce"
+    elif t in _ELEMENTWISE:
+        flops, kind = out_n, "elementwise"
+    else:
+        flops, kind = out_n, "unknown"
+    return flops, kind, kernels
+
+
 def graph_from_onnx(path: Path | str, name: str | None = None) -> Graph:
     """Read an ONNX model into a :class:`Graph` (costs per sample of the first input's
     leading dimension).
@@ -324,48 +375,10 @@ def graph_from_onnx(path: Path | str, name: str | None = None) -> Graph:
         act = sum(nbytes(i) for i in node.input if i not in inits) + sum(
             nbytes(o) for o in node.output)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        kernels = 1
-        if t == "Conv":
-            w = init_arr.get(node.input[1])
-            wshape = w.shape if w is not None else vinfo.get(node.input[1], ((),))[0]
-            per_out = 1.0  # weight (C_out, C_in/groups, k...): MACs per output element
-            for d in list(wshape)[1:]:
-                per_out *= float(d or 1)
-            flops = 2.0 * out_n * per_out
-            kind = "conv"
-        elif t in ("MatMul", "Gemm"):
-            a_shape = vinfo.get(node.input[0], ((),))[0]
-            kdim = a_shape[-1] if a_shape else None
-            if t == "Gemm" and int(attrs.get("transA", 0)) and len(a_shape) >= 2:
-                kdim = a_shape[-2]
-            flops = 2.0 * out_n * float(kdim or 1)
-            kind = "gemm"
-        elif t in ("LSTM", "GRU", "RNN"):
-            gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[t]
-            hidden = int(attrs.get("hidden_size", 0))
-            x_shape = vinfo.get(node.input[0], ((),))[0]
-            steps = float(x_shape[0] or 1) if x_shape else 1.0
-            feat = float(x_shape[-1] or 1) if x_shape else 1.0
-            dirs = 2 if attrs.get("direction", b"forward") in (b"bidirectional",
-                                                                "bidirectional") else 1
-            # x_shape is (T, N, I): N is the batch in ONNX's RNN layout.
-            n_batch = float(x_shape[1] or batch) if len(x_shape) > 1 else float(batch)
-            flops = 2.0 * gates * hidden * (feat + hidden) * steps * dirs * n_batch
-            kernels = int(2 * steps * dirs)
-            kind = "rnn"
-        elif t in _NORM:
-            flops, kind = 5.0 * out_n, "norm"
-        elif t in _POOL:
-            flops, kind = out_n * 2.0, "pool"
-        elif t in ("Softmax", "LogSoftmax"):
-            flops, kind = 5.0 * out_n, "softmax"
-        elif t in _REDUCE:
-            flops, kind = numel(node.input[0]), "reduce"
-        elif t in _ELEMENTWISE:
-            flops, kind = out_n, "elementwise"
-        else:
+        flops, kind, kernels = _node_cost(t, node, attrs, out_n, numel, vinfo, init_arr, batch)
+        if kind == "unknown":
             unknown.add(t)
-            flops, kind = out_n, "elementwise"
+            kind = "elementwise"
         nm = node.name or f"{t.lower()}_{k}"
         while any(o.name == nm for o in ops):
             nm = f"{nm}_{k}"
