@@ -53,6 +53,7 @@ from workbench import outcome, perf
 from workbench.forecast import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.model import Datacenter, GpuPool, Job, Scenario, as_utc
 from workbench.outcome import RESTART_S_DEFAULT
+from workbench.sim.truth import horizon_cube
 
 log = logging.getLogger(__name__)
 
@@ -286,24 +287,17 @@ def quote(
     if spec.app not in apps:
         raise QuoteError(f"no performance profile for app {spec.app!r}; known apps: {apps}")
 
-    slot_s = float(sc.slot_s)
     arrival = spec.arrival or sc.start
-    span = f"pass an arrival within the horizon {sc.start.isoformat()} .. {sc.end.isoformat()}"
-    if arrival < sc.start:
-        raise QuoteError(f"arrival {arrival.isoformat()} is before the horizon start "
-                         f"{sc.start.isoformat()} of scenario {sc.name!r}; {span}")
-    t0 = sc.slot_of(arrival)
-    if arrival > sc.start + timedelta(seconds=slot_s * t0):
-        t0 += 1  # a job runs from the first slot starting at or after its arrival
-    if t0 >= sc.n_slots:
-        raise QuoteError(f"arrival {arrival.isoformat()} is after the last slot of scenario "
-                         f"{sc.name!r}; {span}")
+    t0 = _arrival_slot(sc, arrival)
     deadline_s = None  # the deadline, seconds after the scenario start
     if spec.deadline_h is not None:
         deadline = arrival + timedelta(hours=spec.deadline_h)
         deadline_s = (deadline - sc.start).total_seconds()
 
-    cube = _horizon(sc)
+    try:
+        cube = horizon_cube(sc)
+    except ValueError as exc:
+        raise QuoteError(str(exc)) from None
     fc_model = None
     if forecast_mode == "model":
         from workbench.forecast.scenario import fit_scenario
@@ -353,16 +347,18 @@ def quote(
                  forecast_mode=forecast_mode)
 
 
-def _horizon(sc: Scenario) -> Any:
-    times = pd.DatetimeIndex(sc.grid["time"].values)
-    start = pd.Timestamp(sc.start).tz_convert("UTC").tz_localize(None)
-    pos = int(times.get_indexer([start])[0])
-    if pos < 0:
-        raise QuoteError(f"scenario {sc.name!r}: its grid has no step at the scenario start")
-    cube = sc.grid.isel(time=slice(pos, pos + sc.n_slots))
-    if "slot_s" not in cube.attrs:
-        cube = cube.assign_attrs(slot_s=sc.slot_s)
-    return cube
+def _arrival_slot(sc: Scenario, arrival: datetime) -> int:
+    """The first slot starting at or after ``arrival`` (where the job can first run); a
+    :class:`QuoteError` naming the horizon when the arrival lies outside it."""
+    span = f"pass an arrival within the horizon {sc.start.isoformat()} .. {sc.end.isoformat()}"
+    if arrival < sc.start:
+        raise QuoteError(f"arrival {arrival.isoformat()} is before the horizon start "
+                         f"{sc.start.isoformat()} of scenario {sc.name!r}; {span}")
+    t0 = sc.slot_of(arrival, after=True)
+    if t0 >= sc.n_slots:
+        raise QuoteError(f"arrival {arrival.isoformat()} is after the last slot of scenario "
+                         f"{sc.name!r}; {span}")
+    return t0
 
 
 def _job(spec: JobSpec, arrival: datetime) -> Job:
