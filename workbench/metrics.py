@@ -22,6 +22,7 @@ import pandas as pd
 
 from workbench.model import Scenario
 from workbench.outcome import service_power_w
+from workbench.units import G_PER_KG, J_PER_KWH
 
 METRIC_KEYS: tuple[str, ...] = (
     "energy_kwh", "cost", "currency", "carbon_kg", "energy_moved_kwh", "energy_peak_kwh",
@@ -96,7 +97,7 @@ def site_idle(scenario: Scenario) -> dict[str, float]:
         site_idle_energy_kwh = sum_d idle_power_kw[d] * PUE[d] * slot_s * n_slots / 3600
         site_idle_cost       = sum_d sum_t idle_power_kw[d] * PUE[d] * slot_s / 3600 * p[d, t]
         site_idle_carbon_kg  = sum_d sum_t idle_power_kw[d] * PUE[d] * slot_s / 3600
-                               * c[d, t] / 1000
+                               * c[d, t] / G_PER_KG
     """
     _, pos = _horizon(scenario)
     end = pos + scenario.n_slots
@@ -111,7 +112,7 @@ def site_idle(scenario: Scenario) -> dict[str, float]:
         grams = np.asarray(cell["carbon_g_per_kwh"].values[pos:end], dtype=float)
         energy += kwh * price.size
         cost += kwh * float(price.sum())
-        carbon += kwh * float(grams.sum()) / 1000.0
+        carbon += kwh * float(grams.sum()) / G_PER_KG
     return {"site_idle_energy_kwh": energy, "site_idle_cost": cost,
             "site_idle_carbon_kg": carbon}
 
@@ -196,9 +197,9 @@ def inference_carbon_floor_kg(scenario: Scenario) -> float:
             for pool in scenario.pools_at(dc.name):
                 if not job.allows(pool.gpu_type) or job.requested_gpus > pool.count:
                     continue
-                kwh = service_power_w(job, pool) * scenario.slot_s / 3.6e6 * dc.pue
+                kwh = service_power_w(job, pool) * scenario.slot_s / J_PER_KWH * dc.pue
                 c = carbon.sel(region=dc.region).values[a:b]
-                best = np.minimum(best, kwh * c / 1000.0)
+                best = np.minimum(best, kwh * c / G_PER_KG)
         total += float(np.sum(best[np.isfinite(best)]))
     return total
 
@@ -463,7 +464,7 @@ def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
     home_rate = np.where(ok, values[np.clip(slot, 0, values.shape[0] - 1),
                                     hreg.astype(int)], rate)
     total = (plan["cost"].to_numpy(float) if var == "price_per_kwh"
-             else plan["carbon_kg"].to_numpy(float) * 1000.0)
+             else plan["carbon_kg"].to_numpy(float) * G_PER_KG)
     return float(own.sum()), float((own * rate).sum()), float((own * home_rate).sum()), \
         float(total.sum())
 
@@ -505,7 +506,7 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     for key, var, scale in (("cost", "price_per_kwh", 1.0),
                             ("carbon_kg", "carbon_g_per_kwh", 1000.0)):
         e_b = float(b_plan["energy_kwh"].sum())
-        total_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * 1000.0).sum())
+        total_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * G_PER_KG).sum())
         e_p, own_at_p, own_at_h, total_p = _own_and_home(p_plan, scenario, var)
         p_b = total_b / e_b if e_b else 0.0
         p_p = own_at_p / e_p if e_p else 0.0

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from workbench.units import J_PER_KWH
+
 FloatArray = NDArray[np.float64]
 
 
@@ -278,7 +280,7 @@ def energy_kwh(
     gpus_per_node: int = 8,
 ) -> FloatArray:
     """Facility energy of running ``duration_s`` seconds: ``P * duration_s / 3.6e6 * pue``."""
-    return power_w(profile, n, m, gpus_per_node) * duration_s / 3.6e6 * pue
+    return power_w(profile, n, m, gpus_per_node) * duration_s / J_PER_KWH * pue
 
 
 def batch_bounds(profile: JobProfile, n: int) -> tuple[int, int]:

@@ -54,6 +54,7 @@ from workbench.forecast import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.model import Datacenter, GpuPool, Job, Scenario, as_utc
 from workbench.outcome import RESTART_S_DEFAULT
 from workbench.sim.truth import horizon_cube
+from workbench.units import G_PER_KG
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +419,7 @@ def _option(
         pw = np.lib.stride_tricks.sliding_window_view(price[: n_priced + k - 1, col], k)
         cw = np.lib.stride_tricks.sliding_window_view(carbon[: n_priced + k - 1, col], k)
         cost += pw @ w
-        carb += cw @ w / 1000.0
+        carb += cw @ w / G_PER_KG
     if n_priced:
         row["cost_if_now"] = float(cost[0])
         row["carbon_kg_if_now"] = float(carb[0])

@@ -8,6 +8,7 @@ import sys
 
 from workbench.cli._args import number
 from workbench.measure import NoGpuError, ProfileResult, profile_command, profile_for
+from workbench.units import J_PER_KWH
 
 NO_GPU_EXIT = 3
 """Exit status when no NVIDIA GPU or driver is available."""
@@ -38,7 +39,7 @@ def _print_summary(res: ProfileResult, profile_id: str) -> None:
     s = res.summary
     print(f"profile {s['name']} ({profile_id}): {s['n_gpus']} GPU(s), "
           f"{s['duration_s']:.2f} s, mean power {s['mean_power_w']:.1f} W, "
-          f"energy {s['energy_j']:.1f} J ({s['energy_j'] / 3.6e6:.6f} kWh), "
+          f"energy {s['energy_j']:.1f} J ({s['energy_j'] / J_PER_KWH:.6f} kWh), "
           f"{len(res.samples)} samples")
 
 

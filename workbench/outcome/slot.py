@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import perf
+from workbench.units import J_PER_KWH, W_PER_KW
 
 if TYPE_CHECKING:
     from workbench.model import GpuPool, Job, Link
@@ -364,11 +365,11 @@ def slot_outcome(
     if not job.is_training:
         used = slot_s if up_s is None else min(slot_s, max(up_s, 0.0))
         p_w = float(inference_power_w)
-        energy = p_w * used / 3.6e6 * pue + transfer_dst
+        energy = p_w * used / J_PER_KWH * pue + transfer_dst
         return SlotOutcome(progress=0.0, it_power_w=p_w, used_s=used, lost_s=0.0,
                            pending_s=0.0, energy_kwh=energy, movement_kwh=charges.transfer_kwh,
                            transfer_gb=charges.transfer_gb, source_kwh=charges.source_kwh,
-                           power_kw=p_w * used / slot_s * pue / 1000.0)
+                           power_kw=p_w * used / slot_s * pue / W_PER_KW)
     assert profile is not None
     if x_model_sps is None:
         x_model_sps = float(perf.throughput(profile.throughput, n_gpus, batch_size,
@@ -390,13 +391,13 @@ def slot_outcome(
         used = slot_s
     e = profile.energy
     p_w = min(n_gpus * e.a1_w + e.a2_w_per_sps * x, n_gpus * e.max_power_w)
-    it_kwh = p_w / 3.6e6 * pue
+    it_kwh = p_w / J_PER_KWH * pue
     return SlotOutcome(
         progress=progress, it_power_w=p_w, used_s=used, lost_s=lost, pending_s=pending,
         energy_kwh=it_kwh * used + transfer_dst,
         movement_kwh=it_kwh * lost + charges.transfer_kwh,
         transfer_gb=charges.transfer_gb, source_kwh=charges.source_kwh, finishes=finishes,
-        power_kw=p_w * used / slot_s * pue / 1000.0,
+        power_kw=p_w * used / slot_s * pue / W_PER_KW,
     )
 
 
@@ -460,5 +461,5 @@ def full_slot_rates(
     prog = x * eff / job.work_samples * useful
     e = profile.energy
     p_w = np.minimum(n_gpus * e.a1_w + e.a2_w_per_sps * x, n_gpus * e.max_power_w)
-    kwh = p_w / 3.6e6 * pue * slot_s + NO_CHARGES.transfer_kwh / 2.0
+    kwh = p_w / J_PER_KWH * pue * slot_s + NO_CHARGES.transfer_kwh / 2.0
     return prog, kwh
