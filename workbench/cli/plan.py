@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from workbench.cli._args import add_forecast_args, fail, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.io.errors import output_error
+from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
 from workbench.metrics import ATTRIBUTION_KEYS
 from workbench.model import Scenario
@@ -42,7 +44,8 @@ from workbench.sim import AllocationError, Recorder, RunResult
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
-    "power_cap_violations",
+    "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
+    "unfinished_work_jobs",
 )
 """Metrics in the ``--json`` object (besides ``policy``), for the run and its baseline."""
 
@@ -103,21 +106,69 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
-                      cur: str) -> list[str]:
-    """The summary lines of a run's saving attribution and hindsight bound (plan, runs show)."""
+                      cur: str, cmp: LikeForLike | None = None) -> list[str]:
+    """The summary lines of a run's saving attribution and hindsight bound (plan, runs show).
+
+    With ``cmp`` (:func:`workbench.equal_work.like_for_like`) the split ends with the work
+    left undone (the difference of the two runs' charges), so the parts add up to the
+    saving on equal work; the bound is given on equal work with the run's gap to it."""
     lines = []
+    undone = (math.nan if cmp is None
+              else cmp.baseline_unfinished_charge - cmp.unfinished_charge)
     if att:
         parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
+        if math.isfinite(undone) and abs(undone) > 0:
+            parts += f", work left undone {undone:+,.2f}"
         kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
         lines += [f"where the saving comes from ({cur}): {parts}",
                   f"where the carbon saving comes from (kg): {kg}"]
     if bound:
-        cost, kg_b = bound.get("cost"), bound.get("carbon_kg")
-        lines.append(f"hindsight bound ({bound.get('kind')}): "
+        cost, kg_b = bound.get("equal_work_cost"), bound.get("equal_work_carbon_kg")
+        basis = "on equal work"
+        if cost is None:  # stored before the equal-work figures
+            cost, kg_b, basis = bound.get("cost"), bound.get("carbon_kg"), "work as planned"
+        gap = "" if cmp is None or not math.isfinite(cmp.above_bound_pct) else (
+            f"; this run is {cmp.above_bound_pct:+.1f}% above it")
+        lines.append(f"hindsight bound ({bound.get('kind')}, {basis}): "
                      f"{'-' if cost is None else format(cost, ',.2f')} {cur}, "
                      f"{'-' if kg_b is None else format(kg_b, ',.1f')} kg CO2 (no restarts or "
-                     "transfers; a lower bound on what the replay is charged)")
+                     f"transfers: a lower bound on every plan){gap}")
     return lines
+
+
+def saving_lines(cmp: LikeForLike, run: Mapping[str, Any], base: Mapping[str, Any],
+                 cur: str) -> list[str]:
+    """The saving against asap-home, on equal work first (plan, runs show): one line when
+    the bills compare like for like, else the equal-work saving, what was charged, and the
+    bill's own saving marked as not like for like."""
+    if not math.isfinite(cmp.saving):
+        if not math.isfinite(cmp.bill_saving):
+            return []
+        return [f"saving against {BASELINE}: {cmp.bill_saving_pct:.1f}% of the electricity "
+                f"bill ({cmp.bill_saving:,.2f} {cur}){saving_caveat(run, base)} (equal-work "
+                "figures not stored with this run)"]
+    head = (f"saving against {BASELINE} on equal work: {cmp.saving_pct:.1f}% "
+            f"({cmp.saving:,.2f} {cur}), carbon {cmp.carbon_saving_pct:.1f}% "
+            f"({cmp.carbon_saving_kg:,.1f} kg)")
+    charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
+    if not charged and cmp.like_for_like_bill:
+        return [head + "; both runs did all the work, so it is the bill's own saving"]
+    lines = [head]
+    if charged:
+        lines += textwrap.wrap(
+            f"({EQUAL_WORK_BASIS}: {cmp.unfinished_charge:,.2f} {cur} for "
+            f"{_num(run.get('unfinished_work_jobs'), 1)} jobs' worth in this run, "
+            f"{cmp.baseline_unfinished_charge:,.2f} {cur} in {BASELINE})",
+            width=96, subsequent_indent="  ")
+    lines += textwrap.wrap(f"the bill alone: {cmp.bill_saving_pct:.1f}% lower "
+                           f"({cmp.bill_saving:,.2f} {cur}){saving_caveat(run, base)}",
+                           width=96, subsequent_indent="  ")
+    return lines
+
+
+def _num(value: Any, digits: int) -> str:
+    return "-" if not isinstance(value, int | float) or not math.isfinite(value) else (
+        f"{value:,.{digits}f}")
 
 
 def _count(value: Any) -> int:
@@ -125,9 +176,9 @@ def _count(value: Any) -> int:
 
 
 def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str:
-    """What to append to a saving against asap-home that is not like for like, or ``""``:
-    the run left more jobs unfinished than asap-home did (their remaining work is neither
-    done nor paid for, so it looks cheaper) or missed more deadlines (plan, runs show)."""
+    """What to append to a bill's saving against asap-home that is not like for like, or
+    ``""``: the run left more jobs unfinished than asap-home did (their remaining work is not
+    in the bill, so it looks cheaper) or missed more deadlines (plan, runs show)."""
     if not base:
         return ""
     parts = []
@@ -135,7 +186,7 @@ def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str
     if n > n_base:
         parts.append(f"{n} job{'s' if n != 1 else ''} unfinished"
                      + (f" against {n_base} in {BASELINE}" if n_base else "")
-                     + " (their remaining work is not paid for)")
+                     + " (their remaining work is not in the bill)")
     m, m_base = _count(run.get("deadline_misses")), _count(base.get("deadline_misses"))
     if m > m_base:
         parts.append(f"{m} deadline miss{'es' if m != 1 else ''} against {m_base} in "
@@ -188,7 +239,8 @@ def _print_summary(
           + (f", against {BASELINE}" if base else "")
           + f"; forecast: {extra['forecast']}")
     rows = [
-        (f"cost ({cur})", "cost", 2), ("energy (kWh)", "energy_kwh", 1),
+        (f"cost ({cur})", "cost", 2), (f"equal-work cost ({cur})", "equal_work_cost", 2),
+        ("energy (kWh)", "energy_kwh", 1),
         ("carbon (kg CO2)", "carbon_kg", 1), ("deadline misses", "deadline_misses", 0),
         ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
         ("data moved (GB)", "transfer_gb", 1), ("time lost (job-h)", "lost_h", 1),
@@ -197,29 +249,30 @@ def _print_summary(
     for d in (run, base):
         if d is not None:
             d["lost_h"] = None if d.get("lost_s") is None else float(d["lost_s"]) / 3600.0
-    head = f"  {'':<18}{name:>16}"
+    head = f"  {'':<22}{name:>16}"
     if base:
         head += f"{BASELINE:>16}{'change':>10}"
     print(head)
     for label, key, digits in rows:
-        line = f"  {label:<18}{_fmt(run[key], digits):>16}"
+        line = f"  {label:<22}{_fmt(run[key], digits):>16}"
         if key == "jobs_finished":
             done = f"{run[key]}/{run['jobs_total']}"
-            line = f"  {label:<18}{done:>16}"
+            line = f"  {label:<22}{done:>16}"
         if base:
             other = (f"{base[key]}/{base['jobs_total']}" if key == "jobs_finished"
                      else _fmt(base[key], digits))
             change = ""
-            if key in ("cost", "energy_kwh", "carbon_kg", "mean_jct_h") and run[key] is not None \
+            if key in ("cost", "equal_work_cost", "energy_kwh", "carbon_kg", "mean_jct_h") \
+                    and run[key] is not None \
                     and base[key] is not None:
                 change = _pct(float(run[key]), float(base[key]))
             line += f"{other:>16}{change:>10}"
         print(line)
-    if base and base["cost"]:
-        saving = 100.0 * (base["cost"] - run["cost"]) / base["cost"]
-        print(f"  saving against {BASELINE}: {saving:.1f}% of the electricity bill "
-              f"({base['cost'] - run['cost']:,.2f} {cur}){saving_caveat(run, base)}")
-    for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur):
+    cmp = like_for_like(run, base, extra.get("bound"))
+    if base:
+        for line in saving_lines(cmp, run, base, cur):
+            print(f"  {line}")
+    for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur, cmp):
         print(f"  {line}")
     if cap_kg is not None:
         diff = run["carbon_kg"] - cap_kg
@@ -325,10 +378,11 @@ def run(args: argparse.Namespace) -> int:
     if outcome.attribution is not None:
         extra["attribution"] = outcome.attribution
     if outcome.bound is not None:
-        extra["bound"] = outcome.bound.as_dict()
+        extra["bound"] = dict(result.meta["bound"])
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
-               "run_id": run_id, "stored_in": str(saved.path), **extra}
+               "run_id": run_id, "stored_in": str(saved.path), **extra,
+               "like_for_like": like_for_like(summary, base, extra.get("bound")).as_dict()}
         print(json.dumps(obj))
     else:
         _print_summary(scenario, args.policy, summary, base, run_id, cap_kg, args,

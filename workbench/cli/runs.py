@@ -18,7 +18,8 @@ from workbench import runs as runs_mod
 from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, saving_caveat
+from workbench.cli.plan import attribution_lines, saving_lines
+from workbench.equal_work import like_for_like
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
 from workbench.scenarios import stored_or_builtin
@@ -124,7 +125,8 @@ def _show(args: argparse.Namespace) -> int:
                            for k, v in metrics.items()},
                "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings,
                "attribution": att, "attribution_missing": why or None,
-               "bound": info.get("bound") or None}
+               "bound": info.get("bound") or None,
+               "like_for_like": like_for_like(metrics, base, info.get("bound")).as_dict()}
         print(json.dumps(obj, default=str))
         return 0
     print(f"run {rid}" + (f" ({info['name']})" if info.get("name") else "")
@@ -139,12 +141,11 @@ def _show(args: argparse.Namespace) -> int:
     print(f"  deadline misses {_num(metrics.get('deadline_misses'))}, jobs unfinished "
           f"{_num(metrics.get('jobs_unfinished'))}, migrations "
           f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
-    if att:
-        print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, carbon "
-              f"{sum(att['carbon_kg'].values()):,.1f} kg{saving_caveat(metrics, base)}")
-    else:
-        print(f"  {why}")
-    for line in attribution_lines(att, info.get("bound"), cur):
+    bound = info.get("bound") or None
+    cmp = like_for_like(metrics, base, bound)
+    for line in saving_lines(cmp, metrics, base, cur) if base else [why]:
+        print(f"  {line}")
+    for line in attribution_lines(att, bound, cur, cmp):
         print(f"  {line}")
     for w in warnings:
         print(f"  warning: {w}")
