@@ -178,7 +178,9 @@ class LikeForLike:
     bill_saving, bill_saving_pct
         The bills alone (``cost``), which count no work left undone.
     unfinished_charge, baseline_unfinished_charge
-        What the run's and asap-home's undone work was charged.
+        What the run's and asap-home's undone work was charged (currency).
+    unfinished_carbon_kg, baseline_unfinished_carbon_kg
+        The same in kg CO2.
     above_bound_pct
         ``100 (equal_work_cost / bound's equal_work_cost - 1)``: the gap to the hindsight
         bound, the yardstick (a lower bound on every plan).
@@ -202,6 +204,8 @@ class LikeForLike:
     bill_saving_pct: float
     unfinished_charge: float
     baseline_unfinished_charge: float
+    unfinished_carbon_kg: float
+    baseline_unfinished_carbon_kg: float
     bound_equal_work_cost: float
     above_bound_pct: float
     replay_equal_work_cost: float
@@ -244,6 +248,8 @@ def like_for_like(run: Mapping[str, Any], baseline: Mapping[str, Any] | None = N
         bill_saving=b_cost - cost, bill_saving_pct=_pct(b_cost - cost, b_cost),
         unfinished_charge=_num(run, "unfinished_charge"),
         baseline_unfinished_charge=_num(baseline, "unfinished_charge"),
+        unfinished_carbon_kg=_num(run, "unfinished_carbon_kg"),
+        baseline_unfinished_carbon_kg=_num(baseline, "unfinished_carbon_kg"),
         bound_equal_work_cost=lb, above_bound_pct=_pct(ew - lb, lb),
         replay_equal_work_cost=rp, above_replay_pct=_pct(ew - rp, rp),
         more_unfinished=_num(run, "jobs_unfinished") - _num(baseline, "jobs_unfinished"),

@@ -11,17 +11,25 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from workbench.equal_work import LikeForLike, like_for_like
+from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
-from workbench.runs import run_settings
+from workbench.runs import REFERENCE_POLICY, run_settings
 
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "policy", "cost", "cost_saving_pct", "cost_vs_offline_pct", "carbon_kg",
+    "policy", "currency", "cost", "equal_work_cost", "saving_pct", "bill_saving_pct",
+    "above_bound_pct", "above_replay_pct", "carbon_kg", "equal_work_carbon_kg",
     "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
-    "jobs_unfinished", "migrations", "energy_moved_kwh",
+    "jobs_unfinished", "unfinished_charge", "migrations", "energy_moved_kwh",
 )
-"""Columns of :func:`compare_table`: savings are relative to ``asap-home`` (positive: cheaper
-or cleaner than it), ``cost_vs_offline_pct`` is the excess over the hindsight plan's
-(replayed) cost."""
+"""Columns of :func:`compare_table`, each row on equal work
+(:func:`workbench.equal_work.like_for_like`): ``saving_pct`` and ``carbon_saving_pct``
+against ``asap-home`` (positive: cheaper or cleaner than it), ``bill_saving_pct`` the bills
+alone, ``above_bound_pct`` the gap to the hindsight bound (the yardstick),
+``above_replay_pct`` to the hindsight plan as replayed (a reference)."""
+
+COUNT_COLUMNS: tuple[str, ...] = ("deadline_misses", "jobs_unfinished", "migrations")
+"""Columns of :func:`compare_table` that count things (integers, empty where unknown)."""
 
 PALETTE: tuple[str, ...] = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -150,55 +158,47 @@ def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
     return out[list(FLOW_COLUMNS)]
 
 
+def _policy_order(name: str) -> tuple[int, str]:
+    return (POLICY_NAMES.index(name) if name in POLICY_NAMES else len(POLICY_NAMES), name)
+
+
+def run_comparison(policy: str, metrics: Mapping[str, Any],
+                   baselines: Mapping[str, Mapping[str, Any]],
+                   bound: Mapping[str, Any] | None = None) -> LikeForLike:
+    """The run (``policy``, ``metrics``) against its comparison runs, on equal work: the
+    one definition of :func:`workbench.equal_work.like_for_like` with asap-home as the
+    baseline, ``bound`` (the hindsight bound) as the yardstick and the ``offline`` run (the
+    hindsight plan replayed; the run itself when it is the hindsight plan) as reference."""
+    runs = {**baselines, policy: metrics}
+    return like_for_like(metrics, runs.get(REFERENCE_POLICY), bound, runs.get("offline"))
+
+
 def compare_table(policy: str, metrics: Mapping[str, Any],
-                  baselines: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The run and each comparison policy, one row each (the run first).
+                  baselines: Mapping[str, Mapping[str, Any]],
+                  bound: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The run and each comparison policy, one row each: the run first, then the others in
+    the order of :data:`workbench.policies.POLICY_NAMES` (stable between sessions).
 
-    ``cost_saving_pct = 100 (1 - cost / cost[asap-home])`` (likewise for carbon) and
-    ``cost_vs_offline_pct = 100 (cost / cost[offline] - 1)``; NaN where the reference policy
-    was not run.
+    Each row is :func:`run_comparison` of that policy's metrics (:data:`COMPARE_COLUMNS`):
+    NaN where a reference was not run; counts as integers.
     """
-    rows = [{"policy": policy, **metrics}]
-    rows += [{"policy": name, **m} for name, m in baselines.items() if name != policy]
+    others = sorted((n for n in baselines if n != policy), key=_policy_order)
+    rows = []
+    for name, m in [(policy, metrics), *((n, baselines[n]) for n in others)]:
+        cmp = run_comparison(name, m, baselines, bound)
+        rows.append({**m, "policy": name, "saving_pct": cmp.saving_pct,
+                     "bill_saving_pct": cmp.bill_saving_pct,
+                     "above_bound_pct": cmp.above_bound_pct,
+                     "above_replay_pct": cmp.above_replay_pct,
+                     "carbon_saving_pct": cmp.carbon_saving_pct})
     frame = pd.DataFrame(rows).reindex(columns=list(COMPARE_COLUMNS))
-    by_name = {str(r["policy"]): r for r in rows}
-    asap, offline = by_name.get("asap-home"), by_name.get("offline")
-    for metric, col in (("cost", "cost_saving_pct"), ("carbon_kg", "carbon_saving_pct")):
-        base = float(asap[metric]) if asap is not None else math.nan
-        frame[col] = (100.0 * (1.0 - frame[metric].astype(float) / base)
-                      if base and math.isfinite(base) else math.nan)
-    best = float(offline["cost"]) if offline is not None else math.nan
-    frame["cost_vs_offline_pct"] = (100.0 * (frame["cost"].astype(float) / best - 1.0)
-                                    if best and math.isfinite(best) else math.nan)
+    for col in COMPARE_COLUMNS:
+        if col not in ("policy", "currency", *COUNT_COLUMNS):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
+    for col in COUNT_COLUMNS:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").round().astype("Int64")
+    frame["currency"] = frame["currency"].fillna(str(metrics.get("currency", "")))
     return frame
-
-
-def savings_summary(table: pd.DataFrame) -> dict[str, float]:
-    """The run's (first row of :func:`compare_table`) savings, as numbers for the headline.
-
-    Keys: ``cost_saving_pct``, ``carbon_saving_pct`` (against asap-home),
-    ``cost_vs_offline_pct`` (excess over the hindsight plan, replayed), ``cost_saved`` (in the
-    run's currency against asap-home), and ``more_unfinished`` / ``more_misses`` (jobs the
-    run left unfinished, deadlines it missed, beyond asap-home's: a saving that is not like
-    for like when > 0); NaN where a reference is missing.
-    """
-    if table.empty:
-        return {}
-    run = table.iloc[0]
-    asap = table[table["policy"] == "asap-home"]
-
-    def more(col: str) -> float:
-        if not len(asap) or col not in table:
-            return math.nan
-        return float(pd.to_numeric(run[col], errors="coerce")) - float(
-            pd.to_numeric(asap[col].iloc[0], errors="coerce"))
-
-    saved = (float(asap["cost"].iloc[0]) - float(run["cost"])) if len(asap) else math.nan
-    return {"cost_saving_pct": float(run["cost_saving_pct"]),
-            "carbon_saving_pct": float(run["carbon_saving_pct"]),
-            "cost_vs_offline_pct": float(run["cost_vs_offline_pct"]),
-            "cost_saved": saved, "more_unfinished": more("jobs_unfinished"),
-            "more_misses": more("deadline_misses")}
 
 
 def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -95,6 +95,9 @@ class WorkbenchState(param.Parameterized):
                                    doc="The scenario as loaded (its own slot length)")
     result = param.ClassSelector(class_=RunResult, default=None, allow_None=True)
     baselines = param.Dict(default={}, doc="policy -> metrics of the comparison runs")
+    bound = param.Dict(default={}, doc="The hindsight bound the shown run is measured "
+                       "against (its own, else its stored offline comparison's), with its "
+                       "equal-work figures; empty when none was computed")
     tradeoff = param.DataFrame(default=None, allow_None=True,
                                doc="V sweep of the scenario from the store")
     last_quote = param.ClassSelector(class_=Quote, default=None, allow_None=True)
@@ -191,8 +194,8 @@ class WorkbenchState(param.Parameterized):
         self.store_error = ""
         zones = ["UTC", *sorted({d.timezone for d in scenario.datacenters} - {"UTC"})]
         self.param.tz.objects = zones
-        self.param.update(scenario=scenario, result=None, baselines={}, run_info={},
-                          compare_ids=[],
+        self.param.update(scenario=scenario, result=None, baselines={}, bound={},
+                          run_info={}, compare_ids=[],
                           tz=self.tz if self.tz in zones and self.tz != "UTC" else zones[-1])
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
@@ -331,6 +334,7 @@ class WorkbenchState(param.Parameterized):
             res.meta["run_id"] = outcome.run_id
         info = self._info_of(res, outcome.run_id)
         self.param.update(result=res, baselines=outcome.baselines, run_info=info,
+                          bound=self._bound_of(res.meta.get("bound")),
                           runs_done=self.runs_done + 1)
         self.refresh_runs()
         self.refresh_tradeoff()
@@ -416,11 +420,15 @@ class WorkbenchState(param.Parameterized):
                          and info["scenario"] == getattr(self.scenario, "name", None)
                          else store.run_summaries(info["scenario"]))
                 baselines: dict[str, dict[str, Any]] = {}
+                bound = res.meta.get("bound")
                 for rec in table.to_dict("records"):
                     if (rec["policy"] in self.baseline_policies and rec["policy"] != res.policy
                             and rec["policy"] not in baselines
                             and stored_runs.same_settings(rec, info)):
-                        baselines[rec["policy"]] = store.run_metrics(rec["run_id"])
+                        baselines[rec["policy"]] = stored_runs.stored_metrics(
+                            store, rec["run_id"], self.scenario)
+                        if rec["policy"] == "offline" and not bound:
+                            bound = store.run_info(rec["run_id"]).get("bound")
         except StoreError as exc:
             self.say(f"cannot load run {run_id}: {exc}", "danger")
             return None
@@ -429,7 +437,8 @@ class WorkbenchState(param.Parameterized):
             self.slot_minutes = int(slot_s) // 60
         info["stored"] = True
         self._restore_knobs(info)
-        self.param.update(result=res, baselines=baselines, run_info=info)
+        self.param.update(result=res, baselines=baselines, run_info=info,
+                          bound=self._bound_of(bound, slot_s))
         self.refresh_tradeoff()
         self._announce(res, [])
         return res
@@ -445,6 +454,7 @@ class WorkbenchState(param.Parameterized):
             return cached
         res = stored_runs.load_result(store, run_id, sc)
         if sc is not None and res.meta.get("scenario") == sc.name:
+            stored_runs.fill_equal_work(res.metrics, res.plan, sc)
             att, why = stored_runs.stored_attribution(store, run_id, sc, res)
         else:
             att, why = None, "attribution not available: the run's scenario is not loaded"
@@ -456,6 +466,25 @@ class WorkbenchState(param.Parameterized):
             res.meta["attribution"] = att
         self.shared.keep_stored_run(self.db_path, run_id, self.fingerprint, res)
         return res
+
+    def _bound_of(self, bound: Mapping[str, Any] | None, slot_s: Any = None
+                  ) -> dict[str, Any]:
+        """A hindsight bound with its equal-work figures, or ``{}``."""
+        return stored_runs.with_equal_work_bound(bound, self.scenario, slot_s) or {}
+
+    def missing_references(self) -> dict[str, str]:
+        """Why the shown run lacks asap-home (the saving's reference) or the hindsight bound,
+        in the sidebar's terms: selected under Compare with but not run with this run's
+        settings (a stored run opened without it, comparisons cancelled), or not selected."""
+        out = {}
+        for key, policy, what in (("asap-home", "asap-home", "No saving against asap-home"),
+                                  ("bound", "offline", "No hindsight bound")):
+            if policy in self.baseline_policies:
+                out[key] = (f"{what} yet: {policy} is selected under Compare with but has not "
+                            "run with this run's settings; press Run to run it.")
+            else:
+                out[key] = f"{what}: add {policy} under Compare with and press Run."
+        return out
 
     def _restore_knobs(self, info: Mapping[str, Any]) -> None:
         """Put a loaded run's policy and knobs back in the sidebar, so that pressing Run

@@ -113,13 +113,15 @@ def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
     left undone (the difference of the two runs' charges), so the parts add up to the
     saving on equal work; the bound is given on equal work with the run's gap to it."""
     lines = []
-    undone = (math.nan if cmp is None
-              else cmp.baseline_unfinished_charge - cmp.unfinished_charge)
+    undone, undone_kg = (math.nan, math.nan) if cmp is None else (
+        cmp.baseline_unfinished_charge - cmp.unfinished_charge,
+        cmp.baseline_unfinished_carbon_kg - cmp.unfinished_carbon_kg)
     if att:
         parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
+        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
         if math.isfinite(undone) and abs(undone) > 0:
             parts += f", work left undone {undone:+,.2f}"
-        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+            kg += f", work left undone {undone_kg:+,.1f}"
         lines += [f"where the saving comes from ({cur}): {parts}",
                   f"where the carbon saving comes from (kg): {kg}"]
     if bound:
