@@ -223,7 +223,7 @@ def _run_comparisons(request: RunRequest, todo: Sequence[str], fitted: ModelFore
                 notes.append(f"comparison run {name} not saved: {exc}")
         shared.keep_comparison(request.key, name, Comparison(
             metrics=base.metrics, plan=base.plan,
-            bound=None if bound is None else bound.as_dict(), run_id=run_id))
+            bound=None if bound is None else dict(base.meta["bound"]), run_id=run_id))
     return notes
 
 
