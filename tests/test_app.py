@@ -14,6 +14,7 @@ import pytest
 from workbench import Store
 from workbench.app import WorkbenchState, create_app, derive, markup, plots
 from workbench.app.markup import headline_html
+from workbench.caps import Caps
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.quote import JobSpec
@@ -61,12 +62,34 @@ def test_knobs_follow_the_sidebar_and_the_policy(state: WorkbenchState) -> None:
     state.param.update(V=5.0, cap_mode="global", carbon_cap_kg=80.0, gpu_counts=[1, 4],
                        migration_threshold=0.3)
     knobs = state.knobs()
-    assert knobs == {"V": 5.0, "migration_threshold": 0.3, "carbon_cap_kg": 80.0,
-                     "gpu_counts": (1, 4)}
+    assert knobs == {"V": 5.0, "migration_threshold": 0.3, "gpu_counts": (1, 4)}
+    assert state.caps() == Caps(carbon_kg=80.0)
     state.cap_mode = "per datacenter"
-    assert isinstance(state.knobs()["carbon_cap_kg"], dict)
-    # A baseline takes none of the Lyapunov knobs.
-    assert state.knobs("asap-home") == {}
+    assert state.caps().carbon_kg_by_dc
+    # A baseline takes none of the Lyapunov knobs, and no cap.
+    assert state.knobs("asap-home") == {} and state.caps("asap-home") == Caps()
+
+
+@pytest.mark.parametrize(("text", "caps", "error"), [
+    ("20%", Caps(carbon_pct_below_baseline=20.0), ""),
+    (" 12.5% ", Caps(carbon_pct_below_baseline=12.5), ""),
+    ("1,200", Caps(carbon_kg=1200.0), ""),
+    ("-5", None, "positive number"),
+    ("120%", None, "[0, 100)"),
+    ("lots", None, "e.g. 20%"),
+    ("", None, "empty"),
+])
+def test_the_carbon_cap_field_takes_what_the_cli_takes(state: WorkbenchState, text, caps,
+                                                       error) -> None:
+    """Issue 24 item 5: one parser (Caps.parse_carbon) for the CLI's --carbon-cap and the
+    sidebar's global cap: 20% is a percentage below asap-home, not "not a number"."""
+    state.cap_mode = "global"
+    why = state.enter("carbon_cap_kg", text)
+    if caps is None:
+        assert error in why and "carbon_cap_kg" in state.blocking_errors()
+        return
+    assert why == "" and state.caps() == caps
+    assert "carbon_cap_kg" not in state.blocking_errors()
 
 
 def test_slot_length_resamples_the_cube(state: WorkbenchState) -> None:
@@ -451,7 +474,7 @@ def test_typed_knobs_are_checked_and_block_the_run(state: WorkbenchState) -> Non
     assert state.message_kind == "danger" and "V" in state.message
     assert state.enter("V", "2.5") == "" and state.V == 2.5 and not state.blocking_errors()
     # A cap of 0 is refused, but only matters while a global cap is chosen.
-    assert "> 0" in state.enter("carbon_cap_kg", "0")
+    assert "a positive number" in state.enter("carbon_cap_kg", "0")
     assert not state.blocking_errors()
     state.cap_mode = "global"
     assert "carbon_cap_kg" in state.blocking_errors()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -129,6 +130,14 @@ def filter_migrations(migrations: pd.DataFrame, start: datetime | None = None,
     return migrations[_in_window(migrations["slot_start"], start, end)].reset_index(drop=True)
 
 
+def moved_gb(migrations: pd.DataFrame) -> pd.Series:
+    """GB each data movement carried: ``transfer_gb`` (dataset and checkpoint), the
+    checkpoint alone for a table from before datasets travelled."""
+    gb = migrations["transfer_gb"] if "transfer_gb" in migrations else migrations[
+        "checkpoint_gb"]
+    return gb.fillna(migrations["checkpoint_gb"]).astype(float)
+
+
 def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
                     start: datetime | None = None, end: datetime | None = None) -> pd.DataFrame:
     """Flows between datacenters: data movements, GB moved, and kWh of work that moved.
@@ -151,8 +160,7 @@ def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
         after = rows[rows["slot_start"] >= mv["slot_start"]]
         stay = (after["region"] == mv["to_region"]).cumprod().astype(bool)
         kwh[i] = float(after.loc[stay, "energy_kwh"].sum())
-    gb = moves["transfer_gb"] if "transfer_gb" in moves else moves["checkpoint_gb"]
-    moves = moves.assign(kwh=kwh, gb=gb.fillna(moves["checkpoint_gb"]).astype(float))
+    moves = moves.assign(kwh=kwh, gb=moved_gb(moves))
     out = moves.groupby(["from_region", "to_region"], as_index=False).agg(
         migrations=("job_id", "size"), gb=("gb", "sum"), kwh=("kwh", "sum"))
     return out[list(FLOW_COLUMNS)]
@@ -261,9 +269,50 @@ def cap_status(result: Any) -> list[dict[str, Any]]:
              "met": bool(met) if met is not None else bool(used <= float(cap) * (1 + 1e-9))}]
 
 
-def run_warnings(result: Any) -> list[str]:
+_UTC_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC\b")
+"""A time as the library writes it in a message: ``2025-07-13 16:15 UTC``."""
+
+
+def in_zone(text: str, tz: str) -> str:
+    """``text`` with every ``YYYY-MM-DD HH:MM UTC`` time in it written in zone ``tz``
+    (``2025-07-14 00:15 Asia/Shanghai``): the library writes its messages in UTC, the app
+    shows every time in the sidebar's zone."""
+    if not tz or tz == "UTC":
+        return text
+
+    def local(m: re.Match[str]) -> str:
+        stamp = pd.Timestamp(m.group(1), tz="UTC").tz_convert(tz)
+        return f"{stamp:%Y-%m-%d %H:%M} {tz}"
+
+    return _UTC_STAMP.sub(local, text)
+
+
+def default_zone(datacenters: Iterable[Any], when: datetime | None = None) -> str:
+    """The time zone most datacenters are in; a tie goes to the tied zone whose UTC offset
+    (at ``when``, default now) is nearest the mean offset of all the sites, then by name
+    (four sites in Los Angeles, Chicago, New York and Berlin: New York)."""
+    zones = [str(d.timezone) for d in datacenters]
+    if not zones:
+        return "UTC"
+    counts = pd.Series(zones).value_counts()
+    tied = sorted(counts[counts == counts.max()].index)
+    if len(tied) == 1:
+        return str(tied[0])
+    at = pd.Timestamp(when if when is not None else pd.Timestamp.now("UTC"))
+    at = at.tz_localize("UTC") if at.tzinfo is None else at
+
+    def offset_h(zone: str) -> float:
+        off = at.tz_convert(zone).utcoffset()
+        return 0.0 if off is None else off.total_seconds() / 3600.0
+
+    mean = sum(offset_h(z) for z in zones) / len(zones)
+    return min(tied, key=lambda z: (abs(offset_h(z) - mean), z))
+
+
+def run_warnings(result: Any, tz: str = "UTC") -> list[str]:
     """What the operator must see beside a run's results: missed caps, unfinished jobs,
-    deadline misses, power-cap violations and the simulator's own warnings."""
+    deadline misses, power-cap violations and the simulator's own warnings, their times in
+    zone ``tz`` (:func:`in_zone`)."""
     m = result.metrics
     out = []
     # The simulator reports a missed cap in the run's warnings (below); per-datacenter caps
@@ -288,7 +337,7 @@ def run_warnings(result: Any) -> list[str]:
         if w not in seen:
             out.append(str(w))
             seen.add(w)
-    return out
+    return [in_zone(w, tz) for w in out]
 
 
 def job_groups(segments: pd.DataFrame, by: str) -> pd.Series:
@@ -333,10 +382,11 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
     """Why each migration happened, in words, from the prices and carbon the run saw.
 
     For a move from ``a`` to ``b`` in slot ``t``: the price and carbon intensity of both
-    grids in ``t``, the energy the move cost (``checkpoint_gb x link kWh/GB``, none when the
-    link has no figure) and its payback time, ``move kWh x price_b / (P x (price_a -
-    price_b))`` hours with ``P`` the job's draw in kW in its first slot at ``b``. A move that
-    does not pay back on price says why it moved (carbon, else capacity or a deadline).
+    grids in ``t``, the energy the move cost (``transfer_gb x link kWh/GB``: dataset and
+    checkpoint; none when the link has no figure) and its payback time,
+    ``move kWh x price_b / (P x (price_a - price_b))`` hours with ``P`` the job's draw in kW
+    in its first slot at ``b``. A move that does not pay back on price says why it moved
+    (carbon, else capacity or a deadline).
     """
     if migrations.empty:
         return []
@@ -354,8 +404,9 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
         first_at.setdefault((str(rec.job_id), pd.Timestamp(rec.slot_start)),
                             float(rec.energy_kwh or 0.0))
     cur = scenario.currency
+    moved = moved_gb(migrations)
     out = []
-    for mv, i in zip(migrations.itertuples(index=False), where, strict=True):
+    for n, (mv, i) in enumerate(zip(migrations.itertuples(index=False), where, strict=True)):
         t = pd.Timestamp(mv.slot_start)
         src, dst = str(mv.from_region), str(mv.to_region)
         if i < 0 or src not in region or dst not in region:
@@ -372,7 +423,7 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
         text = f"price {pb:.2f} vs {pa:.2f} {cur}/kWh and {carbon} in {dst}"
         link = scenario.link(src, dst) if hasattr(scenario, "link") else None
         per_gb = float(getattr(link, "transfer_energy_kwh_per_gb", 0.0) or 0.0)
-        gb = float(mv.checkpoint_gb or 0.0)
+        gb = float(moved.iloc[n])
         move_kwh = gb * per_gb
         kw = first_at.get((str(mv.job_id), t), 0.0) / slot_h
         if move_kwh > 0:

@@ -33,6 +33,7 @@ from workbench.app.knobs import (
     GPU_COUNT_CHOICES,
     HONEST_FORECAST,
     SLOT_MINUTES,
+    check_cap,
     check_knob,
 )
 from workbench.app.running import (
@@ -75,6 +76,10 @@ class WorkbenchState(param.Parameterized):
         default="none", objects=list(CAP_MODES), label="Carbon cap")
     carbon_cap_kg = param.Number(default=1000.0,
                                  label="Global carbon cap (kg over the horizon)")
+    carbon_cap_pct = param.Number(default=None, allow_None=True,
+                                  doc="The global carbon cap as a percentage below asap-home's "
+                                  "carbon (resolved when the run starts); None: the cap is "
+                                  "carbon_cap_kg")
     carbon_caps_kg = param.Dict(default={}, doc="Carbon cap per datacenter, kg over the horizon")
     gpu_counts = param.ListSelector(default=[], objects=list(GPU_COUNT_CHOICES),
                                     label="GPU-count menu (empty: each job's own)")
@@ -153,22 +158,34 @@ class WorkbenchState(param.Parameterized):
 
     # -- scenario ------------------------------------------------------------------------
     def refresh_scenarios(self) -> None:
-        """Offer the store's scenarios and the built-in ones; keep the current choice."""
+        """Offer the store's scenarios and the built-in ones; keep the current choice, else
+        open the scenario of the newest stored run (of any scenario)."""
         try:
             with self.store() as store:
                 self.store_error = ""
                 # Loading the scenario and its latest run reads the same open store.
-                self._offer_scenarios(store.scenario_names())
+                self._offer_scenarios(store.scenario_names(), self._latest_scenario(store))
                 return
         except StoreError as exc:
             self._store_failed(exc, "the store's scenarios are not listed")
         self._offer_scenarios([])
 
-    def _offer_scenarios(self, stored: list[str]) -> None:
+    @staticmethod
+    def _latest_scenario(store: Store) -> str | None:
+        """The scenario of the newest stored run that is not a comparison run (else of the
+        newest run at all); None when no run is stored."""
+        runs = store.runs()
+        if runs.empty:
+            return None
+        own = runs[runs["status"] != "baseline"]
+        return str((own if len(own) else runs)["scenario"].iloc[-1])  # oldest first
+
+    def _offer_scenarios(self, stored: list[str], latest: str | None = None) -> None:
         names = sorted(set(stored) | set(scenarios.builtin_names()))
         self.param.scenario_name.objects = names
         if self.scenario_name not in names:
-            self.scenario_name = names[0] if names else None
+            first = latest if latest in names else (names[0] if names else None)
+            self.scenario_name = first
         elif self.scenario is None:
             self._load_scenario()
 
@@ -192,11 +209,16 @@ class WorkbenchState(param.Parameterized):
         """Put a loaded scenario in place, with its latest stored run (or none)."""
         name = scenario.name
         self.store_error = ""
+        from workbench.app.derive import default_zone
+
         zones = ["UTC", *sorted({d.timezone for d in scenario.datacenters} - {"UTC"})]
         self.param.tz.objects = zones
+        # The zone shown stays when the new scenario has it; else the zone most sites are in.
+        keep = self.tz in zones and self.tz != "UTC"
         self.param.update(scenario=scenario, result=None, baselines={}, bound={},
                           run_info={}, compare_ids=[],
-                          tz=self.tz if self.tz in zones and self.tz != "UTC" else zones[-1])
+                          tz=self.tz if keep else default_zone(scenario.datacenters,
+                                                               scenario.start))
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
                                    for d in scenario.datacenters}
@@ -220,27 +242,35 @@ class WorkbenchState(param.Parameterized):
 
     # -- knobs ---------------------------------------------------------------------------
     def knobs(self, policy: str | None = None) -> dict[str, Any]:
-        """The sidebar's knobs that ``policy`` (default: the selected one) accepts."""
+        """The sidebar's knobs that ``policy`` (default: the selected one) accepts, caps
+        apart (:meth:`caps`)."""
         name = policy or self.policy
         wanted: dict[str, Any] = {"V": float(self.V),
                                   "migration_threshold": float(self.migration_threshold)}
-        if self.cap_mode == "global":
-            wanted["carbon_cap_kg"] = float(self.carbon_cap_kg)
-        elif self.cap_mode == "per datacenter":
-            wanted["carbon_cap_kg"] = {k: float(v) for k, v in self.carbon_caps_kg.items()}
         if self.gpu_counts:
             wanted["gpu_counts"] = tuple(sorted(int(n) for n in self.gpu_counts))
         accepted = policy_knobs(name)
         return {k: v for k, v in wanted.items() if k in accepted}
 
+    def caps(self, policy: str | None = None) -> Caps:
+        """The sidebar's carbon cap for ``policy`` (none where it takes none): kg for the
+        fleet, a percentage below asap-home, or kg per datacenter."""
+        if "carbon_cap_kg" not in policy_knobs(policy or self.policy):
+            return Caps()
+        if self.cap_mode == "global":
+            if self.carbon_cap_pct is not None:
+                return Caps(carbon_pct_below_baseline=float(self.carbon_cap_pct))
+            return Caps(carbon_kg=float(self.carbon_cap_kg))
+        if self.cap_mode == "per datacenter":
+            return Caps(carbon_kg_by_dc={k: float(v) for k, v in self.carbon_caps_kg.items()})
+        return Caps()
+
     def run_spec(self, sc: Scenario | None = None) -> RunSpec:
         """The sidebar's choices as a run spec for the planning scenario ``sc`` (default:
         :meth:`planning_scenario`). Raises ValueError naming what to fix."""
         sc = self.planning_scenario() if sc is None else sc
-        knobs = self.knobs()
-        caps = Caps.from_knobs(carbon_cap_kg=knobs.pop("carbon_cap_kg", None))
-        return RunSpec(scenario=sc.name, policy=self.policy, knobs=knobs, caps=caps,
-                       forecast=self.forecast_settings(), baseline=False)
+        return RunSpec(scenario=sc.name, policy=self.policy, knobs=self.knobs(),
+                       caps=self.caps(), forecast=self.forecast_settings(), baseline=False)
 
     def forecast_settings(self) -> ForecastSettings:
         """The sidebar's forecast: its mode (None: the honest default) and error."""
@@ -258,6 +288,15 @@ class WorkbenchState(param.Parameterized):
         was and records the reason in :attr:`input_errors` (Run is refused until it is
         fixed). Returns the reason, or ``""``.
         """
+        if knob == "carbon_cap_kg":  # kg or a percentage, as the CLI takes it
+            caps, why = check_cap(text)
+            if caps is not None:
+                pct = caps.carbon_pct_below_baseline
+                self.param.update(carbon_cap_pct=pct, **(
+                    {} if pct is not None else {"carbon_cap_kg": caps.carbon_kg}))
+            self.input_errors = {**{k: v for k, v in self.input_errors.items() if k != knob},
+                                 **({knob: why} if why else {})}
+            return why
         value, why = check_knob(knob, text)
         errors = {k: v for k, v in self.input_errors.items() if k != knob}
         if why:
@@ -344,7 +383,7 @@ class WorkbenchState(param.Parameterized):
         from workbench.app.derive import run_warnings
 
         m = res.metrics
-        warnings = [*run_warnings(res), *notes]
+        warnings = [*run_warnings(res, self.tz or "UTC"), *notes]
         text = (f"{res.policy}: cost {m['cost']:,.2f} {m.get('currency', '')}, carbon "
                 f"{m['carbon_kg']:,.1f} kg, {int(m['deadline_misses'])} deadline misses, "
                 f"{int(m['migrations'])} migrations")
@@ -501,7 +540,8 @@ class WorkbenchState(param.Parameterized):
             update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
             update["cap_mode"] = "per datacenter"
         elif cap is not None:
-            update["carbon_cap_kg"] = float(cap)
+            update["carbon_cap_kg"] = float(cap)  # a percentage cap is stored resolved
+            update["carbon_cap_pct"] = None
             update["cap_mode"] = "global"
         elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
             update["cap_mode"] = "none"

@@ -93,7 +93,7 @@ def zone_times(times: pd.Series, tz: str) -> pd.Series:
 def run_banner(state: WorkbenchState) -> pn.pane.HTML:
     """:func:`banner_html` kept up to date with the state."""
     def html(info: dict[str, Any], running: bool, result: Any, tz: str) -> str:
-        warnings = derive.run_warnings(result) if result is not None else []
+        warnings = derive.run_warnings(result, tz) if result is not None else []
         return banner_html(info, running, warnings, tz)
 
     return pn.pane.HTML(pn.bind(html, state.param.run_info, state.param.running,

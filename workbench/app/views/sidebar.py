@@ -95,8 +95,10 @@ class Sidebar(StateView):
         s = self.s
         widgets: list[Any] = []
         if s.cap_mode == "global":
-            w = typed_input("Carbon cap, all sites (kg CO2, horizon total)",
-                            f"{s.carbon_cap_kg:g}", css_classes=["wb-cap"])
+            shown = (f"{s.carbon_cap_pct:g}%" if s.carbon_cap_pct is not None
+                     else f"{s.carbon_cap_kg:g}")
+            w = typed_input("Carbon cap, all sites (kg CO2 over the horizon, or % below "
+                            "asap-home, e.g. 20%)", shown, css_classes=["wb-cap"])
             w.param.watch(lambda e: s.enter("carbon_cap_kg", e.new), "value_input")
             widgets += [w, error_pane(s, "carbon_cap_kg")]
         elif s.cap_mode == "per datacenter" and s.scenario is not None:
