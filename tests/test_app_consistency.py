@@ -155,3 +155,62 @@ def test_the_migrations_tab_shows_the_csvs_numbers(tmp_path: Path, seed3: Scenar
     assert table["transfer (s)"].tolist() == pytest.approx(csv["transfer_s"].round(2).tolist())
     assert (csv["dataset_gb"] > 0).any()  # datasets travel, and are counted
     assert table["what moved"].tolist() == csv["moved"].tolist()
+
+
+def test_one_colour_per_datacenter_in_every_chart(seed3: Scenario) -> None:
+    """Item 7: guangzhou has one colour in the Gantt (whichever sites a page shows), the
+    occupancy chart (each of its pools), the flows and the grid curves (its region)."""
+    from workbench.app import plots
+
+    sc = _six(seed3)
+    colors = derive.site_colors(sc)
+    assert len({colors[d.name] for d in sc.datacenters}) == len(sc.datacenters)
+    t0 = pd.Timestamp(sc.start)
+    seg = pd.DataFrame({"job_id": ["a", "b"], "kind": "training", "region": ["suzhou"] * 2,
+                        "gpu_type": "A100", "n_gpus": 1, "batch_size": 64, "start": t0,
+                        "end": t0 + pd.Timedelta(hours=1), "slots": 4, "energy_kwh": 1.0,
+                        "cost": 1.0, "carbon_kg": 1.0, "actions": "run"})
+    gantt = {layer.label: layer.opts.get().kwargs["color"]
+             for layer in plots.gantt(seg, colors=colors)}
+    assert gantt == {"suzhou": colors["suzhou"]}  # alone on its page, still its colour
+    occ = pd.DataFrame({"time": [t0] * len(sc.pools),
+                        "pool": [f"{p.datacenter}/{p.gpu_type}" for p in sc.pools],
+                        "gpus_busy": 1.0})
+    lines = [layer for layer in plots.occupancy(occ, colors=colors)
+             if isinstance(layer.label, str) and "/" in layer.label]
+    for layer in lines:
+        assert layer.opts.get().kwargs["color"] == colors[layer.label.split("/")[0]]
+    dashes = [layer.opts.get().kwargs["line_dash"] for layer in lines
+              if layer.label.startswith("guangzhou/")]
+    assert len(dashes) == len(set(dashes)) == 2  # its two pools told apart by line style
+    flow = pd.DataFrame({"from_region": ["guangzhou"], "to_region": ["guiyang"],
+                         "migrations": [1], "gb": [1.0], "kwh": [2.0]})
+    bars = plots.flows(flow, "gb", colors)
+    assert list(bars.data["color"]) == [colors["guiyang"]]
+    grid = derive.grid_long(sc.grid)
+    curves = {c.label: c.opts.get().kwargs["color"]
+              for c in plots.grid_curves(grid, "price_per_kwh", "CNY", colors)}
+    for d in sc.datacenters:
+        assert curves[d.region] == colors[d.name]
+
+
+def test_the_forecast_chart_names_its_variable_and_ends_with_the_data() -> None:
+    from workbench.app import plots
+
+    times = pd.date_range("2025-07-10", periods=24, freq="h")
+    frame = pd.DataFrame({"time": times, "truth": 1.0, "q10": 0.5, "q50": 1.0, "q90": 1.5})
+    fig = plots.forecast_band(frame, "price_per_kwh", "guangdong", "Thu", "CNY")
+    opts = fig.opts.get().kwargs
+    assert opts["ylabel"] == "price (CNY/kWh)"
+    assert opts["xlim"] == (times[0], times[-1])
+
+
+def test_the_quote_form_names_the_currency_of_its_carbon_price(tmp_path: Path,
+                                                               seed3: Scenario) -> None:
+    from workbench.app.views.quote import QuoteView
+
+    db = tmp_path / "q.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_six(seed3))
+    s = WorkbenchState(db_path=str(db), scenario_name="six", shared=SharedCache())
+    assert QuoteView(state=s).carbon_price.name == "carbon price (CNY per kg CO2)"

@@ -49,6 +49,17 @@ def datacenter_colors(names: Iterable[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(unique)}
 
 
+def site_colors(scenario: Any) -> dict[str, str]:
+    """One colour per datacenter of ``scenario`` for every chart (Gantt, occupancy, flows,
+    grid curves): :func:`datacenter_colors` of its datacenters' names, and each grid region
+    the colour of its first datacenter (so a region's price curve matches its site's bars).
+    """
+    out = datacenter_colors(d.name for d in scenario.datacenters)
+    for d in sorted(scenario.datacenters, key=lambda d: d.name):
+        out.setdefault(str(d.region), out[d.name])
+    return out
+
+
 def time_zones(cube: xr.Dataset) -> list[str]:
     """Time zones the grid can be shown in: ``UTC`` and the regions' zones (cube attrs)."""
     zones = sorted(set(dict(cube.attrs.get("timezones", {})).values()) - {"UTC"})

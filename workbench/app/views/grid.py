@@ -37,9 +37,11 @@ class GridView(StateView):
         return pn.Column(
             pn.pane.Markdown(f"Slot starts in **{esc(tz)}** (the sidebar's *Times in*; regions' "
                              f"zones: {where}). Hover a curve for the exact value."),
-            pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency),
+            pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency,
+                                                derive.site_colors(sc)),
                               sizing_mode="stretch_width"),
-            pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh"),
+            pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh",
+                                                colors=derive.site_colors(sc)),
                               sizing_mode="stretch_width"),
             pn.pane.Markdown("**By hour of day** (columns) and day (rows): price and carbon "
                              "per region, one colour scale per quantity across regions."),
@@ -104,7 +106,9 @@ class ForecastPane(StateView):
         self.out.objects = [pn.pane.HoloViews(
             plots.forecast_band(frame.assign(time=zone_times(frame["time"], tz)),
                                 str(self.variable.value), str(self.region.value),
-                                f"{issued:%a %m-%d %H:%M}", sc.currency, tz=tz),
+                                f"{issued:%a %m-%d %H:%M}", sc.currency, tz=tz,
+                                color=derive.site_colors(sc).get(str(self.region.value),
+                                                                 "#1f77b4")),
             sizing_mode="stretch_width")]
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -83,8 +83,10 @@ class MigrationsView(StateView):
                  f"of work ran where it moved to. Times in {esc(tz)}.")
         return pn.Column(
             pn.pane.Markdown(total, css_classes=["wb-migrations-total"]),
-            pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb"), sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.flows(flow, "kwh"), sizing_mode="stretch_width"),
+            pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb", derive.site_colors(sc)),
+                                     sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.flows(flow, "kwh", derive.site_colors(sc)),
+                                     sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
             data_table(routes),
             data_table(shown, pagination="local", page_size=15, header_filters=True,

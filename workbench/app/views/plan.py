@@ -83,11 +83,12 @@ class PlanView(StateView):
                 f"{esc(tz)}.")
         return pn.Column(
             pn.pane.HoloViews(plots.occupancy(occ, derive.pool_capacity(sc), xlim=xlim,
-                                              tz=tz),
+                                              tz=tz, colors=derive.site_colors(sc)),
                               sizing_mode="stretch_width"),
             pn.pane.Markdown(note, css_classes=["wb-gantt-note"]),
             pn.pane.HoloViews(plots.gantt(visible, rows, currency=sc.currency, tz=tz,
-                                          xlim=xlim, groups=groups),
+                                          xlim=xlim, groups=groups,
+                                          colors=derive.site_colors(sc)),
                               sizing_mode="stretch_width", css_classes=["wb-gantt"]),
             sizing_mode="stretch_width",
         )

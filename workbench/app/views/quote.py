@@ -69,7 +69,7 @@ class QuoteView(StateView):
                                     css_classes=["wb-deadline"])
         self.checkpoint = typed_input("data/checkpoint moved if away (GB)", "1")
         self.home = pn.widgets.Select(name="home datacenter")
-        self.carbon_price = typed_input("carbon price (currency per kg CO2)", "0")
+        self.carbon_price = typed_input("carbon price (per kg CO2)", "0")
         self.order = pn.widgets.RadioButtonGroup(name="best is", options=list(derive.QUOTE_ORDERS),
                                                  value="cheapest", css_classes=["wb-quote-order"])
         self.respect = pn.widgets.Checkbox(name="respect the latest plan's GPU occupancy")
@@ -120,6 +120,7 @@ class QuoteView(StateView):
             return
         apps = sorted({p.app for p in sc.profiles})
         homes = [d.name for d in sc.datacenters]
+        self.carbon_price.name = f"carbon price ({sc.currency} per kg CO2)"
         self.app.param.update(options=apps,
                               value=self.app.value if self.app.value in apps else apps[0])
         self.home.param.update(options=homes,
@@ -209,7 +210,7 @@ class QuoteView(StateView):
                                sortable=False,
                                # Key columns wide enough for their values; the note
                                # wraps in what is left.
-                               widths={"": 58, "datacenter": 98, "GPU": 84, "GPUs": 52,
+                               widths={"": 58, "datacenter": 98, "GPU": 96, "GPUs": 52,
                                        f"start ({tz})": 106, f"finish ({tz})": 106,
                                        "hours": 56, "hours, 90% interval": 72,
                                        f"cost ({q.currency})": 62, "carbon (kg)": 66,
