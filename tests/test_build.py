@@ -349,3 +349,16 @@ def test_a_bad_dataset_size_is_a_one_line_error(store: Store, tmp_path: Path, si
     assert main(["--db", db, "scenario", "build", "bad", "--config", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "dataset_gb" in err[0]
+
+
+def test_a_horizon_past_the_data_says_import_that_period_once(store: Store,
+                                                               tmp_path: Path) -> None:
+    """Issue 24 item 6: the cube's cause and the build's fix, not both fixes."""
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["scenario"]["hours"] = 72  # the series end after 58 h
+    with pytest.raises(BuildError) as err:
+        build_scenario(store, cfg)
+    text = str(err.value)
+    assert text.count("import that period") == 1 and "is missing for region" in text
+    assert "fill = 'hold'" in text and "fill='hold'" not in text

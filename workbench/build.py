@@ -302,9 +302,10 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
             fill=None if fill == "none" else "hold",
         )
     except cubes.CubeError as exc:
+        # The cube's message is cause; fix: keep its cause, give the fix in the config's terms.
+        cause = str(exc).split("; ", 1)[0]
         raise BuildError(f"grid series do not cover the horizon {start.isoformat()} .. "
-                         f"{end.isoformat()}: {str(exc).removesuffix('; import them first')}"
-                         "; import that period, move the horizon, "
+                         f"{end.isoformat()}: {cause}; import that period, move the horizon, "
                          "or set [scenario] fill = 'hold'") from None
     currency = str(cube["price_per_kwh"].attrs["currency"])
     if sc.currency and sc.currency != currency:

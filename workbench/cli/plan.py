@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -206,12 +207,43 @@ def _summary(policy: str, result: RunResult) -> dict[str, Any]:
     return out
 
 
-def _warn(name: str, result: RunResult) -> None:
+WARNING_CHARS = 200
+"""The most characters of a run's warning the CLI prints (the whole of it is stored with
+the run: ``workbench runs show RUN``)."""
+
+_MORE = re.compile(r" \(\+(\d+) more\)$")
+
+
+def short_warning(msg: str, where: str, limit: int = WARNING_CHARS) -> str:
+    """A run's warning in one short line: a list of ``id: reason`` items keeps the ids
+    alone (and how many more), anything else is cut at a word; ``where`` says where the
+    whole text is."""
+    if len(msg) <= limit:
+        return msg
+    head, sep, rest = msg.partition(": ")
+    if sep and "; " in rest:
+        more = _MORE.search(rest)
+        n_more = int(more.group(1)) if more else 0
+        names = [item.split(": ", 1)[0] for item in (rest[:more.start()] if more
+                                                     else rest).split("; ")]
+        while names:
+            extra = f" and {n_more} more" if n_more else ""
+            text = f"{head}: {', '.join(names)}{extra} (reasons: {where})"
+            if len(text) <= limit or len(names) == 1:
+                return text
+            names.pop()
+            n_more += 1
+    cut = msg[:max(limit - len(where) - 6, 20)].rsplit(" ", 1)[0]
+    return f"{cut} … ({where})"
+
+
+def _warn(name: str, result: RunResult, run_id: str | None) -> None:
+    where = f"`workbench runs show {run_id}`" if run_id else "the run's warnings"
     for msg in result.warnings[:_MAX_WARNINGS]:
-        print(f"warning ({name}): {msg}", file=sys.stderr)
+        print(f"warning ({name}): {short_warning(msg, where)}", file=sys.stderr)
     if len(result.warnings) > _MAX_WARNINGS:
         print(f"warning ({name}): ... and {len(result.warnings) - _MAX_WARNINGS} more "
-              "(see the run log in the store)", file=sys.stderr)
+              f"({where})", file=sys.stderr)
 
 
 def _pct(new: float, old: float) -> str:
@@ -349,20 +381,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if csv_rec is not None:
             csv_rec.abort()  # no-op after a finished run; drops the partial files otherwise
-    if outcome.baseline is not None:
-        _warn(BASELINE, outcome.baseline)
     # The run and its baseline are stored together at the end, in one transaction: a plan
     # killed midway stores nothing (no dangling baseline).
     saved = save_outcome(outcome, args.db, wait_s=args.lock_wait_s)
     run_id = saved.run_ids[-1]
+    if outcome.baseline is not None:
+        _warn(BASELINE, outcome.baseline, None if saved.side_file else saved.run_ids[0])
     if saved.side_file:
         print(f"warning: store {args.db} stayed locked for {saved.waited_s:.0f} s; the "
               f"run{'s were' if len(saved.run_ids) > 1 else ' was'} saved to {saved.path} "
               f"instead (copy {'them' if len(saved.run_ids) > 1 else 'it'} in with "
               f"`workbench --db {args.db} import runs {saved.path}`)", file=sys.stderr)
-    # A knob the policy could not honour (a cap below what inference alone emits) was
-    # logged by the policy when the run started.
-    _warn(args.policy, result)
+    # Each of the run's warnings once, short (the library's log records of them are left
+    # out of the terminal: workbench.cli filters workbench.sim.RUN_WARNING).
+    _warn(args.policy, result, None if saved.side_file else run_id)
 
     summary = _summary(args.policy, result)
     base = None if outcome.baseline is None else _summary(BASELINE, outcome.baseline)
