@@ -362,3 +362,24 @@ def test_a_horizon_past_the_data_says_import_that_period_once(store: Store,
     text = str(err.value)
     assert text.count("import that period") == 1 and "is missing for region" in text
     assert "fill = 'hold'" in text and "fill='hold'" not in text
+
+
+def test_a_pool_of_any_known_device_gets_predicted_profiles(store: Store,
+                                                             tmp_path: Path) -> None:
+    """Issue 24 item 6: a pool of H100s (in the device table, no shipped profile) builds,
+    its profiles predicted and labelled so; an unknown device names the fix, not a fit."""
+    from workbench.model import ScenarioError
+
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["pools"][1]["gpu_type"] = "H100"
+    sc = build_scenario(store, cfg)
+    h100 = [p for p in sc.profiles if p.gpu_type == "H100"]
+    assert {p.app for p in h100} == {j.app for j in sc.jobs if j.is_training}
+    assert all(p.predicted and p.derived for p in h100)
+    assert all("predicted from the" in p.source and "scaled to 700 W" in p.source
+               for p in h100)
+    cfg["pools"][1]["gpu_type"] = "NoSuchGPU"
+    with pytest.raises((BuildError, ScenarioError)) as err:
+        build_scenario(store, cfg)
+    assert "workbench devices add" in str(err.value) and "fit throughput" not in str(err.value)
