@@ -214,3 +214,32 @@ def test_the_quote_form_names_the_currency_of_its_carbon_price(tmp_path: Path,
         store.save_scenario(_six(seed3))
     s = WorkbenchState(db_path=str(db), scenario_name="six", shared=SharedCache())
     assert QuoteView(state=s).carbon_price.name == "carbon price (CNY per kg CO2)"
+
+
+def test_a_session_closed_mid_run_gets_nothing_and_the_run_is_stored(
+        tmp_path: Path, seed3: Scenario) -> None:
+    """Item 8: a tab closed during a run publishes nothing more to its session (each message
+    to a closed connection was a warning in the server's log); the run finishes and is
+    stored, so the next visitor opens on it."""
+    import asyncio
+
+    db = tmp_path / "closed.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_six(seed3))
+    s = WorkbenchState(db_path=str(db), scenario_name="six", policy="greedy",
+                       baseline_policies=["asap-home"], shared=SharedCache())
+    assert s.result is None
+    shown: list[int] = []
+
+    def close_soon(n: int, orig=s.run_progress.tick) -> None:
+        orig(n)
+        if not s.closed and s.run_progress._done >= 2:
+            s.close_session()
+            shown.append(s.progress)
+
+    s.run_progress.tick = close_soon  # type: ignore[method-assign]
+    res = asyncio.run(s.run_async())
+    assert res is not None and s.closed
+    assert s.result is None and s.progress == shown[0]  # nothing published after the close
+    t = WorkbenchState(db_path=str(db), shared=SharedCache())
+    assert t.result is not None and t.result.policy == "greedy"

@@ -133,7 +133,9 @@ class WorkbenchState(param.Parameterized):
         super().__init__(**params)
         self.shared = SERVER_CACHE if shared is None else shared
         """What this session shares with the server's other sessions."""
-        self.run_progress = RunProgress(self.param.update)
+        self.closed = False
+        """True once the browser session is gone (:meth:`close_session`)."""
+        self.run_progress = RunProgress(self._publish)
         """The running computation's progress (it publishes the progress parameters)."""
         self._open: dict[int, Store] = {}
         self.fingerprint = ""
@@ -415,7 +417,11 @@ class WorkbenchState(param.Parameterized):
         return outcome.result
 
     async def run_async(self) -> RunResult | None:
-        """Run in a worker thread; the event loop keeps serving this and other sessions."""
+        """Run in a worker thread; the event loop keeps serving this and other sessions.
+
+        A session closed meanwhile (:meth:`close_session`) gets nothing published: the run
+        finishes and is stored (with *Save runs in the store*), and the next visitor opens
+        on it."""
         if self.running:
             return None
         self.running = True
@@ -423,9 +429,24 @@ class WorkbenchState(param.Parameterized):
             loop = asyncio.get_running_loop()
             outcome = await loop.run_in_executor(None, self.compute)
         finally:
-            self.running = False
-        self.apply(outcome)
+            if not self.closed:
+                self.running = False
+        if not self.closed:
+            self.apply(outcome)
         return outcome.result
+
+    def close_session(self) -> None:
+        """The browser session is gone (its tab closed): publish nothing more to it (a
+        message to a closed connection is a warning in the server's log for each)."""
+        self.closed = True
+        if self.running:
+            log.info("a session closed during a run: it finishes%s, unseen",
+                     " and is stored" if self.save_runs else "")
+
+    def _publish(self, **params: Any) -> None:
+        """Progress to the session's parameters, while the session is open."""
+        if not self.closed:
+            self.param.update(**params)
 
     # -- stored runs -----------------------------------------------------------------------
     def refresh_runs(self) -> None:

@@ -43,6 +43,9 @@ class WorkbenchApp(StateView):
         self.tabs = pn.Tabs(*self._slots.items(), dynamic=True, sizing_mode="stretch_width")
         self.tabs.param.watch(self._show, "active")
         self._show()
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            # A tab closed mid-run: the run goes on (and is stored), nothing is sent to it.
+            pn.state.on_session_destroyed(lambda _ctx: s.close_session())
 
     def _show(self, *_: Any) -> None:
         name = list(self.views)[self.tabs.active]
