@@ -248,7 +248,7 @@ def test_widget_defaults_are_the_librarys(state: WorkbenchState) -> None:
     assert state.knobs()["migration_threshold"] == defaults["migration_threshold"].default
     app = create_app(state.db_path, scenario_name="tiny", policy="lyapunov")
     slider = next(w for w in pn.panel(app.sidebar).select(pn.widgets.FloatSlider)
-                  if w.name == "Migration threshold")
+                  if w.label == "Migration threshold")
     assert slider.value == defaults["migration_threshold"].default
 
 

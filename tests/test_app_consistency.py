@@ -213,7 +213,7 @@ def test_the_quote_form_names_the_currency_of_its_carbon_price(tmp_path: Path,
     with Store(db) as store:
         store.save_scenario(_six(seed3))
     s = WorkbenchState(db_path=str(db), scenario_name="six", shared=SharedCache())
-    assert QuoteView(state=s).carbon_price.name == "carbon price (CNY per kg CO2)"
+    assert QuoteView(state=s).carbon_price.label == "carbon price (CNY per kg CO2)"
 
 
 def test_a_session_closed_mid_run_gets_nothing_and_the_run_is_stored(

@@ -62,14 +62,14 @@ class ForecastPane(StateView):
         super().__init__(**params)
         sc = self.s.scenario
         regions = [] if sc is None else [str(r) for r in sc.grid["region"].values]
-        self.region = pn.widgets.Select(name="region", options=regions,
+        self.region = pn.widgets.Select(label="region", options=regions,
                                         value=regions[0] if regions else None)
         self.variable = pn.widgets.Select(
-            name="variable", value="price_per_kwh",
+            label="variable", value="price_per_kwh",
             options={"price": "price_per_kwh", "carbon": "carbon_g_per_kwh"})
         self.region.width, self.variable.width = 170, 130
-        self.origin = pn.widgets.Select(name="forecast issued at", width=240)
-        self.button = pn.widgets.Button(name="Forecast", button_type="primary",
+        self.origin = pn.widgets.Select(label="forecast issued at", width=240)
+        self.button = pn.widgets.Button(label="Forecast", color="primary",
                                         css_classes=["wb-forecast"], align="end")
         self.out = pn.Column(sizing_mode="stretch_width")
         self.button.on_click(self._draw)

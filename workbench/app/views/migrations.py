@@ -35,7 +35,7 @@ class MigrationsView(StateView):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         lo, hi = dt.datetime(2000, 1, 1), dt.datetime(2000, 1, 2)
-        self.window = pn.widgets.DatetimeRangeSlider(name="Time window", start=lo, end=hi,
+        self.window = pn.widgets.DatetimeRangeSlider(label="Time window", start=lo, end=hi,
                                                      value=(lo, hi), step=900_000,
                                                      sizing_mode="stretch_width")
         self.s.param.watch(self._bounds, ["scenario", "tz"])
