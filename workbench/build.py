@@ -260,10 +260,7 @@ def profiles_for(store: Any, apps: set[str], gpu_types: Sequence[str] = ()
     (:func:`workbench.profiles.predicted_profiles`: a pool of H100s needs no fit first)."""
     from workbench.profiles import predicted_profiles
 
-    stored = list(store.load_profiles())
-    have = {(p.app, p.gpu_type) for p in stored}
-    shipped = [p for p in perf.load_default_profiles() if (p.app, p.gpu_type) not in have]
-    known = [p for p in stored + shipped if p.app in apps]
+    known = [p for p in perf.with_shipped(list(store.load_profiles())) if p.app in apps]
     return known + predicted_profiles(known, gpu_types, sorted(apps))
 
 
