@@ -22,8 +22,8 @@ from workbench.cli import progress_wanted
 from workbench.cli._args import add_forecast_args, fail, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
-from workbench.io.errors import output_error
 from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
+from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
 from workbench.metrics import ATTRIBUTION_KEYS
 from workbench.model import Scenario
@@ -393,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
               f"instead (copy {'them' if len(saved.run_ids) > 1 else 'it'} in with "
               f"`workbench --db {args.db} import runs {saved.path}`)", file=sys.stderr)
     # Each of the run's warnings once, short (the library's log records of them are left
-    # out of the terminal: workbench.cli filters workbench.sim.RUN_WARNING).
+    # out of the terminal: workbench.cli filters workbench.sim.results.RUN_WARNING).
     _warn(args.policy, result, None if saved.side_file else run_id)
 
     summary = _summary(args.policy, result)
