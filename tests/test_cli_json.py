@@ -129,3 +129,20 @@ def test_a_long_warning_keeps_the_job_ids_and_says_where_the_rest_is() -> None:
     assert short_warning("short", "x") == "short"
     plain = short_warning("word " * 100, "`workbench runs show abc`")
     assert len(plain) <= WARNING_CHARS and plain.endswith("(`workbench runs show abc`)")
+
+
+@pytest.mark.shared_data
+def test_the_battery_keeps_stdout_for_its_table(shared_data: Path, tmp_path: Path,
+                                                capfd: pytest.CaptureFixture[str]) -> None:
+    """``bench/battery.py --json`` printed the import commands' messages on stdout before its
+    JSON: building its scenarios writes nothing there now (the messages go to stderr)."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import battery
+    finally:
+        sys.path.remove(str(bench))
+    built = battery.build(shared_data.resolve(), tmp_path, ["us3-jul-burst"], tmp_path)
+    out, err = capfd.readouterr()
+    assert "us3-jul-burst" in built and out == ""
+    assert "imported" in err  # the messages are still there, on stderr
