@@ -243,3 +243,25 @@ def test_a_session_closed_mid_run_gets_nothing_and_the_run_is_stored(
     assert s.result is None and s.progress == shown[0]  # nothing published after the close
     t = WorkbenchState(db_path=str(db), shared=SharedCache())
     assert t.result is not None and t.result.policy == "greedy"
+
+
+def test_served_progress_leaves_from_the_sessions_loop(tmp_path: Path,
+                                                        seed3: Scenario) -> None:
+    """Served, the worker thread's progress waits for flush_progress (the session's periodic
+    callback on its event loop): nothing is sent to the browser from the worker thread."""
+    import threading
+
+    db = tmp_path / "flush.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_six(seed3))
+    s = WorkbenchState(db_path=str(db), scenario_name="six", shared=SharedCache())
+    s.defer_progress()
+    seen: list[int] = []
+    s.param.watch(lambda e: seen.append(threading.get_ident()), "progress")
+    worker = threading.Thread(target=lambda: s.run_progress.begin(["greedy"], 10, "go") or [
+        s.run_progress.tick(1) for _ in range(10)])
+    worker.start()
+    worker.join()
+    assert seen == [] and s.progress == 0
+    s.flush_progress()
+    assert s.progress == 10 and seen == [threading.get_ident()]

@@ -404,8 +404,20 @@ def test_a_percentage_carbon_cap_is_typed_as_in_the_cli(page: object) -> None:
     pg.get_by_label("Carbon cap", exact=True).select_option("none")  # type: ignore[attr-defined]
 
 
+def _new_page(page: object, server: str) -> object:
+    """A new visitor: a fresh context of the module's browser (one Playwright per module)."""
+    ctx = page.context.browser.new_context(  # type: ignore[attr-defined]
+        viewport={"width": 1366, "height": 768})
+    ctx.route("**/*", lambda route: route.continue_()
+              if route.request.url.startswith("http://127.0.0.1") else route.abort())
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.goto(server)
+    return pg
+
+
 def test_closing_a_tab_mid_run_leaves_the_server_log_clean(
-        server: str, stored: tuple[Path, dict[str, object]],
+        page: object, server: str, stored: tuple[Path, dict[str, object]],
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """A tab closed during a run: no traceback and no "Failed sending message" in the
     server's log; the run goes on and is stored."""
@@ -413,16 +425,11 @@ def test_closing_a_tab_mid_run_leaves_the_server_log_clean(
     before_log = log_path.read_text()
     with Store(stored[0], read_only=True) as store:
         n_runs = len(store.runs())
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1366, "height": 768})
-        pg.set_default_timeout(TIMEOUT_MS)
-        pg.goto(server)
-        _wait_text(pg.locator("#metric-cost"))
-        pg.locator(".wb-run button").click()
-        pg.locator("#wb-progress").first.wait_for()
-        pg.close()
-        browser.close()
+    pg = _new_page(page, server)
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    pg.locator(".wb-run button").click()  # type: ignore[attr-defined]
+    pg.locator("#wb-progress").first.wait_for()  # type: ignore[attr-defined]
+    pg.context.close()  # type: ignore[attr-defined]  # the tab (and its window) closed
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
@@ -441,7 +448,7 @@ def test_closing_a_tab_mid_run_leaves_the_server_log_clean(
 
 
 def test_the_app_opens_on_the_newest_run_after_a_second_scenario_is_built(
-        server: str, stored: tuple[Path, dict[str, object]]) -> None:
+        page: object, server: str, stored: tuple[Path, dict[str, object]]) -> None:
     """A second scenario built and planned: a new visitor lands on its run, not on the
     alphabetically first scenario or an empty page."""
     from workbench.runner import RunSpec, run_spec, save_outcome
@@ -458,13 +465,10 @@ def test_the_app_opens_on_the_newest_run_after_a_second_scenario_is_built(
                 raise
             time.sleep(1.0)
     saved = save_outcome(run_spec(RunSpec("zz-second", "greedy"), second), stored[0])
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1366, "height": 768})
-        pg.set_default_timeout(TIMEOUT_MS)
-        pg.goto(server)
-        _wait_text(pg.locator("#metric-cost"))
-        banner = _wait_text(pg.locator("#wb-run-banner"))
-        assert saved.run_ids[-1] in banner and "greedy" in banner
-        assert pg.get_by_label("Scenario", exact=True).input_value() == "zz-second"
-        browser.close()
+    pg = _new_page(page, server)
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    banner = _wait_text(pg.locator("#wb-run-banner"))  # type: ignore[attr-defined]
+    assert saved.run_ids[-1] in banner and "greedy" in banner
+    assert pg.get_by_label("Scenario", exact=True).input_value() == "zz-second"  # type: ignore[attr-defined]
+    pg.screenshot(path=str(ARTIFACTS / "browser_second_scenario.png"))  # type: ignore[attr-defined]
+    pg.context.close()  # type: ignore[attr-defined]

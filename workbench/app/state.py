@@ -135,6 +135,8 @@ class WorkbenchState(param.Parameterized):
         """What this session shares with the server's other sessions."""
         self.closed = False
         """True once the browser session is gone (:meth:`close_session`)."""
+        self._pending: dict[str, Any] | None = None
+        self._pending_lock = threading.Lock()
         self.run_progress = RunProgress(self._publish)
         """The running computation's progress (it publishes the progress parameters)."""
         self._open: dict[int, Store] = {}
@@ -432,6 +434,7 @@ class WorkbenchState(param.Parameterized):
             if not self.closed:
                 self.running = False
         if not self.closed:
+            self.flush_progress()
             self.apply(outcome)
         return outcome.result
 
@@ -443,10 +446,33 @@ class WorkbenchState(param.Parameterized):
             log.info("a session closed during a run: it finishes%s, unseen",
                      " and is stored" if self.save_runs else "")
 
+    def defer_progress(self) -> None:
+        """Served: progress from the worker thread waits for :meth:`flush_progress`, which
+        the session's event loop calls (a periodic callback). Every message to the browser
+        then leaves from the loop, where Bokeh handles a connection that has just closed
+        (an update sent from the worker thread to a tab that had just closed was a
+        traceback in the server's log)."""
+        self._pending = {}
+
+    def flush_progress(self) -> None:
+        """Publish the progress the worker thread left (on the session's event loop)."""
+        if self._pending is None:
+            return
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        if pending and not self.closed:
+            self.param.update(**pending)
+
     def _publish(self, **params: Any) -> None:
-        """Progress to the session's parameters, while the session is open."""
-        if not self.closed:
+        """Progress to the session's parameters, while the session is open: at once, or
+        for :meth:`flush_progress` once :meth:`defer_progress` was called."""
+        if self.closed:
+            return
+        if self._pending is None:
             self.param.update(**params)
+            return
+        with self._pending_lock:
+            self._pending.update(params)
 
     # -- stored runs -----------------------------------------------------------------------
     def refresh_runs(self) -> None:
