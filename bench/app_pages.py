@@ -18,6 +18,8 @@ With ``--screenshots DIR`` it saves every tab after the run at 1366x768 and 1920
 ``app_<tab>_lower_<width>.png``). Usage::
 
     PYTHONPATH=$PWD python bench/app_pages.py --db workbench.duckdb --screenshots docs
+
+(``--screenshots-only`` skips the later visitors' timings.)
 """
 
 from __future__ import annotations
@@ -173,6 +175,9 @@ def main() -> int:
                     help="copy the store to this file at the end (the Run's runs in it)")
     ap.add_argument("--cold-server", action="store_true",
                     help="serve without --warm: the first visitor pays the scenario load")
+    ap.add_argument("--screenshots-only", action="store_true",
+                    help="with --screenshots: skip the later, overlapping and returning "
+                    "visitors' timings (the Run and the screenshots only)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     db = tmp / "bench.duckdb"
@@ -198,26 +203,29 @@ def main() -> int:
             print(f"first page on a {server} (headline of the stored run shown): first "
                   f"visitor {cold:.2f} s, second visitor {warm:.2f} s (second/first "
                   f"{warm / cold:.2f})")
+            repeat = 0 if args.screenshots_only else args.repeat
             # Later visitors, interleaved with the floor page (bench/app_floor.py: the same
             # template with one pane) so both see the same machine load.
-            print(visitors_line("later visitors, empty browser cache", *alternate(
-                browser, url, floor_url, args.repeat)))
+            if repeat:
+                print(visitors_line("later visitors, empty browser cache", *alternate(
+                    browser, url, floor_url, repeat)))
             # Overlapping visitors: B opens the page as soon as A's headline is drawn, while
             # A's deferred Metrics sections are still being built on the server's thread.
             pairs = []
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 a, pa = first_page(browser, url, SIZES[0])
                 b, pb = first_page(browser, url, SIZES[0])
                 time.sleep(4.0)  # let both finish before the next pair
                 pa.context.close()  # type: ignore[attr-defined]
                 pb.context.close()  # type: ignore[attr-defined]
                 pairs.append((a, b))
-            print("overlapping visitors (B opens at A's headline): " + ", ".join(
-                f"{a:.2f}/{b:.2f}" for a, b in pairs) + " s (A/B); load average "
-                + open("/proc/loadavg").read().split()[0])
-            # Returning visitors: the scripts are in the browser's cache (one context).
-            print(visitors_line("returning visitors, scripts cached", *alternate(
-                browser, url, floor_url, args.repeat, page.context)))  # type: ignore[attr-defined]
+            if repeat:
+                print("overlapping visitors (B opens at A's headline): " + ", ".join(
+                    f"{a:.2f}/{b:.2f}" for a, b in pairs) + " s (A/B); load average "
+                    + open("/proc/loadavg").read().split()[0])
+                # Returning visitors: the scripts are in the browser's cache (one context).
+                print(visitors_line("returning visitors, scripts cached", *alternate(
+                    browser, url, floor_url, repeat, page.context)))  # type: ignore[attr-defined]
             if not args.no_run:
                 before = page.locator("#metric-cost").first.inner_text()
                 page.get_by_label("Policy", exact=True).select_option("lyapunov")

@@ -35,6 +35,7 @@ NO and BR have no market prices in the data: their price is a URDB time-of-use t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -325,14 +326,17 @@ def build(data: Path, db_dir: Path, names: Sequence[str], tmp: Path) -> dict[str
         cfg = specs[n]["config"]
         db = db_dir / f"{n}.duckdb"
         keys = dict.fromkeys([d["region"] for d in cfg["datacenters"]] + [cfg["jobs"]["set"]])
-        for key in keys:
-            for argv in imports[key]:
-                if cli(["--db", str(db), "import", *argv]) != 0:
-                    sys.exit(f"import failed: workbench import {' '.join(argv)}")
-        path = tmp / f"{n}.toml"
-        path.write_text(_toml(cfg).replace("@MATRIX@", str(matrix)))
-        if cli(["--db", str(db), "scenario", "build", n, "--config", str(path)]) != 0:
-            sys.exit(f"scenario build failed: {n} ({path})")
+        # The commands' messages ("imported 8760 price rows ...") go to stderr: stdout is
+        # the table, or under --json the JSON alone.
+        with contextlib.redirect_stdout(sys.stderr):
+            for key in keys:
+                for argv in imports[key]:
+                    if cli(["--db", str(db), "import", *argv]) != 0:
+                        sys.exit(f"import failed: workbench import {' '.join(argv)}")
+            path = tmp / f"{n}.toml"
+            path.write_text(_toml(cfg).replace("@MATRIX@", str(matrix)))
+            if cli(["--db", str(db), "scenario", "build", n, "--config", str(path)]) != 0:
+                sys.exit(f"scenario build failed: {n} ({path})")
         with Store(db) as store:
             out[n] = store.load_scenario(n)
     return out

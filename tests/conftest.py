@@ -51,6 +51,8 @@ class StoreLock:
             proc = self._procs.pop()
             proc.kill()
             proc.wait(timeout=30)
+            if proc.stdout is not None:  # the pipe it printed "held" on (a ResourceWarning)
+                proc.stdout.close()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from workbench import Store
 from workbench.app import WorkbenchState, create_app, derive, markup, plots
 from workbench.app.markup import headline_html
+from workbench.caps import Caps
 from workbench.io.plan_csv import MIGRATION_COLUMNS, PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.quote import JobSpec
@@ -61,12 +62,34 @@ def test_knobs_follow_the_sidebar_and_the_policy(state: WorkbenchState) -> None:
     state.param.update(V=5.0, cap_mode="global", carbon_cap_kg=80.0, gpu_counts=[1, 4],
                        migration_threshold=0.3)
     knobs = state.knobs()
-    assert knobs == {"V": 5.0, "migration_threshold": 0.3, "carbon_cap_kg": 80.0,
-                     "gpu_counts": (1, 4)}
+    assert knobs == {"V": 5.0, "migration_threshold": 0.3, "gpu_counts": (1, 4)}
+    assert state.caps() == Caps(carbon_kg=80.0)
     state.cap_mode = "per datacenter"
-    assert isinstance(state.knobs()["carbon_cap_kg"], dict)
-    # A baseline takes none of the Lyapunov knobs.
-    assert state.knobs("asap-home") == {}
+    assert state.caps().carbon_kg_by_dc
+    # A baseline takes none of the Lyapunov knobs, and no cap.
+    assert state.knobs("asap-home") == {} and state.caps("asap-home") == Caps()
+
+
+@pytest.mark.parametrize(("text", "caps", "error"), [
+    ("20%", Caps(carbon_pct_below_baseline=20.0), ""),
+    (" 12.5% ", Caps(carbon_pct_below_baseline=12.5), ""),
+    ("1,200", Caps(carbon_kg=1200.0), ""),
+    ("-5", None, "positive number"),
+    ("120%", None, "[0, 100)"),
+    ("lots", None, "e.g. 20%"),
+    ("", None, "empty"),
+])
+def test_the_carbon_cap_field_takes_what_the_cli_takes(state: WorkbenchState, text, caps,
+                                                       error) -> None:
+    """Issue 24 item 5: one parser (Caps.parse_carbon) for the CLI's --carbon-cap and the
+    sidebar's global cap: 20% is a percentage below asap-home, not "not a number"."""
+    state.cap_mode = "global"
+    why = state.enter("carbon_cap_kg", text)
+    if caps is None:
+        assert error in why and "carbon_cap_kg" in state.blocking_errors()
+        return
+    assert why == "" and state.caps() == caps
+    assert "carbon_cap_kg" not in state.blocking_errors()
 
 
 def test_slot_length_resamples_the_cube(state: WorkbenchState) -> None:
@@ -89,7 +112,7 @@ def test_run_sets_result_baselines_and_changes_with_v(state: WorkbenchState) -> 
     assert state.runs_done == 2
     table = derive.compare_table(res2.policy, res2.metrics, state.baselines)
     assert list(table["policy"]) == ["lyapunov", "asap-home"]
-    assert table.loc[1, "cost_saving_pct"] == pytest.approx(0.0)
+    assert table.loc[1, "saving_pct"] == pytest.approx(0.0)
 
 
 def test_error_keeps_previous_result(state: WorkbenchState) -> None:
@@ -225,7 +248,7 @@ def test_widget_defaults_are_the_librarys(state: WorkbenchState) -> None:
     assert state.knobs()["migration_threshold"] == defaults["migration_threshold"].default
     app = create_app(state.db_path, scenario_name="tiny", policy="lyapunov")
     slider = next(w for w in pn.panel(app.sidebar).select(pn.widgets.FloatSlider)
-                  if w.name == "Migration threshold")
+                  if w.label == "Migration threshold")
     assert slider.value == defaults["migration_threshold"].default
 
 
@@ -269,38 +292,63 @@ def test_grid_in_local_time(state: WorkbenchState) -> None:
     assert (local["time"].iloc[0].hour - utc["time"].iloc[0].hour) % 24 == 8
 
 
-def test_compare_table_savings_and_offline_gap() -> None:
-    table = derive.compare_table("lyapunov", {"cost": 90.0, "carbon_kg": 40.0},
-                                 {"asap-home": {"cost": 100.0, "carbon_kg": 50.0},
-                                  "offline": {"cost": 80.0, "carbon_kg": 45.0}})
-    run = table.iloc[0]
-    assert run["cost_saving_pct"] == pytest.approx(10.0)
-    assert run["carbon_saving_pct"] == pytest.approx(20.0)
-    assert run["cost_vs_offline_pct"] == pytest.approx(12.5)
-    summary = derive.savings_summary(table)
-    assert summary["cost_saved"] == pytest.approx(10.0)
-    no_ref = derive.compare_table("lyapunov", {"cost": 90.0, "carbon_kg": 40.0}, {})
-    assert no_ref["cost_vs_offline_pct"].isna().all()
+def test_compare_table_savings_and_gaps_on_equal_work() -> None:
+    """Savings against asap-home and the gaps to the bound and the replay are on equal
+    work, the one definition of workbench.equal_work; rows in a stable order; counts are
+    integers and the currency is a column."""
+    from workbench.equal_work import like_for_like
+
+    run = {"cost": 90.0, "carbon_kg": 40.0, "equal_work_cost": 90.0,
+           "equal_work_carbon_kg": 40.0, "currency": "CNY", "deadline_misses": 0.0}
+    asap = {"cost": 100.0, "carbon_kg": 50.0, "equal_work_cost": 100.0,
+            "equal_work_carbon_kg": 50.0, "deadline_misses": 1.0}
+    offline = {"cost": 85.0, "carbon_kg": 45.0, "equal_work_cost": 85.0,
+               "equal_work_carbon_kg": 45.0}
+    bound = {"cost": 78.0, "carbon_kg": 44.0, "kind": "lp-relaxation",
+             "equal_work_cost": 80.0, "equal_work_carbon_kg": 44.0}
+    table = derive.compare_table("lyapunov", run, {"offline": offline, "asap-home": asap,
+                                                   "greedy": asap}, bound)
+    # The run, then the policies in the registry's order, whatever order they came in.
+    from workbench.policies import POLICY_NAMES
+    others = list(table["policy"])[1:]
+    assert table["policy"].iloc[0] == "lyapunov"
+    assert others == sorted(others, key=POLICY_NAMES.index)
+    first = table.iloc[0]
+    assert first["saving_pct"] == pytest.approx(10.0)
+    assert first["carbon_saving_pct"] == pytest.approx(20.0)
+    assert first["above_bound_pct"] == pytest.approx(12.5)
+    assert first["above_replay_pct"] == pytest.approx(100 * (90 / 85 - 1))
+    cmp = derive.run_comparison("lyapunov", run, {"asap-home": asap, "offline": offline}, bound)
+    assert cmp.as_dict() == like_for_like(run, asap, bound, offline).as_dict()
+    assert str(table["deadline_misses"].dtype) == "Int64"
+    assert (table["currency"] == "CNY").all()
+    no_ref = derive.compare_table("lyapunov", run, {})
+    assert no_ref["above_bound_pct"].isna().all() and no_ref["saving_pct"].isna().all()
 
 
 def test_a_saving_that_left_work_undone_says_so() -> None:
-    """A run that saved by leaving jobs unfinished or late is headlined as not like for
-    like; one that did not is not."""
+    """A run that saved by leaving jobs unfinished or late leads with its saving on equal
+    work (the undone work charged) and marks the bill's saving as not like for like; one
+    that did not is not marked."""
     from workbench.app.markup import savings_html
 
-    base = {"cost": 100.0, "carbon_kg": 50.0, "jobs_unfinished": 0, "deadline_misses": 1}
-    late = derive.compare_table("lyapunov", {"cost": 60.0, "carbon_kg": 40.0,
-                                             "jobs_unfinished": 36, "deadline_misses": 144},
-                                {"asap-home": base})
-    summary = derive.savings_summary(late)
-    assert summary["more_unfinished"] == 36 and summary["more_misses"] == 143
-    html = savings_html(summary, "lyapunov", "CNY")
-    assert "Not like for like" in html and "36 more jobs unfinished" in html
-    assert "143 more deadline misses" in html
-    fair = derive.compare_table("lyapunov", {"cost": 90.0, "carbon_kg": 40.0,
-                                             "jobs_unfinished": 0, "deadline_misses": 1},
-                                {"asap-home": base})
-    assert "Not like for like" not in savings_html(derive.savings_summary(fair), "lyapunov")
+    base = {"cost": 100.0, "carbon_kg": 50.0, "equal_work_cost": 100.0,
+            "equal_work_carbon_kg": 50.0, "unfinished_charge": 0.0, "jobs_unfinished": 0,
+            "deadline_misses": 1}
+    late = {"cost": 60.0, "carbon_kg": 40.0, "equal_work_cost": 95.0,
+            "equal_work_carbon_kg": 49.0, "unfinished_charge": 35.0, "jobs_unfinished": 36,
+            "deadline_misses": 144}
+    cmp = derive.run_comparison("lyapunov", late, {"asap-home": base})
+    assert cmp.more_unfinished == 36 and cmp.more_misses == 143
+    html = savings_html(cmp, "lyapunov", "CNY")
+    assert html.index("on equal work") < html.index("The bill alone")
+    assert 'id="saving-pct">5.0 %' in html and 'id="saving-bill-pct">40.0 %' in html
+    assert "not like for like" in html and "36 more jobs unfinished" in html
+    assert "143 more deadline misses" in html and "35.00 CNY here" in html
+    fair = {**base, "cost": 90.0, "equal_work_cost": 90.0}
+    html = savings_html(derive.run_comparison("lyapunov", fair, {"asap-home": base}),
+                        "lyapunov")
+    assert "not like for like" not in html and "bill's own saving" in html
 
 
 def test_quote_table_puts_the_decision_first(state: WorkbenchState) -> None:
@@ -426,7 +474,7 @@ def test_typed_knobs_are_checked_and_block_the_run(state: WorkbenchState) -> Non
     assert state.message_kind == "danger" and "V" in state.message
     assert state.enter("V", "2.5") == "" and state.V == 2.5 and not state.blocking_errors()
     # A cap of 0 is refused, but only matters while a global cap is chosen.
-    assert "> 0" in state.enter("carbon_cap_kg", "0")
+    assert "a positive number" in state.enter("carbon_cap_kg", "0")
     assert not state.blocking_errors()
     state.cap_mode = "global"
     assert "carbon_cap_kg" in state.blocking_errors()

@@ -39,3 +39,26 @@ def test_app_downloads_neutralise_formula_names(tmp_path: Path) -> None:
     moved = pd.read_csv(io.StringIO(mig), dtype=str, keep_default_na=False)["job_id"]
     assert all(cell.startswith("'") for cell in moved)
     assert set(read_migrations_csv(io.StringIO(mig))["job_id"]) <= {NAME, "@SUM(1)"}
+
+
+def test_the_comparison_csv_writes_counts_as_integers_and_names_its_currency(
+        tmp_path: Path) -> None:
+    """Issue 24 item 8: counts as ``153``, not ``153.0``; a currency column; rows in the
+    registry's order; savings on equal work."""
+    from workbench.app.derive import COMPARE_COLUMNS, COUNT_COLUMNS
+
+    sc = tiny_scenario([training("j", slots_of_work=1.0, deadline_slot=8)], n_slots=8)
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(sc)
+    app = create_app(str(db), scenario_name="tiny", policy="greedy",
+                     baseline_policies=["wait-for-cheap", "asap-home"], save_runs=False)
+    assert app.state.run() is not None
+    text = app.views["Export"]._compare_csv().getvalue()
+    raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    assert list(raw.columns) == list(COMPARE_COLUMNS)
+    assert list(raw["policy"]) == ["greedy", "asap-home", "wait-for-cheap"]
+    assert set(raw["currency"]) == {"CNY"}
+    for col in COUNT_COLUMNS:
+        assert all(v.isdigit() for v in raw[col]), (col, list(raw[col]))
+    assert raw.loc[1, "saving_pct"] == "0.0"  # asap-home against itself

@@ -27,6 +27,7 @@ from panel.models.tabulator import DataTabulator
 
 from workbench import Store, cubes
 from workbench.app import create_app, markup
+from workbench.equal_work import like_for_like
 from workbench.model import Datacenter, GpuPool, Link, Scenario
 
 MARK = "wb-hostile"
@@ -223,11 +224,17 @@ def test_every_html_formatter_escapes_what_it_is_given() -> None:
                                  {"power_cap_violations": 1, "power_cap_kw": x}),
         "caps met": markup.caps_html([{"scope": x, "cap_kg": 2.0, "carbon_kg": 1.0,
                                        "met": True}]),
-        "savings": markup.savings_html({"cost_saving_pct": 1.0, "carbon_saving_pct": 1.0,
-                                        "cost_vs_offline_pct": 1.0, "cost_saved": 1.0}, x, x),
+        "savings": markup.savings_html(like_for_like(
+            {"cost": 1.0, "equal_work_cost": 2.0, "unfinished_charge": 1.0,
+             "jobs_unfinished": 1}, {"cost": 3.0, "equal_work_cost": 3.0,
+                                     "unfinished_charge": 0.0, "jobs_unfinished": 0}), x, x,
+            {"bound": x}),
         "bars": markup.compare_bars_row(table, x),
         "waterfall": markup.attribution_row({"cost": parts, "carbon_kg": parts}, x),
         "note": markup.attribution_note_html({"kind": x, "cost": 1.0, "carbon_kg": 1.0}, x),
+        "note on equal work": markup.attribution_note_html(
+            {"kind": x, "cost": 1.0, "carbon_kg": 1.0, "equal_work_cost": 2.0,
+             "equal_work_carbon_kg": 1.0}, x),
         "title": markup.title_html(x),
         "code": markup.code(x),
     }

@@ -28,6 +28,7 @@ from workbench.io.plan_csv import PLAN_COLUMNS
 from workbench.model import Scenario
 from workbench.policies import make_policy
 from workbench.sim import simulate
+from workbench.store import StoreError
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -339,3 +340,135 @@ def test_a_hostile_run_name_is_shown_as_text(page: object) -> None:
     assert HOSTILE_NAME in header.replace("\n", "").replace("\u200b", ""), header
     pg.screenshot(path=str(ARTIFACTS / "browser_hostile_name.png"), full_page=True)  # type: ignore[attr-defined]
     no_script_ran()
+
+
+# -- issue 24: the app consistent with itself and with its CSVs ----------------------------
+# These run last: one of them stores a second scenario, and a reloaded page then opens on it.
+
+def _server_log(factory: pytest.TempPathFactory) -> Path:
+    return factory.getbasetemp() / "panel-serve.log"
+
+
+def _table(pg: object, css: str) -> list[dict[str, str]]:
+    """The shown page of a Tabulator table as rows of header -> cell text."""
+    heads = [h.replace("\u200b", "").strip() for h in pg.locator(  # type: ignore[attr-defined]
+        f"{css} .tabulator-col-title").all_inner_texts()]
+    out = []
+    for row in pg.locator(f"{css} .tabulator-row").all():  # type: ignore[attr-defined]
+        cells = row.locator(".tabulator-cell").all_inner_texts()
+        out.append(dict(zip(heads, (c.strip() for c in cells), strict=False)))
+    return out
+
+
+def test_the_migrations_tab_shows_the_migrations_csv(page: object, tmp_path: Path) -> None:
+    """GB moved (datasets included) and transfer seconds read in the Migrations tab equal
+    the shown run's migrations CSV (Export), rounded to the screen's two decimals."""
+    pg = page
+    _tab(pg, "Metrics")
+    pg.reload()  # type: ignore[attr-defined]
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    _tab(pg, "Migrations")
+    pg.locator(".wb-migrations .tabulator-row").first.wait_for()  # type: ignore[attr-defined]
+    shown = _table(pg, ".wb-migrations")
+    assert shown and {"GB moved", "transfer (s)", "what moved"} <= set(shown[0])
+    _tab(pg, "Export")
+    with pg.expect_download() as info:  # type: ignore[attr-defined]
+        pg.locator(".wb-download-migrations").first.click()  # type: ignore[attr-defined]
+    dest = tmp_path / "migrations.csv"
+    info.value.save_as(dest)
+    rows = list(csv.DictReader(io.StringIO(dest.read_text())))
+    assert len(rows) >= len(shown)
+    for tab, row in zip(shown, rows, strict=False):  # the table's first page
+        assert float(tab["GB moved"]) == pytest.approx(round(float(row["transfer_gb"]), 2))
+        assert float(tab["transfer (s)"]) == pytest.approx(round(float(row["transfer_s"]), 2))
+        assert tab["what moved"] == row["moved"]
+    assert any(float(r["dataset_gb"]) > 0 for r in rows)  # datasets travel and are counted
+
+
+def test_a_percentage_carbon_cap_is_typed_as_in_the_cli(page: object) -> None:
+    """20% is a cap 20 % below asap-home's carbon, as `plan --carbon-cap 20%` takes it."""
+    pg = page
+    _tab(pg, "Metrics")
+    pg.get_by_label("Carbon cap", exact=True).select_option("global")  # type: ignore[attr-defined]
+    cap = pg.locator(".wb-cap input").first  # type: ignore[attr-defined]
+    cap.wait_for()
+    cap.fill("20%")
+    time.sleep(1.0)
+    assert pg.locator(".wb-error-carbon_cap_kg p").count() == 0 or not pg.locator(  # type: ignore[attr-defined]
+        ".wb-error-carbon_cap_kg p").first.inner_text().strip()
+    run = pg.locator(".wb-run button")  # type: ignore[attr-defined]
+    assert not run.is_disabled()
+    _run_and_read(pg)
+    banner = pg.locator("#wb-run-banner").first.inner_text()  # type: ignore[attr-defined]
+    assert "carbon cap" in banner and " kg" in banner  # resolved to kg against asap-home
+    pg.get_by_label("Carbon cap", exact=True).select_option("none")  # type: ignore[attr-defined]
+
+
+def _new_page(page: object, server: str) -> object:
+    """A new visitor: a fresh context of the module's browser (one Playwright per module)."""
+    ctx = page.context.browser.new_context(  # type: ignore[attr-defined]
+        viewport={"width": 1366, "height": 768})
+    ctx.route("**/*", lambda route: route.continue_()
+              if route.request.url.startswith("http://127.0.0.1") else route.abort())
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.goto(server)
+    return pg
+
+
+def test_closing_a_tab_mid_run_leaves_the_server_log_clean(
+        page: object, server: str, stored: tuple[Path, dict[str, object]],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A tab closed during a run: no traceback and no "Failed sending message" in the
+    server's log; the run goes on and is stored."""
+    log_path = _server_log(tmp_path_factory)
+    before_log = log_path.read_text()
+    with Store(stored[0], read_only=True) as store:
+        n_runs = len(store.runs())
+    pg = _new_page(page, server)
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    pg.locator(".wb-run button").click()  # type: ignore[attr-defined]
+    pg.locator("#wb-progress").first.wait_for()  # type: ignore[attr-defined]
+    pg.context.close()  # type: ignore[attr-defined]  # the tab (and its window) closed
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            with Store(stored[0], read_only=True) as store:
+                if len(store.runs()) > n_runs:
+                    break
+        except StoreError:  # the server may be writing it: try again
+            pass
+        time.sleep(1.0)
+    else:
+        raise AssertionError("the run of the closed tab was not stored")
+    time.sleep(40)  # Bokeh drops the unused session after ~15-35 s: its end is logged too
+    new = log_path.read_text()[len(before_log):]
+    assert "Traceback" not in new and "Failed sending message" not in new, new[-3000:]
+    assert "WebSocket connection closed" in new
+
+
+def test_the_app_opens_on_the_newest_run_after_a_second_scenario_is_built(
+        page: object, server: str, stored: tuple[Path, dict[str, object]]) -> None:
+    """A second scenario built and planned: a new visitor lands on its run, not on the
+    alphabetically first scenario or an empty page."""
+    from workbench.runner import RunSpec, run_spec, save_outcome
+
+    second = first_hours(build_seed3(), 6, arrivals_h=2, name="zz-second")
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with Store(stored[0]) as store:
+                store.save_scenario(second)
+            break
+        except StoreError:  # the server holds the file for a moment
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+    saved = save_outcome(run_spec(RunSpec("zz-second", "greedy"), second), stored[0])
+    pg = _new_page(page, server)
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    banner = _wait_text(pg.locator("#wb-run-banner"))  # type: ignore[attr-defined]
+    assert saved.run_ids[-1] in banner and "greedy" in banner
+    assert pg.get_by_label("Scenario", exact=True).input_value() == "zz-second"  # type: ignore[attr-defined]
+    pg.screenshot(path=str(ARTIFACTS / "browser_second_scenario.png"))  # type: ignore[attr-defined]
+    pg.context.close()  # type: ignore[attr-defined]

@@ -349,3 +349,37 @@ def test_a_bad_dataset_size_is_a_one_line_error(store: Store, tmp_path: Path, si
     assert main(["--db", db, "scenario", "build", "bad", "--config", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "dataset_gb" in err[0]
+
+
+def test_a_horizon_past_the_data_says_import_that_period_once(store: Store,
+                                                               tmp_path: Path) -> None:
+    """Issue 24 item 6: the cube's cause and the build's fix, not both fixes."""
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["scenario"]["hours"] = 72  # the series end after 58 h
+    with pytest.raises(BuildError) as err:
+        build_scenario(store, cfg)
+    text = str(err.value)
+    assert text.count("import that period") == 1 and "is missing for region" in text
+    assert "fill = 'hold'" in text and "fill='hold'" not in text
+
+
+def test_a_pool_of_any_known_device_gets_predicted_profiles(store: Store,
+                                                             tmp_path: Path) -> None:
+    """Issue 24 item 6: a pool of H100s (in the device table, no shipped profile) builds,
+    its profiles predicted and labelled so; an unknown device names the fix, not a fit."""
+    from workbench.model import ScenarioError
+
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["pools"][1]["gpu_type"] = "H100"
+    sc = build_scenario(store, cfg)
+    h100 = [p for p in sc.profiles if p.gpu_type == "H100"]
+    assert {p.app for p in h100} == {j.app for j in sc.jobs if j.is_training}
+    assert all(p.predicted and p.derived for p in h100)
+    assert all("predicted from the" in p.source and "scaled to 700 W" in p.source
+               for p in h100)
+    cfg["pools"][1]["gpu_type"] = "NoSuchGPU"
+    with pytest.raises((BuildError, ScenarioError)) as err:
+        build_scenario(store, cfg)
+    assert "workbench devices add" in str(err.value) and "fit throughput" not in str(err.value)

@@ -262,11 +262,11 @@ def test_an_output_naming_the_store_or_another_output_is_refused(
 @pytest.mark.parametrize(("run", "base", "text"), [
     ({"jobs_unfinished": 0, "deadline_misses": 0}, {"jobs_unfinished": 0}, ""),
     ({"jobs_unfinished": 144, "deadline_misses": 0}, {"jobs_unfinished": 0},
-     " — not like for like: 144 jobs unfinished (their remaining work is not paid for)"),
+     " — not like for like: 144 jobs unfinished (their remaining work is not in the bill)"),
     ({"jobs_unfinished": 3.0, "deadline_misses": 5.0},
      {"jobs_unfinished": 1.0, "deadline_misses": 2.0},
      " — not like for like: 3 jobs unfinished against 1 in asap-home (their remaining work "
-     "is not paid for); 5 deadline misses against 2 in asap-home"),
+     "is not in the bill); 5 deadline misses against 2 in asap-home"),
     ({"jobs_unfinished": 1, "deadline_misses": 1}, {"jobs_unfinished": 1,
                                                     "deadline_misses": 1}, ""),
     ({"jobs_unfinished": float("nan")}, {"jobs_unfinished": 0}, ""),
@@ -279,8 +279,11 @@ def test_saving_caveat(run, base, text) -> None:
 
 
 def test_a_saving_with_unfinished_jobs_is_qualified(db, capsys) -> None:
-    """A run that leaves jobs unfinished (cheaper because their work is not done) says its
-    saving against asap-home is not like for like, in plan and in runs show."""
+    """A run that leaves jobs unfinished (cheaper because their work is not done) leads
+    with its saving on equal work (the undone work charged) and says its bill's saving is
+    not like for like, in plan and in runs show, from the one library definition."""
+    from workbench.equal_work import like_for_like
+
     # Jobs without a deadline wait at a large V (lyapunov's completion rule keeps deadlines).
     with Store(db) as store:
         store.save_scenario(tiny_scenario([training("j", slots_of_work=1.0),
@@ -289,15 +292,46 @@ def test_a_saving_with_unfinished_jobs_is_qualified(db, capsys) -> None:
     argv = ["--db", str(db), "plan", "--scenario", "tiny-free", "--policy", "lyapunov",
             "--V", "1000", "--power-cap-kw", "100", "--no-progress"]
     assert main(argv) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines()
-                if "saving against asap-home:" in x)
-    assert "not like for like: 2 jobs unfinished (their remaining work is not paid for)" in line
+    text = " ".join(capsys.readouterr().out.split())  # wrapped lines joined
+    lead = text.index("saving against asap-home on equal work:")
+    bill = text.index("the bill alone:")
+    assert lead < bill
+    assert "not like for like: 2 jobs unfinished (their remaining work is not in the bill)" \
+        in text[bill:]
+    assert "charged at its least energy at home" in text[lead:bill]
+    assert main(argv + ["--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    got = obj["like_for_like"]
+    expect = like_for_like(obj, obj["baseline"]).as_dict()
+    assert got["saving_pct"] == pytest.approx(expect["saving_pct"])
+    assert got["saving_pct"] < got["bill_saving_pct"]  # the undone work is charged
+    assert obj["unfinished_charge"] > 0 and obj["equal_work_cost"] > obj["cost"]
     assert main(["--db", str(db), "runs", "show", "latest"]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines()
-                if "saving against asap-home" in x)
-    assert "not like for like: 2 jobs unfinished" in line
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"on equal work: {got['saving_pct']:.1f}%" in text
+    assert "not like for like: 2 jobs unfinished" in text[text.index("the bill alone:"):]
+    assert main(["--db", str(db), "runs", "show", "latest", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["like_for_like"]
+    assert shown["saving_pct"] == pytest.approx(got["saving_pct"])
     assert main(["--db", str(db), "plan", "--scenario", "tiny", "--policy", "greedy",
                  "--no-progress"]) == 0
     assert "not like for like" not in capsys.readouterr().out
     assert main(["--db", str(db), "runs", "show", "latest"]) == 0
     assert "not like for like" not in capsys.readouterr().out
+
+
+def test_the_hindsight_bound_is_the_yardstick_on_equal_work(db, capsys) -> None:
+    """plan --policy offline: the bound is given on equal work, labelled a bound, with the
+    replay's gap to it (the replay is the reference, labelled replayed)."""
+    argv = ["--db", str(db), "plan", "--scenario", "tiny", "--policy", "offline", "--no-progress"]
+    assert main(argv) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "hindsight plan (replayed)" in text
+    assert "hindsight bound (" in text and "on equal work" in text
+    assert main(argv + ["--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    bound = obj["bound"]
+    assert bound["equal_work_cost"] <= obj["equal_work_cost"] + 1e-9
+    gap = obj["like_for_like"]["above_bound_pct"]
+    assert gap == pytest.approx(100 * (obj["equal_work_cost"] / bound["equal_work_cost"] - 1))
+    assert gap >= 0 and f"this run is {gap:+.1f}% above it" in text

@@ -176,3 +176,55 @@ def test_generate_refuses_another_scenario_of_its_name_and_keeps_the_same_one(
                  "--replace"]) == 0
     assert "replacing what was stored" in capsys.readouterr().err
     assert store_digest(db) != kept
+
+
+def test_scenario_delete_removes_it_with_its_runs_and_keeps_the_data(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 item 4: ``scenario delete NAME`` says what it deletes (the scenario, its
+    runs, the grid rows of its own cube) and keeps what it was built from; a job set or a
+    built-in that is not stored is refused in one line, exit 2, nothing removed."""
+    from helpers_sim import tiny_scenario, training
+
+    from workbench.store import Store
+
+    db = tmp_path / "w.duckdb"
+    jobs = [training("j", slots_of_work=1.0)]
+    with Store(db) as store:
+        store.save_scenario(tiny_scenario(jobs, name="bad1"))
+        store.save_scenario(tiny_scenario(jobs, name="keep"))
+        store.write_jobs("a-set", jobs)
+    for name in ("bad1", "keep"):
+        assert main(["--db", str(db), "plan", "--scenario", name, "--policy", "greedy",
+                     "--no-progress", "--json"]) == 0
+    capsys.readouterr()
+    with Store(db) as store:
+        bad_runs = set(store.runs("bad1")["run_id"])
+        keep_runs = set(store.runs("keep")["run_id"])
+        series = len(store.table("grid_series"))
+    assert len(bad_runs) == 2  # the run and its asap-home baseline
+    for argv, why in ((["a-set"], "is a job set"), (["seed3"], "is built in and not stored"),
+                      (["nowhere"], "no scenario 'nowhere'")):
+        assert main(["--db", str(db), "scenario", "delete", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and why in err and err.count("\n") == 1
+    assert main(["--db", str(db), "scenario", "delete", "bad1", "--json"]) == 0
+    gone = json.loads(capsys.readouterr().out)
+    assert gone["deleted"] == "bad1" and set(gone["runs"]) == bad_runs
+    assert gone["datacenters"] == 2 and gone["jobs"] == 1
+    with Store(db) as store:
+        assert store.scenario_names() == ["keep"]
+        assert set(store.runs()["run_id"]) == keep_runs  # the other scenario's runs stay
+        assert not len(store.con.execute("SELECT * FROM plan_rows WHERE run_id IN "
+                                         f"({', '.join('?' * len(bad_runs))})",
+                                         list(bad_runs)).fetchall())
+        assert "a-set" in set(store.job_sets()["name"])
+        # bad1 wrote its cube's rows; keep (same regions) reads them: they stay.
+        assert gone["grid_rows"] == 0 and len(store.table("grid_series")) == series
+        sc = store.load_scenario("keep")
+    assert sc.n_slots == 8
+    assert main(["--db", str(db), "scenario", "delete", "keep"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("deleted scenario keep") and "2 stored run(s)" in out
+    assert "imported grid series, job sets and profiles stay" in out
+    with Store(db) as store:  # the last reader gone, the rows a scenario wrote go too
+        assert f"and {series} grid rows" in out and len(store.table("grid_series")) == 0

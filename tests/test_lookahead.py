@@ -169,3 +169,27 @@ def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None
     assert need(9, on_line) == pytest.approx(4.0 / 45.0)       # on the line
     assert need(9, on_line + 0.1) == pytest.approx(4.0 / 45.0 + 0.1)  # behind: catch up
     assert need(42, 0.3) == pytest.approx(0.3)                 # line ends in the window
+
+
+def test_a_move_reports_its_gain_over_staying_with_a_reason_of_the_same_sign() -> None:
+    """Issue 24 item 3: a move's expected_gain is its gain over the job's best way to stay
+    (positive when the window plan moved it for its own sake), and its reason says so; a
+    move that is worth less than staying (made for capacity) says that instead."""
+    from helpers_sim import inference, training
+    from helpers_sim import tiny_scenario as sim_scenario
+
+    from workbench.runner import ForecastSettings, RunSpec, simulate_spec
+
+    # a cheap first, then b: a tight training job and a service started at a move to b
+    # (nothing contends). A service cannot pause: its gain is over staying placed at a.
+    n = 16
+    sc = sim_scenario([training("long", slots_of_work=10.0, deadline_slot=12, counts=(1,)),
+                       inference("svc", first=0, last=n)], n_slots=n,
+                      price_a=[0.2] * 4 + [5.0] * (n - 4), price_b=[5.0] * 4 + [0.2] * (n - 4))
+    res, _ = simulate_spec(RunSpec(sc.name, "lookahead", baseline=False,
+                                   forecast=ForecastSettings("perfect")), sc)
+    moves = res.migrations[res.migrations["reason"].str.startswith("move")]
+    assert set(moves["job_id"]) == {"long", "svc"}, "the scenario should move both"
+    for gain, reason in zip(moves["expected_gain"], moves["reason"], strict=True):
+        assert (gain > 0) == ("pays for the round trip" in reason), (gain, reason)
+    assert (moves["expected_gain"] > 0).all()  # uncontended: every move is for its own sake

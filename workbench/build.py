@@ -252,13 +252,16 @@ def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
         raise BuildError(f"[[jobs.llm]]: {exc}") from None
 
 
-def profiles_for(store: Any, apps: set[str]) -> list[perf.JobProfile]:
-    """Profiles of ``apps``: the store's, and the shipped ones for any (app, GPU type) the
-    store lacks (a store that holds profiles of other apps only still builds)."""
-    stored = list(store.load_profiles())
-    have = {(p.app, p.gpu_type) for p in stored}
-    shipped = [p for p in perf.load_default_profiles() if (p.app, p.gpu_type) not in have]
-    return [p for p in stored + shipped if p.app in apps]
+def profiles_for(store: Any, apps: set[str], gpu_types: Sequence[str] = ()
+                 ) -> list[perf.JobProfile]:
+    """Profiles of ``apps``: the store's, the shipped ones for any (app, GPU type) the
+    store lacks (a store that holds profiles of other apps only still builds), and for a
+    GPU type of ``gpu_types`` neither has, one predicted on the device table's figures
+    (:func:`workbench.profiles.predicted_profiles`: a pool of H100s needs no fit first)."""
+    from workbench.profiles import predicted_profiles
+
+    known = [p for p in perf.with_shipped(list(store.load_profiles())) if p.app in apps]
+    return known + predicted_profiles(known, gpu_types, sorted(apps))
 
 
 def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
@@ -302,9 +305,10 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
             fill=None if fill == "none" else "hold",
         )
     except cubes.CubeError as exc:
+        # The cube's message is cause; fix: keep its cause, give the fix in the config's terms.
+        cause = str(exc).split("; ", 1)[0]
         raise BuildError(f"grid series do not cover the horizon {start.isoformat()} .. "
-                         f"{end.isoformat()}: {str(exc).removesuffix('; import them first')}"
-                         "; import that period, move the horizon, "
+                         f"{end.isoformat()}: {cause}; import that period, move the horizon, "
                          "or set [scenario] fill = 'hold'") from None
     currency = str(cube["price_per_kwh"].attrs["currency"])
     if sc.currency and sc.currency != currency:
@@ -323,7 +327,7 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
     jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end)
                   + llm_jobs, key=lambda j: (j.arrival, j.job_id))
     apps = {j.app for j in jobs}
-    profiles = profiles_for(store, apps) + llm_profiles
+    profiles = profiles_for(store, apps, [p.gpu_type for p in pools]) + llm_profiles
     return Scenario(
         name=str(name), datacenters=tuple(dcs), pools=tuple(pools),
         links=tuple(_links(config, dcs)),

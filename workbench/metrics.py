@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.equal_work import EQUAL_WORK_KEYS, equal_work
 from workbench.model import Scenario
 from workbench.outcome import service_power_w
 from workbench.units import G_PER_KG, J_PER_KWH
@@ -31,11 +32,12 @@ METRIC_KEYS: tuple[str, ...] = (
     "migrations", "migration_gb", "round_trips", "gpu_utilisation", "jobs_waiting_mean",
     "decide_s_mean", "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
     "site_idle_energy_kwh", "site_idle_cost", "site_idle_carbon_kg", "data_moves",
-    "transfer_gb", "lost_s", "movement_kwh", "power_cap_violations",
+    "transfer_gb", "lost_s", "movement_kwh", "power_cap_violations", *EQUAL_WORK_KEYS,
 )
-"""Keys every metrics dict has; with a carbon cap ``carbon_cap_kg`` and ``carbon_cap_met``,
-with a power cap ``power_cap_kw``; per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue
-``queue_mean:<kind>`` / ``queue_max:<kind>`` keys follow them."""
+"""Keys every metrics dict has (the equal-work figures: :mod:`workbench.equal_work`); with
+a carbon cap ``carbon_cap_kg`` and ``carbon_cap_met``, with a power cap ``power_cap_kw``;
+per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue ``queue_mean:<kind>`` /
+``queue_max:<kind>`` keys follow them."""
 
 
 def round_trips(migrations: pd.DataFrame | None) -> int:
@@ -248,12 +250,17 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         - ``decide_s_*``: wall time of the policy's decision per slot; ``solve_s_*``: the
           solver time the policy reported (0 when it reports none); ``fallbacks``: slots
           answered by a fallback allocation.
+        - ``equal_work_cost``, ``equal_work_carbon_kg``, ``unfinished_charge``,
+          ``unfinished_carbon_kg``, ``unfinished_work_jobs``: the run on equal work, its
+          undone training work charged at a stated price
+          (:func:`workbench.equal_work.equal_work`).
     """
     f = _frames(result)
     plan = f["plan"]
     assert plan is not None
     running = plan["n_gpus"].fillna(0).astype(int) > 0
     out: dict[str, Any] = _energy_metrics(plan, scenario, running)
+    out.update(equal_work(plan, scenario, out["cost"], out["carbon_kg"]))
     out.update(_job_metrics(f["jobs"], plan, scenario))
     out.update(_movement_metrics(f["migrations"], plan))
     per_pool = _utilisation(plan, scenario, running)

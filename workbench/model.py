@@ -446,7 +446,10 @@ class Scenario(_StaticFacts):
                 _require(
                     not missing,
                     f"job {job.job_id!r}: no performance profile for app {job.app!r} on "
-                    f"{missing}; fit or derive one (workbench fit throughput)",
+                    f"{missing}; a GPU type the device table knows gets a predicted one "
+                    "when the scenario is built: add the device (`workbench devices add "
+                    "SPEC.json`), or import or measure a profile (`workbench import "
+                    "profiles`, `workbench compute measure`)",
                 )
         regions = {str(r) for r in self.grid["region"].values}
         absent = sorted({d.region for d in self.datacenters} - regions)

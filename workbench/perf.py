@@ -24,7 +24,7 @@ how useful a sample is, not how much power the GPUs draw.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -435,6 +435,13 @@ def default_profiles_path() -> Path:
         f"profiles.json not found in {here / 'data'} or {here.parent / 'data'}; "
         "regenerate it with `workbench fit defaults --profiles ../shared/data/profiles`"
     )
+
+
+def with_shipped(stored: Sequence[JobProfile]) -> list[JobProfile]:
+    """``stored`` profiles, then the shipped ones (:func:`load_default_profiles`) for every
+    (app, GPU type) they lack: a store holding profiles of other apps only still has these."""
+    have = {(p.app, p.gpu_type) for p in stored}
+    return [*stored, *(p for p in load_default_profiles() if (p.app, p.gpu_type) not in have)]
 
 
 def load_default_profiles(path: Path | str | None = None) -> list[JobProfile]:

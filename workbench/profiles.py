@@ -210,14 +210,15 @@ def profile_interval(coef: Coefficients) -> tuple[float, float]:
 
 
 def predict_profile(app: str, efficiency: EfficiencyParams, energy_fit: EnergyFit | None,
-                    target: str, coef: Coefficients | None = None) -> JobProfile:
+                    target: str, coef: Coefficients | None = None,
+                    reference: str = REFERENCE_GPU) -> JobProfile:
     """A predicted :class:`JobProfile` of ``app`` on ``target``.
 
-    ``efficiency`` is the app's (device-independent) efficiency fit; its per-GPU batch cap
-    is rescaled to the target's memory first, and the throughput grid spans it.
+    ``efficiency`` is the app's efficiency fit on ``reference``; its per-GPU batch cap is
+    rescaled to the target's memory first, and the throughput grid spans it.
     """
     c = coef if coef is not None else load_coefficients()
-    ep = derive_efficiency(efficiency, target)
+    ep = derive_efficiency(efficiency, target, reference)
     tp, rows = predict_throughput(app, target, ep.max_local_batch, c)
     pred = placement_iteration_time(tp, rows["num_nodes"], rows["num_replicas"],
                                     rows["local_bsz"])
@@ -232,6 +233,50 @@ def predict_profile(app: str, efficiency: EfficiencyParams, energy_fit: EnergyFi
                       energy=placeholder, derived=True, source=f"{src}; energy: -",
                       step_time_interval=(lo, hi))
     return with_energy_from(prof, energy_fit)
+
+
+def predicted_profiles(profiles: Sequence[JobProfile], gpu_types: Sequence[str],
+                       apps: Sequence[str] | None = None) -> list[JobProfile]:
+    """A *predicted* profile of each app of ``profiles`` (or of ``apps``) on each GPU type of
+    ``gpu_types`` that ``profiles`` lack and the device table knows (``workbench devices
+    list``): the H100 of a pool needs no fit first.
+
+    Each comes from :func:`predict_profile` on the app's computation graph, its efficiency
+    from the app's profile on another device (the batch cap rescaled by memory) and its
+    power the same shape, idle and full-load fractions of the board limit, scaled to the
+    target's TDP (:func:`derive_energy`). Labelled predicted (``step_time_interval``); an
+    app without a shipped graph, or a device the table does not know, gets none.
+    """
+    from workbench.compute.graph import app_graph_names
+
+    have = {(p.app, p.gpu_type) for p in profiles}
+    wanted = sorted(set(apps) if apps is not None else {p.app for p in profiles})
+    out = []
+    for app in wanted:
+        mine = [p for p in profiles if p.app == app]
+        if not mine or app not in app_graph_names():
+            continue
+        base = min(mine, key=lambda p: (p.derived, p.gpu_type))  # a fitted one first
+        for gpu in sorted(set(gpu_types)):
+            if (app, gpu) in have:
+                continue
+            try:
+                device(gpu)
+            except KeyError:
+                continue
+            prof = predict_profile(app, base.efficiency, None, gpu, reference=base.gpu_type)
+            e = base.energy
+            x_base = float(throughput(base.throughput, 1, base.efficiency.max_local_batch))
+            f0 = e.a1_w / e.max_power_w
+            f1 = (e.a1_w + e.a2_w_per_sps * x_base) / e.max_power_w
+            x_full = float(throughput(prof.throughput, 1, prof.efficiency.max_local_batch))
+            head = prof.source.split("; energy:")[0]
+            out.append(replace(prof, energy=derive_energy(f0, f1, x_full, gpu), source=(
+                f"{head}; energy: the {app} power shape on {base.gpu_type} (idle {f0:.2f}, "
+                f"full {f1:.2f} of its limit) scaled to {device(gpu).tdp_w:.0f} W")))
+            log.info("predicted the %s profile on %s (none was shipped or stored)",
+                     app, gpu)
+    return out
 
 
 MIN_MEASUREMENTS_TO_FIT = 3

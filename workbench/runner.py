@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.caps import Caps
+from workbench.equal_work import bound_equal_work
 from workbench.forecast import FORECAST_MODES, default_forecast_mode
 from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
@@ -237,7 +238,8 @@ def simulate_spec(
 
     ``caps`` overrides ``spec.caps`` (the runner passes them resolved); ``fitted`` is the
     model forecast of :func:`fit_forecast` (fitted here when the mode needs it and none is
-    given). The bound is also in ``result.meta["bound"]``.
+    given). The bound is also in ``result.meta["bound"]``, with its figures on equal work
+    (:func:`workbench.equal_work.bound_equal_work`).
 
     Raises
     ------
@@ -265,7 +267,7 @@ def simulate_spec(
         ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted)
     bound = policy.hindsight_bound()
     if bound is not None:
-        result.meta["bound"] = bound.as_dict()
+        result.meta["bound"] = {**bound.as_dict(), **bound_equal_work(bound.as_dict(), scenario)}
     return result, bound
 
 

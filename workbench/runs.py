@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.cubes import resample
+from workbench.equal_work import EQUAL_WORK_KEYS, bound_equal_work, equal_work
 from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.scenarios import stored_or_builtin
@@ -41,12 +42,15 @@ ATTRIBUTION_BEFORE_V6 = ("attribution not available for runs stored before schem
 """Why a run stored by an older workbench has no attribution."""
 
 COMPARE_METRICS: tuple[tuple[str, str], ...] = (
-    ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg CO2)"), ("energy_kwh", "energy (kWh)"),
+    ("cost", "cost ({c})"), ("equal_work_cost", "cost on equal work ({c})"),
+    ("unfinished_charge", "  of which work left undone ({c})"),
+    ("carbon_kg", "carbon (kg CO2)"), ("energy_kwh", "energy (kWh)"),
     ("mean_jct_h", "mean JCT (h)"), ("p95_jct_h", "p95 JCT (h)"),
     ("deadline_misses", "deadline misses"), ("jobs_unfinished", "jobs unfinished"),
     ("migrations", "migrations"), ("energy_moved_kwh", "energy that moved (kWh)"),
 )
-"""Metrics of :func:`compare_frame`: key and label (``{c}``: the currency)."""
+"""Metrics of :func:`compare_frame`: key and label (``{c}``: the currency); the cost on
+equal work charges the training work a run left undone (:mod:`workbench.equal_work`)."""
 
 INT_METRICS = frozenset({"deadline_misses", "jobs_unfinished", "migrations", "jobs_total",
                          "jobs_finished", "inference_services", "inference_unserved_slots",
@@ -69,6 +73,43 @@ def typed_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = int(value)
         elif key in FLAG_METRICS:
             out[key] = bool(value)
+    return out
+
+
+def fill_equal_work(metrics: MutableMapping[str, Any], plan: pd.DataFrame,
+                    scenario: Scenario) -> None:
+    """Give a stored run's ``metrics`` its equal-work figures
+    (:func:`workbench.equal_work.equal_work`) when it was stored before they existed."""
+    if all(k in metrics for k in EQUAL_WORK_KEYS) or "cost" not in metrics:
+        return
+    metrics.update(equal_work(plan, scenario, float(metrics["cost"]),
+                              float(metrics.get("carbon_kg", math.nan))))
+
+
+def stored_metrics(store: Store, run_id: str, scenario: Scenario | None = None
+                   ) -> dict[str, Any]:
+    """A stored run's metrics, typed (:func:`typed_metrics`), with its equal-work figures
+    computed from its plan when it was stored before them and ``scenario`` is given."""
+    metrics = typed_metrics(store.run_metrics(run_id))
+    if scenario is not None and not all(k in metrics for k in EQUAL_WORK_KEYS):
+        fill_equal_work(metrics, store.run_plan(run_id), scenario)
+    return metrics
+
+
+def with_equal_work_bound(bound: Mapping[str, Any] | None, scenario: Scenario | None,
+                          slot_s: Any = None) -> dict[str, Any] | None:
+    """A stored hindsight bound with its equal-work figures
+    (:func:`workbench.equal_work.bound_equal_work`, computed on ``scenario`` at ``slot_s``
+    for one stored before them); None without a bound."""
+    if not bound:
+        return None
+    out = dict(bound)
+    if "equal_work_cost" not in out and scenario is not None:
+        try:
+            sc = at_slot(scenario, int(slot_s) if slot_s else None)
+        except ScenarioError:
+            return out
+        out.update(bound_equal_work(out, sc))
     return out
 
 
@@ -306,12 +347,12 @@ def compare_frame(store: Store, run_ids: Iterable[str],
     loaded: dict[str, Scenario | str] = dict(scenarios or {})
     for rid in run_ids:
         info = store.run_info(rid)
-        metrics = typed_metrics(store.run_metrics(rid))
+        sc = _scenario_of(store, str(info["scenario"]), loaded)
+        metrics = stored_metrics(store, rid, None if isinstance(sc, str) else sc)
         currency = currency or str(metrics.get("currency", ""))
         values: list[Any] = [knobs_text(info)]
         for key, _ in COMPARE_METRICS:
             values.append(metrics.get(key))
-        sc = _scenario_of(store, str(info["scenario"]), loaded)
         if isinstance(sc, str):
             values += attribution_values(None, sc)
         else:

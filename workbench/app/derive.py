@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -11,17 +12,25 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from workbench.equal_work import LikeForLike, like_for_like
+from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
-from workbench.runs import run_settings
+from workbench.runs import REFERENCE_POLICY, run_settings
 
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "policy", "cost", "cost_saving_pct", "cost_vs_offline_pct", "carbon_kg",
+    "policy", "currency", "cost", "equal_work_cost", "saving_pct", "bill_saving_pct",
+    "above_bound_pct", "above_replay_pct", "carbon_kg", "equal_work_carbon_kg",
     "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
-    "jobs_unfinished", "migrations", "energy_moved_kwh",
+    "jobs_unfinished", "unfinished_charge", "migrations", "energy_moved_kwh",
 )
-"""Columns of :func:`compare_table`: savings are relative to ``asap-home`` (positive: cheaper
-or cleaner than it), ``cost_vs_offline_pct`` is the excess over the hindsight plan's
-(replayed) cost."""
+"""Columns of :func:`compare_table`, each row on equal work
+(:func:`workbench.equal_work.like_for_like`): ``saving_pct`` and ``carbon_saving_pct``
+against ``asap-home`` (positive: cheaper or cleaner than it), ``bill_saving_pct`` the bills
+alone, ``above_bound_pct`` the gap to the hindsight bound (the yardstick),
+``above_replay_pct`` to the hindsight plan as replayed (a reference)."""
+
+COUNT_COLUMNS: tuple[str, ...] = ("deadline_misses", "jobs_unfinished", "migrations")
+"""Columns of :func:`compare_table` that count things (integers, empty where unknown)."""
 
 PALETTE: tuple[str, ...] = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -38,6 +47,17 @@ def datacenter_colors(names: Iterable[str]) -> dict[str, str]:
     turn, cycling past ten."""
     unique = sorted({str(n) for n in names})
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(unique)}
+
+
+def site_colors(scenario: Any) -> dict[str, str]:
+    """One colour per datacenter of ``scenario`` for every chart (Gantt, occupancy, flows,
+    grid curves): :func:`datacenter_colors` of its datacenters' names, and each grid region
+    the colour of its first datacenter (so a region's price curve matches its site's bars).
+    """
+    out = datacenter_colors(d.name for d in scenario.datacenters)
+    for d in sorted(scenario.datacenters, key=lambda d: d.name):
+        out.setdefault(str(d.region), out[d.name])
+    return out
 
 
 def time_zones(cube: xr.Dataset) -> list[str]:
@@ -121,6 +141,14 @@ def filter_migrations(migrations: pd.DataFrame, start: datetime | None = None,
     return migrations[_in_window(migrations["slot_start"], start, end)].reset_index(drop=True)
 
 
+def moved_gb(migrations: pd.DataFrame) -> pd.Series:
+    """GB each data movement carried: ``transfer_gb`` (dataset and checkpoint), the
+    checkpoint alone for a table from before datasets travelled."""
+    gb = migrations["transfer_gb"] if "transfer_gb" in migrations else migrations[
+        "checkpoint_gb"]
+    return gb.fillna(migrations["checkpoint_gb"]).astype(float)
+
+
 def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
                     start: datetime | None = None, end: datetime | None = None) -> pd.DataFrame:
     """Flows between datacenters: data movements, GB moved, and kWh of work that moved.
@@ -143,62 +171,53 @@ def migration_flows(plan: pd.DataFrame, migrations: pd.DataFrame,
         after = rows[rows["slot_start"] >= mv["slot_start"]]
         stay = (after["region"] == mv["to_region"]).cumprod().astype(bool)
         kwh[i] = float(after.loc[stay, "energy_kwh"].sum())
-    gb = moves["transfer_gb"] if "transfer_gb" in moves else moves["checkpoint_gb"]
-    moves = moves.assign(kwh=kwh, gb=gb.fillna(moves["checkpoint_gb"]).astype(float))
+    moves = moves.assign(kwh=kwh, gb=moved_gb(moves))
     out = moves.groupby(["from_region", "to_region"], as_index=False).agg(
         migrations=("job_id", "size"), gb=("gb", "sum"), kwh=("kwh", "sum"))
     return out[list(FLOW_COLUMNS)]
 
 
+def _policy_order(name: str) -> tuple[int, str]:
+    return (POLICY_NAMES.index(name) if name in POLICY_NAMES else len(POLICY_NAMES), name)
+
+
+def run_comparison(policy: str, metrics: Mapping[str, Any],
+                   baselines: Mapping[str, Mapping[str, Any]],
+                   bound: Mapping[str, Any] | None = None) -> LikeForLike:
+    """The run (``policy``, ``metrics``) against its comparison runs, on equal work: the
+    one definition of :func:`workbench.equal_work.like_for_like` with asap-home as the
+    baseline, ``bound`` (the hindsight bound) as the yardstick and the ``offline`` run (the
+    hindsight plan replayed; the run itself when it is the hindsight plan) as reference."""
+    runs = {**baselines, policy: metrics}
+    return like_for_like(metrics, runs.get(REFERENCE_POLICY), bound, runs.get("offline"))
+
+
 def compare_table(policy: str, metrics: Mapping[str, Any],
-                  baselines: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The run and each comparison policy, one row each (the run first).
+                  baselines: Mapping[str, Mapping[str, Any]],
+                  bound: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The run and each comparison policy, one row each: the run first, then the others in
+    the order of :data:`workbench.policies.POLICY_NAMES` (stable between sessions).
 
-    ``cost_saving_pct = 100 (1 - cost / cost[asap-home])`` (likewise for carbon) and
-    ``cost_vs_offline_pct = 100 (cost / cost[offline] - 1)``; NaN where the reference policy
-    was not run.
+    Each row is :func:`run_comparison` of that policy's metrics (:data:`COMPARE_COLUMNS`):
+    NaN where a reference was not run; counts as integers.
     """
-    rows = [{"policy": policy, **metrics}]
-    rows += [{"policy": name, **m} for name, m in baselines.items() if name != policy]
+    others = sorted((n for n in baselines if n != policy), key=_policy_order)
+    rows = []
+    for name, m in [(policy, metrics), *((n, baselines[n]) for n in others)]:
+        cmp = run_comparison(name, m, baselines, bound)
+        rows.append({**m, "policy": name, "saving_pct": cmp.saving_pct,
+                     "bill_saving_pct": cmp.bill_saving_pct,
+                     "above_bound_pct": cmp.above_bound_pct,
+                     "above_replay_pct": cmp.above_replay_pct,
+                     "carbon_saving_pct": cmp.carbon_saving_pct})
     frame = pd.DataFrame(rows).reindex(columns=list(COMPARE_COLUMNS))
-    by_name = {str(r["policy"]): r for r in rows}
-    asap, offline = by_name.get("asap-home"), by_name.get("offline")
-    for metric, col in (("cost", "cost_saving_pct"), ("carbon_kg", "carbon_saving_pct")):
-        base = float(asap[metric]) if asap is not None else math.nan
-        frame[col] = (100.0 * (1.0 - frame[metric].astype(float) / base)
-                      if base and math.isfinite(base) else math.nan)
-    best = float(offline["cost"]) if offline is not None else math.nan
-    frame["cost_vs_offline_pct"] = (100.0 * (frame["cost"].astype(float) / best - 1.0)
-                                    if best and math.isfinite(best) else math.nan)
+    for col in COMPARE_COLUMNS:
+        if col not in ("policy", "currency", *COUNT_COLUMNS):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
+    for col in COUNT_COLUMNS:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").round().astype("Int64")
+    frame["currency"] = frame["currency"].fillna(str(metrics.get("currency", "")))
     return frame
-
-
-def savings_summary(table: pd.DataFrame) -> dict[str, float]:
-    """The run's (first row of :func:`compare_table`) savings, as numbers for the headline.
-
-    Keys: ``cost_saving_pct``, ``carbon_saving_pct`` (against asap-home),
-    ``cost_vs_offline_pct`` (excess over the hindsight plan, replayed), ``cost_saved`` (in the
-    run's currency against asap-home), and ``more_unfinished`` / ``more_misses`` (jobs the
-    run left unfinished, deadlines it missed, beyond asap-home's: a saving that is not like
-    for like when > 0); NaN where a reference is missing.
-    """
-    if table.empty:
-        return {}
-    run = table.iloc[0]
-    asap = table[table["policy"] == "asap-home"]
-
-    def more(col: str) -> float:
-        if not len(asap) or col not in table:
-            return math.nan
-        return float(pd.to_numeric(run[col], errors="coerce")) - float(
-            pd.to_numeric(asap[col].iloc[0], errors="coerce"))
-
-    saved = (float(asap["cost"].iloc[0]) - float(run["cost"])) if len(asap) else math.nan
-    return {"cost_saving_pct": float(run["cost_saving_pct"]),
-            "carbon_saving_pct": float(run["carbon_saving_pct"]),
-            "cost_vs_offline_pct": float(run["cost_vs_offline_pct"]),
-            "cost_saved": saved, "more_unfinished": more("jobs_unfinished"),
-            "more_misses": more("deadline_misses")}
 
 
 def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -261,9 +280,50 @@ def cap_status(result: Any) -> list[dict[str, Any]]:
              "met": bool(met) if met is not None else bool(used <= float(cap) * (1 + 1e-9))}]
 
 
-def run_warnings(result: Any) -> list[str]:
+_UTC_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC\b")
+"""A time as the library writes it in a message: ``2025-07-13 16:15 UTC``."""
+
+
+def in_zone(text: str, tz: str) -> str:
+    """``text`` with every ``YYYY-MM-DD HH:MM UTC`` time in it written in zone ``tz``
+    (``2025-07-14 00:15 Asia/Shanghai``): the library writes its messages in UTC, the app
+    shows every time in the sidebar's zone."""
+    if not tz or tz == "UTC":
+        return text
+
+    def local(m: re.Match[str]) -> str:
+        stamp = pd.Timestamp(m.group(1), tz="UTC").tz_convert(tz)
+        return f"{stamp:%Y-%m-%d %H:%M} {tz}"
+
+    return _UTC_STAMP.sub(local, text)
+
+
+def default_zone(datacenters: Iterable[Any], when: datetime | None = None) -> str:
+    """The time zone most datacenters are in; a tie goes to the tied zone whose UTC offset
+    (at ``when``, default now) is nearest the mean offset of all the sites, then by name
+    (four sites in Los Angeles, Chicago, New York and Berlin: New York)."""
+    zones = [str(d.timezone) for d in datacenters]
+    if not zones:
+        return "UTC"
+    counts = pd.Series(zones).value_counts()
+    tied = sorted(counts[counts == counts.max()].index)
+    if len(tied) == 1:
+        return str(tied[0])
+    at = pd.Timestamp(when if when is not None else pd.Timestamp.now("UTC"))
+    at = at.tz_localize("UTC") if at.tzinfo is None else at
+
+    def offset_h(zone: str) -> float:
+        off = at.tz_convert(zone).utcoffset()
+        return 0.0 if off is None else off.total_seconds() / 3600.0
+
+    mean = sum(offset_h(z) for z in zones) / len(zones)
+    return min(tied, key=lambda z: (abs(offset_h(z) - mean), z))
+
+
+def run_warnings(result: Any, tz: str = "UTC") -> list[str]:
     """What the operator must see beside a run's results: missed caps, unfinished jobs,
-    deadline misses, power-cap violations and the simulator's own warnings."""
+    deadline misses, power-cap violations and the simulator's own warnings, their times in
+    zone ``tz`` (:func:`in_zone`)."""
     m = result.metrics
     out = []
     # The simulator reports a missed cap in the run's warnings (below); per-datacenter caps
@@ -288,7 +348,7 @@ def run_warnings(result: Any) -> list[str]:
         if w not in seen:
             out.append(str(w))
             seen.add(w)
-    return out
+    return [in_zone(w, tz) for w in out]
 
 
 def job_groups(segments: pd.DataFrame, by: str) -> pd.Series:
@@ -333,10 +393,11 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
     """Why each migration happened, in words, from the prices and carbon the run saw.
 
     For a move from ``a`` to ``b`` in slot ``t``: the price and carbon intensity of both
-    grids in ``t``, the energy the move cost (``checkpoint_gb x link kWh/GB``, none when the
-    link has no figure) and its payback time, ``move kWh x price_b / (P x (price_a -
-    price_b))`` hours with ``P`` the job's draw in kW in its first slot at ``b``. A move that
-    does not pay back on price says why it moved (carbon, else capacity or a deadline).
+    grids in ``t``, the energy the move cost (``transfer_gb x link kWh/GB``: dataset and
+    checkpoint; none when the link has no figure) and its payback time,
+    ``move kWh x price_b / (P x (price_a - price_b))`` hours with ``P`` the job's draw in kW
+    in its first slot at ``b``. A move that does not pay back on price says why it moved
+    (carbon, else capacity or a deadline).
     """
     if migrations.empty:
         return []
@@ -354,8 +415,9 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
         first_at.setdefault((str(rec.job_id), pd.Timestamp(rec.slot_start)),
                             float(rec.energy_kwh or 0.0))
     cur = scenario.currency
+    moved = moved_gb(migrations)
     out = []
-    for mv, i in zip(migrations.itertuples(index=False), where, strict=True):
+    for n, (mv, i) in enumerate(zip(migrations.itertuples(index=False), where, strict=True)):
         t = pd.Timestamp(mv.slot_start)
         src, dst = str(mv.from_region), str(mv.to_region)
         if i < 0 or src not in region or dst not in region:
@@ -372,7 +434,7 @@ def migration_reasons(migrations: pd.DataFrame, plan: pd.DataFrame, scenario: An
         text = f"price {pb:.2f} vs {pa:.2f} {cur}/kWh and {carbon} in {dst}"
         link = scenario.link(src, dst) if hasattr(scenario, "link") else None
         per_gb = float(getattr(link, "transfer_energy_kwh_per_gb", 0.0) or 0.0)
-        gb = float(mv.checkpoint_gb or 0.0)
+        gb = float(moved.iloc[n])
         move_kwh = gb * per_gb
         kw = first_at.get((str(mv.job_id), t), 0.0) / slot_h
         if move_kwh > 0:

@@ -7,6 +7,7 @@ import inspect
 import math
 from typing import Any
 
+from workbench.caps import Caps
 from workbench.policies import POLICY_NAMES, policy_knobs
 from workbench.policies.lyapunov import V_MAX
 
@@ -56,6 +57,20 @@ KNOB_RULES: dict[str, tuple[float, float, bool, str]] = {
                        "the forecast error is relative: a number >= 0 and <= 2 (200 %)"),
 }
 """Typed knobs: (low, high, low allowed, what a valid value is). ``high`` is inclusive."""
+
+
+def check_cap(text: str) -> tuple[Caps | None, str]:
+    """Parse a global carbon cap as typed: kg CO2 over the horizon (``1200``) or a
+    percentage below asap-home (``20%``), by the CLI's parser
+    (:meth:`workbench.caps.Caps.parse_carbon`): ``(caps, "")`` or ``(None, reason)``."""
+    raw = str(text).strip().replace(",", "")
+    if not raw or raw.lower() == "none":
+        return None, ("empty: give kg CO2 over the horizon (e.g. 1200) or a percentage below "
+                      "asap-home (e.g. 20%); choose 'none' under Carbon cap for no cap")
+    try:
+        return Caps.parse_carbon(raw), ""
+    except ValueError as exc:
+        return None, f"{text!r}: {exc}"
 
 
 def check_knob(knob: str, text: str) -> tuple[float | None, str]:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from workbench import runs as stored_runs
 from workbench.app.plots import bar_colors
+from workbench.equal_work import LikeForLike
 
 _MARKDOWN_SIGNS = str.maketrans({c: f"&#{ord(c)};" for c in "\\`*_[]~|$"})
 """Characters Markdown would read as markup, as numeric references (text in HTML too)."""
@@ -178,34 +179,57 @@ def caps_html(caps: list[dict[str, Any]], metrics: dict[str, Any] | None = None)
     return ""
 
 
-def savings_html(summary: dict[str, float], policy: str, currency: str = "") -> str:
-    """The run's savings as sentences; numbers sit in ``<span id="saving-KEY">``."""
-    if not summary:
-        return ""
+def savings_html(cmp: LikeForLike, policy: str, currency: str = "",
+                 missing: dict[str, str] | None = None) -> str:
+    """The run's savings as sentences, on equal work first
+    (:func:`workbench.app.derive.run_comparison`); numbers sit in ``<span id="saving-KEY">``.
 
-    def pct(key: str, sign: str = "") -> str:
-        v = summary.get(key, math.nan)
-        text = "–" if not math.isfinite(v) else format(v, f"{sign}.1f") + " %"
+    ``missing`` says why a reference is absent (``asap-home``, ``bound``): the sidebar's
+    state decides the words (selected but not run, or not selected).
+    """
+    missing = missing or {}
+    cur = esc(currency)
+
+    def pct(key: str, value: float, sign: str = "") -> str:
+        text = "–" if not math.isfinite(value) else format(value, f"{sign}.1f") + " %"
         return f'<span id="saving-{key}">{text}</span>'
 
-    saved = summary.get("cost_saved", math.nan)
-    money = "" if not math.isfinite(saved) else f" ({saved:,.2f} {esc(currency)})"
-    parts = [f"<b>{esc(policy)}</b> against asap-home (run at once, at home): cost "
-             f"{pct('cost_saving_pct')}{money} saved, carbon {pct('carbon_saving_pct')} saved."]
-    gap = summary.get("cost_vs_offline_pct", math.nan)
-    if math.isfinite(gap):
-        parts.append(f"Cost above the hindsight plan (replayed; perfect hindsight): "
-                     f"{pct('cost_vs_offline_pct', '+')}.")
+    parts: list[str] = []
+    if math.isfinite(cmp.saving):
+        parts.append(f"<b>{esc(policy)}</b> against asap-home (run at once, at home), "
+                     f"<b>on equal work</b>: cost {pct('pct', cmp.saving_pct)} "
+                     f"({cmp.saving:,.2f} {cur}) saved, carbon "
+                     f"{pct('carbon-pct', cmp.carbon_saving_pct)} saved.")
+        charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
+        if charged:
+            parts.append(f'<span id="saving-basis">{esc(cmp.basis[0].upper() + cmp.basis[1:])}'
+                         f": {cmp.unfinished_charge:,.2f} {cur} here, "
+                         f"{cmp.baseline_unfinished_charge:,.2f} {cur} in asap-home.</span>")
+        elif cmp.like_for_like_bill:
+            parts.append("Both runs did all the work: it is the bill's own saving.")
+        undone = [f"{v:.0f} more {what}" for what, v in (
+            ("jobs unfinished", cmp.more_unfinished), ("deadline misses", cmp.more_misses))
+            if math.isfinite(v) and v > 0]
+        if undone:
+            parts.append(f"The bill alone: {pct('bill-pct', cmp.bill_saving_pct)} lower; "
+                         f'<span id="saving-not-like-for-like" style="color:#a52a2a"><b>not '
+                         f"like for like:</b> {' and '.join(undone)} than asap-home.</span>")
+    elif math.isfinite(cmp.bill_saving):
+        parts.append(f"<b>{esc(policy)}</b> against asap-home: the bill "
+                     f"{pct('bill-pct', cmp.bill_saving_pct)} lower; equal-work figures "
+                     "were not stored with this run (run it again to see them).")
     else:
-        parts.append("The hindsight plan was not run (add <i>offline</i> under "
-                     "<i>Compare with</i>).")
-    undone = [f"{v:.0f} more {what}" for what, v in (
-        ("jobs unfinished", summary.get("more_unfinished", math.nan)),
-        ("deadline misses", summary.get("more_misses", math.nan))) if math.isfinite(v) and v > 0]
-    if undone:
-        parts.append(f'<span id="saving-not-like-for-like" style="color:#a52a2a"><b>Not like '
-                     f"for like:</b> {' and '.join(undone)} than asap-home; the saving "
-                     "includes work this run left undone or late.</span>")
+        parts.append(esc(missing.get("asap-home", "No saving: asap-home was not run.")))
+    if math.isfinite(cmp.above_bound_pct):
+        parts.append(f"Cost {pct('above-bound', cmp.above_bound_pct, '+')} above the "
+                     "<b>hindsight bound</b> (on equal work; the yardstick, a lower bound on "
+                     "every plan)" + (
+                         f", {pct('above-replay', cmp.above_replay_pct, '+')} against the "
+                         "hindsight plan as <b>replayed</b> (a reference: it pays the restarts "
+                         "and transfers the bound leaves out)."
+                         if math.isfinite(cmp.above_replay_pct) else "."))
+    else:
+        parts.append(esc(missing.get("bound", "The hindsight bound was not computed.")))
     return ('<div id="metrics-savings" style="font-size:15px;padding:6px 10px;'
             'border-left:4px solid #1f6f8b;background:#eef6f8">' + " ".join(parts) + "</div>")
 
@@ -236,8 +260,11 @@ def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
 ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (
     ("efficiency", "efficiency (less energy)"), ("temporal", "temporal (cheaper hours)"),
     ("spatial", "spatial (cheaper sites)"), ("movement", "movement (transfers, restarts)"),
+    ("undone", "work left undone (charged)"),
 )
-"""The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order."""
+"""The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order;
+``undone`` (drawn only when given) is the difference of the charges for work left undone,
+so that the total is the saving on equal work (:mod:`workbench.equal_work`)."""
 
 
 def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
@@ -256,6 +283,8 @@ def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
     steps: list[tuple[str, float, float, str]] = []  # label, from, to, colour
     level = 0.0
     for key, label in ATTRIBUTION_LABELS:
+        if key not in parts and key == "undone":
+            continue
         v = float(parts.get(key, 0.0))
         steps.append((label, level, level + v, "#2ca02c" if v >= 0 else "#d62728"))
         level += v
@@ -298,23 +327,42 @@ def compare_bars_row(table: pd.DataFrame, currency: str) -> str:
             + "</div>")
 
 
-def attribution_note_html(bound: dict[str, Any] | None, currency: str) -> str:
+def _with_undone(parts: dict[str, float], undone: float) -> dict[str, float]:
+    return {**parts, "undone": undone} if math.isfinite(undone) and undone else dict(parts)
+
+
+def attribution_note_html(bound: dict[str, Any] | None, currency: str,
+                          cmp: LikeForLike | None = None) -> str:
     """What the attribution waterfalls split, and the hindsight bound where there is one."""
     note = ("Saving against asap-home split exactly into efficiency (less energy for the "
             "same work: batch, GPU type and count), temporal (cheaper hours at home), "
-            "spatial (cheaper datacenters) and movement (transfers and restarts, a cost).")
-    if bound:
+            "spatial (cheaper datacenters) and movement (transfers and restarts, a cost)")
+    if cmp is not None and (cmp.unfinished_charge or cmp.baseline_unfinished_charge):
+        note += (", and the work left undone, charged at its least energy at home at home's "
+                 "mean price: the bars add up to the saving on equal work")
+    note += "."
+    if bound and "equal_work_cost" in bound:
+        note += (f" Hindsight bound ({esc(bound['kind'])}, on equal work): "
+                 f"{float(bound['equal_work_cost']):,.2f} {esc(currency)}, "
+                 f"{float(bound['equal_work_carbon_kg']):,.1f} kg.")
+    elif bound:
         note += (f" Hindsight bound ({esc(bound['kind'])}): {float(bound['cost']):,.2f} "
                  f"{esc(currency)}, {float(bound['carbon_kg']):,.1f} kg.")
     return f'<div id="attribution-note">{note}</div>'
 
 
-def attribution_row(attribution: dict[str, dict[str, float]], currency: str) -> str:
-    """The cost and the carbon waterfalls of a run's attribution, side by side."""
+def attribution_row(attribution: dict[str, dict[str, float]], currency: str,
+                    cmp: LikeForLike | None = None) -> str:
+    """The cost and the carbon waterfalls of a run's attribution, side by side (with
+    ``cmp``, each ends with the work left undone: the total is the saving on equal work)."""
+    cost, kg = attribution["cost"], attribution["carbon_kg"]
+    if cmp is not None:
+        cost = _with_undone(cost, cmp.baseline_unfinished_charge - cmp.unfinished_charge)
+        kg = _with_undone(kg, cmp.baseline_unfinished_carbon_kg - cmp.unfinished_carbon_kg)
     return ('<div style="display:flex;flex-wrap:wrap;gap:16px">'
-            + attribution_waterfall(attribution["cost"], f"saved ({currency})",
+            + attribution_waterfall(cost, f"saved ({currency})",
                                     f"where the saving comes from ({currency})")
-            + attribution_waterfall(attribution["carbon_kg"], "saved (kg CO2)",
+            + attribution_waterfall(kg, "saved (kg CO2)",
                                     "where the carbon saving comes from (kg)", "{:+,.1f}")
             + "</div>")
 

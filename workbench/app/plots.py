@@ -28,6 +28,14 @@ WIDTH = 900
 CALM = {"active_tools": ["pan"], "backend_opts": {"plot.frame_align": False}}
 
 
+def _colors(names: Any, colors: Mapping[str, str] | None) -> dict[str, str]:
+    """``colors`` where it names every one of ``names``, else their own stable palette."""
+    names = {str(n) for n in names}
+    if colors is not None and names <= set(colors):
+        return dict(colors)
+    return datacenter_colors(names)
+
+
 def _empty(text: str) -> hv.Text:
     return hv.Text(0, 0, text).opts(xaxis=None, yaxis=None, toolbar=None, responsive=True,
                                     height=120)
@@ -49,14 +57,17 @@ def _naive(grid: pd.DataFrame) -> pd.DataFrame:
     return grid.assign(time=times)
 
 
-def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.Overlay:
+def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY",
+                colors: Mapping[str, str] | None = None) -> hv.Overlay:
     """Price (``price_per_kwh``) or carbon (``carbon_g_per_kwh``) over time, a curve per region.
 
     ``grid`` is :func:`workbench.app.derive.grid_long`; the x axis is in its time zone.
+    ``colors`` maps a region to its colour (:func:`workbench.app.derive.site_colors`: its
+    datacenter's); default, the regions' names in turn.
     """
     label = _UNITS[variable].format(currency=currency)
     zone = _zone(grid)
-    colors = datacenter_colors(grid["region"])
+    colors = _colors(grid["region"], colors)
     curves = [
         # Names in a tooltip come from the data (escaped there), never its template (HTML).
         hv.Curve(g, ("time", f"time ({zone})"), [(variable, label), "region"],
@@ -73,22 +84,27 @@ def grid_curves(grid: pd.DataFrame, variable: str, currency: str = "CNY") -> hv.
 
 
 def forecast_band(frame: pd.DataFrame, variable: str, region: str, origin: str,
-                  currency: str = "CNY", tz: str = "UTC") -> hv.Overlay:
-    """The ``model`` forecast's 10-90 % band and median against the truth, hourly.
+                  currency: str = "CNY", tz: str = "UTC", color: str = "#1f77b4"
+                  ) -> hv.Overlay:
+    """The ``model`` forecast's 10-90 % band and median against the truth, hourly, in the
+    region's ``color``; the y axis names the variable and its unit, the x axis spans the
+    forecast's hours (no more).
 
     ``frame`` is :func:`workbench.forecast.scenario.band_frame` with its times wall-clock
     in ``tz`` (``origin``, the issue time, likewise).
     """
     label = _UNITS[variable].format(currency=currency)
     t = ("time", f"time ({tz})")
-    band = hv.Area(frame, t, ["q10", "q90"],
-                   label="forecast 10-90 % band").opts(alpha=0.3, color="#1f77b4")
+    band = hv.Area(frame, t, [("q10", label), ("q90", f"{label}, 90 %")],
+                   label="forecast 10-90 % band").opts(alpha=0.3, color=color)
     median = hv.Curve(frame, t, ("q50", label),
-                      label="forecast median").opts(color="#1f77b4", line_width=2)
+                      label="forecast median").opts(color=color, line_width=2)
     truth = hv.Curve(frame, t, ("truth", label), label="truth").opts(
         color="black", line_width=1.5, tools=["hover"])
+    times = pd.to_datetime(frame["time"])
     return (band * median * truth).opts(
-        **CALM, responsive=True, height=260, legend_position="right",
+        **CALM, responsive=True, height=260, legend_position="right", ylabel=label,
+        xlim=(times.min(), times.max()) if len(times) else (None, None),
         title=f"{region}: {label}, forecast issued {origin} {tz} vs truth")
 
 
@@ -123,13 +139,15 @@ def grid_heatmap(grid: pd.DataFrame, variable: str, region: str,
 
 def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: str = "",
           tz: str = "UTC", xlim: tuple[Any, Any] | None = None,
-          groups: Mapping[str, str] | None = None) -> hv.Element:
+          groups: Mapping[str, str] | None = None,
+          colors: Mapping[str, str] | None = None) -> hv.Element:
     """Placements per job over time, coloured by datacenter; hover shows the configuration.
 
     ``rows`` are the jobs drawn, top down (default: by first start); every one gets its
     label, so the caller pages a long list. ``segments`` times are wall-clock in ``tz``.
     With ``groups`` (job -> group) a row's label starts with its group, and groups are
-    separated by lines.
+    separated by lines. ``colors`` maps a datacenter to its colour
+    (:func:`workbench.app.derive.site_colors`, the same in every chart).
     """
     if segments.empty:
         return _empty("no job matches")
@@ -137,7 +155,7 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
     order = rows if rows is not None else job_order(segments)
     order = [j for j in order if j in set(segments["job_id"])]
     row = {job: len(order) - 1 - i for i, job in enumerate(order)}
-    colors = datacenter_colors(segments["region"])
+    colors = _colors(segments["region"], colors)
     data = segments.assign(y0=segments["job_id"].map(row).astype(float),
                            datacenter=segments["region"], config=[
                                f"{n} x {g}" for n, g in zip(segments["n_gpus"],
@@ -186,29 +204,38 @@ def gantt(segments: pd.DataFrame, rows: list[str] | None = None, *, currency: st
         title="Placements (job x time, colour = datacenter)")
 
 
+POOL_DASHES: tuple[str, ...] = ("solid", "dotdash", "dotted", "dashdot")
+"""Line styles of a datacenter's pools in the occupancy chart (its colour is the site's)."""
+
+
 def occupancy(occ: pd.DataFrame, capacity: Mapping[str, int] | None = None, *,
-              xlim: tuple[Any, Any] | None = None, tz: str = "UTC") -> hv.Element:
-    """Busy GPUs per pool (``datacenter/GPU type``) over time, a step line each, with the
-    pool's GPU count as a dashed line of the same colour (``capacity``), labelled. ``occ``
-    times are wall-clock in ``tz``."""
+              xlim: tuple[Any, Any] | None = None, tz: str = "UTC",
+              colors: Mapping[str, str] | None = None) -> hv.Element:
+    """Busy GPUs per pool (``datacenter/GPU type``) over time, a step line each in its
+    datacenter's colour (``colors``, :func:`workbench.app.derive.site_colors`; the pools of
+    one datacenter told apart by :data:`POOL_DASHES`), with the pool's GPU count as a thin
+    dashed line of the same colour (``capacity``), labelled. ``occ`` times are wall-clock
+    in ``tz``."""
     if occ.empty:
         return _empty("no GPU was busy")
     pools = sorted(occ["pool"].unique())
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-               "#7f7f7f", "#bcbd22", "#17becf"]
+    sites = [str(p).split("/", 1)[0] for p in pools]
+    site_color = _colors(sites, colors)
     layers: list[hv.Element] = []
-    for i, pool in enumerate(pools):
-        colour = palette[i % len(palette)]
+    for i, (pool, site) in enumerate(zip(pools, sites, strict=True)):
+        colour = site_color[site]
+        dash = POOL_DASHES[sites[:i].count(site) % len(POOL_DASHES)]
         g = occ[occ["pool"] == pool]
         layers.append(hv.Curve(g, ("time", f"time ({tz})"), [("gpus_busy", "GPUs busy"),
                                                             "pool"], label=str(pool)).opts(
-            interpolation="steps-post", color=colour, line_width=1.8, tools=["hover"],
+            interpolation="steps-post", color=colour, line_width=1.8, line_dash=dash,
+            tools=["hover"],
             hover_tooltips=[("pool", "@{pool}"), ("time", "@time{%a %m-%d %H:%M}"),
                             ("GPUs busy", "@gpus_busy{0}")],
             hover_formatters={"@time": "datetime"}))
         if capacity and pool in capacity:
             layers.append(hv.HLine(capacity[pool]).opts(color=colour, line_dash="dashed",
-                                                         line_width=1, alpha=0.7))
+                                                         line_width=0.8, alpha=0.6))
     opts: dict[str, Any] = {}
     if xlim is not None:
         opts["xlim"] = xlim
@@ -254,17 +281,19 @@ FLOW_QUANTITIES: dict[str, tuple[str, str]] = {
 """Quantities :func:`flows` can draw: column -> (axis label, title)."""
 
 
-def flows(flow: pd.DataFrame, quantity: str = "kwh") -> hv.Element:
+def flows(flow: pd.DataFrame, quantity: str = "kwh",
+          colors: Mapping[str, str] | None = None) -> hv.Element:
     """One quantity (``gb`` or ``kwh``) per route ``from -> to`` as horizontal bars.
 
-    GB and kWh are not one axis: draw one figure each. Bars take the destination's colour.
+    GB and kWh are not one axis: draw one figure each. Bars take the destination's colour
+    (``colors``: :func:`workbench.app.derive.site_colors`).
     """
     if flow.empty:
         return _empty("no migrations in this window")
     axis, title = FLOW_QUANTITIES[quantity]
     data = flow.assign(route=flow["from_region"] + " → " + flow["to_region"]).sort_values(
         quantity)
-    colors = datacenter_colors([*flow["from_region"], *flow["to_region"]])
+    colors = _colors([*flow["from_region"], *flow["to_region"]], colors)
     data = data.assign(color=data["to_region"].map(colors))
     return hv.Bars(data, ("route", "route (from → to)"),
                    [(quantity, axis), "migrations", "color"]).opts(

@@ -166,14 +166,30 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
     ``cancelled``; a comparison that fails or is cancelled is a note, the run stands.
     """
     spec, sc = request.spec, request.scenario
+    base = runner.BASELINE
+    # A percentage carbon cap is resolved against asap-home's carbon: that run goes first.
+    first = ([base] if spec.caps.needs_baseline and not shared.comparisons(request.key, [base])
+             else [])
     todo = [b for b in request.comparisons
-            if b not in shared.comparisons(request.key, [b])]
-    progress.begin([spec.policy, *todo], sc.n_slots,
-                   f"running {spec.policy} over {sc.n_slots} slots")
+            if b not in first and b not in shared.comparisons(request.key, [b])]
+    progress.begin([*first, spec.policy, *todo], sc.n_slots,
+                   f"running {(first or [spec.policy])[0]} over {sc.n_slots} slots")
+    notes: list[str] = []
     try:
         # The model forecast is fitted once, for the run and its comparisons alike.
         fitted = runner.fit_forecast(sc, runner.forecast_mode(spec, sc))
-        result, _ = runner.simulate_spec(spec, sc, fitted=fitted,
+        caps = None
+        if spec.caps.needs_baseline:
+            notes += _run_comparisons(request, first, fitted, shared, progress, offset=0)
+            asap = shared.comparisons(request.key, [base]).get(base)
+            if asap is None:
+                return RunOutcome(result=None, notes=notes, cancelled=bool(first) and any(
+                    "cancelled" in n for n in notes), error=(
+                    f"the carbon cap of {spec.caps.label} below {base} needs {base}'s carbon, "
+                    f"and {base} did not run: {'; '.join(notes) or 'unknown reason'}"))
+            caps = spec.caps.resolved(float(asap.metrics["carbon_kg"]))
+            progress.next_policy(len(first), f"running {spec.policy} over {sc.n_slots} slots")
+        result, _ = runner.simulate_spec(spec, sc, caps=caps, fitted=fitted,
                                          recorders=[progress.recorder()])
     except RunCancelled:
         return RunOutcome(result=None, cancelled=True,
@@ -181,7 +197,7 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
                           "previous run's")
     except RUN_ERRORS as exc:
         return RunOutcome(result=None, error=f"{spec.policy} failed: {exc}")
-    notes = _run_comparisons(request, todo, fitted, shared, progress)
+    notes += _run_comparisons(request, todo, fitted, shared, progress, offset=len(first) + 1)
     kept = shared.comparisons(request.key, request.comparisons)
     _attach(result, kept, sc)
     outcome = RunOutcome(result=result, notes=notes,
@@ -198,12 +214,15 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
 
 
 def _run_comparisons(request: RunRequest, todo: Sequence[str], fitted: ModelForecast | None,
-                     shared: SharedCache, progress: RunProgress) -> list[str]:
+                     shared: SharedCache, progress: RunProgress, offset: int = 1) -> list[str]:
     """Run each comparison policy of ``todo`` and keep it in ``shared`` (and the store, as a
-    ``baseline`` run a later session finds); returns the notes of what did not run."""
+    ``baseline`` run a later session finds); returns the notes of what did not run.
+    ``offset`` is the progress row of the first of them."""
     notes: list[str] = []
-    for i, name in enumerate(todo, 1):
-        progress.next_policy(i, f"comparison {i}/{len(todo)}: {name} (kept for every session)")
+    for i, name in enumerate(todo):
+        if offset + i > 0:
+            progress.next_policy(offset + i, f"comparison {i + 1}/{len(todo)}: {name} (kept "
+                                 "for every session)")
         try:
             base, bound = runner.simulate_spec(request.spec.comparison(name), request.scenario,
                                                fitted=fitted, recorders=[progress.recorder()])
@@ -223,7 +242,7 @@ def _run_comparisons(request: RunRequest, todo: Sequence[str], fitted: ModelFore
                 notes.append(f"comparison run {name} not saved: {exc}")
         shared.keep_comparison(request.key, name, Comparison(
             metrics=base.metrics, plan=base.plan,
-            bound=None if bound is None else bound.as_dict(), run_id=run_id))
+            bound=None if bound is None else dict(base.meta["bound"]), run_id=run_id))
     return notes
 
 

@@ -33,6 +33,7 @@ from workbench.app.knobs import (
     GPU_COUNT_CHOICES,
     HONEST_FORECAST,
     SLOT_MINUTES,
+    check_cap,
     check_knob,
 )
 from workbench.app.running import (
@@ -75,6 +76,10 @@ class WorkbenchState(param.Parameterized):
         default="none", objects=list(CAP_MODES), label="Carbon cap")
     carbon_cap_kg = param.Number(default=1000.0,
                                  label="Global carbon cap (kg over the horizon)")
+    carbon_cap_pct = param.Number(default=None, allow_None=True,
+                                  doc="The global carbon cap as a percentage below asap-home's "
+                                  "carbon (resolved when the run starts); None: the cap is "
+                                  "carbon_cap_kg")
     carbon_caps_kg = param.Dict(default={}, doc="Carbon cap per datacenter, kg over the horizon")
     gpu_counts = param.ListSelector(default=[], objects=list(GPU_COUNT_CHOICES),
                                     label="GPU-count menu (empty: each job's own)")
@@ -95,6 +100,9 @@ class WorkbenchState(param.Parameterized):
                                    doc="The scenario as loaded (its own slot length)")
     result = param.ClassSelector(class_=RunResult, default=None, allow_None=True)
     baselines = param.Dict(default={}, doc="policy -> metrics of the comparison runs")
+    bound = param.Dict(default={}, doc="The hindsight bound the shown run is measured "
+                       "against (its own, else its stored offline comparison's), with its "
+                       "equal-work figures; empty when none was computed")
     tradeoff = param.DataFrame(default=None, allow_None=True,
                                doc="V sweep of the scenario from the store")
     last_quote = param.ClassSelector(class_=Quote, default=None, allow_None=True)
@@ -125,7 +133,11 @@ class WorkbenchState(param.Parameterized):
         super().__init__(**params)
         self.shared = SERVER_CACHE if shared is None else shared
         """What this session shares with the server's other sessions."""
-        self.run_progress = RunProgress(self.param.update)
+        self.closed = False
+        """True once the browser session is gone (:meth:`close_session`)."""
+        self._pending: dict[str, Any] | None = None
+        self._pending_lock = threading.Lock()
+        self.run_progress = RunProgress(self._publish)
         """The running computation's progress (it publishes the progress parameters)."""
         self._open: dict[int, Store] = {}
         self.fingerprint = ""
@@ -150,22 +162,34 @@ class WorkbenchState(param.Parameterized):
 
     # -- scenario ------------------------------------------------------------------------
     def refresh_scenarios(self) -> None:
-        """Offer the store's scenarios and the built-in ones; keep the current choice."""
+        """Offer the store's scenarios and the built-in ones; keep the current choice, else
+        open the scenario of the newest stored run (of any scenario)."""
         try:
             with self.store() as store:
                 self.store_error = ""
                 # Loading the scenario and its latest run reads the same open store.
-                self._offer_scenarios(store.scenario_names())
+                self._offer_scenarios(store.scenario_names(), self._latest_scenario(store))
                 return
         except StoreError as exc:
             self._store_failed(exc, "the store's scenarios are not listed")
         self._offer_scenarios([])
 
-    def _offer_scenarios(self, stored: list[str]) -> None:
+    @staticmethod
+    def _latest_scenario(store: Store) -> str | None:
+        """The scenario of the newest stored run that is not a comparison run (else of the
+        newest run at all); None when no run is stored."""
+        runs = store.runs()
+        if runs.empty:
+            return None
+        own = runs[runs["status"] != "baseline"]
+        return str((own if len(own) else runs)["scenario"].iloc[-1])  # oldest first
+
+    def _offer_scenarios(self, stored: list[str], latest: str | None = None) -> None:
         names = sorted(set(stored) | set(scenarios.builtin_names()))
         self.param.scenario_name.objects = names
         if self.scenario_name not in names:
-            self.scenario_name = names[0] if names else None
+            first = latest if latest in names else (names[0] if names else None)
+            self.scenario_name = first
         elif self.scenario is None:
             self._load_scenario()
 
@@ -189,11 +213,16 @@ class WorkbenchState(param.Parameterized):
         """Put a loaded scenario in place, with its latest stored run (or none)."""
         name = scenario.name
         self.store_error = ""
+        from workbench.app.derive import default_zone
+
         zones = ["UTC", *sorted({d.timezone for d in scenario.datacenters} - {"UTC"})]
         self.param.tz.objects = zones
-        self.param.update(scenario=scenario, result=None, baselines={}, run_info={},
-                          compare_ids=[],
-                          tz=self.tz if self.tz in zones and self.tz != "UTC" else zones[-1])
+        # The zone shown stays when the new scenario has it; else the zone most sites are in.
+        keep = self.tz in zones and self.tz != "UTC"
+        self.param.update(scenario=scenario, result=None, baselines={}, bound={},
+                          run_info={}, compare_ids=[],
+                          tz=self.tz if keep else default_zone(scenario.datacenters,
+                                                               scenario.start))
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
             self.carbon_caps_kg = {d.name: self.carbon_cap_kg / len(scenario.datacenters)
                                    for d in scenario.datacenters}
@@ -217,27 +246,35 @@ class WorkbenchState(param.Parameterized):
 
     # -- knobs ---------------------------------------------------------------------------
     def knobs(self, policy: str | None = None) -> dict[str, Any]:
-        """The sidebar's knobs that ``policy`` (default: the selected one) accepts."""
+        """The sidebar's knobs that ``policy`` (default: the selected one) accepts, caps
+        apart (:meth:`caps`)."""
         name = policy or self.policy
         wanted: dict[str, Any] = {"V": float(self.V),
                                   "migration_threshold": float(self.migration_threshold)}
-        if self.cap_mode == "global":
-            wanted["carbon_cap_kg"] = float(self.carbon_cap_kg)
-        elif self.cap_mode == "per datacenter":
-            wanted["carbon_cap_kg"] = {k: float(v) for k, v in self.carbon_caps_kg.items()}
         if self.gpu_counts:
             wanted["gpu_counts"] = tuple(sorted(int(n) for n in self.gpu_counts))
         accepted = policy_knobs(name)
         return {k: v for k, v in wanted.items() if k in accepted}
 
+    def caps(self, policy: str | None = None) -> Caps:
+        """The sidebar's carbon cap for ``policy`` (none where it takes none): kg for the
+        fleet, a percentage below asap-home, or kg per datacenter."""
+        if "carbon_cap_kg" not in policy_knobs(policy or self.policy):
+            return Caps()
+        if self.cap_mode == "global":
+            if self.carbon_cap_pct is not None:
+                return Caps(carbon_pct_below_baseline=float(self.carbon_cap_pct))
+            return Caps(carbon_kg=float(self.carbon_cap_kg))
+        if self.cap_mode == "per datacenter":
+            return Caps(carbon_kg_by_dc={k: float(v) for k, v in self.carbon_caps_kg.items()})
+        return Caps()
+
     def run_spec(self, sc: Scenario | None = None) -> RunSpec:
         """The sidebar's choices as a run spec for the planning scenario ``sc`` (default:
         :meth:`planning_scenario`). Raises ValueError naming what to fix."""
         sc = self.planning_scenario() if sc is None else sc
-        knobs = self.knobs()
-        caps = Caps.from_knobs(carbon_cap_kg=knobs.pop("carbon_cap_kg", None))
-        return RunSpec(scenario=sc.name, policy=self.policy, knobs=knobs, caps=caps,
-                       forecast=self.forecast_settings(), baseline=False)
+        return RunSpec(scenario=sc.name, policy=self.policy, knobs=self.knobs(),
+                       caps=self.caps(), forecast=self.forecast_settings(), baseline=False)
 
     def forecast_settings(self) -> ForecastSettings:
         """The sidebar's forecast: its mode (None: the honest default) and error."""
@@ -255,6 +292,15 @@ class WorkbenchState(param.Parameterized):
         was and records the reason in :attr:`input_errors` (Run is refused until it is
         fixed). Returns the reason, or ``""``.
         """
+        if knob == "carbon_cap_kg":  # kg or a percentage, as the CLI takes it
+            caps, why = check_cap(text)
+            if caps is not None:
+                pct = caps.carbon_pct_below_baseline
+                self.param.update(carbon_cap_pct=pct, **(
+                    {} if pct is not None else {"carbon_cap_kg": caps.carbon_kg}))
+            self.input_errors = {**{k: v for k, v in self.input_errors.items() if k != knob},
+                                 **({knob: why} if why else {})}
+            return why
         value, why = check_knob(knob, text)
         errors = {k: v for k, v in self.input_errors.items() if k != knob}
         if why:
@@ -331,6 +377,7 @@ class WorkbenchState(param.Parameterized):
             res.meta["run_id"] = outcome.run_id
         info = self._info_of(res, outcome.run_id)
         self.param.update(result=res, baselines=outcome.baselines, run_info=info,
+                          bound=self._bound_of(res.meta.get("bound")),
                           runs_done=self.runs_done + 1)
         self.refresh_runs()
         self.refresh_tradeoff()
@@ -340,7 +387,7 @@ class WorkbenchState(param.Parameterized):
         from workbench.app.derive import run_warnings
 
         m = res.metrics
-        warnings = [*run_warnings(res), *notes]
+        warnings = [*run_warnings(res, self.tz or "UTC"), *notes]
         text = (f"{res.policy}: cost {m['cost']:,.2f} {m.get('currency', '')}, carbon "
                 f"{m['carbon_kg']:,.1f} kg, {int(m['deadline_misses'])} deadline misses, "
                 f"{int(m['migrations'])} migrations")
@@ -372,7 +419,11 @@ class WorkbenchState(param.Parameterized):
         return outcome.result
 
     async def run_async(self) -> RunResult | None:
-        """Run in a worker thread; the event loop keeps serving this and other sessions."""
+        """Run in a worker thread; the event loop keeps serving this and other sessions.
+
+        A session closed meanwhile (:meth:`close_session`) gets nothing published: the run
+        finishes and is stored (with *Save runs in the store*), and the next visitor opens
+        on it."""
         if self.running:
             return None
         self.running = True
@@ -380,9 +431,48 @@ class WorkbenchState(param.Parameterized):
             loop = asyncio.get_running_loop()
             outcome = await loop.run_in_executor(None, self.compute)
         finally:
-            self.running = False
-        self.apply(outcome)
+            if not self.closed:
+                self.running = False
+        if not self.closed:
+            self.flush_progress()
+            self.apply(outcome)
         return outcome.result
+
+    def close_session(self) -> None:
+        """The browser session is gone (its tab closed): publish nothing more to it (a
+        message to a closed connection is a warning in the server's log for each)."""
+        self.closed = True
+        if self.running:
+            log.info("a session closed during a run: it finishes%s, unseen",
+                     " and is stored" if self.save_runs else "")
+
+    def defer_progress(self) -> None:
+        """Served: progress from the worker thread waits for :meth:`flush_progress`, which
+        the session's event loop calls (a periodic callback). Every message to the browser
+        then leaves from the loop, where Bokeh handles a connection that has just closed
+        (an update sent from the worker thread to a tab that had just closed was a
+        traceback in the server's log)."""
+        self._pending = {}
+
+    def flush_progress(self) -> None:
+        """Publish the progress the worker thread left (on the session's event loop)."""
+        if self._pending is None:
+            return
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        if pending and not self.closed:
+            self.param.update(**pending)
+
+    def _publish(self, **params: Any) -> None:
+        """Progress to the session's parameters, while the session is open: at once, or
+        for :meth:`flush_progress` once :meth:`defer_progress` was called."""
+        if self.closed:
+            return
+        if self._pending is None:
+            self.param.update(**params)
+            return
+        with self._pending_lock:
+            self._pending.update(params)
 
     # -- stored runs -----------------------------------------------------------------------
     def refresh_runs(self) -> None:
@@ -416,11 +506,15 @@ class WorkbenchState(param.Parameterized):
                          and info["scenario"] == getattr(self.scenario, "name", None)
                          else store.run_summaries(info["scenario"]))
                 baselines: dict[str, dict[str, Any]] = {}
+                bound = res.meta.get("bound")
                 for rec in table.to_dict("records"):
                     if (rec["policy"] in self.baseline_policies and rec["policy"] != res.policy
                             and rec["policy"] not in baselines
                             and stored_runs.same_settings(rec, info)):
-                        baselines[rec["policy"]] = store.run_metrics(rec["run_id"])
+                        baselines[rec["policy"]] = stored_runs.stored_metrics(
+                            store, rec["run_id"], self.scenario)
+                        if rec["policy"] == "offline" and not bound:
+                            bound = store.run_info(rec["run_id"]).get("bound")
         except StoreError as exc:
             self.say(f"cannot load run {run_id}: {exc}", "danger")
             return None
@@ -429,7 +523,8 @@ class WorkbenchState(param.Parameterized):
             self.slot_minutes = int(slot_s) // 60
         info["stored"] = True
         self._restore_knobs(info)
-        self.param.update(result=res, baselines=baselines, run_info=info)
+        self.param.update(result=res, baselines=baselines, run_info=info,
+                          bound=self._bound_of(bound, slot_s))
         self.refresh_tradeoff()
         self._announce(res, [])
         return res
@@ -445,6 +540,7 @@ class WorkbenchState(param.Parameterized):
             return cached
         res = stored_runs.load_result(store, run_id, sc)
         if sc is not None and res.meta.get("scenario") == sc.name:
+            stored_runs.fill_equal_work(res.metrics, res.plan, sc)
             att, why = stored_runs.stored_attribution(store, run_id, sc, res)
         else:
             att, why = None, "attribution not available: the run's scenario is not loaded"
@@ -456,6 +552,25 @@ class WorkbenchState(param.Parameterized):
             res.meta["attribution"] = att
         self.shared.keep_stored_run(self.db_path, run_id, self.fingerprint, res)
         return res
+
+    def _bound_of(self, bound: Mapping[str, Any] | None, slot_s: Any = None
+                  ) -> dict[str, Any]:
+        """A hindsight bound with its equal-work figures, or ``{}``."""
+        return stored_runs.with_equal_work_bound(bound, self.scenario, slot_s) or {}
+
+    def missing_references(self) -> dict[str, str]:
+        """Why the shown run lacks asap-home (the saving's reference) or the hindsight bound,
+        in the sidebar's terms: selected under Compare with but not run with this run's
+        settings (a stored run opened without it, comparisons cancelled), or not selected."""
+        out = {}
+        for key, policy, what in (("asap-home", "asap-home", "No saving against asap-home"),
+                                  ("bound", "offline", "No hindsight bound")):
+            if policy in self.baseline_policies:
+                out[key] = (f"{what} yet: {policy} is selected under Compare with but has not "
+                            "run with this run's settings; press Run to run it.")
+            else:
+                out[key] = f"{what}: add {policy} under Compare with and press Run."
+        return out
 
     def _restore_knobs(self, info: Mapping[str, Any]) -> None:
         """Put a loaded run's policy and knobs back in the sidebar, so that pressing Run
@@ -472,7 +587,8 @@ class WorkbenchState(param.Parameterized):
             update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
             update["cap_mode"] = "per datacenter"
         elif cap is not None:
-            update["carbon_cap_kg"] = float(cap)
+            update["carbon_cap_kg"] = float(cap)  # a percentage cap is stored resolved
+            update["carbon_cap_pct"] = None
             update["cap_mode"] = "global"
         elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
             update["cap_mode"] = "none"

@@ -106,6 +106,13 @@ def missing_store(args: argparse.Namespace) -> str | None:
             "generate seed3`, `workbench import ...` or `workbench plan`")
 
 
+def _not_a_run_warning(record: logging.LogRecord) -> bool:
+    """False for a log record that repeats a run's warning
+    (``workbench.sim.results.RUN_WARNING``): the commands print a run's warnings themselves,
+    once each."""
+    return not getattr(record, "run_warning", False)
+
+
 def progress_wanted(args: argparse.Namespace) -> bool:
     """tqdm bars only on a terminal, and not with ``--no-progress``: a log file or a pipe
     gets no bar lines."""
@@ -118,10 +125,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or an argument error already printed as one line
         return exc.code if isinstance(exc.code, int) else 2
+    root = logging.getLogger()
+    before = set(root.handlers)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # the terminal gets a run's warnings once, from the command
+        for handler in set(root.handlers) - before:
+            handler.addFilter(_not_a_run_warning)
     quiet_loggers(args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from workbench.cli import progress_wanted
 from workbench.cli._args import add_forecast_args, fail, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
+from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
 from workbench.metrics import ATTRIBUTION_KEYS
@@ -42,7 +45,8 @@ from workbench.sim import AllocationError, Recorder, RunResult
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
-    "power_cap_violations",
+    "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
+    "unfinished_work_jobs",
 )
 """Metrics in the ``--json`` object (besides ``policy``), for the run and its baseline."""
 
@@ -103,21 +107,71 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
-                      cur: str) -> list[str]:
-    """The summary lines of a run's saving attribution and hindsight bound (plan, runs show)."""
+                      cur: str, cmp: LikeForLike | None = None) -> list[str]:
+    """The summary lines of a run's saving attribution and hindsight bound (plan, runs show).
+
+    With ``cmp`` (:func:`workbench.equal_work.like_for_like`) the split ends with the work
+    left undone (the difference of the two runs' charges), so the parts add up to the
+    saving on equal work; the bound is given on equal work with the run's gap to it."""
     lines = []
+    undone, undone_kg = (math.nan, math.nan) if cmp is None else (
+        cmp.baseline_unfinished_charge - cmp.unfinished_charge,
+        cmp.baseline_unfinished_carbon_kg - cmp.unfinished_carbon_kg)
     if att:
         parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
         kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+        if math.isfinite(undone) and abs(undone) > 0:
+            parts += f", work left undone {undone:+,.2f}"
+            kg += f", work left undone {undone_kg:+,.1f}"
         lines += [f"where the saving comes from ({cur}): {parts}",
                   f"where the carbon saving comes from (kg): {kg}"]
     if bound:
-        cost, kg_b = bound.get("cost"), bound.get("carbon_kg")
-        lines.append(f"hindsight bound ({bound.get('kind')}): "
+        cost, kg_b = bound.get("equal_work_cost"), bound.get("equal_work_carbon_kg")
+        basis = "on equal work"
+        if cost is None:  # stored before the equal-work figures
+            cost, kg_b, basis = bound.get("cost"), bound.get("carbon_kg"), "work as planned"
+        gap = "" if cmp is None or not math.isfinite(cmp.above_bound_pct) else (
+            f"; this run is {cmp.above_bound_pct:+.1f}% above it")
+        lines.append(f"hindsight bound ({bound.get('kind')}, {basis}): "
                      f"{'-' if cost is None else format(cost, ',.2f')} {cur}, "
                      f"{'-' if kg_b is None else format(kg_b, ',.1f')} kg CO2 (no restarts or "
-                     "transfers; a lower bound on what the replay is charged)")
+                     f"transfers: a lower bound on every plan){gap}")
     return lines
+
+
+def saving_lines(cmp: LikeForLike, run: Mapping[str, Any], base: Mapping[str, Any],
+                 cur: str) -> list[str]:
+    """The saving against asap-home, on equal work first (plan, runs show): one line when
+    the bills compare like for like, else the equal-work saving, what was charged, and the
+    bill's own saving marked as not like for like."""
+    if not math.isfinite(cmp.saving):
+        if not math.isfinite(cmp.bill_saving):
+            return []
+        return [f"saving against {BASELINE}: {cmp.bill_saving_pct:.1f}% of the electricity "
+                f"bill ({cmp.bill_saving:,.2f} {cur}){saving_caveat(run, base)} (equal-work "
+                "figures not stored with this run)"]
+    head = (f"saving against {BASELINE} on equal work: {cmp.saving_pct:.1f}% "
+            f"({cmp.saving:,.2f} {cur}), carbon {cmp.carbon_saving_pct:.1f}% "
+            f"({cmp.carbon_saving_kg:,.1f} kg)")
+    charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
+    if not charged and cmp.like_for_like_bill:
+        return [head + "; both runs did all the work, so it is the bill's own saving"]
+    lines = [head]
+    if charged:
+        lines += textwrap.wrap(
+            f"({EQUAL_WORK_BASIS}: {cmp.unfinished_charge:,.2f} {cur} for "
+            f"{_num(run.get('unfinished_work_jobs'), 1)} jobs' worth in this run, "
+            f"{cmp.baseline_unfinished_charge:,.2f} {cur} in {BASELINE})",
+            width=96, subsequent_indent="  ")
+    lines += textwrap.wrap(f"the bill alone: {cmp.bill_saving_pct:.1f}% lower "
+                           f"({cmp.bill_saving:,.2f} {cur}){saving_caveat(run, base)}",
+                           width=96, subsequent_indent="  ")
+    return lines
+
+
+def _num(value: Any, digits: int) -> str:
+    return "-" if not isinstance(value, int | float) or not math.isfinite(value) else (
+        f"{value:,.{digits}f}")
 
 
 def _count(value: Any) -> int:
@@ -125,9 +179,9 @@ def _count(value: Any) -> int:
 
 
 def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str:
-    """What to append to a saving against asap-home that is not like for like, or ``""``:
-    the run left more jobs unfinished than asap-home did (their remaining work is neither
-    done nor paid for, so it looks cheaper) or missed more deadlines (plan, runs show)."""
+    """What to append to a bill's saving against asap-home that is not like for like, or
+    ``""``: the run left more jobs unfinished than asap-home did (their remaining work is not
+    in the bill, so it looks cheaper) or missed more deadlines (plan, runs show)."""
     if not base:
         return ""
     parts = []
@@ -135,7 +189,7 @@ def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str
     if n > n_base:
         parts.append(f"{n} job{'s' if n != 1 else ''} unfinished"
                      + (f" against {n_base} in {BASELINE}" if n_base else "")
-                     + " (their remaining work is not paid for)")
+                     + " (their remaining work is not in the bill)")
     m, m_base = _count(run.get("deadline_misses")), _count(base.get("deadline_misses"))
     if m > m_base:
         parts.append(f"{m} deadline miss{'es' if m != 1 else ''} against {m_base} in "
@@ -153,12 +207,43 @@ def _summary(policy: str, result: RunResult) -> dict[str, Any]:
     return out
 
 
-def _warn(name: str, result: RunResult) -> None:
+WARNING_CHARS = 200
+"""The most characters of a run's warning the CLI prints (the whole of it is stored with
+the run: ``workbench runs show RUN``)."""
+
+_MORE = re.compile(r" \(\+(\d+) more\)$")
+
+
+def short_warning(msg: str, where: str, limit: int = WARNING_CHARS) -> str:
+    """A run's warning in one short line: a list of ``id: reason`` items keeps the ids
+    alone (and how many more), anything else is cut at a word; ``where`` says where the
+    whole text is."""
+    if len(msg) <= limit:
+        return msg
+    head, sep, rest = msg.partition(": ")
+    if sep and "; " in rest:
+        more = _MORE.search(rest)
+        n_more = int(more.group(1)) if more else 0
+        names = [item.split(": ", 1)[0] for item in (rest[:more.start()] if more
+                                                     else rest).split("; ")]
+        while names:
+            extra = f" and {n_more} more" if n_more else ""
+            text = f"{head}: {', '.join(names)}{extra} (reasons: {where})"
+            if len(text) <= limit or len(names) == 1:
+                return text
+            names.pop()
+            n_more += 1
+    cut = msg[:max(limit - len(where) - 6, 20)].rsplit(" ", 1)[0]
+    return f"{cut} … ({where})"
+
+
+def _warn(name: str, result: RunResult, run_id: str | None) -> None:
+    where = f"`workbench runs show {run_id}`" if run_id else "the run's warnings"
     for msg in result.warnings[:_MAX_WARNINGS]:
-        print(f"warning ({name}): {msg}", file=sys.stderr)
+        print(f"warning ({name}): {short_warning(msg, where)}", file=sys.stderr)
     if len(result.warnings) > _MAX_WARNINGS:
         print(f"warning ({name}): ... and {len(result.warnings) - _MAX_WARNINGS} more "
-              "(see the run log in the store)", file=sys.stderr)
+              f"({where})", file=sys.stderr)
 
 
 def _pct(new: float, old: float) -> str:
@@ -188,7 +273,8 @@ def _print_summary(
           + (f", against {BASELINE}" if base else "")
           + f"; forecast: {extra['forecast']}")
     rows = [
-        (f"cost ({cur})", "cost", 2), ("energy (kWh)", "energy_kwh", 1),
+        (f"cost ({cur})", "cost", 2), (f"equal-work cost ({cur})", "equal_work_cost", 2),
+        ("energy (kWh)", "energy_kwh", 1),
         ("carbon (kg CO2)", "carbon_kg", 1), ("deadline misses", "deadline_misses", 0),
         ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
         ("data moved (GB)", "transfer_gb", 1), ("time lost (job-h)", "lost_h", 1),
@@ -197,29 +283,30 @@ def _print_summary(
     for d in (run, base):
         if d is not None:
             d["lost_h"] = None if d.get("lost_s") is None else float(d["lost_s"]) / 3600.0
-    head = f"  {'':<18}{name:>16}"
+    head = f"  {'':<22}{name:>16}"
     if base:
         head += f"{BASELINE:>16}{'change':>10}"
     print(head)
     for label, key, digits in rows:
-        line = f"  {label:<18}{_fmt(run[key], digits):>16}"
+        line = f"  {label:<22}{_fmt(run[key], digits):>16}"
         if key == "jobs_finished":
             done = f"{run[key]}/{run['jobs_total']}"
-            line = f"  {label:<18}{done:>16}"
+            line = f"  {label:<22}{done:>16}"
         if base:
             other = (f"{base[key]}/{base['jobs_total']}" if key == "jobs_finished"
                      else _fmt(base[key], digits))
             change = ""
-            if key in ("cost", "energy_kwh", "carbon_kg", "mean_jct_h") and run[key] is not None \
+            if key in ("cost", "equal_work_cost", "energy_kwh", "carbon_kg", "mean_jct_h") \
+                    and run[key] is not None \
                     and base[key] is not None:
                 change = _pct(float(run[key]), float(base[key]))
             line += f"{other:>16}{change:>10}"
         print(line)
-    if base and base["cost"]:
-        saving = 100.0 * (base["cost"] - run["cost"]) / base["cost"]
-        print(f"  saving against {BASELINE}: {saving:.1f}% of the electricity bill "
-              f"({base['cost'] - run['cost']:,.2f} {cur}){saving_caveat(run, base)}")
-    for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur):
+    cmp = like_for_like(run, base, extra.get("bound"))
+    if base:
+        for line in saving_lines(cmp, run, base, cur):
+            print(f"  {line}")
+    for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur, cmp):
         print(f"  {line}")
     if cap_kg is not None:
         diff = run["carbon_kg"] - cap_kg
@@ -294,20 +381,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if csv_rec is not None:
             csv_rec.abort()  # no-op after a finished run; drops the partial files otherwise
-    if outcome.baseline is not None:
-        _warn(BASELINE, outcome.baseline)
     # The run and its baseline are stored together at the end, in one transaction: a plan
     # killed midway stores nothing (no dangling baseline).
     saved = save_outcome(outcome, args.db, wait_s=args.lock_wait_s)
     run_id = saved.run_ids[-1]
+    if outcome.baseline is not None:
+        _warn(BASELINE, outcome.baseline, None if saved.side_file else saved.run_ids[0])
     if saved.side_file:
         print(f"warning: store {args.db} stayed locked for {saved.waited_s:.0f} s; the "
               f"run{'s were' if len(saved.run_ids) > 1 else ' was'} saved to {saved.path} "
               f"instead (copy {'them' if len(saved.run_ids) > 1 else 'it'} in with "
               f"`workbench --db {args.db} import runs {saved.path}`)", file=sys.stderr)
-    # A knob the policy could not honour (a cap below what inference alone emits) was
-    # logged by the policy when the run started.
-    _warn(args.policy, result)
+    # Each of the run's warnings once, short (the library's log records of them are left
+    # out of the terminal: workbench.cli filters workbench.sim.results.RUN_WARNING).
+    _warn(args.policy, result, None if saved.side_file else run_id)
 
     summary = _summary(args.policy, result)
     base = None if outcome.baseline is None else _summary(BASELINE, outcome.baseline)
@@ -325,10 +412,11 @@ def run(args: argparse.Namespace) -> int:
     if outcome.attribution is not None:
         extra["attribution"] = outcome.attribution
     if outcome.bound is not None:
-        extra["bound"] = outcome.bound.as_dict()
+        extra["bound"] = dict(result.meta["bound"])
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
-               "run_id": run_id, "stored_in": str(saved.path), **extra}
+               "run_id": run_id, "stored_in": str(saved.path), **extra,
+               "like_for_like": like_for_like(summary, base, extra.get("bound")).as_dict()}
         print(json.dumps(obj))
     else:
         _print_summary(scenario, args.policy, summary, base, run_id, cap_kg, args,

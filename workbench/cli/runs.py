@@ -18,7 +18,8 @@ from workbench import runs as runs_mod
 from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, saving_caveat
+from workbench.cli.plan import attribution_lines, saving_lines
+from workbench.equal_work import like_for_like
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
 from workbench.scenarios import stored_or_builtin
@@ -106,14 +107,21 @@ def _show(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
-        metrics = runs_mod.typed_metrics(store.run_metrics(rid))
         result = runs_mod.load_result(store, rid)
         n_plan = len(result.plan)
         n_mig = len(result.migrations)
-        att, why = _attribution(store, rid, str(info["scenario"]), result)
+        sc = _scenario(store, str(info["scenario"]))
+        loaded = None if isinstance(sc, str) else sc
+        metrics = runs_mod.typed_metrics(result.metrics)
+        if loaded is not None:
+            runs_mod.fill_equal_work(metrics, result.plan, loaded)
+        att, why = (None, sc) if isinstance(sc, str) else runs_mod.stored_attribution(
+            store, rid, sc, result)
         ref = runs_mod.reference_run(store, {**info, "run_id": rid}) \
             if info["policy"] != runs_mod.REFERENCE_POLICY else None
-        base = runs_mod.typed_metrics(store.run_metrics(ref)) if ref else None
+        base = runs_mod.stored_metrics(store, ref, loaded) if ref else None
+        bound = runs_mod.with_equal_work_bound(info.get("bound"), loaded,
+                                               runs_mod.run_settings(info).get("slot_s"))
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
     if args.json:
         obj = {"run_id": rid, "name": info.get("name"), "scenario": info["scenario"],
@@ -124,7 +132,8 @@ def _show(args: argparse.Namespace) -> int:
                            for k, v in metrics.items()},
                "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings,
                "attribution": att, "attribution_missing": why or None,
-               "bound": info.get("bound") or None}
+               "bound": bound,
+               "like_for_like": like_for_like(metrics, base, bound).as_dict()}
         print(json.dumps(obj, default=str))
         return 0
     print(f"run {rid}" + (f" ({info['name']})" if info.get("name") else "")
@@ -139,26 +148,22 @@ def _show(args: argparse.Namespace) -> int:
     print(f"  deadline misses {_num(metrics.get('deadline_misses'))}, jobs unfinished "
           f"{_num(metrics.get('jobs_unfinished'))}, migrations "
           f"{_num(metrics.get('migrations'))}; {n_plan:,d} plan rows")
-    if att:
-        print(f"  saving against asap-home {sum(att['cost'].values()):,.2f} {cur}, carbon "
-              f"{sum(att['carbon_kg'].values()):,.1f} kg{saving_caveat(metrics, base)}")
-    else:
-        print(f"  {why}")
-    for line in attribution_lines(att, info.get("bound"), cur):
+    cmp = like_for_like(metrics, base, bound)
+    for line in saving_lines(cmp, metrics, base, cur) if base else [why]:
+        print(f"  {line}")
+    for line in attribution_lines(att, bound, cur, cmp):
         print(f"  {line}")
     for w in warnings:
         print(f"  warning: {w}")
     return 0
 
 
-def _attribution(store: Store, rid: str, scenario: str, result: Any
-                 ) -> tuple[dict[str, dict[str, float]] | None, str]:
-    """A stored run's attribution (:func:`workbench.runs.stored_attribution`) or why not."""
+def _scenario(store: Store, name: str) -> Any:
+    """The stored scenario ``name``, or why it cannot be loaded (a line to print)."""
     try:
-        sc = stored_or_builtin(store, scenario)  # an app's run of a built-in not stored
+        return stored_or_builtin(store, name)  # an app's run of a built-in not stored
     except (StoreError, ScenarioError, KeyError) as exc:
-        return None, f"attribution not available: scenario {scenario!r} cannot be loaded ({exc})"
-    return runs_mod.stored_attribution(store, rid, sc, result)
+        return f"attribution not available: scenario {name!r} cannot be loaded ({exc})"
 
 
 COMPARE_WIDTH = 100

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scenario", help="list, show and generate scenarios")
+    p = sub.add_parser("scenario", help="list, show, generate, build and delete scenarios")
     ssub = p.add_subparsers(dest="scenario_command", metavar="ACTION", required=True)
 
     ls = ssub.add_parser("list", help="built-in scenarios and those in the store")
@@ -47,6 +47,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     bld.add_argument("--replace", action="store_true",
                      help="replace a different scenario stored under the name")
     bld.set_defaults(func=_build)
+
+    rm = ssub.add_parser(
+        "delete", help="remove a stored scenario with its runs (imported data stays)",
+        description="Remove a stored scenario: its datacenters, GPU pools, links and jobs, "
+        "every run stored for it (plans, migrations, slots, metrics) and the grid rows a "
+        "scenario wrote itself that no stored scenario reads any more. The imported grid "
+        "series, job sets and profiles it was built from stay, so `scenario build` can make "
+        "it again. Like `runs delete`, it asks nothing.")
+    rm.add_argument("name", help="a scenario in the store (`workbench scenario list`)")
+    rm.add_argument("--json", action="store_true", help="print one JSON object")
+    rm.set_defaults(func=_delete, reads_store=True)
 
     c = sub.add_parser("cubes", help="per-region mean, min and max of price and carbon")
     c.add_argument("name", help="scenario name")
@@ -156,6 +167,37 @@ def _build(args: argparse.Namespace) -> int:
     print(what.format(scenario.name, args.db) + f": {len(scenario.datacenters)} "
           f"datacenters, {len(scenario.links)} links, {len(scenario.jobs)} jobs, "
           f"{scenario.n_slots} slots of {scenario.slot_s / 60:g} min", file=sys.stderr)
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        if not store.has_scenario(args.name):
+            table = store.job_sets()
+            sets = set(table.loc[~table["is_scenario"].astype(bool), "name"])
+            if args.name in sets:
+                print(f"error: {args.name!r} is a job set in {args.db}, not a scenario; "
+                      "`scenario delete` removes scenarios only (the job set stays for "
+                      "builds)", file=sys.stderr)
+                return 2
+            if args.name in scenarios.BUILTIN:
+                print(f"error: {args.name!r} is built in and not stored in {args.db}: "
+                      "nothing to delete", file=sys.stderr)
+                return 2
+        gone = store.delete_scenario(args.name)  # a StoreError names the stored ones
+    if args.json:
+        print(json.dumps({"deleted": args.name, **gone}))
+        return 0
+    runs = gone["runs"]
+    again = (f"`workbench scenario generate {args.name}` makes it again"
+             if args.name in scenarios.BUILTIN else "`workbench scenario build` makes it "
+             "again from them")
+    print(f"deleted scenario {args.name} from {args.db}: {gone['datacenters']} datacenters, "
+          f"{gone['gpu_pools']} GPU pools, {gone['links']} links, {gone['jobs']} jobs, "
+          f"{len(runs)} stored run(s) with their plans"
+          + (f" ({', '.join(runs[:5])}{', ...' if len(runs) > 5 else ''})" if runs else "")
+          + f" and {gone['grid_rows']} grid rows that scenarios wrote themselves and none "
+          f"reads now; the imported grid series, job sets and profiles stay ({again})")
     return 0
 
 

@@ -370,9 +370,10 @@ def import_jobs(
     trace: Trace | None = None,
 ) -> JobImport:
     """Read a job trace, map it to jobs and upsert them into job set ``into`` in one
-    transaction (``replace`` first empties the set). Profiles default to the store's, or
-    the shipped defaults when the store has none. ``trace`` is one :func:`read_jobs`
-    already read (``fmt``, ``timezone`` and ``limit`` are then not used)."""
+    transaction (``replace`` first empties the set). Profiles default to the store's and
+    the shipped ones for what the store lacks (:func:`workbench.perf.with_shipped`).
+    ``trace`` is one :func:`read_jobs` already read (``fmt``, ``timezone`` and ``limit`` are
+    then not used)."""
     if not into:
         raise InputError(path, "no job set name", "pass --into NAME")
     if trace is None:
@@ -384,7 +385,7 @@ def import_jobs(
         pd.Series([str(start)]), None, str(path), "--start", "UTC")[0].tz_localize(
         "UTC").to_pydatetime()
     if profiles is None:
-        profiles = store.load_profiles() or perf.load_default_profiles()
+        profiles = perf.with_shipped(list(store.load_profiles()))
     jobs = jobs_from_trace(trace, profiles, origin, app, homes, reference_gpu, slack)
     store.write_jobs(into, jobs, replace=replace)
     for why, count in trace.skipped.items():

@@ -2,8 +2,10 @@
 
 Both formats are documented for operators in the README ("Plan and migrations CSV").
 Times are ISO-8601 in UTC with a ``Z`` suffix (``2024-07-01T08:15:00Z``); ``region`` is the
-*datacenter* name (e.g. ``guangzhou``), not the grid zone. Numbers are written with full
-precision, so that :func:`read_plan_csv` returns exactly what :func:`write_plan_csv` was given.
+*datacenter* name (e.g. ``guangzhou``), not the grid zone. Numbers are written to
+:data:`FLOAT_DIGITS` significant digits: float noise such as ``0.1 + 0.08 =
+0.18000000000000002`` is written ``0.18``, and :func:`read_plan_csv` returns each value to
+within one part in 10^15 of what :func:`write_plan_csv` was given.
 Text cells that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR)
 are written with a leading ``'`` (OWASP's CSV-injection advice) and restored on reading;
 files are written under a temporary name and renamed into place.
@@ -212,12 +214,27 @@ def atomic_write(path: str | Path) -> Iterator[IO[str]]:
     out.commit()
 
 
+FLOAT_DIGITS = 15
+"""Significant digits of a float in every CSV the workbench writes: the most a float64 keeps
+through a decimal round trip (``DBL_DIG``), so a value computed with noise in its last bits
+(``0.18000000000000002``) is written as the decimal it stands for (``0.18``). Integers are
+written as integers."""
+
+
+def float_text(value: float) -> str:
+    """A float as a CSV writes it: the shortest text that reads back as ``value`` rounded to
+    :data:`FLOAT_DIGITS` significant digits (``0.18000000000000002`` -> ``0.18``, ``2.0`` ->
+    ``2.0``)."""
+    return repr(float(f"{value:.{FLOAT_DIGITS}g}"))
+
+
 def write_csv(frame: pd.DataFrame, dest: str | Path | IO[str], *, header: bool = True) -> None:
     """The one CSV writer of the workbench's exports.
 
     Timezone-aware times become ISO-8601 UTC (``...Z``); text cells are neutralised
-    (:func:`neutralise_cell`), numbers are written as they are with full precision; a path
-    is written atomically (:func:`atomic_write`), an open file is appended to.
+    (:func:`neutralise_cell`), floats written to :data:`FLOAT_DIGITS` significant digits,
+    integer columns (nullable ones too) as integers; a path is written atomically
+    (:func:`atomic_write`), an open file is appended to.
     """
     text = frame.copy()
     carriage_return = False
@@ -232,13 +249,15 @@ def write_csv(frame: pd.DataFrame, dest: str | Path | IO[str], *, header: bool =
                 text[col].map(lambda v: isinstance(v, str) and "\r" in v).any())
     # The csv writer quotes only the characters of the line terminator: a name holding a
     # carriage return is written with CRLF row ends so that the CR is quoted (CSV readers
-    # accept mixed row ends). float_format=None keeps pandas' shortest round-trip floats.
+    # accept mixed row ends).
     end = "\r\n" if carriage_return else "\n"
+    opts = {"index": False, "header": header, "lineterminator": end,
+            "float_format": float_text}
     if isinstance(dest, (str, Path)):
         with atomic_write(dest) as fh:
-            text.to_csv(fh, index=False, header=header, lineterminator=end)
+            text.to_csv(fh, **opts)
     else:
-        text.to_csv(dest, index=False, header=header, lineterminator=end)
+        text.to_csv(dest, **opts)
 
 
 def write_plan_csv(

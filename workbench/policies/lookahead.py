@@ -515,9 +515,12 @@ class LookaheadPolicy(NoHindsightBound):
                     if spend <= 0:
                         break
             if opts.moves[k]:
-                gains[jid] = float(coef[k])
-                reasons[jid] = (f"move {js.last_datacenter}->{opts.datacenter[k]}: the "
-                                f"window plan's gain pays for the round trip")
+                gains[jid] = gain = self._move_gain(opts, coef, keep, k, js)
+                where = f"move {js.last_datacenter}->{opts.datacenter[k]}"
+                reasons[jid] = (f"{where}: the window plan's gain pays for the round trip"
+                                if gain > 0 else f"{where}: worth less to this job than "
+                                "staying; the slot's plan moved it to free capacity for "
+                                "others")
             elif urgent[int(opts.job_index[k])]:
                 reasons[jid] = "no slack left before its deadline (urgent)"
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
@@ -539,6 +542,18 @@ class LookaheadPolicy(NoHindsightBound):
             if prev is not None and prev != d:
                 self._moved_at[jid] = state.t - 1
             self._where[jid] = d
+
+    @staticmethod
+    def _move_gain(opts: Any, coef: NDArray[np.float64], keep: NDArray[np.bool_],
+                   k: int, js: JobState) -> float:
+        """A chosen move's gain over the job's best way to stay, in the slot objective's
+        units (currency): ``coef[k] - max(coef of its kept options in its own datacenter,
+        0 for a training job, which may pause)``."""
+        own = (opts.job_index == opts.job_index[k]) & keep & ~np.asarray(opts.moves, bool)
+        best = float(coef[own].max()) if own.any() else -np.inf
+        if js.job.is_training:
+            best = max(best, 0.0)
+        return float(coef[k] - best) if np.isfinite(best) else float(coef[k])
 
     def _round_trip_filter(self, state: SlotState, opts: Any, coef: NDArray[np.float64],
                            mu_opt: NDArray[np.float64], pmax: NDArray[np.float64],

@@ -29,6 +29,7 @@ from workbench.policies.base import (
 )
 from workbench.schema import MIGRATION, PLAN_ROW, PLAN_STORED_COLUMNS
 from workbench.sim.results import (
+    RUN_WARNING,
     Recorder,
     RunResult,
     SlotRecord,
@@ -345,7 +346,7 @@ def _result(sc: Scenario, policy: Policy, meta: dict[str, Any], runs: list[JobRu
     warnings.extend(job_warnings(jobs))
     if warnings:
         log.warning("%s on %s: %d warning(s), the first: %s (all in RunResult.warnings)",
-                    policy.name, sc.name, len(warnings), warnings[0])
+                    policy.name, sc.name, len(warnings), warnings[0], extra=RUN_WARNING)
     meta["status"] = "ok" if not any(slots.get("fallback", pd.Series(dtype=bool))) else "fallback"
     result = RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,
                        queues=acc.queues, jobs=jobs, metrics={}, warnings=warnings)

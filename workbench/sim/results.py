@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RUN_WARNING: dict[str, bool] = {"run_warning": True}
+"""``extra`` of the log records that repeat a run's warnings (:attr:`RunResult.warnings`):
+a face that shows those warnings itself (the CLI) leaves these records out of its log."""
+
 
 @dataclass(frozen=True)
 class SlotRecord:
@@ -281,7 +285,7 @@ def cap_warnings_before(sc: Scenario, policy: Policy, knobs: Mapping[str, Any] |
         return []
     msg = (f"carbon cap {total:.1f} kg is below the {floor:.1f} kg that the inference "
            "services alone emit at least; the run will end above the cap")
-    log.warning(msg)
+    log.warning(msg, extra=RUN_WARNING)
     return [msg]
 
 
@@ -299,5 +303,5 @@ def cap_warnings_after(metrics: Mapping[str, Any]) -> list[str]:
         out.append(f"carbon cap missed: {metrics['carbon_kg']:.1f} kg emitted against a cap "
                    f"of {cap:.1f} kg ({over:.1f} kg, {100 * over / cap:.1f}% over)")
     for msg in out:
-        log.warning(msg)
+        log.warning(msg, extra=RUN_WARNING)
     return out

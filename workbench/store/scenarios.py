@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 import pandas as pd
 
@@ -14,6 +15,7 @@ from workbench.store.errors import StoreError
 from workbench.store.grid import GridTables, upsert_grid
 from workbench.store.jobs import JobTables, job_row
 from workbench.store.profiles import ProfileTables, upsert_profiles
+from workbench.store.runs import RUN_TABLES
 from workbench.store.schema import LINKS
 
 SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs")
@@ -32,7 +34,12 @@ def grid_frame(scenario: Scenario) -> pd.DataFrame:
 
 def cube_source(scenario: Scenario) -> str:
     """The ``source`` of grid rows that a scenario wrote itself (not imported)."""
-    return f"scenario {scenario.name}"
+    return own_source(scenario.name)
+
+
+def own_source(name: str) -> str:
+    """The ``source`` of the grid rows scenario ``name`` wrote itself."""
+    return f"scenario {name}"
 
 
 class ScenarioTables(GridTables, JobTables, ProfileTables):
@@ -80,6 +87,48 @@ class ScenarioTables(GridTables, JobTables, ProfileTables):
             insert_frame(con, "jobs", jobs)
             upsert_grid(con, grid)
             upsert_profiles(con, scenario.profiles)
+
+    def delete_scenario(self, name: str) -> dict[str, Any]:
+        """Remove scenario ``name`` in one transaction: its datacenters, pools, links and
+        jobs, its stored runs (plans, migrations, slots, metrics) and the grid rows written
+        by a scenario itself that no stored scenario reads any more; the imported grid
+        series, job sets and profiles stay.
+
+        Returns the counts removed (``datacenters``, ``gpu_pools``, ``links``, ``jobs``,
+        ``grid_rows``) and ``runs``, the ids of the runs removed. Raises
+        :class:`StoreError` when no scenario of that name is stored.
+        """
+        if not self.has_scenario(name):
+            stored = ", ".join(self.scenario_names()) or "none"
+            raise StoreError(f"no scenario {name!r} in {self.path} (stored: {stored})")
+        out: dict[str, Any] = {}
+        with self.transaction() as con:
+            for table in SCENARIO_TABLES:
+                row = con.execute(f"SELECT count(*) FROM {table} WHERE scenario = ?",
+                                  [name]).fetchone()
+                out[table] = int(row[0]) if row else 0
+                con.execute(f"DELETE FROM {table} WHERE scenario = ?", [name])
+            runs = [r[0] for r in con.execute(
+                "SELECT run_id FROM runs WHERE scenario = ? ORDER BY created_utc",
+                [name]).fetchall()]
+            for table in RUN_TABLES[1:]:  # the runs row last: the others are found by it
+                con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                            "WHERE scenario = ?)", [name])
+            con.execute("DELETE FROM runs WHERE scenario = ?", [name])
+            con.execute("DELETE FROM scenarios WHERE name = ?", [name])
+            # Grid rows a scenario wrote itself that no stored scenario reads any more (a
+            # later scenario over the same regions reads them instead of writing its own).
+            orphans = (
+                "FROM grid_series WHERE starts_with(source, ?) AND substr(source, ?) NOT IN "
+                "(SELECT name FROM scenarios) AND region NOT IN "
+                "(SELECT DISTINCT region FROM datacenters)")
+            prefix = own_source("")
+            row = con.execute(f"SELECT count(*) {orphans}", [prefix, len(prefix) + 1]
+                              ).fetchone()
+            out["grid_rows"] = int(row[0]) if row else 0
+            con.execute(f"DELETE {orphans}", [prefix, len(prefix) + 1])
+        out["runs"] = runs
+        return out
 
     def load_scenario(self, name: str) -> Scenario:
         """Rebuild a scenario from the store (its cube at the scenario's slot length)."""

@@ -59,7 +59,7 @@ def error_pane(state: WorkbenchState, knob: str) -> pn.pane.Markdown:
 def typed_input(name: str, value: str, **params: Any) -> pn.widgets.TextInput:
     """A text field whose ``value_input`` (what is typed, key by key) starts equal to
     ``value``: readers use ``value_input`` alone, so what is read is what is shown."""
-    return pn.widgets.TextInput(name=name, value=value, value_input=value, **params)
+    return pn.widgets.TextInput(label=name, value=value, value_input=value, **params)
 
 
 TABLE_CSS = (".tabulator-col-title {white-space: normal !important; "
@@ -93,7 +93,7 @@ def zone_times(times: pd.Series, tz: str) -> pd.Series:
 def run_banner(state: WorkbenchState) -> pn.pane.HTML:
     """:func:`banner_html` kept up to date with the state."""
     def html(info: dict[str, Any], running: bool, result: Any, tz: str) -> str:
-        warnings = derive.run_warnings(result) if result is not None else []
+        warnings = derive.run_warnings(result, tz) if result is not None else []
         return banner_html(info, running, warnings, tz)
 
     return pn.pane.HTML(pn.bind(html, state.param.run_info, state.param.running,
@@ -110,4 +110,4 @@ def fit_window(window: pn.widgets.DatetimeRangeSlider, state: WorkbenchState,
     tz = state.tz or "UTC"
     start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
     end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
-    window.param.update(start=start, end=end, value=(start, end), name=f"{label} ({tz})")
+    window.param.update(start=start, end=end, value=(start, end), label=f"{label} ({tz})")

@@ -21,7 +21,7 @@ class ExportView(StateView):
         super().__init__(**params)
         self.plan_download = pn.widgets.FileDownload(
             callback=self._plan_csv, filename="plan.csv", label="Download plan CSV",
-            button_type="primary", disabled=True, css_classes=["wb-download-plan"])
+            color="primary", disabled=True, css_classes=["wb-download-plan"])
         self.migrations_download = pn.widgets.FileDownload(
             callback=self._migrations_csv, filename="migrations.csv",
             label="Download migrations CSV", disabled=True,

@@ -37,9 +37,11 @@ class GridView(StateView):
         return pn.Column(
             pn.pane.Markdown(f"Slot starts in **{esc(tz)}** (the sidebar's *Times in*; regions' "
                              f"zones: {where}). Hover a curve for the exact value."),
-            pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency),
+            pn.pane.HoloViews(plots.grid_curves(grid, "price_per_kwh", sc.currency,
+                                                derive.site_colors(sc)),
                               sizing_mode="stretch_width"),
-            pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh"),
+            pn.pane.HoloViews(plots.grid_curves(grid, "carbon_g_per_kwh",
+                                                colors=derive.site_colors(sc)),
                               sizing_mode="stretch_width"),
             pn.pane.Markdown("**By hour of day** (columns) and day (rows): price and carbon "
                              "per region, one colour scale per quantity across regions."),
@@ -60,14 +62,14 @@ class ForecastPane(StateView):
         super().__init__(**params)
         sc = self.s.scenario
         regions = [] if sc is None else [str(r) for r in sc.grid["region"].values]
-        self.region = pn.widgets.Select(name="region", options=regions,
+        self.region = pn.widgets.Select(label="region", options=regions,
                                         value=regions[0] if regions else None)
         self.variable = pn.widgets.Select(
-            name="variable", value="price_per_kwh",
+            label="variable", value="price_per_kwh",
             options={"price": "price_per_kwh", "carbon": "carbon_g_per_kwh"})
         self.region.width, self.variable.width = 170, 130
-        self.origin = pn.widgets.Select(name="forecast issued at", width=240)
-        self.button = pn.widgets.Button(name="Forecast", button_type="primary",
+        self.origin = pn.widgets.Select(label="forecast issued at", width=240)
+        self.button = pn.widgets.Button(label="Forecast", color="primary",
                                         css_classes=["wb-forecast"], align="end")
         self.out = pn.Column(sizing_mode="stretch_width")
         self.button.on_click(self._draw)
@@ -104,7 +106,9 @@ class ForecastPane(StateView):
         self.out.objects = [pn.pane.HoloViews(
             plots.forecast_band(frame.assign(time=zone_times(frame["time"], tz)),
                                 str(self.variable.value), str(self.region.value),
-                                f"{issued:%a %m-%d %H:%M}", sc.currency, tz=tz),
+                                f"{issued:%a %m-%d %H:%M}", sc.currency, tz=tz,
+                                color=derive.site_colors(sc).get(str(self.region.value),
+                                                                 "#1f77b4")),
             sizing_mode="stretch_width")]
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -16,16 +16,18 @@ from workbench.app.markup import (
     savings_html,
 )
 from workbench.app.views.common import StateView, data_table, no_run, run_banner
+from workbench.equal_work import EQUAL_WORK_BASIS
 
 COMPARE_SHOWN: tuple[tuple[str, str], ...] = (
-    ("policy", "policy"), ("cost", "cost ({c})"), ("cost_saving_pct", "cost saved (%)"),
-    ("cost_vs_offline_pct", "above hindsight plan (%)"), ("carbon_kg", "carbon (kg)"),
-    ("carbon_saving_pct", "carbon saved (%)"), ("energy_kwh", "energy (kWh)"),
-    ("mean_jct_h", "mean JCT (h)"), ("deadline_misses", "misses"),
-    ("jobs_unfinished", "not done"), ("migrations", "moves"),
+    ("policy", "policy"), ("cost", "bill ({c})"), ("equal_work_cost", "equal-work cost ({c})"),
+    ("saving_pct", "saved, equal work (%)"), ("above_bound_pct", "above bound (%)"),
+    ("above_replay_pct", "vs replay (%)"), ("carbon_kg", "carbon (kg)"),
+    ("carbon_saving_pct", "carbon saved, equal work (%)"), ("mean_jct_h", "mean JCT (h)"),
+    ("deadline_misses", "misses"), ("jobs_unfinished", "not done"), ("migrations", "moves"),
 )
-"""Columns of the Metrics tab's comparison table (all fit without side-scrolling); the
-comparison CSV keeps every column of :func:`workbench.app.derive.compare_table`."""
+"""Columns of the Metrics tab's comparison table (all fit without side-scrolling), every
+saving and gap on equal work (:func:`workbench.app.derive.run_comparison`); the comparison
+CSV keeps every column of :func:`workbench.app.derive.compare_table`."""
 
 
 class MetricsView(StateView):
@@ -40,7 +42,7 @@ class MetricsView(StateView):
     IMMEDIATE: frozenset[str] = frozenset({"_headline"})
     """Sections drawn with the page; the others follow once it has loaded."""
 
-    @param.depends("state.result", "state.baselines")
+    @param.depends("state.result", "state.baselines", "state.bound", "state.baseline_policies")
     def _headline(self) -> pn.viewable.Viewable:
         res = self.s.result
         metrics = res.metrics if res is not None else None
@@ -48,52 +50,54 @@ class MetricsView(StateView):
         html = headline_html(metrics, currency)
         if res is not None:
             html += caps_html(derive.cap_status(res), res.metrics)
-            table = derive.compare_table(res.policy, res.metrics, self.s.baselines)
-            html += savings_html(derive.savings_summary(table), res.policy, currency)
+            cmp = derive.run_comparison(res.policy, res.metrics, self.s.baselines, self.s.bound)
+            html += savings_html(cmp, res.policy, currency, self.s.missing_references())
         return pn.pane.HTML(html, sizing_mode="stretch_width")
 
-    @param.depends("state.result", "state.baselines")
+    @param.depends("state.result", "state.baselines", "state.bound", "state.baseline_policies")
     def _compare(self) -> pn.viewable.Viewable:
         res = self.s.result
         if res is None:
             return no_run()
         currency = str(res.metrics.get("currency", ""))
-        table = derive.compare_table(res.policy, res.metrics, self.s.baselines)
+        table = derive.compare_table(res.policy, res.metrics, self.s.baselines, self.s.bound)
         missing = [b for b in self.s.baseline_policies
                    if b not in self.s.baselines and b != res.policy]
-        note = (f"Not compared (unavailable, not selected or not stored for this run's "
-                f"settings): {esc(', '.join(missing))}." if missing else "")
+        note = (f"Selected under *Compare with* but not run with this run's settings (press "
+                f"**Run** to run them): {esc(', '.join(missing))}." if missing else "")
         cols = [(k, lbl.format(c=currency)) for k, lbl in COMPARE_SHOWN]
         shown = table[[k for k, _ in cols]].rename(columns=dict(cols)).round(2)
-        for col in ("misses", "not done", "moves"):
-            shown[col] = shown[col].astype("Int64")
         return pn.Column(
-            data_table(shown, css_classes=["wb-compare"], widths={"policy": 170}),
-            pn.pane.Markdown("First row: this run. Grey bar: asap-home, the reference of the "
-                             "savings; green: offline, the hindsight plan (replayed; its "
-                             "bound is under *Where the saving comes from*). The comparison "
-                             "CSV (Export) has every column. " + note),
+            data_table(shown, css_classes=["wb-compare"], widths={"policy": 150}),
+            pn.pane.Markdown("First row: this run. Savings and gaps are on equal work: "
+                             f"{esc(EQUAL_WORK_BASIS)}. *Above bound*: against the hindsight "
+                             "bound (no restarts or transfers: a lower bound on every plan); "
+                             "*vs replay*: against the hindsight plan as replayed (offline, "
+                             "green bar; a reference). Grey bar: asap-home, the reference of "
+                             "the savings. The comparison CSV (Export) has every column. "
+                             + note),
             pn.pane.HTML(compare_bars_row(table, currency), sizing_mode="stretch_width",
                          css_classes=["wb-compare-bars"]),
             sizing_mode="stretch_width",
         )
 
-    @param.depends("state.result")
+    @param.depends("state.result", "state.baselines", "state.bound",
+                   "state.baseline_policies")
     def _attribution(self) -> pn.viewable.Viewable:
         res = self.s.result
         att = None if res is None else res.meta.get("attribution")
-        if not att:
+        if not att or res is None:
             why = None if res is None else res.meta.get("attribution_missing")
             text = (f"**Where the saving comes from:** {esc(why)}." if why else
-                    "**Where the saving comes from:** run with asap-home under *Compare "
-                    "with* to see it.")
+                    "**Where the saving comes from:** "
+                    + esc(self.s.missing_references()["asap-home"]))
             return pn.pane.Markdown(text, css_classes=["wb-attribution-empty"])
-        currency = str(res.metrics.get("currency", "")) if res is not None else ""
-        bound = res.meta.get("bound") if res is not None else None
+        currency = str(res.metrics.get("currency", ""))
+        cmp = derive.run_comparison(res.policy, res.metrics, self.s.baselines, self.s.bound)
         return pn.Column(
-            pn.pane.HTML(attribution_note_html(bound, currency),
+            pn.pane.HTML(attribution_note_html(self.s.bound, currency, cmp),
                          css_classes=["wb-attribution"], sizing_mode="stretch_width"),
-            pn.pane.HTML(attribution_row(att, currency), sizing_mode="stretch_width",
+            pn.pane.HTML(attribution_row(att, currency, cmp), sizing_mode="stretch_width",
                          css_classes=["wb-attribution-chart"]),
             sizing_mode="stretch_width")
 

@@ -22,10 +22,11 @@ from workbench.app.views.common import (
 
 MIGRATION_SHOWN: tuple[tuple[str, str], ...] = (
     ("time", "time ({tz})"), ("job_id", "job"), ("from_region", "from"), ("to_region", "to"),
-    ("why", "why (grid in that slot)"), ("checkpoint_gb", "GB moved"),
-    ("transfer_min", "transfer (min)"),
+    ("why", "why (grid in that slot)"), ("moved", "what moved"),
+    ("transfer_gb", "GB moved"), ("transfer_s", "transfer (s)"),
 )
-"""Columns of the Migrations tab's table: key and header."""
+"""Columns of the Migrations tab's table: key and header. The numbers are the migrations
+CSV's (``transfer_gb``: dataset and checkpoint; ``transfer_s``), rounded for the screen."""
 
 
 class MigrationsView(StateView):
@@ -34,7 +35,7 @@ class MigrationsView(StateView):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         lo, hi = dt.datetime(2000, 1, 1), dt.datetime(2000, 1, 2)
-        self.window = pn.widgets.DatetimeRangeSlider(name="Time window", start=lo, end=hi,
+        self.window = pn.widgets.DatetimeRangeSlider(label="Time window", start=lo, end=hi,
                                                      value=(lo, hi), step=900_000,
                                                      sizing_mode="stretch_width")
         self.s.param.watch(self._bounds, ["scenario", "tz"])
@@ -64,8 +65,9 @@ class MigrationsView(StateView):
         shown = moves.assign(
             time=zone_times(moves["slot_start"], tz).dt.strftime("%a %m-%d %H:%M"),
             why=derive.migration_reasons(moves, res.plan, sc),
-            transfer_min=(moves["transfer_s"].astype(float) / 60.0).round(1),
-            checkpoint_gb=moves["checkpoint_gb"].astype(float).round(2))
+            moved=moves["moved"].astype(str) if "moved" in moves else "checkpoint",
+            transfer_s=moves["transfer_s"].astype(float).round(2),
+            transfer_gb=derive.moved_gb(moves).round(2))
         cols = [(k, h.format(tz=tz)) for k, h in MIGRATION_SHOWN]
         shown = shown[[k for k, _ in cols]].rename(columns=dict(cols))
         # The headline's "migrations" count moves that carried a running job's checkpoint;
@@ -81,15 +83,17 @@ class MigrationsView(StateView):
                  f"of work ran where it moved to. Times in {esc(tz)}.")
         return pn.Column(
             pn.pane.Markdown(total, css_classes=["wb-migrations-total"]),
-            pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb"), sizing_mode="stretch_width"),
-                   pn.pane.HoloViews(plots.flows(flow, "kwh"), sizing_mode="stretch_width"),
+            pn.Row(pn.pane.HoloViews(plots.flows(flow, "gb", derive.site_colors(sc)),
+                                     sizing_mode="stretch_width"),
+                   pn.pane.HoloViews(plots.flows(flow, "kwh", derive.site_colors(sc)),
+                                     sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
             data_table(routes),
             data_table(shown, pagination="local", page_size=15, header_filters=True,
                        css_classes=["wb-migrations"],
-                       widths={f"time ({tz})": 132, "job": 118, "from": 92, "to": 92,
-                               "why (grid in that slot)": "36%", "GB moved": 84,
-                               "transfer (min)": 84},
+                       widths={f"time ({tz})": 128, "job": 118, "from": 88, "to": 88,
+                               "why (grid in that slot)": "34%", "what moved": 92,
+                               "GB moved": 72, "transfer (s)": 76},
                        formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",
         )

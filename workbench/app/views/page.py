@@ -21,6 +21,10 @@ from workbench.app.views.runs import RunsView
 from workbench.app.views.sidebar import ProgressPanel, Sidebar
 
 
+PROGRESS_MS = 400
+"""How often a served session publishes a run's progress (ms): from its event loop."""
+
+
 class WorkbenchApp(StateView):
     """The whole app: the sidebar, the progress panel and the tabs over one state."""
 
@@ -43,6 +47,12 @@ class WorkbenchApp(StateView):
         self.tabs = pn.Tabs(*self._slots.items(), dynamic=True, sizing_mode="stretch_width")
         self.tabs.param.watch(self._show, "active")
         self._show()
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            # Progress leaves from the session's loop; a tab closed mid-run: the run goes on
+            # (and is stored), nothing more is sent to it.
+            s.defer_progress()
+            pn.state.add_periodic_callback(s.flush_progress, period=PROGRESS_MS)
+            pn.state.on_session_destroyed(lambda _ctx: s.close_session())
 
     def _show(self, *_: Any) -> None:
         name = list(self.views)[self.tabs.active]

@@ -25,19 +25,19 @@ class PlanView(StateView):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.kind = pn.widgets.RadioButtonGroup(
-            name="jobs", options=["all jobs", "training", "inference"], value="all jobs",
+            label="jobs", options=["all jobs", "training", "inference"], value="all jobs",
             css_classes=["wb-kind"])
         self.group = pn.widgets.RadioButtonGroup(
-            name="group", options=["datacenter", "pool", "none"], value="datacenter",
+            label="group", options=["datacenter", "pool", "none"], value="datacenter",
             css_classes=["wb-group"])
-        self.search = pn.widgets.TextInput(name="Find jobs (id contains; several: a, b)",
+        self.search = pn.widgets.TextInput(label="Find jobs (id contains; several: a, b)",
                                            placeholder="e.g. bert, 012", css_classes=["wb-search"],
                                            width=260)
         lo, hi = dt.datetime(2000, 1, 1), dt.datetime(2000, 1, 2)
-        self.window = pn.widgets.DatetimeRangeSlider(name="Window", start=lo, end=hi,
+        self.window = pn.widgets.DatetimeRangeSlider(label="Window", start=lo, end=hi,
                                                      value=(lo, hi), step=900_000,
                                                      sizing_mode="stretch_width")
-        self.page = pn.widgets.IntInput(name="Page", value=1, start=1, width=90)
+        self.page = pn.widgets.IntInput(label="Page", value=1, start=1, width=90)
         self.s.param.watch(self._bounds, ["scenario", "tz"])
         self.search.param.watch(lambda _e: setattr(self.page, "value", 1), "value_input")
         self._bounds()
@@ -83,11 +83,12 @@ class PlanView(StateView):
                 f"{esc(tz)}.")
         return pn.Column(
             pn.pane.HoloViews(plots.occupancy(occ, derive.pool_capacity(sc), xlim=xlim,
-                                              tz=tz),
+                                              tz=tz, colors=derive.site_colors(sc)),
                               sizing_mode="stretch_width"),
             pn.pane.Markdown(note, css_classes=["wb-gantt-note"]),
             pn.pane.HoloViews(plots.gantt(visible, rows, currency=sc.currency, tz=tz,
-                                          xlim=xlim, groups=groups),
+                                          xlim=xlim, groups=groups,
+                                          colors=derive.site_colors(sc)),
                               sizing_mode="stretch_width", css_classes=["wb-gantt"]),
             sizing_mode="stretch_width",
         )

@@ -60,20 +60,20 @@ class QuoteView(StateView):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.app = pn.widgets.Select(name="application")
+        self.app = pn.widgets.Select(label="application")
         self.work = typed_input("work (effective samples)", "", css_classes=["wb-work"])
-        self.gpus = pn.widgets.IntRangeSlider(name="GPU count", start=1, end=32, value=(1, 8))
-        self.arrival = pn.widgets.DatetimePicker(name="arrival (empty: horizon start)",
+        self.gpus = pn.widgets.IntRangeSlider(label="GPU count", start=1, end=32, value=(1, 8))
+        self.arrival = pn.widgets.DatetimePicker(label="arrival (empty: horizon start)",
                                                  value=None, enable_seconds=False)
         self.deadline = typed_input("deadline (h after arrival)", "24",
                                     css_classes=["wb-deadline"])
         self.checkpoint = typed_input("data/checkpoint moved if away (GB)", "1")
-        self.home = pn.widgets.Select(name="home datacenter")
-        self.carbon_price = typed_input("carbon price (currency per kg CO2)", "0")
-        self.order = pn.widgets.RadioButtonGroup(name="best is", options=list(derive.QUOTE_ORDERS),
+        self.home = pn.widgets.Select(label="home datacenter")
+        self.carbon_price = typed_input("carbon price (per kg CO2)", "0")
+        self.order = pn.widgets.RadioButtonGroup(label="best is", options=list(derive.QUOTE_ORDERS),
                                                  value="cheapest", css_classes=["wb-quote-order"])
-        self.respect = pn.widgets.Checkbox(name="respect the latest plan's GPU occupancy")
-        self.button = pn.widgets.Button(name="Quote", button_type="primary",
+        self.respect = pn.widgets.Checkbox(label="respect the latest plan's GPU occupancy")
+        self.button = pn.widgets.Button(label="Quote", color="primary",
                                         css_classes=["wb-quote-button"])
         self.errors = pn.pane.Markdown("", styles=ERROR_STYLE, css_classes=["wb-quote-errors"])
         self.button.on_click(self._on_quote)
@@ -120,6 +120,7 @@ class QuoteView(StateView):
             return
         apps = sorted({p.app for p in sc.profiles})
         homes = [d.name for d in sc.datacenters]
+        self.carbon_price.label = f"carbon price ({sc.currency} per kg CO2)"
         self.app.param.update(options=apps,
                               value=self.app.value if self.app.value in apps else apps[0])
         self.home.param.update(options=homes,
@@ -139,7 +140,7 @@ class QuoteView(StateView):
             return
         start = pd.Timestamp(sc.start).tz_convert(tz).tz_localize(None).to_pydatetime()
         end = pd.Timestamp(sc.end).tz_convert(tz).tz_localize(None).to_pydatetime()
-        self.arrival.param.update(start=start, end=end, value=None, name=f"arrival ({tz})",
+        self.arrival.param.update(start=start, end=end, value=None, label=f"arrival ({tz})",
                                   description="Empty: the start of the horizon.")
 
     def _default_work(self, *_: Any) -> None:
@@ -209,7 +210,7 @@ class QuoteView(StateView):
                                sortable=False,
                                # Key columns wide enough for their values; the note
                                # wraps in what is left.
-                               widths={"": 58, "datacenter": 98, "GPU": 84, "GPUs": 52,
+                               widths={"": 58, "datacenter": 98, "GPU": 96, "GPUs": 52,
                                        f"start ({tz})": 106, f"finish ({tz})": 106,
                                        "hours": 56, "hours, 90% interval": 72,
                                        f"cost ({q.currency})": 62, "carbon (kg)": 66,

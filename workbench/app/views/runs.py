@@ -27,19 +27,19 @@ class RunsView(StateView):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.show_baselines = pn.widgets.Checkbox(name="show comparison (baseline) runs",
+        self.show_baselines = pn.widgets.Checkbox(label="show comparison (baseline) runs",
                                                   value=False, css_classes=["wb-runs-baselines"])
         self.table = data_table(pd.DataFrame(), selectable="checkbox", pagination="local",
                            page_size=12, css_classes=["wb-runs"])
-        self.load_button = pn.widgets.Button(name="Load", button_type="primary",
+        self.load_button = pn.widgets.Button(label="Load", color="primary",
                                              css_classes=["wb-runs-load"], width=90)
-        self.compare_button = pn.widgets.Button(name="Compare ticked", button_type="success",
+        self.compare_button = pn.widgets.Button(label="Compare ticked", color="success",
                                                 css_classes=["wb-runs-compare"], width=140)
         self.new_name = pn.widgets.TextInput(placeholder="new name", width=180,
                                              css_classes=["wb-runs-name"])
-        self.rename_button = pn.widgets.Button(name="Rename", width=90,
+        self.rename_button = pn.widgets.Button(label="Rename", width=90,
                                                css_classes=["wb-runs-rename"])
-        self.delete_button = pn.widgets.Button(name="Delete ticked", button_type="danger",
+        self.delete_button = pn.widgets.Button(label="Delete ticked", color="danger",
                                                width=120, css_classes=["wb-runs-delete"])
         self.hint = pn.pane.Markdown("", css_classes=["wb-runs-hint"])
         self.load_button.on_click(self._load)

@@ -33,7 +33,7 @@ class Sidebar(StateView):
             return not ({"V", "migration_threshold"} & set(policy_knobs(policy)))
 
         self.v_slider = pn.widgets.DiscreteSlider(
-            name="V (log scale)", options=sorted(set(V_STEPS) | {float(s.V)}),
+            label="V (log scale)", options=sorted(set(V_STEPS) | {float(s.V)}),
             value=float(s.V), visible=takes("V"))
         self.v_input = typed_input("V", f"{s.V:g}", css_classes=["wb-v"], visible=takes("V"))
         self.threshold = pn.widgets.FloatSlider.from_param(
@@ -48,11 +48,11 @@ class Sidebar(StateView):
         s.param.watch(self._sync_v, "V")
         self.error_text = pn.pane.Markdown("", visible=False, styles=ERROR_STYLE,
                                            css_classes=["wb-run-blocked"], margin=(0, 10))
-        self.run_button = pn.widgets.Button(name="Run", button_type="primary",
+        self.run_button = pn.widgets.Button(label="Run", color="primary",
                                             css_classes=["wb-run"])
         self.run_button.on_click(self._on_run)
         self.reload_button = pn.widgets.Button(
-            name="Reload store", button_type="light", visible=s.param.store_error.rx.bool(),
+            label="Reload store", color="light", visible=s.param.store_error.rx.bool(),
             css_classes=["wb-reload"])
         self.reload_button.on_click(lambda _e: s.refresh_scenarios())
         self.forecast_error = typed_input(
@@ -95,8 +95,10 @@ class Sidebar(StateView):
         s = self.s
         widgets: list[Any] = []
         if s.cap_mode == "global":
-            w = typed_input("Carbon cap, all sites (kg CO2, horizon total)",
-                            f"{s.carbon_cap_kg:g}", css_classes=["wb-cap"])
+            shown = (f"{s.carbon_cap_pct:g}%" if s.carbon_cap_pct is not None
+                     else f"{s.carbon_cap_kg:g}")
+            w = typed_input("Carbon cap, all sites (kg CO2 over the horizon, or % below "
+                            "asap-home, e.g. 20%)", shown, css_classes=["wb-cap"])
             w.param.watch(lambda e: s.enter("carbon_cap_kg", e.new), "value_input")
             widgets += [w, error_pane(s, "carbon_cap_kg")]
         elif s.cap_mode == "per datacenter" and s.scenario is not None:
@@ -119,7 +121,7 @@ class Sidebar(StateView):
             pn.widgets.MultiChoice.from_param(s.param.gpu_counts),
             self.threshold,
             pn.widgets.StaticText(value="Slot length (min)", margin=(5, 10, 0, 10)),
-            pn.widgets.RadioButtonGroup.from_param(s.param.slot_minutes, name="Slot (min)"),
+            pn.widgets.RadioButtonGroup.from_param(s.param.slot_minutes, label="Slot (min)"),
             pn.widgets.Select.from_param(s.param.forecast_mode),
             self.forecast_error, error_pane(s, "forecast_error"),
             pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
@@ -139,7 +141,7 @@ class ProgressPanel(StateView):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.cancel_button = pn.widgets.Button(name="Cancel", button_type="warning",
+        self.cancel_button = pn.widgets.Button(label="Cancel", color="warning",
                                                css_classes=["wb-cancel"], width=100)
         self.cancel_button.on_click(lambda _e: self.s.cancel())
 
