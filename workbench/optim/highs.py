@@ -188,6 +188,43 @@ class SparseLp:
             maximize=self.maximize)
 
 
+BASIS_LOWER, BASIS_BASIC, BASIS_UPPER = 0, 1, 2
+"""``HighsBasisStatus`` codes as small integers: at the lower bound, basic, at the upper bound
+(a row's status refers to its activity ``A x``)."""
+
+_STATUS = tuple(highspy.HighsBasisStatus(i) for i in range(5))
+
+
+@dataclass(frozen=True)
+class Basis:
+    """A simplex basis as arrays of ``HighsBasisStatus`` codes (:data:`BASIS_BASIC`, ...),
+    one per column and one per row."""
+
+    col_status: NDArray[np.int8]
+    row_status: NDArray[np.int8]
+
+
+def get_basis(h: highspy.Highs) -> Basis | None:
+    """The basis HiGHS holds after a simplex solve, or None when it has no valid one."""
+    b = h.getBasis()
+    if not b.valid:
+        return None
+    return Basis(np.array([int(v) for v in b.col_status], dtype=np.int8),
+                 np.array([int(v) for v in b.row_status], dtype=np.int8))
+
+
+def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:
+    """Hand HiGHS a starting basis for the model it holds, marked *alien*: it need not have
+    one basic variable per row nor be nonsingular (HiGHS keeps a nonsingular set of the
+    columns marked basic and completes it with slacks). False when HiGHS refuses it."""
+    b = highspy.HighsBasis()
+    b.col_status = [_STATUS[v] for v in basis.col_status.tolist()]
+    b.row_status = [_STATUS[v] for v in basis.row_status.tolist()]
+    b.alien = True
+    b.valid = False
+    return h.setBasis(b) == highspy.HighsStatus.kOk
+
+
 @dataclass(frozen=True)
 class HighsResult:
     """What one HiGHS run returned; the caller checks ``optimal`` (or ``has_solution``).
@@ -207,6 +244,10 @@ class HighsResult:
         From HiGHS's info (``mip_*`` meaningful for a MILP only).
     solve_s : float
         Wall time of the run, s.
+    iterations : int
+        Simplex iterations of the run.
+    basis : Basis or None
+        The final basis, when asked for (``keep_basis``) and HiGHS has one.
     """
 
     status: str
@@ -220,17 +261,23 @@ class HighsResult:
     mip_dual_bound: float
     mip_gap: float
     solve_s: float
+    iterations: int = 0
+    basis: Basis | None = None
 
 
 def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
-          start: NDArray[np.float64] | None = None) -> HighsResult:
+          start: NDArray[np.float64] | None = None, *, basis: Basis | None = None,
+          keep_basis: bool = False) -> HighsResult:
     """Pass ``lp`` (unless the model is already in ``h``), set a starting solution ``start``
-    (a MILP's warm start), run, and read the result back; the status is returned, not
-    judged."""
+    (a MILP's warm start) or a starting basis (an LP's warm start, :func:`set_alien_basis`),
+    run, and read the result back (with the final basis when ``keep_basis``); the status is
+    returned, not judged."""
     if lp is not None:
         h.passModel(lp)
     if start is not None:
         h.setSolution(int(start.size), np.arange(start.size, dtype=np.int32), start)
+    if basis is not None:
+        set_alien_basis(h, basis)
     t0 = time.perf_counter()
     h.run()
     solve_s = time.perf_counter() - t0
@@ -245,7 +292,8 @@ def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
         x=np.asarray(sol.col_value, dtype=float), row_dual=np.asarray(sol.row_dual, dtype=float),
         objective=float(info.objective_function_value),
         mip_dual_bound=float(info.mip_dual_bound), mip_gap=float(info.mip_gap),
-        solve_s=solve_s)
+        solve_s=solve_s, iterations=int(info.simplex_iteration_count),
+        basis=get_basis(h) if keep_basis else None)
 
 
 def termination_name(status: highspy.HighsModelStatus) -> str:

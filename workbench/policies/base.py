@@ -577,7 +577,7 @@ def _option_pairs(
                 sum(kwh * float(price_per_kwh[region_of[s]]) for s, kwh in ch.source_kwh),
                 sum(kwh * float(carbon_g_per_kwh[region_of[s]]) / 1000.0
                     for s, kwh in ch.source_kwh),
-                sum(kwh for _, kwh in ch.source_kwh)]
+                sum(kwh for _, kwh in ch.source_kwh)] if ch.source_kwh else [0.0, 0.0, 0.0]
             out.template.append(tid)
     return out
 

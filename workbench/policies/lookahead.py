@@ -141,6 +141,10 @@ class LookaheadPolicy(NoHindsightBound):
         Measured in ``bench/scale.py`` (docs/results.md, scale section).
     time_limit_s, mip_rel_gap : float
         Per solve (LP and slot MILP).
+    warm_start : bool
+        Start each window LP from the previous one's simplex basis, matched by job, pool,
+        GPU count and block (:func:`workbench.optim.blocklp.warm_basis`); the optimum is the
+        same LP's, found in fewer iterations (measured in ``bench/window_lp.py``).
     """
 
     name = "lookahead"
@@ -163,6 +167,7 @@ class LookaheadPolicy(NoHindsightBound):
         arrival_replan_slots: int = 1,
         time_limit_s: float = 30.0,
         mip_rel_gap: float = 1e-3,
+        warm_start: bool = False,
     ) -> None:
         if not (math.isfinite(window_h) and window_h > 0):
             raise ValueError(f"window_h must be a positive number of hours, got {window_h!r}")
@@ -198,6 +203,7 @@ class LookaheadPolicy(NoHindsightBound):
         self.arrival_replan_slots = arrival_replan_slots
         self.time_limit_s = float(time_limit_s)
         self.mip_rel_gap = float(mip_rel_gap)
+        self.warm_start = bool(warm_start)
         self._fast = FastSlotSolver()
         self._sc: ScenarioView | None = None
         self.plan: WindowPlan | None = None
@@ -219,6 +225,8 @@ class LookaheadPolicy(NoHindsightBound):
         self._where: dict[str, str] = {}
         self.plan = None
         self.replans = 0
+        self._basis: blocklp.BlockBasis | None = None
+        self._job_keys: dict[str, int] = {}
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
@@ -234,7 +242,8 @@ class LookaheadPolicy(NoHindsightBound):
                 "carbon_cap_kg": self.carbon_cap_kg,
                 "power_cap_kw": self.power_cap_kw,
                 "carbon_price_per_kg": self.carbon_price_per_kg,
-                "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots}
+                "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots,
+                "warm_start": self.warm_start}
 
     # -- static helpers ------------------------------------------------------------------
     def _configs(self, job: Job) -> list[blocklp.BlockConfig]:
@@ -340,15 +349,29 @@ class LookaheadPolicy(NoHindsightBound):
             # Carbon cap: the remaining budget's share of the window, with a priced slack.
             carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
             carbon_cap_kg=None if budget is None else np.array([budget]),
-            moves=moves)
-        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s)
+            moves=moves, keys=self._block_keys(jobs, t, bstart))
+        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
+                                          warm=self._basis, keep_basis=self.warm_start)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
+        self._basis = sol.basis
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
         plan = replace(plan, solve_s=time.perf_counter() - t0c)
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
+
+    def _block_keys(self, jobs: list[JobState], t: int, bstart: NDArray[np.int64]
+                    ) -> blocklp.BlockKeys | None:
+        """Each job's stable key (first seen, first numbered) and the blocks' absolute first
+        slots: what the warm start matches by (None when it is off)."""
+        if not self.warm_start:
+            return None
+        keys = self._job_keys
+        return blocklp.BlockKeys(
+            job=np.array([keys.setdefault(js.job.job_id, len(keys)) for js in jobs],
+                         dtype=np.int64),
+            block_start=(t + bstart).astype(np.int64))
 
     def _window_jobs(
         self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]], t: int, n_win: int,
