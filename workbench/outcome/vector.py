@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import perf
-from workbench.outcome.slot import best_batches
+from workbench.outcome.slot import grid_throughput
 
 FloatArray = NDArray[np.float64]
 
@@ -96,26 +96,39 @@ def training_slot_outcomes(
 
 def best_batches_grouped(
     profiles: list[perf.JobProfile], profile_of: NDArray[np.int64], n_gpus: NDArray[np.int64],
-    gpus_per_node: NDArray[np.int64], phi: FloatArray,
+    gpus_per_node: NDArray[np.int64], phi: FloatArray, *, chunk: int = 65_536,
 ) -> tuple[FloatArray, FloatArray]:
     """:func:`~workbench.outcome.best_batch` of every option: ``profiles[profile_of[i]]`` on
-    ``n_gpus[i]`` GPUs (``gpus_per_node[i]`` a node) at ``phi[i]``, one
-    :func:`~workbench.outcome.best_batches` call per (profile, GPU count, node size) with
-    the distinct ``phi`` of its options. Returns the batches (as floats) and ``X(n, m)``."""
+    ``n_gpus[i]`` GPUs (``gpus_per_node[i]`` a node) at ``phi[i]``. Returns the batches (as
+    floats) and ``X(n, m)`` there.
+
+    The grids of the distinct (profile, GPU count, node size) are stacked, padded with
+    ``X = -inf`` (never the maximum), and the ECU ``X * (phi + m0) / (phi + m)`` of every
+    option on its grid is evaluated with :func:`~workbench.outcome.best_batches`'
+    operations, the first maximum taken (the same choice, ties included), ``chunk`` options
+    at a time.
+    """
     m = np.zeros(phi.size)
     x = np.zeros(phi.size)
     if not phi.size:
         return m, x
     key = (profile_of * (int(n_gpus.max()) + 1) + n_gpus) * (int(gpus_per_node.max()) + 1) \
         + gpus_per_node
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    cuts = np.flatnonzero(np.diff(sk)) + 1
-    for grp in np.split(order, cuts):
-        i = int(grp[0])
-        uphi, inv = np.unique(phi[grp], return_inverse=True)
-        gm, gx = best_batches(profiles[int(profile_of[i])], int(n_gpus[i]),
-                              int(gpus_per_node[i]), uphi)
-        m[grp] = gm[inv]
-        x[grp] = gx[inv]
+    uk, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    grids = [grid_throughput(profiles[int(profile_of[i])], int(n_gpus[i]),
+                             int(gpus_per_node[i])) for i in first.tolist()]
+    width = max(g.size for g, _ in grids)
+    grid = np.ones((uk.size, width))
+    xs = np.full((uk.size, width), -np.inf)
+    for c, (g, gx) in enumerate(grids):
+        grid[c, :g.size] = g
+        xs[c, :g.size] = gx
+    m0 = np.array([float(profiles[int(profile_of[i])].efficiency.m0) for i in first.tolist()])
+    for lo in range(0, phi.size, chunk):
+        sl = slice(lo, lo + chunk)
+        c = inv[sl]
+        ph = phi[sl, None]
+        b = (xs[c] * ((ph + m0[c, None]) / (ph + grid[c]))).argmax(axis=1)
+        m[sl] = grid[c, b]
+        x[sl] = xs[c, b]
     return m, x
