@@ -46,7 +46,7 @@ HiGHS's status unjudged, :func:`extract_block_solution` reads the named parts ba
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -459,7 +459,10 @@ class BlockSolution:
 
     ``x``, ``move``, ``short`` (one per work job), ``slack_kg`` and ``work_dual`` (the work
     rows' duals: the price of a unit of each job's progress) are set only when ``complete``
-    (HiGHS returned a value for every column); empty otherwise. ``status`` is HiGHS's own;
+    (HiGHS returned a value for every column); empty otherwise. ``pool_price`` (pools x
+    blocks) is the capacity price of a GPU-slot, ``-dual >= 0`` of each pool row, and
+    ``carbon_price`` the price of a kg under each carbon group's cap (currency/kg), when
+    HiGHS returned the duals; empty otherwise. ``status`` is HiGHS's own;
     ``n_columns`` counts every column of the model.
     """
 
@@ -479,10 +482,14 @@ class BlockSolution:
     iterations: int = 0
     basis: BlockBasis | None = None
     warm: bool = False
+    pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    carbon_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
-def extract_block_solution(lp: SparseLp, res: HighsResult) -> BlockSolution:
-    """Read ``x``, ``m``, ``short``, ``s`` and the work duals back from a HiGHS result."""
+def extract_block_solution(lp: SparseLp, res: HighsResult, prob: BlockProblem
+                           ) -> BlockSolution:
+    """Read ``x``, ``m``, ``short``, ``s``, the work duals and the prices of capacity and
+    carbon back from a HiGHS result of ``prob``'s model ``lp``."""
     complete = res.x.size == lp.n_cols
     x = res.x if complete else np.zeros(lp.n_cols)
     duals = res.row_dual if complete and res.row_dual.size == lp.n_rows else None
@@ -495,7 +502,11 @@ def extract_block_solution(lp: SparseLp, res: HighsResult) -> BlockSolution:
         slack_kg=float(x[lp.cols["slack"].start]),
         work_dual=duals[lp.rows["work"]] if duals is not None else empty,
         mip_dual_bound=res.mip_dual_bound, mip_gap=res.mip_gap, solve_s=res.solve_s,
-        n_columns=lp.n_cols, iterations=res.iterations)
+        n_columns=lp.n_cols, iterations=res.iterations,
+        pool_price=(np.maximum(-duals[lp.rows["pool"]], 0.0).reshape(-1, prob.n_blocks)
+                    if duals is not None and prob.n_blocks else np.zeros((0, 0))),
+        carbon_price=(np.maximum(-duals[lp.rows["carbon"]], 0.0)
+                      if duals is not None and "carbon" in lp.rows else np.zeros(0)))
 
 
 def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
@@ -515,7 +526,7 @@ def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
     res, final = solve_block_lp(
         lp, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, basis=start,
         keep_basis=keep_basis and prob.keys is not None and not prob.exact)
-    sol = extract_block_solution(lp, res)
+    sol = extract_block_solution(lp, res, prob)
     basis = None if final is None else keep_block_basis(prob, lp, final)
     return replace(sol, basis=basis, warm=start is not None)
 

@@ -554,6 +554,14 @@ def _option_pairs(
         for d, dc in enumerate(sc.datacenters):
             if not job.is_training and sc.latency_ms(job.home, dc.name) > limit:
                 continue
+            key = (d, job.is_training, menu if job.is_training else job.requested_gpus,
+                   job.gpu_types)
+            tid = seen.get(key)
+            if tid is None:
+                tid = seen[key] = len(out.templates)
+                out.templates.append(_pool_template(sc, job, menu, dc_pools[d]))
+            if not out.templates[tid]:
+                continue  # no pool of the site takes the job: no option, whatever it costs
             moves = js.last_datacenter is not None and js.last_datacenter != dc.name
             if moves and js.last_datacenter is not None and sc.link(
                     js.last_datacenter, dc.name) is None:
@@ -563,12 +571,6 @@ def _option_pairs(
                 pending_s=js.pending_s, link=sc.link)
             if ch is None:
                 continue
-            key = (d, job.is_training, menu if job.is_training else job.requested_gpus,
-                   job.gpu_types)
-            tid = seen.get(key)
-            if tid is None:
-                tid = seen[key] = len(out.templates)
-                out.templates.append(_pool_template(sc, job, menu, dc_pools[d]))
             out.job.append(k)
             out.dc.append(d)
             out.moves.append(moves)

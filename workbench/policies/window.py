@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +46,11 @@ class WindowPlan:
         HiGHS model status.
     solve_s : float
     n_columns : int
+    pool_price : float array (pools, blocks)
+        The capacity price of a GPU-slot of each pool in each block (the pool rows' duals,
+        currency per GPU-slot; empty for a failed plan).
+    carbon_price : float
+        The price of a kg under the window's carbon cap (0 without a cap).
     """
 
     t0: int
@@ -59,6 +64,8 @@ class WindowPlan:
     status: str
     solve_s: float
     n_columns: int
+    pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    carbon_price: float = 0.0
 
     @staticmethod
     def failed(t: int) -> WindowPlan:
@@ -170,4 +177,6 @@ def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockC
     return WindowPlan(t0=t, block_start=bstart, block_len=prob.block_len, mu=mu,
                       share=share, quota=quota, shortfall=shortfall,
                       cost=float(prob.cost @ x + move_cost @ sol.move),
-                      status=sol.status, solve_s=0.0, n_columns=sol.n_columns)
+                      status=sol.status, solve_s=0.0, n_columns=sol.n_columns,
+                      pool_price=sol.pool_price,
+                      carbon_price=float(sol.carbon_price.sum()))
