@@ -31,11 +31,12 @@ duration on the requested A100s, deadline twice the duration and at least 4 hour
 reference moment is the Philly trace's busiest (most jobs running as submitted); the
 Alibaba pods are re-timed linearly onto the Philly jobs' span around it. ``copies`` streams
 of both are laid over the fleet, copy ``c`` shifted ``11 c`` minutes later with its homes
-rotated by ``c`` sites, as many copies as it takes to have ``active_jobs`` jobs running
-at the reference moment. The scenario starts there: each job running then (as submitted) arrives
-at the start with the work it had left and its deadline; the jobs that arrive in the
-following ``horizon_h`` follow. Pools are sized to 1.5 times the GPUs those jobs ask for at
-the start, split evenly over the pools (multiples of 8).
+rotated by ``c`` sites, as many copies as it takes to have ``active_jobs`` such jobs
+(below) at the reference moment. The scenario starts there: each job running then (as
+submitted) with at least an hour of its run left arrives at the start with the work it
+had left and its deadline (the rest, minutes from their end, are left out); the jobs that
+arrive in the following ``horizon_h`` follow. Pools are sized to 1.5 times the GPUs those
+jobs ask for at the start, split evenly over the pools (multiples of 8).
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ BANDWIDTH_GBPS = 10.0
 TRANSFER_KWH_PER_GB = 0.006
 SHIFT_MINUTES = 11
 """Minutes each copy of the job streams is shifted after the previous one."""
+MIN_LEFT_S = 3600.0
+"""A job running at the start is taken when at least this much of its run is left (s): the
+trace's busiest moment is full of jobs a few minutes from their end."""
 
 
 @dataclass(frozen=True)
@@ -296,7 +300,8 @@ def build_fleet(data: str | Path, *, n_datacenters: int = 50, active_jobs: int =
         for tag, frame in (("philly", philly), ("pods", pods)):
             a = frame["arrival_s"].to_numpy(float) + shift
             d = frame["duration_s"].to_numpy(float)
-            now = _running(a, d, ref)
+            # Running at the start with at least an hour of its run left (as submitted).
+            now = _running(a, d, ref) & (a + d - ref >= MIN_LEFT_S)
             running += int(now.sum())
             keep = now | ((a >= ref) & (a < end_s))
             part = frame[keep].assign(arrival_s=a[keep],

@@ -108,7 +108,8 @@ def group_view(sc: ScenarioView, members: Sequence[int]) -> ScenarioView:
 class GroupReport:
     """What a group tells the coordinator after a slot: the capacity price of a GPU-slot of
     each of its pools (window mean) and the GPU-slots its plan uses over the window, the
-    price of a kg under its cap, the slot its plan was made at and its plan's job ids."""
+    price of a kg under its cap, the slot its plan was made at, the CPU seconds of its
+    decision, and its plan's cost (forecast prices), shortfall (jobs' work) and columns."""
 
     pool_price: NDArray[np.float64]
     pool_used: NDArray[np.float64]
@@ -116,6 +117,9 @@ class GroupReport:
     carbon_price: float
     plan_t0: int
     solve_s: float
+    plan_cost: float = 0.0
+    shortfall: float = 0.0
+    n_columns: int = 0
 
 
 @dataclass(frozen=True)
@@ -160,9 +164,11 @@ class GroupPlanner:
         price = np.zeros(n_p)
         used = np.zeros(n_p)
         n_win = 0
-        carbon = 0.0
+        carbon = cost = short = 0.0
+        cols = 0
         t0 = state.t
         if plan is not None and plan.pool_price.size:
+            cost, short, cols = plan.cost, float(sum(plan.shortfall.values())), plan.n_columns
             blen = plan.block_len.astype(float)
             n_win = int(blen.sum())
             price = plan.pool_price @ blen / max(n_win, 1)
@@ -172,7 +178,8 @@ class GroupPlanner:
                     used[pos[(d, g)]] += f * n * blen[b]
             carbon = plan.carbon_price
             t0 = plan.t0
-        return alloc, GroupReport(price, used, n_win, carbon, t0, time.process_time() - c0)
+        return alloc, GroupReport(price, used, n_win, carbon, t0, time.process_time() - c0,
+                                  cost, short, cols)
 
 
 class GroupedLookahead(NoHindsightBound):
@@ -213,7 +220,7 @@ class GroupedLookahead(NoHindsightBound):
         carbon_price_per_kg: float = 0.0,
         restart_s: float = RESTART_S_DEFAULT,
         max_columns: int = 60_000,
-        arrival_replan_slots: int = 1,
+        arrival_replan_slots: int | None = None,
         warm_start: bool = False,
         time_limit_s: float = 30.0,
     ) -> None:
@@ -253,8 +260,9 @@ class GroupedLookahead(NoHindsightBound):
                 "workers": self.workers, **self.knobs}
 
     def reset(self, scenario: ScenarioView) -> None:
-        """Group the sites, place one look-ahead per group, forget every assignment."""
-        self.close()
+        """Group the sites, place one look-ahead per group (on the cluster already started,
+        if any), forget every assignment."""
+        self._planners = []
         self._sc = scenario
         self.groups = datacenter_groups(scenario, self.group_size)
         self.views = [group_view(scenario, g) for g in self.groups]
@@ -276,6 +284,11 @@ class GroupedLookahead(NoHindsightBound):
         self.coordinate_s = 0.0
         self._start_planners()
 
+    @property
+    def reports(self) -> list[GroupReport | None]:
+        """Each group's report of the latest slot (None before its first)."""
+        return list(self._reports)
+
     def close(self) -> None:
         """Stop the cluster this policy started (a scheduler given by address stays)."""
         for obj in (self._client, self._cluster):
@@ -291,17 +304,29 @@ class GroupedLookahead(NoHindsightBound):
             self._planners = [GroupPlanner(v, k) for v, k in zip(self.views, knobs,
                                                                   strict=True)]
             return
-        from distributed import Client, LocalCluster
-
-        if self.scheduler is not None:
-            self._client = Client(self.scheduler)
-        else:
-            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
-                                         processes=True, dashboard_address=None)
-            self._client = Client(self._cluster)
+        if self._client is None:
+            self._connect()
         futures = [self._client.submit(GroupPlanner, v, k, actor=True, pure=False)
                    for v, k in zip(self.views, knobs, strict=True)]
         self._planners = [f.result() for f in futures]
+
+    def _connect(self) -> None:
+        """A client of the scheduler given, or of a ``LocalCluster`` started here."""
+        from distributed import Client, LocalCluster
+
+        if self.scheduler is not None:
+            try:
+                self._client = Client(self.scheduler, timeout=10)
+            except (OSError, ValueError, TypeError) as exc:
+                raise ValueError(f"cannot reach the Dask scheduler {self.scheduler}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                                 "; start it, or pass workers= for a local cluster") from None
+        else:
+            # Worker processes on loopback, as the sweep starts them.
+            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+                                         processes=True, dashboard_address=None,
+                                         host="127.0.0.1")
+            self._client = Client(self._cluster)
 
     def _group_cap(self, g: int) -> float | Mapping[str, float] | None:
         cap = self.carbon_cap_kg
