@@ -35,6 +35,8 @@ class SlotOutcomes:
     movement_kwh: FloatArray
     finishes: NDArray[np.bool_]
     power_kw: FloatArray
+    rate_per_s: FloatArray
+    """The steady rate once the losses are paid, fraction of the job's work per second."""
 
 
 def training_slot_outcomes(
@@ -91,7 +93,7 @@ def training_slot_outcomes(
         progress=progress, it_power_w=p_w, used_s=used, lost_s=lost, pending_s=pending,
         energy_kwh=it_kwh * used + transfer_kwh / 2.0,
         movement_kwh=it_kwh * lost + transfer_kwh, finishes=finishes,
-        power_kw=p_w * used / slot_s * pue / 1000.0)
+        power_kw=p_w * used / slot_s * pue / 1000.0, rate_per_s=rate)
 
 
 def best_batches_grouped(

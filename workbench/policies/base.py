@@ -189,7 +189,9 @@ class SlotOptions:
     ``lost_s`` the seconds of the slot lost, ``transfer_gb`` the data moved in,
     ``transfer_from`` where it comes from ("" if nothing moves) and ``movement_kwh`` the
     energy of moving and restarting; ``power_kw`` the option's average facility power in
-    its datacenter (what the simulator meters against a power cap).
+    its datacenter (what the simulator meters against a power cap); ``rate_per_s`` the
+    steady rate once the losses are paid, ``X(n, m) s_j E_phi(m) / W_j`` (fraction of the
+    work per second; 0 for inference).
     """
 
     jobs: tuple[JobState, ...]
@@ -209,6 +211,7 @@ class SlotOptions:
     transfer_from: NDArray[np.str_] = field(default_factory=lambda: np.zeros(0, dtype=str))
     movement_kwh: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     power_kw: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    rate_per_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return int(self.job_index.size)
@@ -282,7 +285,7 @@ def slot_options_scalar(
     cols: dict[str, list[object]] = {k: [] for k in (
         "job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
         "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
-        "transfer_from", "movement_kwh", "power_kw")}
+        "transfer_from", "movement_kwh", "power_kw", "rate_per_s")}
     t_end = state.time.timestamp() + slot_s
     for k, js in enumerate(state.jobs):
         job = js.job
@@ -330,8 +333,12 @@ def slot_options_scalar(
                             remaining=js.remaining, profile=prof, n_gpus=n, batch_size=m,
                             x_model_sps=x, speed=js.throughput_scale, phi=js.phi,
                             gpus_per_node=pool.gpus_per_node)
+                        rate = (float(x) * float(js.throughput_scale)
+                                * ((js.phi + prof.efficiency.m0) / (js.phi + m))
+                                / job.work_samples)
                     else:
                         m = job.batch_size
+                        rate = 0.0
                         out = _outcome.slot_outcome(
                             job, slot_s=slot_s, pue=dc.pue, charges=ch,
                             inference_power_w=_outcome.service_power_w(job, pool), up_s=up_s)
@@ -353,6 +360,7 @@ def slot_options_scalar(
                     cols["transfer_from"].append(ch.sources[0] if ch.sources else "")
                     cols["movement_kwh"].append(out.movement_kwh)
                     cols["power_kw"].append(out.power_kw)
+                    cols["rate_per_s"].append(rate)
     return SlotOptions(
         jobs=state.jobs,
         job_index=np.asarray(cols["job_index"], dtype=np.int64),
@@ -371,6 +379,7 @@ def slot_options_scalar(
         transfer_from=np.asarray(cols["transfer_from"], dtype=str),
         movement_kwh=np.asarray(cols["movement_kwh"], dtype=float),
         power_kw=np.asarray(cols["power_kw"], dtype=float),
+        rate_per_s=np.asarray(cols["rate_per_s"], dtype=float),
     )
 
 
@@ -446,6 +455,7 @@ def slot_options(
     lost = np.zeros(n_rows)
     movement = np.zeros(n_rows)
     power = np.zeros(n_rows)
+    rate = np.zeros(n_rows)
     batch = np.zeros(n_rows, dtype=np.int64)
     pue = np.array([dc.pue for dc in dcs], dtype=float)
     tr = np.flatnonzero(train_row)
@@ -479,7 +489,7 @@ def slot_options(
             a2_w_per_sps=np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of],
             max_power_w=np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of])
         energy[tr], progress[tr], lost[tr] = out.energy_kwh, out.progress, out.lost_s
-        movement[tr], power[tr] = out.movement_kwh, out.power_kw
+        movement[tr], power[tr], rate[tr] = out.movement_kwh, out.power_kw, out.rate_per_s
         batch[tr] = m.astype(np.int64)
     t_end = state.time.timestamp() + slot_s
     for i in np.flatnonzero(~train_row).tolist():
@@ -518,6 +528,7 @@ def slot_options(
                                dtype=str)[rep],
         movement_kwh=movement,
         power_kw=power,
+        rate_per_s=rate,
     )
 
 
