@@ -239,10 +239,15 @@ def get_basis(h: highspy.Highs, lp: SparseLp, x: NDArray[np.float64],
     upper, lower_r, upper_r = _cat(lp._upper), _cat(lp._lower_r), _cat(lp._upper_r)
     col = np.full(lp.n_cols, BASIS_LOWER, dtype=np.int8)
     row = np.full(lp.n_rows, BASIS_LOWER, dtype=np.int8)
-    col[np.isfinite(upper) & (upper > 0) & (x >= upper - 1e-9 * np.maximum(upper, 1.0))] = \
-        BASIS_UPPER
-    row[np.isfinite(upper_r) & (upper_r > lower_r)
-        & (row_value >= upper_r - 1e-9 * np.maximum(np.abs(upper_r), 1.0))] = BASIS_UPPER
+    fin = np.isfinite(upper) & (upper > 0)
+    at_up = np.zeros(lp.n_cols, dtype=bool)
+    at_up[fin] = x[fin] >= upper[fin] - 1e-9 * np.maximum(upper[fin], 1.0)
+    col[at_up] = BASIS_UPPER
+    fin_r = np.isfinite(upper_r) & (upper_r > lower_r)
+    at_up_r = np.zeros(lp.n_rows, dtype=bool)
+    at_up_r[fin_r] = row_value[fin_r] >= upper_r[fin_r] - 1e-9 * np.maximum(
+        np.abs(upper_r[fin_r]), 1.0)
+    row[at_up_r] = BASIS_UPPER
     col[basic[basic >= 0]] = BASIS_BASIC
     row[-1 - basic[basic < 0]] = BASIS_BASIC
     return Basis(col, row)

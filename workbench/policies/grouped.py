@@ -28,6 +28,7 @@ there by more than ``reassign_gain`` of its cost, after its move (the transfer e
 
 best gains first, while ``g``'s free GPU-slots hold the job's (``R_j W_j n_k / (r_k W)`` on
 its best configuration); what it leaves frees ``h``'s. A new job joins its home's group.
+The groups that gained or lost jobs re-plan their windows in that slot.
 
 **Carbon, by the groups' carbon prices.** A cap per datacenter is exact (each group gets its
 sites' caps). A total cap is shared by the groups' GPU capacity at first; at each re-plan
@@ -155,8 +156,13 @@ class GroupPlanner:
     def set_carbon_cap(self, cap_kg: float | None) -> None:
         self.policy.carbon_cap_kg = cap_kg
 
-    def decide(self, state: SlotState, forecast: Forecast) -> tuple[Allocation, GroupReport]:
+    def decide(self, state: SlotState, forecast: Forecast, replan: bool = False
+               ) -> tuple[Allocation, GroupReport]:
+        """The group's allocation (re-planning its window first when ``replan``: jobs moved
+        in or out) and its report."""
         c0 = time.process_time()
+        if replan:
+            self.policy.request_replan()
         alloc = self.policy.decide(state, forecast)
         plan = self.policy.plan
         sc = self.view
@@ -279,7 +285,8 @@ class GroupedLookahead(NoHindsightBound):
         self._reports: list[GroupReport | None] = [None] * len(self.groups)
         self._class_index: dict[tuple[Any, ...], int] = {}
         self._class_cfgs: list[list[_ClassConfigs]] = []
-        self._last_coordination = -(10**9)
+        # The first coordination when the groups' first plans are a re-plan period old.
+        self._last_coordination = 0
         self.moves = 0
         self.coordinate_s = 0.0
         self._start_planners()
@@ -346,10 +353,11 @@ class GroupedLookahead(NoHindsightBound):
         for js in state.jobs:
             if js.job.job_id not in self._assign:
                 self._assign[js.job.job_id] = self._group_of_dc.get(js.job.home, 0)
-        replan = self.knobs["replan_slots"] or max(int(round(3600 / state.scenario.slot_s)), 1)
-        if (state.t - self._last_coordination >= replan
+        period = self.knobs["replan_slots"] or max(int(round(3600 / state.scenario.slot_s)), 1)
+        changed = np.zeros(len(self.groups), dtype=bool)
+        if (state.t - self._last_coordination >= period
                 and all(r is not None for r in self._reports)):
-            self._reassign(state, forecast)
+            changed = self._reassign(state, forecast)
             self._share_carbon()
             self._last_coordination = state.t
         self.coordinate_s += time.process_time() - c0
@@ -357,11 +365,9 @@ class GroupedLookahead(NoHindsightBound):
         for js in state.jobs:
             by_group[self._assign[js.job.job_id]].append(js)
         states = [self._group_state(state, g, jobs) for g, jobs in enumerate(by_group)]
-        if self._client is None:
-            outs = [p.decide(s, forecast) for p, s in zip(self._planners, states, strict=True)]
-        else:
-            calls = [p.decide(s, forecast) for p, s in zip(self._planners, states, strict=True)]
-            outs = [c.result() for c in calls]
+        calls = [p.decide(s, forecast, bool(c))
+                 for p, s, c in zip(self._planners, states, changed, strict=True)]
+        outs = calls if self._client is None else [c.result() for c in calls]
         live = {js.job.job_id for js in state.jobs}
         self._assign = {j: g for j, g in self._assign.items() if j in live}
         return self._merge(outs)
@@ -442,13 +448,15 @@ class GroupedLookahead(NoHindsightBound):
                 sps[c, g] = float(cf.samples_per_slot.max())
         return cps, gps, sps
 
-    def _reassign(self, state: SlotState, forecast: Forecast) -> None:
-        """Move jobs to the groups where their work is cheapest (module docstring)."""
+    def _reassign(self, state: SlotState, forecast: Forecast) -> NDArray[np.bool_]:
+        """Move jobs to the groups where their work is cheapest (module docstring); which
+        groups gained or lost jobs."""
         sc = self._sc
         assert sc is not None
+        changed = np.zeros(len(self.groups), dtype=bool)
         movable = [js for js in state.jobs if js.job.is_training and js.remaining > 1e-9]
         if not movable:
-            return
+            return changed
         cls = np.array([self._class_of(js.job) for js in movable], dtype=np.int64)
         n_win = max(max((r.window_slots for r in self._reports if r is not None),
                         default=1), 1)
@@ -480,6 +488,8 @@ class GroupedLookahead(NoHindsightBound):
                 free[h[i]] += need[i]
                 self._assign[movable[i].job.job_id] = g
                 self.moves += 1
+                changed[g] = changed[h[i]] = True
+        return changed
 
     def _share_carbon(self) -> None:
         """Scale each group's share of a total carbon cap by its carbon price (module

@@ -257,6 +257,7 @@ class LookaheadPolicy(NoHindsightBound):
         self._job_keys: dict[str, int] = {}
         self._seen: set[str] = set()
         self._last_arrival = -(10**9)
+        self._replan_asked = False
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
@@ -481,8 +482,9 @@ class LookaheadPolicy(NoHindsightBound):
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
         lp_failed = ""
-        if (self.plan is None or t - self.plan.t0 >= self.replan_slots
+        if (self.plan is None or t - self.plan.t0 >= self.replan_slots or self._replan_asked
                 or (new_job and self._replan_for_arrivals(state, quiet))):
+            self._replan_asked = False
             try:
                 self.plan = self.solve_window(state, forecast)
                 self.replans += 1
@@ -595,6 +597,11 @@ class LookaheadPolicy(NoHindsightBound):
             message="; ".join(m for m in (lp_failed, info.message) if m))
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=queues)
+
+    def request_replan(self) -> None:
+        """Re-plan the window at the next decision, whatever the arrivals (a coordinator
+        that moved jobs into or out of this planner's sites asks for it)."""
+        self._replan_asked = True
 
     def _replan_for_arrivals(self, state: SlotState, quiet: bool) -> bool:
         """Whether the new jobs of this slot re-plan the window now: with
