@@ -558,6 +558,7 @@ def _option_pairs(
     region_of = {dc.name: dc.region for dc in sc.datacenters}
     out = _Pairs()
     seen: dict[tuple[object, ...], int] = {}
+    charged: dict[tuple[object, ...], tuple[_outcome.Charges | None, list[float] | None]] = {}
     for k, js in enumerate(state.jobs):
         job = js.job
         menu = tuple(gpu_counts.get(job.job_id, job.gpu_counts)) if gpu_counts else job.gpu_counts
@@ -577,20 +578,28 @@ def _option_pairs(
             if moves and js.last_datacenter is not None and sc.link(
                     js.last_datacenter, dc.name) is None:
                 continue
-            ch = _outcome.transfer_charges(
-                job, dc.name, checkpoint_at=js.last_datacenter, data_at=js.data_at,
-                pending_s=js.pending_s, link=sc.link)
-            if ch is None:
+            # The charges are a function of these alone: priced once per slot for every
+            # job that shares them (fresh jobs of one home, most of a trace).
+            ckey = (job.is_training, job.home, job.dataset_gb, job.checkpoint_gb, dc.name,
+                    js.last_datacenter, js.data_at, js.pending_s)
+            got = charged.get(ckey)
+            if got is None:
+                ch = _outcome.transfer_charges(
+                    job, dc.name, checkpoint_at=js.last_datacenter, data_at=js.data_at,
+                    pending_s=js.pending_s, link=sc.link)
+                got = charged[ckey] = (ch, None if ch is None else [
+                    sum(kwh * float(price_per_kwh[region_of[s]]) for s, kwh in ch.source_kwh),
+                    sum(kwh * float(carbon_g_per_kwh[region_of[s]]) / 1000.0
+                        for s, kwh in ch.source_kwh),
+                    sum(kwh for _, kwh in ch.source_kwh)] if ch.source_kwh else [0.0, 0.0, 0.0])
+            ch, src = got
+            if ch is None or src is None:
                 continue
             out.job.append(k)
             out.dc.append(d)
             out.moves.append(moves)
             out.charges.append(ch)
-            out.source += [
-                sum(kwh * float(price_per_kwh[region_of[s]]) for s, kwh in ch.source_kwh),
-                sum(kwh * float(carbon_g_per_kwh[region_of[s]]) / 1000.0
-                    for s, kwh in ch.source_kwh),
-                sum(kwh for _, kwh in ch.source_kwh)] if ch.source_kwh else [0.0, 0.0, 0.0]
+            out.source += src
             out.template.append(tid)
     return out
 
