@@ -127,12 +127,14 @@ def _child_plan(days: float, copies: int) -> dict[str, float]:
 
 class _Progress:
     """Prints to stderr, every 96 slots, the slot, wall and CPU seconds, active jobs and
-    peak RSS (a long run shows how far it got)."""
+    peak RSS (a long run shows how far it got); keeps the run's wall and CPU seconds and
+    the peak resident set during the run (``VmHWM`` at its last slot)."""
 
     def __init__(self, name: str, n_slots: int) -> None:
         self.name, self.n_slots = name, n_slots
         self.t0 = time.perf_counter()
         self.c0 = time.process_time()
+        self.wall_s = self.cpu_s = self.peak_last_slot_mb = 0.0
 
     def start(self, run_meta: object) -> None:  # noqa: ARG002
         self.t0, self.c0 = time.perf_counter(), time.process_time()
@@ -145,52 +147,64 @@ class _Progress:
                   f"{time.perf_counter() - self.t0:.0f} s cpu {time.process_time() - self.c0:.0f}"
                   f" s active {summary['jobs_active']} running {summary['jobs_running']} peak "
                   f"{_own_peak_mb():.0f} MB", file=sys.stderr, flush=True)
+        if t == self.n_slots - 1:
+            self.peak_last_slot_mb = _own_peak_mb()
 
     def finish(self, result: object) -> None:  # noqa: ARG002
-        return None
+        self.wall_s = time.perf_counter() - self.t0
+        self.cpu_s = time.process_time() - self.c0
 
 
 def _child_philly(data: str, days: float, offset: float, scale_mode: int, max_columns: int,
-                  db: str) -> dict[str, float]:
-    """Build the Philly scenario, plan asap-home and the default policy, store both."""
+                  db: str, kind: str = "philly") -> dict[str, float]:
+    """Build the scenario (``kind``: the Philly window, or ``alibaba``: the Alibaba v2023
+    pods re-timed over ``days`` days), then what ``workbench plan`` does: the runner's
+    :func:`~workbench.runner.run_spec` (asap-home, the default policy, the attribution)
+    and :func:`~workbench.runner.save_outcome` (both runs in one transaction)."""
     import resource
 
-    from philly import build_philly
+    from philly import build_alibaba_year, build_philly
 
     from workbench import runner
     from workbench.policies import DEFAULT_POLICY
-    from workbench.recorders import save_results
 
-    t0 = time.perf_counter()
-    sc = build_philly(db, data, days if days > 0 else None, offset)
+    c0, t0 = time.process_time(), time.perf_counter()
+    sc = (build_alibaba_year(db, data, days) if kind == "alibaba"
+          else build_philly(db, data, days if days > 0 else None, offset))
     out: dict[str, float] = {"build_s": time.perf_counter() - t0, "slots": sc.n_slots,
-                             "jobs": len(sc.jobs)}
-    t1 = time.perf_counter()
+                             "jobs": len(sc.jobs), "build_cpu_s": time.process_time() - c0}
+    c1, t1 = time.process_time(), time.perf_counter()
     fitted = runner.fit_forecast(sc, runner.forecast_mode(runner.RunSpec(sc.name), sc))
     out["forecast_fit_s"] = time.perf_counter() - t1
+    out["forecast_fit_cpu_s"] = time.process_time() - c1
     knobs: dict[str, int] = {}
     if scale_mode > 0:
         knobs["arrival_replan_slots"] = scale_mode
     if max_columns > 0:
         knobs["max_columns"] = max_columns
-    results = []
-    for key, name, kn in (("asap", "asap-home", {}), ("default", DEFAULT_POLICY, knobs)):
-        t1 = time.perf_counter()
-        spec = runner.RunSpec(sc.name, name, knobs=kn, baseline=False)
-        res, _ = runner.simulate_spec(spec, sc, fitted=fitted,
-                                      recorders=[_Progress(name, sc.n_slots)])
-        out[f"{key}_s"] = time.perf_counter() - t1
+    base_rec = _Progress("asap-home", sc.n_slots)
+    pol_rec = _Progress(DEFAULT_POLICY, sc.n_slots)
+    spec = runner.RunSpec(sc.name, DEFAULT_POLICY, knobs=knobs, baseline=True)
+    outcome = runner.run_spec(spec, sc, fitted=fitted, recorders=[pol_rec],
+                              baseline_recorders=[base_rec])
+    out["peak_during_runs_mb"] = max(base_rec.peak_last_slot_mb, pol_rec.peak_last_slot_mb)
+    out["peak_after_runs_mb"] = _own_peak_mb()
+    assert outcome.baseline is not None
+    for key, res, rec in (("asap", outcome.baseline, base_rec),
+                          ("default", outcome.result, pol_rec)):
+        out[f"{key}_s"] = rec.wall_s
+        out[f"{key}_cpu_s"] = rec.cpu_s
         out[f"{key}_rows"] = len(res.plan)
-        out[f"{key}_peak_mb"] = _own_peak_mb()
         out[f"{key}_cost"] = float(res.metrics["cost"])
         out[f"{key}_finished"] = int(res.metrics["jobs_finished"])
         out[f"{key}_misses"] = int(res.metrics["deadline_misses"])
         out[f"{key}_active_max"] = int(res.slots["jobs_active"].max())
         out[f"{key}_fallbacks"] = int(res.metrics["fallbacks"])
-        results.append((res, {"status": "baseline"} if key == "asap" else {}))
-    t2 = time.perf_counter()
-    saved = save_results(db, results)
+    out["asap_peak_mb"] = base_rec.peak_last_slot_mb
+    c2, t2 = time.process_time(), time.perf_counter()
+    saved = runner.save_outcome(outcome, db)
     out["save_s"] = time.perf_counter() - t2
+    out["save_cpu_s"] = time.process_time() - c2
     out["stored"] = len(saved.run_ids)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["cpu_s"] = usage.ru_utime + usage.ru_stime
@@ -251,6 +265,9 @@ def main() -> None:
                     help="days after the trace's first job where the window starts")
     ap.add_argument("--philly-spans", default="",
                     help="also plan windows of these many days from the trace start")
+    ap.add_argument("--alibaba-days", type=float, default=0.0,
+                    help="also plan the Alibaba v2023 pods re-timed over this many days "
+                    "(365: a year)")
     ap.add_argument("--scale-mode", type=int, default=0,
                     help="arrival_replan_slots of the default policy (0: its default)")
     ap.add_argument("--max-columns", type=int, default=0,
@@ -261,9 +278,9 @@ def main() -> None:
         kind, *rest = args.child
         if kind == "import":
             res = _child_import(*rest)
-        elif kind == "philly":
+        elif kind in ("philly", "alibaba"):
             res = _child_philly(rest[0], float(rest[1]), float(rest[2]), int(rest[3]),
-                                int(rest[4]), rest[5])
+                                int(rest[4]), rest[5], kind)
         else:
             res = _child_plan(float(rest[0]), int(rest[1]))
         res["peak_mb"] = _own_peak_mb()
@@ -347,7 +364,8 @@ def main() -> None:
                          "peak_mb": round(r["peak_mb"], 0),
                          "load_avg": r["load_avg"]})
         print(rows_out[-1], flush=True)
-    philly = _philly(args) if args.philly_days is not None or args.philly_spans else []
+    philly = (_philly(args) if args.philly_days is not None or args.philly_spans
+              or args.alibaba_days else [])
     slopes = []
     if len(imports) > 1:
         n = [i[0] / 1000 for i in imports]
@@ -384,17 +402,20 @@ def main() -> None:
 
 def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
     """The Philly window (``--philly-days``) and spans from the trace start."""
-    runs: list[tuple[str, float, float]] = []
+    runs: list[tuple[str, str, float, float]] = []
     for days in (float(d) for d in (args.philly_days or "").split(",") if d):
         what = ("philly whole trace" if days == 0
                 else f"philly {days:g} days from day {args.philly_offset:g}")
-        runs.append((what, days, args.philly_offset))
-    runs += [(f"philly span {float(d):g} days from day 0", float(d), 0.0)
+        runs.append(("philly", what, days, args.philly_offset))
+    runs += [("philly", f"philly span {float(d):g} days from day 0", float(d), 0.0)
              for d in args.philly_spans.split(",") if d]
+    if args.alibaba_days:
+        runs.append(("alibaba", f"alibaba v2023 pods re-timed over {args.alibaba_days:g} days",
+                     args.alibaba_days, 0.0))
     out: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="wb-philly-") as tmp:
-        for i, (what, days, offset) in enumerate(runs):
-            r = _measure(["philly", args.data, str(days), str(offset), str(args.scale_mode),
+        for i, (kind, what, days, offset) in enumerate(runs):
+            r = _measure([kind, args.data, str(days), str(offset), str(args.scale_mode),
                           str(args.max_columns), str(Path(tmp) / f"p{i}.duckdb")])
             row: dict[str, object] = {
                 "what": what, "scale_mode": args.scale_mode or "",
@@ -405,8 +426,14 @@ def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
                 "asap_s": round(r["asap_s"], 1),
                 "default_s": round(r["default_s"], 1), "save_s": round(r["save_s"], 1),
                 "plan_s": round(r["asap_s"] + r["default_s"] + r["save_s"], 1),
+                "build_cpu_s": round(r["build_cpu_s"] + r["forecast_fit_cpu_s"], 1),
+                "asap_cpu_s": round(r["asap_cpu_s"], 1),
+                "default_cpu_s": round(r["default_cpu_s"], 1),
+                "save_cpu_s": round(r["save_cpu_s"], 1),
                 "default_rows": int(r["default_rows"]), "asap_rows": int(r["asap_rows"]),
                 "peak_mb": round(r["peak_mb"], 0),
+                "peak_during_runs_mb": round(r["peak_during_runs_mb"], 0),
+                "peak_after_runs_mb": round(r["peak_after_runs_mb"], 0),
                 "asap_peak_mb": round(r["asap_peak_mb"], 0),
                 "active_max": int(r["default_active_max"]),
                 "finished": f"{int(r['default_finished'])} (asap {int(r['asap_finished'])})",

@@ -7,6 +7,7 @@ timezone-aware UTC :class:`datetime.datetime` values. Every record validates its
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -327,11 +328,19 @@ class _StaticFacts:
         raise KeyError(f"no profile for app {app!r} on {gpu_type!r}")
 
     def link(self, a: str, b: str) -> Link | None:
-        """The link joining ``a`` and ``b`` in either direction, or None."""
+        """The link joining ``a`` and ``b`` in either direction, or None (the first such
+        link in ``links``)."""
+        return self._link_index.get((a, b))
+
+    @functools.cached_property
+    def _link_index(self) -> dict[tuple[str, str], Link]:
+        """``(a, b)`` and ``(b, a)`` -> the first link joining them: a fleet of 50
+        datacenters has 1,225 links, and the slot options ask for one per job and site."""
+        out: dict[tuple[str, str], Link] = {}
         for lk in self.links:
-            if (lk.src, lk.dst) in ((a, b), (b, a)):
-                return lk
-        return None
+            out.setdefault((lk.src, lk.dst), lk)
+            out.setdefault((lk.dst, lk.src), lk)
+        return out
 
     def latency_ms(self, a: str, b: str) -> float:
         """Round-trip latency between two datacenters (0 for the same one, inf if unlinked)."""

@@ -46,12 +46,21 @@ HiGHS's status unjudged, :func:`extract_block_solution` reads the named parts ba
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
-from workbench.optim.highs import HighsResult, SparseLp, new_highs, solve
+from workbench.optim.highs import (
+    BASIS_BASIC,
+    BASIS_LOWER,
+    Basis,
+    HighsResult,
+    SparseLp,
+    get_basis,
+    new_highs,
+    solve,
+)
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,17 @@ class BlockMoves:
     of_x: NDArray[np.int64]
 
 
+@dataclass(frozen=True)
+class BlockKeys:
+    """What a column or row of the block LP is, independent of its position: a stable key
+    per job (the same job keeps its key from one re-plan to the next) and each block's
+    first slot on the caller's absolute clock. With them a basis of one solve is mapped
+    onto the next model (:func:`warm_basis`)."""
+
+    job: NDArray[np.int64]
+    block_start: NDArray[np.int64]
+
+
 ROW_ORDER = ("choice", "pool", "power", "move", "work", "carbon")
 """The row blocks of the block LP, in the order of the module docstring."""
 
@@ -215,6 +235,9 @@ class BlockProblem:
         The order of the row blocks (a permutation of :data:`ROW_ORDER`). The model does
         not depend on it, HiGHS's path to an optimum does: a caller keeps the order its
         plans were checked with.
+    keys : BlockKeys, optional
+        What identifies columns and rows from one solve to the next (needed to keep a
+        basis, :class:`BlockBasis`, and to start from one).
     """
 
     block_len: NDArray[np.int64]
@@ -238,6 +261,7 @@ class BlockProblem:
     moves: BlockMoves | None = None
     exact: bool = False
     row_order: tuple[str, ...] = ROW_ORDER
+    keys: BlockKeys | None = None
 
     def __post_init__(self) -> None:
         x = self.job.size
@@ -322,15 +346,24 @@ def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
                 np.repeat(prob.power_cap_kw, n_b) * np.tile(prob.block_len, n_d))
 
 
+def _move_row_groups(prob: BlockProblem, moves: BlockMoves
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],
+                                NDArray[np.int64]]:
+    """The move rows' (move, block) pairs: the ``x`` columns that need a move, their move
+    column, the pairs' keys ``m * B + b`` (sorted: the rows' order) and each column's row."""
+    ax = np.flatnonzero(moves.of_x >= 0)
+    mcol = moves.of_x[ax]
+    g_u, g_inv = np.unique(mcol * prob.n_blocks + prob.block[ax], return_inverse=True)
+    return ax, mcol, g_u, g_inv
+
+
 def _add_move_rows(lp: SparseLp, prob: BlockProblem) -> None:
     """``sum_{k at d} x[j,b,k] - len_jb m[j,d] <= 0`` per (move, block): a job runs away
     from its data only once it has moved them (no rows without moves)."""
     moves = prob.moves
     if moves is None or moves.job.size == 0:
         return
-    ax = np.flatnonzero(moves.of_x >= 0)
-    mcol = moves.of_x[ax]
-    g_u, g_inv = np.unique(mcol * prob.n_blocks + prob.block[ax], return_inverse=True)
+    ax, mcol, g_u, g_inv = _move_row_groups(prob, moves)
     g_len = np.zeros(g_u.size)
     np.maximum.at(g_len, g_inv, prob.slots[ax])
     g_m = np.zeros(g_u.size, dtype=np.int64)
@@ -408,11 +441,16 @@ def create_block_lp(prob: BlockProblem) -> SparseLp:
 
 
 def solve_block_lp(lp: SparseLp, *, time_limit_s: float,
-                   mip_rel_gap: float | None = None) -> HighsResult:
-    """Solve with HiGHS; the status is returned for the caller to judge (``optimal``, or a
-    MILP's incumbent at its time limit)."""
+                   mip_rel_gap: float | None = None, basis: Basis | None = None,
+                   keep_basis: bool = False) -> tuple[HighsResult, Basis | None]:
+    """Solve with HiGHS, from ``basis`` when given (an LP's warm start); the status is
+    returned for the caller to judge (``optimal``, or a MILP's incumbent at its time
+    limit), with the final basis when ``keep_basis`` (else None)."""
     h = new_highs(time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
-    return solve(h, lp.highs_lp())
+    lp.pass_to(h)
+    res = solve(h, basis=basis)
+    return res, (get_basis(h, lp, res.x, res.row_value) if keep_basis and res.optimal
+                 else None)
 
 
 @dataclass(frozen=True)
@@ -421,7 +459,10 @@ class BlockSolution:
 
     ``x``, ``move``, ``short`` (one per work job), ``slack_kg`` and ``work_dual`` (the work
     rows' duals: the price of a unit of each job's progress) are set only when ``complete``
-    (HiGHS returned a value for every column); empty otherwise. ``status`` is HiGHS's own;
+    (HiGHS returned a value for every column); empty otherwise. ``pool_price`` (pools x
+    blocks) is the capacity price of a GPU-slot, ``-dual >= 0`` of each pool row, and
+    ``carbon_price`` the price of a kg under each carbon group's cap (currency/kg), when
+    HiGHS returned the duals; empty otherwise. ``status`` is HiGHS's own;
     ``n_columns`` counts every column of the model.
     """
 
@@ -438,10 +479,17 @@ class BlockSolution:
     mip_gap: float
     solve_s: float
     n_columns: int
+    iterations: int = 0
+    basis: BlockBasis | None = None
+    warm: bool = False
+    pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    carbon_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
-def extract_block_solution(lp: SparseLp, res: HighsResult) -> BlockSolution:
-    """Read ``x``, ``m``, ``short``, ``s`` and the work duals back from a HiGHS result."""
+def extract_block_solution(lp: SparseLp, res: HighsResult, prob: BlockProblem
+                           ) -> BlockSolution:
+    """Read ``x``, ``m``, ``short``, ``s``, the work duals and the prices of capacity and
+    carbon back from a HiGHS result of ``prob``'s model ``lp``."""
     complete = res.x.size == lp.n_cols
     x = res.x if complete else np.zeros(lp.n_cols)
     duals = res.row_dual if complete and res.row_dual.size == lp.n_rows else None
@@ -454,12 +502,168 @@ def extract_block_solution(lp: SparseLp, res: HighsResult) -> BlockSolution:
         slack_kg=float(x[lp.cols["slack"].start]),
         work_dual=duals[lp.rows["work"]] if duals is not None else empty,
         mip_dual_bound=res.mip_dual_bound, mip_gap=res.mip_gap, solve_s=res.solve_s,
-        n_columns=lp.n_cols)
+        n_columns=lp.n_cols, iterations=res.iterations,
+        pool_price=(np.maximum(-duals[lp.rows["pool"]], 0.0).reshape(-1, prob.n_blocks)
+                    if duals is not None and prob.n_blocks else np.zeros((0, 0))),
+        carbon_price=(np.maximum(-duals[lp.rows["carbon"]], 0.0)
+                      if duals is not None and "carbon" in lp.rows else np.zeros(0)))
 
 
 def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
-                        mip_rel_gap: float | None = None) -> BlockSolution:
-    """Create, solve and extract in one call; check ``optimal``/``complete`` on the result."""
+                        mip_rel_gap: float | None = None, warm: BlockBasis | None = None,
+                        keep_basis: bool = False) -> BlockSolution:
+    """Create, solve and extract in one call; check ``optimal``/``complete`` on the result.
+
+    ``warm``: the basis of an earlier solve (:attr:`BlockSolution.basis`), mapped onto this
+    model by :func:`warm_basis` and handed to HiGHS as its starting point (an LP only; the
+    optimum is the same, the path to it shorter). ``keep_basis``: return this solve's basis
+    by key (``prob.keys`` needed for either).
+    """
     lp = create_block_lp(prob)
-    return extract_block_solution(lp, solve_block_lp(lp, time_limit_s=time_limit_s,
-                                                     mip_rel_gap=mip_rel_gap))
+    start = None
+    if warm is not None and prob.keys is not None and not prob.exact:
+        start = warm_basis(warm, prob, lp)
+    res, final = solve_block_lp(
+        lp, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, basis=start,
+        keep_basis=keep_basis and prob.keys is not None and not prob.exact)
+    sol = extract_block_solution(lp, res, prob)
+    basis = None if final is None else keep_block_basis(prob, lp, final)
+    return replace(sol, basis=basis, warm=start is not None)
+
+
+# -- warm start: a basis by key ----------------------------------------------------------
+_KEY_BITS = 12
+
+
+@dataclass(frozen=True)
+class BlockBasis:
+    """A solved block LP's simplex basis by what its columns and rows are (not where).
+
+    Per column group and row block (the names of :class:`~workbench.optim.highs.SparseLp`):
+    each entry's identity (job key, pool or datacenter, GPU count, packed in one integer),
+    its block (-1: none) and its ``HighsBasisStatus`` code; with the blocks' absolute first
+    slots and lengths, so that a later model's block is matched to the one that held its
+    first slot.
+    """
+
+    block_start: NDArray[np.int64]
+    block_len: NDArray[np.int64]
+    cols: dict[str, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]]
+    rows: dict[str, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]]
+
+
+def _pack(job: NDArray[np.int64] | int, a: NDArray[np.int64] | int = 0,
+          b: NDArray[np.int64] | int = 0) -> NDArray[np.int64]:
+    """One integer per entry: ``job * 2^24 + a * 2^12 + b`` (``a``, ``b`` < 4096)."""
+    return ((np.asarray(job, dtype=np.int64) << (2 * _KEY_BITS))
+            + (np.asarray(a, dtype=np.int64) << _KEY_BITS) + np.asarray(b, dtype=np.int64))
+
+
+def _entity_keys(prob: BlockProblem) -> tuple[
+        dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]],
+        dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]]]:
+    """Identity and block of every column and row, per group, in the model's order (the
+    groups :func:`create_block_lp` builds; others, and the exact mode's, have none)."""
+    assert prob.keys is not None
+    jk = prob.keys.job
+    none = np.zeros(0, dtype=np.int64)
+    n_b = prob.n_blocks
+    blocks = np.arange(n_b, dtype=np.int64)
+    cols: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]] = {
+        "x": (_pack(jk[prob.job], prob.configs.pool, prob.configs.n_gpus.astype(np.int64)),
+              prob.block),
+        "short": (_pack(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1)),
+        "slack": (np.zeros(1, dtype=np.int64), np.full(1, -1))}
+    uniq, _, _, _ = _job_blocks(prob)
+    rows: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]] = {
+        "choice": (_pack(jk[uniq // n_b]) if uniq.size else none, uniq % n_b),
+        "pool": (_pack(0, np.repeat(np.arange(prob.pool_capacity.size), n_b)),
+                 np.tile(blocks, prob.pool_capacity.size)),
+        "work": (_pack(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1))}
+    if prob.power_cap_kw is not None:
+        n_d = prob.power_cap_kw.size
+        rows["power"] = (_pack(0, np.repeat(np.arange(n_d), n_b)), np.tile(blocks, n_d))
+    if prob.carbon_cap_kg is not None:
+        rows["carbon"] = (_pack(0, 0, np.arange(prob.carbon_cap_kg.size)),
+                          np.full(prob.carbon_cap_kg.size, -1))
+    moves = prob.moves
+    if moves is not None and moves.job.size:
+        dcm = np.zeros(moves.job.size, dtype=np.int64)
+        ax = np.flatnonzero(moves.of_x >= 0)
+        dcm[moves.of_x[ax]] = prob.configs.dc[ax]
+        cols["move"] = (_pack(jk[moves.job], dcm), np.full(moves.job.size, -1))
+        _, _, g_u, _ = _move_row_groups(prob, moves)
+        m = g_u // n_b
+        rows["move"] = (_pack(jk[moves.job[m]], dcm[m]), g_u % n_b)
+    else:
+        cols["move"] = (none, none)
+    return cols, rows
+
+
+def keep_block_basis(prob: BlockProblem, lp: SparseLp, basis: Basis) -> BlockBasis:
+    """The basis of a solve of ``prob`` (built as ``lp``) by key, for :func:`warm_basis`."""
+    assert prob.keys is not None
+    ck, rk = _entity_keys(prob)
+
+    def pick(keys: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]],
+             where: dict[str, slice], status: NDArray[np.int8]
+             ) -> dict[str, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]]:
+        out = {}
+        for name, (ident, blk) in keys.items():
+            sl = where.get(name)
+            if sl is not None and sl.stop - sl.start == ident.size:
+                out[name] = (ident, blk, status[sl])
+        return out
+
+    return BlockBasis(block_start=prob.keys.block_start.copy(),
+                      block_len=prob.block_len.copy(),
+                      cols=pick(ck, lp.cols, basis.col_status),
+                      rows=pick(rk, lp.rows, basis.row_status))
+
+
+def warm_basis(old: BlockBasis, prob: BlockProblem, lp: SparseLp) -> Basis:
+    """``old``'s basis on the model ``lp`` of ``prob``: an entry takes the status of the
+    same entity (same job, pool or datacenter, GPU count) in the old block that held its
+    block's first slot; a column without one starts at its lower bound (0), a row without
+    one basic (its slack). The result may be singular or have the wrong count of basic
+    variables: HiGHS is told it is *alien* and repairs it."""
+    assert prob.keys is not None
+    col = np.full(lp.n_cols, BASIS_LOWER, dtype=np.int8)
+    row = np.full(lp.n_rows, BASIS_BASIC, dtype=np.int8)
+    s = prob.keys.block_start
+    ob = np.searchsorted(old.block_start, s, side="right") - 1
+    inside = (ob >= 0) & (s < old.block_start[np.maximum(ob, 0)]
+                          + old.block_len[np.maximum(ob, 0)])
+    old_of = np.where(inside, ob, -2)
+    ck, rk = _entity_keys(prob)
+    for keys, where, saved, out in ((ck, lp.cols, old.cols, col), (rk, lp.rows, old.rows, row)):
+        for name, (ident, blk) in keys.items():
+            sl = where.get(name)
+            if sl is None or name not in saved or sl.stop - sl.start != ident.size:
+                continue
+            o_ident, o_blk, o_status = saved[name]
+            new_blk = np.where(blk >= 0, old_of[np.maximum(blk, 0)], -1)
+            got = _lookup(o_ident, o_blk, o_status, ident, new_blk)
+            seg = out[sl]
+            hit = got >= 0
+            seg[hit] = got[hit]
+    return Basis(col, row)
+
+
+def _lookup(o_ident: NDArray[np.int64], o_blk: NDArray[np.int64], o_status: NDArray[np.int8],
+            ident: NDArray[np.int64], blk: NDArray[np.int64]) -> NDArray[np.int8]:
+    """The status of the old entry with the same (identity, block) as each new one, -1 where
+    none (a new block -2: no old block held it)."""
+    out = np.full(ident.size, -1, dtype=np.int8)
+    if not ident.size or not o_ident.size:
+        return out
+    _, inv = np.unique(np.concatenate([o_ident, ident]), return_inverse=True)
+    span = int(max(o_blk.max(initial=0), blk.max(initial=0))) + 3
+    oc = inv[:o_ident.size].astype(np.int64) * span + (o_blk + 2)
+    nc = inv[o_ident.size:].astype(np.int64) * span + (blk + 2)
+    order = np.argsort(oc, kind="stable")
+    sorted_oc = oc[order]
+    pos = np.minimum(np.searchsorted(sorted_oc, nc), sorted_oc.size - 1)
+    hit = (sorted_oc[pos] == nc) & (blk != -2)
+    out[hit] = o_status[order[pos[hit]]]
+    return out

@@ -174,6 +174,28 @@ class SparseLp:
                             shape=(self.n_rows, self.n_cols))
         return coo.tocsc()
 
+    def pass_to(self, h: highspy.Highs) -> None:
+        """Pass the model to ``h`` as arrays (the same model as :meth:`highs_lp`, without
+        building a ``HighsLp`` attribute by attribute: 7 times faster at 15,000 columns).
+
+        Raises
+        ------
+        RuntimeError
+            When HiGHS refuses the model (its status in the message).
+        """
+        a = self.matrix()
+        n = self.n_cols
+        integral = (np.concatenate(self._integral) if self._integral
+                    else np.zeros(0, dtype=bool)).astype(np.int32)
+        status = h.passModel(
+            n, self.n_rows, int(a.nnz), int(highspy.MatrixFormat.kColwise),
+            int(highspy.ObjSense.kMaximize if self.maximize else highspy.ObjSense.kMinimize),
+            0.0, _cat(self._cost), np.zeros(n), _cat(self._upper), _cat(self._lower_r),
+            _cat(self._upper_r), a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32),
+            a.data.astype(float), integral)
+        if status != highspy.HighsStatus.kOk:
+            raise RuntimeError(f"HiGHS refused the model: {status}")
+
     def highs_lp(self) -> highspy.HighsLp:
         """The model in HiGHS's form (:func:`highs_lp`)."""
         a = self.matrix()
@@ -186,6 +208,65 @@ class SparseLp:
             a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data.astype(float),
             integral=np.concatenate(self._integral) if self._integral else None,
             maximize=self.maximize)
+
+
+BASIS_LOWER, BASIS_BASIC, BASIS_UPPER = 0, 1, 2
+"""``HighsBasisStatus`` codes as small integers: at the lower bound, basic, at the upper bound
+(a row's status refers to its activity ``A x``)."""
+
+_STATUS = tuple(highspy.HighsBasisStatus(i) for i in range(5))
+
+
+@dataclass(frozen=True)
+class Basis:
+    """A simplex basis as arrays of ``HighsBasisStatus`` codes (:data:`BASIS_BASIC`, ...),
+    one per column and one per row."""
+
+    col_status: NDArray[np.int8]
+    row_status: NDArray[np.int8]
+
+
+def get_basis(h: highspy.Highs, lp: SparseLp, x: NDArray[np.float64],
+              row_value: NDArray[np.float64]) -> Basis | None:
+    """The basis HiGHS holds after a simplex solve of ``lp`` (None when it has none): the
+    basic variables from HiGHS, a nonbasic column or row at its upper bound where its value
+    (``x``, ``row_value``) is there, else at its lower bound. (``getBasis`` gives the same
+    codes one Python object per entry: 20 times slower at 15,000 columns.)"""
+    if not h.getBasis().valid or x.size != lp.n_cols or row_value.size != lp.n_rows:
+        return None
+    got = h.getBasicVariables()  # type: ignore[attr-defined]
+    basic = np.asarray(got[1] if isinstance(got, tuple) else got, dtype=np.int64)
+    upper, lower_r, upper_r = _cat(lp._upper), _cat(lp._lower_r), _cat(lp._upper_r)
+    col = np.full(lp.n_cols, BASIS_LOWER, dtype=np.int8)
+    row = np.full(lp.n_rows, BASIS_LOWER, dtype=np.int8)
+    fin = np.isfinite(upper) & (upper > 0)
+    at_up = np.zeros(lp.n_cols, dtype=bool)
+    at_up[fin] = x[fin] >= upper[fin] - 1e-9 * np.maximum(upper[fin], 1.0)
+    col[at_up] = BASIS_UPPER
+    fin_r = np.isfinite(upper_r) & (upper_r > lower_r)
+    at_up_r = np.zeros(lp.n_rows, dtype=bool)
+    at_up_r[fin_r] = row_value[fin_r] >= upper_r[fin_r] - 1e-9 * np.maximum(
+        np.abs(upper_r[fin_r]), 1.0)
+    row[at_up_r] = BASIS_UPPER
+    col[basic[basic >= 0]] = BASIS_BASIC
+    row[-1 - basic[basic < 0]] = BASIS_BASIC
+    return Basis(col, row)
+
+
+def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:
+    """Hand HiGHS a starting basis for the model it holds, marked *alien*: it need not have
+    one basic variable per row nor be nonsingular (HiGHS keeps a nonsingular set of the
+    columns marked basic and completes it with slacks). False when HiGHS refuses it."""
+    b = highspy.HighsBasis()
+    b.col_status = [_STATUS[v] for v in basis.col_status.tolist()]
+    b.row_status = [_STATUS[v] for v in basis.row_status.tolist()]
+    b.alien = True
+    b.valid = False
+    return h.setBasis(b) == highspy.HighsStatus.kOk
+
+
+def _cat(parts: list[NDArray[np.float64]]) -> NDArray[np.float64]:
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 @dataclass(frozen=True)
@@ -207,6 +288,10 @@ class HighsResult:
         From HiGHS's info (``mip_*`` meaningful for a MILP only).
     solve_s : float
         Wall time of the run, s.
+    iterations : int
+        Simplex iterations of the run.
+    row_value : float array
+        Row activities ``A x`` (empty when HiGHS has none).
     """
 
     status: str
@@ -220,17 +305,22 @@ class HighsResult:
     mip_dual_bound: float
     mip_gap: float
     solve_s: float
+    iterations: int = 0
+    row_value: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
-          start: NDArray[np.float64] | None = None) -> HighsResult:
+          start: NDArray[np.float64] | None = None, *, basis: Basis | None = None
+          ) -> HighsResult:
     """Pass ``lp`` (unless the model is already in ``h``), set a starting solution ``start``
-    (a MILP's warm start), run, and read the result back; the status is returned, not
-    judged."""
+    (a MILP's warm start) or a starting basis (an LP's warm start, :func:`set_alien_basis`),
+    run, and read the result back; the status is returned, not judged."""
     if lp is not None:
         h.passModel(lp)
     if start is not None:
         h.setSolution(int(start.size), np.arange(start.size, dtype=np.int32), start)
+    if basis is not None:
+        set_alien_basis(h, basis)
     t0 = time.perf_counter()
     h.run()
     solve_s = time.perf_counter() - t0
@@ -245,7 +335,8 @@ def solve(h: highspy.Highs, lp: highspy.HighsLp | None = None,
         x=np.asarray(sol.col_value, dtype=float), row_dual=np.asarray(sol.row_dual, dtype=float),
         objective=float(info.objective_function_value),
         mip_dual_bound=float(info.mip_dual_bound), mip_gap=float(info.mip_gap),
-        solve_s=solve_s)
+        solve_s=solve_s, iterations=int(info.simplex_iteration_count),
+        row_value=np.asarray(sol.row_value, dtype=float))
 
 
 def termination_name(status: highspy.HighsModelStatus) -> str:

@@ -69,11 +69,13 @@ from workbench.outcome.slot import (
     training_power_w,
     transfer_charges,
 )
+from workbench.outcome.vector import SlotOutcomes, best_batches_grouped, training_slot_outcomes
 
 __all__ = [
     "NO_CHARGES", "RESIZE_S_DEFAULT", "RESTART_S_DEFAULT", "Charges", "SlotOutcome",
-    "UninterruptedRun", "batch_grid", "best_batch", "best_batches", "check_seconds",
+    "SlotOutcomes", "UninterruptedRun", "batch_grid", "best_batch", "best_batches",
+    "best_batches_grouped", "check_seconds",
     "clear_memos", "full_slot_rates", "grid_throughput", "move_charges", "restart_seconds",
-    "service_power_w", "slot_outcome", "training_power_w", "transfer_charges",
-    "uninterrupted_run",
+    "service_power_w", "slot_outcome", "training_power_w", "training_slot_outcomes",
+    "transfer_charges", "uninterrupted_run",
 ]

@@ -27,6 +27,7 @@ from workbench.forecast.modes import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim.info import SolveInfo
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
+from workbench.outcome import vector as _vector
 
 __all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
 
@@ -171,7 +172,9 @@ class SlotOptions:
     ``lost_s`` the seconds of the slot lost, ``transfer_gb`` the data moved in,
     ``transfer_from`` where it comes from ("" if nothing moves) and ``movement_kwh`` the
     energy of moving and restarting; ``power_kw`` the option's average facility power in
-    its datacenter (what the simulator meters against a power cap).
+    its datacenter (what the simulator meters against a power cap); ``rate_per_s`` the
+    steady rate once the losses are paid, ``X(n, m) s_j E_phi(m) / W_j`` (fraction of the
+    work per second; 0 for inference).
     """
 
     jobs: tuple[JobState, ...]
@@ -191,6 +194,7 @@ class SlotOptions:
     transfer_from: NDArray[np.str_] = field(default_factory=lambda: np.zeros(0, dtype=str))
     movement_kwh: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     power_kw: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    rate_per_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return int(self.job_index.size)
@@ -222,7 +226,7 @@ def check_caps(value: float | Mapping[str, float] | None, what: str, unit: str) 
 _batch_grid = _outcome.batch_grid
 
 
-def slot_options(
+def slot_options_scalar(
     state: SlotState,
     price_per_kwh: Mapping[str, float],
     carbon_g_per_kwh: Mapping[str, float],
@@ -230,7 +234,10 @@ def slot_options(
     restart_s: float = RESTART_S_DEFAULT,
     resize_s: float = RESIZE_S_DEFAULT,
 ) -> SlotOptions:
-    """Enumerate every feasible option of every active job for one slot.
+    """Enumerate every feasible option of every active job for one slot, one
+    :func:`workbench.outcome.slot_outcome` call per option: the reference that
+    :func:`slot_options` (the same options, computed for all jobs at once) is tested
+    against bit for bit.
 
     Parameters
     ----------
@@ -261,7 +268,7 @@ def slot_options(
     cols: dict[str, list[object]] = {k: [] for k in (
         "job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
         "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
-        "transfer_from", "movement_kwh", "power_kw")}
+        "transfer_from", "movement_kwh", "power_kw", "rate_per_s")}
     t_end = state.time.timestamp() + slot_s
     for k, js in enumerate(state.jobs):
         job = js.job
@@ -309,8 +316,12 @@ def slot_options(
                             remaining=js.remaining, profile=prof, n_gpus=n, batch_size=m,
                             x_model_sps=x, speed=js.throughput_scale, phi=js.phi,
                             gpus_per_node=pool.gpus_per_node)
+                        rate = (float(x) * float(js.throughput_scale)
+                                * ((js.phi + prof.efficiency.m0) / (js.phi + m))
+                                / job.work_samples)
                     else:
                         m = job.batch_size
+                        rate = 0.0
                         out = _outcome.slot_outcome(
                             job, slot_s=slot_s, pue=dc.pue, charges=ch,
                             inference_power_w=_outcome.service_power_w(job, pool), up_s=up_s)
@@ -332,6 +343,7 @@ def slot_options(
                     cols["transfer_from"].append(ch.sources[0] if ch.sources else "")
                     cols["movement_kwh"].append(out.movement_kwh)
                     cols["power_kw"].append(out.power_kw)
+                    cols["rate_per_s"].append(rate)
     return SlotOptions(
         jobs=state.jobs,
         job_index=np.asarray(cols["job_index"], dtype=np.int64),
@@ -350,4 +362,242 @@ def slot_options(
         transfer_from=np.asarray(cols["transfer_from"], dtype=str),
         movement_kwh=np.asarray(cols["movement_kwh"], dtype=float),
         power_kw=np.asarray(cols["power_kw"], dtype=float),
+        rate_per_s=np.asarray(cols["rate_per_s"], dtype=float),
     )
+
+
+def slot_options(
+    state: SlotState,
+    price_per_kwh: Mapping[str, float],
+    carbon_g_per_kwh: Mapping[str, float],
+    gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
+    restart_s: float = RESTART_S_DEFAULT,
+    resize_s: float = RESIZE_S_DEFAULT,
+) -> SlotOptions:
+    """Enumerate every feasible option of every active job for one slot.
+
+    Parameters
+    ----------
+    price_per_kwh, carbon_g_per_kwh : mapping region -> value
+        The slot's price and carbon intensity (true or forecast) per grid region.
+    gpu_counts : mapping job id -> GPU counts, optional
+        Override a job's GPU-count menu (the operator's configuration menus).
+    restart_s, resize_s : float
+        Seconds lost on a start, resume, move or GPU-type change, and on a GPU-count
+        change in the same pool (:func:`workbench.outcome.move_charges`).
+
+    Notes
+    -----
+    Training option, for ``n`` GPUs of type ``g`` in datacenter ``d``: batch ``m*``
+    maximises the estimated ECU ``X(n, m) * E_phi(m)`` on a geometric grid
+    (:func:`workbench.outcome.best_batch`); its charges (dataset on a first run away from
+    home, checkpoint move, restart) come from :func:`workbench.outcome.move_charges` and
+    its progress, power and energy from :func:`workbench.outcome.slot_outcome` at the
+    online throughput scale ``s_j`` (which scales progress *and* power) and the estimated
+    gradient noise scale. Energy counts the seconds the GPUs are held (a finishing job
+    frees them early). Cost and carbon price each end's energy at its own region.
+    Inference option: its requested GPU count at ``load_fraction`` between idle and max
+    board power, only in datacenters within ``max_latency_ms`` of its home.
+
+    The charges are priced once per (job, datacenter); the training options of all jobs
+    are evaluated at once (:func:`workbench.outcome.vector.training_slot_outcomes`, the
+    same floating-point operations as the scalar model), in the row order of
+    :func:`slot_options_scalar` (job, datacenter, pool, GPU count), with identical values.
+    """
+    sc = state.scenario
+    slot_s = float(sc.slot_s)
+    dcs = sc.datacenters
+    pools = sc.pools
+    dc_pools = [[i for i, p in enumerate(pools) if p.datacenter == dc.name] for dc in dcs]
+    pool_at = {(p.datacenter, p.gpu_type): i for i, p in enumerate(pools)}
+    pairs = _option_pairs(state, price_per_kwh, carbon_g_per_kwh, gpu_counts, dc_pools)
+    n_pairs = len(pairs.job)
+    tmpl_len = np.array([len(t) for t in pairs.templates], dtype=np.int64)
+    tmpl_start = np.cumsum(tmpl_len) - tmpl_len
+    flat_pool = np.array([pi for t in pairs.templates for pi, _ in t], dtype=np.int64)
+    flat_n = np.array([n for t in pairs.templates for _, n in t], dtype=np.int64)
+    tid = np.asarray(pairs.template, dtype=np.int64)
+    cnt = tmpl_len[tid] if n_pairs else np.zeros(0, dtype=np.int64)
+    rep = np.repeat(np.arange(n_pairs), cnt)
+    within = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    idx = tmpl_start[tid][rep] + within
+    row_pool = flat_pool[idx]
+    row_n = flat_n[idx]
+    pair_job = np.asarray(pairs.job, dtype=np.int64)
+    pair_dc = np.asarray(pairs.dc, dtype=np.int64)
+    row_k = pair_job[rep]
+    row_d = pair_dc[rep]
+    n_rows = int(rep.size)
+    jobs = state.jobs
+    training = np.array([js.job.is_training for js in jobs], dtype=bool)
+    train_row = training[row_k] if n_rows else np.zeros(0, dtype=bool)
+    ch_lost = np.array([c.lost_s for c in pairs.charges], dtype=float)
+    ch_tkwh = np.array([c.transfer_kwh for c in pairs.charges], dtype=float)
+    energy = np.zeros(n_rows)
+    progress = np.zeros(n_rows)
+    lost = np.zeros(n_rows)
+    movement = np.zeros(n_rows)
+    power = np.zeros(n_rows)
+    rate = np.zeros(n_rows)
+    batch = np.zeros(n_rows, dtype=np.int64)
+    pue = np.array([dc.pue for dc in dcs], dtype=float)
+    tr = np.flatnonzero(train_row)
+    if tr.size:
+        k, pool, n = row_k[tr], row_pool[tr], row_n[tr]
+        apps = sorted({js.job.app for js in jobs})
+        app_of = np.array([apps.index(js.job.app) for js in jobs], dtype=np.int64)
+        combo = app_of[k] * len(pools) + pool
+        uc, prof_of = np.unique(combo, return_inverse=True)
+        profs = [sc.profile(apps[int(c) // len(pools)], pools[int(c) % len(pools)].gpu_type)
+                 for c in uc.tolist()]
+        gpn = np.array([p.gpus_per_node for p in pools], dtype=np.int64)[pool]
+        phi = np.array([js.phi for js in jobs], dtype=float)[k]
+        m, x = _vector.best_batches_grouped(profs, prof_of, n, gpn, phi)
+        prev_pool = np.array([-1 if js.placement is None else pool_at.get(
+            (js.placement.datacenter, js.placement.gpu_type), -2) for js in jobs],
+            dtype=np.int64)[k]
+        prev_n = np.array([-1 if js.placement is None else int(js.placement.n_gpus)
+                           for js in jobs], dtype=np.int64)[k]
+        restart = np.where(prev_pool == pool, np.where(prev_n == n, 0.0, float(resize_s)),
+                           float(restart_s))
+        out = _vector.training_slot_outcomes(
+            slot_s=slot_s, pue=pue[row_d[tr]], owed_s=ch_lost[rep[tr]] + restart,
+            transfer_kwh=ch_tkwh[rep[tr]],
+            remaining=np.array([js.remaining for js in jobs], dtype=float)[k],
+            work_samples=np.array([js.job.work_samples for js in jobs], dtype=float)[k],
+            n_gpus=n, batch_size=m, x_model_sps=x,
+            speed=np.array([js.throughput_scale for js in jobs], dtype=float)[k], phi=phi,
+            m0=np.array([p.efficiency.m0 for p in profs], dtype=float)[prof_of],
+            a1_w=np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of],
+            a2_w_per_sps=np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of],
+            max_power_w=np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+        energy[tr], progress[tr], lost[tr] = out.energy_kwh, out.progress, out.lost_s
+        movement[tr], power[tr], rate[tr] = out.movement_kwh, out.power_kw, out.rate_per_s
+        batch[tr] = m.astype(np.int64)
+    t_end = state.time.timestamp() + slot_s
+    for i in np.flatnonzero(~train_row).tolist():
+        js = jobs[int(row_k[i])]
+        job = js.job
+        dc = dcs[int(row_d[i])]
+        up_s = None if job.end is None else slot_s - max(t_end - job.end.timestamp(), 0.0)
+        o = _outcome.slot_outcome(
+            job, slot_s=slot_s, pue=dc.pue, charges=pairs.charges[int(rep[i])],
+            inference_power_w=_outcome.service_power_w(job, pools[int(row_pool[i])]),
+            up_s=up_s)
+        energy[i], progress[i], lost[i] = o.energy_kwh, o.progress, o.lost_s
+        movement[i], power[i] = o.movement_kwh, o.power_kw
+        batch[i] = job.batch_size
+    price_d = np.array([float(price_per_kwh[dc.region]) for dc in dcs], dtype=float)
+    carbon_d = np.array([float(carbon_g_per_kwh[dc.region]) for dc in dcs], dtype=float)
+    src = np.array(pairs.source, dtype=float).reshape(-1, 3)
+    dc_names = np.array([dc.name for dc in dcs], dtype=str)
+    pool_types = np.array([p.gpu_type for p in pools], dtype=str)
+    return SlotOptions(
+        jobs=jobs,
+        job_index=row_k.astype(np.int64),
+        datacenter=dc_names[row_d] if n_rows else np.zeros(0, dtype=str),
+        gpu_type=pool_types[row_pool] if n_rows else np.zeros(0, dtype=str),
+        n_gpus=row_n.astype(np.int64),
+        batch_size=batch,
+        progress=progress,
+        energy_kwh=energy + src[rep, 2],
+        cost=energy * price_d[row_d] + src[rep, 0],
+        carbon_kg=energy * carbon_d[row_d] / 1000.0 + src[rep, 1],
+        moves=np.asarray(pairs.moves, dtype=bool)[rep],
+        transfer_s=np.array([c.transfer_s for c in pairs.charges], dtype=float)[rep],
+        lost_s=lost,
+        transfer_gb=np.array([c.transfer_gb for c in pairs.charges], dtype=float)[rep],
+        transfer_from=np.array([c.sources[0] if c.sources else "" for c in pairs.charges],
+                               dtype=str)[rep],
+        movement_kwh=movement,
+        power_kw=power,
+        rate_per_s=rate,
+    )
+
+
+@dataclass
+class _Pairs:
+    """The (job, datacenter) pairs of a slot with their charges (see :func:`_option_pairs`)."""
+
+    job: list[int] = field(default_factory=list)
+    dc: list[int] = field(default_factory=list)
+    moves: list[bool] = field(default_factory=list)
+    charges: list[_outcome.Charges] = field(default_factory=list)
+    source: list[float] = field(default_factory=list)
+    template: list[int] = field(default_factory=list)
+    templates: list[list[tuple[int, int]]] = field(default_factory=list)
+
+
+def _option_pairs(
+    state: SlotState, price_per_kwh: Mapping[str, float],
+    carbon_g_per_kwh: Mapping[str, float], gpu_counts: Mapping[str, tuple[int, ...]] | None,
+    dc_pools: list[list[int]],
+) -> _Pairs:
+    """Every (job, datacenter) a job may use this slot, in order, with its transfer charges,
+    the sending ends' cost, carbon (kg) and energy (kWh), and its (pool, GPU count)
+    template: the loops of :func:`slot_options_scalar` down to the pool, the same
+    filters (latency of a service, a link for the checkpoint, data that can reach ``d``)."""
+    sc = state.scenario
+    region_of = {dc.name: dc.region for dc in sc.datacenters}
+    out = _Pairs()
+    seen: dict[tuple[object, ...], int] = {}
+    charged: dict[tuple[object, ...], tuple[_outcome.Charges | None, list[float] | None]] = {}
+    for k, js in enumerate(state.jobs):
+        job = js.job
+        menu = tuple(gpu_counts.get(job.job_id, job.gpu_counts)) if gpu_counts else job.gpu_counts
+        limit = job.max_latency_ms if job.max_latency_ms is not None else np.inf
+        for d, dc in enumerate(sc.datacenters):
+            if not job.is_training and sc.latency_ms(job.home, dc.name) > limit:
+                continue
+            key = (d, job.is_training, menu if job.is_training else job.requested_gpus,
+                   job.gpu_types)
+            tid = seen.get(key)
+            if tid is None:
+                tid = seen[key] = len(out.templates)
+                out.templates.append(_pool_template(sc, job, menu, dc_pools[d]))
+            if not out.templates[tid]:
+                continue  # no pool of the site takes the job: no option, whatever it costs
+            moves = js.last_datacenter is not None and js.last_datacenter != dc.name
+            if moves and js.last_datacenter is not None and sc.link(
+                    js.last_datacenter, dc.name) is None:
+                continue
+            # The charges are a function of these alone: priced once per slot for every
+            # job that shares them (fresh jobs of one home, most of a trace).
+            ckey = (job.is_training, job.home, job.dataset_gb, job.checkpoint_gb, dc.name,
+                    js.last_datacenter, js.data_at, js.pending_s)
+            got = charged.get(ckey)
+            if got is None:
+                ch = _outcome.transfer_charges(
+                    job, dc.name, checkpoint_at=js.last_datacenter, data_at=js.data_at,
+                    pending_s=js.pending_s, link=sc.link)
+                got = charged[ckey] = (ch, None if ch is None else [
+                    sum(kwh * float(price_per_kwh[region_of[s]]) for s, kwh in ch.source_kwh),
+                    sum(kwh * float(carbon_g_per_kwh[region_of[s]]) / 1000.0
+                        for s, kwh in ch.source_kwh),
+                    sum(kwh for _, kwh in ch.source_kwh)] if ch.source_kwh else [0.0, 0.0, 0.0])
+            ch, src = got
+            if ch is None or src is None:
+                continue
+            out.job.append(k)
+            out.dc.append(d)
+            out.moves.append(moves)
+            out.charges.append(ch)
+            out.source += src
+            out.template.append(tid)
+    return out
+
+
+def _pool_template(sc: ScenarioView, job: Job, menu: tuple[int, ...], pools: list[int]
+                   ) -> list[tuple[int, int]]:
+    """The (pool index, GPU count) options of ``job`` among ``pools`` (one datacenter's):
+    its menu's counts that fit each allowed pool (a service: its requested count)."""
+    out: list[tuple[int, int]] = []
+    for pi in pools:
+        pool = sc.pools[pi]
+        if not job.allows(pool.gpu_type):
+            continue
+        if job.is_training:
+            out += [(pi, int(n)) for n in menu if n <= pool.count]
+        elif job.requested_gpus <= pool.count:
+            out.append((pi, int(job.requested_gpus)))
+    return out

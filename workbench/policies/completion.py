@@ -132,6 +132,8 @@ def steady_rates(state: SlotState, opts: SlotOptions) -> NDArray[np.float64]:
     option's batch: ``r = X(n, m) * s_j * (phi_j + m0) / (phi_j + m) / W_j`` with the online
     throughput scale ``s_j`` and gradient noise scale ``phi_j``.
     """
+    if opts.rate_per_s.size == len(opts):
+        return opts.rate_per_s.copy()  # slot_options computed it (the same operations)
     sc = state.scenario
     gpn = {(p.datacenter, p.gpu_type): p.gpus_per_node for p in sc.pools}
     rate = np.zeros(len(opts))
@@ -304,6 +306,8 @@ def _latest_fit(free_p: NDArray[np.int64], n: int, s_hi: int, length: int, lo: i
     ``s`` fits when ``next_short[s] >= s + length``.
     """
     span = free_p[lo:s_hi + length]
+    if span.size == s_hi + length - lo and int(span.min(initial=n)) >= n:
+        return s_hi  # never short of n GPUs: the latest start fits
     at = np.arange(span.size)
     short = np.where(span < n, at, span.size)
     next_short = np.minimum.accumulate(short[::-1])[::-1]

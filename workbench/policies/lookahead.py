@@ -43,12 +43,28 @@ every slot).
 An option that finishes the job values its progress at a full slot's work at least (the
 slot is paid whole). A job whose deadline leaves no slack (``R_j >= 0.9 * pmax_j * L_j``)
 runs first. A move must pay for its round trip (:mod:`workbench.policies.migration`).
-Between re-plans the plan is reused (its duals and quotas), which is the warm start: a
-re-plan only happens when the forecast has moved on by ``replan_slots`` or a job arrived.
+Between re-plans the plan is reused (its duals and quotas): a re-plan happens when the
+forecast has moved on by ``replan_slots`` or a job arrived that the plan does not know.
+
+**Arrivals at scale.** When jobs arrive slot after slot (the Philly trace: about 16 every
+15 minutes) a window LP per slot would dominate the run. By default (``arrival_replan_slots``
+None) a new job re-plans the window at once only when no other new job arrived in the
+``replan_slots`` slots before; otherwise it waits for the next periodic re-plan (at most
+``replan_slots`` slots), unpriced (it does not run) unless the completion rule below says
+it cannot wait. One policy serves a week of a few dozen jobs (every arrival planned at once,
+as before) and a trace of thousands (one LP per re-plan period).
+
+**The completion rule** (:mod:`workbench.policies.completion`, ``completion_margin``): a job
+whose slack runs out (it must start now, on its best option, to finish with a tenth of its
+life in hand; jobs placed backwards on the pools' free GPUs, latest deadline first) is
+placed by constraint in the slot MILP on an option that still finishes it, whatever the
+plan's prices say: a job that waited for a re-plan, or that the plan's blocks left too
+late, still meets its deadline when the pools allow it.
 
 A window LP that fails (HiGHS status other than optimal) is reported in the slot's
 ``SolveInfo`` (``fallback``, with the message): the previous plan stays, and a job it does not
-know prices its progress at its dearest option now, so it runs rather than waits.
+know prices its progress at its dearest option now, so it runs rather than waits (as it
+does when ``arrival_replan_slots`` is set: the earlier scale mode).
 
 Reads only ``state.t``, ``state.time``, ``state.jobs``, the scenario's static facts and the
 forecast: no true future price and no future arrival.
@@ -81,6 +97,12 @@ from workbench.policies.base import (
     SlotState,
     check_caps,
     slot_options,
+)
+from workbench.policies.completion import (
+    COMPLETION_MARGIN_DEFAULT,
+    check_margin,
+    must_run,
+    urgency,
 )
 from workbench.policies.migration import (
     moves_that_pay,
@@ -131,16 +153,23 @@ class LookaheadPolicy(NoHindsightBound):
         9.38 at 24 h; on es-no-br-jan 24 h was 3 % cheaper than 6 h (docs/results.md).
     max_columns : int
         Coarsen the blocks until the LP has at most about this many columns.
-    arrival_replan_slots : int
-        A job the plan does not know re-plans the window once at least this many slots
-        have passed since the last plan. 1 (default): at once, in the slot it arrives. A
-        larger value is the *scale mode* for traces with arrivals in nearly every slot
-        (the Philly trace: about 16 per 15-minute slot), where a window LP per slot
-        dominates the run: until the next plan a new job prices its progress at its
-        dearest option now (as after a failed LP), so it runs rather than waits.
-        Measured in ``bench/scale.py`` (docs/results.md, scale section).
+    arrival_replan_slots : int, optional
+        None (default): a job the plan does not know re-plans the window at once when no
+        other new job arrived in the ``replan_slots`` slots before, else it waits for the
+        next periodic re-plan (module docstring). An integer ``K``: a new job re-plans the
+        window once at least ``K`` slots have passed since the last plan (1: always at
+        once), and until then prices its progress at its dearest option now, so it runs
+        rather than waits (the earlier *scale mode*). Measured in ``bench/scale.py``
+        (docs/results.md, scale section).
+    completion_margin : float, optional
+        The completion rule's safety margin, a share of each job's life (arrival to
+        deadline) kept in hand (:mod:`workbench.policies.completion`); None: no rule.
     time_limit_s, mip_rel_gap : float
         Per solve (LP and slot MILP).
+    warm_start : bool
+        Start each window LP from the previous one's simplex basis, matched by job, pool,
+        GPU count and block (:func:`workbench.optim.blocklp.warm_basis`); the optimum is the
+        same LP's, found in fewer iterations (measured in ``bench/window_lp.py``).
     """
 
     name = "lookahead"
@@ -160,9 +189,11 @@ class LookaheadPolicy(NoHindsightBound):
         deadline_margin_slots: int = 2,
         min_dwell_slots: int | None = None,
         max_columns: int = 60_000,
-        arrival_replan_slots: int = 1,
+        arrival_replan_slots: int | None = None,
         time_limit_s: float = 30.0,
         mip_rel_gap: float = 1e-3,
+        warm_start: bool = False,
+        completion_margin: float | None = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
         if not (math.isfinite(window_h) and window_h > 0):
             raise ValueError(f"window_h must be a positive number of hours, got {window_h!r}")
@@ -198,6 +229,9 @@ class LookaheadPolicy(NoHindsightBound):
         self.arrival_replan_slots = arrival_replan_slots
         self.time_limit_s = float(time_limit_s)
         self.mip_rel_gap = float(mip_rel_gap)
+        self.warm_start = bool(warm_start)
+        self.completion_margin = (None if completion_margin is None
+                                  else check_margin(completion_margin))
         self._fast = FastSlotSolver()
         self._sc: ScenarioView | None = None
         self.plan: WindowPlan | None = None
@@ -219,6 +253,11 @@ class LookaheadPolicy(NoHindsightBound):
         self._where: dict[str, str] = {}
         self.plan = None
         self.replans = 0
+        self._basis: blocklp.BlockBasis | None = None
+        self._job_keys: dict[str, int] = {}
+        self._seen: set[str] = set()
+        self._last_arrival = -(10**9)
+        self._replan_asked = False
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
@@ -234,7 +273,8 @@ class LookaheadPolicy(NoHindsightBound):
                 "carbon_cap_kg": self.carbon_cap_kg,
                 "power_cap_kw": self.power_cap_kw,
                 "carbon_price_per_kg": self.carbon_price_per_kg,
-                "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots}
+                "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots,
+                "warm_start": self.warm_start, "completion_margin": self.completion_margin}
 
     # -- static helpers ------------------------------------------------------------------
     def _configs(self, job: Job) -> list[blocklp.BlockConfig]:
@@ -340,15 +380,29 @@ class LookaheadPolicy(NoHindsightBound):
             # Carbon cap: the remaining budget's share of the window, with a priced slack.
             carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
             carbon_cap_kg=None if budget is None else np.array([budget]),
-            moves=moves)
-        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s)
+            moves=moves, keys=self._block_keys(jobs, t, bstart))
+        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
+                                          warm=self._basis, keep_basis=self.warm_start)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
+        self._basis = sol.basis
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
         plan = replace(plan, solve_s=time.perf_counter() - t0c)
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
+
+    def _block_keys(self, jobs: list[JobState], t: int, bstart: NDArray[np.int64]
+                    ) -> blocklp.BlockKeys | None:
+        """Each job's stable key (first seen, first numbered) and the blocks' absolute first
+        slots: what the warm start matches by (None when it is off)."""
+        if not self.warm_start:
+            return None
+        keys = self._job_keys
+        return blocklp.BlockKeys(
+            job=np.array([keys.setdefault(js.job.job_id, len(keys)) for js in jobs],
+                         dtype=np.int64),
+            block_start=(t + bstart).astype(np.int64))
 
     def _window_jobs(
         self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]], t: int, n_win: int,
@@ -424,11 +478,13 @@ class LookaheadPolicy(NoHindsightBound):
         assert sc is not None
         t = state.t
         self._track_moves(state)
+        quiet = self._track_arrivals(state)
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
         lp_failed = ""
-        if (self.plan is None or t - self.plan.t0 >= self.replan_slots
-                or (new_job and t - self.plan.t0 >= self.arrival_replan_slots)):
+        if (self.plan is None or t - self.plan.t0 >= self.replan_slots or self._replan_asked
+                or (new_job and self._replan_for_arrivals(state, quiet))):
+            self._replan_asked = False
             try:
                 self.plan = self.solve_window(state, forecast)
                 self.replans += 1
@@ -458,15 +514,22 @@ class LookaheadPolicy(NoHindsightBound):
             np.maximum.at(pmax, opts.job_index, opts.progress)
         urgent = np.zeros(n_jobs, dtype=bool)
         prio = np.zeros(n_jobs)
+        # Each job's rows in order (the options come job by job: ``order`` is the identity).
+        order = np.argsort(opts.job_index, kind="stable")
+        bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
         for j, js in enumerate(state.jobs):
             if not js.job.is_training:
                 continue
             jid = js.job.job_id
-            rows = np.flatnonzero(opts.job_index == j)
+            rows = order[bounds[j]:bounds[j + 1]]
             if rows.size == 0:
                 continue
             if jid in plan.mu:
                 mu = float(plan.mu[jid])
+            elif self.arrival_replan_slots is None and not lp_failed and plan.status != "failed":
+                # A new job waiting for the next re-plan: unpriced (the completion rule runs
+                # it if it cannot wait).
+                mu = 0.0
             else:
                 # No plan for this job (the window LP failed): price its progress at its
                 # dearest option now, so that it runs (cheapest first) rather than waits.
@@ -494,6 +557,10 @@ class LookaheadPolicy(NoHindsightBound):
                                                                     1e-12)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        forced = np.zeros(n_jobs, dtype=bool)
+        if self.completion_margin is not None and len(opts):
+            urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
+            prob, keep, forced = must_run(prob, keep, opts.progress, urg)
         chosen, info = solve_or_greedy(prob, keep, prio, t=t, solver="fast", fast=self._fast,
                                        mip_rel_gap=self.mip_rel_gap,
                                        time_limit_s=self.time_limit_s)
@@ -523,6 +590,9 @@ class LookaheadPolicy(NoHindsightBound):
                                 "others")
             elif urgent[int(opts.job_index[k])]:
                 reasons[jid] = "no slack left before its deadline (urgent)"
+            if forced[int(opts.job_index[k])]:
+                rule = "no slack left before its deadline: must run (completion rule)"
+                reasons[jid] = f"{reasons[jid]}; {rule}" if jid in reasons else rule
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
         info = SolveInfo(status=info.status, solve_s=info.solve_s + (
             plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
@@ -530,6 +600,32 @@ class LookaheadPolicy(NoHindsightBound):
             message="; ".join(m for m in (lp_failed, info.message) if m))
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=queues)
+
+    def request_replan(self) -> None:
+        """Re-plan the window at the next decision, whatever the arrivals (a coordinator
+        that moved jobs into or out of this planner's sites asks for it)."""
+        self._replan_asked = True
+
+    def _replan_for_arrivals(self, state: SlotState, quiet: bool) -> bool:
+        """Whether the new jobs of this slot re-plan the window now: with
+        ``arrival_replan_slots`` K, once K slots have passed since the last plan; by default,
+        when no new job arrived in the ``replan_slots`` slots before this one (``quiet``)."""
+        assert self.plan is not None
+        if self.arrival_replan_slots is not None:
+            return state.t - self.plan.t0 >= self.arrival_replan_slots
+        return quiet
+
+    def _track_arrivals(self, state: SlotState) -> bool:
+        """Note the training jobs first seen in this slot; whether none arrived in the
+        ``replan_slots`` slots before it."""
+        t = state.t
+        quiet = t - self._last_arrival > self.replan_slots
+        fresh = [js.job.job_id for js in state.jobs
+                 if js.job.is_training and js.job.job_id not in self._seen]
+        if fresh:
+            self._seen.update(fresh)
+            self._last_arrival = t
+        return quiet
 
     def _track_moves(self, state: SlotState) -> None:
         """Remember the slot of each job's latest move (its checkpoint changed place)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +46,11 @@ class WindowPlan:
         HiGHS model status.
     solve_s : float
     n_columns : int
+    pool_price : float array (pools, blocks)
+        The capacity price of a GPU-slot of each pool in each block (the pool rows' duals,
+        currency per GPU-slot; empty for a failed plan).
+    carbon_price : float
+        The price of a kg under the window's carbon cap (0 without a cap).
     """
 
     t0: int
@@ -59,6 +64,8 @@ class WindowPlan:
     status: str
     solve_s: float
     n_columns: int
+    pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    carbon_price: float = 0.0
 
     @staticmethod
     def failed(t: int) -> WindowPlan:
@@ -146,22 +153,30 @@ def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockC
           for i, j in enumerate(prob.work_jobs)}
     share: dict[tuple[str, int], dict[tuple[str, str, int], float]] = {}
     quota: dict[str, dict[tuple[str, str, int], float]] = {}
-    for col in np.flatnonzero(x > 1e-7).tolist():
-        j, b = int(prob.job[col]), int(prob.block[col])
-        conf = cfgs[j][int(cfg_of[col])]
+    cols = np.flatnonzero(x > 1e-7)
+    # The share of each column's block and the part of each block inside the period, as
+    # arrays (the same operations as per column); the dictionaries filled in column order.
+    frac = (x[cols] / np.maximum(prob.slots[cols], 1e-12)).tolist()
+    blen = prob.block_len
+    inside_b = (np.maximum(np.minimum(bstart + blen, period_slots) - bstart, 0) / blen)
+    inside = inside_b[prob.block[cols]].tolist()
+    runs = (x[cols] * inside_b[prob.block[cols]]).tolist()
+    for j, b, k, f, ins, run in zip(prob.job[cols].tolist(), prob.block[cols].tolist(),
+                                    cfg_of[cols].tolist(), frac, inside, runs, strict=True):
+        conf = cfgs[j][k]
         jid = jobs[j].job.job_id
         sd = share.setdefault((jid, b), {})
         ck2 = (conf.datacenter, conf.gpu_type, conf.n_gpus)
-        sd[ck2] = sd.get(ck2, 0.0) + float(x[col] / max(prob.slots[col], 1e-12))
-        b0, bl = int(bstart[b]), int(prob.block_len[b])
-        inside = max(min(b0 + bl, period_slots) - b0, 0) / bl
-        if inside > 0:
+        sd[ck2] = sd.get(ck2, 0.0) + f
+        if ins > 0:
             qd = quota.setdefault(jid, {})
-            qd[ck2] = qd.get(ck2, 0.0) + float(x[col]) * inside
+            qd[ck2] = qd.get(ck2, 0.0) + run
     shortfall = {jobs[int(j)].job.job_id: float(sol.short[i])
                  for i, j in enumerate(prob.work_jobs) if sol.short[i] > 1e-6}
     move_cost = prob.moves.cost if prob.moves is not None else np.zeros(0)
     return WindowPlan(t0=t, block_start=bstart, block_len=prob.block_len, mu=mu,
                       share=share, quota=quota, shortfall=shortfall,
                       cost=float(prob.cost @ x + move_cost @ sol.move),
-                      status=sol.status, solve_s=0.0, n_columns=sol.n_columns)
+                      status=sol.status, solve_s=0.0, n_columns=sol.n_columns,
+                      pool_price=sol.pool_price,
+                      carbon_price=float(sol.carbon_price.sum()))

@@ -1,0 +1,126 @@
+"""The look-ahead decomposed by datacenter groups against the monolithic one on a small fleet;
+the groups, their views and the coordination."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from workbench.fleet import build_fleet
+from workbench.model import Scenario
+from workbench.policies.base import Allocation, Forecast, SlotState
+from workbench.policies.grouped import GroupedLookahead, datacenter_groups, group_view
+from workbench.policies.lookahead import LookaheadPolicy
+from workbench.sim import simulate
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Scenario:
+    if not SHARED.is_dir():
+        pytest.skip(f"real data folder {SHARED} is absent (CI always has it)")
+    return build_fleet(SHARED, n_datacenters=6, active_jobs=150, horizon_h=12.0)
+
+
+def test_groups_partition_the_sites_by_latency(fleet: Scenario) -> None:
+    view = fleet.view()
+    groups = datacenter_groups(view, 4)
+    assert sorted(i for g in groups for i in g) == list(range(len(fleet.datacenters)))
+    assert [len(g) for g in groups] == [4, 2]
+    assert datacenter_groups(view, 4) == groups  # deterministic
+    names = [d.name for d in fleet.datacenters]
+    seed = groups[0][0]
+    inside = max(view.latency_ms(names[seed], names[i]) for i in groups[0])
+    outside = min(view.latency_ms(names[seed], names[i]) for i in groups[1])
+    assert inside <= outside  # the seed's nearest sites joined it
+    g = group_view(view, groups[1])
+    assert {p.datacenter for p in g.pools} == {names[i] for i in groups[1]}
+    assert g.datacenters == view.datacenters and g.links == view.links
+    with pytest.raises(ValueError, match="group_size"):
+        datacenter_groups(view, 0)
+
+
+class _Checked:
+    """The grouped policy, checking after every slot that each job runs in its group."""
+
+    def __init__(self, inner: GroupedLookahead) -> None:
+        self.inner, self.name, self.moved = inner, inner.name, 0
+
+    def hindsight_bound(self) -> None:
+        return None
+
+    def reset(self, scenario: Any) -> None:
+        self.inner.reset(scenario)
+
+    def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
+        alloc = self.inner.decide(state, forecast)
+        sc = state.scenario
+        for jid, pl in alloc.placements.items():
+            g = self.inner._assign[jid]
+            assert pl.datacenter in {sc.datacenters[i].name for i in self.inner.groups[g]}
+        self.moved = self.inner.moves
+        return alloc
+
+
+def _per_work(result: Any) -> float:
+    return float(result.metrics["cost"]) / float(result.plan["progress"].sum())
+
+
+@pytest.mark.slow
+def test_decomposed_within_two_percent_of_the_monolithic(fleet: Scenario) -> None:
+    grouped = _Checked(GroupedLookahead(group_size=3))
+    parts = simulate(fleet, grouped, forecast_mode="perfect")
+    whole = simulate(fleet, LookaheadPolicy(max_columns=2 * 60_000), forecast_mode="perfect")
+    assert grouped.moved > 0  # jobs left their home group for cheaper ones
+    assert parts.metrics["deadline_misses"] <= whole.metrics["deadline_misses"]
+    # The same work, at a cost per job of work within 2 % of the monolithic plan's.
+    assert float(parts.plan["progress"].sum()) == pytest.approx(
+        float(whole.plan["progress"].sum()), rel=0.01)
+    assert _per_work(parts) <= 1.02 * _per_work(whole)
+
+
+@pytest.mark.slow
+def test_groups_on_dask_decide_as_in_process(fleet: Scenario) -> None:
+    from workbench.scenarios import first_hours
+
+    short = first_hours(fleet, 2.0)
+    local = simulate(short, GroupedLookahead(group_size=3), forecast_mode="perfect")
+    remote = GroupedLookahead(group_size=3, workers=1)
+    try:
+        dask = simulate(short, remote, forecast_mode="perfect")
+    finally:
+        remote.close()
+    cols = ["slot", "job_id", "region", "gpu_type", "n_gpus", "progress", "cost"]
+    a = local.plan[cols].sort_values(["slot", "job_id"]).reset_index(drop=True)
+    b = dask.plan[cols].sort_values(["slot", "job_id"]).reset_index(drop=True)
+    assert a.equals(b)
+
+
+def test_bad_knobs_and_an_unreachable_scheduler(fleet: Scenario) -> None:
+    for bad in ({"group_size": 0}, {"reassign_gain": -1.0}, {"workers": -1},
+                {"carbon_share_step": float("nan")}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            GroupedLookahead(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="arrival_replan_slots"):
+        GroupedLookahead(arrival_replan_slots=0)
+    policy = GroupedLookahead(scheduler="tcp://127.0.0.1:9")
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
+        policy.reset(fleet.view())
+
+
+def test_a_total_carbon_cap_is_shared_by_capacity_then_by_price(fleet: Scenario) -> None:
+    policy = GroupedLookahead(group_size=3, carbon_cap_kg=1000.0)
+    policy.reset(fleet.view())
+    caps = [p.policy.carbon_cap_kg for p in policy._planners]
+    assert sum(caps) == pytest.approx(1000.0)
+    gpus = np.array([sum(p.count for p in v.pools) for v in policy.views], dtype=float)
+    np.testing.assert_allclose(caps, 1000.0 * gpus / gpus.sum())
+    per_dc = {fleet.datacenters[0].name: 50.0, fleet.datacenters[5].name: 70.0}
+    exact = GroupedLookahead(group_size=3, carbon_cap_kg=per_dc)
+    exact.reset(fleet.view())
+    got = [p.policy.carbon_cap_kg for p in exact._planners]
+    assert sum(sum(c.values()) for c in got if c) == pytest.approx(120.0)
