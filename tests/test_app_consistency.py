@@ -247,7 +247,7 @@ def test_a_session_closed_mid_run_gets_nothing_and_the_run_is_stored(
 
 def test_served_progress_leaves_from_the_sessions_loop(tmp_path: Path,
                                                         seed3: Scenario) -> None:
-    """Served, the worker thread's progress waits for flush_progress (the session's periodic
+    """Served, the worker thread's progress waits for SessionPublisher.flush (the session's periodic
     callback on its event loop): nothing is sent to the browser from the worker thread."""
     import threading
 
@@ -255,7 +255,7 @@ def test_served_progress_leaves_from_the_sessions_loop(tmp_path: Path,
     with Store(db) as store:
         store.save_scenario(_six(seed3))
     s = WorkbenchState(db_path=str(db), scenario_name="six", shared=SharedCache())
-    s.defer_progress()
+    s.publisher.defer()
     seen: list[int] = []
     s.param.watch(lambda e: seen.append(threading.get_ident()), "progress")
     worker = threading.Thread(target=lambda: s.run_progress.begin(["greedy"], 10, "go") or [
@@ -263,5 +263,5 @@ def test_served_progress_leaves_from_the_sessions_loop(tmp_path: Path,
     worker.start()
     worker.join()
     assert seen == [] and s.progress == 0
-    s.flush_progress()
+    s.publisher.flush()
     assert s.progress == 10 and seen == [threading.get_ident()]

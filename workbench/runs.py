@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -28,7 +28,7 @@ from workbench.model import Scenario, ScenarioError
 from workbench.scenarios import stored_or_builtin
 from workbench.schema import MIGRATION, PLAN_ROW
 from workbench.sim import RunResult
-from workbench.store import RUN_SUMMARY_METRICS, Store, StoreError
+from workbench.store import RUN_SETTINGS, RUN_SUMMARY_METRICS, Store, StoreError
 
 REFERENCE_POLICY = "asap-home"
 """The policy a saving is measured against (run at once, at home)."""
@@ -385,3 +385,43 @@ def summary_rows(store: Store, scenario: str | None = None) -> list[dict[str, An
                 row[key] = int(v) if key in INT_METRICS else float(v)
         out.append(row)
     return out
+
+
+def stored_comparisons(store: Store, table: pd.DataFrame, info: Mapping[str, Any],
+                       res: RunResult, policies: Sequence[str], scenario: Scenario | None
+                       ) -> tuple[dict[str, dict[str, Any]], Mapping[str, Any] | None]:
+    """A stored run's comparisons: the newest stored run of each of ``policies`` (not the
+    run's own) with the same settings in ``table`` (:meth:`Store.run_summaries`, newest
+    first), as ``policy -> metrics``; and its hindsight bound: its own, else its offline
+    comparison's (None when neither has one)."""
+    baselines: dict[str, dict[str, Any]] = {}
+    bound = res.meta.get("bound")
+    for rec in table.to_dict("records"):
+        if (rec["policy"] in policies and rec["policy"] != res.policy
+                and rec["policy"] not in baselines and same_settings(rec, info)):
+            baselines[rec["policy"]] = stored_metrics(store, rec["run_id"], scenario)
+            if rec["policy"] == "offline" and not bound:
+                bound = store.run_info(rec["run_id"]).get("bound")
+    return baselines, bound
+
+
+def newest_scenario(store: Store) -> str | None:
+    """The scenario of the newest stored run that is not a comparison run (else of the
+    newest run at all); None when no run is stored."""
+    runs = store.runs()
+    if runs.empty:
+        return None
+    own = runs[runs["status"] != "baseline"]
+    return str((own if len(own) else runs)["scenario"].iloc[-1])  # oldest first
+
+
+def run_info_of(res: RunResult, run_id: str | None) -> dict[str, Any]:
+    """A run just made, described as :meth:`Store.run_info` describes a stored one (run_id,
+    name, created_utc, policy, scenario, knobs, settings, stored)."""
+    meta = res.meta
+    return {"run_id": run_id or meta.get("run_id"), "name": meta.get("name"),
+            "created_utc": meta.get("created_utc") or pd.Timestamp.now("UTC"),
+            "policy": res.policy, "scenario": meta.get("scenario"),
+            "knobs": dict(meta.get("knobs") or {}),
+            "settings": {k: meta[k] for k in RUN_SETTINGS if k in meta},
+            "stored": run_id is not None or bool(meta.get("run_id"))}

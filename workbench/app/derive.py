@@ -461,3 +461,36 @@ def energy_by_datacenter(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     frame = pd.DataFrame(cols).fillna(0.0)
     frame.index.name = "datacenter"
     return frame.reset_index()
+
+
+def run_summary(res: Any, tz: str, notes: Iterable[str] = ()) -> tuple[str, str]:
+    """The message box's line for a finished run: its cost (currency), carbon (kg), deadline
+    misses and migrations, and its warnings (the first three, in zone ``tz``); with the
+    message kind (``success``, or ``warning`` when it has warnings)."""
+    m = res.metrics
+    warnings = [*run_warnings(res, tz), *notes]
+    text = (f"{res.policy}: cost {m['cost']:,.2f} {m.get('currency', '')}, carbon "
+            f"{m['carbon_kg']:,.1f} kg, {int(m['deadline_misses'])} deadline misses, "
+            f"{int(m['migrations'])} migrations")
+    if not warnings:
+        return text, "success"
+    shown = "; ".join(warnings[:3]) + (f" (+{len(warnings) - 3} more)"
+                                       if len(warnings) > 3 else "")
+    return f"{text}. Warnings: {shown}", "warning"
+
+
+def missing_references(baseline_policies: Iterable[str]) -> dict[str, str]:
+    """Why a shown run lacks asap-home (the saving's reference) or the hindsight bound, in
+    the sidebar's terms: selected under Compare with (``baseline_policies``) but not run with
+    this run's settings (a stored run opened without it, comparisons cancelled), or not
+    selected."""
+    chosen = set(baseline_policies)
+    out = {}
+    for key, policy, what in (("asap-home", "asap-home", "No saving against asap-home"),
+                              ("bound", "offline", "No hindsight bound")):
+        if policy in chosen:
+            out[key] = (f"{what} yet: {policy} is selected under Compare with but has not "
+                        "run with this run's settings; press Run to run it.")
+        else:
+            out[key] = f"{what}: add {policy} under Compare with and press Run."
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workbench.caps import Caps
@@ -89,3 +90,36 @@ def check_knob(knob: str, text: str) -> tuple[float | None, str]:
     if not math.isfinite(value) or value > high or value < low or (value == low and not low_ok):
         return None, f"{value:g} is out of range: {rule}"
     return value, ""
+
+
+def restored_knobs(info: Mapping[str, Any], policies: Sequence[str],
+                   forecast_modes: Sequence[str]) -> dict[str, Any]:
+    """The sidebar's values that repeat a stored run (:meth:`Store.run_info` ``info``): its
+    policy, V, migration threshold, carbon cap (a percentage cap is stored resolved, so as
+    kg), GPU-count menu and forecast; values the sidebar cannot show are left out."""
+    from workbench.runs import run_settings
+
+    k = run_settings(info)
+    update: dict[str, Any] = {}
+    if info.get("policy") in policies:
+        update["policy"] = info["policy"]
+    for knob in ("V", "migration_threshold"):
+        if knob in k and not check_knob(knob, str(k[knob]))[1]:
+            update[knob] = float(k[knob])
+    cap = k.get("carbon_cap_kg")
+    if isinstance(cap, Mapping):
+        update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
+        update["cap_mode"] = "per datacenter"
+    elif cap is not None:
+        update["carbon_cap_kg"] = float(cap)
+        update["carbon_cap_pct"] = None
+        update["cap_mode"] = "global"
+    elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
+        update["cap_mode"] = "none"
+    update["gpu_counts"] = [int(n) for n in k.get("gpu_counts") or []
+                            if int(n) in GPU_COUNT_CHOICES]
+    if k.get("forecast_mode") in forecast_modes:
+        update["forecast_mode"] = k["forecast_mode"]
+        if k["forecast_mode"] == "noisy" and k.get("forecast_error"):
+            update["forecast_error"] = float(k["forecast_error"])
+    return update

@@ -59,6 +59,43 @@ class ProgressRecorder:
         return None
 
 
+class SessionPublisher:
+    """Where a session's progress goes: ``update`` (the session's ``param.update``) while
+    ``is_open()``, at once, or, once :meth:`defer` was called (served), kept for
+    :meth:`flush`, which the session's event loop calls (a periodic callback). Every message
+    to the browser then leaves from the loop, where Bokeh handles a connection that has just
+    closed (an update sent from the worker thread to a tab that had just closed was a
+    traceback in the server's log)."""
+
+    def __init__(self, update: Callable[..., object], is_open: Callable[[], bool]) -> None:
+        self._update = update
+        self._is_open = is_open
+        self._pending: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def defer(self) -> None:
+        """From now on, progress waits for :meth:`flush`."""
+        self._pending = {}
+
+    def flush(self) -> None:
+        """Publish the progress the worker thread left (on the session's event loop)."""
+        if self._pending is None:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if pending and self._is_open():
+            self._update(**pending)
+
+    def __call__(self, **params: Any) -> None:
+        if not self._is_open():
+            return
+        if self._pending is None:
+            self._update(**params)
+            return
+        with self._lock:
+            self._pending.update(params)
+
+
 class RunProgress:
     """One session's progress: slots done per policy, published through ``publish`` (the
     session's ``param.update``: ``progress``, ``progress_max``, ``progress_rows``,

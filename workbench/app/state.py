@@ -35,12 +35,14 @@ from workbench.app.knobs import (
     SLOT_MINUTES,
     check_cap,
     check_knob,
+    restored_knobs,
 )
 from workbench.app.running import (
     RUN_ERRORS,
     RunOutcome,
     RunProgress,
     RunRequest,
+    SessionPublisher,
     run_with_comparisons,
 )
 from workbench.app.shared import SERVER_CACHE, ComparisonKey, SharedCache
@@ -52,7 +54,7 @@ from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs
 from workbench.quote import JobSpec, Quote, quote
 from workbench.runner import ForecastSettings, RunSpec
 from workbench.sim import RunResult
-from workbench.store import RUN_SETTINGS, Store, StoreError
+from workbench.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +137,9 @@ class WorkbenchState(param.Parameterized):
         """What this session shares with the server's other sessions."""
         self.closed = False
         """True once the browser session is gone (:meth:`close_session`)."""
-        self._pending: dict[str, Any] | None = None
-        self._pending_lock = threading.Lock()
-        self.run_progress = RunProgress(self._publish)
+        self.publisher = SessionPublisher(self.param.update, lambda: not self.closed)
+        """Where the worker thread's progress goes (at once, or deferred when served)."""
+        self.run_progress = RunProgress(self.publisher)
         """The running computation's progress (it publishes the progress parameters)."""
         self._open: dict[int, Store] = {}
         self.fingerprint = ""
@@ -168,21 +170,11 @@ class WorkbenchState(param.Parameterized):
             with self.store() as store:
                 self.store_error = ""
                 # Loading the scenario and its latest run reads the same open store.
-                self._offer_scenarios(store.scenario_names(), self._latest_scenario(store))
+                self._offer_scenarios(store.scenario_names(), stored_runs.newest_scenario(store))
                 return
         except StoreError as exc:
             self._store_failed(exc, "the store's scenarios are not listed")
         self._offer_scenarios([])
-
-    @staticmethod
-    def _latest_scenario(store: Store) -> str | None:
-        """The scenario of the newest stored run that is not a comparison run (else of the
-        newest run at all); None when no run is stored."""
-        runs = store.runs()
-        if runs.empty:
-            return None
-        own = runs[runs["status"] != "baseline"]
-        return str((own if len(own) else runs)["scenario"].iloc[-1])  # oldest first
 
     def _offer_scenarios(self, stored: list[str], latest: str | None = None) -> None:
         names = sorted(set(stored) | set(scenarios.builtin_names()))
@@ -375,7 +367,7 @@ class WorkbenchState(param.Parameterized):
         res = outcome.result
         if outcome.run_id is not None:
             res.meta["run_id"] = outcome.run_id
-        info = self._info_of(res, outcome.run_id)
+        info = stored_runs.run_info_of(res, outcome.run_id)
         self.param.update(result=res, baselines=outcome.baselines, run_info=info,
                           bound=self._bound_of(res.meta.get("bound")),
                           runs_done=self.runs_done + 1)
@@ -384,29 +376,9 @@ class WorkbenchState(param.Parameterized):
         self._announce(res, outcome.notes)
 
     def _announce(self, res: RunResult, notes: list[str]) -> None:
-        from workbench.app.derive import run_warnings
+        from workbench.app.derive import run_summary
 
-        m = res.metrics
-        warnings = [*run_warnings(res, self.tz or "UTC"), *notes]
-        text = (f"{res.policy}: cost {m['cost']:,.2f} {m.get('currency', '')}, carbon "
-                f"{m['carbon_kg']:,.1f} kg, {int(m['deadline_misses'])} deadline misses, "
-                f"{int(m['migrations'])} migrations")
-        if warnings:
-            shown = "; ".join(warnings[:3]) + (f" (+{len(warnings) - 3} more)"
-                                               if len(warnings) > 3 else "")
-            self.say(f"{text}. Warnings: {shown}", "warning")
-        else:
-            self.say(text, "success")
-
-    @staticmethod
-    def _info_of(res: RunResult, run_id: str | None) -> dict[str, Any]:
-        meta = res.meta
-        return {"run_id": run_id or meta.get("run_id"), "name": meta.get("name"),
-                "created_utc": meta.get("created_utc") or pd.Timestamp.now("UTC"),
-                "policy": res.policy, "scenario": meta.get("scenario"),
-                "knobs": dict(meta.get("knobs") or {}),
-                "settings": {k: meta[k] for k in RUN_SETTINGS if k in meta},
-                "stored": run_id is not None or bool(meta.get("run_id"))}
+        self.say(*run_summary(res, self.tz or "UTC", notes))
 
     def run(self) -> RunResult | None:
         """Run synchronously (tests, notebooks); returns the new result or None on error."""
@@ -434,7 +406,7 @@ class WorkbenchState(param.Parameterized):
             if not self.closed:
                 self.running = False
         if not self.closed:
-            self.flush_progress()
+            self.publisher.flush()
             self.apply(outcome)
         return outcome.result
 
@@ -445,34 +417,6 @@ class WorkbenchState(param.Parameterized):
         if self.running:
             log.info("a session closed during a run: it finishes%s, unseen",
                      " and is stored" if self.save_runs else "")
-
-    def defer_progress(self) -> None:
-        """Served: progress from the worker thread waits for :meth:`flush_progress`, which
-        the session's event loop calls (a periodic callback). Every message to the browser
-        then leaves from the loop, where Bokeh handles a connection that has just closed
-        (an update sent from the worker thread to a tab that had just closed was a
-        traceback in the server's log)."""
-        self._pending = {}
-
-    def flush_progress(self) -> None:
-        """Publish the progress the worker thread left (on the session's event loop)."""
-        if self._pending is None:
-            return
-        with self._pending_lock:
-            pending, self._pending = self._pending, {}
-        if pending and not self.closed:
-            self.param.update(**pending)
-
-    def _publish(self, **params: Any) -> None:
-        """Progress to the session's parameters, while the session is open: at once, or
-        for :meth:`flush_progress` once :meth:`defer_progress` was called."""
-        if self.closed:
-            return
-        if self._pending is None:
-            self.param.update(**params)
-            return
-        with self._pending_lock:
-            self._pending.update(params)
 
     # -- stored runs -----------------------------------------------------------------------
     def refresh_runs(self) -> None:
@@ -505,16 +449,8 @@ class WorkbenchState(param.Parameterized):
                 table = (self.runs_table if self.runs_table is not None
                          and info["scenario"] == getattr(self.scenario, "name", None)
                          else store.run_summaries(info["scenario"]))
-                baselines: dict[str, dict[str, Any]] = {}
-                bound = res.meta.get("bound")
-                for rec in table.to_dict("records"):
-                    if (rec["policy"] in self.baseline_policies and rec["policy"] != res.policy
-                            and rec["policy"] not in baselines
-                            and stored_runs.same_settings(rec, info)):
-                        baselines[rec["policy"]] = stored_runs.stored_metrics(
-                            store, rec["run_id"], self.scenario)
-                        if rec["policy"] == "offline" and not bound:
-                            bound = store.run_info(rec["run_id"]).get("bound")
+                baselines, bound = stored_runs.stored_comparisons(
+                    store, table, info, res, self.baseline_policies, self.scenario)
         except StoreError as exc:
             self.say(f"cannot load run {run_id}: {exc}", "danger")
             return None
@@ -522,7 +458,9 @@ class WorkbenchState(param.Parameterized):
         if slot_s and int(slot_s) // 60 in SLOT_MINUTES:
             self.slot_minutes = int(slot_s) // 60
         info["stored"] = True
-        self._restore_knobs(info)
+        self.param.update(input_errors={}, **restored_knobs(
+            info, self.param.policy.objects, self.param.forecast_mode.objects))
+        self.param.trigger("cap_mode")  # rebuild the cap fields with the restored values
         self.param.update(result=res, baselines=baselines, run_info=info,
                           bound=self._bound_of(bound, slot_s))
         self.refresh_tradeoff()
@@ -559,47 +497,11 @@ class WorkbenchState(param.Parameterized):
         return stored_runs.with_equal_work_bound(bound, self.scenario, slot_s) or {}
 
     def missing_references(self) -> dict[str, str]:
-        """Why the shown run lacks asap-home (the saving's reference) or the hindsight bound,
-        in the sidebar's terms: selected under Compare with but not run with this run's
-        settings (a stored run opened without it, comparisons cancelled), or not selected."""
-        out = {}
-        for key, policy, what in (("asap-home", "asap-home", "No saving against asap-home"),
-                                  ("bound", "offline", "No hindsight bound")):
-            if policy in self.baseline_policies:
-                out[key] = (f"{what} yet: {policy} is selected under Compare with but has not "
-                            "run with this run's settings; press Run to run it.")
-            else:
-                out[key] = f"{what}: add {policy} under Compare with and press Run."
-        return out
+        """Why the shown run lacks asap-home or the hindsight bound
+        (:func:`workbench.app.derive.missing_references`)."""
+        from workbench.app.derive import missing_references
 
-    def _restore_knobs(self, info: Mapping[str, Any]) -> None:
-        """Put a loaded run's policy and knobs back in the sidebar, so that pressing Run
-        again repeats it (values the sidebar cannot show are left as they are)."""
-        k = stored_runs.run_settings(info)
-        update: dict[str, Any] = {"input_errors": {}}
-        if info.get("policy") in self.param.policy.objects:
-            update["policy"] = info["policy"]
-        for knob in ("V", "migration_threshold"):
-            if knob in k and not check_knob(knob, str(k[knob]))[1]:
-                update[knob] = float(k[knob])
-        cap = k.get("carbon_cap_kg")
-        if isinstance(cap, Mapping):
-            update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
-            update["cap_mode"] = "per datacenter"
-        elif cap is not None:
-            update["carbon_cap_kg"] = float(cap)  # a percentage cap is stored resolved
-            update["carbon_cap_pct"] = None
-            update["cap_mode"] = "global"
-        elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
-            update["cap_mode"] = "none"
-        counts = [int(n) for n in k.get("gpu_counts") or [] if int(n) in GPU_COUNT_CHOICES]
-        update["gpu_counts"] = counts
-        if k.get("forecast_mode") in self.param.forecast_mode.objects:
-            update["forecast_mode"] = k["forecast_mode"]
-            if k["forecast_mode"] == "noisy" and k.get("forecast_error"):
-                update["forecast_error"] = float(k["forecast_error"])
-        self.param.update(**update)
-        self.param.trigger("cap_mode")  # rebuild the cap fields with the restored values
+        return missing_references(self.baseline_policies)
 
     def rename_run(self, run_id: str, name: str) -> None:
         try:

@@ -20,7 +20,6 @@ from workbench.app.views.quote import QuoteView
 from workbench.app.views.runs import RunsView
 from workbench.app.views.sidebar import ProgressPanel, Sidebar
 
-
 PROGRESS_MS = 400
 """How often a served session publishes a run's progress (ms): from its event loop."""
 
@@ -50,8 +49,8 @@ class WorkbenchApp(StateView):
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             # Progress leaves from the session's loop; a tab closed mid-run: the run goes on
             # (and is stored), nothing more is sent to it.
-            s.defer_progress()
-            pn.state.add_periodic_callback(s.flush_progress, period=PROGRESS_MS)
+            s.publisher.defer()
+            pn.state.add_periodic_callback(s.publisher.flush, period=PROGRESS_MS)
             pn.state.on_session_destroyed(lambda _ctx: s.close_session())
 
     def _show(self, *_: Any) -> None:

@@ -1,0 +1,99 @@
+"""The house holds its shape: rooms that fit, arrows one way, no private names borrowed."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 120
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in sorted(PACKAGE.rglob("*.py")):
+        parts = f.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """``(module, imported name)`` of every ``from workbench... import`` in ``path``, lazy
+    imports inside functions included."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.startswith("workbench"):
+                out += [(module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names if a.name.startswith("workbench")]
+    return out
+
+
+def test_no_file_above_600_lines_and_no_function_above_120() -> None:
+    big_files, big_functions = [], []
+    for name, path in _modules().items():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            big_files.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    big_functions.append(f"{name}.{node.name}: {lines} lines")
+    assert big_files == [] and big_functions == []
+
+
+def test_no_import_circle() -> None:
+    modules = _modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for module, imported in _imports(name, path, modules):
+            target = f"{module}.{imported}" if f"{module}.{imported}" in modules else module
+            if target in modules and target != name:
+                deps.add(target)
+        edges[name] = deps
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                circles.append(trail[trail.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    # A package's __init__ importing its own submodules is not a circle between rooms.
+    circles = [c for c in circles if not all(m.startswith(c[0] + ".") or m == c[0]
+                                             for m in c)]
+    assert circles == []
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """A private helper stays in its module; a private submodule (``io._table``) is shared
+    only inside its own package."""
+    modules = _modules()
+
+    def own_package(name: str, module: str, imported: str) -> bool:
+        return f"{module}.{imported}" in modules and name.startswith(module + ".")
+
+    borrowed = [f"{name} imports {module}.{imported}"
+                for name, path in modules.items()
+                for module, imported in _imports(name, path, modules)
+                if imported.startswith("_") and not imported.startswith("__")
+                and module != name and not own_package(name, module, imported)]
+    assert borrowed == []
