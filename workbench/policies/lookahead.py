@@ -582,7 +582,8 @@ class LookaheadPolicy(NoHindsightBound):
                     if spend <= 0:
                         break
             if opts.moves[k]:
-                gains[jid] = gain = self._move_gain(opts, coef, keep, k, js)
+                gains[jid] = gain = self._move_gain(
+                    opts, coef, keep, k, js, may_pause=not forced[int(opts.job_index[k])])
                 where = f"move {js.last_datacenter}->{opts.datacenter[k]}"
                 reasons[jid] = (f"{where}: the window plan's gain pays for the round trip"
                                 if gain > 0 else f"{where}: worth less to this job than "
@@ -641,13 +642,14 @@ class LookaheadPolicy(NoHindsightBound):
 
     @staticmethod
     def _move_gain(opts: Any, coef: NDArray[np.float64], keep: NDArray[np.bool_],
-                   k: int, js: JobState) -> float:
+                   k: int, js: JobState, may_pause: bool = True) -> float:
         """A chosen move's gain over the job's best way to stay, in the slot objective's
         units (currency): ``coef[k] - max(coef of its kept options in its own datacenter,
-        0 for a training job, which may pause)``."""
+        0 for a training job that may pause)``; a job the completion rule makes run
+        (``may_pause`` False) compares with running where it is."""
         own = (opts.job_index == opts.job_index[k]) & keep & ~np.asarray(opts.moves, bool)
         best = float(coef[own].max()) if own.any() else -np.inf
-        if js.job.is_training:
+        if js.job.is_training and may_pause:
             best = max(best, 0.0)
         return float(coef[k] - best) if np.isfinite(best) else float(coef[k])
 
