@@ -36,7 +36,7 @@ days) for the extrapolation to the full trace (slope per slot, stated as an extr
 ``--scale-mode K`` runs the default policy with ``arrival_replan_slots = K`` (the
 look-ahead's scale mode, 0: the policy's defaults). Each reports its phases' seconds, its
 own peak resident set and the load average before and after (the machine is shared).
-Writes ``docs/results/scale_philly.{csv,md}``.
+Writes ``docs/results/scale_philly.{csv,md}`` (``--philly-stem``: another stem).
 """
 
 from __future__ import annotations
@@ -272,6 +272,9 @@ def main() -> None:
                     help="arrival_replan_slots of the default policy (0: its default)")
     ap.add_argument("--max-columns", type=int, default=0,
                     help="max_columns of the default policy's window LP (0: its default)")
+    ap.add_argument("--philly-stem", default="scale_philly",
+                    help="file stem of the Philly/Alibaba table under docs/results (runs "
+                    "started side by side write their own)")
     ap.add_argument("--child", nargs="*", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -397,7 +400,7 @@ def main() -> None:
     if philly:
         ptable = pd.DataFrame(philly)
         print(ptable.to_string(index=False))
-        write_table(ptable, "scale_philly", title="Scale: the Philly trace, planned")
+        write_table(ptable, args.philly_stem, title="Scale: the Philly trace, planned")
 
 
 def _philly(args: argparse.Namespace) -> list[dict[str, object]]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from workbench import chunks
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.forecast import default_forecast_mode
-from workbench.metrics import compute_metrics, queue_kind_totals
+from workbench.metrics import attribute_savings, compute_metrics, queue_kind_totals
 from workbench.policies import make_policy
 from workbench.recorders import MemoryRecorder
 from workbench.schema import PLAN_EXTRA_COLUMNS, PLAN_STORED_COLUMNS
@@ -115,6 +115,11 @@ def test_plan_columns_and_metrics_as_the_row_form_gave() -> None:
     sc = _scenario()
     res = simulate(sc, make_policy("lookahead"),
                    forecast_mode=default_forecast_mode(sc), noise=0.1, seed=2)
+    base = simulate(sc, make_policy("asap-home"), forecast_mode=default_forecast_mode(sc))
+    attribute_savings(res, base, sc)
+    # The metrics and the attribution read the queue trace's totals: neither run has built
+    # its wide table of slots x queues (the end-of-run peak of a long trace).
+    assert isinstance(res._queues, QueueTrace) and isinstance(base._queues, QueueTrace)
     plan = res.plan
     assert tuple(plan.columns[2:]) == PLAN_STORED_COLUMNS
     assert tuple(plan.columns[-len(PLAN_EXTRA_COLUMNS):]) == PLAN_EXTRA_COLUMNS

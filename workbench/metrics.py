@@ -119,13 +119,18 @@ def site_idle(scenario: Scenario) -> dict[str, float]:
             "site_idle_carbon_kg": carbon}
 
 
-def _frames(result: Any) -> dict[str, pd.DataFrame | None]:
+def _get(result: Any, key: str) -> Any:
+    """``result[key]`` of a mapping, else the attribute (None where missing)."""
     if isinstance(result, Mapping):
-        get = result.get
-    else:
-        def get(key: str, default: object = None) -> Any:
-            return getattr(result, key, default)
-    frames = {k: get(k, None) for k in ("plan", "migrations", "slots", "jobs", "queues")}
+        return result.get(key)
+    return getattr(result, key, None)
+
+
+def _frames(result: Any) -> dict[str, pd.DataFrame | None]:
+    """The plan, migrations, slots and jobs frames of ``result``. Not its queues: a
+    simulated run builds its wide queue table (slots x queues cells, 1.2 GB for a 30-day
+    Philly look-ahead) only when read, and the metrics need only the per-kind totals."""
+    frames = {k: _get(result, k) for k in ("plan", "migrations", "slots", "jobs")}
     if frames["plan"] is None:
         raise ValueError("compute_metrics needs at least a plan frame")
     return frames
@@ -270,7 +275,7 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     out.update(site_idle(scenario))
     out.update(_caps(result, scenario, slots, out["carbon_kg"]))
     out.update(per_pool)
-    out.update(_queue_metrics(result, f["queues"], slots))
+    out.update(_queue_metrics(result, slots))
     return out
 
 
@@ -408,17 +413,16 @@ def _slot_metrics(slots: pd.DataFrame | None) -> dict[str, Any]:
     }
 
 
-def _queue_metrics(result: Any, queues: pd.DataFrame | None, slots: pd.DataFrame | None
-                   ) -> dict[str, float]:
+def _queue_metrics(result: Any, slots: pd.DataFrame | None) -> dict[str, float]:
     """``queue_mean:<kind>`` and ``queue_max:<kind>`` of the policy's queue backlogs.
 
     Queues named ``<kind>:<key>`` (e.g. ``Z:guangzhou``, ``R:job-7``) are summed per kind,
     so the metric count stays small however many jobs a run has. A simulated run has the
     sums per slot already (``RunResult.queue_totals``, from its long-form queue trace).
     """
-    totals = (result.get("queue_totals") if isinstance(result, Mapping)
-              else getattr(result, "queue_totals", None))
+    totals = _get(result, "queue_totals")
     if totals is None:
+        queues = _get(result, "queues")
         if queues is None and slots is not None and "queues" in slots:
             queues = pd.DataFrame([json.loads(q) for q in slots["queues"]])
         totals = None if queues is None else queue_kind_totals(queues)
