@@ -5,8 +5,8 @@ Usage: ``python bench/slot_options.py [--repeat 5] [--copies 30] [--fleet 20x200
 
 Two states, each timed with :func:`workbench.policies.base.slot_options` (the charges once
 per job and site, the training options of all jobs at once) and with
-:func:`~workbench.policies.base.slot_options_scalar` (one ``slot_outcome`` call per option,
-the form every policy used before), after one warm-up call of each (the memos of batch grids
+:func:`~workbench.policies.options_scalar.slot_options_scalar` (one ``slot_outcome`` call per
+option, the form every policy used before), after one warm-up call of each (the memos of batch grids
 filled): ``seed3`` with its training jobs copied ``--copies`` times, half of them placed and
 with random progress and gradient noise (seeded), and the first slot of a fleet of
 :func:`workbench.fleet.build_fleet` (``DxJ``: sites and running jobs). Both forms must return
@@ -33,8 +33,8 @@ from workbench.policies.base import (
     SlotOptions,
     SlotState,
     slot_options,
-    slot_options_scalar,
 )
+from workbench.policies.options_scalar import slot_options_scalar
 from workbench.scenarios import build_seed3
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,8 +24,8 @@ from workbench.policies.base import (
     SlotOptions,
     SlotState,
     slot_options,
-    slot_options_scalar,
 )
+from workbench.policies.options_scalar import slot_options_scalar
 from workbench.scenarios import first_hours
 from workbench.sim import simulate
 

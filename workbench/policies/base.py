@@ -226,146 +226,6 @@ def check_caps(value: float | Mapping[str, float] | None, what: str, unit: str) 
 _batch_grid = _outcome.batch_grid
 
 
-def slot_options_scalar(
-    state: SlotState,
-    price_per_kwh: Mapping[str, float],
-    carbon_g_per_kwh: Mapping[str, float],
-    gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
-    restart_s: float = RESTART_S_DEFAULT,
-    resize_s: float = RESIZE_S_DEFAULT,
-) -> SlotOptions:
-    """Enumerate every feasible option of every active job for one slot, one
-    :func:`workbench.outcome.slot_outcome` call per option: the reference that
-    :func:`slot_options` (the same options, computed for all jobs at once) is tested
-    against bit for bit.
-
-    Parameters
-    ----------
-    price_per_kwh, carbon_g_per_kwh : mapping region -> value
-        The slot's price and carbon intensity (true or forecast) per grid region.
-    gpu_counts : mapping job id -> GPU counts, optional
-        Override a job's GPU-count menu (the operator's configuration menus).
-    restart_s, resize_s : float
-        Seconds lost on a start, resume, move or GPU-type change, and on a GPU-count
-        change in the same pool (:func:`workbench.outcome.move_charges`).
-
-    Notes
-    -----
-    Training option, for ``n`` GPUs of type ``g`` in datacenter ``d``: batch ``m*``
-    maximises the estimated ECU ``X(n, m) * E_phi(m)`` on a geometric grid
-    (:func:`workbench.outcome.best_batch`); its charges (dataset on a first run away from
-    home, checkpoint move, restart) come from :func:`workbench.outcome.move_charges` and
-    its progress, power and energy from :func:`workbench.outcome.slot_outcome` at the
-    online throughput scale ``s_j`` (which scales progress *and* power) and the estimated
-    gradient noise scale. Energy counts the seconds the GPUs are held (a finishing job
-    frees them early). Cost and carbon price each end's energy at its own region.
-    Inference option: its requested GPU count at ``load_fraction`` between idle and max
-    board power, only in datacenters within ``max_latency_ms`` of its home.
-    """
-    sc = state.scenario
-    slot_s = float(sc.slot_s)
-    region_of = {dc.name: dc.region for dc in sc.datacenters}
-    cols: dict[str, list[object]] = {k: [] for k in (
-        "job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
-        "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
-        "transfer_from", "movement_kwh", "power_kw", "rate_per_s")}
-    t_end = state.time.timestamp() + slot_s
-    for k, js in enumerate(state.jobs):
-        job = js.job
-        menu = tuple(gpu_counts.get(job.job_id, job.gpu_counts)) if gpu_counts else job.gpu_counts
-        prev = (None if js.placement is None else
-                (js.placement.datacenter, js.placement.gpu_type, int(js.placement.n_gpus)))
-        up_s = None
-        if not job.is_training and job.end is not None:
-            up_s = slot_s - max(t_end - job.end.timestamp(), 0.0)
-        for dc in sc.datacenters:
-            if not job.is_training and sc.latency_ms(job.home, dc.name) > (
-                job.max_latency_ms if job.max_latency_ms is not None else np.inf
-            ):
-                continue
-            moves = js.last_datacenter is not None and js.last_datacenter != dc.name
-            if moves and js.last_datacenter is not None and sc.link(
-                    js.last_datacenter, dc.name) is None:
-                continue
-            price = float(price_per_kwh[dc.region])
-            carbon = float(carbon_g_per_kwh[dc.region])
-            # What travels depends on the datacenter only; the restart on each option.
-            ch = _outcome.transfer_charges(
-                job, dc.name, checkpoint_at=js.last_datacenter, data_at=js.data_at,
-                pending_s=js.pending_s, link=sc.link)
-            if ch is None:
-                continue
-            src_cost = sum(kwh * float(price_per_kwh[region_of[d]]) for d, kwh in ch.source_kwh)
-            src_carb = sum(kwh * float(carbon_g_per_kwh[region_of[d]]) / 1000.0
-                           for d, kwh in ch.source_kwh)
-            src_kwh = sum(kwh for _, kwh in ch.source_kwh)
-            for pool in sc.pools_at(dc.name):
-                if not job.allows(pool.gpu_type):
-                    continue
-                counts = [n for n in menu if n <= pool.count]
-                if not job.is_training:
-                    counts = [job.requested_gpus] if job.requested_gpus <= pool.count else []
-                for n in counts:
-                    if job.is_training:
-                        prof = sc.profile(job.app, pool.gpu_type)
-                        m, x = _outcome.best_batch(prof, n, pool.gpus_per_node, js.phi)
-                        out = _outcome.slot_outcome(
-                            job, slot_s=slot_s, pue=dc.pue, charges=ch,
-                            lost_s=ch.lost_s + _outcome.restart_seconds(
-                                prev, dc.name, pool.gpu_type, n, restart_s, resize_s),
-                            remaining=js.remaining, profile=prof, n_gpus=n, batch_size=m,
-                            x_model_sps=x, speed=js.throughput_scale, phi=js.phi,
-                            gpus_per_node=pool.gpus_per_node)
-                        rate = (float(x) * float(js.throughput_scale)
-                                * ((js.phi + prof.efficiency.m0) / (js.phi + m))
-                                / job.work_samples)
-                    else:
-                        m = job.batch_size
-                        rate = 0.0
-                        out = _outcome.slot_outcome(
-                            job, slot_s=slot_s, pue=dc.pue, charges=ch,
-                            inference_power_w=_outcome.service_power_w(job, pool), up_s=up_s)
-                    cost = out.energy_kwh * price + src_cost
-                    carb = out.energy_kwh * carbon / 1000.0 + src_carb
-                    cols["job_index"].append(k)
-                    cols["datacenter"].append(dc.name)
-                    cols["gpu_type"].append(pool.gpu_type)
-                    cols["n_gpus"].append(n)
-                    cols["batch_size"].append(m)
-                    cols["progress"].append(out.progress)
-                    cols["energy_kwh"].append(out.energy_kwh + src_kwh)
-                    cols["cost"].append(cost)
-                    cols["carbon_kg"].append(carb)
-                    cols["moves"].append(moves)
-                    cols["transfer_s"].append(ch.transfer_s)
-                    cols["lost_s"].append(out.lost_s)
-                    cols["transfer_gb"].append(ch.transfer_gb)
-                    cols["transfer_from"].append(ch.sources[0] if ch.sources else "")
-                    cols["movement_kwh"].append(out.movement_kwh)
-                    cols["power_kw"].append(out.power_kw)
-                    cols["rate_per_s"].append(rate)
-    return SlotOptions(
-        jobs=state.jobs,
-        job_index=np.asarray(cols["job_index"], dtype=np.int64),
-        datacenter=np.asarray(cols["datacenter"], dtype=str),
-        gpu_type=np.asarray(cols["gpu_type"], dtype=str),
-        n_gpus=np.asarray(cols["n_gpus"], dtype=np.int64),
-        batch_size=np.asarray(cols["batch_size"], dtype=np.int64),
-        progress=np.asarray(cols["progress"], dtype=float),
-        energy_kwh=np.asarray(cols["energy_kwh"], dtype=float),
-        cost=np.asarray(cols["cost"], dtype=float),
-        carbon_kg=np.asarray(cols["carbon_kg"], dtype=float),
-        moves=np.asarray(cols["moves"], dtype=bool),
-        transfer_s=np.asarray(cols["transfer_s"], dtype=float),
-        lost_s=np.asarray(cols["lost_s"], dtype=float),
-        transfer_gb=np.asarray(cols["transfer_gb"], dtype=float),
-        transfer_from=np.asarray(cols["transfer_from"], dtype=str),
-        movement_kwh=np.asarray(cols["movement_kwh"], dtype=float),
-        power_kw=np.asarray(cols["power_kw"], dtype=float),
-        rate_per_s=np.asarray(cols["rate_per_s"], dtype=float),
-    )
-
-
 def slot_options(
     state: SlotState,
     price_per_kwh: Mapping[str, float],
@@ -402,15 +262,15 @@ def slot_options(
     The charges are priced once per (job, datacenter); the training options of all jobs
     are evaluated at once (:func:`workbench.outcome.vector.training_slot_outcomes`, the
     same floating-point operations as the scalar model), in the row order of
-    :func:`slot_options_scalar` (job, datacenter, pool, GPU count), with identical values.
+    :func:`workbench.policies.options_scalar.slot_options_scalar` (job, datacenter, pool,
+    GPU count), with identical values.
     """
     sc = state.scenario
     slot_s = float(sc.slot_s)
     dcs = sc.datacenters
     pools = sc.pools
-    dc_pools = [[i for i, p in enumerate(pools) if p.datacenter == dc.name] for dc in dcs]
-    pool_at = {(p.datacenter, p.gpu_type): i for i, p in enumerate(pools)}
-    pairs = _option_pairs(state, price_per_kwh, carbon_g_per_kwh, gpu_counts, dc_pools)
+    pairs = _option_pairs(state, price_per_kwh, carbon_g_per_kwh, gpu_counts, [
+        [i for i, p in enumerate(pools) if p.datacenter == dc.name] for dc in dcs])
     n_pairs = len(pairs.job)
     tmpl_len = np.array([len(t) for t in pairs.templates], dtype=np.int64)
     tmpl_start = np.cumsum(tmpl_len) - tmpl_len
@@ -423,10 +283,8 @@ def slot_options(
     idx = tmpl_start[tid][rep] + within
     row_pool = flat_pool[idx]
     row_n = flat_n[idx]
-    pair_job = np.asarray(pairs.job, dtype=np.int64)
-    pair_dc = np.asarray(pairs.dc, dtype=np.int64)
-    row_k = pair_job[rep]
-    row_d = pair_dc[rep]
+    row_k = np.asarray(pairs.job, dtype=np.int64)[rep]
+    row_d = np.asarray(pairs.dc, dtype=np.int64)[rep]
     n_rows = int(rep.size)
     jobs = state.jobs
     training = np.array([js.job.is_training for js in jobs], dtype=bool)
@@ -443,34 +301,8 @@ def slot_options(
     pue = np.array([dc.pue for dc in dcs], dtype=float)
     tr = np.flatnonzero(train_row)
     if tr.size:
-        k, pool, n = row_k[tr], row_pool[tr], row_n[tr]
-        apps = sorted({js.job.app for js in jobs})
-        app_of = np.array([apps.index(js.job.app) for js in jobs], dtype=np.int64)
-        combo = app_of[k] * len(pools) + pool
-        uc, prof_of = np.unique(combo, return_inverse=True)
-        profs = [sc.profile(apps[int(c) // len(pools)], pools[int(c) % len(pools)].gpu_type)
-                 for c in uc.tolist()]
-        gpn = np.array([p.gpus_per_node for p in pools], dtype=np.int64)[pool]
-        phi = np.array([js.phi for js in jobs], dtype=float)[k]
-        m, x = _vector.best_batches_grouped(profs, prof_of, n, gpn, phi)
-        prev_pool = np.array([-1 if js.placement is None else pool_at.get(
-            (js.placement.datacenter, js.placement.gpu_type), -2) for js in jobs],
-            dtype=np.int64)[k]
-        prev_n = np.array([-1 if js.placement is None else int(js.placement.n_gpus)
-                           for js in jobs], dtype=np.int64)[k]
-        restart = np.where(prev_pool == pool, np.where(prev_n == n, 0.0, float(resize_s)),
-                           float(restart_s))
-        out = _vector.training_slot_outcomes(
-            slot_s=slot_s, pue=pue[row_d[tr]], owed_s=ch_lost[rep[tr]] + restart,
-            transfer_kwh=ch_tkwh[rep[tr]],
-            remaining=np.array([js.remaining for js in jobs], dtype=float)[k],
-            work_samples=np.array([js.job.work_samples for js in jobs], dtype=float)[k],
-            n_gpus=n, batch_size=m, x_model_sps=x,
-            speed=np.array([js.throughput_scale for js in jobs], dtype=float)[k], phi=phi,
-            m0=np.array([p.efficiency.m0 for p in profs], dtype=float)[prof_of],
-            a1_w=np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of],
-            a2_w_per_sps=np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of],
-            max_power_w=np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+        out, m = _training_outcomes(state, row_k[tr], row_pool[tr], row_n[tr], pue[row_d[tr]],
+                                    ch_lost[rep[tr]], ch_tkwh[rep[tr]], restart_s, resize_s)
         energy[tr], progress[tr], lost[tr] = out.energy_kwh, out.progress, out.lost_s
         movement[tr], power[tr], rate[tr] = out.movement_kwh, out.power_kw, out.rate_per_s
         batch[tr] = m.astype(np.int64)
@@ -515,6 +347,50 @@ def slot_options(
     )
 
 
+def _training_outcomes(
+    state: SlotState, k: NDArray[np.int64], pool: NDArray[np.int64], n: NDArray[np.int64],
+    pue: NDArray[np.float64], charged_s: NDArray[np.float64],
+    transfer_kwh: NDArray[np.float64], restart_s: float, resize_s: float,
+) -> tuple[_vector.SlotOutcomes, NDArray[np.float64]]:
+    """The slot outcomes and best batches of training options (job ``k``, pool ``pool``,
+    ``n`` GPUs; ``pue`` of the option's site, ``charged_s`` and ``transfer_kwh`` of its
+    transfer charges): :func:`workbench.outcome.vector.training_slot_outcomes` on the jobs'
+    online estimates, one profile per (application, pool); the restart owed is 0 in the
+    job's own pool and GPU count, ``resize_s`` for another count there, else ``restart_s``."""
+    sc = state.scenario
+    jobs = state.jobs
+    pools = sc.pools
+    pool_at = {(p.datacenter, p.gpu_type): i for i, p in enumerate(pools)}
+    apps = sorted({js.job.app for js in jobs})
+    app_of = np.array([apps.index(js.job.app) for js in jobs], dtype=np.int64)
+    combo = app_of[k] * len(pools) + pool
+    uc, prof_of = np.unique(combo, return_inverse=True)
+    profs = [sc.profile(apps[int(c) // len(pools)], pools[int(c) % len(pools)].gpu_type)
+             for c in uc.tolist()]
+    gpn = np.array([p.gpus_per_node for p in pools], dtype=np.int64)[pool]
+    phi = np.array([js.phi for js in jobs], dtype=float)[k]
+    m, x = _vector.best_batches_grouped(profs, prof_of, n, gpn, phi)
+    prev_pool = np.array([-1 if js.placement is None else pool_at.get(
+        (js.placement.datacenter, js.placement.gpu_type), -2) for js in jobs],
+        dtype=np.int64)[k]
+    prev_n = np.array([-1 if js.placement is None else int(js.placement.n_gpus)
+                       for js in jobs], dtype=np.int64)[k]
+    restart = np.where(prev_pool == pool, np.where(prev_n == n, 0.0, float(resize_s)),
+                       float(restart_s))
+    out = _vector.training_slot_outcomes(
+        slot_s=float(sc.slot_s), pue=pue, owed_s=charged_s + restart,
+        transfer_kwh=transfer_kwh,
+        remaining=np.array([js.remaining for js in jobs], dtype=float)[k],
+        work_samples=np.array([js.job.work_samples for js in jobs], dtype=float)[k],
+        n_gpus=n, batch_size=m, x_model_sps=x,
+        speed=np.array([js.throughput_scale for js in jobs], dtype=float)[k], phi=phi,
+        m0=np.array([p.efficiency.m0 for p in profs], dtype=float)[prof_of],
+        a1_w=np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of],
+        a2_w_per_sps=np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of],
+        max_power_w=np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+    return out, m
+
+
 @dataclass
 class _Pairs:
     """The (job, datacenter) pairs of a slot with their charges (see :func:`_option_pairs`)."""
@@ -535,7 +411,8 @@ def _option_pairs(
 ) -> _Pairs:
     """Every (job, datacenter) a job may use this slot, in order, with its transfer charges,
     the sending ends' cost, carbon (kg) and energy (kWh), and its (pool, GPU count)
-    template: the loops of :func:`slot_options_scalar` down to the pool, the same
+    template: the loops of the scalar reference
+    (:func:`workbench.policies.options_scalar.slot_options_scalar`) down to the pool, the same
     filters (latency of a service, a link for the checkpoint, data that can reach ``d``)."""
     sc = state.scenario
     region_of = {dc.name: dc.region for dc in sc.datacenters}
