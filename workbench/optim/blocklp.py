@@ -52,8 +52,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.optim.highs import (
-    BASIS_BASIC,
-    BASIS_LOWER,
     Basis,
     HighsResult,
     SparseLp,
@@ -61,6 +59,7 @@ from workbench.optim.highs import (
     new_highs,
     solve,
 )
+from workbench.optim.warm import BlockBasis, keep_basis, map_basis, pack_key
 
 
 @dataclass(frozen=True)
@@ -531,34 +530,7 @@ def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
     return replace(sol, basis=basis, warm=start is not None)
 
 
-# -- warm start: a basis by key ----------------------------------------------------------
-_KEY_BITS = 12
-
-
-@dataclass(frozen=True)
-class BlockBasis:
-    """A solved block LP's simplex basis by what its columns and rows are (not where).
-
-    Per column group and row block (the names of :class:`~workbench.optim.highs.SparseLp`):
-    each entry's identity (job key, pool or datacenter, GPU count, packed in one integer),
-    its block (-1: none) and its ``HighsBasisStatus`` code; with the blocks' absolute first
-    slots and lengths, so that a later model's block is matched to the one that held its
-    first slot.
-    """
-
-    block_start: NDArray[np.int64]
-    block_len: NDArray[np.int64]
-    cols: dict[str, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]]
-    rows: dict[str, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]]
-
-
-def _pack(job: NDArray[np.int64] | int, a: NDArray[np.int64] | int = 0,
-          b: NDArray[np.int64] | int = 0) -> NDArray[np.int64]:
-    """One integer per entry: ``job * 2^24 + a * 2^12 + b`` (``a``, ``b`` < 4096)."""
-    return ((np.asarray(job, dtype=np.int64) << (2 * _KEY_BITS))
-            + (np.asarray(a, dtype=np.int64) << _KEY_BITS) + np.asarray(b, dtype=np.int64))
-
-
+# -- warm start: a basis by key (the mapping in workbench.optim.warm) -------------------
 def _entity_keys(prob: BlockProblem) -> tuple[
         dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]],
         dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]]]:
@@ -570,31 +542,31 @@ def _entity_keys(prob: BlockProblem) -> tuple[
     n_b = prob.n_blocks
     blocks = np.arange(n_b, dtype=np.int64)
     cols: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]] = {
-        "x": (_pack(jk[prob.job], prob.configs.pool, prob.configs.n_gpus.astype(np.int64)),
+        "x": (pack_key(jk[prob.job], prob.configs.pool, prob.configs.n_gpus.astype(np.int64)),
               prob.block),
-        "short": (_pack(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1)),
+        "short": (pack_key(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1)),
         "slack": (np.zeros(1, dtype=np.int64), np.full(1, -1))}
     uniq, _, _, _ = _job_blocks(prob)
     rows: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]] = {
-        "choice": (_pack(jk[uniq // n_b]) if uniq.size else none, uniq % n_b),
-        "pool": (_pack(0, np.repeat(np.arange(prob.pool_capacity.size), n_b)),
+        "choice": (pack_key(jk[uniq // n_b]) if uniq.size else none, uniq % n_b),
+        "pool": (pack_key(0, np.repeat(np.arange(prob.pool_capacity.size), n_b)),
                  np.tile(blocks, prob.pool_capacity.size)),
-        "work": (_pack(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1))}
+        "work": (pack_key(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1))}
     if prob.power_cap_kw is not None:
         n_d = prob.power_cap_kw.size
-        rows["power"] = (_pack(0, np.repeat(np.arange(n_d), n_b)), np.tile(blocks, n_d))
+        rows["power"] = (pack_key(0, np.repeat(np.arange(n_d), n_b)), np.tile(blocks, n_d))
     if prob.carbon_cap_kg is not None:
-        rows["carbon"] = (_pack(0, 0, np.arange(prob.carbon_cap_kg.size)),
+        rows["carbon"] = (pack_key(0, 0, np.arange(prob.carbon_cap_kg.size)),
                           np.full(prob.carbon_cap_kg.size, -1))
     moves = prob.moves
     if moves is not None and moves.job.size:
         dcm = np.zeros(moves.job.size, dtype=np.int64)
         ax = np.flatnonzero(moves.of_x >= 0)
         dcm[moves.of_x[ax]] = prob.configs.dc[ax]
-        cols["move"] = (_pack(jk[moves.job], dcm), np.full(moves.job.size, -1))
+        cols["move"] = (pack_key(jk[moves.job], dcm), np.full(moves.job.size, -1))
         _, _, g_u, _ = _move_row_groups(prob, moves)
         m = g_u // n_b
-        rows["move"] = (_pack(jk[moves.job[m]], dcm[m]), g_u % n_b)
+        rows["move"] = (pack_key(jk[moves.job[m]], dcm[m]), g_u % n_b)
     else:
         cols["move"] = (none, none)
     return cols, rows
@@ -604,66 +576,13 @@ def keep_block_basis(prob: BlockProblem, lp: SparseLp, basis: Basis) -> BlockBas
     """The basis of a solve of ``prob`` (built as ``lp``) by key, for :func:`warm_basis`."""
     assert prob.keys is not None
     ck, rk = _entity_keys(prob)
-
-    def pick(keys: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]],
-             where: dict[str, slice], status: NDArray[np.int8]
-             ) -> dict[str, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]]:
-        out = {}
-        for name, (ident, blk) in keys.items():
-            sl = where.get(name)
-            if sl is not None and sl.stop - sl.start == ident.size:
-                out[name] = (ident, blk, status[sl])
-        return out
-
-    return BlockBasis(block_start=prob.keys.block_start.copy(),
-                      block_len=prob.block_len.copy(),
-                      cols=pick(ck, lp.cols, basis.col_status),
-                      rows=pick(rk, lp.rows, basis.row_status))
+    return keep_basis(ck, rk, lp, basis, prob.keys.block_start, prob.block_len)
 
 
 def warm_basis(old: BlockBasis, prob: BlockProblem, lp: SparseLp) -> Basis:
-    """``old``'s basis on the model ``lp`` of ``prob``: an entry takes the status of the
-    same entity (same job, pool or datacenter, GPU count) in the old block that held its
-    block's first slot; a column without one starts at its lower bound (0), a row without
-    one basic (its slack). The result may be singular or have the wrong count of basic
-    variables: HiGHS is told it is *alien* and repairs it."""
+    """``old``'s basis on the model ``lp`` of ``prob`` (:func:`workbench.optim.warm.map_basis`:
+    each entry takes the status of the same entity in the old block that held its block's
+    first slot; HiGHS is told the basis is alien and repairs it)."""
     assert prob.keys is not None
-    col = np.full(lp.n_cols, BASIS_LOWER, dtype=np.int8)
-    row = np.full(lp.n_rows, BASIS_BASIC, dtype=np.int8)
-    s = prob.keys.block_start
-    ob = np.searchsorted(old.block_start, s, side="right") - 1
-    inside = (ob >= 0) & (s < old.block_start[np.maximum(ob, 0)]
-                          + old.block_len[np.maximum(ob, 0)])
-    old_of = np.where(inside, ob, -2)
     ck, rk = _entity_keys(prob)
-    for keys, where, saved, out in ((ck, lp.cols, old.cols, col), (rk, lp.rows, old.rows, row)):
-        for name, (ident, blk) in keys.items():
-            sl = where.get(name)
-            if sl is None or name not in saved or sl.stop - sl.start != ident.size:
-                continue
-            o_ident, o_blk, o_status = saved[name]
-            new_blk = np.where(blk >= 0, old_of[np.maximum(blk, 0)], -1)
-            got = _lookup(o_ident, o_blk, o_status, ident, new_blk)
-            seg = out[sl]
-            hit = got >= 0
-            seg[hit] = got[hit]
-    return Basis(col, row)
-
-
-def _lookup(o_ident: NDArray[np.int64], o_blk: NDArray[np.int64], o_status: NDArray[np.int8],
-            ident: NDArray[np.int64], blk: NDArray[np.int64]) -> NDArray[np.int8]:
-    """The status of the old entry with the same (identity, block) as each new one, -1 where
-    none (a new block -2: no old block held it)."""
-    out = np.full(ident.size, -1, dtype=np.int8)
-    if not ident.size or not o_ident.size:
-        return out
-    _, inv = np.unique(np.concatenate([o_ident, ident]), return_inverse=True)
-    span = int(max(o_blk.max(initial=0), blk.max(initial=0))) + 3
-    oc = inv[:o_ident.size].astype(np.int64) * span + (o_blk + 2)
-    nc = inv[o_ident.size:].astype(np.int64) * span + (blk + 2)
-    order = np.argsort(oc, kind="stable")
-    sorted_oc = oc[order]
-    pos = np.minimum(np.searchsorted(sorted_oc, nc), sorted_oc.size - 1)
-    hit = (sorted_oc[pos] == nc) & (blk != -2)
-    out[hit] = o_status[order[pos[hit]]]
-    return out
+    return map_basis(old, ck, rk, lp, prob.keys.block_start)
