@@ -93,7 +93,6 @@ from workbench.policies.base import (
     Allocation,
     JobState,
     NoHindsightBound,
-    Placement,
     SlotState,
     check_caps,
     slot_options,
@@ -109,6 +108,7 @@ from workbench.policies.migration import (
     one_way_move_cost,
     transfer_kwh,
 )
+from workbench.policies.plan_slot import plan_coefficients, plan_placements
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
 from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
@@ -118,7 +118,6 @@ PACE_MARGIN = 0.1
 """Share of a job's life (arrival to deadline) by which its pace line finishes early."""
 
 _SHORT_WEIGHT = 1e3
-_URGENT = 0.9
 
 
 class LookaheadPolicy(NoHindsightBound):
@@ -503,58 +502,11 @@ class LookaheadPolicy(NoHindsightBound):
                                 js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
                                 if js.job.is_training})
         n_jobs = len(state.jobs)
-        q = self.carbon_price_per_kg
-        # Integral decisions from the plan: each job's quota is the slots the plan gives it
-        # over the re-plan period; a job with quota left gets the bonus, the one already
-        # running keeps its GPUs (no restart: more progress) until its quota is spent.
-        coef = -(opts.cost + q * opts.carbon_kg)
-        mu_opt = np.zeros(len(opts))
-        pmax = np.zeros(n_jobs)
-        if len(opts):
-            np.maximum.at(pmax, opts.job_index, opts.progress)
-        urgent = np.zeros(n_jobs, dtype=bool)
-        prio = np.zeros(n_jobs)
-        # Each job's rows in order (the options come job by job: ``order`` is the identity).
-        order = np.argsort(opts.job_index, kind="stable")
-        bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
-        for j, js in enumerate(state.jobs):
-            if not js.job.is_training:
-                continue
-            jid = js.job.job_id
-            rows = order[bounds[j]:bounds[j + 1]]
-            if rows.size == 0:
-                continue
-            if jid in plan.mu:
-                mu = float(plan.mu[jid])
-            elif self.arrival_replan_slots is None and not lp_failed and plan.status != "failed":
-                # A new job waiting for the next re-plan: unpriced (the completion rule runs
-                # it if it cannot wait).
-                mu = 0.0
-            else:
-                # No plan for this job (the window LP failed): price its progress at its
-                # dearest option now, so that it runs (cheapest first) rather than waits.
-                ok = opts.progress[rows] > 0
-                mu = 1.1 * float(np.max(opts.cost[rows][ok] / opts.progress[rows][ok],
-                                        initial=0.0))
-            mu_opt[rows] = mu
-            sh = self._quota.get(jid, {})
-            bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
-                                          int(opts.n_gpus[k])), 0.0), 1.0) for k in rows])
-            # A job that finishes in this slot pays the whole slot whatever work is left:
-            # value its last slot at a full slot's work, or its tail is never worth running.
-            full = max((c.rate for c in self._configs(js.job)), default=0.0) * js.throughput_scale
-            fin = opts.progress[rows] >= js.remaining - 1e-9
-            worth = np.where(fin, np.maximum(opts.progress[rows], full), opts.progress[rows])
-            coef[rows] += mu * worth + mu * pmax[j] * bonus
-            left = self._slots_left(js, t)
-            urgent[j] = pmax[j] > 0 and js.remaining >= _URGENT * pmax[j] * left
-            prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
-        if urgent.any():
-            # A job without slack runs first, at its fastest option.
-            ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
-            u = urgent[opts.job_index]
-            coef[u] += 10.0 * ref * opts.progress[u] / np.maximum(pmax[opts.job_index[u]],
-                                                                    1e-12)
+        coef, mu_opt, pmax, urgent, prio = plan_coefficients(
+            state, opts, plan, self._quota, self._configs, self._slots_left,
+            carbon_price_per_kg=self.carbon_price_per_kg,
+            wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
+                           and plan.status != "failed"))
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
         prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
         forced = np.zeros(n_jobs, dtype=bool)
@@ -564,36 +516,8 @@ class LookaheadPolicy(NoHindsightBound):
         chosen, info = solve_or_greedy(prob, keep, prio, t=t, solver="fast", fast=self._fast,
                                        mip_rel_gap=self.mip_rel_gap,
                                        time_limit_s=self.time_limit_s)
-        placements: dict[str, Placement] = {}
-        reasons: dict[str, str] = {}
-        gains: dict[str, float] = {}
-        for k in chosen.tolist():
-            js = state.jobs[int(opts.job_index[k])]
-            jid = js.job.job_id
-            placements[jid] = opts.placement(k)
-            if jid in self._quota:
-                # One slot of the period's quota spent, taken from its largest entries.
-                spend = 1.0
-                for key in sorted(self._quota[jid], key=self._quota[jid].__getitem__,
-                                  reverse=True):
-                    use = min(spend, self._quota[jid][key])
-                    self._quota[jid][key] -= use
-                    spend -= use
-                    if spend <= 0:
-                        break
-            if opts.moves[k]:
-                gains[jid] = gain = self._move_gain(
-                    opts, coef, keep, k, js, may_pause=not forced[int(opts.job_index[k])])
-                where = f"move {js.last_datacenter}->{opts.datacenter[k]}"
-                reasons[jid] = (f"{where}: the window plan's gain pays for the round trip"
-                                if gain > 0 else f"{where}: worth less to this job than "
-                                "staying; the slot's plan moved it to free capacity for "
-                                "others")
-            elif urgent[int(opts.job_index[k])]:
-                reasons[jid] = "no slack left before its deadline (urgent)"
-            if forced[int(opts.job_index[k])]:
-                rule = "no slack left before its deadline: must run (completion rule)"
-                reasons[jid] = f"{reasons[jid]}; {rule}" if jid in reasons else rule
+        placements, reasons, gains = plan_placements(state, opts, chosen, self._quota, coef,
+                                                     keep, forced, urgent)
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
         info = SolveInfo(status=info.status, solve_s=info.solve_s + (
             plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
@@ -639,19 +563,6 @@ class LookaheadPolicy(NoHindsightBound):
             if prev is not None and prev != d:
                 self._moved_at[jid] = state.t - 1
             self._where[jid] = d
-
-    @staticmethod
-    def _move_gain(opts: Any, coef: NDArray[np.float64], keep: NDArray[np.bool_],
-                   k: int, js: JobState, may_pause: bool = True) -> float:
-        """A chosen move's gain over the job's best way to stay, in the slot objective's
-        units (currency): ``coef[k] - max(coef of its kept options in its own datacenter,
-        0 for a training job that may pause)``; a job the completion rule makes run
-        (``may_pause`` False) compares with running where it is."""
-        own = (opts.job_index == opts.job_index[k]) & keep & ~np.asarray(opts.moves, bool)
-        best = float(coef[own].max()) if own.any() else -np.inf
-        if js.job.is_training and may_pause:
-            best = max(best, 0.0)
-        return float(coef[k] - best) if np.isfinite(best) else float(coef[k])
 
     def _round_trip_filter(self, state: SlotState, opts: Any, coef: NDArray[np.float64],
                            mu_opt: NDArray[np.float64], pmax: NDArray[np.float64],

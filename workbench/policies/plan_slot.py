@@ -1,0 +1,158 @@
+"""From the look-ahead's window plan to the slot (:mod:`workbench.policies.lookahead`): the
+slot MILP's coefficients from the plan's prices and quotas, and the chosen options as
+placements with their reasons.
+
+Per option ``i`` of training job ``j``::
+
+    coef_i = mu_j * worth_i - cost_i - q * carbon_i + mu_j * pmax_j * share_i
+
+``worth_i`` the option's progress (a full slot's work at least where it finishes the job:
+the slot is paid whole), ``share_i = min(quota, 1)`` the slots the plan still gives the job
+on the option's configuration in the re-plan period; an inference service's options
+``-cost_i - q * carbon_i``. A job whose deadline leaves no slack
+(``R_j >= URGENT * pmax_j * L_j``) runs first, at its fastest option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench.optim.blocklp import BlockConfig
+from workbench.policies.base import JobState, Placement, SlotOptions, SlotState
+from workbench.policies.window import WindowPlan
+
+URGENT = 0.9
+"""A job is urgent when its remaining work is at least this share of what its fastest
+option does in the slots left to its deadline."""
+
+Quota = dict[str, dict[tuple[str, str, int], float]]
+"""Per job, the slots the plan still gives each (datacenter, GPU type, GPU count) in the
+re-plan period."""
+
+
+def plan_coefficients(
+    state: SlotState, opts: SlotOptions, plan: WindowPlan, quota: Mapping[str, Any],
+    configs: Callable[[Any], list[BlockConfig]], slots_left: Callable[[JobState, int], int],
+    *, carbon_price_per_kg: float, wait_unpriced: bool,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+           NDArray[np.bool_], NDArray[np.float64]]:
+    """The slot MILP's coefficient of every option (module docstring), each option's job
+    price ``mu``, each job's fastest progress ``pmax``, whether it is urgent and its
+    priority for the greedy fallback (``mu * pmax``, urgent first).
+
+    A training job the plan does not know is unpriced (``mu = 0``: it waits for the next
+    re-plan, the completion rule runs it if it cannot) when ``wait_unpriced``, else priced
+    at 1.1 times its dearest option's cost per progress now (it runs rather than waits).
+    """
+    n_jobs = len(state.jobs)
+    q = carbon_price_per_kg
+    # Integral decisions from the plan: each job's quota is the slots the plan gives it
+    # over the re-plan period; a job with quota left gets the bonus, the one already
+    # running keeps its GPUs (no restart: more progress) until its quota is spent.
+    coef = -(opts.cost + q * opts.carbon_kg)
+    mu_opt = np.zeros(len(opts))
+    pmax = np.zeros(n_jobs)
+    if len(opts):
+        np.maximum.at(pmax, opts.job_index, opts.progress)
+    urgent = np.zeros(n_jobs, dtype=bool)
+    prio = np.zeros(n_jobs)
+    # Each job's rows in order (the options come job by job: ``order`` is the identity).
+    order = np.argsort(opts.job_index, kind="stable")
+    bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
+    for j, js in enumerate(state.jobs):
+        if not js.job.is_training:
+            continue
+        jid = js.job.job_id
+        rows = order[bounds[j]:bounds[j + 1]]
+        if rows.size == 0:
+            continue
+        if jid in plan.mu:
+            mu = float(plan.mu[jid])
+        elif wait_unpriced:
+            # A new job waiting for the next re-plan: unpriced (the completion rule runs
+            # it if it cannot wait).
+            mu = 0.0
+        else:
+            # No plan for this job (the window LP failed): price its progress at its
+            # dearest option now, so that it runs (cheapest first) rather than waits.
+            ok = opts.progress[rows] > 0
+            mu = 1.1 * float(np.max(opts.cost[rows][ok] / opts.progress[rows][ok],
+                                    initial=0.0))
+        mu_opt[rows] = mu
+        sh = quota.get(jid, {})
+        bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
+                                      int(opts.n_gpus[k])), 0.0), 1.0) for k in rows])
+        # A job that finishes in this slot pays the whole slot whatever work is left:
+        # value its last slot at a full slot's work, or its tail is never worth running.
+        full = max((c.rate for c in configs(js.job)), default=0.0) * js.throughput_scale
+        fin = opts.progress[rows] >= js.remaining - 1e-9
+        worth = np.where(fin, np.maximum(opts.progress[rows], full), opts.progress[rows])
+        coef[rows] += mu * worth + mu * pmax[j] * bonus
+        left = slots_left(js, state.t)
+        urgent[j] = pmax[j] > 0 and js.remaining >= URGENT * pmax[j] * left
+        prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
+    if urgent.any():
+        # A job without slack runs first, at its fastest option.
+        ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
+        u = urgent[opts.job_index]
+        coef[u] += 10.0 * ref * opts.progress[u] / np.maximum(pmax[opts.job_index[u]],
+                                                                1e-12)
+    return coef, mu_opt, pmax, urgent, prio
+
+
+def plan_placements(
+    state: SlotState, opts: SlotOptions, chosen: NDArray[np.int64], quota: Quota,
+    coef: NDArray[np.float64], keep: NDArray[np.bool_], forced: NDArray[np.bool_],
+    urgent: NDArray[np.bool_],
+) -> tuple[dict[str, Placement], dict[str, str], dict[str, float]]:
+    """The chosen options as placements, with a reason for each move, urgent or forced run
+    and each move's gain (:func:`move_gain`); spends one slot of each placed job's quota,
+    from its largest entries (``quota`` is updated)."""
+    placements: dict[str, Placement] = {}
+    reasons: dict[str, str] = {}
+    gains: dict[str, float] = {}
+    for k in chosen.tolist():
+        js = state.jobs[int(opts.job_index[k])]
+        jid = js.job.job_id
+        placements[jid] = opts.placement(k)
+        if jid in quota:
+            # One slot of the period's quota spent, taken from its largest entries.
+            spend = 1.0
+            for key in sorted(quota[jid], key=quota[jid].__getitem__,
+                              reverse=True):
+                use = min(spend, quota[jid][key])
+                quota[jid][key] -= use
+                spend -= use
+                if spend <= 0:
+                    break
+        if opts.moves[k]:
+            gains[jid] = gain = move_gain(
+                opts, coef, keep, k, js, may_pause=not forced[int(opts.job_index[k])])
+            where = f"move {js.last_datacenter}->{opts.datacenter[k]}"
+            reasons[jid] = (f"{where}: the window plan's gain pays for the round trip"
+                            if gain > 0 else f"{where}: worth less to this job than "
+                            "staying; the slot's plan moved it to free capacity for "
+                            "others")
+        elif urgent[int(opts.job_index[k])]:
+            reasons[jid] = "no slack left before its deadline (urgent)"
+        if forced[int(opts.job_index[k])]:
+            rule = "no slack left before its deadline: must run (completion rule)"
+            reasons[jid] = f"{reasons[jid]}; {rule}" if jid in reasons else rule
+    return placements, reasons, gains
+
+
+def move_gain(opts: SlotOptions, coef: NDArray[np.float64], keep: NDArray[np.bool_],
+              k: int, js: JobState, may_pause: bool = True) -> float:
+    """A chosen move's gain over the job's best way to stay, in the slot objective's
+    units (currency): ``coef[k] - max(coef of its kept options in its own datacenter,
+    0 for a training job that may pause)``; a job the completion rule makes run
+    (``may_pause`` False) compares with running where it is."""
+    own = (opts.job_index == opts.job_index[k]) & keep & ~np.asarray(opts.moves, bool)
+    best = float(coef[own].max()) if own.any() else -np.inf
+    if js.job.is_training and may_pause:
+        best = max(best, 0.0)
+    return float(coef[k] - best) if np.isfinite(best) else float(coef[k])
