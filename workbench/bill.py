@@ -16,7 +16,10 @@ the horizon, and the bill says so (:attr:`Bill.note`)::
     capacity= sum_months capacity_kva * price_per_kva_month * share(month)
     total   = energy + demand + capacity
 
-``energy`` is the sum of the slots' energy charges (:func:`workbench.outcome.site_balance`).
+``energy`` is the sum of the slots' energy charges of the jobs' load
+(:func:`workbench.outcome.site_balance`) plus the sites' baseline power at the grid price
+(:func:`baseline_kw`, the same under every plan); the peak is that of the grid import with
+the baseline.
 """
 
 from __future__ import annotations
@@ -162,13 +165,26 @@ class Bill:
         return {"energy": self.energy, "demand": self.demand, "total": self.total}
 
 
+def baseline_kw(sc: Scenario | ScenarioView) -> NDArray[np.float64]:
+    """Each datacenter's baseline facility power, ``idle_power_kw * PUE`` (kW): metered apart
+    from the jobs' load, at the grid price, and part of every slot's grid import."""
+    return np.array([d.idle_power_kw * d.pue for d in sc.datacenters], dtype=float)
+
+
 def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], energy_charge: NDArray[np.float64]
                  ) -> Bill:
-    """The bill from the metered grid import and energy charges, arrays (slots, datacenters)
-    in the scenario's datacenter order (see the module docstring)."""
+    """The bill from the jobs' metered grid import and energy charges, arrays (slots,
+    datacenters) in the scenario's datacenter order (see the module docstring). The sites'
+    baseline (:func:`baseline_kw`) is added: to every slot's grid import, and at the grid's
+    price to the energy charges."""
     slot_h = sc.slot_s / 3600.0
     names = [d.name for d in sc.datacenters]
-    kw = np.asarray(grid_kwh, dtype=float) / slot_h
+    base = baseline_kw(sc)
+    kw = np.asarray(grid_kwh, dtype=float) / slot_h + base[None, :]
+    price = np.asarray(sc.grid["price_per_kwh"].sel(
+        region=[d.region for d in sc.datacenters]).values[_first(sc):_first(sc) + sc.n_slots],
+        dtype=float)
+    energy_charge = np.asarray(energy_charge, dtype=float) + price * (base * slot_h)[None, :]
     demand = dict.fromkeys(names, 0.0)
     shares = dict.fromkeys(names, 1.0)
     partial: set[int] = set()
@@ -193,6 +209,15 @@ def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], energy_charge: NDA
             peak_time=None if at is None else times[at],
             share=shares[name] if (demand[name] or cap.get(name)) else 1.0))
     return Bill(sites=tuple(sites), note=_note(sc, partial))
+
+
+def _first(sc: Scenario) -> int:
+    """The grid cube's row of the scenario's first slot."""
+    times = pd.DatetimeIndex(sc.grid["time"].values)
+    pos = int(times.get_indexer([pd.Timestamp(sc.start).tz_convert("UTC").tz_localize(None)])[0])
+    if pos < 0:
+        raise ValueError(f"scenario {sc.name!r}: its grid cube has no step at its start")
+    return pos
 
 
 def _note(sc: Scenario, months: set[int]) -> str:

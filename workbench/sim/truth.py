@@ -300,19 +300,19 @@ class Truth:
         return out
 
     def _balance(self, alloc: Allocation, t: int, out: SlotApplied) -> None:
-        """Each datacenter's energy balance (its jobs' energy plus its baseline, from its
-        sources, battery and the grid), the battery states it leaves, and each plan row's
-        split of its energy by its datacenter-slot's mix (pro rata)."""
+        """Each datacenter's energy balance (its jobs' energy from its sources, battery and
+        the grid; the site's baseline power is metered apart, at the grid price, as
+        :func:`workbench.metrics.site_idle` counts it), the battery states it leaves, and
+        each plan row's split of its energy by its datacenter-slot's mix (pro rata)."""
         sc = self.scenario
         slot_h = sc.slot_s / 3600.0
         supply = sc.supply
-        for name, dc in self.dcs.items():
+        for name in self.dcs:
             sources = supply.sources_at(name)
             battery = supply.battery_at(name)
             _, pr, cg = self._prices(t, name)
             site = site_balance(
-                out.energy_kwh[name] + dc.idle_power_kw * dc.pue * slot_h,
-                [s.available_kw[t] * slot_h for s in sources], sources,
+                out.energy_kwh[name], [s.available_kw[t] * slot_h for s in sources], sources,
                 grid_price_per_kwh=pr, grid_carbon_g_per_kwh=cg, slot_h=slot_h,
                 battery=battery, soc_kwh=self.soc_kwh.get(name, 0.0),
                 battery_kw=alloc.battery_kw.get(name), export_price_per_kwh=(
@@ -321,11 +321,9 @@ class Truth:
                 self.soc_kwh[name] = site.soc_kwh
             out.sites[name] = site
             if sources or battery is not None:
-                # The jobs' share of the site's bill and carbon: all of it but the baseline
-                # at the grid's price and carbon (the same under every policy).
-                idle_kwh = dc.idle_power_kw * dc.pue * slot_h
-                out.cost[name] = site.energy_charge - idle_kwh * pr
-                out.carbon_kg[name] = site.carbon_kg - idle_kwh * cg / G_PER_KG
+                # The jobs' energy charges and carbon from what came from where.
+                out.cost[name] = site.energy_charge
+                out.carbon_kg[name] = site.carbon_kg
         if not supply.has_energy:
             return
         split = {}
