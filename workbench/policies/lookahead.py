@@ -110,6 +110,7 @@ from workbench.policies.migration import (
     transfer_kwh,
 )
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
+from workbench.policies.supplyplan import SupplyPlan, SupplyPlanner, supplied_options
 from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
 log = logging.getLogger(__name__)
@@ -259,6 +260,8 @@ class LookaheadPolicy(NoHindsightBound):
         self._last_arrival = -(10**9)
         self._replan_asked = False
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
+        self._supply = SupplyPlanner.of(scenario)
+        self._supply_plan: SupplyPlan | None = None
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
             unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
@@ -365,9 +368,23 @@ class LookaheadPolicy(NoHindsightBound):
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
         budget = self._window_carbon_budget(state, n_win)
         pc = self.power_cap_kw
+        ws = None
+        lp_cost, lp_carb = cost_x, carb_x
+        if self._supply is not None:
+            # Balanced sites: their energy goes through their renewables, battery and grid.
+            ws = self._supply.block(
+                t0=t, block_start=bstart, block_len=blen,
+                renewable_kw=np.asarray(forecast.renewable_kw, dtype=float)[rows_fc],
+                price=bprice, carbon_g=bcarbon, soc_kwh=state.soc_kwh,
+                peaks=state.peak_kw_so_far, carbon_price_per_kg=q,
+                tie=(1.0 + 1e-4 * bstart).astype(float), terminal=True,
+                carbon_group=None if budget is None else np.zeros(len(dcs), dtype=np.int64))
+            bal = ws.block.site_of_dc(len(dcs))[cfg.dc] >= 0
+            lp_cost = np.where(bal, 0.0, cost_x)
+            lp_carb = np.where(bal, 0.0, carb_x)
         prob = blocklp.BlockProblem(
-            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=cost_x, configs=cfg,
-            rate=rate, carbon_kg=carb_x, must_run=~training, work_jobs=train_ids,
+            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=lp_cost, configs=cfg,
+            rate=rate, carbon_kg=lp_carb, must_run=~training, work_jobs=train_ids,
             need=need[train_ids],
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
             shortfall_weight=blocklp.penalty_weight(
@@ -380,7 +397,8 @@ class LookaheadPolicy(NoHindsightBound):
             # Carbon cap: the remaining budget's share of the window, with a priced slack.
             carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
             carbon_cap_kg=None if budget is None else np.array([budget]),
-            moves=moves, keys=self._block_keys(jobs, t, bstart))
+            moves=moves, keys=self._block_keys(jobs, t, bstart),
+            supply=None if ws is None else ws.block)
         sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
                                           warm=self._basis, keep_basis=self.warm_start)
         if not (sol.optimal and sol.complete):
@@ -388,6 +406,9 @@ class LookaheadPolicy(NoHindsightBound):
         self._basis = sol.basis
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
         plan = replace(plan, solve_s=time.perf_counter() - t0c)
+        if ws is not None and self._supply is not None and sol.supply is not None:
+            self._supply_plan = self._supply.plan(ws, sol.supply)
+            plan = replace(plan, cost=plan.cost + sol.supply.cost(ws.block))
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
@@ -502,6 +523,12 @@ class LookaheadPolicy(NoHindsightBound):
                             gpu_counts=None if self.gpu_counts is None else {
                                 js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
                                 if js.job.is_training})
+        sp = self._supply_plan
+        power_cap = self.power_cap_kw
+        if sp is not None:
+            # Balanced sites price their options at the plan's value of energy there, and
+            # a demand-charged site keeps under the planned peak.
+            opts, power_cap = supplied_options(sc, opts, sp, t, price, self.power_cap_kw)
         n_jobs = len(state.jobs)
         q = self.carbon_price_per_kg
         # Integral decisions from the plan: each job's quota is the slots the plan gives it
@@ -556,7 +583,7 @@ class LookaheadPolicy(NoHindsightBound):
             coef[u] += 10.0 * ref * opts.progress[u] / np.maximum(pmax[opts.job_index[u]],
                                                                     1e-12)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)
         if self.completion_margin is not None and len(opts):
             urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
@@ -599,7 +626,8 @@ class LookaheadPolicy(NoHindsightBound):
             fallback=info.fallback or bool(lp_failed),
             message="; ".join(m for m in (lp_failed, info.message) if m))
         return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues)
+                          reasons=reasons, queues=queues,
+                          battery_kw={} if sp is None else sp.battery_kw(t))
 
     def request_replan(self) -> None:
         """Re-plan the window at the next decision, whatever the arrivals (a coordinator
