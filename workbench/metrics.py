@@ -44,7 +44,7 @@ SUPPLY_KEYS: tuple[str, ...] = (
     "bill_energy", "bill_demand", "bill_total", "demand_proration", "green_share",
     "renewable_kwh", "curtailed_kwh", "exported_kwh", "grid_kwh", "battery_throughput_kwh",
     "battery_cycles", "battery_soc_violations", "limit_saved_kwh", "power_limited_share",
-    "grid_price_cost",
+    "cost_at_grid_price", "carbon_kg_at_grid_intensity",
 )
 """Supply, storage, bill and power-limit metrics (:func:`supply_metrics`); per datacenter
 ``bill_energy:<dc>``, ``bill_demand:<dc>``, ``peak_kw:<dc>`` and ``peak_time:<dc>`` follow,
@@ -322,9 +322,9 @@ def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Sce
 
     - ``cost`` and ``carbon_kg`` become, with on-site sources or batteries, the energy
       charges and carbon of the jobs' load from what came from where
-      (:func:`workbench.outcome.site_balance`); ``grid_price_cost`` keeps the plan's sum at
-      the grid price (what the attribution of a saving starts from). Without supply both
-      are the plan's sum, as always.
+      (:func:`workbench.outcome.site_balance`); ``cost_at_grid_price`` and
+      ``carbon_kg_at_grid_intensity`` keep the plan's sums at the grid's price and carbon
+      (what the attribution of a saving starts from). Without supply they are the same.
     - ``bill_energy = cost + site_idle_cost`` (the sites' baseline power, metered apart at
       the grid price), ``bill_demand`` (demand and capacity charges on the peak grid import
       with the baseline, prorated to the horizon), ``bill_total``; per datacenter
@@ -346,7 +346,8 @@ def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Sce
     from workbench.outcome.supply import TOLERANCE
 
     names = [d.name for d in scenario.datacenters]
-    out: dict[str, Any] = {"grid_price_cost": float(energy["cost"])}
+    out: dict[str, Any] = {"cost_at_grid_price": float(energy["cost"]),
+                           "carbon_kg_at_grid_intensity": float(energy["carbon_kg"])}
     saved = plan["limit_saved_kwh"] if "limit_saved_kwh" in plan else pd.Series(dtype=float)
     out["limit_saved_kwh"] = float(saved.fillna(0.0).sum())
     if "power_limit_w" in plan and "n_gpus" in plan:
@@ -539,7 +540,11 @@ def queue_kind_totals(queues: pd.DataFrame) -> pd.DataFrame:
 
 
 ATTRIBUTION_KEYS: tuple[str, ...] = ("efficiency", "temporal", "spatial", "movement")
-"""The parts of a saving against a baseline (:func:`attribute_savings`)."""
+"""The parts of a saving against a baseline (:func:`attribute_savings`) at the grid's price."""
+
+LEVER_ATTRIBUTION_KEYS: tuple[str, ...] = ("power_limits", "supply", "demand")
+"""The parts of the green levers (:func:`attribute_savings`): GPU power limits (split out of
+efficiency), the sites' renewables and batteries, and demand charges (cost only)."""
 
 
 def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
@@ -574,6 +579,11 @@ def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
         float(total.sum())
 
 
+def _run_metrics(run: Any) -> Mapping[str, Any]:
+    got = run.get("metrics") if isinstance(run, Mapping) else getattr(run, "metrics", None)
+    return got or {}
+
+
 def attribute_savings(result: Any, baseline: Any, scenario: Scenario
                       ) -> dict[str, dict[str, float]]:
     """Split a plan's saving against a baseline into where it comes from (exactly).
@@ -582,31 +592,44 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     own energy ``E_p`` (its jobs' energy without transfer and restart overhead) at its mean
     price ``P_p``, ``P_h`` the mean price that energy would have paid at each job's *home*
     datacenter in the same slots, and ``M`` the cost of the plan's transfer and restart
-    energy (DESIGN.md, "Attribution of a saving")::
+    energy (DESIGN.md, "Attribution of a saving"), all at the grid's price::
 
         cost_b - cost_p = (E_b - E_p) * P_b        efficiency (less energy, same work)
                         + E_p * (P_b - P_h)        temporal (cheaper hours at home)
                         + E_p * (P_h - P_p)        spatial (cheaper datacenters)
                         - M                        movement (transfers and restarts)
 
-    The same with carbon intensity for ``carbon_kg``. The four parts add up to the saving
-    (up to float rounding).
+    The green levers add three parts (0 for runs without them), so that the parts add up to
+    the saving on the bill's total (:func:`supply_metrics`)::
+
+        power_limits = (S_p - S_b) * P_b     S: energy the GPU power limits saved (kWh), out
+                                             of efficiency (efficiency becomes
+                                             (E_b + S_b - E_p - S_p) P_b)
+        supply       = (G_p - C_p) - (G_b - C_b)   G: cost at the grid price, C: the energy
+                                             charges through renewables and batteries
+        demand       = D_b - D_p             D: demand and capacity charges
+
+    The same with carbon intensity for ``carbon_kg`` (without ``demand``). The parts add up
+    to the saving (up to float rounding): ``bill_total_b - bill_total_p`` in currency when
+    both runs carry their metrics, else the saving at the grid's price; kg likewise.
 
     Parameters
     ----------
-    result, baseline : RunResult or mapping with a ``plan`` frame
+    result, baseline : RunResult or mapping with a ``plan`` frame (and ``metrics``)
     scenario : Scenario
         For the home datacenters' prices and carbon in each slot.
 
     Returns
     -------
     dict
-        ``{"cost": {efficiency, temporal, spatial, movement}, "carbon_kg": {...}}``, in the
-        scenario's currency and in kg; positive parts save, negative parts cost.
+        ``{"cost": {efficiency, temporal, spatial, movement, power_limits, supply, demand},
+        "carbon_kg": {... without demand}}``, in the scenario's currency and in kg; positive
+        parts save, negative parts cost.
     """
     p_plan = _frames(result)["plan"]
     b_plan = _frames(baseline)["plan"]
     assert p_plan is not None and b_plan is not None
+    m_p, m_b = _run_metrics(result), _run_metrics(baseline)
     out: dict[str, dict[str, float]] = {}
     for key, var, scale in (("cost", "price_per_kwh", 1.0),
                             ("carbon_kg", "carbon_g_per_kwh", 1000.0)):
@@ -617,10 +640,23 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
         p_p = own_at_p / e_p if e_p else 0.0
         p_h = own_at_h / e_p if e_p else 0.0
         movement = total_p - own_at_p
-        out[key] = {
-            "efficiency": (e_b - e_p) * p_b / scale,
+        s_p, s_b = (float(plan["limit_saved_kwh"].fillna(0.0).sum())
+                    if "limit_saved_kwh" in plan else 0.0 for plan in (p_plan, b_plan))
+        at_grid = "cost_at_grid_price" if key == "cost" else "carbon_kg_at_grid_intensity"
+
+        def supply_saved(m: Mapping[str, Any], k: str = key, g: str = at_grid) -> float:
+            return float(m[g]) - float(m[k]) if g in m and k in m else 0.0
+
+        parts = {
+            "efficiency": (e_b + s_b - e_p - s_p) * p_b / scale,
             "temporal": e_p * (p_b - p_h) / scale,
             "spatial": e_p * (p_h - p_p) / scale,
             "movement": -movement / scale,
+            "power_limits": (s_p - s_b) * p_b / scale,
+            "supply": supply_saved(m_p) - supply_saved(m_b),
         }
+        if key == "cost":
+            parts["demand"] = (float(m_b.get("bill_demand", 0.0) or 0.0)
+                               - float(m_p.get("bill_demand", 0.0) or 0.0))
+        out[key] = parts
     return out

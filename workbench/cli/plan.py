@@ -25,7 +25,7 @@ from workbench.cli.scenario import load_or_build
 from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
-from workbench.metrics import ATTRIBUTION_KEYS
+from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
@@ -131,8 +131,12 @@ def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
         cmp.baseline_unfinished_charge - cmp.unfinished_charge,
         cmp.baseline_unfinished_carbon_kg - cmp.unfinished_carbon_kg)
     if att:
-        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
-        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+        # The green levers' parts only where a run has them.
+        keys = [*ATTRIBUTION_KEYS, *(k for k in LEVER_ATTRIBUTION_KEYS
+                                     if abs(att["cost"].get(k, 0.0)) > 0)]
+        parts = ", ".join(f"{k} {att['cost'].get(k, 0.0):+,.2f}" for k in keys)
+        kg = ", ".join(f"{k} {att['carbon_kg'].get(k, 0.0):+,.1f}" for k in keys
+                       if k in att["carbon_kg"])
         if math.isfinite(undone) and abs(undone) > 0:
             parts += f", work left undone {undone:+,.2f}"
             kg += f", work left undone {undone_kg:+,.1f}"

@@ -262,12 +262,24 @@ class SupplySolution:
     peak_kw: NDArray[np.float64]
     energy_value: NDArray[np.float64]
 
-    def cost(self, sb: SupplyBlock) -> float:
-        """The supply part of the objective, currency (without the terminal value)."""
+    def energy_cost(self, sb: SupplyBlock) -> float:
+        """Grid import at its cost, sources at their marginal price, less export revenue."""
         return float((sb.grid_cost.T * self.grid).sum()
                      + (sb.source_cost[:, None] * self.ren).sum()
-                     - (np.nan_to_num(sb.export_price)[:, None] * self.export).sum()
-                     + sb.line_price @ self.peak_kw)
+                     - (np.nan_to_num(sb.export_price)[:, None] * self.export).sum())
+
+    def demand_cost(self, sb: SupplyBlock) -> float:
+        """The peaks above their floors at their price per kW."""
+        return float(sb.line_price @ self.peak_kw)
+
+    def cost(self, sb: SupplyBlock) -> float:
+        """The supply part of the objective, currency (without the terminal value)."""
+        return self.energy_cost(sb) + self.demand_cost(sb)
+
+    def carbon_kg(self, sb: SupplyBlock) -> float:
+        """Carbon of the grid import and the sources used, kg."""
+        return float((sb.grid_carbon_kg.T * self.grid).sum()
+                     + (sb.source_carbon_kg[:, None] * self.ren).sum())
 
 
 def extract(lp: SparseLp, res: HighsResult, sb: SupplyBlock) -> SupplySolution:

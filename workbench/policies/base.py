@@ -131,19 +131,24 @@ class Allocation:
 class HindsightBound:
     """A lower bound on what a plan of the scenario can cost, from perfect hindsight.
 
-    ``cost`` in the scenario's currency and ``carbon_kg`` the carbon of the bounding plan;
-    ``kind`` says where it comes from (the hindsight LP relaxation, the MILP solved to
-    optimality, or a MILP's dual bound at its time limit).
+    ``cost`` in the scenario's currency (the jobs' energy charges, through the sites'
+    renewables and batteries where they have them) and ``carbon_kg`` the carbon of the
+    bounding plan; ``demand`` the demand charges of its peaks (0 without demand charges:
+    ``cost + demand + site_idle_cost`` bounds the bill's total); ``kind`` says where it
+    comes from (the hindsight LP relaxation, the MILP solved to optimality, or a MILP's dual
+    bound at its time limit).
     """
 
     cost: float
     carbon_kg: float
     kind: str
+    demand: float = 0.0
 
     def as_dict(self) -> dict[str, float | str]:
-        """``{"cost", "carbon_kg", "kind"}``, as runs store it (``meta["bound"]``)."""
+        """``{"cost", "carbon_kg", "kind", "demand"}``, as runs store it
+        (``meta["bound"]``)."""
         return {"cost": float(self.cost), "carbon_kg": float(self.carbon_kg),
-                "kind": str(self.kind)}
+                "kind": str(self.kind), "demand": float(self.demand)}
 
 
 class NoHindsightBound:

@@ -110,7 +110,12 @@ from workbench.policies.migration import (
     transfer_kwh,
 )
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
-from workbench.policies.supplyplan import SupplyPlan, SupplyPlanner, supplied_options
+from workbench.policies.supplyplan import (
+    SupplyPlan,
+    SupplyPlanner,
+    site_load_kw,
+    supplied_options,
+)
 from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
 log = logging.getLogger(__name__)
@@ -625,9 +630,14 @@ class LookaheadPolicy(NoHindsightBound):
             plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
             fallback=info.fallback or bool(lp_failed),
             message="; ".join(m for m in (lp_failed, info.message) if m))
+        battery: dict[str, float] = {}
+        if sp is not None:
+            # The batteries keep the grid at the plan's level for the load chosen here.
+            region = {d.name: d.region for d in sc.datacenters}
+            load = site_load_kw(opts, chosen, float(sc.slot_s))
+            battery = sp.battery_kw(t, load, {d: price[region[d]] for d in sp.names})
         return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues,
-                          battery_kw={} if sp is None else sp.battery_kw(t))
+                          reasons=reasons, queues=queues, battery_kw=battery)
 
     def request_replan(self) -> None:
         """Re-plan the window at the next decision, whatever the arrivals (a coordinator

@@ -91,6 +91,7 @@ class SupplyPlanner:
         peaks: Mapping[tuple[str, int, int, int, int], float] | None = None,
         carbon_price_per_kg: float = 0.0, tie: NDArray[np.float64] | None = None,
         terminal: bool = False, carbon_group: NDArray[np.int64] | None = None,
+        lowest_tier: bool = False,
     ) -> WindowSupply:
         """The block LP's supply data from slot ``t0`` on.
 
@@ -99,7 +100,9 @@ class SupplyPlanner:
         columns would have paid; ``tie`` a factor per block on the grid cost (the look-ahead's
         preference for early slots); ``terminal`` values the battery's last state of charge
         at its site's mean grid cost times ``eta``; ``carbon_group`` (datacenters) the carbon
-        rows' groups.
+        rows' groups. A peak is priced at the tier of the peak metered so far, or with
+        ``lowest_tier`` at the lowest tier of its period (a charge whose tiers fall with the
+        peak is then never overestimated: what a lower bound needs).
         """
         h = self.slot_s / 3600.0
         d = self.site_dc
@@ -127,7 +130,8 @@ class SupplyPlanner:
                 line_blocks.append(np.flatnonzero(inside).astype(np.int64))
         kept = [self.lines[k] for k in keep]
         floors = np.array([(peaks or {}).get(b.key, 0.0) for b in kept], dtype=float)
-        prices = np.array([b.rates.marginal_price(b.period, fl) * b.share
+        prices = np.array([(min(p for _, p in b.rates.tiers[b.period]) if lowest_tier
+                            else b.rates.marginal_price(b.period, fl)) * b.share
                            for b, fl in zip(kept, floors, strict=True)], dtype=float)
         sb = SupplyBlock(
             site_dc=d, grid_cost=cost, grid_carbon_kg=carbon_g[:, d] / 1000.0,
@@ -149,7 +153,7 @@ class SupplyPlanner:
         sb = ws.block
         return SupplyPlan(
             names=self.names, t0=ws.t0, block_start=ws.block_start, block_len=ws.block_len,
-            battery_kwh=sol.discharge - sol.charge, value=sol.energy_value,
+            battery_kwh=sol.discharge - sol.charge, grid_kwh=sol.grid, value=sol.energy_value,
             peak_kw={b.key: float(fl + pk) for b, fl, pk in
                      zip(ws.lines, sb.line_floor_kw, sol.peak_kw, strict=True)},
             lines=ws.lines, base_kw=self.base_kw, source_site=self.source_site,
@@ -178,6 +182,7 @@ class SupplyPlan:
     block_start: NDArray[np.int64]
     block_len: NDArray[np.int64]
     battery_kwh: NDArray[np.float64]
+    grid_kwh: NDArray[np.float64]
     value: NDArray[np.float64]
     peak_kw: Mapping[tuple[str, int, int, int, int], float]
     lines: tuple[Bucket, ...]
@@ -191,11 +196,32 @@ class SupplyPlan:
         pos = int(np.searchsorted(self.block_start, t - self.t0, side="right")) - 1
         return min(max(pos, 0), int(self.block_start.size) - 1)
 
-    def battery_kw(self, t: int) -> dict[str, float]:
-        """Each battery's planned power in slot ``t`` (kW, + discharge), the block's mean."""
+    def battery_kw(self, t: int, load_kw: Mapping[str, float] | None = None,
+                   price: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Each battery's power in slot ``t`` (kW, + discharge): the block's planned mean, or,
+        given the jobs' actual ``load_kw`` per site and the grid ``price``, the power that
+        keeps the grid import at the plan's level where the plan values energy below the
+        grid price (the battery, not the grid, is the marginal source there)::
+
+            battery = load - renewable(t) - grid_plan(t)     if value(t) < price
+                    = battery_plan(t)                         otherwise
+        """
         b = self._block(t)
-        per = self.battery_kwh[:, b] / (float(self.block_len[b]) * self.slot_h)
-        return {n: float(per[i]) for i, n in enumerate(self.names) if self.battery[i]}
+        span = float(self.block_len[b]) * self.slot_h
+        per = self.battery_kwh[:, b] / span
+        out = {n: float(per[i]) for i, n in enumerate(self.names) if self.battery[i]}
+        if load_kw is None or price is None:
+            return out
+        row = min(max(t - self.t0, 0), self.renewable_kw.shape[0] - 1)
+        for i, n in enumerate(self.names):
+            if not self.battery[i] or n not in price:
+                continue
+            if not self.value[i, b] < float(price[n]) * (1.0 - 1e-9):
+                continue
+            ren = (float(self.renewable_kw[row, self.source_site == i].sum())
+                   if self.renewable_kw.size else 0.0)
+            out[n] = float(load_kw.get(n, 0.0)) - ren - float(self.grid_kwh[i, b]) / span
+        return out
 
     def energy_value(self, t: int) -> dict[str, float]:
         """Each balanced site's marginal value of energy in slot ``t`` (currency/kWh)."""
@@ -264,6 +290,19 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
     return dataclasses.replace(opts, cost=cost), out_cap
 
 
+def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
+                 ) -> dict[str, float]:
+    """The chosen options' average power at their datacenters, kW: facility IT power and
+    the destination half of transfer energy over the slot."""
+    out: dict[str, float] = {}
+    for k in chosen.tolist():
+        it = float(opts.power_kw[k])
+        extra = (float(opts.energy_kwh[k]) - it * slot_s / 3600.0) / 2.0 * 3600.0 / slot_s
+        d = str(opts.datacenter[k])
+        out[d] = out.get(d, 0.0) + it + extra
+    return out
+
+
 def block_prices(price: NDArray[np.float64], block_start: NDArray[np.int64]
                  ) -> NDArray[np.float64]:
     """Mean of ``price`` (slots, columns) over each block starting at ``block_start``."""
@@ -277,5 +316,5 @@ def sites_of(names: Sequence[str], planner: SupplyPlanner | None) -> set[str]:
     return set() if planner is None else {n for n in names if n in planner.names}
 
 
-__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices", "sites_of",
-           "supplied_options"]
+__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices", "site_load_kw",
+           "sites_of", "supplied_options"]
