@@ -113,6 +113,7 @@ from workbench.policies.problems import build_slot_problem, current_prices, job_
 from workbench.policies.supplyplan import (
     SupplyPlan,
     SupplyPlanner,
+    prefer_progress,
     site_load_kw,
     supplied_options,
 )
@@ -587,6 +588,8 @@ class LookaheadPolicy(NoHindsightBound):
             u = urgent[opts.job_index]
             coef[u] += 10.0 * ref * opts.progress[u] / np.maximum(pmax[opts.job_index[u]],
                                                                     1e-12)
+        if sp is not None:
+            prefer_progress(opts, coef, pmax, sp.names)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
         prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)

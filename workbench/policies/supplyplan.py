@@ -290,6 +290,23 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
     return dataclasses.replace(opts, cost=cost), out_cap
 
 
+def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[np.float64],
+                    sites: Sequence[str]) -> None:
+    """Break ties toward progress at balanced sites, in place: where energy is free (a
+    renewable surplus, a battery to be refilled by one) a job's options there all weigh 0
+    and the plan's price of its progress may be 0 too, so the slot MILP would pick among
+    them arbitrarily (a slow power limit, or nothing). ``coef += 1e-6 max(|coef|, 1)
+    progress / pmax_j`` on those rows: negligible against any price, decisive in a tie."""
+    if not len(opts):
+        return
+    rows = np.isin(opts.datacenter, list(sites))
+    if not rows.any():
+        return
+    ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
+    share = opts.progress / np.maximum(pmax[opts.job_index], 1e-12)
+    coef[rows] += 1e-6 * ref * share[rows]
+
+
 def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
                  ) -> dict[str, float]:
     """The chosen options' average power at their datacenters, kW: facility IT power and
@@ -316,5 +333,6 @@ def sites_of(names: Sequence[str], planner: SupplyPlanner | None) -> set[str]:
     return set() if planner is None else {n for n in names if n in planner.names}
 
 
-__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices", "site_load_kw",
+__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices", "prefer_progress",
+           "site_load_kw",
            "sites_of", "supplied_options"]
