@@ -84,7 +84,7 @@ def buckets(sc: Scenario | ScenarioView) -> list[Bucket]:
         month_key = (np.asarray(local.year) * 12 + np.asarray(local.month) - 1).astype(np.int64)
         mon = np.asarray(local.month) - 1
         hour = np.asarray(local.hour)
-        weekend = np.asarray(local.dayofweek) >= 5
+        weekend = np.asarray(local.day_of_week) >= 5
         for si, st in enumerate(dc.structures):
             wd = np.asarray(st.weekday)
             we = np.asarray(st.weekend)

@@ -158,9 +158,10 @@ def series_at_slots(series: pd.Series, start: datetime, slot_s: int, n_slots: in
                     name: str, hold: bool = False) -> NDArray[np.float64]:
     """A series' mean value in each slot, from samples indexed by UTC time.
 
-    A slot without a sample inside takes the latest sample before it; a slot before the
-    first sample, or after a gap longer than a day between samples, is an error unless
-    ``hold`` (then it takes the nearest value).
+    A slot without a sample inside takes the latest sample before it, if that lies within
+    one step of the series (its median interval, at least a slot); a slot before the first
+    sample or further from one is an error unless ``hold`` (then it takes the nearest
+    value).
 
     Raises
     ------
@@ -185,9 +186,11 @@ def series_at_slots(series: pd.Series, start: datetime, slot_s: int, n_slots: in
     before = idx.searchsorted(edges[:-1], side="right") - 1
     held = np.where(before >= 0, vals[np.clip(before, 0, None)], np.nan)
     out = np.where(count > 0, mean, held)
+    step = pd.Timedelta(seconds=max(float(np.median(np.diff(idx.asi8))) / 1e9
+                                    if len(idx) > 1 else 0.0, float(slot_s)))
     gap = np.zeros(n_slots, dtype=bool)
     ok_before = before >= 0
-    gap[ok_before] = (edges[:-1][ok_before] - idx[before[ok_before]]) > pd.Timedelta(days=1)
+    gap[ok_before] = (edges[:-1][ok_before] - idx[before[ok_before]]) >= step * 1.001
     bad = ~np.isfinite(out) | (gap & (count == 0))
     if bad.any():
         if not hold:

@@ -380,10 +380,13 @@ class LookaheadPolicy(NoHindsightBound):
             # Balanced sites: their energy goes through their renewables, battery and grid.
             ws = self._supply.block(
                 t0=t, block_start=bstart, block_len=blen,
-                renewable_kw=np.asarray(forecast.renewable_kw, dtype=float)[rows_fc],
+                renewable_kw=(np.asarray(forecast.renewable_kw, dtype=float)[rows_fc]
+                              if forecast.renewable_kw.size else np.zeros((n_win, 0))),
                 price=bprice, carbon_g=bcarbon, soc_kwh=state.soc_kwh,
                 peaks=state.peak_kw_so_far, carbon_price_per_kg=q,
-                tie=(1.0 + 1e-4 * bstart).astype(float), terminal=True,
+                tie=(1.0 + 1e-4 * bstart).astype(float),
+                # Energy left in the battery is worth something only before the horizon ends.
+                terminal=t + n_win < sc.n_slots,
                 carbon_group=None if budget is None else np.zeros(len(dcs), dtype=np.int64))
             bal = ws.block.site_of_dc(len(dcs))[cfg.dc] >= 0
             lp_cost = np.where(bal, 0.0, cost_x)
@@ -550,6 +553,7 @@ class LookaheadPolicy(NoHindsightBound):
         # Each job's rows in order (the options come job by job: ``order`` is the identity).
         order = np.argsort(opts.job_index, kind="stable")
         bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
+        quota_share = np.zeros(len(opts))
         for j, js in enumerate(state.jobs):
             if not js.job.is_training:
                 continue
@@ -573,6 +577,7 @@ class LookaheadPolicy(NoHindsightBound):
             sh = self._quota.get(jid, {})
             bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
                                           int(opts.n_gpus[k])), 0.0), 1.0) for k in rows])
+            quota_share[rows] = bonus
             # A job that finishes in this slot pays the whole slot whatever work is left:
             # value its last slot at a full slot's work, or its tail is never worth running.
             full = max((c.rate for c in self._configs(js.job)), default=0.0) * js.throughput_scale
@@ -582,14 +587,14 @@ class LookaheadPolicy(NoHindsightBound):
             left = self._slots_left(js, t)
             urgent[j] = pmax[j] > 0 and js.remaining >= _URGENT * pmax[j] * left
             prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
+        if sp is not None:
+            prefer_progress(opts, coef, pmax, sp.names, quota_share)
         if urgent.any():
             # A job without slack runs first, at its fastest option.
             ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
             u = urgent[opts.job_index]
             coef[u] += 10.0 * ref * opts.progress[u] / np.maximum(pmax[opts.job_index[u]],
                                                                     1e-12)
-        if sp is not None:
-            prefer_progress(opts, coef, pmax, sp.names)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
         prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)

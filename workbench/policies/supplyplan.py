@@ -99,7 +99,8 @@ class SupplyPlanner:
         deliver; ``price``, ``carbon_g`` (blocks, datacenters) the block prices the jobs'
         columns would have paid; ``tie`` a factor per block on the grid cost (the look-ahead's
         preference for early slots); ``terminal`` values the battery's last state of charge
-        at its site's mean grid cost times ``eta``; ``carbon_group`` (datacenters) the carbon
+        at its site's least grid cost in the window times ``eta`` (what the energy left
+        would save: replacing it later costs at least that); ``carbon_group`` (datacenters) the carbon
         rows' groups. A peak is priced at the tier of the peak metered so far, or with
         ``lowest_tier`` at the lowest tier of its period (a charge whose tiers fall with the
         peak is then never overestimated: what a lower bound needs).
@@ -139,7 +140,7 @@ class SupplyPlanner:
             source_carbon_kg=self.source_carbon_kg, export_price=self.export_price,
             battery=self.battery, power_kwh=self.power_kw * h, eta=self.eta, soc0=soc0,
             soc_lo=self.soc_lo, soc_hi=self.soc_hi,
-            terminal_value=(cost.mean(axis=0) * self.eta if terminal
+            terminal_value=(cost.min(axis=0) * self.eta if terminal
                             else np.zeros(d.size)),
             line_site=np.array([self.site_index(b.datacenter) for b in kept], dtype=np.int64),
             line_price=prices, line_floor_kw=floors, line_blocks=tuple(line_blocks),
@@ -291,12 +292,19 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
 
 
 def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[np.float64],
-                    sites: Sequence[str]) -> None:
-    """Break ties toward progress at balanced sites, in place: where energy is free (a
-    renewable surplus, a battery to be refilled by one) a job's options there all weigh 0
-    and the plan's price of its progress may be 0 too, so the slot MILP would pick among
-    them arbitrarily (a slow power limit, or nothing). ``coef += 1e-6 max(|coef|, 1)
-    progress / pmax_j`` on those rows: negligible against any price, decisive in a tie."""
+                    sites: Sequence[str], quota_share: NDArray[np.float64]) -> None:
+    """Break ties at balanced sites toward the plan and toward progress, in place.
+
+    Where energy is free (a renewable surplus, a battery a surplus refills) a job's options
+    there all weigh 0 and the plan's price of its progress may be 0 too (its work row is
+    not binding), so its quota bonus (``mu * pmax * share``) vanishes and the slot MILP
+    would pick among the jobs and their options arbitrarily: a slow power limit, or not
+    the job the plan gave the GPUs to, which then falls behind. On those rows::
+
+        coef += max(|coef|, 1) (1e-3 share_i + 1e-6 progress_i / pmax_j)
+
+    (``share_i`` the plan's quota on the option's configuration, in [0, 1]): small against
+    any price, decisive in a tie."""
     if not len(opts):
         return
     rows = np.isin(opts.datacenter, list(sites))
@@ -304,7 +312,7 @@ def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[
         return
     ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
     share = opts.progress / np.maximum(pmax[opts.job_index], 1e-12)
-    coef[rows] += 1e-6 * ref * share[rows]
+    coef[rows] += ref * (1e-3 * quota_share[rows] + 1e-6 * share[rows])
 
 
 def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
