@@ -100,8 +100,8 @@ class SupplyPlanner:
         columns would have paid; ``tie`` a factor per block on the grid cost (the look-ahead's
         preference for early slots); ``terminal`` values the battery's last state of charge
         at its site's least grid cost in the window times ``eta`` (what the energy left
-        would save: replacing it later costs at least that); ``carbon_group`` (datacenters) the carbon
-        rows' groups. A peak is priced at the tier of the peak metered so far, or with
+        would save: replacing it later costs at least that); ``carbon_group`` (datacenters)
+        the carbon rows' groups. A peak is priced at the tier of the peak metered so far, or with
         ``lowest_tier`` at the lowest tier of its period (a charge whose tiers fall with the
         peak is then never overestimated: what a lower bound needs).
         """
