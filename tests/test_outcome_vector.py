@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench import outcome
-from workbench.cubes import default_forecast_mode
+from workbench.forecast import default_forecast_mode
 from workbench.model import Scenario
 from workbench.policies import make_policy
 from workbench.policies.base import (

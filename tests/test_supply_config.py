@@ -67,7 +67,8 @@ BAD = [
     ("latitude out of range", {**SOLAR, "latitude": 95.0},
      r"latitude: 95.0 must be less than or equal to 90"),
     ("unknown datacenter", {**SOLAR, "datacenter": "z"},
-     r"\[\[supply\]\] entry 0 datacenter: 'z' is not a \[\[datacenters\]\] name \(a, b\)"),
+     r"\[\[supply\]\] entry 0 datacenter: 'z' is not a \[\[datacenters\]\] name; known: "
+     r"a, b; name one of them"),
     ("battery key on solar", {**SOLAR, "energy_kwh": 4.0},
      r"a solar entry takes no energy_kwh; its keys: "),
     ("unknown key", {**SOLAR, "panels": 12},
@@ -230,10 +231,15 @@ def test_imported_generation_irradiance_and_wind_series_feed_the_sources(
     assert 0 < ghi_kw.max() <= 4.0
     assert wind_kw[-1] > wind_kw[0] and wind_kw.max() <= 4200.0
     np.testing.assert_allclose(ppa_kw, np.clip(np.linspace(0, 3000, 32)[3:27] / 1000, 0, 3.0))
-    with pytest.raises(BuildError, match=r"the store holds no wind_speed_m_s or generation_kw "
-                                         r"series 'NONE'.*import grid csv"):
+    with pytest.raises(BuildError, match=r"entry 0 series: 'NONE' is not an imported energy "
+                                         r"series; known: PV-GEN, PV-GHI, W-SPD; import it"):
         build_scenario(store, _config({"datacenter": "b", "kind": "wind", "capacity_kw": 1.0,
                                        "series": "NONE"}))
+    # A series of another kind: irradiance is no wind speed.
+    with pytest.raises(BuildError, match=r"the store holds no wind_speed_m_s or generation_kw "
+                                         r"series 'PV-GHI'.*import grid csv"):
+        build_scenario(store, _config({"datacenter": "b", "kind": "wind", "capacity_kw": 1.0,
+                                       "series": "PV-GHI"}))
     import_grid(store, "csv", _csv(tmp_path, "short.csv", np.ones(12), "power"), "PV-SHORT",
                 time_column="time", value_column="power", kind="generation", unit="kW")
     with pytest.raises(BuildError, match=r"entry 0: series 'PV-SHORT' does not cover the slot "

@@ -128,6 +128,18 @@ def _check_names(store: Any, cfg: ScenarioConfig) -> None:
         check(f"[[jobs.llm]] entry {i}", "home", llm.home, sites, site)
         for gpu in llm.gpu_types or []:
             check(f"[[jobs.llm]] entry {i}", "gpu_types", gpu, pool_gpus, pool_type)
+    series = None
+    for i, e in enumerate(cfg.supply):
+        if e.turbine_type is not None:
+            from workbench.renewables import turbine_types
+
+            check(f"[[supply]] entry {i}", "turbine_type", e.turbine_type, turbine_types(),
+                  ("a windpowerlib turbine type with a power curve", "use one of them"))
+        if e.series is not None:
+            series = store.energy_series_names() if series is None else series
+            check(f"[[supply]] entry {i}", "series", e.series, series,
+                  ("an imported energy series", "import it (`workbench import grid csv FILE "
+                   "--kind generation|irradiance|wind-speed --region NAME ...`)"))
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:

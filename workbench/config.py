@@ -486,7 +486,8 @@ def _check_supply(i: int, e: SupplyEntry, datacenters: set[str]) -> None:
     where = f"[[supply]] entry {i}"
     if e.datacenter not in datacenters:
         raise ConfigError(f"{where} datacenter: {e.datacenter!r} is not a [[datacenters]] "
-                          f"name ({', '.join(sorted(datacenters))})")
+                          f"name; known: {', '.join(sorted(datacenters)) or 'none'}; name one "
+                          "of them, or add that datacenter")
     given = {k for k in e.model_fields_set if k not in ("datacenter", "kind", "name")}
     foreign = sorted(given - _KIND_KEYS[e.kind])
     if foreign:
@@ -530,7 +531,8 @@ def _check_demand(i: int, d: DemandChargeEntry, datacenters: set[str]) -> None:
     where = f"[[demand_charges]] entry {i}"
     if d.datacenter not in datacenters:
         raise ConfigError(f"{where} datacenter: {d.datacenter!r} is not a [[datacenters]] "
-                          f"name ({', '.join(sorted(datacenters))})")
+                          f"name; known: {', '.join(sorted(datacenters)) or 'none'}; name one "
+                          "of them, or add that datacenter")
     if (d.capacity_kva is None) != (d.price_per_kva_month is None):
         raise ConfigError(f"{where}: capacity_kva and price_per_kva_month come together")
     if d.price_per_kw_month is not None and d.urdb is not None:

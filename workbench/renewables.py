@@ -32,6 +32,7 @@ is an error unless the scenario holds values forward.
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from datetime import datetime
@@ -101,6 +102,15 @@ def solar_kw(
     dc = pvlib.pvsystem.pvwatts_dc(poa, cell, capacity_kw, GAMMA_PDC) * (1.0 - losses)
     ac = np.clip(np.asarray(dc, dtype=float), 0.0, capacity_kw)
     return np.asarray(ac.reshape(n_slots, k).mean(axis=1), dtype=float)
+
+
+@functools.cache
+def turbine_types() -> tuple[str, ...]:
+    """The turbine types windpowerlib ships a power curve for (its own table, offline)."""
+    from windpowerlib import get_turbine_types
+
+    table = get_turbine_types(print_out=False)
+    return tuple(sorted(table.loc[table["has_power_curve"].astype(bool), "turbine_type"]))
 
 
 def wind_kw(
