@@ -19,7 +19,7 @@ from typing import Any
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, fail, number
+from workbench.cli._args import add_forecast_args, fail, number, parse_power_limits
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
@@ -30,7 +30,6 @@ from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies.lyapunov import V_MAX
-from workbench.power_limits import DEFAULT_MENU, check_menu
 from workbench.recorders import LOCK_WAIT_S, CsvRecorder
 from workbench.runner import (
     BASELINE,
@@ -245,25 +244,6 @@ def _summary(policy: str, result: RunResult) -> dict[str, Any]:
     out["bill"] = {"energy": m.get("bill_energy"), "demand": m.get("bill_demand"),
                    "total": m.get("bill_total")}
     return out
-
-
-def parse_power_limits(text: str | None) -> tuple[float, ...]:
-    """``--power-limits``: None/``none`` (no menu), ``default`` or fractions ``0.85,0.7``.
-    Raises ValueError naming the flag and the fix."""
-    raw = "" if text is None else text.strip().lower()
-    if raw in ("", "none"):
-        return ()
-    if raw == "default":
-        return DEFAULT_MENU
-    try:
-        values = [float(v) for v in raw.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"--power-limits {text!r}: give fractions of the GPU's maximum board "
-                         "power, e.g. 0.85,0.7,0.55, or 'default'") from None
-    try:
-        return check_menu(values)
-    except ValueError as exc:
-        raise ValueError(f"--power-limits {text!r}: {exc}") from None
 
 
 WARNING_CHARS = 200
