@@ -82,3 +82,24 @@ def test_the_supply_tab_renders_the_chart_and_the_bill(tmp_path: Path) -> None:
     chart = view._site_chart("a")
     assert isinstance(chart, pn.pane.HoloViews)
     assert "a: supply (kW)" in chart.object.opts.get().kwargs["title"]
+
+
+def test_the_quote_tab_offers_the_power_limit_trade_off(tmp_path: Path) -> None:
+    from workbench.app.views.quote import quote_table
+
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_scenario())
+    app = create_app(str(db), scenario_name="sunny", policy="asap-home", save_runs=False)
+    view = app.views["Quote"]
+    view._on_quote(None)
+    plain = app.state.last_quote
+    assert plain is not None and plain.options["power_limit_w"].nunique() == 1
+    view.limits.value = True
+    view._on_quote(None)
+    q = app.state.last_quote
+    assert q is not None and len(q.options) == 4 * len(plain.options)
+    table = quote_table(q.options, q.currency)
+    assert "power limit (W/GPU)" in table.columns
+    assert table["power limit (W/GPU)"].nunique() == 4
+    pn.panel(view).get_root()
