@@ -164,3 +164,24 @@ def test_the_power_limit_menu_is_ignored_on_request() -> None:
     rows = blind.plan[blind.plan["n_gpus"] > 0]
     assert (rows["power_limit_w"] == 400.0).all()
     assert ran.meta["power_limits"] == list(menu)
+
+
+@pytest.mark.shared_data
+def test_fit_power_limits_cli_reports_the_validation_and_writes_the_fits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from workbench.cli import main
+
+    if not ZEUS.is_dir():
+        pytest.skip("../shared/data/profiles/zeus is absent")
+    out = tmp_path / "fits.json"
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "fit", "power-limits", "--profiles", str(ZEUS), "--out",
+                 str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "leave-one-limit-out median error" in text and "v100" in text and str(out) in text
+    doc = json.loads(out.read_text())
+    assert {"a40", "p100", "rtx6000", "v100", POOLED} <= set(doc)
+    assert main(["--db", db, "fit", "power-limits", "--profiles", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

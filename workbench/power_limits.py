@@ -22,7 +22,7 @@ log ratios of time and power to the measurement at the GPU's highest limit.
 
 **Validation** (:func:`leave_one_limit_out`): per GPU, each limit in turn is held out, the
 model refitted on the others and the held-out rows predicted from their own top-limit
-measurement; errors in ``docs/results.md`` (``bench/green.py``).
+measurement; errors in ``docs/results.md`` (``bench/green_power.py``).
 
 **Unmeasured GPUs** (the scenario's H800, A100, Ascend 910B): the fit pooled over the four
 GPUs, with an interval from leave-one-GPU-out predictions (the 5-95 % range of predicted /
