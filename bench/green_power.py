@@ -151,7 +151,9 @@ def seed3_menu() -> pd.DataFrame:
     """Part 3: seed3 under the default policy with and without the power-limit menu."""
     sc = build_seed3(seed=0)
     rows = []
-    for label, menu in (("no menu", ()), ("menu 1,0.85,0.7,0.55", DEFAULT_MENU)):
+    for label, menu in (("no menu", ()), ("menu 1,0.85,0.7,0.55", (1.0, 0.85, 0.7, 0.55)),
+                        ("default menu " + ",".join(f"{f:g}" for f in DEFAULT_MENU),
+                         DEFAULT_MENU)):
         res, cpu = _run(sc, "lookahead", None, power_limits=menu)
         m = res.metrics
         rows.append({"run": label, "energy_kwh": m["energy_kwh"], "cost": m["cost"],

@@ -86,6 +86,7 @@ def test_the_supply_tab_renders_the_chart_and_the_bill(tmp_path: Path) -> None:
 
 def test_the_quote_tab_offers_the_power_limit_trade_off(tmp_path: Path) -> None:
     from workbench.app.views.quote import quote_table
+    from workbench.power_limits import DEFAULT_MENU
 
     db = tmp_path / "wb.duckdb"
     with Store(db) as store:
@@ -98,8 +99,8 @@ def test_the_quote_tab_offers_the_power_limit_trade_off(tmp_path: Path) -> None:
     view.limits.value = True
     view._on_quote(None)
     q = app.state.last_quote
-    assert q is not None and len(q.options) == 4 * len(plain.options)
+    assert q is not None and len(q.options) == len(DEFAULT_MENU) * len(plain.options)
     table = quote_table(q.options, q.currency)
     assert "power limit (W/GPU)" in table.columns
-    assert table["power limit (W/GPU)"].nunique() == 4
+    assert table["power limit (W/GPU)"].nunique() == len(DEFAULT_MENU)
     pn.panel(view).get_root()

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -260,3 +261,99 @@ def demand_prices(bks: Sequence[Bucket], peaks: Mapping[tuple[str, int, int, int
 __all__ = ["Bill", "Bucket", "SiteBill", "buckets", "capacity_charges", "compute_bill",
            "demand_prices", "month_share", "slot_buckets"]
 
+
+SUPPLY_KEYS: tuple[str, ...] = (
+    "bill_energy", "bill_demand", "bill_total", "demand_proration", "green_share",
+    "renewable_kwh", "curtailed_kwh", "exported_kwh", "grid_kwh", "battery_throughput_kwh",
+    "battery_cycles", "battery_soc_violations", "limit_saved_kwh", "power_limited_share",
+    "cost_at_grid_price", "carbon_kg_at_grid_intensity",
+)
+"""Supply, storage, bill and power-limit metrics (:func:`supply_metrics`); per datacenter
+``bill_energy:<dc>``, ``bill_demand:<dc>``, ``peak_kw:<dc>`` and ``peak_time:<dc>`` follow,
+and ``bill_note`` (how monthly charges were prorated, text)."""
+
+
+def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Scenario,
+                   energy: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the energy came from and what the bill is (:data:`SUPPLY_KEYS`), from the
+    slots' metered balance (``grid_kwh:<dc>``, ``energy_charge:<dc>``, ...; none for a run
+    stored without them). ``energy`` holds the plan's ``cost`` and ``carbon_kg``.
+
+    - ``cost`` and ``carbon_kg`` become, with on-site sources or batteries, the energy
+      charges and carbon of the jobs' load from what came from where
+      (:func:`workbench.outcome.site_balance`); ``cost_at_grid_price`` and
+      ``carbon_kg_at_grid_intensity`` keep the plan's sums at the grid's price and carbon
+      (what the attribution of a saving starts from). Without supply they are the same.
+    - ``bill_energy = cost + site_idle_cost`` (the sites' baseline power, metered apart at
+      the grid price), ``bill_demand`` (demand and capacity charges on the peak grid import
+      with the baseline, prorated to the horizon), ``bill_total``; per datacenter
+      ``bill_energy:<dc>``, ``bill_demand:<dc>``, its peak grid import ``peak_kw:<dc>``
+      and when (``peak_time:<dc>``, UTC ISO);
+      ``demand_proration`` the smallest share of a billed month inside the horizon (1: whole
+      months, or no monthly charge) and ``bill_note`` what was prorated.
+    - ``green_share = renewable / (renewable + grid)``: the share of the energy taken in
+      for the jobs that came from the sites' renewables and PPAs (0 without them);
+      ``renewable_kwh``, ``grid_kwh``, ``curtailed_kwh``, ``exported_kwh``.
+    - ``battery_throughput_kwh`` (energy out of the batteries), ``battery_cycles`` (that
+      over their usable capacity: full equivalent cycles), ``battery_soc_violations``
+      (battery-slots whose metered state of charge left its bounds by more than 1e-9 kWh).
+    - ``limit_saved_kwh``: energy the runs' GPU power limits saved against the same
+      progress at full power; ``power_limited_share`` the share of the jobs' energy drawn
+      under a limit.
+    """
+    from workbench.outcome.supply import TOLERANCE
+
+    names = [d.name for d in scenario.datacenters]
+    out: dict[str, Any] = {"cost_at_grid_price": float(energy["cost"]),
+                           "carbon_kg_at_grid_intensity": float(energy["carbon_kg"])}
+    saved = plan["limit_saved_kwh"] if "limit_saved_kwh" in plan else pd.Series(dtype=float)
+    out["limit_saved_kwh"] = float(saved.fillna(0.0).sum())
+    if "power_limit_w" in plan and "n_gpus" in plan:
+        pools = {(p.datacenter, p.gpu_type): p.max_power_w for p in scenario.pools}
+        run = plan[plan["n_gpus"].fillna(0).astype(int) > 0]
+        full = run.apply(lambda r: pools.get((r["region"], r["gpu_type"]), np.inf), axis=1) \
+            if len(run) else pd.Series(dtype=float)
+        limited = run["power_limit_w"].astype(float) < full.astype(float) - 1e-9 \
+            if len(run) else pd.Series(dtype=bool)
+        run_kwh = float(run["energy_kwh"].sum())
+        out["power_limited_share"] = (float(run.loc[limited, "energy_kwh"].sum()) / run_kwh
+                                      if run_kwh else 0.0)
+    else:
+        out["power_limited_share"] = 0.0
+    if slots is None or not len(slots) or f"grid_kwh:{names[0]}" not in slots:
+        return out
+    grid = np.column_stack([slots[f"grid_kwh:{n}"].to_numpy(float) for n in names])
+    charge = np.column_stack([slots[f"energy_charge:{n}"].to_numpy(float) for n in names])
+    bill = compute_bill(scenario, grid, charge)
+    sup = scenario.supply
+    if sup.has_energy and "cost" in slots:
+        out["cost"] = float(slots["cost"].sum())
+        out["carbon_kg"] = float(slots["carbon_kg"].sum())
+    out.update(bill_energy=bill.energy, bill_demand=bill.demand, bill_total=bill.total,
+               demand_proration=min((s.share for s in bill.sites), default=1.0),
+               bill_note=bill.note)
+    for s in bill.sites:
+        out[f"bill_energy:{s.datacenter}"] = s.energy
+        out[f"bill_demand:{s.datacenter}"] = s.demand + s.capacity
+        out[f"peak_kw:{s.datacenter}"] = s.peak_kw
+        out[f"peak_time:{s.datacenter}"] = (None if s.peak_time is None
+                                            else pd.Timestamp(s.peak_time).isoformat())
+
+    def total(col: str) -> float:
+        return float(sum(slots[f"{col}:{n}"].sum() for n in names if f"{col}:{n}" in slots))
+
+    ren, grid_kwh = total("renewable_kwh"), total("grid_kwh")
+    out.update(renewable_kwh=ren, grid_kwh=grid_kwh, curtailed_kwh=total("curtailed_kwh"),
+               exported_kwh=total("exported_kwh"),
+               green_share=ren / (ren + grid_kwh) if ren + grid_kwh > 0 else 0.0)
+    throughput = total("discharge_kwh")
+    usable = sum(b.usable_kwh for b in sup.batteries)
+    violations = 0
+    for b in sup.batteries:
+        soc = slots[f"soc_kwh:{b.datacenter}"].to_numpy(float)
+        violations += int(((soc < b.soc_min_kwh - TOLERANCE)
+                           | (soc > b.soc_max_kwh + TOLERANCE)).sum())
+    out.update(battery_throughput_kwh=throughput,
+               battery_cycles=throughput / usable if usable else 0.0,
+               battery_soc_violations=violations)
+    return out

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
+from workbench.errors import ScenarioError
 from workbench.supply import NO_SUPPLY, Supply
 
 if TYPE_CHECKING:
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
 
 JobKind = Literal["training", "inference"]
 JOB_KINDS: tuple[str, ...] = ("training", "inference")
-
-
-class ScenarioError(ValueError):
-    """A scenario or one of its records is inconsistent; the message says what to fix."""
 
 
 def _require(cond: bool, message: str) -> None:

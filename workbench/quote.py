@@ -337,25 +337,11 @@ def quote(
 
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for dc in sc.datacenters:
-        if dc.name != spec.home and sc.link(spec.home, dc.name) is None:
-            warnings.append(f"{dc.name}: no link from {spec.home}; skipped")
-            continue
-        for pool in sc.pools_at(dc.name):
-            if spec.gpu_types and pool.gpu_type not in spec.gpu_types:
-                continue
-            try:
-                prof = sc.profile(spec.app, pool.gpu_type)
-            except KeyError:
-                warnings.append(f"{dc.name}/{pool.gpu_type}: no profile for {spec.app}; skipped")
-                continue
-            for n in spec.gpu_counts():
-                if n > pool.count:
-                    continue
-                for limit in [None, *menu]:
-                    rows.append(_option(sc, spec, job, dc, pool, n, prof, t0, deadline_s,
-                                        price, carbon, r_index, restart_s,
-                                        carbon_price_per_kg, occupancy, limit))
+    for dc, pool, prof, n in _configurations(sc, spec, warnings):
+        for limit in [None, *menu]:
+            rows.append(_option(sc, spec, job, dc, pool, n, prof, t0, deadline_s, price,
+                                carbon, r_index, restart_s, carbon_price_per_kg, occupancy,
+                                limit))
     if not rows:
         raise QuoteError(
             f"no datacenter offers {spec.app} on GPU types {list(spec.gpu_types) or 'any'} with "
@@ -372,6 +358,27 @@ def quote(
               int(options["feasible"].sum()))
     return Quote(spec=spec, options=options, currency=sc.currency, warnings=warnings,
                  forecast_mode=forecast_mode)
+
+
+def _configurations(sc: Scenario, spec: JobSpec, warnings: list[str]
+                    ) -> list[tuple[Datacenter, GpuPool, perf.JobProfile, int]]:
+    """Every (datacenter, pool, profile, GPU count) the job may be quoted on, in order; what
+    is skipped and why goes to ``warnings``."""
+    out = []
+    for dc in sc.datacenters:
+        if dc.name != spec.home and sc.link(spec.home, dc.name) is None:
+            warnings.append(f"{dc.name}: no link from {spec.home}; skipped")
+            continue
+        for pool in sc.pools_at(dc.name):
+            if spec.gpu_types and pool.gpu_type not in spec.gpu_types:
+                continue
+            try:
+                prof = sc.profile(spec.app, pool.gpu_type)
+            except KeyError:
+                warnings.append(f"{dc.name}/{pool.gpu_type}: no profile for {spec.app}; skipped")
+                continue
+            out += [(dc, pool, prof, n) for n in spec.gpu_counts() if n <= pool.count]
+    return out
 
 
 def _arrival_slot(sc: Scenario, arrival: datetime) -> int:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.errors import ScenarioError
+
 SOURCE_KINDS: tuple[str, ...] = ("solar", "wind", "ppa")
 """Kinds of :class:`Source` (a battery is a :class:`Battery`)."""
 
@@ -37,9 +39,6 @@ and bills it (:meth:`Supply.without`)."""
 
 def _check(cond: bool, message: str) -> None:
     if not cond:
-        # Imported here: the model's Scenario holds a Supply (this module comes first).
-        from workbench.model import ScenarioError
-
         raise ScenarioError(message)
 
 

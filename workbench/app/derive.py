@@ -530,7 +530,7 @@ BILL_COLUMNS: tuple[str, ...] = ("datacenter", "energy charge ({c})", "demand ch
 
 def bill_table(metrics: Mapping[str, Any], datacenters: Iterable[str],
                currency: str) -> pd.DataFrame:
-    """The bill per datacenter from a run's metrics (:func:`workbench.metrics.supply_metrics`):
+    """The bill per datacenter from a run's metrics (:func:`workbench.bill.supply_metrics`):
     energy and demand charges, their total, the peak grid import and when; a last row
     ``all`` with the sums. Empty for a run stored before the bill existed."""
     names = [str(d) for d in datacenters]

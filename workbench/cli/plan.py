@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power-limits", default=None, metavar="FRACTIONS",
                    help="menu of GPU power limits the policy may choose from, fractions of "
                    "each GPU's maximum board power in [0.4, 1] (e.g. 0.85,0.7,0.55; "
-                   "'default' for 1,0.85,0.7,0.55; full power is always on the menu)")
+                   "'default' for 1,0.9,0.8,0.7,0.6,0.5; full power is always on the menu)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the highspy array fast path (default) or the "
                    "Pyomo reference MILP")

@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power-limits", default=None, metavar="FRACTIONS",
                    help="also quote each option at these GPU power limits, fractions of the "
                    "GPU's maximum board power in [0.4, 1] (e.g. 0.85,0.7; 'default' for "
-                   "1,0.85,0.7,0.55): the time-energy trade-off")
+                   "1,0.9,0.8,0.7,0.6,0.5): the time-energy trade-off")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_quote)
 

@@ -368,7 +368,7 @@ def slot_options_scalar(
                     cols["movement_kwh"].append(out.movement_kwh)
                     cols["power_kw"].append(out.power_kw)
                     cols["rate_per_s"].append(rate)
-    opts = SlotOptions(
+    return with_power_limits(SlotOptions(  # the scenario's menu of GPU power limits
         jobs=state.jobs,
         job_index=np.asarray(cols["job_index"], dtype=np.int64),
         datacenter=np.asarray(cols["datacenter"], dtype=str),
@@ -387,9 +387,7 @@ def slot_options_scalar(
         movement_kwh=np.asarray(cols["movement_kwh"], dtype=float),
         power_kw=np.asarray(cols["power_kw"], dtype=float),
         rate_per_s=np.asarray(cols["rate_per_s"], dtype=float),
-    )
-    # The scenario's menu of GPU power limits (none: the options as they are).
-    return with_power_limits(opts, state, price_per_kwh, carbon_g_per_kwh)
+    ), state, price_per_kwh, carbon_g_per_kwh)
 
 
 def slot_options(
@@ -518,7 +516,7 @@ def slot_options(
     src = np.array(pairs.source, dtype=float).reshape(-1, 3)
     dc_names = np.array([dc.name for dc in dcs], dtype=str)
     pool_types = np.array([p.gpu_type for p in pools], dtype=str)
-    opts = SlotOptions(
+    return with_power_limits(SlotOptions(  # the scenario's menu of GPU power limits
         jobs=jobs,
         job_index=row_k.astype(np.int64),
         datacenter=dc_names[row_d] if n_rows else np.zeros(0, dtype=str),
@@ -538,9 +536,7 @@ def slot_options(
         movement_kwh=movement,
         power_kw=power,
         rate_per_s=rate,
-    )
-    # The scenario's menu of GPU power limits (none: the options as they are).
-    return with_power_limits(opts, state, price_per_kwh, carbon_g_per_kwh)
+    ), state, price_per_kwh, carbon_g_per_kwh)
 
 
 @dataclass

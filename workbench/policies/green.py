@@ -32,14 +32,14 @@ from workbench.policies.base import (
 )
 from workbench.policies.baselines import (
     AsapHome,
+    FreeGpus,
     WaitForCheap,
-    _fifo,
-    _Free,
-    _place_at,
-    _place_inference,
-    _slot_rate,
-    _training,
-    _window,
+    deadline_window,
+    fifo,
+    place_at,
+    place_inference,
+    slot_rate,
+    training_jobs,
 )
 from workbench.power_limits import DEFAULT_MENU, check_menu, limit_factors
 
@@ -72,10 +72,10 @@ class FollowRenewables(WaitForCheap):
         if not cols or forecast.renewable_kw.shape[1] == 0:
             return True, 0
         job = js.job
-        rate = _slot_rate(sc, js, dc, job.requested_gpus, job.batch_size)
+        rate = slot_rate(sc, js, dc, job.requested_gpus, job.batch_size)
         rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
         horizon = forecast.renewable_kw.shape[0]
-        w = _window(state, js, horizon, self.default_slack_h)
+        w = deadline_window(state, js, horizon, self.default_slack_h)
         if rate <= 0:
             return True, 0
         need = math.ceil(js.remaining * (1.0 + self.margin) / rate)
@@ -114,7 +114,7 @@ class PowerLimitOnly(AsapHome):
         n = job.requested_gpus
         x_model = float(perf.throughput(prof.throughput, n, job.batch_size, pool.gpus_per_node))
         full_w = float(outcome.training_power_w(prof, n, x_model * js.throughput_scale))
-        rate = _slot_rate(sc, js, dc, n, job.batch_size)
+        rate = slot_rate(sc, js, dc, n, job.batch_size)
         left = (math.inf if job.deadline is None else
                 (job.deadline - state.time).total_seconds() / sc.slot_s)
         best, best_e = None, 1.0
@@ -129,13 +129,13 @@ class PowerLimitOnly(AsapHome):
         return best
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:  # noqa: ARG002
-        free = _Free(state.scenario)
+        free = FreeGpus(state.scenario)
         placements: dict[str, Placement] = {}
-        _place_inference(state, free, placements)
-        for js in _fifo(_training(state)):
+        place_inference(state, free, placements)
+        for js in fifo(training_jobs(state)):
             job = js.job
             dc = self._home(state.scenario, job)
-            if _place_at(free, placements, js, dc, job.requested_gpus, job.batch_size):
+            if place_at(free, placements, js, dc, job.requested_gpus, job.batch_size):
                 p = placements[job.job_id]
                 limit = self._limit(state, js, dc, p.gpu_type)
                 if limit is not None:

@@ -23,25 +23,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from workbench import outcome
 from workbench.power_limits import limit_factors
 
-if TYPE_CHECKING:
-    from workbench.policies.base import SlotOptions, SlotState
-
 _ARRAYS = ("job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
            "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
            "transfer_from", "movement_kwh", "power_kw", "rate_per_s")
 
 
-def with_power_limits(opts: SlotOptions, state: SlotState, price_per_kwh: Mapping[str, float],
-                      carbon_g_per_kwh: Mapping[str, float]) -> SlotOptions:
-    """``opts`` with each training option repeated at every limit of the menu below full
-    power (see the module docstring); unchanged when the menu is empty or full power only."""
+def with_power_limits(opts: Any, state: Any, price_per_kwh: Mapping[str, float],
+                      carbon_g_per_kwh: Mapping[str, float]) -> Any:
+    """``opts`` (a :class:`workbench.policies.base.SlotOptions` of the slot ``state``, a
+    :class:`~workbench.policies.base.SlotState`; typed loosely, as ``base`` calls this
+    module) with each training option repeated at every limit of the menu below full power
+    (see the module docstring); unchanged when the menu is empty or full power only."""
     sc = state.scenario
     menu = [f for f in sc.power_limits if f < 1.0]
     if not menu or not len(opts):

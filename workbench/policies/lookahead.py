@@ -94,6 +94,7 @@ from workbench.policies.base import (
     JobState,
     NoHindsightBound,
     Placement,
+    SlotOptions,
     SlotState,
     check_caps,
     slot_options,
@@ -528,16 +529,7 @@ class LookaheadPolicy(NoHindsightBound):
                     self.plan = WindowPlan.failed(t)
         plan = self.plan
         price, carbon = current_prices(sc, forecast)
-        opts = slot_options(state, price, carbon, restart_s=self.restart_s,
-                            gpu_counts=None if self.gpu_counts is None else {
-                                js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
-                                if js.job.is_training})
-        sp = self._supply_plan
-        power_cap = self.power_cap_kw
-        if sp is not None:
-            # Balanced sites price their options at the plan's value of energy there, and
-            # a demand-charged site keeps under the planned peak.
-            opts, power_cap = supplied_options(sc, opts, sp, t, price, self.power_cap_kw)
+        opts, power_cap = self._slot_options(state, price, carbon)
         n_jobs = len(state.jobs)
         q = self.carbon_price_per_kg
         # Integral decisions from the plan: each job's quota is the slots the plan gives it
@@ -587,8 +579,8 @@ class LookaheadPolicy(NoHindsightBound):
             left = self._slots_left(js, t)
             urgent[j] = pmax[j] > 0 and js.remaining >= _URGENT * pmax[j] * left
             prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
-        if sp is not None:
-            prefer_progress(opts, coef, pmax, sp.names, quota_share)
+        if self._supply_plan is not None:
+            prefer_progress(opts, coef, pmax, self._supply_plan.names, quota_share)
         if urgent.any():
             # A job without slack runs first, at its fastest option.
             ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
@@ -612,15 +604,7 @@ class LookaheadPolicy(NoHindsightBound):
             jid = js.job.job_id
             placements[jid] = opts.placement(k)
             if jid in self._quota:
-                # One slot of the period's quota spent, taken from its largest entries.
-                spend = 1.0
-                for key in sorted(self._quota[jid], key=self._quota[jid].__getitem__,
-                                  reverse=True):
-                    use = min(spend, self._quota[jid][key])
-                    self._quota[jid][key] -= use
-                    spend -= use
-                    if spend <= 0:
-                        break
+                self._spend_quota(jid)
             if opts.moves[k]:
                 gains[jid] = gain = self._move_gain(opts, coef, keep, k, js)
                 where = f"move {js.last_datacenter}->{opts.datacenter[k]}"
@@ -634,18 +618,46 @@ class LookaheadPolicy(NoHindsightBound):
                 rule = "no slack left before its deadline: must run (completion rule)"
                 reasons[jid] = f"{reasons[jid]}; {rule}" if jid in reasons else rule
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
-        info = SolveInfo(status=info.status, solve_s=info.solve_s + (
-            plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
-            fallback=info.fallback or bool(lp_failed),
-            message="; ".join(m for m in (lp_failed, info.message) if m))
-        battery: dict[str, float] = {}
-        if sp is not None:
-            # The batteries keep the grid at the plan's level for the load chosen here.
-            region = {d.name: d.region for d in sc.datacenters}
-            load = site_load_kw(opts, chosen, float(sc.slot_s))
-            battery = sp.battery_kw(t, load, {d: price[region[d]] for d in sp.names})
+        info = _with_plan(info, plan, t, lp_failed)
         return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues, battery_kw=battery)
+                          reasons=reasons, queues=queues,
+                          battery_kw=self._battery_kw(opts, chosen, t, price))
+
+    def _slot_options(self, state: SlotState, price: Mapping[str, float],
+                      carbon: Mapping[str, float]) -> tuple[SlotOptions, Any]:
+        """The slot's options (the GPU-count menu, the power limits) and the power cap the
+        slot MILP keeps: balanced sites price their options at the plan's value of energy
+        there, and a demand-charged site keeps under the planned peak."""
+        opts = slot_options(state, price, carbon, restart_s=self.restart_s,
+                            gpu_counts=None if self.gpu_counts is None else {
+                                js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
+                                if js.job.is_training})
+        sp = self._supply_plan
+        if sp is None or self._sc is None:
+            return opts, self.power_cap_kw
+        return supplied_options(self._sc, opts, sp, state.t, price, self.power_cap_kw)
+
+    def _spend_quota(self, jid: str) -> None:
+        """One slot of the period's quota of ``jid`` spent, taken from its largest entries."""
+        quota = self._quota[jid]
+        spend = 1.0
+        for key in sorted(quota, key=quota.__getitem__, reverse=True):
+            use = min(spend, quota[key])
+            quota[key] -= use
+            spend -= use
+            if spend <= 0:
+                break
+
+    def _battery_kw(self, opts: SlotOptions, chosen: NDArray[np.int64], t: int,
+                    price: Mapping[str, float]) -> dict[str, float]:
+        """The batteries' decision for the chosen options: they keep each balanced site's
+        grid import at the plan's level for the load chosen here (none without a plan)."""
+        sp, sc = self._supply_plan, self._sc
+        if sp is None or sc is None:
+            return {}
+        region = {d.name: d.region for d in sc.datacenters}
+        load = site_load_kw(opts, chosen, float(sc.slot_s))
+        return sp.battery_kw(t, load, {d: price[region[d]] for d in sp.names})
 
     def request_replan(self) -> None:
         """Re-plan the window at the next decision, whatever the arrivals (a coordinator
@@ -725,3 +737,12 @@ class LookaheadPolicy(NoHindsightBound):
                            for js in state.jobs], dtype=bool)
         keep, _ = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
         return keep
+
+
+def _with_plan(info: SolveInfo, plan: WindowPlan, t: int, lp_failed: str) -> SolveInfo:
+    """The slot's solve with the window plan's: its time when it was solved at ``t``, its
+    failure (a fallback, with its message)."""
+    return SolveInfo(status=info.status, solve_s=info.solve_s + (
+        plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
+        fallback=info.fallback or bool(lp_failed),
+        message="; ".join(m for m in (lp_failed, info.message) if m))

@@ -21,7 +21,7 @@ from workbench.bill import buckets, slot_buckets
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
 from workbench.forecast import FORECAST_MODES, forecast
-from workbench.model import Scenario
+from workbench.model import Scenario, ScenarioView
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
     RESTART_S_DEFAULT,
@@ -97,15 +97,12 @@ def simulate(
         model is exact and observations are noiseless).
     seed : int
         Seed of every random draw (noise and noisy forecasts); equal seeds, equal runs.
-    recorders : sequence of Recorder
-        Each gets ``start(meta)``, ``record(slot_record)`` per slot and ``finish(result)``.
-    progress : bool
-        Show a tqdm progress bar on stderr.
-    restart_s : float
-        Seconds lost on every start, resume, move or change of GPU type.
-    resize_s : float
-        Seconds lost on a change of GPU count in the same pool
-        (:data:`workbench.outcome.RESIZE_S_DEFAULT`).
+    recorders, progress
+        Each recorder gets ``start(meta)``, ``record(slot_record)`` per slot and
+        ``finish(result)``; ``progress`` shows a tqdm progress bar on stderr.
+    restart_s, resize_s : float
+        Seconds lost on every start, resume, move or change of GPU type; on a change of GPU
+        count in the same pool (:data:`workbench.outcome.RESIZE_S_DEFAULT`).
     ema_alpha : float
         Weight in (0, 1] of the newest observation in the online estimates.
     knobs : mapping, optional
@@ -114,13 +111,9 @@ def simulate(
         With ``forecast_mode="model"``: forecasts already fitted on this scenario's history
         (:func:`workbench.forecast.fit_scenario`), so that runs of several policies on one
         scenario fit once; fitted here when absent.
-    ignore : set of str
-        Levers (:data:`workbench.supply.LEVERS`) the policy plans without: its view and
-        forecast leave them out (:meth:`workbench.model.Scenario.view`), while the simulator
-        still meters and bills them (an ignored battery runs the site's greedy dispatch).
-    power_limits : tuple of float
-        The menu of GPU power limits the policy may choose from (fractions of each GPU's
-        maximum board power; empty: full power only).
+    ignore, power_limits
+        Levers (:data:`workbench.supply.LEVERS`) the policy plans without, while they are
+        metered and billed; its menu of GPU power limits (:meth:`Scenario.view`).
 
     Returns
     -------
@@ -135,11 +128,7 @@ def simulate(
     sc = scenario
     slot_s = float(sc.slot_s)
     cube = horizon_cube(sc)
-    fc_model = forecast_model if forecast_mode == "model" else None
-    if forecast_mode == "model" and fc_model is None:
-        from workbench.forecast.scenario import fit_scenario
-
-        fc_model = fit_scenario(sc)
+    fc_model = _forecast_model(sc, forecast_mode, forecast_model)
     truth = Truth.of(sc, cube, restart_s=restart_s, resize_s=resize_s, noise=noise,
                      seed=seed)
     runs = _job_runs(sc, noise, seed, ema_alpha)
@@ -148,10 +137,7 @@ def simulate(
         "forecast_mode": forecast_mode, "forecast_error": forecast_error,
         "forecast_history_days": None if fc_model is None else fc_model.history_days,
         "noise": noise, "seed": seed, "restart_s": restart_s, "resize_s": resize_s,
-        "slot_s": sc.slot_s, "n_slots": sc.n_slots, "start": sc.start.isoformat(),
-        "currency": sc.currency, "ignore": sorted(ignore),
-        "power_limits": list(power_limits),
-    }
+        **_horizon_meta(sc), "ignore": sorted(ignore), "power_limits": list(power_limits)}
     for rec in recorders:
         rec.start(meta)
 
@@ -169,16 +155,9 @@ def simulate(
         t_start = sc.start + timedelta(seconds=slot_s * t)
         t_end = t_start + timedelta(seconds=slot_s)
         active = live.at(t)
-        state = SlotState(
-            scenario=view, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
-            carbon_kg_so_far=acc.carbon_kg, cost_so_far=acc.cost,
-            carbon_kg_by_dc_so_far=dict(acc.carbon_kg_by_dc),
-            soc_kwh={b.datacenter: truth.soc_kwh[b.datacenter]
-                     for b in view.supply.batteries},
-            peak_kw_so_far=dict(acc.peaks) if view.supply.demand_charges else {},
-        )
+        state = acc.state(view, t, t_start, active, truth)
         fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
-        if planned_supply.sources:
+        if planned_supply.sources:  # what the policy believes its renewables deliver
             fc = replace(fc, renewable_kw=forecast_output(
                 planned_supply, t, sc.n_slots, forecast_mode, sc.slot_s))
         tic = _time.perf_counter()
@@ -197,6 +176,24 @@ def simulate(
 
     meta["wall_s"] = _time.perf_counter() - wall0
     return _result(sc, policy, meta, runs, acc, warnings, recorders)
+
+
+def _forecast_model(sc: Scenario, mode: str, fitted: ModelForecast | None
+                    ) -> ModelForecast | None:
+    """The model forecasts of a ``model`` run: ``fitted``, or fitted here on the scenario."""
+    if mode != "model":
+        return None
+    if fitted is not None:
+        return fitted
+    from workbench.forecast.scenario import fit_scenario
+
+    return fit_scenario(sc)
+
+
+def _horizon_meta(sc: Scenario) -> dict[str, Any]:
+    """The run's slots and currency, as its meta records them."""
+    return {"slot_s": sc.slot_s, "n_slots": sc.n_slots, "start": sc.start.isoformat(),
+            "currency": sc.currency}
 
 
 class _Live:
@@ -238,6 +235,18 @@ class _Accumulated:
         self.migrations = ColumnChunks(MIGRATION.dtypes())
         self.slots: ColumnChunks | None = None
         self.queues = QueueTrace()
+
+    def state(self, view: ScenarioView, t: int, t_start: datetime, active: Sequence[JobRun],
+              truth: Truth) -> SlotState:
+        """What the policy sees at slot ``t``: the active jobs, what was metered so far
+        (cost, carbon, the peaks of the demand charges) and the batteries' charge."""
+        return SlotState(
+            scenario=view, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
+            carbon_kg_so_far=self.carbon_kg, cost_so_far=self.cost,
+            carbon_kg_by_dc_so_far=dict(self.carbon_kg_by_dc),
+            soc_kwh={b.datacenter: truth.soc_kwh[b.datacenter]
+                     for b in view.supply.batteries},
+            peak_kw_so_far=dict(self.peaks) if view.supply.demand_charges else {})
 
     def add(self, t: int, t_start: datetime, t_end: datetime, applied: SlotApplied,
             summary: dict[str, Any], queues: Mapping[str, float]) -> SlotRecord:

@@ -76,8 +76,9 @@ class QuoteView(StateView):
                                                  value="cheapest", css_classes=["wb-quote-order"])
         self.respect = pn.widgets.Checkbox(label="respect the latest plan's GPU occupancy")
         self.limits = pn.widgets.Checkbox(
-            label="also at GPU power limits (85, 70, 55 % of board power: slower, less "
-                  "energy)", css_classes=["wb-quote-limits"])
+            label="also at GPU power limits ("
+                  + ", ".join(f"{100 * f:.0f}" for f in DEFAULT_MENU if f < 1.0)
+                  + " % of board power: slower, less energy)", css_classes=["wb-quote-limits"])
         self.button = pn.widgets.Button(label="Quote", color="primary",
                                         css_classes=["wb-quote-button"])
         self.errors = pn.pane.Markdown("", styles=ERROR_STYLE, css_classes=["wb-quote-errors"])
