@@ -104,3 +104,21 @@ def test_the_quote_tab_offers_the_power_limit_trade_off(tmp_path: Path) -> None:
     assert "power limit (W/GPU)" in table.columns
     assert table["power limit (W/GPU)"].nunique() == len(DEFAULT_MENU)
     pn.panel(view).get_root()
+
+
+def test_the_waterfall_shows_the_green_levers_parts_only_when_a_run_has_them() -> None:
+    import re
+
+    from workbench.app import markup
+
+    plain = {"efficiency": 1.0, "temporal": 2.0, "spatial": 0.0, "movement": -0.5,
+             "power_limits": 0.0, "supply": 0.0, "demand": 0.0}
+    html = markup.attribution_waterfall(plain, "saved (USD)", "t")
+    assert "demand charges" not in html and "GPU power limits" not in html
+    green = {**plain, "power_limits": 0.8, "supply": 25.0, "demand": 140.0}
+    html = markup.attribution_waterfall(green, "saved (USD)", "t")
+    assert "GPU power limits" in html and "supply (renewables, battery)" in html
+    assert "demand charges (lower peaks)" in html and "+140.00" in html
+    # The total is the sum of every part drawn.
+    assert f"{sum(green.values()):+,.2f}" in html
+    assert len(re.findall(r"background:#2ca02c", html)) >= 5
