@@ -481,13 +481,18 @@ _KIND_KEYS: dict[str, set[str]] = {
 """The keys each kind of ``[[supply]]`` entry takes (besides datacenter, kind and name)."""
 
 
+def _check_site(where: str, name: str, datacenters: set[str]) -> None:
+    """A one-line :class:`ConfigError` unless ``name`` is one of the ``[[datacenters]]``."""
+    if name not in datacenters:
+        raise ConfigError(f"{where} datacenter: {name!r} is not a [[datacenters]] name; "
+                          f"known: {', '.join(sorted(datacenters)) or 'none'}; name one of "
+                          "them, or add that datacenter")
+
+
 def _check_supply(i: int, e: SupplyEntry, datacenters: set[str]) -> None:
     """The cross-key rules of one ``[[supply]]`` entry, as one-line :class:`ConfigError`."""
     where = f"[[supply]] entry {i}"
-    if e.datacenter not in datacenters:
-        raise ConfigError(f"{where} datacenter: {e.datacenter!r} is not a [[datacenters]] "
-                          f"name; known: {', '.join(sorted(datacenters)) or 'none'}; name one "
-                          "of them, or add that datacenter")
+    _check_site(where, e.datacenter, datacenters)
     given = {k for k in e.model_fields_set if k not in ("datacenter", "kind", "name")}
     foreign = sorted(given - _KIND_KEYS[e.kind])
     if foreign:
@@ -529,10 +534,7 @@ def _check_supply(i: int, e: SupplyEntry, datacenters: set[str]) -> None:
 def _check_demand(i: int, d: DemandChargeEntry, datacenters: set[str]) -> None:
     """The cross-key rules of one ``[[demand_charges]]`` entry."""
     where = f"[[demand_charges]] entry {i}"
-    if d.datacenter not in datacenters:
-        raise ConfigError(f"{where} datacenter: {d.datacenter!r} is not a [[datacenters]] "
-                          f"name; known: {', '.join(sorted(datacenters)) or 'none'}; name one "
-                          "of them, or add that datacenter")
+    _check_site(where, d.datacenter, datacenters)
     if (d.capacity_kva is None) != (d.price_per_kva_month is None):
         raise ConfigError(f"{where}: capacity_kva and price_per_kva_month come together")
     if d.price_per_kw_month is not None and d.urdb is not None:

@@ -315,20 +315,28 @@ class WaitForCheap(_WithinSlack):
                  restart_s: float = RESTART_S_DEFAULT) -> None:
         super().__init__(margin=margin, default_slack_h=default_slack_h, restart_s=restart_s)
 
+    def _slots(self, state: SlotState, js: JobState, horizon: int) -> tuple[int, int] | None:
+        """The job's window ``w`` (whole slots to its deadline, within ``horizon``) and the
+        slots it needs at home with the margin; None when it makes no progress there."""
+        sc = state.scenario
+        job = js.job
+        rate = slot_rate(sc, js, self._home(sc, job), job.requested_gpus, job.batch_size)
+        rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
+        w = deadline_window(state, js, horizon, self.default_slack_h)
+        if rate <= 0:
+            return None
+        return w, math.ceil(js.remaining * (1.0 + self.margin) / rate)
+
     def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
         """Whether the job wants this slot, and its slack in slots (for priority)."""
         sc = state.scenario
-        job = js.job
-        dc = self._home(sc, job)
-        rate = slot_rate(sc, js, dc, job.requested_gpus, job.batch_size)
-        rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
-        horizon = forecast.price_per_kwh.shape[0]
-        w = deadline_window(state, js, horizon, self.default_slack_h)
-        if rate <= 0:
+        got = self._slots(state, js, forecast.price_per_kwh.shape[0])
+        if got is None:
             return True, 0
-        need = math.ceil(js.remaining * (1.0 + self.margin) / rate)
+        w, need = got
         if w <= need:
             return True, w - need
+        dc = self._home(sc, js.job)
         price = forecast.price_per_kwh[:w, forecast.region_index(sc.datacenter(dc).region)]
         cheapest = np.lexsort((np.arange(w), price))[:need]
         return bool(np.any(cheapest == 0)), w - need

@@ -34,7 +34,6 @@ from workbench.policies.baselines import (
     AsapHome,
     FreeGpus,
     WaitForCheap,
-    deadline_window,
     fifo,
     place_at,
     place_inference,
@@ -47,23 +46,10 @@ __all__ = ["FollowRenewables", "PowerLimitOnly"]
 
 
 class FollowRenewables(WaitForCheap):
-    """Time shifting by the home site's forecast renewable output (see the module docstring).
-
-    Parameters
-    ----------
-    margin : float
-        Safety margin on the work still to do (0.5 = plan for 50 % more).
-    default_slack_h : float
-        Window for jobs without a deadline, hours after arrival.
-    restart_s : float
-        Seconds lost on every start or resume.
-    """
+    """Time shifting by the home site's forecast renewable output (see the module docstring);
+    the knobs (``margin``, ``default_slack_h``, ``restart_s``) are ``wait-for-cheap``'s."""
 
     name = "follow-renewables"
-
-    def __init__(self, *, margin: float = 0.5, default_slack_h: float = 24.0,
-                 restart_s: float = RESTART_S_DEFAULT) -> None:
-        super().__init__(margin=margin, default_slack_h=default_slack_h, restart_s=restart_s)
 
     def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
         sc = state.scenario
@@ -71,14 +57,10 @@ class FollowRenewables(WaitForCheap):
         cols = [i for i, s in enumerate(sc.supply.sources) if s.datacenter == dc]
         if not cols or forecast.renewable_kw.shape[1] == 0:
             return True, 0
-        job = js.job
-        rate = slot_rate(sc, js, dc, job.requested_gpus, job.batch_size)
-        rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
-        horizon = forecast.renewable_kw.shape[0]
-        w = deadline_window(state, js, horizon, self.default_slack_h)
-        if rate <= 0:
+        got = self._slots(state, js, forecast.renewable_kw.shape[0])
+        if got is None:
             return True, 0
-        need = math.ceil(js.remaining * (1.0 + self.margin) / rate)
+        w, need = got
         if w <= need:
             return True, w - need
         sun = forecast.renewable_kw[:w, cols].sum(axis=1)
