@@ -296,3 +296,33 @@ def test_supply_entries_round_trip_as_json() -> None:
             assert back.export_price_per_kwh == 0.02
         else:
             assert back == e
+
+
+def test_the_parts_of_a_saving_add_up_to_the_bills_total_with_the_levers() -> None:
+    from workbench.metrics import attribute_savings
+
+    sun = np.array([0, 0, 1, 3, 4, 3, 1, 0, 0, 0, 0, 0], dtype=float)
+    jobs = [training(f"j{i}", home="a", arrival_slot=i, slots_of_work=2.0, deadline_slot=12)
+            for i in range(3)] + [training("k", home="b", arrival_slot=0, slots_of_work=3.0,
+                                           deadline_slot=12)]
+    sc = tiny_scenario(jobs, n_slots=12)
+    sc = dataclasses.replace(sc, supply=Supply(
+        sources=(Source("pv", "a", "solar", 4.0, sun),),
+        batteries=(Battery("bat", "a", 1.0, 1.0),),
+        demand_charges=(DemandCharge("d", "b", (DemandStructure.flat(10.0),)),)))
+    base, _ = simulate_spec(RunSpec("tiny", "asap-home", baseline=False), sc)
+    res, _ = simulate_spec(RunSpec("tiny", "lookahead", baseline=False,
+                                   power_limits=(1.0, 0.7)), sc)
+    att = attribute_savings(res, base, sc)
+    assert set(att["cost"]) == {"efficiency", "temporal", "spatial", "movement",
+                                "power_limits", "supply", "demand"}
+    saving = base.metrics["bill_total"] - res.metrics["bill_total"]
+    assert sum(att["cost"].values()) == pytest.approx(saving, abs=1e-9)
+    assert att["cost"]["demand"] == pytest.approx(
+        base.metrics["bill_demand"] - res.metrics["bill_demand"], abs=1e-12)
+    # Without supply, demand charges or limits: the four parts of before, and no others.
+    plain = dataclasses.replace(sc, supply=Supply())
+    b0, _ = simulate_spec(RunSpec("tiny", "asap-home", baseline=False), plain)
+    r0, _ = simulate_spec(RunSpec("tiny", "lookahead", baseline=False), plain)
+    assert set(attribute_savings(r0, b0, plain)["cost"]) == {
+        "efficiency", "temporal", "spatial", "movement"}

@@ -530,7 +530,9 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     dict
         ``{"cost": {efficiency, temporal, spatial, movement, power_limits, supply, demand},
         "carbon_kg": {... without demand}}``, in the scenario's currency and in kg; positive
-        parts save, negative parts cost.
+        parts save, negative parts cost. The green levers' parts are there only when the
+        scenario has supply or demand charges or a run drew under a power limit (without
+        them the four parts are the whole split, as before the levers existed).
     """
     p_plan = _frames(result)["plan"]
     b_plan = _frames(baseline)["plan"]
@@ -558,11 +560,12 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
             "temporal": e_p * (p_b - p_h) / scale,
             "spatial": e_p * (p_h - p_p) / scale,
             "movement": -movement / scale,
-            "power_limits": (s_p - s_b) * p_b / scale,
-            "supply": supply_saved(m_p) - supply_saved(m_b),
         }
-        if key == "cost":
-            parts["demand"] = (float(m_b.get("bill_demand", 0.0) or 0.0)
-                               - float(m_p.get("bill_demand", 0.0) or 0.0))
+        if not scenario.supply.empty or s_p or s_b:
+            parts["power_limits"] = (s_p - s_b) * p_b / scale
+            parts["supply"] = supply_saved(m_p) - supply_saved(m_b)
+            if key == "cost":
+                parts["demand"] = (float(m_b.get("bill_demand", 0.0) or 0.0)
+                                   - float(m_p.get("bill_demand", 0.0) or 0.0))
         out[key] = parts
     return out
