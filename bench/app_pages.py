@@ -43,12 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update"]
-TABS = ("Metrics", "Plan", "Migrations", "Runs", "Grid", "Quote", "Export")
+TABS = ("Metrics", "Plan", "Migrations", "Runs", "Grid", "Supply", "Quote", "Export")
 SIZES = ((1366, 768), (1920, 1080))
 MARKERS = {"Metrics": ".wb-compare .tabulator-row", "Plan": ".wb-gantt-note p",
            "Migrations": ".wb-migrations .tabulator-row", "Runs": ".wb-runs .tabulator-row",
            "Grid": ".bk-Canvas, canvas", "Quote": ".wb-quote-button button",
-           "Export": ".wb-download-plan"}
+           "Supply": ".wb-supply-site", "Export": ".wb-download-plan"}
 """What shows that a tab has drawn (screenshots wait for it)."""
 BELOW = {"Metrics": ".wb-attribution", "Plan": ".wb-gantt", "Migrations": ".wb-migrations",
          "Runs": ".wb-runs-compared", "Grid": ".wb-heatmaps"}

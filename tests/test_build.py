@@ -175,6 +175,15 @@ NAME_FIELDS = {
     ("jobs.llm", "home"): lambda c: c["jobs"].update(llm=[{**LLM_JOB, "home": "nope"}]),
     ("jobs.llm", "gpu_types"): lambda c: c["jobs"].update(
         llm=[{**LLM_JOB, "gpu_types": ["A100", "nope"]}]),
+    ("supply", "datacenter"): lambda c: c.update(supply=[
+        {"datacenter": "nope", "kind": "battery", "energy_kwh": 10.0, "power_kw": 5.0}]),
+    ("supply", "series"): lambda c: c.update(supply=[
+        {"datacenter": "a", "kind": "solar", "capacity_kw": 10.0, "series": "nope"}]),
+    ("supply", "turbine_type"): lambda c: c.update(supply=[
+        {"datacenter": "a", "kind": "wind", "capacity_kw": 10.0, "series": "nope",
+         "turbine_type": "nope", "hub_height_m": 100.0}]),
+    ("demand_charges", "datacenter"): lambda c: c.update(demand_charges=[
+        {"datacenter": "nope", "price_per_kw_month": 20.0}]),
 }
 """Every key of the schema that names something the workbench or the store must know."""
 
@@ -183,7 +192,8 @@ FREE_FIELDS = {("scenario", "name"), ("scenario", "description"), ("scenario", "
                ("datacenters", "name"), ("datacenters", "timezone"),
                ("network", "latency_matrix"), ("jobs", "align"), ("inference", "job_id"),
                ("jobs.llm", "job_id"), ("jobs.llm", "model_config_path"),
-               ("jobs.llm", "purpose"), ("jobs.llm", "precision")}
+               ("jobs.llm", "purpose"), ("jobs.llm", "precision"), ("supply", "kind"),
+               ("supply", "name"), ("demand_charges", "name"), ("demand_charges", "urdb")}
 """Text keys that name nothing to look up: new names, free text, times (parsed), a
 currency (a pattern, checked against the series), enums and a timezone (validated by the
 schema), a path (read)."""

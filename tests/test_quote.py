@@ -327,3 +327,57 @@ def test_cli_quote_order_and_a_readable_late_table(
     assert "recommended (lowest cost before the deadline)" in text
     assert ":00+00:00" not in text and ".4" not in text.splitlines()[1].split("finish")[1]
     assert main([*ok, "--order", "soonest"]) == 2
+
+
+def test_a_power_limit_menu_quotes_the_time_energy_trade_off(seed3: Scenario,
+                                                            spec: JobSpec) -> None:
+    from workbench import outcome
+    from workbench.power_limits import limit_factors
+
+    full = quote(seed3, spec, forecast_mode="perfect").options
+    q = quote(seed3, spec, forecast_mode="perfect", power_limits=(1.0, 0.7)).options
+    pools = {(p.datacenter, p.gpu_type): p for p in seed3.pools}
+    top = q[q["power_limit_w"] == q.apply(
+        lambda r: pools[(r["datacenter"], r["gpu_type"])].max_power_w, axis=1)]
+    low = q[q["power_limit_w"] < q.apply(
+        lambda r: pools[(r["datacenter"], r["gpu_type"])].max_power_w, axis=1)]
+    assert len(top) == len(full) and len(low) == len(full)  # each option once more at 0.7
+    key = ["datacenter", "gpu_type", "n_gpus"]
+    pair = top.merge(low, on=key, suffixes=("", "_lim"))
+    assert len(pair) == len(full)
+    # Full-power rows are the quote without a menu.
+    merged = full.merge(top, on=key, suffixes=("", "_top"))
+    np.testing.assert_allclose(merged["energy_kwh"], merged["energy_kwh_top"])
+    # At 70 % of the board power: slower, less energy, as the factors say.
+    for _, r in pair.iterrows():
+        pool = pools[(r["datacenter"], r["gpu_type"])]
+        assert r["power_limit_w_lim"] == pytest.approx(0.7 * pool.max_power_w)
+        prof = seed3.profile("cifar10", r["gpu_type"])
+        _, x = outcome.best_batch(prof, int(r["n_gpus"]), pool.gpus_per_node,
+                                  float(prof.efficiency.phi(0.0)))
+        per_gpu = float(outcome.training_power_w(prof, int(r["n_gpus"]), x)) / r["n_gpus"]
+        r_t, r_p = limit_factors(r["gpu_type"], 0.7, per_gpu, pool.max_power_w)
+        assert r["duration_h_lim"] >= r["duration_h"] - 1e-9
+        if r_t > 1.0 + 1e-6:
+            assert r["duration_h_lim"] > r["duration_h"]
+        # Energy: the same work at r_t the time and r_P the IT power.
+        assert (r["energy_kwh_lim"] < r["energy_kwh"]) == (r_t * r_p < 1.0 - 1e-6) or abs(
+            r_t * r_p - 1.0) < 1e-3
+    assert (pair["energy_kwh_lim"] < pair["energy_kwh"]).any()
+    with pytest.raises(QuoteError, match=r"power limits: .*\[0.4, 1\]"):
+        quote(seed3, spec, power_limits=(0.1,))
+
+
+def test_cli_quote_power_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "wb.duckdb"
+    argv = ["--db", str(db), "quote", "seed3", "--app", "cifar10", "--work", "5e8", "--home",
+            "guangzhou", "--gpus", "1-2", "--deadline-h", "12", "--top", "100"]
+    assert main([*argv, "--json", "--power-limits", "0.7"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    limits = {o["power_limit_w"] for o in data["options"]}
+    assert len(limits) > 1 and all(w > 0 for w in limits)
+    assert main([*argv, "--power-limits", "0.7"]) == 0
+    assert "@" in capsys.readouterr().out  # the limited rows name their limit: 2xA100@280W
+    assert main([*argv, "--power-limits", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--power-limits '0.1'" in err

@@ -20,11 +20,23 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
 from workbench import cubes, perf, scenarios
-from workbench.config import ConfigError, ScenarioConfig, horizon, validate_config
+from workbench.config import (
+    ConfigError,
+    DemandChargeEntry,
+    ScenarioConfig,
+    SupplyEntry,
+    horizon,
+    validate_config,
+)
 from workbench.io.errors import InputError, quoted
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
+from workbench.io.urdb import read_urdb_demand
 from workbench.model import (
     Datacenter,
     GpuPool,
@@ -33,6 +45,7 @@ from workbench.model import (
     Scenario,
     ScenarioError,
 )
+from workbench.supply import Battery, DemandCharge, DemandStructure, Source, Supply
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +128,18 @@ def _check_names(store: Any, cfg: ScenarioConfig) -> None:
         check(f"[[jobs.llm]] entry {i}", "home", llm.home, sites, site)
         for gpu in llm.gpu_types or []:
             check(f"[[jobs.llm]] entry {i}", "gpu_types", gpu, pool_gpus, pool_type)
+    series = None
+    for i, e in enumerate(cfg.supply):
+        if e.turbine_type is not None:
+            from workbench.renewables import turbine_types
+
+            check(f"[[supply]] entry {i}", "turbine_type", e.turbine_type, turbine_types(),
+                  ("a windpowerlib turbine type with a power curve", "use one of them"))
+        if e.series is not None:
+            series = store.energy_series_names() if series is None else series
+            check(f"[[supply]] entry {i}", "series", e.series, series,
+                  ("an imported energy series", "import it (`workbench import grid csv FILE "
+                   "--kind generation|irradiance|wind-speed --region NAME ...`)"))
 
 
 def _check_series(store: Any, regions: Sequence[str]) -> None:
@@ -252,6 +277,138 @@ def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
         raise BuildError(f"[[jobs.llm]]: {exc}") from None
 
 
+_SERIES_KINDS = {"solar": ("generation_kw", "irradiance_w_m2"),
+                 "wind": ("wind_speed_m_s", "generation_kw"), "ppa": ("generation_kw",)}
+"""The stored kinds of series each kind of source reads, in order of preference."""
+
+
+def _series(store: Any, i: int, e: SupplyEntry, start: datetime, end: datetime
+            ) -> tuple[str, pd.Series]:
+    """The stored series a ``[[supply]]`` entry names: its kind and its values by UTC time
+    (a day's margin either side of the horizon)."""
+    assert e.series is not None
+    rows = store.energy_series(e.series, start - timedelta(days=1), end + timedelta(days=1))
+    wanted = _SERIES_KINDS[e.kind]
+    kinds = [k for k in wanted if k in set(rows["kind"])] if len(rows) else []
+    if not kinds:
+        held = store.energy_series_names()
+        shown = ", ".join(f"{n} ({'/'.join(k)})" for n, k in held.items()) or "none"
+        flag = {"generation_kw": "generation --unit kW", "irradiance_w_m2": "irradiance "
+                "--unit W/m2", "wind_speed_m_s": "wind-speed --unit m/s"}[wanted[0]]
+        raise BuildError(f"[[supply]] entry {i} series: the store holds no "
+                         f"{' or '.join(wanted)} series {e.series!r} around the horizon (it "
+                         f"holds: {shown}); import it with `workbench import grid csv FILE "
+                         f"--kind {flag} --region {e.series} --time-column ... --value-column "
+                         f"...`")
+    sel = rows[rows["kind"] == kinds[0]]
+    return kinds[0], pd.Series(sel["value"].to_numpy(float),
+                               index=pd.DatetimeIndex(sel["time_utc"]).tz_localize("UTC"))
+
+
+def _source_output(store: Any, i: int, e: SupplyEntry, dc: Datacenter, start: datetime,
+                   slot_s: int, n_slots: int, hold: bool) -> tuple[NDArray[np.float64], str]:
+    """A source's output per slot (kW) and where it comes from, in words."""
+    from workbench.renewables import SeriesError, series_at_slots, solar_kw, wind_kw
+
+    end = start + timedelta(seconds=slot_s * n_slots)
+    try:
+        if e.kind == "ppa" and e.series is None:
+            if e.volume_kw is not None:
+                return np.full(n_slots, float(e.volume_kw)), f"PPA flat {e.volume_kw:g} kW"
+            assert e.shape_kw is not None
+            local = pd.date_range(pd.Timestamp(start), periods=n_slots,
+                                  freq=pd.Timedelta(seconds=slot_s)).tz_convert(dc.timezone)
+            shape = np.asarray(e.shape_kw, dtype=float)
+            return shape[np.asarray(local.hour)], f"PPA shape by local hour ({dc.timezone})"
+        if e.series is None:
+            assert e.capacity_kw is not None and e.latitude is not None
+            assert e.longitude is not None
+            out = solar_kw(start, slot_s, n_slots, capacity_kw=e.capacity_kw,
+                           latitude=e.latitude, longitude=e.longitude, tilt_deg=e.tilt_deg,
+                           azimuth_deg=e.azimuth_deg, altitude_m=e.altitude_m,
+                           losses=e.losses)
+            return out, (f"pvlib clear sky (Ineichen) at {e.latitude:g}, {e.longitude:g}, "
+                         f"tilt {e.tilt_deg:g}, azimuth {e.azimuth_deg:g}")
+        kind, series = _series(store, i, e, start, end)
+        # Checks the series covers the horizon (or holds values, with fill = 'hold').
+        at_slots = series_at_slots(series, start, slot_s, n_slots, name=e.series, hold=hold)
+        if kind == "generation_kw":
+            cap = e.capacity_kw if e.capacity_kw is not None else float(at_slots.max())
+            return np.clip(at_slots, 0.0, cap), f"imported generation series {e.series}"
+        assert e.capacity_kw is not None
+        if kind == "irradiance_w_m2":
+            out = solar_kw(start, slot_s, n_slots, capacity_kw=e.capacity_kw,
+                           latitude=float(e.latitude or 0.0), longitude=float(e.longitude or 0.0),
+                           tilt_deg=e.tilt_deg, azimuth_deg=e.azimuth_deg,
+                           altitude_m=e.altitude_m, losses=e.losses, ghi_w_m2=series)
+            return out, f"pvlib on imported irradiance series {e.series}"
+        out = wind_kw(start, slot_s, n_slots, capacity_kw=e.capacity_kw, wind_speed_m_s=series,
+                      turbine_type=e.turbine_type, hub_height_m=e.hub_height_m or 100.0,
+                      measurement_height_m=e.measurement_height_m,
+                      roughness_length_m=e.roughness_length_m)
+        return out, (f"windpowerlib power curve of {e.turbine_type or 'E-126/4200'} on "
+                     f"imported wind speed series {e.series}")
+    except SeriesError as exc:
+        raise BuildError(f"[[supply]] entry {i}: {exc}") from None
+
+
+def _supply(store: Any, cfg: ScenarioConfig, dcs: Sequence[Datacenter], start: datetime,
+            slot_s: int, n_slots: int) -> Supply:
+    """The scenario's supply from its ``[[supply]]`` and ``[[demand_charges]]`` tables."""
+    by_name = {d.name: d for d in dcs}
+    hold = cfg.scenario.fill == "hold"
+    sources: list[Source] = []
+    batteries: list[Battery] = []
+    charges: list[DemandCharge] = []
+    try:
+        for i, e in enumerate(cfg.supply):
+            name = e.name or f"{e.datacenter}-{e.kind}-{i}"
+            if e.kind == "battery":
+                assert e.energy_kwh is not None and e.power_kw is not None
+                batteries.append(Battery(
+                    name=name, datacenter=e.datacenter, energy_kwh=e.energy_kwh,
+                    power_kw=e.power_kw, round_trip_efficiency=e.round_trip_efficiency,
+                    soc_initial=e.soc_initial, soc_min=e.soc_min, soc_max=e.soc_max))
+                continue
+            out, origin = _source_output(store, i, e, by_name[e.datacenter], start, slot_s,
+                                         n_slots, hold)
+            cap = e.capacity_kw if e.capacity_kw is not None else max(float(out.max()), 1e-9)
+            sources.append(Source(
+                name=name, datacenter=e.datacenter, kind=e.kind, capacity_kw=cap,
+                available_kw=out, price_per_kwh=e.price_per_kwh,
+                carbon_g_per_kwh=e.carbon_g_per_kwh,
+                take_or_pay=e.take_or_pay if e.kind == "ppa" else False,
+                export_price_per_kwh=e.export_price_per_kwh,
+                modelled=e.series is None, origin=origin))
+        for i, d in enumerate(cfg.demand_charges):
+            charges.append(_demand_charge(cfg, i, d))
+        return Supply(sources=tuple(sources), batteries=tuple(batteries),
+                      demand_charges=tuple(charges))
+    except ScenarioError as exc:
+        raise BuildError(f"[[supply]]: {exc}") from None
+
+
+def _demand_charge(cfg: ScenarioConfig, i: int, d: DemandChargeEntry) -> DemandCharge:
+    structures: tuple[DemandStructure, ...] = ()
+    source = "scenario config"
+    if d.price_per_kw_month is not None:
+        structures = (DemandStructure.flat(d.price_per_kw_month),)
+        source = f"{d.price_per_kw_month:g} per kW-month of the peak (scenario config)"
+    elif d.urdb is not None:
+        path = Path(d.urdb)
+        if not path.is_absolute():
+            path = Path(cfg.base_dir) / path
+        try:
+            structures, tariff = read_urdb_demand(path, d.item)
+        except InputError as exc:
+            raise BuildError(f"[[demand_charges]] entry {i} urdb: {exc}") from None
+        source = f"URDB {tariff}: {path.name}"
+    return DemandCharge(
+        name=d.name or f"{d.datacenter}-demand-{i}", datacenter=d.datacenter,
+        structures=structures, capacity_kva=d.capacity_kva or 0.0,
+        price_per_kva_month=d.price_per_kva_month or 0.0, source=source)
+
+
 def profiles_for(store: Any, apps: set[str], gpu_types: Sequence[str] = ()
                  ) -> list[perf.JobProfile]:
     """Profiles of ``apps``: the store's, the shipped ones for any (app, GPU type) the
@@ -328,12 +485,13 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
                   + llm_jobs, key=lambda j: (j.arrival, j.job_id))
     apps = {j.app for j in jobs}
     profiles = profiles_for(store, apps, [p.gpu_type for p in pools]) + llm_profiles
+    supply = _supply(store, config, dcs, start, slot_s, n_slots)
     return Scenario(
         name=str(name), datacenters=tuple(dcs), pools=tuple(pools),
         links=tuple(_links(config, dcs)),
         jobs=tuple(jobs), profiles=tuple(profiles), grid=cube,
         start=start, slot_s=slot_s, n_slots=n_slots, currency=currency,
-        description=sc.description, history=history,
+        description=sc.description, history=history, supply=supply,
     )
 
 

@@ -192,6 +192,71 @@ class InferenceEntry(_Section):
         "checkpoint_gb)"))
 
 
+class SupplyEntry(_Section):
+    """``[[supply]]``: one renewable plant, PPA or battery at a datacenter
+    (:mod:`workbench.supply`; which keys a kind needs is checked by :func:`validate_config`)."""
+
+    datacenter: str = Field(min_length=1, description="a [[datacenters]] name")
+    kind: Literal["solar", "wind", "ppa", "battery"] = Field(description=(
+        "'solar', 'wind', 'ppa' or 'battery'"))
+    name: str | None = Field(None, min_length=1, description="a unique name (default: "
+                             "<datacenter>-<kind>-<n>)")
+    capacity_kw: float | None = Field(None, gt=0, le=1e8, description=(
+        "nameplate (AC) kW > 0, e.g. capacity_kw = 2000"))
+    latitude: float | None = Field(None, ge=-90, le=90, description="degrees in [-90, 90]")
+    longitude: float | None = Field(None, ge=-180, le=180, description=(
+        "degrees in [-180, 180]"))
+    tilt_deg: float = Field(20.0, ge=0, le=90, description="degrees in [0, 90]")
+    azimuth_deg: float = Field(180.0, ge=0, lt=360, description=(
+        "degrees in [0, 360): 0 = north, 180 = south"))
+    altitude_m: float = Field(0.0, ge=-500, le=9000, description="metres above sea level")
+    losses: float = Field(0.14, ge=0, lt=1, description=(
+        "a fraction in [0, 1) of DC output lost (wiring, soiling, mismatch)"))
+    series: str | None = Field(None, min_length=1, description=(
+        "an imported series (workbench import grid csv ... --kind generation|irradiance|"
+        "wind-speed --region NAME)"))
+    turbine_type: str | None = Field(None, min_length=1, description=(
+        "a windpowerlib turbine type, e.g. \"E-126/4200\""))
+    hub_height_m: float | None = Field(None, gt=0, le=300, description="metres > 0")
+    measurement_height_m: float | None = Field(None, gt=0, le=300, description=(
+        "metres > 0: where the wind speed series was measured (default: hub height)"))
+    roughness_length_m: float = Field(0.15, gt=0, le=5, description="metres > 0")
+    volume_kw: float | None = Field(None, ge=0, le=1e8, description=(
+        "a PPA's flat contracted power, kW >= 0"))
+    shape_kw: list[float] | None = Field(None, min_length=24, max_length=24, description=(
+        "a PPA's contracted kW for each local hour 0..23 (24 numbers >= 0)"))
+    price_per_kwh: float = Field(0.0, ge=-1e3, le=1e3, description=(
+        "currency per kWh (default 0; a PPA's contract price)"))
+    carbon_g_per_kwh: float = Field(0.0, ge=0, le=2000, description="gCO2/kWh >= 0")
+    take_or_pay: bool = Field(True, description="true or false (a PPA paid for its whole "
+                              "volume whether used or not)")
+    export_price_per_kwh: float | None = Field(None, ge=-1e3, le=1e3, description=(
+        "currency per kWh paid for surplus (default: surplus is curtailed)"))
+    energy_kwh: float | None = Field(None, gt=0, le=1e9, description="battery kWh > 0")
+    power_kw: float | None = Field(None, gt=0, le=1e8, description="battery kW > 0")
+    round_trip_efficiency: float = Field(0.9, gt=0, le=1, description="a fraction in (0, 1]")
+    soc_initial: float = Field(0.5, ge=0, le=1, description="a fraction of energy_kwh")
+    soc_min: float = Field(0.1, ge=0, le=1, description="a fraction of energy_kwh")
+    soc_max: float = Field(1.0, gt=0, le=1, description="a fraction of energy_kwh")
+
+
+class DemandChargeEntry(_Section):
+    """``[[demand_charges]]``: what a datacenter pays on its power per billing month: a
+    price per kW of the month's peak grid import, a URDB tariff's demand structures, or a
+    capacity charge per kVA."""
+
+    datacenter: str = Field(min_length=1, description="a [[datacenters]] name")
+    name: str | None = Field(None, min_length=1, description="a unique name")
+    price_per_kw_month: float | None = Field(None, gt=0, le=1e4, description=(
+        "currency per kW of the month's peak > 0, e.g. price_per_kw_month = 20"))
+    urdb: str | None = Field(None, min_length=1, description=(
+        "a URDB tariff JSON (path relative to the config) with a demand structure"))
+    item: int = Field(0, ge=0, description="which tariff of a URDB 'items' list")
+    capacity_kva: float | None = Field(None, gt=0, le=1e8, description="transformer kVA > 0")
+    price_per_kva_month: float | None = Field(None, gt=0, le=1e4, description=(
+        "currency per kVA of capacity per month > 0"))
+
+
 class ScenarioConfig(_Section):
     """A whole scenario config; ``base_dir`` is the config file's folder."""
 
@@ -206,6 +271,9 @@ class ScenarioConfig(_Section):
     jobs: JobsSection | None = Field(None, description="a [jobs] table")
     inference: list[InferenceEntry] = Field(default_factory=list,
                                             description="[[inference]] tables")
+    supply: list[SupplyEntry] = Field(default_factory=list, description="[[supply]] tables")
+    demand_charges: list[DemandChargeEntry] = Field(default_factory=list, description=(
+        "[[demand_charges]] tables"))
     base_dir: str = Field(".", alias="_base_dir")
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
@@ -214,11 +282,13 @@ class ScenarioConfig(_Section):
 
 _SECTIONS = {"scenario": "[scenario]", "network": "[network]", "jobs": "[jobs]",
              "datacenters": "[[datacenters]]", "pools": "[[pools]]", "links": "[[links]]",
-             "inference": "[[inference]]", "jobs.llm": "[[jobs.llm]]"}
+             "inference": "[[inference]]", "jobs.llm": "[[jobs.llm]]",
+             "supply": "[[supply]]", "demand_charges": "[[demand_charges]]"}
 _MODELS: dict[str, type[BaseModel]] = {
     "scenario": ScenarioSection, "network": NetworkSection, "jobs": JobsSection,
     "datacenters": DatacenterEntry, "pools": PoolEntry, "links": LinkEntry,
-    "inference": InferenceEntry, "jobs.llm": LlmJobEntry,
+    "inference": InferenceEntry, "jobs.llm": LlmJobEntry, "supply": SupplyEntry,
+    "demand_charges": DemandChargeEntry,
 }
 
 
@@ -389,7 +459,89 @@ def validate_config(cfg: Mapping[str, Any], memory_bytes: int | None = None
     _check_unique([frozenset((lk.src, lk.dst)) for lk in config.links], "[[links]]",
                   "src/dst", "give each pair of datacenters one link (it serves both "
                   "directions)")
+    names = {d.name for d in config.datacenters}
+    for i, e in enumerate(config.supply):
+        _check_supply(i, e, names)
+    for i, d in enumerate(config.demand_charges):
+        _check_demand(i, d, names)
     return config
+
+
+_KIND_KEYS: dict[str, set[str]] = {
+    "solar": {"capacity_kw", "latitude", "longitude", "tilt_deg", "azimuth_deg", "altitude_m",
+              "losses", "series", "price_per_kwh", "carbon_g_per_kwh", "export_price_per_kwh"},
+    "wind": {"capacity_kw", "series", "turbine_type", "hub_height_m", "measurement_height_m",
+             "roughness_length_m", "price_per_kwh", "carbon_g_per_kwh",
+             "export_price_per_kwh"},
+    "ppa": {"capacity_kw", "volume_kw", "shape_kw", "series", "price_per_kwh",
+            "carbon_g_per_kwh", "take_or_pay", "export_price_per_kwh"},
+    "battery": {"energy_kwh", "power_kw", "round_trip_efficiency", "soc_initial", "soc_min",
+                "soc_max"},
+}
+"""The keys each kind of ``[[supply]]`` entry takes (besides datacenter, kind and name)."""
+
+
+def _check_site(where: str, name: str, datacenters: set[str]) -> None:
+    """A one-line :class:`ConfigError` unless ``name`` is one of the ``[[datacenters]]``."""
+    if name not in datacenters:
+        raise ConfigError(f"{where} datacenter: {name!r} is not a [[datacenters]] name; "
+                          f"known: {', '.join(sorted(datacenters)) or 'none'}; name one of "
+                          "them, or add that datacenter")
+
+
+def _check_supply(i: int, e: SupplyEntry, datacenters: set[str]) -> None:
+    """The cross-key rules of one ``[[supply]]`` entry, as one-line :class:`ConfigError`."""
+    where = f"[[supply]] entry {i}"
+    _check_site(where, e.datacenter, datacenters)
+    given = {k for k in e.model_fields_set if k not in ("datacenter", "kind", "name")}
+    foreign = sorted(given - _KIND_KEYS[e.kind])
+    if foreign:
+        raise ConfigError(f"{where}: a {e.kind} entry takes no {', '.join(foreign)}; its keys: "
+                          f"{', '.join(sorted(_KIND_KEYS[e.kind]))}")
+    def need(*keys: str, hint: str) -> None:
+        lacking = [k for k in keys if getattr(e, k) is None]
+        if lacking:
+            raise ConfigError(f"{where} ({e.kind}) lacks {', '.join(lacking)}; give {hint}")
+    if e.kind == "solar":
+        need("capacity_kw", hint="the nameplate kW, e.g. capacity_kw = 2000")
+        if e.series is None:
+            need("latitude", "longitude", hint="the site for the clear-sky model, e.g. "
+                 "latitude = -33.87, longitude = 151.21 (or series = \"NAME\")")
+    elif e.kind == "wind":
+        need("capacity_kw", hint="the nameplate kW, e.g. capacity_kw = 4200")
+        need("series", hint="an imported wind speed (m/s) or generation (kW) series, e.g. "
+             "series = \"SITE-WIND\"")
+        if e.turbine_type is not None:
+            need("hub_height_m", hint="the turbine's hub height, e.g. hub_height_m = 135")
+    elif e.kind == "ppa":
+        shapes = [k for k in ("volume_kw", "shape_kw", "series") if getattr(e, k) is not None]
+        if len(shapes) != 1:
+            raise ConfigError(f"{where} (ppa) needs exactly one of volume_kw, shape_kw, series "
+                              f"(has {shapes or 'none'}); e.g. volume_kw = 500")
+        if e.shape_kw is not None and any(not (v >= 0) for v in e.shape_kw):
+            raise ConfigError(f"{where} (ppa) shape_kw: every hour's kW must be >= 0")
+    else:
+        need("energy_kwh", "power_kw", hint="the battery's size, e.g. energy_kwh = 4000, "
+             "power_kw = 1000")
+        if not e.soc_min < e.soc_max:
+            raise ConfigError(f"{where} (battery): soc_min ({e.soc_min:g}) must be below "
+                              f"soc_max ({e.soc_max:g})")
+        if not e.soc_min <= e.soc_initial <= e.soc_max:
+            raise ConfigError(f"{where} (battery): soc_initial ({e.soc_initial:g}) must lie "
+                              f"between soc_min ({e.soc_min:g}) and soc_max ({e.soc_max:g})")
+
+
+def _check_demand(i: int, d: DemandChargeEntry, datacenters: set[str]) -> None:
+    """The cross-key rules of one ``[[demand_charges]]`` entry."""
+    where = f"[[demand_charges]] entry {i}"
+    _check_site(where, d.datacenter, datacenters)
+    if (d.capacity_kva is None) != (d.price_per_kva_month is None):
+        raise ConfigError(f"{where}: capacity_kva and price_per_kva_month come together")
+    if d.price_per_kw_month is not None and d.urdb is not None:
+        raise ConfigError(f"{where}: give price_per_kw_month or urdb, not both")
+    if d.price_per_kw_month is None and d.urdb is None and d.capacity_kva is None:
+        raise ConfigError(f"{where} lacks a charge; give price_per_kw_month = 20, urdb = "
+                          "\"tariff.json\", or capacity_kva with price_per_kva_month")
 
 
 def _check_unique(keys: list[Any], section: str, key: str, fix: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.bill import supply_metrics
 from workbench.equal_work import EQUAL_WORK_KEYS, equal_work
 from workbench.model import Scenario
 from workbench.outcome import service_power_w
@@ -37,7 +38,10 @@ METRIC_KEYS: tuple[str, ...] = (
 """Keys every metrics dict has (the equal-work figures: :mod:`workbench.equal_work`); with
 a carbon cap ``carbon_cap_kg`` and ``carbon_cap_met``, with a power cap ``power_cap_kw``;
 per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue ``queue_mean:<kind>`` /
-``queue_max:<kind>`` keys follow them."""
+``queue_max:<kind>`` keys follow them, and the supply and bill keys
+(:data:`workbench.bill.SUPPLY_KEYS`) when the run metered them."""
+
+
 
 
 def round_trips(migrations: pd.DataFrame | None) -> int:
@@ -273,6 +277,7 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     slots = f["slots"]
     out.update(_slot_metrics(slots))
     out.update(site_idle(scenario))
+    out.update(supply_metrics(plan, slots, scenario, out))
     out.update(_caps(result, scenario, slots, out["carbon_kg"]))
     out.update(per_pool)
     out.update(_queue_metrics(result, slots))
@@ -445,7 +450,11 @@ def queue_kind_totals(queues: pd.DataFrame) -> pd.DataFrame:
 
 
 ATTRIBUTION_KEYS: tuple[str, ...] = ("efficiency", "temporal", "spatial", "movement")
-"""The parts of a saving against a baseline (:func:`attribute_savings`)."""
+"""The parts of a saving against a baseline (:func:`attribute_savings`) at the grid's price."""
+
+LEVER_ATTRIBUTION_KEYS: tuple[str, ...] = ("power_limits", "supply", "demand")
+"""The parts of the green levers (:func:`attribute_savings`): GPU power limits (split out of
+efficiency), the sites' renewables and batteries, and demand charges (cost only)."""
 
 
 def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
@@ -480,6 +489,11 @@ def _own_and_home(plan: pd.DataFrame, scenario: Scenario, var: str
         float(total.sum())
 
 
+def _run_metrics(run: Any) -> Mapping[str, Any]:
+    got = run.get("metrics") if isinstance(run, Mapping) else getattr(run, "metrics", None)
+    return got or {}
+
+
 def attribute_savings(result: Any, baseline: Any, scenario: Scenario
                       ) -> dict[str, dict[str, float]]:
     """Split a plan's saving against a baseline into where it comes from (exactly).
@@ -488,31 +502,46 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     own energy ``E_p`` (its jobs' energy without transfer and restart overhead) at its mean
     price ``P_p``, ``P_h`` the mean price that energy would have paid at each job's *home*
     datacenter in the same slots, and ``M`` the cost of the plan's transfer and restart
-    energy (DESIGN.md, "Attribution of a saving")::
+    energy (DESIGN.md, "Attribution of a saving"), all at the grid's price::
 
         cost_b - cost_p = (E_b - E_p) * P_b        efficiency (less energy, same work)
                         + E_p * (P_b - P_h)        temporal (cheaper hours at home)
                         + E_p * (P_h - P_p)        spatial (cheaper datacenters)
                         - M                        movement (transfers and restarts)
 
-    The same with carbon intensity for ``carbon_kg``. The four parts add up to the saving
-    (up to float rounding).
+    The green levers add three parts (0 for runs without them), so that the parts add up to
+    the saving on the bill's total (:func:`supply_metrics`)::
+
+        power_limits = (S_p - S_b) * P_b     S: energy the GPU power limits saved (kWh), out
+                                             of efficiency (efficiency becomes
+                                             (E_b + S_b - E_p - S_p) P_b)
+        supply       = (G_p - C_p) - (G_b - C_b)   G: cost at the grid price, C: the energy
+                                             charges through renewables and batteries
+        demand       = D_b - D_p             D: demand and capacity charges
+
+    The same with carbon intensity for ``carbon_kg`` (without ``demand``). The parts add up
+    to the saving (up to float rounding): ``bill_total_b - bill_total_p`` in currency when
+    both runs carry their metrics, else the saving at the grid's price; kg likewise.
 
     Parameters
     ----------
-    result, baseline : RunResult or mapping with a ``plan`` frame
+    result, baseline : RunResult or mapping with a ``plan`` frame (and ``metrics``)
     scenario : Scenario
         For the home datacenters' prices and carbon in each slot.
 
     Returns
     -------
     dict
-        ``{"cost": {efficiency, temporal, spatial, movement}, "carbon_kg": {...}}``, in the
-        scenario's currency and in kg; positive parts save, negative parts cost.
+        ``{"cost": {efficiency, temporal, spatial, movement, power_limits, supply, demand},
+        "carbon_kg": {... without demand}}``, in the scenario's currency and in kg; positive
+        parts save, negative parts cost. The green levers' parts are there only when the
+        scenario has supply or demand charges or a run drew under a power limit (without
+        them the four parts are the whole split, as before the levers existed).
     """
     p_plan = _frames(result)["plan"]
     b_plan = _frames(baseline)["plan"]
     assert p_plan is not None and b_plan is not None
+    m_p, m_b = _run_metrics(result), _run_metrics(baseline)
     out: dict[str, dict[str, float]] = {}
     for key, var, scale in (("cost", "price_per_kwh", 1.0),
                             ("carbon_kg", "carbon_g_per_kwh", 1000.0)):
@@ -523,10 +552,24 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
         p_p = own_at_p / e_p if e_p else 0.0
         p_h = own_at_h / e_p if e_p else 0.0
         movement = total_p - own_at_p
-        out[key] = {
-            "efficiency": (e_b - e_p) * p_b / scale,
+        s_p, s_b = (float(plan["limit_saved_kwh"].fillna(0.0).sum())
+                    if "limit_saved_kwh" in plan else 0.0 for plan in (p_plan, b_plan))
+        at_grid = "cost_at_grid_price" if key == "cost" else "carbon_kg_at_grid_intensity"
+
+        def supply_saved(m: Mapping[str, Any], k: str = key, g: str = at_grid) -> float:
+            return float(m[g]) - float(m[k]) if g in m and k in m else 0.0
+
+        parts = {
+            "efficiency": (e_b + s_b - e_p - s_p) * p_b / scale,
             "temporal": e_p * (p_b - p_h) / scale,
             "spatial": e_p * (p_h - p_p) / scale,
             "movement": -movement / scale,
         }
+        if not scenario.supply.empty or s_p or s_b:
+            parts["power_limits"] = (s_p - s_b) * p_b / scale
+            parts["supply"] = supply_saved(m_p) - supply_saved(m_b)
+            if key == "cost":
+                parts["demand"] = (float(m_b.get("bill_demand", 0.0) or 0.0)
+                                   - float(m_p.get("bill_demand", 0.0) or 0.0))
+        out[key] = parts
     return out

@@ -7,6 +7,7 @@ timezone-aware UTC :class:`datetime.datetime` values. Every record validates its
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterable
@@ -17,6 +18,9 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
+from workbench.errors import ScenarioError
+from workbench.supply import NO_SUPPLY, Supply
+
 if TYPE_CHECKING:
     import xarray as xr
 
@@ -24,10 +28,6 @@ if TYPE_CHECKING:
 
 JobKind = Literal["training", "inference"]
 JOB_KINDS: tuple[str, ...] = ("training", "inference")
-
-
-class ScenarioError(ValueError):
-    """A scenario or one of its records is inconsistent; the message says what to fix."""
 
 
 def _require(cond: bool, message: str) -> None:
@@ -393,6 +393,9 @@ class Scenario(_StaticFacts):
         Hourly cube of the gap-free hours right before ``start`` (at most 160 days), from the
         store's imported series (:func:`workbench.cubes.history_cube`): what forecast models
         learn from. None when the store holds none (generated scenarios).
+    supply : Supply
+        On-site renewables, PPAs, batteries and demand charges (:mod:`workbench.supply`);
+        empty: every datacenter draws from the grid alone and pays energy only.
     """
 
     name: str
@@ -408,6 +411,7 @@ class Scenario(_StaticFacts):
     currency: str = "CNY"
     description: str = ""
     history: xr.Dataset | None = None
+    supply: Supply = NO_SUPPLY
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "start", as_utc(self.start))
@@ -477,18 +481,38 @@ class Scenario(_StaticFacts):
             f"grid cube has {self.grid.sizes['time']} time steps, fewer than n_slots "
             f"{self.n_slots}",
         )
+        self.supply.check(names, self.n_slots)
 
     def jobs_of_kind(self, kind: JobKind) -> tuple[Job, ...]:
         return tuple(j for j in self.jobs if j.kind == kind)
 
-    def view(self) -> ScenarioView:
+    def view(self, *, ignore: Iterable[str] = (),
+             power_limits: tuple[float, ...] = ()) -> ScenarioView:
         """What an operator knows in advance: the static description, without the true
-        prices and carbon (``grid``) and without the future arrivals (``jobs``)."""
+        prices and carbon (``grid``), without the future arrivals (``jobs``) and without
+        the sources' future output (:meth:`workbench.supply.Supply.static`).
+
+        ``ignore`` (levers of :data:`workbench.supply.LEVERS`) leaves out what a policy is
+        to plan without; ``power_limits`` is the menu of GPU power limits it may choose
+        from (fractions of each GPU's maximum board power; empty: full power only).
+        """
+        drop = frozenset(ignore)
         return ScenarioView(
             name=self.name, datacenters=self.datacenters, pools=self.pools, links=self.links,
             profiles=self.profiles, start=self.start, slot_s=self.slot_s,
             n_slots=self.n_slots, currency=self.currency, description=self.description,
+            supply=self.supply.without(drop).static(),
+            power_limits=() if "power-limits" in drop else tuple(power_limits),
         )
+
+    def without(self, ignore: Iterable[str]) -> Scenario:
+        """The scenario as a policy that ignores ``ignore`` plans it (its supply
+        :meth:`~workbench.supply.Supply.without` those levers): what a hindsight policy is
+        handed for ``--ignore``."""
+        drop = frozenset(ignore)
+        if not drop & {"supply", "demand-charges"}:
+            return self
+        return dataclasses.replace(self, supply=self.supply.without(drop))
 
 
 @dataclass(frozen=True, eq=False)
@@ -511,6 +535,11 @@ class ScenarioView(_StaticFacts):
     n_slots: int
     currency: str = "CNY"
     description: str = ""
+    supply: Supply = NO_SUPPLY
+    """Static supply facts (no source output: that comes with the forecast)."""
+    power_limits: tuple[float, ...] = ()
+    """Menu of GPU power limits, fractions of each GPU's maximum board power (empty: full
+    power only; :mod:`workbench.power_limits`)."""
 
 
 def _unique(keys: Iterable[object], what: str) -> None:

@@ -33,6 +33,18 @@ is ``"predicted"``, else ``"fitted"`` or ``"derived"``) carry a step-time interv
 batch choice does not depend on speed, so only the time making progress scales), and a start
 whose slow end would overrun the deadline is noted.
 
+GPU power limits (``power_limits``, a menu of fractions of the GPUs' maximum board power,
+:func:`workbench.power_limits.check_menu`): each option is offered again at every limit
+``L = f P_max`` below full power, the time-energy trade-off of the limit. The job at a limit
+runs at ``X / r_t`` and draws ``P_it r_P`` (:func:`workbench.power_limits.limit_factors`,
+at the GPUs' power at the job's start), which is the same run as the job with ``r_t`` times
+its work at full power with its IT energy times ``r_P``::
+
+    run'      = uninterrupted_run(job with work_samples * r_t)
+    e'_k      = (e_k - t_k) r_P + t_k      t_k: the transfer energy drawn in d (slot 0)
+
+``power_limit_w`` is the limit per GPU (the pool's ``max_power_w`` at full power).
+
 Capacity: an option is offered only where the pool holds ``n`` GPUs; with ``occupancy`` (a
 run's per-slot ``gpus_busy:<dc>/<gpu>`` columns, see :class:`workbench.sim.RunResult`) only
 starts whose slots all have ``n`` GPUs free.
@@ -40,8 +52,10 @@ starts whose slots all have ``n`` GPUs free.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,6 +67,7 @@ from workbench import outcome, perf
 from workbench.forecast import FORECAST_MODES, default_forecast_mode, forecast
 from workbench.model import Datacenter, GpuPool, Job, Scenario, as_utc
 from workbench.outcome import RESTART_S_DEFAULT
+from workbench.power_limits import check_menu, limit_factors
 from workbench.sim.truth import horizon_cube
 from workbench.units import G_PER_KG
 
@@ -61,9 +76,10 @@ log = logging.getLogger(__name__)
 QUOTE_COLUMNS: tuple[str, ...] = (
     "datacenter", "region", "gpu_type", "n_gpus", "batch_size", "feasible", "start", "finish",
     "duration_h", "energy_kwh", "cost", "carbon_kg", "score", "cost_if_now", "carbon_kg_if_now",
-    "note", "profile", "duration_lo_h", "duration_hi_h",
+    "note", "profile", "duration_lo_h", "duration_hi_h", "power_limit_w",
 )
-"""Columns of :attr:`Quote.options`, one row per (datacenter, GPU type, GPU count)."""
+"""Columns of :attr:`Quote.options`, one row per (datacenter, GPU type, GPU count, power
+limit)."""
 
 RESTART_S = RESTART_S_DEFAULT
 """Seconds to load data or a checkpoint and warm up before the job makes progress (the
@@ -242,8 +258,10 @@ def quote(
     seed: int = 0,
     occupancy: pd.DataFrame | None = None,
     restart_s: float = RESTART_S,
+    power_limits: Sequence[float] = (),
 ) -> Quote:
-    """Price every (datacenter, GPU type, GPU count) for ``spec`` and pick the best start.
+    """Price every (datacenter, GPU type, GPU count, power limit) for ``spec`` and pick the
+    best start.
 
     Parameters
     ----------
@@ -263,6 +281,9 @@ def quote(
     restart_s : float
         Seconds before the job makes progress at its start (the simulator's
         ``restart_s``, charged through :func:`workbench.outcome.move_charges`).
+    power_limits : sequence of float
+        A menu of GPU power limits, fractions of the maximum board power (module notes);
+        empty (default): full power only.
 
     Returns
     -------
@@ -281,6 +302,10 @@ def quote(
         raise QuoteError(f"unknown forecast mode {forecast_mode!r}; use one of {FORECAST_MODES}")
     if carbon_price_per_kg < 0:
         raise QuoteError("carbon_price_per_kg must be >= 0")
+    try:
+        menu = [f for f in check_menu(power_limits) if f < 1.0] if power_limits else []
+    except ValueError as exc:
+        raise QuoteError(f"power limits: {exc}") from None
     names = [d.name for d in sc.datacenters]
     if spec.home not in names:
         raise QuoteError(f"home {spec.home!r} is not a datacenter; choose one of {names}")
@@ -312,24 +337,11 @@ def quote(
 
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for dc in sc.datacenters:
-        if dc.name != spec.home and sc.link(spec.home, dc.name) is None:
-            warnings.append(f"{dc.name}: no link from {spec.home}; skipped")
-            continue
-        for pool in sc.pools_at(dc.name):
-            if spec.gpu_types and pool.gpu_type not in spec.gpu_types:
-                continue
-            try:
-                prof = sc.profile(spec.app, pool.gpu_type)
-            except KeyError:
-                warnings.append(f"{dc.name}/{pool.gpu_type}: no profile for {spec.app}; skipped")
-                continue
-            for n in spec.gpu_counts():
-                if n > pool.count:
-                    continue
-                rows.append(_option(sc, spec, job, dc, pool, n, prof, t0, deadline_s, price,
-                                    carbon, r_index, restart_s, carbon_price_per_kg,
-                                    occupancy))
+    for dc, pool, prof, n in _configurations(sc, spec, warnings):
+        for limit in [None, *menu]:
+            rows.append(_option(sc, spec, job, dc, pool, n, prof, t0, deadline_s, price,
+                                carbon, r_index, restart_s, carbon_price_per_kg, occupancy,
+                                limit))
     if not rows:
         raise QuoteError(
             f"no datacenter offers {spec.app} on GPU types {list(spec.gpu_types) or 'any'} with "
@@ -346,6 +358,27 @@ def quote(
               int(options["feasible"].sum()))
     return Quote(spec=spec, options=options, currency=sc.currency, warnings=warnings,
                  forecast_mode=forecast_mode)
+
+
+def _configurations(sc: Scenario, spec: JobSpec, warnings: list[str]
+                    ) -> list[tuple[Datacenter, GpuPool, perf.JobProfile, int]]:
+    """Every (datacenter, pool, profile, GPU count) the job may be quoted on, in order; what
+    is skipped and why goes to ``warnings``."""
+    out = []
+    for dc in sc.datacenters:
+        if dc.name != spec.home and sc.link(spec.home, dc.name) is None:
+            warnings.append(f"{dc.name}: no link from {spec.home}; skipped")
+            continue
+        for pool in sc.pools_at(dc.name):
+            if spec.gpu_types and pool.gpu_type not in spec.gpu_types:
+                continue
+            try:
+                prof = sc.profile(spec.app, pool.gpu_type)
+            except KeyError:
+                warnings.append(f"{dc.name}/{pool.gpu_type}: no profile for {spec.app}; skipped")
+                continue
+            out += [(dc, pool, prof, n) for n in spec.gpu_counts() if n <= pool.count]
+    return out
 
 
 def _arrival_slot(sc: Scenario, arrival: datetime) -> int:
@@ -375,15 +408,13 @@ def _option(
     sc: Scenario, spec: JobSpec, job: Job, dc: Datacenter, pool: GpuPool, n: int,
     prof: perf.JobProfile, t0: int, deadline_s: float | None, price: np.ndarray,
     carbon: np.ndarray, region_col: dict[str, int], restart_s: float, carbon_price: float,
-    occupancy: pd.DataFrame | None,
+    occupancy: pd.DataFrame | None, limit: float | None = None,
 ) -> dict[str, Any]:
-    """One row of the quote: the best start of one configuration (see the module docstring)."""
+    """One row of the quote: the best start of one configuration at full power, or at the
+    power limit ``limit`` (a fraction of ``max_power_w``; see the module docstring)."""
     slot_s = float(sc.slot_s)
     horizon_left = price.shape[0]
-    run = outcome.uninterrupted_run(
-        job, prof, dc.name, pool.gpu_type, n, gpus_per_node=pool.gpus_per_node,
-        slot_s=slot_s, pue=dc.pue, link=sc.link, max_slots=horizon_left, restart_s=restart_s)
-    assert run is not None  # datacenters without a link from home are skipped by quote()
+    run = _limited_run(sc, job, dc, pool, n, prof, horizon_left, restart_s, limit)
     k = run.energy_kwh.size
     total_s = run.run_s
     useful_s = total_s - run.lost_s
@@ -397,6 +428,7 @@ def _option(
         "carbon_kg_if_now": math.nan, "note": "", "profile": kind,
         "duration_lo_h": (run.lost_s + lo_f * useful_s) / 3600.0,
         "duration_hi_h": (run.lost_s + hi_f * useful_s) / 3600.0,
+        "power_limit_w": pool.max_power_w * (1.0 if limit is None else limit),
     }
     cols = [region_col[dc.region]]
     weights = [run.energy_kwh]
@@ -458,6 +490,34 @@ def _option(
                      "miss the deadline")
     row["note"] = "; ".join(notes)
     return row
+
+
+def _limited_run(sc: Scenario, job: Job, dc: Datacenter, pool: GpuPool, n: int,
+                 prof: perf.JobProfile, max_slots: int, restart_s: float,
+                 limit: float | None) -> outcome.UninterruptedRun:
+    """:func:`workbench.outcome.uninterrupted_run` of ``job`` at full power (``limit``
+    None) or at the power limit ``limit`` (the module notes: ``r_t`` times the work, the IT
+    energy times ``r_P``; the factors at the GPUs' power at the start)."""
+    r_p = 1.0
+    if limit is not None:
+        phi = float(prof.efficiency.phi(0.0))
+        _, x = outcome.best_batch(prof, n, pool.gpus_per_node, phi)
+        full_w = float(outcome.training_power_w(prof, n, x))
+        r_t, r_p = limit_factors(pool.gpu_type, limit, full_w / n, pool.max_power_w)
+        job = dataclasses.replace(job, work_samples=job.work_samples * r_t)
+    run = outcome.uninterrupted_run(
+        job, prof, dc.name, pool.gpu_type, n, gpus_per_node=pool.gpus_per_node,
+        slot_s=float(sc.slot_s), pue=dc.pue, link=sc.link, max_slots=max_slots,
+        restart_s=restart_s)
+    assert run is not None  # datacenters without a link from home are skipped by quote()
+    if limit is None:
+        return run
+    t = np.zeros(run.energy_kwh.size)
+    if t.size:
+        t[0] = sum(kwh for _, kwh in run.source_kwh)  # the destination half equals it
+    energy = (run.energy_kwh - t) * r_p + t
+    total = (run.total_energy_kwh - 2.0 * t.sum()) * r_p + 2.0 * t.sum()
+    return dataclasses.replace(run, energy_kwh=energy, total_energy_kwh=float(total))
 
 
 __all__ = ["QUOTE_COLUMNS", "QUOTE_ORDERS", "JobSpec", "Quote", "QuoteError", "quote",

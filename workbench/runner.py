@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +34,10 @@ from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
 from workbench.policies.base import HindsightBound, Policy
+from workbench.power_limits import check_menu
 from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
 from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
+from workbench.supply import ignore_set
 
 if TYPE_CHECKING:
     from workbench.forecast import ModelForecast
@@ -127,6 +129,14 @@ class RunSpec:
     metered : Caps
         Caps the run is metered against without the policy being given them (a comparison
         run under the main run's power caps: its violations are reported).
+    ignore : frozenset of str
+        Levers (:data:`workbench.supply.LEVERS`: ``supply``, ``demand-charges``,
+        ``power-limits``) the policy plans as if they did not exist, while the simulator
+        still meters and bills them: what planning with a lever is worth.
+    power_limits : tuple of float
+        The menu of GPU power limits the policy may choose from, fractions of each GPU's
+        maximum board power (empty: full power only;
+        :func:`workbench.power_limits.check_menu`).
     """
 
     scenario: str
@@ -137,8 +147,16 @@ class RunSpec:
     sim: SimSettings = field(default_factory=SimSettings)
     baseline: bool = True
     metered: Caps = field(default_factory=Caps)
+    ignore: frozenset[str] = frozenset()
+    power_limits: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "ignore", ignore_set(sorted(self.ignore)))
+            object.__setattr__(self, "power_limits", check_menu(self.power_limits)
+                               if self.power_limits else ())
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
         if self.policy not in POLICY_NAMES:
             raise SpecError(f"unknown policy {self.policy!r}; choose one of "
                             f"{', '.join(POLICY_NAMES)}")
@@ -165,6 +183,10 @@ class RunSpec:
         does not honour them: their violations are reported)."""
         return RunSpec(scenario=self.scenario, policy=policy, forecast=self.forecast,
                        sim=self.sim, baseline=False, metered=self.caps.power_only())
+
+    def ignoring(self, levers: frozenset[str]) -> RunSpec:
+        """The same run planned without ``levers`` (``--ignore``), without a baseline."""
+        return replace(self, ignore=frozenset(levers), baseline=False)
 
     def policy_kwargs(self, caps: Caps) -> dict[str, Any]:
         """The policy's constructor knobs: the spec's knobs, ``caps`` (resolved) and the
@@ -256,7 +278,8 @@ def simulate_spec(
     if fitted is None:
         fitted = fit_forecast(scenario, mode)
     kwargs = spec.policy_kwargs(caps)
-    policy: Policy = make_policy(spec.policy, truth=scenario, **kwargs)
+    # A hindsight policy plans on the truth less the levers it is to ignore.
+    policy: Policy = make_policy(spec.policy, truth=scenario.without(spec.ignore), **kwargs)
     # Stored and metered: the policy's knobs and every cap, those it is only metered
     # against included.
     knobs = {**kwargs, **spec.metered.knobs(), **caps.knobs()}
@@ -264,7 +287,8 @@ def simulate_spec(
         scenario, policy, forecast_mode=mode, forecast_error=spec.forecast.error_in_effect,
         noise=spec.sim.noise, seed=spec.sim.seed, recorders=recorders, progress=progress,
         restart_s=spec.sim.restart_s, resize_s=spec.sim.resize_s,
-        ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted)
+        ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted,
+        ignore=spec.ignore, power_limits=spec.power_limits)
     bound = policy.hindsight_bound()
     if bound is not None:
         result.meta["bound"] = {**bound.as_dict(), **bound_equal_work(bound.as_dict(), scenario)}

@@ -23,7 +23,7 @@ import pandas as pd
 
 from workbench.cubes import resample
 from workbench.equal_work import EQUAL_WORK_KEYS, bound_equal_work, equal_work
-from workbench.metrics import ATTRIBUTION_KEYS, attribute_savings
+from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.scenarios import stored_or_builtin
 from workbench.schema import MIGRATION, PLAN_ROW
@@ -294,7 +294,7 @@ def stored_attribution(store: Store, run_id: str, scenario: Scenario,
         sc = at_slot(scenario, run_settings(info).get("slot_s"))
     except ScenarioError as exc:
         return None, f"attribution not available: {exc}"
-    return attribute_savings(res, {"plan": base}, sc), ""
+    return attribute_savings(res, {"plan": base, "metrics": store.run_metrics(ref)}, sc), ""
 
 
 def _scenario_of(store: Store, name: str, cache: MutableMapping[str, Scenario | str]
@@ -312,9 +312,10 @@ def _scenario_of(store: Store, name: str, cache: MutableMapping[str, Scenario | 
 
 ATTRIBUTION_ROWS: tuple[tuple[str, str], ...] = (
     ("cost", "saving against asap-home ({c})"),
-    *((f"cost:{k}", f"  from {k} ({{c}})") for k in ATTRIBUTION_KEYS),
+    *((f"cost:{k}", f"  from {k} ({{c}})") for k in ATTRIBUTION_KEYS + LEVER_ATTRIBUTION_KEYS),
     ("carbon_kg", "carbon saved against asap-home (kg)"),
-    *((f"carbon_kg:{k}", f"  from {k} (kg)") for k in ATTRIBUTION_KEYS),
+    *((f"carbon_kg:{k}", f"  from {k} (kg)")
+      for k in ATTRIBUTION_KEYS + LEVER_ATTRIBUTION_KEYS[:2]),
 )
 """Rows of :func:`compare_frame` that split each run's saving (key ``part:what``)."""
 
@@ -328,7 +329,8 @@ def attribution_values(att: Mapping[str, Mapping[str, float]] | None, why: str =
     out: list[Any] = []
     for key, _ in ATTRIBUTION_ROWS:
         part, _, what = key.partition(":")
-        out.append(float(att[part][what]) if what else float(sum(att[part].values())))
+        out.append(float(att[part].get(what, 0.0)) if what
+                   else float(sum(att[part].values())))
     return out
 
 

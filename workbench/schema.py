@@ -160,6 +160,14 @@ PLAN_ROW = Record("plan", (
           "(dataset and/or checkpoint)", csv=True, since=3, default=0.0),
     Field("lost_s", "float", "s", "seconds of the slot lost to restart and transfer",
           csv=True, since=3, default=0.0),
+    Field("power_limit_w", "float", "W per GPU", "GPU power limit it ran under (the GPU's "
+          "maximum board power when none was set); 0 when it does not run", csv=True,
+          since=7),
+    Field("renewable_kwh", "float", "kWh", "part of energy_kwh from the datacenter's "
+          "renewables and PPAs (its slot's supply mix, pro rata)", csv=True, since=7),
+    Field("battery_kwh", "float", "kWh", "part of energy_kwh from its battery", csv=True,
+          since=7),
+    Field("grid_kwh", "float", "kWh", "part of energy_kwh from the grid", csv=True, since=7),
     Field("slot", "int", doc="slot index (0 = the scenario's start)"),
     Field("kind", "text", doc="training or inference"),
     Field("home", "text", doc="the job's home datacenter"),
@@ -169,6 +177,8 @@ PLAN_ROW = Record("plan", (
           "attribution of a saving calls movement)", since=6),
     Field("remaining", "float", "fraction of the job's work", "work left after the slot "
           "(1 for a service)"),
+    Field("limit_saved_kwh", "float", "kWh", "energy the same progress would have taken more "
+          "at full power (what the attribution of a saving calls power limits)", since=7),
 ))
 """One job in one slot: the simulator's plan, the plan CSV (``csv`` fields) and the
 store's ``plan_rows`` (``since`` fields)."""

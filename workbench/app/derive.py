@@ -494,3 +494,57 @@ def missing_references(baseline_policies: Iterable[str]) -> dict[str, str]:
         else:
             out[key] = f"{what}: add {policy} under Compare with and press Run."
     return out
+
+
+SUPPLY_PARTS: tuple[tuple[str, str], ...] = (
+    ("renewable_kwh", "renewables"), ("discharge_kwh", "battery"), ("grid_kwh", "grid"),
+    ("curtailed_kwh", "curtailed"))
+"""A datacenter's per-slot supply columns (``<column>:<datacenter>`` in a run's slots) and
+their names in the supply chart, in stacking order."""
+
+
+def supply_frame(slots: pd.DataFrame, datacenter: str, slot_s: float) -> pd.DataFrame:
+    """One datacenter's supply per slot in kW (a slot's kWh over its hours): ``time``, one
+    column per name of :data:`SUPPLY_PARTS`, ``load`` (the site's load) and ``charging``
+    (into its battery). The three first parts add up to ``load + charging`` (the balance of
+    :func:`workbench.outcome.site_balance`). Empty when the run has no supply columns (a run
+    stored before supply existed)."""
+    if slots is None or f"grid_kwh:{datacenter}" not in slots:
+        return pd.DataFrame(columns=["time", *(n for _, n in SUPPLY_PARTS), "load",
+                                     "charging"])
+    hours = float(slot_s) / 3600.0
+    out = pd.DataFrame({"time": pd.to_datetime(slots["time"], utc=True)})
+    for col, name in SUPPLY_PARTS:
+        key = f"{col}:{datacenter}"
+        out[name] = (slots[key].astype(float) / hours if key in slots else 0.0)
+    out["load"] = slots[f"load_kwh:{datacenter}"].astype(float) / hours
+    key = f"charge_kwh:{datacenter}"
+    out["charging"] = slots[key].astype(float) / hours if key in slots else 0.0
+    return out.reset_index(drop=True)
+
+
+BILL_COLUMNS: tuple[str, ...] = ("datacenter", "energy charge ({c})", "demand charge ({c})",
+                                 "total ({c})", "peak grid kW", "peak at (UTC)")
+"""Columns of :func:`bill_table` (``{c}``: the scenario's currency)."""
+
+
+def bill_table(metrics: Mapping[str, Any], datacenters: Iterable[str],
+               currency: str) -> pd.DataFrame:
+    """The bill per datacenter from a run's metrics (:func:`workbench.bill.supply_metrics`):
+    energy and demand charges, their total, the peak grid import and when; a last row
+    ``all`` with the sums. Empty for a run stored before the bill existed."""
+    names = [str(d) for d in datacenters]
+    cols = [c.format(c=currency) for c in BILL_COLUMNS]
+    if metrics.get("bill_total") is None or not names:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for n in names:
+        e = float(metrics.get(f"bill_energy:{n}") or 0.0)
+        d = float(metrics.get(f"bill_demand:{n}") or 0.0)
+        when = metrics.get(f"peak_time:{n}")
+        rows.append([n, e, d, e + d, float(metrics.get(f"peak_kw:{n}") or 0.0),
+                     "" if not when else str(when).replace("T", " ")[:16]])
+    rows.append(["all", float(metrics.get("bill_energy") or 0.0),
+                 float(metrics.get("bill_demand") or 0.0), float(metrics["bill_total"]),
+                 math.nan, ""])
+    return pd.DataFrame(rows, columns=cols)

@@ -260,11 +260,17 @@ def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
 ATTRIBUTION_LABELS: tuple[tuple[str, str], ...] = (
     ("efficiency", "efficiency (less energy)"), ("temporal", "temporal (cheaper hours)"),
     ("spatial", "spatial (cheaper sites)"), ("movement", "movement (transfers, restarts)"),
-    ("undone", "work left undone (charged)"),
+    ("power_limits", "GPU power limits"), ("supply", "supply (renewables, battery)"),
+    ("demand", "demand charges (lower peaks)"), ("undone", "work left undone (charged)"),
 )
 """The parts of a saving (:func:`workbench.metrics.attribute_savings`), in waterfall order;
-``undone`` (drawn only when given) is the difference of the charges for work left undone,
-so that the total is the saving on equal work (:mod:`workbench.equal_work`)."""
+the green levers' parts (``power_limits``, ``supply``, ``demand``) are drawn only when not
+0 (a run with supply, demand charges or a power-limit menu: the total is then the saving
+on the bill's total); ``undone`` (drawn only when given) is the difference of the charges
+for work left undone, so that the total is the saving on equal work
+(:mod:`workbench.equal_work`)."""
+
+_LEVER_PARTS = frozenset({"power_limits", "supply", "demand"})
 
 
 def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
@@ -284,6 +290,8 @@ def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
     level = 0.0
     for key, label in ATTRIBUTION_LABELS:
         if key not in parts and key == "undone":
+            continue
+        if key in _LEVER_PARTS and not float(parts.get(key, 0.0)):
             continue
         v = float(parts.get(key, 0.0))
         steps.append((label, level, level + v, "#2ca02c" if v >= 0 else "#d62728"))

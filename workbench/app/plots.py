@@ -350,3 +350,30 @@ def tradeoff(frame: pd.DataFrame, currency: str = "") -> hv.Element:
     return (curve * points * labels).opts(
         **CALM, responsive=True, height=300, padding=0.15,
         title="V trade-off: cost vs mean deadline backlog")
+
+
+SUPPLY_COLORS: dict[str, str] = {"renewables": "#2ca02c", "battery": "#9467bd",
+                                 "grid": "#7f7f7f", "curtailed": "#c7e9c0"}
+"""The supply chart's colours (renewables green, battery purple, grid grey)."""
+
+
+def supply_stack(frame: pd.DataFrame, datacenter: str, tz: str = "UTC") -> hv.Element:
+    """One datacenter's supply over time (:func:`workbench.app.derive.supply_frame`, times
+    wall-clock in ``tz``): renewables, battery discharge and grid stacked (they meet the load
+    plus the battery's charging), curtailed renewable power on top in pale green, and the
+    load as a black line."""
+    if frame.empty:
+        return _empty("no supply recorded for this run (stored before supply existed)")
+    names = ["renewables", "battery", "grid", "curtailed"]
+    long = frame.melt(id_vars="time", value_vars=names, var_name="source", value_name="kw")
+    areas = hv.Area.stack(hv.Overlay([
+        hv.Area(long[long["source"] == n], ("time", f"time ({tz})"), ("kw", "kW"),
+                label=n).opts(color=SUPPLY_COLORS[n], alpha=0.8, line_width=0)
+        for n in names]))
+    load = hv.Curve(frame, ("time", f"time ({tz})"), ("load", "kW"), label="load").opts(
+        color="black", line_width=1.4, interpolation="steps-post", tools=["hover"],
+        hover_tooltips=[("time", "@time{%a %m-%d %H:%M}"), ("load kW", "@load{0.0}")],
+        hover_formatters={"@time": "datetime"})
+    return (areas * load).opts(
+        **CALM, responsive=True, height=280, legend_position="right",
+        title=f"{datacenter}: supply (kW) against the load")

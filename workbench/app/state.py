@@ -554,8 +554,10 @@ class WorkbenchState(param.Parameterized):
         self.tradeoff = frame if len(frame) >= 2 else None
 
     def quote(self, spec: JobSpec, *, carbon_price_per_kg: float = 0.0,
-              respect_plan: bool = False) -> Quote | None:
-        """Quote a job against the planning scenario (and the latest plan's occupancy)."""
+              respect_plan: bool = False, power_limits: tuple[float, ...] = ()
+              ) -> Quote | None:
+        """Quote a job against the planning scenario (and the latest plan's occupancy);
+        ``power_limits``: a menu of GPU power limits to quote each option at as well."""
         try:
             sc = self.planning_scenario()
             occupancy = (self.result.slots if respect_plan and self.result is not None
@@ -563,7 +565,7 @@ class WorkbenchState(param.Parameterized):
             fc = self.forecast_settings()
             q = quote(sc, spec, carbon_price_per_kg=carbon_price_per_kg,
                       occupancy=occupancy, forecast_mode=fc.mode,
-                      forecast_error=fc.error_in_effect)
+                      forecast_error=fc.error_in_effect, power_limits=power_limits)
         except RUN_ERRORS as exc:
             self.say(f"quote failed: {exc}", "danger")
             return None

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from workbench.power_limits import DEFAULT_MENU, check_menu
+
 
 def fail(message: object) -> int:
     """Print ``message`` as the one error line of a command (``error: ...``, its line
@@ -117,3 +119,22 @@ def forecast_error(args: argparse.Namespace) -> float:
     from workbench.runner import ForecastSettings
 
     return ForecastSettings(args.forecast, args.forecast_error).error_in_effect
+
+
+def parse_power_limits(text: str | None) -> tuple[float, ...]:
+    """``--power-limits``: None/``none`` (no menu), ``default`` or fractions ``0.85,0.7``.
+    Raises ValueError naming the flag and the fix."""
+    raw = "" if text is None else text.strip().lower()
+    if raw in ("", "none"):
+        return ()
+    if raw == "default":
+        return DEFAULT_MENU
+    try:
+        values = [float(v) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--power-limits {text!r}: give fractions of the GPU's maximum board "
+                         "power, e.g. 0.85,0.7,0.55, or 'default'") from None
+    try:
+        return check_menu(values)
+    except ValueError as exc:
+        raise ValueError(f"--power-limits {text!r}: {exc}") from None

@@ -1,4 +1,5 @@
-"""``workbench fit throughput|energy|defaults``: fit job models to measured profiles."""
+"""``workbench fit throughput|energy|power-limits|defaults``: fit job models to measured
+profiles."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Zeus profiles folder (holding summary_power_<gpu>.csv), or its parent")
     e.add_argument("--json", action="store_true", help="print JSON: params, mape, rows")
     e.set_defaults(func=_energy)
+
+    pl = fsub.add_parser("power-limits", help="fit the GPU power-limit model to the Zeus "
+                         "power traces, validated leave-one-limit-out")
+    pl.add_argument("--profiles", required=True, type=Path,
+                    help="Zeus profiles folder (holding summary_power_<gpu>.csv)")
+    pl.add_argument("--out", type=Path, default=None,
+                    help="write the fits there (default: print only; the shipped file is "
+                    "workbench/data/compute/power_limits.json)")
+    pl.add_argument("--json", action="store_true", help="print JSON: the fits per GPU")
+    pl.set_defaults(func=_power_limits)
 
     d = fsub.add_parser("defaults", help="regenerate data/profiles.json (fitted + derived)")
     d.add_argument("--profiles", required=True, type=Path,
@@ -119,4 +130,33 @@ def _defaults(args: argparse.Namespace) -> int:
         print(f"  throughput {app:12s} median APE {100 * err:5.1f}%")
     for net, err in report["energy_mape"].items():
         print(f"  energy     {net:36s} median APE {100 * err:5.1f}%")
+    return 0
+
+
+def _power_limits(args: argparse.Namespace) -> int:
+    from workbench.power_limits import fit_zeus, models_to_json, write_power_limits
+
+    try:
+        if args.out is not None:
+            from workbench.cli._outputs import check_outputs
+
+            bad_output = check_outputs([("--out", args.out)], args.db)
+            if bad_output:
+                return _fail(ValueError(bad_output))
+            write_power_limits(args.profiles, args.out)
+        models = fit_zeus(args.profiles)
+    except (ValueError, OSError) as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps(models_to_json(models), default=float))
+        return 0
+    print("power-limit model r_P = softmin(1, c u) / ..., r_t = (1 + a exp(-b u)) / ... "
+          "(workbench.power_limits); leave-one-limit-out median error:")
+    print(f"  {'GPU':10s} {'rows':>5s} {'time':>7s} {'power':>7s}  5-95% pred/meas time, power")
+    for name, m in models.items():
+        print(f"  {name:10s} {m.rows:5d} {100 * m.lolo_time_error:6.1f}% "
+              f"{100 * m.lolo_power_error:6.1f}%  {m.time_interval[0]:.2f}-"
+              f"{m.time_interval[1]:.2f}, {m.power_interval[0]:.2f}-{m.power_interval[1]:.2f}")
+    if args.out is not None:
+        print(f"wrote {args.out}")
     return 0

@@ -32,7 +32,9 @@ _GRID_HELP = """formats:
   urdb-json             OpenEI tariff expanded to hourly USD/kWh over --start..--end in
                         --timezone (first tier, rate + adj, weekends use the weekend table)
   csv                   generic: --time-column --value-column --kind --unit [--timezone
-                        --time-format --currency --delimiter]
+                        --time-format --currency --delimiter]; --kind generation (kW, MW,
+                        W), irradiance (W/m2) or wind-speed (m/s, km/h, kn) store a series
+                        for [[supply]] series = "NAME" (NAME = --region)
 Stored as UTC, <currency>/kWh and gCO2/kWh (1 lb = 453.59237 g). Re-importing a file
 updates the same (region, time) rows. Negative prices are kept."""
 
@@ -81,7 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="urdb-json: consumption tier (default 0)")
     g.add_argument("--time-column", help="csv: the time column")
     g.add_argument("--value-column", help="csv: the value column")
-    g.add_argument("--kind", choices=("price", "carbon"), help="csv: what the values are")
+    g.add_argument("--kind", choices=("price", "carbon", "generation", "irradiance",
+                                      "wind-speed"),
+                   help="csv: what the values are (generation, irradiance and wind-speed: "
+                   "series a [[supply]] entry reads, by --region name)")
     g.add_argument("--unit", help="csv: e.g. EUR/MWh, USD/kWh, gCO2/kWh, lb/MWh")
     g.add_argument("--time-format", help="csv: strftime codes, e.g. '%%d.%%m.%%Y %%H:%%M'")
     g.add_argument("--delimiter", help="csv: field delimiter (default ',')")

@@ -19,13 +19,13 @@ from typing import Any
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, fail, number
+from workbench.cli._args import add_forecast_args, fail, number, parse_power_limits
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
-from workbench.metrics import ATTRIBUTION_KEYS
+from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
@@ -41,14 +41,18 @@ from workbench.runner import (
     save_outcome,
 )
 from workbench.sim import AllocationError, Recorder, RunResult
+from workbench.supply import ignore_set
 
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
     "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
-    "unfinished_work_jobs",
+    "unfinished_work_jobs", "green_share", "curtailed_kwh", "battery_soc_violations",
 )
-"""Metrics in the ``--json`` object (besides ``policy``), for the run and its baseline."""
+"""Metrics in the ``--json`` object (besides ``policy`` and ``bill``), for the run and its
+baseline. ``cost`` is the total of the jobs' energy charges (as before supply existed);
+``bill`` is ``{energy, demand, total}``: the sites' energy charges (their baseline power
+included), demand and capacity charges, and their sum."""
 
 _MAX_WARNINGS = 10
 
@@ -75,6 +79,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=None, metavar="KW",
                    help="IT power cap of every datacenter in each slot, kW (lookahead, lyapunov, "
                    "threshold, offline)")
+    p.add_argument("--ignore", default=None, metavar="LEVERS",
+                   help="plan as if these levers did not exist while the simulator still "
+                   "meters and bills them: any of supply,demand-charges,power-limits "
+                   "(comma-separated)")
+    p.add_argument("--power-limits", default=None, metavar="FRACTIONS",
+                   help="menu of GPU power limits the policy may choose from, fractions of "
+                   "each GPU's maximum board power in [0.4, 1] (e.g. 0.85,0.7,0.55; "
+                   "'default' for 1,0.9,0.8,0.7,0.6,0.5; full power is always on the menu)")
     p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
                    help="lyapunov's slot solver: the highspy array fast path (default) or the "
                    "Pyomo reference MILP")
@@ -118,8 +130,12 @@ def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
         cmp.baseline_unfinished_charge - cmp.unfinished_charge,
         cmp.baseline_unfinished_carbon_kg - cmp.unfinished_carbon_kg)
     if att:
-        parts = ", ".join(f"{k} {att['cost'][k]:+,.2f}" for k in ATTRIBUTION_KEYS)
-        kg = ", ".join(f"{k} {att['carbon_kg'][k]:+,.1f}" for k in ATTRIBUTION_KEYS)
+        # The green levers' parts only where a run has them.
+        keys = [*ATTRIBUTION_KEYS, *(k for k in LEVER_ATTRIBUTION_KEYS
+                                     if abs(att["cost"].get(k, 0.0)) > 0)]
+        parts = ", ".join(f"{k} {att['cost'].get(k, 0.0):+,.2f}" for k in keys)
+        kg = ", ".join(f"{k} {att['carbon_kg'].get(k, 0.0):+,.1f}" for k in keys
+                       if k in att["carbon_kg"])
         if math.isfinite(undone) and abs(undone) > 0:
             parts += f", work left undone {undone:+,.2f}"
             kg += f", work left undone {undone_kg:+,.1f}"
@@ -174,6 +190,26 @@ def _num(value: Any, digits: int) -> str:
         f"{value:,.{digits}f}")
 
 
+def bill_lines(run: Mapping[str, Any], base: Mapping[str, Any] | None, note: str,
+               cur: str) -> list[str]:
+    """The summary lines of the bill and the supply (nothing for a run without either)."""
+    bill = run.get("bill") or {}
+    if bill.get("total") is None:
+        return []
+    lines = [f"bill ({cur}): energy {bill['energy']:,.2f} + demand {bill['demand']:,.2f} = "
+             f"{bill['total']:,.2f}"
+             + (f" (against {base['bill']['total']:,.2f} in {BASELINE})"
+                if base and (base.get("bill") or {}).get("total") is not None else "")]
+    if note:
+        lines.append(note)
+    if run.get("green_share"):
+        lines.append(f"green share {100 * run['green_share']:.1f}% of the energy taken in"
+                     + (f" (against {100 * (base.get('green_share') or 0):.1f}% in {BASELINE})"
+                        if base else "")
+                     + f"; {run.get('curtailed_kwh') or 0:,.1f} kWh curtailed")
+    return lines
+
+
 def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and math.isfinite(value) else 0
 
@@ -199,11 +235,14 @@ def saving_caveat(run: Mapping[str, Any], base: Mapping[str, Any] | None) -> str
 
 def _summary(policy: str, result: RunResult) -> dict[str, Any]:
     out: dict[str, Any] = {"policy": policy}
+    m = result.metrics
     for key in SUMMARY_KEYS:
-        value = result.metrics[key]
+        value = m.get(key, 0)
         if isinstance(value, float) and not math.isfinite(value):
             value = None
         out[key] = value
+    out["bill"] = {"energy": m.get("bill_energy"), "demand": m.get("bill_demand"),
+                   "total": m.get("bill_total")}
     return out
 
 
@@ -308,6 +347,8 @@ def _print_summary(
             print(f"  {line}")
     for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur, cmp):
         print(f"  {line}")
+    for line in bill_lines(run, base, extra.get("bill_note", ""), cur):
+        print(f"  {line}")
     if cap_kg is not None:
         diff = run["carbon_kg"] - cap_kg
         where = "above" if diff > 0 else "below"
@@ -339,12 +380,17 @@ def spec_of(args: argparse.Namespace) -> RunSpec:
                       ("solver", "solver")):
         if getattr(args, flag) is not None:
             knobs[key] = getattr(args, flag)
+    try:
+        ignore = ignore_set(args.ignore)
+    except ValueError as exc:
+        raise SpecError(f"--ignore {args.ignore!r}: {exc}") from None
     return RunSpec(
         scenario=args.scenario, policy=args.policy, knobs=knobs, caps=caps,
         forecast=ForecastSettings(mode=args.forecast, error=args.forecast_error),
         sim=SimSettings(noise=args.noise, seed=args.seed, restart_s=args.restart_s,
                         resize_s=args.resize_s),
-        baseline=not args.no_baseline)
+        baseline=not args.no_baseline, ignore=ignore,
+        power_limits=parse_power_limits(args.power_limits))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -411,6 +457,7 @@ def run(args: argparse.Namespace) -> int:
         extra["power_cap_kw"] = args.power_cap_kw
     if outcome.attribution is not None:
         extra["attribution"] = outcome.attribution
+    extra["bill_note"] = str(result.metrics.get("bill_note") or "")
     if outcome.bound is not None:
         extra["bound"] = dict(result.meta["bound"])
     if args.json:

@@ -11,7 +11,14 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.cli._args import add_forecast_args, fail, forecast_error, iso_time, number
+from workbench.cli._args import (
+    add_forecast_args,
+    fail,
+    forecast_error,
+    iso_time,
+    number,
+    parse_power_limits,
+)
 from workbench.cli.scenario import read_scenario
 from workbench.model import as_utc
 from workbench.quote import QUOTE_ORDERS, JobSpec, QuoteError, quote, sort_quote
@@ -73,6 +80,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=number(1, integer=True),
                    default=5, help="options to print (default 5)")
     add_forecast_args(p)
+    p.add_argument("--power-limits", default=None, metavar="FRACTIONS",
+                   help="also quote each option at these GPU power limits, fractions of the "
+                   "GPU's maximum board power in [0.4, 1] (e.g. 0.85,0.7; 'default' for "
+                   "1,0.9,0.8,0.7,0.6,0.5): the time-energy trade-off")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_quote)
 
@@ -98,9 +109,11 @@ def _quote(args: argparse.Namespace) -> int:
             arrival=as_utc(args.arrival) if args.arrival else None,
             gpu_types=tuple(args.gpu_types), checkpoint_gb=args.checkpoint_gb,
         )
+        menu = parse_power_limits(args.power_limits)
         result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price,
-                       forecast_mode=args.forecast, forecast_error=forecast_error(args))
-    except QuoteError as exc:
+                       forecast_mode=args.forecast, forecast_error=forecast_error(args),
+                       power_limits=menu)
+    except (QuoteError, ValueError) as exc:
         return fail(exc)
     result = dataclasses.replace(result, options=sort_quote(result.options, args.order))
     data = result.to_dict()
@@ -135,7 +148,9 @@ def _quote(args: argparse.Namespace) -> int:
         ok = r["feasible"]
         iv = (f"{_n(r['duration_lo_h'])}-{_n(r['duration_hi_h'])}"
               if r["profile"] == "predicted" else r["profile"])
-        cells = [r["datacenter"], f"{r['n_gpus']}x{r['gpu_type']}",
+        limited = menu and r["power_limit_w"] is not None
+        cells = [r["datacenter"], f"{r['n_gpus']}x{r['gpu_type']}"
+                 + (f"@{r['power_limit_w']:.0f}W" if limited else ""),
                  _minute(r["start"]) if ok else "late", _n(r["duration_h"]), iv,
                  _n(r["energy_kwh"]),
                  _n(r["cost"]) if ok else _n(r["cost_if_now"], "*"),
@@ -155,7 +170,7 @@ _LATE = {"fastest": "shortest run", "cheapest": "cheapest to start now",
 """How :func:`workbench.quote.sort_quote` orders late options, in words."""
 
 _COLUMNS: tuple[tuple[str, str, int], ...] = (
-    ("datacenter", "<", 11), ("config", "<", 15), ("start (UTC)", "<", 16),
+    ("datacenter", "<", 11), ("config", "<", 19), ("start (UTC)", "<", 16),
     ("hours", ">", 8), ("h 90% int.", ">", 13), ("kWh", ">", 9), ("cost", ">", 10),
     ("kg CO2", ">", 9), ("note", "<", 0),
 )

@@ -5,7 +5,7 @@ nothing else decides the mode)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +30,9 @@ class Forecast:
 
     ``price_per_kwh`` and ``carbon_g_per_kwh`` have shape ``(slots, regions)``; row 0 is the
     current slot (always the true value: it is being metered now), later rows are forecasts.
+    ``renewable_kw`` has shape ``(slots, sources)``: what each of the scenario's supply
+    sources (:attr:`workbench.supply.Supply.sources`, in order) is believed to deliver
+    (:func:`workbench.supply.forecast_output`); no columns without sources.
     """
 
     t: int
@@ -37,6 +40,7 @@ class Forecast:
     price_per_kwh: NDArray[np.float64]
     carbon_g_per_kwh: NDArray[np.float64]
     mode: str = "perfect"
+    renewable_kw: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
 
     def region_index(self, region: str) -> int:
         return self.regions.index(region)

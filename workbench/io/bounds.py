@@ -81,6 +81,14 @@ POWER_LIMIT = Bound("GPU power limit", "W", 0.0, 5000.0, "a GPU's power limit (T
                     "positive and below 5 kW", low_open=True)
 
 
+GENERATION = Bound("generation", "kW", 0.0, 1e8, "a plant delivers 0 kW or more and less "
+                   "than 100 GW")
+IRRADIANCE = Bound("irradiance", "W/m2", 0.0, 1500.0, "the sun delivers at most about "
+                   "1,360 W/m2 above the atmosphere")
+WIND_SPEED = Bound("wind speed", "m/s", 0.0, 120.0, "the strongest measured gusts are "
+                   "about 110 m/s")
+
+
 def price_bound(currency: str) -> Bound:
     """Plausible price per kWh in ``currency``: ``|price| <= 100 x scale(currency)``."""
     scale = CURRENCY_SCALE.get(currency.upper(), UNKNOWN_CURRENCY_SCALE)

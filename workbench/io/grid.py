@@ -30,6 +30,17 @@ log = logging.getLogger(__name__)
 
 GridReader = Callable[..., pd.DataFrame]
 
+ENERGY_KINDS: dict[str, tuple[str, dict[str, float], bounds.Bound]] = {
+    "generation": ("generation_kw", {"kW": 1.0, "MW": 1000.0, "W": 1e-3},
+                   bounds.GENERATION),
+    "irradiance": ("irradiance_w_m2", {"W/m2": 1.0, "kW/m2": 1000.0}, bounds.IRRADIANCE),
+    "wind-speed": ("wind_speed_m_s", {"m/s": 1.0, "km/h": 1.0 / 3.6, "kn": 0.514444},
+                   bounds.WIND_SPEED),
+}
+"""Series a site's supply reads (``[[supply]] series``), beside prices and carbon: the
+``--kind`` of the generic ``csv`` format -> (stored kind, units and their factor to the
+stored unit, plausible range). Stored in kW, W/m2 and m/s (the store's ``energy_series``)."""
+
 
 def _frame(
     times: pd.DatetimeIndex, values: np.ndarray, region: str, kind: str, source: str,
@@ -48,6 +59,8 @@ def _frame(
     data: dict[str, Any] = {"time_utc": times, "region": constant(region)}
     if kind == "price":
         data.update(price_per_kwh=values, currency=constant(currency))
+    elif kind in ENERGY_KINDS:
+        data.update(kind=constant(ENERGY_KINDS[kind][0]), value=values)
     else:
         data.update(carbon_g_per_kwh=values)
     data["source"] = constant(source)
@@ -71,6 +84,8 @@ def _series(
     """
     if kind == "price":
         bound = bounds.price_bound(currency or "USD")
+    elif kind in ENERGY_KINDS:
+        bound = ENERGY_KINDS[kind][2]
     else:
         bound = bounds.CARBON_MARGINAL if allow_negative else bounds.CARBON_AVERAGE
     if not table.complete:
@@ -384,9 +399,11 @@ def read_csv_generic(
 ) -> pd.DataFrame:
     """Any CSV with one time column and one value column.
 
-    ``kind`` is ``price`` (``unit`` like ``EUR/MWh``, or ``/MWh`` with ``currency``) or
-    ``carbon`` (``unit`` like ``gCO2/kWh``, ``lb/MWh``). Naive times are local in
-    ``timezone``; ``time_format`` takes strftime codes.
+    ``kind`` is ``price`` (``unit`` like ``EUR/MWh``, or ``/MWh`` with ``currency``),
+    ``carbon`` (``unit`` like ``gCO2/kWh``, ``lb/MWh``), or a series a site's supply reads
+    (:data:`ENERGY_KINDS`): ``generation`` (kW, MW, W), ``irradiance`` (global horizontal,
+    W/m2) or ``wind-speed`` (m/s, km/h, kn). Naive times are local in ``timezone``;
+    ``time_format`` takes strftime codes.
     """
     missing = [f"--{n}" for n, v in (("time-column", time_column),
                                      ("value-column", value_column), ("kind", kind),
@@ -395,8 +412,9 @@ def read_csv_generic(
         raise InputError(path, f"the generic csv format needs {', '.join(missing)}",
                          "name the columns, the kind (price|carbon) and the unit")
     assert time_column and value_column and unit
-    if kind not in ("price", "carbon"):
-        raise InputError(path, f"unknown kind {kind!r}", "pass --kind price or --kind carbon")
+    if kind not in ("price", "carbon", *ENERGY_KINDS):
+        raise InputError(path, f"unknown kind {kind!r}", "pass --kind price, carbon, "
+                         f"{', '.join(ENERGY_KINDS)}")
     if len(delimiter) != 1:
         raise InputError(path, f"delimiter {delimiter!r} is not one character",
                          "pass --delimiter ',' or ';' or a tab")
@@ -404,6 +422,12 @@ def read_csv_generic(
     try:
         if kind == "price":
             factor, cur = price_factor(unit, currency)
+        elif kind in ENERGY_KINDS:
+            units = ENERGY_KINDS[kind][1]
+            if unit not in units:
+                raise UnitError(f"unit {unit!r} of a {kind} series is not one of "
+                                f"{', '.join(units)}")
+            factor, cur = units[unit], None
         else:
             factor, cur = carbon_factor(unit), None
     except UnitError as exc:
@@ -469,9 +493,14 @@ class GridImport:
 
 def summarize(frame: pd.DataFrame, path: str | Path) -> GridImport:
     """Row count, span and value range of a grid frame from one file."""
-    kind = "price" if "price_per_kwh" in frame else "carbon"
-    col = "price_per_kwh" if kind == "price" else "carbon_g_per_kwh"
-    unit = f"{frame['currency'].iloc[0]}/kWh" if kind == "price" else "gCO2/kWh"
+    if "value" in frame:
+        kind = str(frame["kind"].iloc[0])
+        col = "value"
+        unit = {"generation_kw": "kW", "irradiance_w_m2": "W/m2"}.get(kind, "m/s")
+    else:
+        kind = "price" if "price_per_kwh" in frame else "carbon"
+        col = "price_per_kwh" if kind == "price" else "carbon_g_per_kwh"
+        unit = f"{frame['currency'].iloc[0]}/kWh" if kind == "price" else "gCO2/kWh"
     return GridImport(
         path=str(path), region=str(frame["region"].iloc[0]), kind=kind, rows=len(frame),
         start=frame["time_utc"].min(), end=frame["time_utc"].max(),
@@ -497,6 +526,11 @@ def write_grid(store: Any, frame: pd.DataFrame, path: str | Path) -> GridImport:
     if frame.empty:
         raise InputError(path, "no rows left to import", "check --drop-missing and the file")
     region = str(frame["region"].iloc[0])
+    if "value" in frame:
+        store.write_energy_series(frame)
+        info = summarize(frame, path)
+        log.info("imported %d %s rows for %s from %s", info.rows, info.kind, region, path)
+        return info
     if "currency" in frame:
         cur = str(frame["currency"].iloc[0])
         other = [c for c in store.grid_currencies(region) if c != cur]

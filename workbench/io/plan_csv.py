@@ -37,6 +37,11 @@ MIGRATION_COLUMNS: tuple[str, ...] = MIGRATION.csv_names
 data movement between datacenters (``moved``: ``dataset``, ``checkpoint`` or
 ``dataset+checkpoint``), a first run away from home included."""
 
+PLAN_LATER_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in PLAN_ROW.fields if f.csv and (f.since or 0) >= 7)
+"""Plan CSV columns added with store schema 7 (power limit, supply split): a plan of a run
+stored before lacks them, and they are written empty."""
+
 _PLAN_TIMES = PLAN_ROW.names_of("time", PLAN_COLUMNS)
 _PLAN_INTS = PLAN_ROW.names_of("int", PLAN_COLUMNS)
 _PLAN_FLOATS = PLAN_ROW.names_of("float", PLAN_COLUMNS)
@@ -77,7 +82,8 @@ def normalise_plan(plan: pd.DataFrame) -> pd.DataFrame:
     (0 when the job does not run), ``gpu_type`` an empty string when it does not run.
     Raises :class:`PlanCsvError` on a missing column or an unknown action.
     """
-    _check_columns(plan, PLAN_COLUMNS, "plan")
+    _check_columns(plan, [c for c in PLAN_COLUMNS if c not in PLAN_LATER_COLUMNS], "plan")
+    plan = plan.assign(**{c: np.nan for c in PLAN_LATER_COLUMNS if c not in plan.columns})
     out = plan.loc[:, list(PLAN_COLUMNS)].copy()
     for col in _PLAN_TIMES:
         out[col] = _utc(out[col], col)

@@ -5,7 +5,12 @@ local hours, each entry a period index) and ``energyratestructure`` (per period,
 tiers ``{"rate", "adj", "max", "unit"}`` in $/kWh). The price of a local hour is
 ``rate + adj`` of the period's tier ``tier`` (the first by default: consumption tiers need
 monthly totals the planner does not track). Saturdays and Sundays use the weekend schedule;
-holidays are not modelled. Demand charges and fixed charges are ignored.
+holidays are not modelled. Fixed charges are ignored.
+
+Demand charges (:func:`read_urdb_demand`) come from ``demandratestructure`` with its
+``demandweekdayschedule``/``demandweekendschedule`` (12 x 24 periods, time-of-use demand)
+and from ``flatdemandstructure`` with ``flatdemandmonths`` (a period per month): per period a
+list of tiers ``{"rate", "adj", "max", "unit": "kW"}`` in $/kW of the month's peak.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pandas as pd
 
 from workbench.io import _table
 from workbench.io.errors import InputError
+from workbench.supply import DemandStructure
 
 
 def _tariff(doc: Any, path: str | Path, item: int) -> dict[str, Any]:
@@ -146,3 +152,72 @@ def read_urdb_json(
         "time_utc": times, "region": region, "price_per_kwh": rates[period], "currency": "USD",
         "source": f"urdb-json {name}: {Path(path).name}",
     })
+
+
+def _demand_tiers(struct: Any, key: str, path: str | Path
+                  ) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """Per period, ``((upper_kw, $/kW), ...)`` of a URDB demand structure (``max`` is the
+    tier's upper kW; the last tier has none)."""
+    if not isinstance(struct, list) or not struct:
+        raise InputError(path, f"{key} holds no periods", "pass a tariff with demand rates",
+                         column=key)
+    out = []
+    for p, tiers in enumerate(struct):
+        where = f"{key}[{p}]"
+        if not isinstance(tiers, list) or not tiers:
+            raise InputError(path, "a demand period has no tiers", "correct the tariff",
+                             column=where)
+        rows = []
+        for i, tier in enumerate(tiers):
+            if not isinstance(tier, dict) or "rate" not in tier:
+                raise InputError(path, "a demand tier has no 'rate'", "correct the tariff",
+                                 column=where)
+            unit = str(tier.get("unit", "kW"))
+            if unit != "kW":
+                raise InputError(path, f"demand rate unit {unit!r} is not per kW",
+                                 "only demand charges in $/kW are read", column=where)
+            try:
+                rate = float(tier["rate"]) + float(tier.get("adj", 0.0) or 0.0)
+                upper = float(tier["max"]) if i < len(tiers) - 1 and "max" in tier \
+                    else np.inf
+            except (TypeError, ValueError):
+                raise InputError(path, f"demand tier {tier!r} holds a non-number",
+                                 "correct the tariff", column=where) from None
+            if not (np.isfinite(rate) and rate >= 0):
+                raise InputError(path, f"demand rate {rate!r} is not a number >= 0",
+                                 "correct the tariff", column=where)
+            rows.append((upper, rate))
+        out.append(tuple(rows))
+    return tuple(out)
+
+
+def read_urdb_demand(path: str | Path, item: int = 0) -> tuple[tuple[DemandStructure, ...], str]:
+    """The demand structures of a URDB tariff (time-of-use and flat) and its name.
+
+    Raises
+    ------
+    InputError
+        For a tariff without a demand structure, or one that is malformed (the key named).
+    """
+    t = _tariff(_table.read_json(path), path, item)
+    out: list[DemandStructure] = []
+    if t.get("demandratestructure") is not None:
+        tiers = _demand_tiers(t["demandratestructure"], "demandratestructure", path)
+        wd = _schedule(t, "demandweekdayschedule", len(tiers), path)
+        we = _schedule(t, "demandweekendschedule", len(tiers), path)
+        out.append(DemandStructure(tiers=tiers, weekday=tuple(map(tuple, wd.tolist())),
+                                   weekend=tuple(map(tuple, we.tolist()))))
+    if t.get("flatdemandstructure") is not None:
+        tiers = _demand_tiers(t["flatdemandstructure"], "flatdemandstructure", path)
+        months = np.asarray(t.get("flatdemandmonths", [0] * 12), dtype=float)
+        if months.shape != (12,) or np.any((months < 0) | (months >= len(tiers))):
+            raise InputError(path, "flatdemandmonths is not 12 period numbers of "
+                             "flatdemandstructure", "correct the tariff",
+                             column="flatdemandmonths")
+        sched = tuple(tuple(int(months[m]) for _ in range(24)) for m in range(12))
+        out.append(DemandStructure(tiers=tiers, weekday=sched, weekend=sched))
+    if not out:
+        raise InputError(path, "the tariff has no demand structure (demandratestructure or "
+                         "flatdemandstructure)", "pass a tariff with demand charges, or give "
+                         "price_per_kw_month")
+    return tuple(out), str(t.get("name") or Path(path).stem)

@@ -18,6 +18,10 @@ Columns (:func:`_add_variables`)::
     s        >= 0             carbon above the cap, kg (bound 0 without a cap)
     z[j,b,k] in {0, 1}        configuration chosen (exact mode, blocks of one slot)
 
+With a :class:`~workbench.optim.supplylp.SupplyBlock` the balanced sites' energy goes
+through their renewables, batteries and the grid, and their billing periods' peaks are
+variables (:mod:`workbench.optim.supplylp`: its columns and rows).
+
 Model (:func:`_add_objective`; the rows, one function each, :func:`_add_constraints`)::
 
     min  sum c_x x + sum M_jd m + w_short sum_j short_j + w_carbon s
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.optim import supplylp
 from workbench.optim.highs import (
     Basis,
     HighsResult,
@@ -59,6 +64,7 @@ from workbench.optim.highs import (
     new_highs,
     solve,
 )
+from workbench.optim.supplylp import SupplyBlock, SupplySolution
 from workbench.optim.warm import BlockBasis, keep_basis, map_basis, pack_key
 
 
@@ -230,6 +236,10 @@ class BlockProblem:
     moves : BlockMoves, optional
     exact : bool
         Add the binaries ``z`` (blocks of one slot).
+    supply : SupplyBlock, optional
+        The balanced sites' energy balance, batteries and peaks (:mod:`workbench.optim.
+        supplylp`): their jobs' columns then carry no energy price (``cost``) nor carbon
+        (``carbon_kg``) of their own; the caller leaves those out.
     row_order : tuple of str
         The order of the row blocks (a permutation of :data:`ROW_ORDER`). The model does
         not depend on it, HiGHS's path to an optimum does: a caller keeps the order its
@@ -261,6 +271,7 @@ class BlockProblem:
     exact: bool = False
     row_order: tuple[str, ...] = ROW_ORDER
     keys: BlockKeys | None = None
+    supply: SupplyBlock | None = None
 
     def __post_init__(self) -> None:
         x = self.job.size
@@ -294,6 +305,8 @@ def _add_variables(lp: SparseLp, prob: BlockProblem) -> None:
     lp.add_columns("slack", np.array([np.inf if prob.carbon_group is not None else 0.0]))
     if prob.exact:
         lp.add_columns("z", np.ones(prob.n_x), integral=True)
+    if prob.supply is not None:
+        supplylp.add_columns(lp, prob.supply, prob.block_len)
 
 
 def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
@@ -303,6 +316,8 @@ def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
         lp.set_cost("move", prob.moves.cost)
     lp.set_cost("short", prob.shortfall_weight)
     lp.set_cost("slack", prob.carbon_slack_weight)
+    if prob.supply is not None:
+        supplylp.set_costs(lp, prob.supply)
 
 
 def _job_blocks(prob: BlockProblem) -> tuple[NDArray[np.int64], NDArray[np.int64],
@@ -396,10 +411,17 @@ def _add_carbon_rows(lp: SparseLp, prob: BlockProblem) -> None:
         return
     sel = prob.carbon_group >= 0
     n_g = prob.carbon_cap_kg.size
-    lp.add_rows("carbon", np.concatenate([prob.carbon_group[sel], np.arange(n_g)]),
-                np.concatenate([np.flatnonzero(sel), np.full(n_g, lp.cols["slack"].start)]),
-                np.concatenate([prob.carbon_kg[sel], -np.ones(n_g)]), n_g,
-                np.full(n_g, -np.inf), prob.carbon_cap_kg)
+    rows: list[NDArray[np.int64]] = [prob.carbon_group[sel], np.arange(n_g)]
+    cols: list[NDArray[np.int64]] = [np.flatnonzero(sel), np.full(n_g, lp.cols["slack"].start)]
+    vals: list[NDArray[np.float64]] = [prob.carbon_kg[sel], -np.ones(n_g)]
+    if prob.supply is not None:
+        # The balanced sites' carbon: their grid import's and their sources'.
+        r, c, v = supplylp.carbon_entries(lp, prob.supply)
+        rows.append(r)
+        cols.append(c)
+        vals.append(v)
+    lp.add_rows("carbon", np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                n_g, np.full(n_g, -np.inf), prob.carbon_cap_kg)
 
 
 def _add_exact_rows(lp: SparseLp, prob: BlockProblem) -> None:
@@ -426,6 +448,9 @@ def _add_constraints(lp: SparseLp, prob: BlockProblem) -> None:
     """The row blocks in ``prob.row_order``, then in exact mode the rows of ``z``."""
     for name in prob.row_order:
         _ROW_BUILDERS[name](lp, prob)
+    if prob.supply is not None:
+        supplylp.add_rows(lp, prob.supply, prob.configs.dc, prob.block,
+                          prob.configs.energy_kwh, prob.block_len)
     if prob.exact:
         _add_exact_rows(lp, prob)
 
@@ -484,11 +509,14 @@ class BlockSolution:
     pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     carbon_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
+    supply: SupplySolution | None = None
+
 
 def extract_block_solution(lp: SparseLp, res: HighsResult, prob: BlockProblem
                            ) -> BlockSolution:
-    """Read ``x``, ``m``, ``short``, ``s``, the work duals and the prices of capacity and
-    carbon back from a HiGHS result of ``prob``'s model ``lp``."""
+    """Read ``x``, ``m``, ``short``, ``s``, the work duals, the prices of capacity and
+    carbon and (with ``prob.supply``) the supply columns back from a HiGHS result of
+    ``prob``'s model ``lp``."""
     complete = res.x.size == lp.n_cols
     x = res.x if complete else np.zeros(lp.n_cols)
     duals = res.row_dual if complete and res.row_dual.size == lp.n_rows else None
@@ -505,7 +533,9 @@ def extract_block_solution(lp: SparseLp, res: HighsResult, prob: BlockProblem
         pool_price=(np.maximum(-duals[lp.rows["pool"]], 0.0).reshape(-1, prob.n_blocks)
                     if duals is not None and prob.n_blocks else np.zeros((0, 0))),
         carbon_price=(np.maximum(-duals[lp.rows["carbon"]], 0.0)
-                      if duals is not None and "carbon" in lp.rows else np.zeros(0)))
+                      if duals is not None and "carbon" in lp.rows else np.zeros(0)),
+        supply=(supplylp.extract(lp, res, prob.supply)
+                if prob.supply is not None and complete else None))
 
 
 def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,

@@ -44,6 +44,9 @@ copy serves until the new one is up) but its data travel and are charged as abov
 ``restart_s`` defaults to :data:`RESTART_S_DEFAULT`; ``resize_s`` to
 :data:`RESIZE_S_DEFAULT`, both illustrative (see their notes).
 
+A datacenter-slot's energy balance (its load from renewables, battery and grid, the slot's
+energy bill and carbon) is :func:`site_balance` (:mod:`workbench.outcome.supply`).
+
 A training job run alone and uninterrupted on one configuration (:func:`uninterrupted_run`,
 what :mod:`workbench.quote` prices) is these slots in sequence, as the simulator charges it.
 """
@@ -69,13 +72,14 @@ from workbench.outcome.slot import (
     training_power_w,
     transfer_charges,
 )
+from workbench.outcome.supply import SiteSlot, site_balance
 from workbench.outcome.vector import SlotOutcomes, best_batches_grouped, training_slot_outcomes
 
 __all__ = [
-    "NO_CHARGES", "RESIZE_S_DEFAULT", "RESTART_S_DEFAULT", "Charges", "SlotOutcome",
+    "NO_CHARGES", "RESIZE_S_DEFAULT", "RESTART_S_DEFAULT", "Charges", "SiteSlot", "SlotOutcome",
     "SlotOutcomes", "UninterruptedRun", "batch_grid", "best_batch", "best_batches",
     "best_batches_grouped", "check_seconds",
     "clear_memos", "full_slot_rates", "grid_throughput", "move_charges", "restart_seconds",
-    "service_power_w", "slot_outcome", "training_power_w", "training_slot_outcomes",
-    "transfer_charges", "uninterrupted_run",
+    "service_power_w", "site_balance", "slot_outcome", "training_power_w",
+    "training_slot_outcomes", "transfer_charges", "uninterrupted_run",
 ]

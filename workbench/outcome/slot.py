@@ -120,6 +120,10 @@ class SlotOutcome:
     source_kwh: tuple[tuple[str, float], ...] = field(default_factory=tuple)
     finishes: bool = False
     power_kw: float = 0.0
+    limit_saved_kwh: float = 0.0
+    """Energy (kWh, with PUE) the slot's progress would have taken more at full power
+    than it took under the slot's power limit (0 without a limit): what the attribution of
+    a saving calls *power limits*."""
 
 
 def check_seconds(value: float, what: str) -> float:
@@ -336,6 +340,8 @@ def slot_outcome(
     inference_power_w: float = 0.0,
     up_s: float | None = None,
     lost_s: float | None = None,
+    time_factor: float = 1.0,
+    power_factor: float = 1.0,
 ) -> SlotOutcome:
     """The outcome of one slot for ``job`` with the given charges (see the module notes).
 
@@ -360,6 +366,11 @@ def slot_outcome(
     lost_s : float, optional
         Seconds owed before progress, overriding ``charges.lost_s`` (a caller that prices
         one transfer for several GPU configurations adds each one's restart here).
+    time_factor, power_factor : float
+        A GPU power limit's effect (:func:`workbench.power_limits.limit_factors`):
+        throughput ``X / r_t`` and power ``P_it * r_P`` (held during lost time too); 1 at
+        full power. ``limit_saved_kwh = (P_it (lost + work / r_t) - P_it r_P used) / 3.6e6
+        * PUE``, with ``work = used - lost`` the seconds of progress.
     """
     transfer_dst = charges.transfer_kwh / 2.0
     if not job.is_training:
@@ -375,13 +386,14 @@ def slot_outcome(
         x_model_sps = float(perf.throughput(profile.throughput, n_gpus, batch_size,
                                             gpus_per_node))
     x = float(x_model_sps) * float(speed)
+    limited = time_factor != 1.0 or power_factor != 1.0
     owed = charges.lost_s if lost_s is None else float(lost_s)
     lost = min(owed, slot_s)
     pending = owed - lost
     useful = slot_s - lost
     m0 = profile.efficiency.m0
     eff = (phi + m0) / (phi + batch_size)  # perf.efficiency, in floats
-    rate = x * eff / job.work_samples
+    rate = (x / time_factor if limited else x) * eff / job.work_samples
     finishes = useful > 0 and rate * useful >= remaining - 1e-12
     if finishes:
         progress = float(remaining)
@@ -391,13 +403,18 @@ def slot_outcome(
         used = slot_s
     e = profile.energy
     p_w = min(n_gpus * e.a1_w + e.a2_w_per_sps * x, n_gpus * e.max_power_w)
+    saved = 0.0
+    if limited:
+        full_w = p_w
+        p_w = full_w * power_factor
+        saved = (full_w * (lost + (used - lost) / time_factor) - p_w * used) / J_PER_KWH * pue
     it_kwh = p_w / J_PER_KWH * pue
     return SlotOutcome(
         progress=progress, it_power_w=p_w, used_s=used, lost_s=lost, pending_s=pending,
         energy_kwh=it_kwh * used + transfer_dst,
         movement_kwh=it_kwh * lost + charges.transfer_kwh,
         transfer_gb=charges.transfer_gb, source_kwh=charges.source_kwh, finishes=finishes,
-        power_kw=p_w * used / slot_s * pue / W_PER_KW,
+        power_kw=p_w * used / slot_s * pue / W_PER_KW, limit_saved_kwh=saved,
     )
 
 

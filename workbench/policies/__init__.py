@@ -31,6 +31,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "wait-for-cheap": ("workbench.policies.baselines", "WaitForCheap"),
     "carbon-scaling": ("workbench.policies.baselines", "CarbonScaling"),
     "goodput-only": ("workbench.policies.baselines", "GoodputOnly"),
+    "follow-renewables": ("workbench.policies.green", "FollowRenewables"),
+    "power-limit-only": ("workbench.policies.green", "PowerLimitOnly"),
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)

@@ -28,18 +28,21 @@ from workbench.model import Job, ScenarioView
 from workbench.optim.info import SolveInfo
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.outcome import vector as _vector
+from workbench.policies.limits import with_power_limits
 
 __all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where and how a job runs in one slot."""
+    """Where and how a job runs in one slot; ``power_limit_w`` is the GPU power limit (W
+    per GPU) it runs under, None for the GPU's maximum board power (the default)."""
 
     datacenter: str
     gpu_type: str
     n_gpus: int
     batch_size: int
+    power_limit_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,12 @@ class SlotState:
     cost_so_far: float = 0.0
     carbon_kg_by_dc_so_far: Mapping[str, float] = field(default_factory=dict)
     """Metered carbon per datacenter since the start, kg (empty when not metered)."""
+    soc_kwh: Mapping[str, float] = field(default_factory=dict)
+    """Each battery's state of charge at the slot's start, kWh (by datacenter)."""
+    peak_kw_so_far: Mapping[tuple[str, int, int, int, int], float] = field(
+        default_factory=dict)
+    """Per demand charge line (:attr:`workbench.bill.Bucket.key`), the largest grid import
+    metered so far, kW: what the site already pays for."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,9 @@ class Allocation:
     ``expected_gain`` holds, for jobs whose datacenter changes, the gain that justified the
     move (NetCoef units of the policy), and ``reasons`` a short text per job for the plan.
     ``queues`` exposes the policy's internal queues (e.g. ``Z:guangzhou``) for recording.
+    ``battery_kw`` is the policy's battery decision per datacenter (kW at the meter, positive
+    discharging, negative charging; :func:`workbench.outcome.site_balance` clips it to what
+    the battery can do); a battery it leaves out runs the site's greedy dispatch.
     """
 
     placements: Mapping[str, Placement]
@@ -112,25 +124,31 @@ class Allocation:
     expected_gain: Mapping[str, float] = field(default_factory=dict)
     reasons: Mapping[str, str] = field(default_factory=dict)
     queues: Mapping[str, float] = field(default_factory=dict)
+    battery_kw: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class HindsightBound:
     """A lower bound on what a plan of the scenario can cost, from perfect hindsight.
 
-    ``cost`` in the scenario's currency and ``carbon_kg`` the carbon of the bounding plan;
-    ``kind`` says where it comes from (the hindsight LP relaxation, the MILP solved to
-    optimality, or a MILP's dual bound at its time limit).
+    ``cost`` in the scenario's currency (the jobs' energy charges, through the sites'
+    renewables and batteries where they have them) and ``carbon_kg`` the carbon of the
+    bounding plan; ``demand`` the demand charges of its peaks (0 without demand charges:
+    ``cost + demand + site_idle_cost`` bounds the bill's total); ``kind`` says where it
+    comes from (the hindsight LP relaxation, the MILP solved to optimality, or a MILP's dual
+    bound at its time limit).
     """
 
     cost: float
     carbon_kg: float
     kind: str
+    demand: float = 0.0
 
     def as_dict(self) -> dict[str, float | str]:
-        """``{"cost", "carbon_kg", "kind"}``, as runs store it (``meta["bound"]``)."""
+        """``{"cost", "carbon_kg", "kind", "demand"}``, as runs store it
+        (``meta["bound"]``)."""
         return {"cost": float(self.cost), "carbon_kg": float(self.carbon_kg),
-                "kind": str(self.kind)}
+                "kind": str(self.kind), "demand": float(self.demand)}
 
 
 class NoHindsightBound:
@@ -174,7 +192,9 @@ class SlotOptions:
     energy of moving and restarting; ``power_kw`` the option's average facility power in
     its datacenter (what the simulator meters against a power cap); ``rate_per_s`` the
     steady rate once the losses are paid, ``X(n, m) s_j E_phi(m) / W_j`` (fraction of the
-    work per second; 0 for inference).
+    work per second; 0 for inference; at a power limit ``X / r_t``); ``power_limit_w`` the
+    GPU power limit of the option (W per GPU, NaN: full power; empty: no menu,
+    :mod:`workbench.policies.limits`).
     """
 
     jobs: tuple[JobState, ...]
@@ -195,16 +215,20 @@ class SlotOptions:
     movement_kwh: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     power_kw: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     rate_per_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    power_limit_w: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return int(self.job_index.size)
 
     def placement(self, i: int) -> Placement:
+        limit = (float(self.power_limit_w[i]) if self.power_limit_w.size
+                 and np.isfinite(self.power_limit_w[i]) else None)
         return Placement(
             str(self.datacenter[i]),
             str(self.gpu_type[i]),
             int(self.n_gpus[i]),
             int(self.batch_size[i]),
+            limit,
         )
 
     def rows_of(self, job_id: str) -> NDArray[np.int64]:
@@ -324,7 +348,7 @@ def slot_options(
     src = np.array(pairs.source, dtype=float).reshape(-1, 3)
     dc_names = np.array([dc.name for dc in dcs], dtype=str)
     pool_types = np.array([p.gpu_type for p in pools], dtype=str)
-    return SlotOptions(
+    return with_power_limits(SlotOptions(  # the scenario's menu of GPU power limits
         jobs=jobs,
         job_index=row_k.astype(np.int64),
         datacenter=dc_names[row_d] if n_rows else np.zeros(0, dtype=str),
@@ -344,7 +368,7 @@ def slot_options(
         movement_kwh=movement,
         power_kw=power,
         rate_per_s=rate,
-    )
+    ), state, price_per_kwh, carbon_g_per_kwh)
 
 
 def _training_outcomes(

@@ -61,7 +61,7 @@ def _check_knobs(restart_s: float, margin: float = 0.0, default_slack_h: float =
         raise ValueError(f"default_slack_h must be > 0 hours, got {default_slack_h!r}")
 
 
-class _Free:
+class FreeGpus:
     """Free GPUs per pool during one decision."""
 
     def __init__(self, scenario: ScenarioView) -> None:
@@ -92,7 +92,7 @@ def _reachable(sc: ScenarioView, js: JobState, datacenter: str) -> bool:
     return last is None or last == datacenter or sc.link(last, datacenter) is not None
 
 
-def _place_inference(state: SlotState, free: _Free, placements: dict[str, Placement]) -> None:
+def place_inference(state: SlotState, free: FreeGpus, placements: dict[str, Placement]) -> None:
     """Place every inference service: last place, else home, else lowest latency."""
     sc = state.scenario
     services = sorted(
@@ -135,17 +135,17 @@ def _home_site(sc: ScenarioView, job: Job) -> str:
                 job.home)
 
 
-def _training(state: SlotState) -> list[JobState]:
+def training_jobs(state: SlotState) -> list[JobState]:
     return [js for js in state.jobs if js.job.is_training]
 
 
-def _fifo(jobs: Iterable[JobState]) -> list[JobState]:
+def fifo(jobs: Iterable[JobState]) -> list[JobState]:
     """Running jobs first (they keep their GPUs), then the rest in arrival order."""
     return sorted(jobs, key=lambda js: (js.placement is None, js.job.arrival, js.job.job_id))
 
 
-def _place_at(
-    free: _Free, placements: dict[str, Placement], js: JobState, dc: str, n: int, m: int
+def place_at(
+    free: FreeGpus, placements: dict[str, Placement], js: JobState, dc: str, n: int, m: int
 ) -> bool:
     prefer = js.placement.gpu_type if js.placement is not None else None
     g = free.pick(dc, js.job, n, prefer)
@@ -156,7 +156,7 @@ def _place_at(
     return True
 
 
-def _slot_rate(sc: ScenarioView, js: JobState, dc: str, n: int, m: int) -> float:
+def slot_rate(sc: ScenarioView, js: JobState, dc: str, n: int, m: int) -> float:
     """Predicted fraction of the job's work done per full slot at ``(dc, n, m)``:
     ``ECU * throughput_scale * slot_s / W`` on the *slowest* allowed GPU type there (the
     job may land on any of them), 0 when no allowed pool holds ``n`` GPUs."""
@@ -174,7 +174,7 @@ def _slot_rate(sc: ScenarioView, js: JobState, dc: str, n: int, m: int) -> float
     return min(rates, default=0.0)
 
 
-def _window(state: SlotState, js: JobState, horizon: int, default_slack_h: float) -> int:
+def deadline_window(state: SlotState, js: JobState, horizon: int, default_slack_h: float) -> int:
     """Whole slots from now until the job's deadline (or arrival + default slack),
     never beyond the forecast horizon."""
     job = js.job
@@ -228,12 +228,12 @@ class AsapHome(_AtHome):
         super().__init__(restart_s=restart_s)
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:  # noqa: ARG002
-        free = _Free(state.scenario)
+        free = FreeGpus(state.scenario)
         placements: dict[str, Placement] = {}
-        _place_inference(state, free, placements)
-        for js in _fifo(_training(state)):
+        place_inference(state, free, placements)
+        for js in fifo(training_jobs(state)):
             job = js.job
-            _place_at(free, placements, js, self._home(state.scenario, job), job.requested_gpus,
+            place_at(free, placements, js, self._home(state.scenario, job), job.requested_gpus,
                       job.batch_size)
         return Allocation(placements=placements)
 
@@ -263,7 +263,7 @@ class CheapestAtArrival(NoHindsightBound):
         for dc in sc.datacenters:
             if not _reachable(sc, js, dc.name):
                 continue
-            rate = _slot_rate(sc, js, dc.name, job.requested_gpus, job.batch_size)
+            rate = slot_rate(sc, js, dc.name, job.requested_gpus, job.batch_size)
             if rate <= 0:
                 continue
             k = min(max(math.ceil(js.remaining / rate), 1), forecast.price_per_kwh.shape[0])
@@ -273,14 +273,14 @@ class CheapestAtArrival(NoHindsightBound):
         return min(candidates)[2] if candidates else _home_site(sc, job)
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
-        free = _Free(state.scenario)
+        free = FreeGpus(state.scenario)
         placements: dict[str, Placement] = {}
-        _place_inference(state, free, placements)
-        for js in _fifo(_training(state)):
+        place_inference(state, free, placements)
+        for js in fifo(training_jobs(state)):
             job = js.job
             if job.job_id not in self._site:
                 self._site[job.job_id] = self._choose(state, js, forecast)
-            _place_at(free, placements, js, self._site[job.job_id], job.requested_gpus,
+            place_at(free, placements, js, self._site[job.job_id], job.requested_gpus,
                       job.batch_size)
         return Allocation(placements=placements)
 
@@ -315,36 +315,44 @@ class WaitForCheap(_WithinSlack):
                  restart_s: float = RESTART_S_DEFAULT) -> None:
         super().__init__(margin=margin, default_slack_h=default_slack_h, restart_s=restart_s)
 
+    def _slots(self, state: SlotState, js: JobState, horizon: int) -> tuple[int, int] | None:
+        """The job's window ``w`` (whole slots to its deadline, within ``horizon``) and the
+        slots it needs at home with the margin; None when it makes no progress there."""
+        sc = state.scenario
+        job = js.job
+        rate = slot_rate(sc, js, self._home(sc, job), job.requested_gpus, job.batch_size)
+        rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
+        w = deadline_window(state, js, horizon, self.default_slack_h)
+        if rate <= 0:
+            return None
+        return w, math.ceil(js.remaining * (1.0 + self.margin) / rate)
+
     def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
         """Whether the job wants this slot, and its slack in slots (for priority)."""
         sc = state.scenario
-        job = js.job
-        dc = self._home(sc, job)
-        rate = _slot_rate(sc, js, dc, job.requested_gpus, job.batch_size)
-        rate *= max(sc.slot_s - self.restart_s, 1.0) / sc.slot_s
-        horizon = forecast.price_per_kwh.shape[0]
-        w = _window(state, js, horizon, self.default_slack_h)
-        if rate <= 0:
+        got = self._slots(state, js, forecast.price_per_kwh.shape[0])
+        if got is None:
             return True, 0
-        need = math.ceil(js.remaining * (1.0 + self.margin) / rate)
+        w, need = got
         if w <= need:
             return True, w - need
+        dc = self._home(sc, js.job)
         price = forecast.price_per_kwh[:w, forecast.region_index(sc.datacenter(dc).region)]
         cheapest = np.lexsort((np.arange(w), price))[:need]
         return bool(np.any(cheapest == 0)), w - need
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
-        free = _Free(state.scenario)
+        free = FreeGpus(state.scenario)
         placements: dict[str, Placement] = {}
-        _place_inference(state, free, placements)
+        place_inference(state, free, placements)
         wanting = []
-        for js in _training(state):
+        for js in training_jobs(state):
             wants, slack = self._wants(state, js, forecast)
             if wants:
                 wanting.append((slack, js.placement is None, js.job.arrival, js.job.job_id, js))
         for *_, js in sorted(wanting, key=lambda x: x[:4]):
             job = js.job
-            _place_at(free, placements, js, self._home(state.scenario, job), job.requested_gpus,
+            place_at(free, placements, js, self._home(state.scenario, job), job.requested_gpus,
                       job.batch_size)
         return Allocation(placements=placements)
 
@@ -406,13 +414,13 @@ class CarbonScaling(_WithinSlack):
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         sc = state.scenario
-        free = _Free(sc)
+        free = FreeGpus(sc)
         placements: dict[str, Placement] = {}
-        _place_inference(state, free, placements)
+        place_inference(state, free, placements)
         prices = {r: float(forecast.price_per_kwh[0, i]) for i, r in enumerate(forecast.regions)}
         carbons = {r: float(forecast.carbon_g_per_kwh[0, i])
                    for i, r in enumerate(forecast.regions)}
-        train = _training(state)
+        train = training_jobs(state)
         sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train))
         opts = slot_options(sub, prices, carbons, restart_s=self.restart_s)
         horizon = forecast.carbon_g_per_kwh.shape[0]
@@ -430,7 +438,7 @@ class CarbonScaling(_WithinSlack):
                     menu[n] = int(i)
             counts = sorted(menu)
             idx = np.array([menu[n] for n in counts])
-            w = _window(state, js, horizon, self.default_slack_h)
+            w = deadline_window(state, js, horizon, self.default_slack_h)
             region = sc.datacenter(dc).region
             carbon = forecast.carbon_g_per_kwh[:w, forecast.region_index(region)]
             req = counts.index(js.job.requested_gpus) if js.job.requested_gpus in counts else -1
@@ -475,10 +483,10 @@ class GoodputOnly(NoHindsightBound):
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         sc = state.scenario
-        free = _Free(sc)
+        free = FreeGpus(sc)
         placements: dict[str, Placement] = {}
-        _place_inference(state, free, placements)
-        train = _training(state)
+        place_inference(state, free, placements)
+        train = training_jobs(state)
         if not train:
             return Allocation(placements=placements)
         zeros: Mapping[str, float] = {r: 0.0 for r in forecast.regions}

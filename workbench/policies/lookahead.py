@@ -93,6 +93,7 @@ from workbench.policies.base import (
     Allocation,
     JobState,
     NoHindsightBound,
+    SlotOptions,
     SlotState,
     check_caps,
     slot_options,
@@ -110,6 +111,12 @@ from workbench.policies.migration import (
 )
 from workbench.policies.plan_slot import plan_coefficients, plan_placements
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
+from workbench.policies.supplyplan import (
+    SupplyPlan,
+    SupplyPlanner,
+    site_load_kw,
+    supplied_options,
+)
 from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
 log = logging.getLogger(__name__)
@@ -258,6 +265,8 @@ class LookaheadPolicy(NoHindsightBound):
         self._last_arrival = -(10**9)
         self._replan_asked = False
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
+        self._supply = SupplyPlanner.of(scenario)
+        self._supply_plan: SupplyPlan | None = None
         cap = self.carbon_cap_kg
         if isinstance(cap, Mapping):
             unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
@@ -364,9 +373,26 @@ class LookaheadPolicy(NoHindsightBound):
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
         budget = self._window_carbon_budget(state, n_win)
         pc = self.power_cap_kw
+        ws = None
+        lp_cost, lp_carb = cost_x, carb_x
+        if self._supply is not None:
+            # Balanced sites: their energy goes through their renewables, battery and grid.
+            ws = self._supply.block(
+                t0=t, block_start=bstart, block_len=blen,
+                renewable_kw=(np.asarray(forecast.renewable_kw, dtype=float)[rows_fc]
+                              if forecast.renewable_kw.size else np.zeros((n_win, 0))),
+                price=bprice, carbon_g=bcarbon, soc_kwh=state.soc_kwh,
+                peaks=state.peak_kw_so_far, carbon_price_per_kg=q,
+                tie=(1.0 + 1e-4 * bstart).astype(float),
+                # Energy left in the battery is worth something only before the horizon ends.
+                terminal=t + n_win < sc.n_slots,
+                carbon_group=None if budget is None else np.zeros(len(dcs), dtype=np.int64))
+            bal = ws.block.site_of_dc(len(dcs))[cfg.dc] >= 0
+            lp_cost = np.where(bal, 0.0, cost_x)
+            lp_carb = np.where(bal, 0.0, carb_x)
         prob = blocklp.BlockProblem(
-            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=cost_x, configs=cfg,
-            rate=rate, carbon_kg=carb_x, must_run=~training, work_jobs=train_ids,
+            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=lp_cost, configs=cfg,
+            rate=rate, carbon_kg=lp_carb, must_run=~training, work_jobs=train_ids,
             need=need[train_ids],
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
             shortfall_weight=blocklp.penalty_weight(
@@ -379,7 +405,8 @@ class LookaheadPolicy(NoHindsightBound):
             # Carbon cap: the remaining budget's share of the window, with a priced slack.
             carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
             carbon_cap_kg=None if budget is None else np.array([budget]),
-            moves=moves, keys=self._block_keys(jobs, t, bstart))
+            moves=moves, keys=self._block_keys(jobs, t, bstart),
+            supply=None if ws is None else ws.block)
         sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
                                           warm=self._basis, keep_basis=self.warm_start)
         if not (sol.optimal and sol.complete):
@@ -387,6 +414,9 @@ class LookaheadPolicy(NoHindsightBound):
         self._basis = sol.basis
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
         plan = replace(plan, solve_s=time.perf_counter() - t0c)
+        if ws is not None and self._supply is not None and sol.supply is not None:
+            self._supply_plan = self._supply.plan(ws, sol.supply)
+            plan = replace(plan, cost=plan.cost + sol.supply.cost(ws.block))
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
@@ -497,18 +527,16 @@ class LookaheadPolicy(NoHindsightBound):
                     self.plan = WindowPlan.failed(t)
         plan = self.plan
         price, carbon = current_prices(sc, forecast)
-        opts = slot_options(state, price, carbon, restart_s=self.restart_s,
-                            gpu_counts=None if self.gpu_counts is None else {
-                                js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
-                                if js.job.is_training})
+        opts, power_cap = self._slot_options(state, price, carbon)
         n_jobs = len(state.jobs)
         coef, mu_opt, pmax, urgent, prio = plan_coefficients(
             state, opts, plan, self._quota, self._configs, self._slots_left,
             carbon_price_per_kg=self.carbon_price_per_kg,
             wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
-                           and plan.status != "failed"))
+                           and plan.status != "failed"),
+            balanced_sites=None if self._supply_plan is None else self._supply_plan.names)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)
         if self.completion_margin is not None and len(opts):
             urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
@@ -519,12 +547,35 @@ class LookaheadPolicy(NoHindsightBound):
         placements, reasons, gains = plan_placements(state, opts, chosen, self._quota, coef,
                                                      keep, forced, urgent)
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
-        info = SolveInfo(status=info.status, solve_s=info.solve_s + (
-            plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
-            fallback=info.fallback or bool(lp_failed),
-            message="; ".join(m for m in (lp_failed, info.message) if m))
+        info = _with_plan(info, plan, t, lp_failed)
         return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues)
+                          reasons=reasons, queues=queues,
+                          battery_kw=self._battery_kw(opts, chosen, t, price))
+
+    def _slot_options(self, state: SlotState, price: Mapping[str, float],
+                      carbon: Mapping[str, float]) -> tuple[SlotOptions, Any]:
+        """The slot's options (the GPU-count menu, the power limits) and the power cap the
+        slot MILP keeps: balanced sites price their options at the plan's value of energy
+        there, and a demand-charged site keeps under the planned peak."""
+        opts = slot_options(state, price, carbon, restart_s=self.restart_s,
+                            gpu_counts=None if self.gpu_counts is None else {
+                                js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
+                                if js.job.is_training})
+        sp = self._supply_plan
+        if sp is None or self._sc is None:
+            return opts, self.power_cap_kw
+        return supplied_options(self._sc, opts, sp, state.t, price, self.power_cap_kw)
+
+    def _battery_kw(self, opts: SlotOptions, chosen: NDArray[np.int64], t: int,
+                    price: Mapping[str, float]) -> dict[str, float]:
+        """The batteries' decision for the chosen options: they keep each balanced site's
+        grid import at the plan's level for the load chosen here (none without a plan)."""
+        sp, sc = self._supply_plan, self._sc
+        if sp is None or sc is None:
+            return {}
+        region = {d.name: d.region for d in sc.datacenters}
+        load = site_load_kw(opts, chosen, float(sc.slot_s))
+        return sp.battery_kw(t, load, {d: price[region[d]] for d in sp.names})
 
     def request_replan(self) -> None:
         """Re-plan the window at the next decision, whatever the arrivals (a coordinator
@@ -592,3 +643,12 @@ class LookaheadPolicy(NoHindsightBound):
                            for js in state.jobs], dtype=bool)
         keep, _ = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
         return keep
+
+
+def _with_plan(info: SolveInfo, plan: WindowPlan, t: int, lp_failed: str) -> SolveInfo:
+    """The slot's solve with the window plan's: its time when it was solved at ``t``, its
+    failure (a fallback, with its message)."""
+    return SolveInfo(status=info.status, solve_s=info.solve_s + (
+        plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
+        fallback=info.fallback or bool(lp_failed),
+        message="; ".join(m for m in (lp_failed, info.message) if m))

@@ -64,6 +64,12 @@ from workbench.policies.base import (
     slot_options,
 )
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
+from workbench.policies.supplyplan import (
+    SupplyPlan,
+    SupplyPlanner,
+    WindowSupply,
+    site_load_kw,
+)
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +226,10 @@ class OfflinePolicy:
         self.bound: dict[str, float | str] = {}
         self._bound: HindsightBound | None = None
         self.carbon_slack_kg = 0.0
+        self.optimum_demand = 0.0
         self._solved_for: ScenarioView | None = None
+        self._ws: WindowSupply | None = None
+        self._supply_plan: SupplyPlan | None = None
 
     def hindsight_bound(self) -> HindsightBound | None:
         """The hindsight bound of the last ``reset`` (None before it)."""
@@ -307,9 +316,30 @@ class OfflinePolicy:
         power = None if pc is None else np.array(
             [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc) for n in names])
         pos_c = carb > 1e-12
+        lp_cost, lp_carb = cost, carb
+        self._ws = None
+        planner = SupplyPlanner.of(sc)
+        if planner is not None:
+            # Balanced sites: renewables, battery and grid in the balance, peaks priced at
+            # their lowest tier (the bound stays a lower bound).
+            dc_group = None
+            if isinstance(ccap, Mapping):
+                keys = [d for d in names if d in ccap]
+                dc_group = np.array([keys.index(d) if d in ccap else -1 for d in names],
+                                    dtype=np.int64)
+            elif ccap is not None:
+                dc_group = np.zeros(len(names), dtype=np.int64)
+            self._ws = planner.block(
+                t0=0, block_start=hz.starts, block_len=hz.lens,
+                renewable_kw=sc.supply.available_kw(0, sc.n_slots), price=hz.bprice,
+                carbon_g=hz.bcarbon, carbon_group=dc_group, lowest_tier=True)
+            self._planner = planner
+            bal = self._ws.block.site_of_dc(len(names))[cfg.dc] >= 0
+            lp_cost = np.where(bal, 0.0, cost)
+            lp_carb = np.where(bal, 0.0, carb)
         return blocklp.BlockProblem(
-            block_len=hz.lens, job=hz.job_of, block=hz.blk_of, slots=hz.ub, cost=cost,
-            configs=cfg, rate=cfg.rate, carbon_kg=carb, must_run=~training,
+            block_len=hz.lens, job=hz.job_of, block=hz.blk_of, slots=hz.ub, cost=lp_cost,
+            configs=cfg, rate=cfg.rate, carbon_kg=lp_carb, must_run=~training,
             work_jobs=train_ids, need=np.array([hz.wins[j][2] for j in train_ids]),
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float),
             slot_s=float(sc.slot_s),
@@ -320,7 +350,7 @@ class OfflinePolicy:
                                                        CARBON_SLACK_FACTOR),
             power_cap_kw=power, carbon_group=group, carbon_cap_kg=caps_kg,
             exact=self.block_slots == 1 and hz.job_of.size <= self.exact_max_columns,
-            row_order=_ROW_ORDER)
+            row_order=_ROW_ORDER, supply=None if self._ws is None else self._ws.block)
 
     def _read_solution(self, hz: _Horizon, prob: blocklp.BlockProblem,
                        sol: blocklp.BlockSolution, solve_s: float) -> None:
@@ -330,6 +360,14 @@ class OfflinePolicy:
         self.is_bound = not (exact and sol.optimal)
         self.optimum_cost = float(prob.cost @ x)
         self.optimum_carbon_kg = float(prob.carbon_kg @ x)
+        demand = 0.0
+        self._supply_plan = None
+        if self._ws is not None and sol.supply is not None:
+            sb = self._ws.block
+            self.optimum_cost += sol.supply.energy_cost(sb)
+            self.optimum_carbon_kg += sol.supply.carbon_kg(sb)
+            demand = sol.supply.demand_cost(sb)
+            self._supply_plan = self._planner.plan(self._ws, sol.supply)
         self.optimum_energy_kwh = float(prob.configs.energy_kwh @ x)
         self.shortfall = {hz.jobs[j].job_id: float(s) for j, s in zip(
             prob.work_jobs.tolist(), sol.short, strict=True) if s > 1e-6}
@@ -349,8 +387,13 @@ class OfflinePolicy:
             bound_cost = min(sol.mip_dual_bound, self.optimum_cost)
         else:
             kind, bound_cost = "lp-relaxation", self.optimum_cost
+        if kind == "milp-dual-bound" and demand:
+            # The dual bound covers the objective with its demand charges: split it.
+            bound_cost = min(sol.mip_dual_bound - demand, self.optimum_cost)
+        self.optimum_demand = demand
         self._bound = HindsightBound(cost=float(bound_cost),
-                                     carbon_kg=float(self.optimum_carbon_kg), kind=kind)
+                                     carbon_kg=float(self.optimum_carbon_kg), kind=kind,
+                                     demand=float(demand))
         self.bound = self._bound.as_dict()
         self.solve_info = SolveInfo(status=self.status, solve_s=solve_s,
                                     objective=self.optimum_cost,
@@ -438,4 +481,14 @@ class OfflinePolicy:
         chosen = greedy_choice(prob, priority=prio)
         placements = {state.jobs[int(opts.job_index[k])].job.job_id: opts.placement(int(k))
                       for k in np.flatnonzero(chosen)}
-        return Allocation(placements=placements, reasons=reasons)
+        sp = self._supply_plan
+        battery: dict[str, float] = {}
+        if sp is not None:
+            # The batteries keep the grid at the plan's level for the load placed here (a
+            # battery the view leaves out runs the site's greedy dispatch).
+            region = {d.name: d.region for d in sc.datacenters}
+            load = site_load_kw(opts, np.flatnonzero(chosen), float(sc.slot_s))
+            battery = {d: kw for d, kw in sp.battery_kw(
+                t, load, {n: price[region[n]] for n in sp.names}).items()
+                if sc.supply.battery_at(d) is not None}
+        return Allocation(placements=placements, reasons=reasons, battery_kw=battery)

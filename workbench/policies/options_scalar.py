@@ -14,6 +14,7 @@ from workbench import outcome as _outcome
 from workbench.model import Datacenter, GpuPool
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies.base import JobState, SlotOptions, SlotState
+from workbench.policies.limits import with_power_limits
 
 _COLUMNS = ("job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
             "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
@@ -93,7 +94,9 @@ def slot_options_scalar(
                     for c in _COLUMNS:
                         cols[c].append(row[c])
     arrays: dict[str, Any] = {c: np.asarray(cols[c], dtype=_DTYPES.get(c, float)) for c in _COLUMNS}
-    return SlotOptions(jobs=state.jobs, **arrays)
+    # the scenario's menu of GPU power limits
+    return with_power_limits(SlotOptions(jobs=state.jobs, **arrays), state, price_per_kwh,
+                             carbon_g_per_kwh)
 
 
 def _option(state: SlotState, js: JobState, dc: Datacenter, pool: GpuPool, n: int,

@@ -15,7 +15,7 @@ on the option's configuration in the re-plan period; an inference service's opti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from workbench.optim.blocklp import BlockConfig
 from workbench.policies.base import JobState, Placement, SlotOptions, SlotState
+from workbench.policies.supplyplan import prefer_progress
 from workbench.policies.window import WindowPlan
 
 URGENT = 0.9
@@ -38,6 +39,7 @@ def plan_coefficients(
     state: SlotState, opts: SlotOptions, plan: WindowPlan, quota: Mapping[str, Any],
     configs: Callable[[Any], list[BlockConfig]], slots_left: Callable[[JobState, int], int],
     *, carbon_price_per_kg: float, wait_unpriced: bool,
+    balanced_sites: Sequence[str] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
            NDArray[np.bool_], NDArray[np.float64]]:
     """The slot MILP's coefficient of every option (module docstring), each option's job
@@ -47,6 +49,8 @@ def plan_coefficients(
     A training job the plan does not know is unpriced (``mu = 0``: it waits for the next
     re-plan, the completion rule runs it if it cannot) when ``wait_unpriced``, else priced
     at 1.1 times its dearest option's cost per progress now (it runs rather than waits).
+    At ``balanced_sites`` (the supply plan's), ties break toward the plan and progress
+    (:func:`workbench.policies.supplyplan.prefer_progress`).
     """
     n_jobs = len(state.jobs)
     q = carbon_price_per_kg
@@ -63,6 +67,7 @@ def plan_coefficients(
     # Each job's rows in order (the options come job by job: ``order`` is the identity).
     order = np.argsort(opts.job_index, kind="stable")
     bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
+    quota_share = np.zeros(len(opts))
     for j, js in enumerate(state.jobs):
         if not js.job.is_training:
             continue
@@ -86,6 +91,7 @@ def plan_coefficients(
         sh = quota.get(jid, {})
         bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
                                       int(opts.n_gpus[k])), 0.0), 1.0) for k in rows])
+        quota_share[rows] = bonus
         # A job that finishes in this slot pays the whole slot whatever work is left:
         # value its last slot at a full slot's work, or its tail is never worth running.
         full = max((c.rate for c in configs(js.job)), default=0.0) * js.throughput_scale
@@ -95,6 +101,8 @@ def plan_coefficients(
         left = slots_left(js, state.t)
         urgent[j] = pmax[j] > 0 and js.remaining >= URGENT * pmax[j] * left
         prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
+    if balanced_sites is not None:
+        prefer_progress(opts, coef, pmax, balanced_sites, quota_share)
     if urgent.any():
         # A job without slack runs first, at its fastest option.
         ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)

@@ -9,6 +9,7 @@ import math
 import time as _time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from workbench.bill import buckets, slot_buckets
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
 from workbench.forecast import FORECAST_MODES, forecast
-from workbench.model import Scenario
+from workbench.model import Scenario, ScenarioView
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
     RESTART_S_DEFAULT,
@@ -46,6 +48,7 @@ from workbench.sim.truth import (
     horizon_cube,
     validate_allocation,
 )
+from workbench.supply import forecast_output
 
 if TYPE_CHECKING:
     from workbench.forecast.scenario import ModelForecast
@@ -71,6 +74,8 @@ def simulate(
     ema_alpha: float = EMA_ALPHA_DEFAULT,
     knobs: Mapping[str, Any] | None = None,
     forecast_model: ModelForecast | None = None,
+    ignore: frozenset[str] = frozenset(),
+    power_limits: tuple[float, ...] = (),
 ) -> RunResult:
     """Run ``policy`` over the scenario's horizon and return what happened.
 
@@ -92,15 +97,12 @@ def simulate(
         model is exact and observations are noiseless).
     seed : int
         Seed of every random draw (noise and noisy forecasts); equal seeds, equal runs.
-    recorders : sequence of Recorder
-        Each gets ``start(meta)``, ``record(slot_record)`` per slot and ``finish(result)``.
-    progress : bool
-        Show a tqdm progress bar on stderr.
-    restart_s : float
-        Seconds lost on every start, resume, move or change of GPU type.
-    resize_s : float
-        Seconds lost on a change of GPU count in the same pool
-        (:data:`workbench.outcome.RESIZE_S_DEFAULT`).
+    recorders, progress
+        Each recorder gets ``start(meta)``, ``record(slot_record)`` per slot and
+        ``finish(result)``; ``progress`` shows a tqdm progress bar on stderr.
+    restart_s, resize_s : float
+        Seconds lost on every start, resume, move or change of GPU type; on a change of GPU
+        count in the same pool (:data:`workbench.outcome.RESIZE_S_DEFAULT`).
     ema_alpha : float
         Weight in (0, 1] of the newest observation in the online estimates.
     knobs : mapping, optional
@@ -109,6 +111,9 @@ def simulate(
         With ``forecast_mode="model"``: forecasts already fitted on this scenario's history
         (:func:`workbench.forecast.fit_scenario`), so that runs of several policies on one
         scenario fit once; fitted here when absent.
+    ignore, power_limits
+        Levers (:data:`workbench.supply.LEVERS`) the policy plans without, while they are
+        metered and billed; its menu of GPU power limits (:meth:`Scenario.view`).
 
     Returns
     -------
@@ -123,11 +128,7 @@ def simulate(
     sc = scenario
     slot_s = float(sc.slot_s)
     cube = horizon_cube(sc)
-    fc_model = forecast_model if forecast_mode == "model" else None
-    if forecast_mode == "model" and fc_model is None:
-        from workbench.forecast.scenario import fit_scenario
-
-        fc_model = fit_scenario(sc)
+    fc_model = _forecast_model(sc, forecast_mode, forecast_model)
     truth = Truth.of(sc, cube, restart_s=restart_s, resize_s=resize_s, noise=noise,
                      seed=seed)
     runs = _job_runs(sc, noise, seed, ema_alpha)
@@ -136,16 +137,15 @@ def simulate(
         "forecast_mode": forecast_mode, "forecast_error": forecast_error,
         "forecast_history_days": None if fc_model is None else fc_model.history_days,
         "noise": noise, "seed": seed, "restart_s": restart_s, "resize_s": resize_s,
-        "slot_s": sc.slot_s, "n_slots": sc.n_slots, "start": sc.start.isoformat(),
-        "currency": sc.currency,
-    }
+        **_horizon_meta(sc), "ignore": sorted(ignore), "power_limits": list(power_limits)}
     for rec in recorders:
         rec.start(meta)
 
-    view = sc.view()
+    view = sc.view(ignore=ignore, power_limits=power_limits)
+    planned_supply = sc.supply.without(ignore)
     policy.reset(view)
     warnings: list[str] = cap_warnings_before(sc, policy, knobs)
-    acc = _Accumulated()
+    acc = _Accumulated(sc)
     wall0 = _time.perf_counter()
 
     bar = tqdm(range(sc.n_slots), desc=f"{sc.name}/{policy.name}", unit="slot",
@@ -155,16 +155,16 @@ def simulate(
         t_start = sc.start + timedelta(seconds=slot_s * t)
         t_end = t_start + timedelta(seconds=slot_s)
         active = live.at(t)
-        state = SlotState(
-            scenario=view, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
-            carbon_kg_so_far=acc.carbon_kg, cost_so_far=acc.cost,
-            carbon_kg_by_dc_so_far=dict(acc.carbon_kg_by_dc),
-        )
+        state = acc.state(view, t, t_start, active, truth)
         fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
+        if planned_supply.sources:  # what the policy believes its renewables deliver
+            fc = replace(fc, renewable_kw=forecast_output(
+                planned_supply, t, sc.n_slots, forecast_mode, sc.slot_s))
         tic = _time.perf_counter()
         alloc = policy.decide(state, fc)
         decide_s = _time.perf_counter() - tic
-        validate_allocation(alloc, state, truth.pools, policy.name)
+        validate_allocation(alloc, state, truth.pools, policy.name,
+                            batteries=view.supply.batteries)
         warnings.extend(_fallback_warning(alloc, policy.name, t, t_start))
         applied = truth.apply(alloc, active, t, t_start)
 
@@ -176,6 +176,24 @@ def simulate(
 
     meta["wall_s"] = _time.perf_counter() - wall0
     return _result(sc, policy, meta, runs, acc, warnings, recorders)
+
+
+def _forecast_model(sc: Scenario, mode: str, fitted: ModelForecast | None
+                    ) -> ModelForecast | None:
+    """The model forecasts of a ``model`` run: ``fitted``, or fitted here on the scenario."""
+    if mode != "model":
+        return None
+    if fitted is not None:
+        return fitted
+    from workbench.forecast.scenario import fit_scenario
+
+    return fit_scenario(sc)
+
+
+def _horizon_meta(sc: Scenario) -> dict[str, Any]:
+    """The run's slots and currency, as its meta records them."""
+    return {"slot_s": sc.slot_s, "n_slots": sc.n_slots, "start": sc.start.isoformat(),
+            "currency": sc.currency}
 
 
 class _Live:
@@ -203,21 +221,44 @@ class _Accumulated:
     column chunks, :mod:`workbench.chunks`, not one dict per row), and the cost and carbon
     (kg, in total and per datacenter) metered so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, sc: Scenario) -> None:
         self.cost = 0.0
         self.carbon_kg = 0.0
         self.carbon_kg_by_dc: Counter[str] = Counter()
+        # The demand charge lines and the peak grid import metered in each so far (kW).
+        self.buckets = buckets(sc)
+        self.slot_buckets = slot_buckets(self.buckets, sc.n_slots)
+        self.peaks: dict[tuple[str, int, int, int, int], float] = {
+            b.key: 0.0 for b in self.buckets}
+        self.slot_h = sc.slot_s / 3600.0
         self.plan = ColumnChunks(PLAN_ROW.dtypes(PLAN_STORED_COLUMNS))
         self.migrations = ColumnChunks(MIGRATION.dtypes())
         self.slots: ColumnChunks | None = None
         self.queues = QueueTrace()
+
+    def state(self, view: ScenarioView, t: int, t_start: datetime, active: Sequence[JobRun],
+              truth: Truth) -> SlotState:
+        """What the policy sees at slot ``t``: the active jobs, what was metered so far
+        (cost, carbon, the peaks of the demand charges) and the batteries' charge."""
+        return SlotState(
+            scenario=view, t=t, time=t_start, jobs=tuple(r.state(t_start) for r in active),
+            carbon_kg_so_far=self.carbon_kg, cost_so_far=self.cost,
+            carbon_kg_by_dc_so_far=dict(self.carbon_kg_by_dc),
+            soc_kwh={b.datacenter: truth.soc_kwh[b.datacenter]
+                     for b in view.supply.batteries},
+            peak_kw_so_far=dict(self.peaks) if view.supply.demand_charges else {})
 
     def add(self, t: int, t_start: datetime, t_end: datetime, applied: SlotApplied,
             summary: dict[str, Any], queues: Mapping[str, float]) -> SlotRecord:
         """Add slot ``t`` (its summary gains the queues as JSON); returns its record."""
         self.cost += summary["cost"]
         self.carbon_kg += summary["carbon_kg"]
-        self.carbon_kg_by_dc.update({d: float(v) for d, v in applied.carbon_kg.items()})
+        self.carbon_kg_by_dc.update({d: float(summary[f"carbon_kg:{d}"])
+                                     for d in applied.carbon_kg})
+        for i in self.slot_buckets[t]:
+            b = self.buckets[i]
+            kw = applied.sites[b.datacenter].grid_kwh / self.slot_h
+            self.peaks[b.key] = max(self.peaks[b.key], kw)
         queues = {str(k): float(v) for k, v in queues.items()}
         summary["queues"] = json.dumps(queues, sort_keys=True)
         plan_cols: dict[str, list[Any]] = (
@@ -322,6 +363,17 @@ def _summary(sc: Scenario, t: int, t_start: Any, applied: SlotApplied, alloc: Al
         summary[f"power_kw:{name}"] = float(applied.power_kw[name])
         summary[f"cost:{name}"] = float(applied.cost[name])
         summary[f"carbon_kg:{name}"] = float(applied.carbon_kg[name])
+        site = applied.sites[name]
+        summary[f"load_kwh:{name}"] = site.load_kwh
+        summary[f"grid_kwh:{name}"] = site.grid_kwh
+        summary[f"renewable_kwh:{name}"] = site.renewable_kwh
+        summary[f"curtailed_kwh:{name}"] = site.curtailed_kwh
+        summary[f"exported_kwh:{name}"] = site.exported_kwh
+        summary[f"charge_kwh:{name}"] = site.charge_kwh
+        summary[f"discharge_kwh:{name}"] = site.discharge_kwh
+        summary[f"soc_kwh:{name}"] = site.soc_kwh
+        summary[f"energy_charge:{name}"] = site.energy_charge
+        summary[f"supply_carbon_kg:{name}"] = site.carbon_kg
     for p in sc.pools:
         summary[f"gpus_busy:{p.datacenter}/{p.gpu_type}"] = int(
             applied.busy[(p.datacenter, p.gpu_type)])

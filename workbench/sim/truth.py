@@ -19,7 +19,9 @@ import xarray as xr
 from workbench import outcome, perf
 from workbench.estimate import OnlineEstimator, planning_speed_factor
 from workbench.model import Datacenter, GpuPool, Job, Scenario
+from workbench.outcome.supply import SiteSlot, site_balance
 from workbench.policies.base import Allocation, JobState, Placement, SlotState
+from workbench.power_limits import limit_factors
 from workbench.schema import PLAN_ROW, PLAN_STORED_COLUMNS
 from workbench.units import G_PER_KG
 
@@ -121,8 +123,10 @@ def validate_allocation(
     state: SlotState,
     pools: Mapping[tuple[str, str], GpuPool],
     policy_name: str,
+    batteries: tuple[Any, ...] = (),
 ) -> None:
-    """Raise :class:`AllocationError` unless every placement is allowed and pools suffice."""
+    """Raise :class:`AllocationError` unless every placement is allowed and pools suffice
+    (and battery decisions name batteries, power limits lie in the GPU's range)."""
     sc = state.scenario
     where = f"policy {policy_name!r}, slot {state.t} ({state.time.isoformat()})"
     active = {js.job.job_id: js for js in state.jobs}
@@ -175,8 +179,19 @@ def validate_allocation(
                 f"{where}: job {job_id!r} runs in {p.datacenter}, but its "
                 f"{job.dataset_gb:g} GB dataset (in {sorted(holders)}) has no link to get there"
             )
+        if p.power_limit_w is not None and not (
+                math.isfinite(p.power_limit_w) and 0 < p.power_limit_w <= pool.max_power_w):
+            raise AllocationError(
+                f"{where}: job {job_id!r} has power limit {p.power_limit_w!r} W; give one in "
+                f"(0, {pool.max_power_w:g}] W (the GPU's maximum) or None")
         used[key] += int(p.n_gpus)
         users.setdefault(key, []).append(f"{job_id}:{p.n_gpus}")
+    for dc, kw in alloc.battery_kw.items():
+        if not any(b.datacenter == dc for b in batteries):
+            raise AllocationError(f"{where}: battery power given for {dc!r}, which has no "
+                                  "battery")
+        if not math.isfinite(kw):
+            raise AllocationError(f"{where}: battery power of {dc!r} is {kw!r}, not a number")
     for key, n in used.items():
         cap = pools[key].count
         if n > cap:
@@ -222,6 +237,8 @@ class SlotApplied:
     running: int = 0
     waiting: int = 0
     unserved: int = 0
+    sites: dict[str, SiteSlot] = field(default_factory=dict)
+    """Each datacenter's energy balance (:func:`workbench.outcome.site_balance`)."""
 
 
 @dataclass
@@ -240,11 +257,14 @@ class Truth:
     rng: np.random.Generator
     dcs: dict[str, Datacenter] = field(init=False)
     pools: dict[tuple[str, str], GpuPool] = field(init=False)
+    soc_kwh: dict[str, float] = field(init=False)
+    """Each battery's state of charge now, kWh (by datacenter)."""
 
     def __post_init__(self) -> None:
         sc = self.scenario
         self.dcs = {d.name: d for d in sc.datacenters}
         self.pools = {(p.datacenter, p.gpu_type): p for p in sc.pools}
+        self.soc_kwh = {b.datacenter: b.soc_initial_kwh for b in sc.supply.batteries}
 
     @classmethod
     def of(cls, sc: Scenario, cube: xr.Dataset, *, restart_s: float, resize_s: float,
@@ -276,7 +296,48 @@ class Truth:
             else:
                 out.running += 1
                 self._run(r, p, alloc, t, t_start, out)
+        self._balance(alloc, t, out)
         return out
+
+    def _balance(self, alloc: Allocation, t: int, out: SlotApplied) -> None:
+        """Each datacenter's energy balance (its jobs' energy from its sources, battery and
+        the grid; the site's baseline power is metered apart, at the grid price, as
+        :func:`workbench.metrics.site_idle` counts it), the battery states it leaves, and
+        each plan row's split of its energy by its datacenter-slot's mix (pro rata)."""
+        sc = self.scenario
+        slot_h = sc.slot_s / 3600.0
+        supply = sc.supply
+        for name in self.dcs:
+            sources = supply.sources_at(name)
+            battery = supply.battery_at(name)
+            _, pr, cg = self._prices(t, name)
+            site = site_balance(
+                out.energy_kwh[name], [s.available_kw[t] * slot_h for s in sources], sources,
+                grid_price_per_kwh=pr, grid_carbon_g_per_kwh=cg, slot_h=slot_h,
+                battery=battery, soc_kwh=self.soc_kwh.get(name, 0.0),
+                battery_kw=alloc.battery_kw.get(name), export_price_per_kwh=(
+                    supply.export_price(name) if sources else None))
+            if battery is not None:
+                self.soc_kwh[name] = site.soc_kwh
+            out.sites[name] = site
+            if sources or battery is not None:
+                # The jobs' energy charges and carbon from what came from where.
+                out.cost[name] = site.energy_charge
+                out.carbon_kg[name] = site.carbon_kg
+        if not supply.has_energy:
+            return
+        split = {}
+        for name, site in out.sites.items():
+            load = site.load_kwh
+            split[name] = ((site.renewable_to_load_kwh / load, site.discharge_kwh / load,
+                            site.grid_to_load_kwh / load) if load > 0 else (0.0, 0.0, 1.0))
+        rows: list[Any] = out.plan
+        for i, row in enumerate(rows):
+            if row.energy_kwh:
+                ren, bat, grid = split[row.region]
+                rows[i] = row._replace(renewable_kwh=row.energy_kwh * ren,
+                                           battery_kwh=row.energy_kwh * bat,
+                                           grid_kwh=row.energy_kwh * grid)
 
     def _prices(self, t: int, datacenter: str) -> tuple[str, float, float]:
         reg = self.dcs[datacenter].region
@@ -302,7 +363,8 @@ class Truth:
             action="pause", energy_kwh=0.0, cost=0.0, carbon_kg=0.0, price_per_kwh=pr,
             carbon_g_per_kwh=cg, progress=0.0, transfer_gb=0.0, lost_s=0.0, slot=t,
             kind=job.kind, home=job.home, grid_region=reg, used_s=0.0, movement_kwh=0.0,
-            remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0))
+            remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0, power_limit_w=0.0,
+            renewable_kwh=0.0, battery_kwh=0.0, grid_kwh=0.0, limit_saved_kwh=0.0))
 
     def _outcome(self, r: JobRun, p: Placement, ch: outcome.Charges, t: int,
                  t_start: datetime) -> tuple[outcome.SlotOutcome, float, bool]:
@@ -320,11 +382,18 @@ class Truth:
             x_model = float(perf.throughput(prof.throughput, p.n_gpus, p.batch_size,
                                             pool.gpus_per_node))
             phi_true = float(prof.efficiency.phi(r.done))
+            r_t = r_p = 1.0
+            if p.power_limit_w is not None and p.power_limit_w < pool.max_power_w:
+                # The power-limit model on the job's true draw at full power.
+                full_w = float(outcome.training_power_w(prof, int(p.n_gpus),
+                                                        x_model * r.factor * eta))
+                r_t, r_p = limit_factors(p.gpu_type, p.power_limit_w / pool.max_power_w,
+                                         full_w / int(p.n_gpus), pool.max_power_w)
             res = outcome.slot_outcome(
                 job, slot_s=slot_s, pue=dc.pue, charges=ch, remaining=1.0 - r.done,
                 profile=prof, n_gpus=int(p.n_gpus), batch_size=int(p.batch_size),
                 x_model_sps=x_model, speed=r.factor * eta, phi=phi_true,
-                gpus_per_node=pool.gpus_per_node)
+                gpus_per_node=pool.gpus_per_node, time_factor=r_t, power_factor=r_p)
             finishing = res.finishes
             # Online re-estimation from what the job reports this slot.
             if res.used_s > res.lost_s:
@@ -391,7 +460,11 @@ class Truth:
             carbon_g_per_kwh=cg, progress=delta, transfer_gb=ch.transfer_gb, lost_s=lost,
             slot=t, kind=job.kind, home=job.home, grid_region=reg, used_s=used_s,
             movement_kwh=res.movement_kwh,
-            remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0))
+            remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0,
+            power_limit_w=float(p.power_limit_w if p.power_limit_w is not None else
+                                self.pools[(p.datacenter, p.gpu_type)].max_power_w),
+            renewable_kwh=0.0, battery_kwh=0.0, grid_kwh=energy,
+            limit_saved_kwh=res.limit_saved_kwh))
 
     def _charge(self, datacenter: str, t: int, res: outcome.SlotOutcome, pr: float,
                 cg: float, out: SlotApplied) -> tuple[float, float, float]:

@@ -17,8 +17,9 @@ from workbench.store.jobs import JobTables, job_row
 from workbench.store.profiles import ProfileTables, upsert_profiles
 from workbench.store.runs import RUN_TABLES
 from workbench.store.schema import LINKS
+from workbench.store.supply import SupplyTables, save_supply
 
-SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs")
+SCENARIO_TABLES = ("datacenters", "gpu_pools", "links", "jobs", "supply")
 """Tables whose rows a scenario write replaces (keyed by the ``scenario`` column)."""
 
 
@@ -42,7 +43,7 @@ def own_source(name: str) -> str:
     return f"scenario {name}"
 
 
-class ScenarioTables(GridTables, JobTables, ProfileTables):
+class ScenarioTables(GridTables, JobTables, ProfileTables, SupplyTables):
     """Scenarios: write (replace), rebuild, list and fingerprint."""
 
     def scenario_names(self) -> list[str]:
@@ -85,6 +86,7 @@ class ScenarioTables(GridTables, JobTables, ProfileTables):
             insert_frame(con, "gpu_pools", pools)
             insert_frame(con, "links", links)
             insert_frame(con, "jobs", jobs)
+            save_supply(con, name, scenario.supply)
             upsert_grid(con, grid)
             upsert_profiles(con, scenario.profiles)
 
@@ -168,11 +170,12 @@ class ScenarioTables(GridTables, JobTables, ProfileTables):
             jobs=tuple(jobs), profiles=tuple(profiles), grid=cube, start=start_utc,
             slot_s=int(slot_s), n_slots=int(n_slots), currency=str(currency),
             description=str(description or ""), history=history,
+            supply=self.load_supply(name),
         )
 
     def scenario_fingerprint(self, name: str) -> str:
         """A fingerprint of every stored row :meth:`load_scenario` reads for ``name``: its
-        scenario row, datacenters, pools, links and jobs, the whole grid series and the
+        scenario row, datacenters, pools, links, jobs and supply, the whole grid series and the
         profiles (an order-free XOR of row hashes per table). A re-import that changes any
         value changes it, equal row counts or not; ``""`` when ``name`` is not stored."""
         parts = self.con.execute(
@@ -181,6 +184,7 @@ class ScenarioTables(GridTables, JobTables, ProfileTables):
                       (SELECT bit_xor(hash(t)) FROM gpu_pools t WHERE scenario = $1),
                       (SELECT bit_xor(hash(t)) FROM links t WHERE scenario = $1),
                       (SELECT bit_xor(hash(t)) FROM jobs t WHERE scenario = $1),
+                      (SELECT bit_xor(hash(t)) FROM supply t WHERE scenario = $1),
                       (SELECT bit_xor(hash(t)) FROM grid_series t),
                       (SELECT bit_xor(hash(t)) FROM profiles t)""", [name]).fetchone()
         if parts is None or parts[0] is None:

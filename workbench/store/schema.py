@@ -26,7 +26,7 @@ from workbench.store.errors import StoreError
 
 log = logging.getLogger("workbench.store")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
 Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.
 Version 3: jobs' dataset sizes, scenarios' price kind, plan rows' data moved and time lost,
@@ -37,7 +37,12 @@ Version 5: runs gain a ``name`` (set by the operator) and ``settings`` (the simu
 forecast, noise, seed, restart and slot settings as JSON).
 Version 6: plan rows keep their ``movement_kwh`` (transfer and restart energy, what the
 attribution of a saving needs); runs keep the ``baseline_run_id`` their saving is measured
-against and their hindsight ``bound`` (JSON). Rows stored before have NULL there."""
+against and their hindsight ``bound`` (JSON). Rows stored before have NULL there.
+Version 7: on-site supply (:mod:`workbench.supply`): ``energy_series`` (generation,
+irradiance and wind speed series a site's renewables read), ``supply`` (each scenario's
+sources with their output, batteries and demand charges); plan rows keep the GPU power limit
+they ran under, the split of their energy between renewables, battery and grid, and the
+energy the power limit saved. Rows stored before have NULL there."""
 
 _SQL_TYPES = {"text": "VARCHAR", "json": "VARCHAR", "time": "TIMESTAMP", "int": "INTEGER",
               "float": "DOUBLE", "bool": "BOOLEAN"}
@@ -167,10 +172,21 @@ COMPUTE_MEASUREMENTS = Table("compute_measurements", (
     _col("profile_id", "text", since=4),
 ), key=("measurement_id",), since=4)
 
+ENERGY_SERIES = Table("energy_series", (
+    *_texts("region", "kind", since=7), _col("time_utc", "time", "UTC", since=7, required=True),
+    _col("value", "float", "kW, W/m2 or m/s (by kind)", since=7, required=True),
+    _col("source", "text", since=7),
+), key=("region", "kind", "time_utc"), since=7)
+SUPPLY = Table("supply", (
+    *_texts("scenario", "name", since=7), _col("position", "int", since=7, required=True),
+    *_texts("datacenter", "kind", since=7), _col("spec", "json", since=7, required=True),
+    _col("output_kw", "json", "kW per slot", since=7),
+), key=("scenario", "name"), since=7)
+
 TABLES: tuple[Table, ...] = (
     SCENARIOS, DATACENTERS, GPU_POOLS, LINKS, GRID_SERIES, JOBS, PROFILES, RUNS, PLAN_ROWS,
     MIGRATIONS, SLOT_ROWS, RUN_METRICS, GPU_PROFILE_RUNS, GPU_PROFILE_SAMPLES, DEVICES,
-    COMPUTE_MEASUREMENTS,
+    COMPUTE_MEASUREMENTS, ENERGY_SERIES, SUPPLY,
 )
 """Every table of the current schema."""
 

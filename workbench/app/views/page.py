@@ -19,6 +19,7 @@ from workbench.app.views.plan import PlanView
 from workbench.app.views.quote import QuoteView
 from workbench.app.views.runs import RunsView
 from workbench.app.views.sidebar import ProgressPanel, Sidebar
+from workbench.app.views.supply import SupplyView
 
 PROGRESS_MS = 400
 """How often a served session publishes a run's progress (ms): from its event loop."""
@@ -37,7 +38,7 @@ class WorkbenchApp(StateView):
         self.views: dict[str, Viewer] = {
             "Metrics": MetricsView(state=s), "Plan": PlanView(state=s),
             "Migrations": MigrationsView(state=s), "Runs": RunsView(state=s),
-            "Grid": GridView(state=s), "Quote": QuoteView(state=s),
+            "Grid": GridView(state=s), "Supply": SupplyView(state=s), "Quote": QuoteView(state=s),
             "Export": ExportView(state=s),
         }
         # A tab's content is built when it is first shown (a placeholder until then), so

@@ -13,6 +13,7 @@ from workbench.app import derive
 from workbench.app.markup import esc
 from workbench.app.views.common import ERROR_STYLE, StateView, data_table, typed_input, zone_times
 from workbench.model import Scenario
+from workbench.power_limits import DEFAULT_MENU
 from workbench.quote import JobSpec, QuoteError
 
 
@@ -29,6 +30,7 @@ def median_work(scenario: Scenario, app: str) -> float:
 
 QUOTE_SHOWN: tuple[tuple[str, str], ...] = (
     ("best", ""), ("datacenter", "datacenter"), ("gpu_type", "GPU"), ("n_gpus", "GPUs"),
+    ("power_limit_w", "power limit (W/GPU)"),
     ("start", "start ({tz})"), ("finish", "finish ({tz})"), ("duration_h", "hours"),
     ("hours_interval", "hours, 90% interval"),
     ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"), ("energy_kwh", "energy (kWh)"),
@@ -73,6 +75,10 @@ class QuoteView(StateView):
         self.order = pn.widgets.RadioButtonGroup(label="best is", options=list(derive.QUOTE_ORDERS),
                                                  value="cheapest", css_classes=["wb-quote-order"])
         self.respect = pn.widgets.Checkbox(label="respect the latest plan's GPU occupancy")
+        self.limits = pn.widgets.Checkbox(
+            label="also at GPU power limits ("
+                  + ", ".join(f"{100 * f:.0f}" for f in DEFAULT_MENU if f < 1.0)
+                  + " % of board power: slower, less energy)", css_classes=["wb-quote-limits"])
         self.button = pn.widgets.Button(label="Quote", color="primary",
                                         css_classes=["wb-quote-button"])
         self.errors = pn.pane.Markdown("", styles=ERROR_STYLE, css_classes=["wb-quote-errors"])
@@ -172,7 +178,8 @@ class QuoteView(StateView):
             self.s.say(f"quote: bad input: {exc}", "danger")
             return
         self.s.quote(spec, carbon_price_per_kg=self._value("carbon_price"),
-                     respect_plan=self.respect.value)
+                     respect_plan=self.respect.value,
+                     power_limits=DEFAULT_MENU if self.limits.value else ())
 
     @param.depends("state.last_quote", "state.tz", "order.value")
     def _result(self) -> pn.viewable.Viewable:
@@ -233,6 +240,7 @@ class QuoteView(StateView):
             pn.Column(self.arrival, self.deadline, self.home, width=235),
             pn.Column(self.checkpoint, self.carbon_price, width=235),
             pn.Column(pn.pane.Markdown("**Best is the…**", margin=(5, 10, 0, 10)),
-                      self.order, self.respect, self.button, self.errors, width=235))
+                      self.order, self.respect, self.limits, self.button, self.errors,
+                      width=235))
         return pn.Column(form, pn.panel(self._result, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")

@@ -1,0 +1,303 @@
+"""The supply part of the block LP: each balanced site's energy balance, battery and peak.
+
+A *balanced* site is a datacenter with renewables, a battery or a demand charge
+(:mod:`workbench.supply`). For it the block LP (:mod:`workbench.optim.blocklp`) does not
+charge its jobs' columns the grid price; the energy they draw goes through the site's
+balance, where it comes from its renewables, its battery or the grid, and the billing
+period's peak grid import is a variable. Columns, per site ``s``, source ``r`` and block
+``b`` (kWh over the block unless said)::
+
+    grid[s,b]      >= 0                      cost p[b,s] (+ q c[b,s]: carbon price)
+    ren[r,b]       in [0, A[r,b]]            cost its marginal price (0 take-or-pay)
+    export[s,b]    >= 0                      cost -export price (sites that sell surplus)
+    charge[s,b]    in [0, P_s len_b h]       battery sites
+    discharge[s,b] in [0, P_s len_b h]
+    soc[s,b]       in [0, hi_s - lo_s]       state of charge at the block's end, above lo_s
+    peak[k]        >= 0                      per demand charge line k: kW above the peak
+                                             already metered, cost its price per kW
+
+and rows::
+
+    sum_{x at s} E_x x + charge + export - sum_{r at s} ren - discharge - grid = 0   balance
+    soc[s,b] - soc[s,b-1] - eta charge[s,b] + discharge[s,b] / eta = 0             (b = 0:
+                                                              = soc0_s - lo_s)       battery
+    export[s,b] - sum_{r at s} ren[r,b] <= 0                  (only renewables are sold)
+    peak[k] - grid[s,b] / (len_b h) >= base_s - floor_k       blocks b of line k     peak
+
+The balance row's dual (negated) is the marginal value of energy at the site in the block
+(currency/kWh): what the look-ahead prices its slot's options at. Carbon of a balanced site
+is its grid import's and its sources' (``c[b,s] grid + c_r ren``), entered in the carbon
+rows by :func:`carbon_entries`. The last block's state of charge may carry a value per kWh
+(``terminal_value``: energy left in the battery replaces grid energy later).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench.optim.highs import HighsResult, SparseLp
+
+
+@dataclass(frozen=True)
+class SupplyBlock:
+    """The supply data of a block LP (see the module docstring). ``S`` balanced sites,
+    ``R`` sources, ``K`` demand charge lines, ``B`` blocks.
+
+    Attributes
+    ----------
+    site_dc : int array (S,)
+        Datacenter index (the LP's ``d_k``) of each balanced site.
+    grid_cost, grid_carbon_kg : float arrays (B, S)
+        Per kWh of grid import: cost (price plus any carbon price) and kg CO2.
+    source_site : int array (R,)
+    available_kwh : float array (B, R)
+        What each source can deliver over each block, kWh.
+    source_cost, source_carbon_kg : float arrays (R,)
+        Per kWh used: marginal price and kg CO2.
+    export_price : float array (S,)
+        NaN where surplus is curtailed.
+    battery : bool array (S,)
+    power_kwh : float array (S,)
+        Battery power times one slot's hours (kWh per slot).
+    eta, soc0, soc_lo, soc_hi : float arrays (S,)
+        One-way efficiency, state of charge at the start, floor and ceiling, kWh.
+    terminal_value : float array (S,)
+        Value per kWh left in the battery after the last block.
+    line_site, line_price, line_floor_kw : arrays (K,)
+        Each demand charge line's site, price per kW of peak (prorated) and the peak
+        already metered, kW.
+    line_blocks : list of int arrays (K,)
+        The blocks each line's peak covers.
+    base_kw : float array (S,)
+        The site's baseline power, kW (part of its metered grid import).
+    slot_h : float
+        Hours per slot.
+    """
+
+    site_dc: NDArray[np.int64]
+    grid_cost: NDArray[np.float64]
+    grid_carbon_kg: NDArray[np.float64]
+    source_site: NDArray[np.int64]
+    available_kwh: NDArray[np.float64]
+    source_cost: NDArray[np.float64]
+    source_carbon_kg: NDArray[np.float64]
+    export_price: NDArray[np.float64]
+    battery: NDArray[np.bool_]
+    power_kwh: NDArray[np.float64]
+    eta: NDArray[np.float64]
+    soc0: NDArray[np.float64]
+    soc_lo: NDArray[np.float64]
+    soc_hi: NDArray[np.float64]
+    terminal_value: NDArray[np.float64]
+    line_site: NDArray[np.int64]
+    line_price: NDArray[np.float64]
+    line_floor_kw: NDArray[np.float64]
+    line_blocks: tuple[NDArray[np.int64], ...]
+    base_kw: NDArray[np.float64]
+    slot_h: float
+    carbon_group: NDArray[np.int64] | None = None
+    """Each site's carbon-cap group (-1: uncapped; None: every site uncapped)."""
+
+    @property
+    def n_sites(self) -> int:
+        return int(self.site_dc.size)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.grid_cost.shape[0])
+
+    def site_of_dc(self, n_dc: int) -> NDArray[np.int64]:
+        """Per datacenter index, its site (-1: not balanced)."""
+        out = np.full(n_dc, -1, dtype=np.int64)
+        out[self.site_dc] = np.arange(self.n_sites)
+        return out
+
+
+def _grid(lp: SparseLp, sb: SupplyBlock, name: str) -> NDArray[np.int64]:
+    """Column indices of a (site, block) group as a (S, B) array."""
+    sl = lp.cols[name]
+    return np.arange(sl.start, sl.stop).reshape(sb.n_sites, sb.n_blocks)
+
+
+def add_columns(lp: SparseLp, sb: SupplyBlock, block_len: NDArray[np.int64]) -> None:
+    """The columns ``grid, ren, export, charge, discharge, soc, peak`` with their bounds."""
+    s_n, b_n = sb.n_sites, sb.n_blocks
+    lp.add_columns("grid", np.full(s_n * b_n, np.inf))
+    lp.add_columns("ren", sb.available_kwh.T.reshape(-1))
+    sells = np.isfinite(sb.export_price)
+    lp.add_columns("export", np.where(sells[:, None], np.inf, 0.0).repeat(b_n, axis=1)
+                   .reshape(-1))
+    cap = (np.where(sb.battery, sb.power_kwh, 0.0)[:, None]
+           * block_len[None, :].astype(float)).astype(float)
+    lp.add_columns("charge", cap.reshape(-1))
+    lp.add_columns("discharge", cap.reshape(-1))
+    room = np.where(sb.battery, sb.soc_hi - sb.soc_lo, 0.0)
+    lp.add_columns("soc", np.repeat(room, b_n))
+    lp.add_columns("peak", np.full(sb.line_site.size, np.inf))
+
+
+def set_costs(lp: SparseLp, sb: SupplyBlock) -> None:
+    """Grid at its cost, sources at their marginal price, export at minus its price, the
+    last state of charge at minus its terminal value, peaks at their price per kW."""
+    b_n = sb.n_blocks
+    lp.set_cost("grid", sb.grid_cost.T.reshape(-1))
+    lp.set_cost("ren", np.repeat(sb.source_cost, b_n))
+    lp.set_cost("export", -np.repeat(np.nan_to_num(sb.export_price, nan=0.0), b_n))
+    soc = np.zeros((sb.n_sites, b_n))
+    soc[:, -1] = -np.where(sb.battery, sb.terminal_value, 0.0)
+    lp.set_cost("soc", soc.reshape(-1))
+    lp.set_cost("peak", sb.line_price)
+
+
+def add_rows(lp: SparseLp, sb: SupplyBlock, x_dc: NDArray[np.int64],
+             x_block: NDArray[np.int64], x_kwh: NDArray[np.float64],
+             block_len: NDArray[np.int64]) -> None:
+    """The balance, battery, export and peak rows (see the module docstring); ``x_dc``,
+    ``x_block``, ``x_kwh`` give each job column's datacenter, block and kWh per slot run."""
+    s_n, b_n = sb.n_sites, sb.n_blocks
+    site = sb.site_of_dc(int(max(x_dc.max(initial=0), sb.site_dc.max(initial=0))) + 1)
+    grid, charge, dis = _grid(lp, sb, "grid"), _grid(lp, sb, "charge"), _grid(lp, sb,
+                                                                               "discharge")
+    export, soc = _grid(lp, sb, "export"), _grid(lp, sb, "soc")
+    ren = np.arange(lp.cols["ren"].start, lp.cols["ren"].stop).reshape(-1, b_n)
+    key = np.arange(s_n * b_n).reshape(s_n, b_n)
+    # balance[s, b]
+    on = site[x_dc] >= 0 if x_dc.size else np.zeros(0, dtype=bool)
+    rows = [key[site[x_dc[on]], x_block[on]]]
+    cols = [lp.cols["x"].start + np.flatnonzero(on)]
+    vals = [x_kwh[on]]
+    for group, sign in ((charge, 1.0), (export, 1.0), (dis, -1.0), (grid, -1.0)):
+        rows.append(key.reshape(-1))
+        cols.append(group.reshape(-1))
+        vals.append(np.full(s_n * b_n, sign))
+    for r, s in enumerate(sb.source_site.tolist()):
+        rows.append(key[s])
+        cols.append(ren[r])
+        vals.append(-np.ones(b_n))
+    lp.add_rows("balance", np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                s_n * b_n, np.zeros(s_n * b_n), np.zeros(s_n * b_n))
+    # battery[s, b]: soc - soc_prev - eta charge + discharge / eta = (b = 0: soc0 - lo)
+    eta = np.where(sb.battery, sb.eta, 1.0)[:, None].repeat(b_n, axis=1)
+    prev = np.where(np.arange(b_n)[None, :] > 0, np.roll(soc, 1, axis=1), -1)
+    has_prev = prev >= 0
+    rhs = np.zeros((s_n, b_n))
+    rhs[:, 0] = np.where(sb.battery, sb.soc0 - sb.soc_lo, 0.0)
+    lp.add_rows("battery",
+                np.concatenate([key.reshape(-1), key[has_prev], key.reshape(-1),
+                                key.reshape(-1)]),
+                np.concatenate([soc.reshape(-1), prev[has_prev], charge.reshape(-1),
+                                dis.reshape(-1)]),
+                np.concatenate([np.ones(s_n * b_n), -np.ones(int(has_prev.sum())),
+                                -eta.reshape(-1), (1.0 / eta).reshape(-1)]),
+                s_n * b_n, rhs.reshape(-1), rhs.reshape(-1))
+    # export[s, b] <= sum of the site's renewables
+    e_rows = [key.reshape(-1)]
+    e_cols = [export.reshape(-1)]
+    e_vals = [np.ones(s_n * b_n)]
+    for r, s in enumerate(sb.source_site.tolist()):
+        e_rows.append(key[s])
+        e_cols.append(ren[r])
+        e_vals.append(-np.ones(b_n))
+    lp.add_rows("export", np.concatenate(e_rows), np.concatenate(e_cols),
+                np.concatenate(e_vals), s_n * b_n, np.full(s_n * b_n, -np.inf),
+                np.zeros(s_n * b_n))
+    # peak[k] - grid[s, b] / (len_b h) >= base_s - floor_k, for the blocks of line k
+    p_rows, p_cols, p_vals, lower = [], [], [], []
+    n = 0
+    peak0 = lp.cols["peak"].start
+    for k, blocks in enumerate(sb.line_blocks):
+        s = int(sb.line_site[k])
+        for b in blocks.tolist():
+            p_rows += [n, n]
+            p_cols += [peak0 + k, int(grid[s, b])]
+            p_vals += [1.0, -1.0 / (float(block_len[b]) * sb.slot_h)]
+            lower.append(float(sb.base_kw[s] - sb.line_floor_kw[k]))
+            n += 1
+    lp.add_rows("peak", np.asarray(p_rows, dtype=np.int64), np.asarray(p_cols, dtype=np.int64),
+                np.asarray(p_vals, dtype=float), n, np.asarray(lower, dtype=float),
+                np.full(n, np.inf))
+
+
+def carbon_entries(lp: SparseLp, sb: SupplyBlock
+                   ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """Entries ``(row, column, kg per kWh)`` of the grid and source columns in the carbon
+    rows (by each site's :attr:`SupplyBlock.carbon_group`)."""
+    b_n = sb.n_blocks
+    site_group = (sb.carbon_group if sb.carbon_group is not None
+                  else np.full(sb.n_sites, -1, dtype=np.int64))
+    grid = _grid(lp, sb, "grid")
+    ren = np.arange(lp.cols["ren"].start, lp.cols["ren"].stop).reshape(-1, b_n)
+    rows, cols, vals = [], [], []
+    for s in np.flatnonzero(site_group >= 0).tolist():
+        rows.append(np.full(b_n, site_group[s]))
+        cols.append(grid[s])
+        vals.append(sb.grid_carbon_kg[:, s])
+    for r, s in enumerate(sb.source_site.tolist()):
+        if site_group[s] >= 0:
+            rows.append(np.full(b_n, site_group[s]))
+            cols.append(ren[r])
+            vals.append(np.full(b_n, sb.source_carbon_kg[r]))
+    if not rows:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(0)
+    return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+            np.concatenate(vals).astype(float))
+
+
+@dataclass(frozen=True)
+class SupplySolution:
+    """The supply columns' values by (site, block), kWh, the peaks (kW above the floor),
+    and ``energy_value`` (site, block): the marginal value of energy, currency/kWh (the
+    negated dual of the balance row; NaN when HiGHS gave no duals)."""
+
+    grid: NDArray[np.float64]
+    ren: NDArray[np.float64]
+    export: NDArray[np.float64]
+    charge: NDArray[np.float64]
+    discharge: NDArray[np.float64]
+    soc: NDArray[np.float64]
+    peak_kw: NDArray[np.float64]
+    energy_value: NDArray[np.float64]
+
+    def energy_cost(self, sb: SupplyBlock) -> float:
+        """Grid import at its cost, sources at their marginal price, less export revenue."""
+        return float((sb.grid_cost.T * self.grid).sum()
+                     + (sb.source_cost[:, None] * self.ren).sum()
+                     - (np.nan_to_num(sb.export_price)[:, None] * self.export).sum())
+
+    def demand_cost(self, sb: SupplyBlock) -> float:
+        """The peaks above their floors at their price per kW."""
+        return float(sb.line_price @ self.peak_kw)
+
+    def cost(self, sb: SupplyBlock) -> float:
+        """The supply part of the objective, currency (without the terminal value)."""
+        return self.energy_cost(sb) + self.demand_cost(sb)
+
+    def carbon_kg(self, sb: SupplyBlock) -> float:
+        """Carbon of the grid import and the sources used, kg."""
+        return float((sb.grid_carbon_kg.T * self.grid).sum()
+                     + (sb.source_carbon_kg[:, None] * self.ren).sum())
+
+
+def extract(lp: SparseLp, res: HighsResult, sb: SupplyBlock) -> SupplySolution:
+    """Read the supply columns and the balance duals back."""
+    x = res.x
+    s_n, b_n = sb.n_sites, sb.n_blocks
+
+    def get(name: str, rows: int) -> NDArray[np.float64]:
+        return np.asarray(x[lp.cols[name]], dtype=float).reshape(rows, b_n)
+
+    duals = res.row_dual if res.row_dual.size == lp.n_rows else None
+    value = (-np.asarray(duals[lp.rows["balance"]], dtype=float).reshape(s_n, b_n)
+             if duals is not None else np.full((s_n, b_n), np.nan))
+    return SupplySolution(
+        grid=get("grid", s_n), ren=get("ren", sb.source_site.size), export=get("export", s_n),
+        charge=get("charge", s_n), discharge=get("discharge", s_n), soc=get("soc", s_n),
+        peak_kw=np.asarray(x[lp.cols["peak"]], dtype=float), energy_value=value)
+
+
+__all__ = ["SupplyBlock", "SupplySolution", "add_columns", "add_rows", "carbon_entries",
+           "extract", "set_costs"]

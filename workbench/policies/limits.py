@@ -1,0 +1,104 @@
+"""GPU power limits in a slot's options: every training option once more at each limit of
+the scenario's menu (:attr:`workbench.model.ScenarioView.power_limits`).
+
+For an option of job ``j`` on ``n`` GPUs of a pool whose GPUs draw at most ``P_max`` W, the
+limit at fraction ``f`` of the menu is ``L = f P_max`` W per GPU; the job, drawing ``P_it / n``
+per GPU at full power, runs at ``X / r_t`` and ``P_it r_P``
+(:func:`workbench.power_limits.limit_factors`), through the one slot model
+(:func:`workbench.outcome.slot_outcome` with ``time_factor`` and ``power_factor``). Its
+transfers and restart are the full-power option's: a change of power limit alone restarts
+nothing (``nvidia-smi -pl`` acts on a running job). Cost and carbon differ from the
+full-power option's by the IT energy they no longer draw, at the option's own price and
+carbon::
+
+    energy' = E_it' + transfer_kwh       transfer_kwh = energy - E_it   (both ends)
+    cost'   = cost + (E_it' - E_it) p_d,   carbon' = carbon + (E_it' - E_it) c_d / 1000
+
+with ``E_it = power_kw * D / 3600`` the option's facility IT energy, and the steady rate
+``rate_per_s / r_t``. The rows of one job stay
+together (each full-power row followed by its limited rows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from workbench import outcome
+from workbench.power_limits import limit_factors
+
+_ARRAYS = ("job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
+           "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
+           "transfer_from", "movement_kwh", "power_kw", "rate_per_s")
+
+
+def with_power_limits(opts: Any, state: Any, price_per_kwh: Mapping[str, float],
+                      carbon_g_per_kwh: Mapping[str, float]) -> Any:
+    """``opts`` (a :class:`workbench.policies.base.SlotOptions` of the slot ``state``, a
+    :class:`~workbench.policies.base.SlotState`; typed loosely, as ``base`` calls this
+    module) with each training option repeated at every limit of the menu below full power
+    (see the module docstring); unchanged when the menu is empty or full power only."""
+    sc = state.scenario
+    menu = [f for f in sc.power_limits if f < 1.0]
+    if not menu or not len(opts):
+        return opts
+    if opts.rate_per_s.size != len(opts):
+        opts = dataclasses.replace(opts, rate_per_s=np.zeros(len(opts)))
+    slot_s = float(sc.slot_s)
+    dcs = {d.name: d for d in sc.datacenters}
+    pools = {(p.datacenter, p.gpu_type): p for p in sc.pools}
+    order: list[int] = []
+    extra: dict[str, list[Any]] = {k: [] for k in (*_ARRAYS, "power_limit_w")}
+    limit_w = np.full(len(opts), np.nan)
+    for k in range(len(opts)):
+        order.append(k)
+        js = state.jobs[int(opts.job_index[k])]
+        job = js.job
+        if not job.is_training:
+            continue
+        dc = dcs[str(opts.datacenter[k])]
+        pool = pools[(dc.name, str(opts.gpu_type[k]))]
+        n, m = int(opts.n_gpus[k]), int(opts.batch_size[k])
+        prof = sc.profile(job.app, pool.gpu_type)
+        _, x_model = outcome.best_batch(prof, n, pool.gpus_per_node, js.phi)
+        full_w = float(outcome.training_power_w(prof, n, x_model * js.throughput_scale))
+        it_kwh = float(opts.power_kw[k]) * slot_s / 3600.0
+        transfer = float(opts.energy_kwh[k]) - it_kwh
+        price = float(price_per_kwh[dc.region])
+        carbon = float(carbon_g_per_kwh[dc.region])
+        for f in menu:
+            r_t, r_p = limit_factors(pool.gpu_type, f, full_w / n, pool.max_power_w)
+            o = outcome.slot_outcome(
+                job, slot_s=slot_s, pue=dc.pue, lost_s=float(opts.lost_s[k]),
+                remaining=js.remaining, profile=prof, n_gpus=n, batch_size=m,
+                x_model_sps=x_model, speed=js.throughput_scale, phi=js.phi,
+                gpus_per_node=pool.gpus_per_node, time_factor=r_t, power_factor=r_p)
+            order.append(-1 - len(extra["power_limit_w"]))
+            for name in _ARRAYS:
+                extra[name].append(getattr(opts, name)[k])
+            extra["progress"][-1] = o.progress
+            extra["energy_kwh"][-1] = o.energy_kwh + transfer
+            extra["cost"][-1] = float(opts.cost[k]) + (o.energy_kwh - it_kwh) * price
+            extra["carbon_kg"][-1] = float(opts.carbon_kg[k]) + (
+                o.energy_kwh - it_kwh) * carbon / 1000.0
+            extra["movement_kwh"][-1] = o.movement_kwh + transfer
+            extra["power_kw"][-1] = o.power_kw
+            extra["rate_per_s"][-1] = float(opts.rate_per_s[k]) / r_t
+            extra["power_limit_w"].append(f * pool.max_power_w)
+    if not extra["power_limit_w"]:
+        return opts
+    idx = np.asarray(order, dtype=np.int64)
+    base = idx >= 0
+    pos = np.where(base, 0, -1 - idx)
+    fields: dict[str, Any] = {}
+    for name in (*_ARRAYS, "power_limit_w"):
+        old = limit_w if name == "power_limit_w" else getattr(opts, name)
+        new = np.asarray(extra[name], dtype=old.dtype)
+        out = np.empty(idx.size, dtype=np.result_type(old.dtype, new.dtype))
+        out[base] = old[idx[base]]
+        out[~base] = new[pos[~base]]
+        fields[name] = out
+    return dataclasses.replace(opts, **fields)

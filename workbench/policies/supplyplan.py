@@ -1,0 +1,346 @@
+"""What the planning policies hand the block LP about supply, and what they read back.
+
+:class:`SupplyPlanner` turns a scenario's static supply facts (its balanced sites: those with
+renewables, a battery or a demand charge), the forecast of the sources' output, the block
+prices and the metered state (state of charge, peaks so far) into the block LP's
+:class:`~workbench.optim.supplylp.SupplyBlock`; :class:`SupplyPlan` is the solution as the
+slot decisions use it: the battery power of each slot, the marginal value of energy at each
+balanced site (the price the slot's options are charged at there), and the power a
+demand-charged site may draw in a slot without raising the planned peak::
+
+    cap_d(t) = peak_d(line of t) - base_d + renewable_d(t) + max(battery_d(t), 0)
+
+where ``peak_d`` is the planned peak of the billing period's line (kW, at least the peak
+metered so far), ``base_d`` the site's baseline power and ``renewable_d(t)`` the forecast of
+its sources (kW). The greedy policies use none of this: the simulator applies the site's
+greedy dispatch (:func:`workbench.outcome.site_balance`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench.bill import Bucket, baseline_kw, buckets
+from workbench.model import Scenario, ScenarioView
+from workbench.optim.supplylp import SupplyBlock, SupplySolution
+from workbench.policies.base import SlotOptions
+
+
+@dataclass(frozen=True)
+class SupplyPlanner:
+    """The static supply facts a planner needs, computed once per run (:meth:`of`)."""
+
+    names: tuple[str, ...]
+    site_dc: NDArray[np.int64]
+    source_site: NDArray[np.int64]
+    source_cost: NDArray[np.float64]
+    source_carbon_kg: NDArray[np.float64]
+    export_price: NDArray[np.float64]
+    battery: NDArray[np.bool_]
+    power_kw: NDArray[np.float64]
+    eta: NDArray[np.float64]
+    soc_lo: NDArray[np.float64]
+    soc_hi: NDArray[np.float64]
+    soc_initial: NDArray[np.float64]
+    base_kw: NDArray[np.float64]
+    lines: tuple[Bucket, ...]
+    slot_s: float
+
+    @staticmethod
+    def of(sc: Scenario | ScenarioView) -> SupplyPlanner | None:
+        """The planner of ``sc``'s balanced sites; None when it has no supply."""
+        sup = sc.supply
+        if sup.empty:
+            return None
+        names = tuple(d.name for d in sc.datacenters)
+        sites = [n for n in names if sup.sources_at(n) or sup.battery_at(n) is not None
+                 or sup.demand_at(n)]
+        site_of = {n: i for i, n in enumerate(sites)}
+        bats = [sup.battery_at(n) for n in sites]
+        base = baseline_kw(sc)
+        return SupplyPlanner(
+            names=tuple(sites),
+            site_dc=np.array([names.index(n) for n in sites], dtype=np.int64),
+            source_site=np.array([site_of[s.datacenter] for s in sup.sources], dtype=np.int64),
+            source_cost=np.array([s.marginal_price_per_kwh for s in sup.sources], dtype=float),
+            source_carbon_kg=np.array([s.carbon_g_per_kwh / 1000.0 for s in sup.sources],
+                                      dtype=float),
+            export_price=np.array([np.nan if (e := sup.export_price(n)) is None else e
+                                   for n in sites], dtype=float),
+            battery=np.array([b is not None for b in bats], dtype=bool),
+            power_kw=np.array([0.0 if b is None else b.power_kw for b in bats]),
+            eta=np.array([1.0 if b is None else b.eta for b in bats]),
+            soc_lo=np.array([0.0 if b is None else b.soc_min_kwh for b in bats]),
+            soc_hi=np.array([0.0 if b is None else b.soc_max_kwh for b in bats]),
+            soc_initial=np.array([0.0 if b is None else b.soc_initial_kwh for b in bats]),
+            base_kw=base[[names.index(n) for n in sites]],
+            lines=tuple(buckets(sc)), slot_s=float(sc.slot_s))
+
+    def site_index(self, name: str) -> int:
+        return self.names.index(name)
+
+    def block(
+        self, *, t0: int, block_start: NDArray[np.int64], block_len: NDArray[np.int64],
+        renewable_kw: NDArray[np.float64], price: NDArray[np.float64],
+        carbon_g: NDArray[np.float64], soc_kwh: Mapping[str, float] | None = None,
+        peaks: Mapping[tuple[str, int, int, int, int], float] | None = None,
+        carbon_price_per_kg: float = 0.0, tie: NDArray[np.float64] | None = None,
+        terminal: bool = False, carbon_group: NDArray[np.int64] | None = None,
+        lowest_tier: bool = False,
+    ) -> WindowSupply:
+        """The block LP's supply data from slot ``t0`` on.
+
+        ``renewable_kw`` (slots from ``t0``, sources) is what the sources are believed to
+        deliver; ``price``, ``carbon_g`` (blocks, datacenters) the block prices the jobs'
+        columns would have paid; ``tie`` a factor per block on the grid cost (the look-ahead's
+        preference for early slots); ``terminal`` values the battery's last state of charge
+        at its site's least grid cost in the window times ``eta`` (what the energy left
+        would save: replacing it later costs at least that); ``carbon_group`` (datacenters)
+        the carbon rows' groups. A peak is priced at the tier of the peak metered so far, or with
+        ``lowest_tier`` at the lowest tier of its period (a charge whose tiers fall with the
+        peak is then never overestimated: what a lower bound needs).
+        """
+        h = self.slot_s / 3600.0
+        d = self.site_dc
+        n_b = block_start.size
+        f = np.ones(n_b) if tie is None else tie
+        cost = (price[:, d] + carbon_price_per_kg * carbon_g[:, d] / 1000.0) * f[:, None]
+        avail = np.zeros((n_b, self.source_site.size))
+        if self.source_site.size:
+            cum = np.concatenate([np.zeros((1, renewable_kw.shape[1])),
+                                  np.cumsum(renewable_kw, axis=0)])
+            end = np.minimum(block_start + block_len, renewable_kw.shape[0])
+            avail = (cum[end] - cum[np.minimum(block_start, end)]) * h
+        soc0 = np.array([(soc_kwh or {}).get(n, float(s0)) for n, s0 in
+                         zip(self.names, self.soc_initial, strict=True)], dtype=float)
+        soc0 = np.clip(soc0, self.soc_lo, self.soc_hi)
+        absolute = t0 + block_start
+        line_blocks: list[NDArray[np.int64]] = []
+        keep: list[int] = []
+        for k, line in enumerate(self.lines):
+            inside = np.array([bool(np.any((line.slots >= a) & (line.slots < a + n)))
+                               for a, n in zip(absolute.tolist(), block_len.tolist(),
+                                               strict=True)], dtype=bool)
+            if inside.any():
+                keep.append(k)
+                line_blocks.append(np.flatnonzero(inside).astype(np.int64))
+        kept = [self.lines[k] for k in keep]
+        floors = np.array([(peaks or {}).get(b.key, 0.0) for b in kept], dtype=float)
+        prices = np.array([(min(p for _, p in b.rates.tiers[b.period]) if lowest_tier
+                            else b.rates.marginal_price(b.period, fl)) * b.share
+                           for b, fl in zip(kept, floors, strict=True)], dtype=float)
+        sb = SupplyBlock(
+            site_dc=d, grid_cost=cost, grid_carbon_kg=carbon_g[:, d] / 1000.0,
+            source_site=self.source_site, available_kwh=avail, source_cost=self.source_cost,
+            source_carbon_kg=self.source_carbon_kg, export_price=self.export_price,
+            battery=self.battery, power_kwh=self.power_kw * h, eta=self.eta, soc0=soc0,
+            soc_lo=self.soc_lo, soc_hi=self.soc_hi,
+            terminal_value=(cost.min(axis=0) * self.eta if terminal
+                            else np.zeros(d.size)),
+            line_site=np.array([self.site_index(b.datacenter) for b in kept], dtype=np.int64),
+            line_price=prices, line_floor_kw=floors, line_blocks=tuple(line_blocks),
+            base_kw=self.base_kw, slot_h=h,
+            carbon_group=None if carbon_group is None else carbon_group[d])
+        return WindowSupply(block=sb, lines=tuple(kept), t0=t0, block_start=block_start,
+                            block_len=block_len, renewable_kw=renewable_kw)
+
+    def plan(self, ws: WindowSupply, sol: SupplySolution) -> SupplyPlan:
+        """The solution as the slot decisions read it (:class:`SupplyPlan`)."""
+        sb = ws.block
+        return SupplyPlan(
+            names=self.names, t0=ws.t0, block_start=ws.block_start, block_len=ws.block_len,
+            battery_kwh=sol.discharge - sol.charge, grid_kwh=sol.grid, value=sol.energy_value,
+            peak_kw={b.key: float(fl + pk) for b, fl, pk in
+                     zip(ws.lines, sb.line_floor_kw, sol.peak_kw, strict=True)},
+            lines=ws.lines, base_kw=self.base_kw, source_site=self.source_site,
+            renewable_kw=ws.renewable_kw, slot_h=sb.slot_h, battery=self.battery)
+
+
+@dataclass(frozen=True)
+class WindowSupply:
+    """A window's supply data (:meth:`SupplyPlanner.block`): the block LP's part, the demand
+    charge lines it covers, and the window's blocks and forecast output (kW)."""
+
+    block: SupplyBlock
+    lines: tuple[Bucket, ...]
+    t0: int
+    block_start: NDArray[np.int64]
+    block_len: NDArray[np.int64]
+    renewable_kw: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class SupplyPlan:
+    """A solved window's supply plan (see the module docstring); slots are absolute."""
+
+    names: tuple[str, ...]
+    t0: int
+    block_start: NDArray[np.int64]
+    block_len: NDArray[np.int64]
+    battery_kwh: NDArray[np.float64]
+    grid_kwh: NDArray[np.float64]
+    value: NDArray[np.float64]
+    peak_kw: Mapping[tuple[str, int, int, int, int], float]
+    lines: tuple[Bucket, ...]
+    base_kw: NDArray[np.float64]
+    source_site: NDArray[np.int64]
+    renewable_kw: NDArray[np.float64]
+    slot_h: float
+    battery: NDArray[np.bool_]
+
+    def _block(self, t: int) -> int:
+        pos = int(np.searchsorted(self.block_start, t - self.t0, side="right")) - 1
+        return min(max(pos, 0), int(self.block_start.size) - 1)
+
+    def battery_kw(self, t: int, load_kw: Mapping[str, float] | None = None,
+                   price: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Each battery's power in slot ``t`` (kW, + discharge): the block's planned mean, or,
+        given the jobs' actual ``load_kw`` per site and the grid ``price``, the power that
+        keeps the grid import at the plan's level where the plan values energy below the
+        grid price (the battery, not the grid, is the marginal source there)::
+
+            battery = load - renewable(t) - grid_plan(t)     if value(t) < price
+                    = battery_plan(t)                         otherwise
+        """
+        b = self._block(t)
+        span = float(self.block_len[b]) * self.slot_h
+        per = self.battery_kwh[:, b] / span
+        out = {n: float(per[i]) for i, n in enumerate(self.names) if self.battery[i]}
+        if load_kw is None or price is None:
+            return out
+        row = min(max(t - self.t0, 0), self.renewable_kw.shape[0] - 1)
+        for i, n in enumerate(self.names):
+            if not self.battery[i] or n not in price:
+                continue
+            if not self.value[i, b] < float(price[n]) * (1.0 - 1e-9):
+                continue
+            ren = (float(self.renewable_kw[row, self.source_site == i].sum())
+                   if self.renewable_kw.size else 0.0)
+            out[n] = float(load_kw.get(n, 0.0)) - ren - float(self.grid_kwh[i, b]) / span
+        return out
+
+    def energy_value(self, t: int) -> dict[str, float]:
+        """Each balanced site's marginal value of energy in slot ``t`` (currency/kWh)."""
+        b = self._block(t)
+        return {n: float(self.value[i, b]) for i, n in enumerate(self.names)
+                if np.isfinite(self.value[i, b])}
+
+    def power_caps_kw(self, t: int) -> dict[str, float]:
+        """The jobs' power a demand-charged site may draw in slot ``t`` without raising the
+        planned peak (kW; see the module docstring)."""
+        row = min(max(t - self.t0, 0), self.renewable_kw.shape[0] - 1) \
+            if self.renewable_kw.size else -1
+        bat = self.battery_kw(t)
+        out: dict[str, float] = {}
+        for line in self.lines:
+            if not np.any(line.slots == t):
+                continue
+            i = self.names.index(line.datacenter)
+            ren = (float(self.renewable_kw[row, self.source_site == i].sum())
+                   if row >= 0 else 0.0)
+            cap = (self.peak_kw[line.key] - float(self.base_kw[i]) + ren
+                   + max(bat.get(line.datacenter, 0.0), 0.0))
+            out[line.datacenter] = min(out.get(line.datacenter, np.inf), cap)
+        return out
+
+
+def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int,
+                     price: Mapping[str, float],
+                     power_cap_kw: float | Mapping[str, float] | None
+                     ) -> tuple[SlotOptions, float | Mapping[str, float] | None]:
+    """The slot's options priced at the plan's value of energy at balanced sites, and the
+    power caps with each demand-charged site's cap of the plan (:meth:`SupplyPlan.
+    power_caps_kw`, at least what its inference services draw, so that the slot stays
+    feasible).
+
+    An option's energy in its own datacenter, ``E_d = P D / 3600 + (E - P D / 3600) / 2``
+    (its IT energy and the destination half of a transfer), is repriced::
+
+        cost' = cost + (value_d - p_d) E_d
+    """
+    value = sp.energy_value(t)
+    region = {d.name: d.region for d in sc.datacenters}
+    cost = np.asarray(opts.cost, dtype=float).copy()
+    if len(opts) and value:
+        it = opts.power_kw * float(sc.slot_s) / 3600.0
+        at_d = it + (opts.energy_kwh - it) / 2.0
+        for name, v in value.items():
+            rows = opts.datacenter == name
+            cost[rows] += (v - float(price[region[name]])) * at_d[rows]
+    caps: dict[str, float] = {}
+    names = [d.name for d in sc.datacenters]
+    for n in names:
+        user = (power_cap_kw.get(n) if isinstance(power_cap_kw, Mapping) else power_cap_kw)
+        if user is not None:
+            caps[n] = float(user)
+    planned = sp.power_caps_kw(t)
+    for n, cap in planned.items():
+        must = np.array([not opts.jobs[int(j)].job.is_training for j in opts.job_index],
+                        dtype=bool) if len(opts) else np.zeros(0, dtype=bool)
+        services = float(opts.power_kw[must & (opts.datacenter == n)].sum()) if len(opts) \
+            else 0.0
+        caps[n] = min(caps.get(n, np.inf), max(cap, services) * (1 + 1e-6) + 1e-6)
+    out_cap: float | Mapping[str, float] | None = (
+        caps if caps else None) if (planned or isinstance(power_cap_kw, Mapping)) \
+        else power_cap_kw
+    return dataclasses.replace(opts, cost=cost), out_cap
+
+
+def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[np.float64],
+                    sites: Sequence[str], quota_share: NDArray[np.float64]) -> None:
+    """Break ties at balanced sites toward the plan and toward progress, in place.
+
+    Where energy is free (a renewable surplus, a battery a surplus refills) a job's options
+    there all weigh 0 and the plan's price of its progress may be 0 too (its work row is
+    not binding), so its quota bonus (``mu * pmax * share``) vanishes and the slot MILP
+    would pick among the jobs and their options arbitrarily: a slow power limit, or not
+    the job the plan gave the GPUs to, which then falls behind. On those rows::
+
+        coef += max(|coef|, 1) (1e-3 share_i + 1e-6 progress_i / pmax_j)
+
+    (``share_i`` the plan's quota on the option's configuration, in [0, 1]): small against
+    any price, decisive in a tie."""
+    if not len(opts):
+        return
+    rows = np.isin(opts.datacenter, list(sites))
+    if not rows.any():
+        return
+    ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
+    share = opts.progress / np.maximum(pmax[opts.job_index], 1e-12)
+    coef[rows] += ref * (1e-3 * quota_share[rows] + 1e-6 * share[rows])
+
+
+def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
+                 ) -> dict[str, float]:
+    """The chosen options' average power at their datacenters, kW: facility IT power and
+    the destination half of transfer energy over the slot."""
+    out: dict[str, float] = {}
+    for k in chosen.tolist():
+        it = float(opts.power_kw[k])
+        extra = (float(opts.energy_kwh[k]) - it * slot_s / 3600.0) / 2.0 * 3600.0 / slot_s
+        d = str(opts.datacenter[k])
+        out[d] = out.get(d, 0.0) + it + extra
+    return out
+
+
+def block_prices(price: NDArray[np.float64], block_start: NDArray[np.int64]
+                 ) -> NDArray[np.float64]:
+    """Mean of ``price`` (slots, columns) over each block starting at ``block_start``."""
+    ends = np.append(block_start[1:], price.shape[0])
+    cum = np.concatenate([np.zeros((1, price.shape[1])), np.cumsum(price, axis=0)])
+    return (cum[ends] - cum[block_start]) / (ends - block_start)[:, None]
+
+
+def sites_of(names: Sequence[str], planner: SupplyPlanner | None) -> set[str]:
+    """The balanced sites among ``names``."""
+    return set() if planner is None else {n for n in names if n in planner.names}
+
+
+__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices", "prefer_progress",
+           "site_load_kw",
+           "sites_of", "supplied_options"]
