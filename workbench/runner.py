@@ -48,8 +48,8 @@ caps refer to."""
 FORECAST_ERROR_DEFAULT = 0.1
 """Relative error of the ``noisy`` forecast when none is given."""
 
-_OWN_FIELDS = {"carbon_cap_kg": "caps", "power_cap_kw": "caps", "restart_s": "sim",
-               "scenario": "the scenario itself"}
+_OWN_FIELDS = {"caps": "caps", "carbon_cap_kg": "caps", "power_cap_kw": "caps",
+               "restart_s": "sim", "scenario": "the scenario itself"}
 """Knobs that a spec holds in its own fields, not in ``knobs``."""
 
 
@@ -152,12 +152,10 @@ class RunSpec:
             if knob not in accepted:
                 raise SpecError(f"policy {self.policy!r} takes no knob {knob!r}; its knobs: "
                                 f"{', '.join(takes) or 'none'}")
-        for knob, has in (("carbon_cap_kg", self.caps.has_carbon),
-                          ("power_cap_kw", self.caps.has_power)):
-            if has and knob not in accepted:
-                what = "carbon" if knob == "carbon_cap_kg" else "power"
+        for what, has in (("carbon", self.caps.has_carbon), ("power", self.caps.has_power)):
+            if has and "caps" not in accepted:
                 raise SpecError(f"policy {self.policy!r} takes no {what} cap; policies that "
-                                f"do: {', '.join(_policies_taking(knob))}")
+                                f"do: {', '.join(_policies_taking('caps'))}")
 
     def comparison(self, policy: str) -> RunSpec:
         """The spec of a comparison run: ``policy`` with its default knobs, the same scenario,
@@ -171,7 +169,8 @@ class RunSpec:
         restart loss where the policy takes them."""
         accepted = policy_knobs(self.policy)
         out = dict(self.knobs)
-        out.update({k: v for k, v in caps.knobs().items() if k in accepted})
+        if "caps" in accepted and (caps.has_carbon or caps.has_power):
+            out["caps"] = caps
         if "restart_s" in accepted:
             out["restart_s"] = self.sim.restart_s
         return out
@@ -257,14 +256,16 @@ def simulate_spec(
         fitted = fit_forecast(scenario, mode)
     kwargs = spec.policy_kwargs(caps)
     policy: Policy = make_policy(spec.policy, truth=scenario, **kwargs)
-    # Stored and metered: the policy's knobs and every cap, those it is only metered
-    # against included.
-    knobs = {**kwargs, **spec.metered.knobs(), **caps.knobs()}
+    # Stored: the policy's knobs; the simulator adds every cap it meters (those the policy
+    # is given, which it also enforces, and those it is only metered against).
+    knobs = {k: v for k, v in kwargs.items() if k != "caps"}
+    given = caps.has_carbon or caps.has_power
     result = simulate(
         scenario, policy, forecast_mode=mode, forecast_error=spec.forecast.error_in_effect,
         noise=spec.sim.noise, seed=spec.sim.seed, recorders=recorders, progress=progress,
         restart_s=spec.sim.restart_s, resize_s=spec.sim.resize_s,
-        ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted)
+        ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted,
+        caps=caps if given else spec.metered, meter_only=not given)
     bound = policy.hindsight_bound()
     if bound is not None:
         result.meta["bound"] = {**bound.as_dict(), **bound_equal_work(bound.as_dict(), scenario)}

@@ -11,8 +11,8 @@ A carbon cap is given in kg over the horizon or as a percentage below the ``asap
 of the same seed: ``cap_kg = carbon_kg(asap-home, seed) * (1 - pct / 100)``. The baseline
 runs first (it is also a row of the result), then the rest of the grid.
 
-A knob is only varied for a policy that takes it (``V`` for ``lyapunov``, ``carbon_cap_kg``
-for ``lyapunov`` and ``offline``, read from the policy's constructor), so that a grid
+A knob is only varied for a policy that takes it (``V`` for ``lyapunov``, the carbon cap
+for the policies that take ``caps``, read from the policy's constructor), so that a grid
 does not repeat identical runs.
 """
 
@@ -102,8 +102,7 @@ def sweep_points(
         policies.insert(0, BASELINE)
     for name in policies:
         v_grid: list[float | None] = list(V) if V and _accepts(name, "V") else [None]
-        c_grid = list(carbon_caps) if carbon_caps and _accepts(name, "carbon_cap_kg") \
-            else [Caps()]
+        c_grid = list(carbon_caps) if carbon_caps and _accepts(name, "caps") else [Caps()]
         extra = {k: v for k, v in (knobs or {}).items() if _accepts(name, k)}
         for v, cap, seed in itertools.product(v_grid, c_grid, seeds):
             key = (name, v, cap, seed)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from workbench.caps import Caps
 from workbench.equal_work import LikeForLike, like_for_like
 from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
@@ -261,14 +262,13 @@ def cap_status(result: Any) -> list[dict[str, Any]]:
     otherwise ``met = carbon_kg <= cap_kg`` (per datacenter from the ``carbon_kg:<dc>`` slot
     columns).
     """
-    knobs = dict(result.meta.get("knobs") or {})
-    cap = knobs.get("carbon_cap_kg")
-    if cap is None:
+    caps = Caps.from_stored(result.meta.get("knobs"))
+    if not caps.has_carbon:
         return []
     m = result.metrics
-    if isinstance(cap, Mapping):
+    if caps.carbon_kg_by_dc:
         out = []
-        for dc, kg in sorted(cap.items()):
+        for dc, kg in sorted(caps.carbon_kg_by_dc.items()):
             col = f"carbon_kg:{dc}"
             used = float(result.slots[col].sum()) if col in result.slots else math.nan
             out.append({"scope": str(dc), "cap_kg": float(kg), "carbon_kg": used,
@@ -276,8 +276,9 @@ def cap_status(result: Any) -> list[dict[str, Any]]:
         return out
     used = float(m.get("carbon_kg", math.nan))
     met = m.get("carbon_cap_met")
-    return [{"scope": "all", "cap_kg": float(cap), "carbon_kg": used,
-             "met": bool(met) if met is not None else bool(used <= float(cap) * (1 + 1e-9))}]
+    cap = float(caps.carbon_kg or 0.0)
+    return [{"scope": "all", "cap_kg": cap, "carbon_kg": used,
+             "met": bool(met) if met is not None else bool(used <= cap * (1 + 1e-9))}]
 
 
 _UTC_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC\b")

@@ -245,7 +245,9 @@ class WorkbenchState(param.Parameterized):
                                   "migration_threshold": float(self.migration_threshold)}
         if self.gpu_counts:
             wanted["gpu_counts"] = tuple(sorted(int(n) for n in self.gpu_counts))
-        accepted = policy_knobs(name)
+        accepted = set(policy_knobs(name))
+        if "caps" in accepted:
+            accepted.add("carbon_cap_kg")  # made into the spec's Caps by run_spec
         return {k: v for k, v in wanted.items() if k in accepted}
 
     def caps(self, policy: str | None = None) -> Caps:

@@ -82,6 +82,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
@@ -94,7 +95,7 @@ from workbench.policies.base import (
     JobState,
     NoHindsightBound,
     SlotState,
-    check_caps,
+    as_caps,
     slot_options,
 )
 from workbench.policies.completion import (
@@ -133,10 +134,9 @@ class LookaheadPolicy(NoHindsightBound):
     fine_slots, block_slots : int, optional
         The first ``fine_slots`` slots are planned one by one, later ones in blocks of
         ``block_slots``; default one hour's worth of slots each.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Carbon cap over the horizon, kg; each window gets the remaining budget's share.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Facility power cap per datacenter and slot, kW (hard in the slot MILP).
+    caps : Caps, optional
+        Carbon budget over the horizon, kg (each window gets the remaining budget's share)
+        and facility power cap per datacenter and slot, kW (hard in the slot MILP).
     carbon_price_per_kg : float
         Optional internal carbon price (currency/kg) added to the energy cost.
     gpu_counts : tuple of int, optional
@@ -180,8 +180,7 @@ class LookaheadPolicy(NoHindsightBound):
         replan_slots: int | None = None,
         fine_slots: int | None = None,
         block_slots: int | None = None,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         carbon_price_per_kg: float = 0.0,
         gpu_counts: tuple[int, ...] | None = None,
         restart_s: float = RESTART_S_DEFAULT,
@@ -211,13 +210,10 @@ class LookaheadPolicy(NoHindsightBound):
             raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
         if not (time_limit_s > 0 and mip_rel_gap >= 0):
             raise ValueError("time_limit_s must be > 0 and mip_rel_gap >= 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.caps = as_caps(caps)
         self.window_h = float(window_h)
         self._knob_slots = (replan_slots, fine_slots, block_slots)
         self.replan_slots = self.fine_slots = self.block_slots = 1
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
         self.carbon_price_per_kg = float(carbon_price_per_kg)
         self.gpu_counts = gpu_counts
         self.restart_s = float(restart_s)
@@ -258,19 +254,14 @@ class LookaheadPolicy(NoHindsightBound):
         self._last_arrival = -(10**9)
         self._replan_asked = False
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
-        cap = self.carbon_cap_kg
-        if isinstance(cap, Mapping):
-            unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
-            if unknown:
-                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
+        self.caps.check_names(dc.name for dc in scenario.datacenters)
 
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
         return {"policy": self.name, "window_h": self.window_h,
                 "replan_slots": self.replan_slots,
                 "arrival_replan_slots": self.arrival_replan_slots,
-                "carbon_cap_kg": self.carbon_cap_kg,
-                "power_cap_kw": self.power_cap_kw,
+                **self.caps.knobs(),
                 "carbon_price_per_kg": self.carbon_price_per_kg,
                 "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots,
                 "warm_start": self.warm_start, "completion_margin": self.completion_margin}
@@ -363,7 +354,6 @@ class LookaheadPolicy(NoHindsightBound):
         tr = training[job_of] if job_of.size else np.zeros(0, dtype=bool)
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
         budget = self._window_carbon_budget(state, n_win)
-        pc = self.power_cap_kw
         prob = blocklp.BlockProblem(
             block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=cost_x, configs=cfg,
             rate=rate, carbon_kg=carb_x, must_run=~training, work_jobs=train_ids,
@@ -373,9 +363,7 @@ class LookaheadPolicy(NoHindsightBound):
                 cost_x[tr] / np.maximum(rate[tr], 1e-12), _SHORT_WEIGHT),
             carbon_slack_weight=blocklp.penalty_weight(
                 cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), _SHORT_WEIGHT),
-            power_cap_kw=None if pc is None else np.array(
-                [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc)
-                 for n in dcs]),
+            power_cap_kw=self.caps.power_kw_array(dcs) if self.caps.has_power else None,
             # Carbon cap: the remaining budget's share of the window, with a priced slack.
             carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
             carbon_cap_kg=None if budget is None else np.array([budget]),
@@ -461,11 +449,10 @@ class LookaheadPolicy(NoHindsightBound):
 
     def _window_carbon_budget(self, state: SlotState, n_win: int) -> float | None:
         """The carbon cap's remaining budget, pro rata for the window (kg), or None."""
-        cap = self.carbon_cap_kg
+        total = self.caps.carbon_total_kg()
         sc = self._sc
-        if cap is None or sc is None:
+        if total is None or sc is None:
             return None
-        total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
         left = max(sc.n_slots - state.t, 1)
         return max(total - state.carbon_kg_so_far, 0.0) * min(n_win / left, 1.0)
 
@@ -508,7 +495,7 @@ class LookaheadPolicy(NoHindsightBound):
             wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
                            and plan.status != "failed"))
         keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, self.caps)
         forced = np.zeros(n_jobs, dtype=bool)
         if self.completion_margin is not None and len(opts):
             urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)

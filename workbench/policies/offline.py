@@ -44,12 +44,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
@@ -60,7 +60,7 @@ from workbench.policies.base import (
     Allocation,
     HindsightBound,
     SlotState,
-    check_caps,
+    as_caps,
     slot_options,
 )
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
@@ -142,10 +142,9 @@ class OfflinePolicy:
     scenario : Scenario
         The true scenario (prices, carbon, every arrival): hindsight. Required; the
         ``reset`` argument (the static view every policy gets) does not hold them.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Hard carbon cap over the horizon (kg), global or per datacenter.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Power cap per datacenter (kW), per block on average.
+    caps : Caps, optional
+        Carbon budget over the horizon (kg), for the fleet or per datacenter, and power cap
+        per datacenter (kW, per block on average).
     gpu_counts : tuple of int, optional
         One GPU-count menu for every training job (default: each job's own).
     exact_max_columns : int
@@ -185,8 +184,7 @@ class OfflinePolicy:
         self,
         *,
         scenario: Scenario | None = None,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         gpu_counts: tuple[int, ...] | None = None,
         exact_max_columns: int = 3000,
         max_columns: int = 400_000,
@@ -197,11 +195,8 @@ class OfflinePolicy:
     ) -> None:
         if exact_max_columns < 0 or max_columns <= 0 or time_limit_s <= 0:
             raise ValueError("exact_max_columns >= 0, max_columns > 0, time_limit_s > 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.caps = as_caps(caps)
         self.truth = scenario
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
         self.exact_max_columns = int(exact_max_columns)
         self.max_columns = int(max_columns)
@@ -293,19 +288,10 @@ class OfflinePolicy:
         train_ids = np.flatnonzero(training)
         tr = training[hz.job_of]
         names = [d.name for d in sc.datacenters]
-        ccap = self.carbon_cap_kg
-        group: NDArray[np.int64] | None = None
-        caps_kg: NDArray[np.float64] | None = None
-        if isinstance(ccap, Mapping):
-            keys = [d for d in names if d in ccap]
-            group = np.array([keys.index(d) if d in ccap else -1 for d in names],
-                             dtype=np.int64)[cfg.dc]
-            caps_kg = np.array([float(ccap[k]) for k in keys])
-        elif ccap is not None:
-            group, caps_kg = np.zeros(hz.job_of.size, dtype=np.int64), np.array([float(ccap)])
-        pc = self.power_cap_kw
-        power = None if pc is None else np.array(
-            [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc) for n in names])
+        groups = self.caps.carbon_groups(names)
+        group: NDArray[np.int64] | None = None if groups is None else groups[0][cfg.dc]
+        caps_kg: NDArray[np.float64] | None = None if groups is None else groups[1]
+        power = self.caps.power_kw_array(names) if self.caps.has_power else None
         pos_c = carb > 1e-12
         return blocklp.BlockProblem(
             block_len=hz.lens, job=hz.job_of, block=hz.blk_of, slots=hz.ub, cost=cost,
@@ -336,7 +322,7 @@ class OfflinePolicy:
         if self.shortfall:
             log.warning("offline plan cannot finish %d job(s) by their deadlines: %s",
                         len(self.shortfall), ", ".join(sorted(self.shortfall)))
-        capped = self.carbon_cap_kg is not None
+        capped = self.caps.has_carbon
         self.carbon_slack_kg = sol.slack_kg if capped else 0.0
         if capped and sol.slack_kg > 1e-6:
             log.warning("offline plan exceeds the carbon cap by %.1f kg", sol.slack_kg)
@@ -434,7 +420,7 @@ class OfflinePolicy:
                 reasons[js.job.job_id] = "behind the plan near its deadline (top-up)"
             coef[rows] = np.where(opts.progress[rows] > 0, 1.0 + base + 2.0 * match
                                   + 1.0 * same_dc, -1.0)
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, self.caps)
         chosen = greedy_choice(prob, priority=prio)
         placements = {state.jobs[int(opts.job_index[k])].job.job_id: opts.placement(int(k))
                       for k in np.flatnonzero(chosen)}

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import perf
+from workbench.caps import Caps
 from workbench.model import ScenarioView
 from workbench.optim.fallback import solve_or_greedy
 from workbench.optim.fastslot import FastSlotSolver
@@ -40,7 +41,7 @@ from workbench.policies.base import (
     Placement,
     SlotOptions,
     SlotState,
-    check_caps,
+    as_caps,
 )
 from workbench.policies.completion import check_margin, must_run, urgency
 from workbench.policies.problems import build_slot_problem
@@ -60,11 +61,10 @@ class SlotQueuePolicy(NoHindsightBound):
     ----------
     V : float
         Cost weight against backlog (> 0); its meaning is the subclass's.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Carbon cap over the whole horizon, kg (one global cap or per datacenter). Soft:
-        enforced through ``Z``.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Facility power cap per datacenter and slot, kW (hard, in the MILP).
+    caps : Caps, optional
+        Carbon budget over the whole horizon, kg (one for the fleet or per datacenter;
+        soft: enforced through ``Z``) and facility power cap per datacenter and slot, kW
+        (hard, in the MILP).
     gpu_counts : tuple of int or mapping job id -> tuple of int, optional
         GPU-count menu override: one menu for every training job, or per job.
     restart_s : float
@@ -92,8 +92,7 @@ class SlotQueuePolicy(NoHindsightBound):
         self,
         V: float,
         *,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
         migration_threshold: float = 0.0,
         restart_s: float = RESTART_S_DEFAULT,
@@ -114,14 +113,11 @@ class SlotQueuePolicy(NoHindsightBound):
             raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
         if not (mip_rel_gap >= 0 and time_limit_s > 0):
             raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.caps = as_caps(caps)
         if isinstance(gpu_counts, tuple | list) and not all(
                 isinstance(n, int) and n > 0 for n in gpu_counts):
             raise ValueError(f"gpu_counts must hold positive integers, got {gpu_counts!r}")
         self.V = float(V)
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
         self.migration_threshold = float(migration_threshold)
         self.restart_s = float(restart_s)
@@ -150,14 +146,9 @@ class SlotQueuePolicy(NoHindsightBound):
         self._carbon_by_dc: dict[str, float] = {}
         self._moved_at: dict[str, int] = {}
         self._where: dict[str, str] = {}
-        cap = self.carbon_cap_kg
-        if isinstance(cap, Mapping):
-            unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
-            if unknown:
-                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
-            self._cap_slot = {d: float(v) / scenario.n_slots for d, v in cap.items()}
-        elif cap is not None:
-            self._cap_slot = {GLOBAL: float(cap) / scenario.n_slots}
+        self.caps.check_names(dc.name for dc in scenario.datacenters)
+        self._cap_slot = {GLOBAL if d == "all" else d: float(v) / scenario.n_slots
+                          for d, v in self.caps.carbon_scopes().items()}
         self._Z: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
 
     # -- queues --------------------------------------------------------------------------
@@ -212,7 +203,7 @@ class SlotQueuePolicy(NoHindsightBound):
         """
         sc = self._scenario
         assert sc is not None
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, self.caps)
         forced = np.zeros(len(state.jobs), dtype=bool)
         if self.completion_margin is not None and len(opts):
             urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
@@ -283,7 +274,7 @@ class SlotQueuePolicy(NoHindsightBound):
                    ) -> Placement:
         pl = opts.placement(k)
         # Under a power cap the batch stays the one whose power the MILP checked.
-        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
+        if not (self.refine_batch and js.job.is_training) or self.caps.has_power:
             return pl
         prof = sc.profile(js.job.app, pl.gpu_type)
         gpn = next(p.gpus_per_node for p in sc.pools
@@ -293,6 +284,6 @@ class SlotQueuePolicy(NoHindsightBound):
 
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
-        return {"policy": self.name, "V": self.V, "carbon_cap_kg": self.carbon_cap_kg,
-                "power_cap_kw": self.power_cap_kw, "gpu_counts": self.gpu_counts,
+        return {"policy": self.name, "V": self.V, **self.caps.knobs(),
+                "gpu_counts": self.gpu_counts,
                 "restart_s": self.restart_s, "solver": self.solver}

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from workbench.caps import Caps
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
 from workbench.forecast import FORECAST_MODES, forecast
@@ -35,12 +36,16 @@ from workbench.sim.results import (
     SlotRecord,
     cap_warnings_after,
     cap_warnings_before,
+    check_power_caps,
     job_outcomes,
     job_warnings,
     plan_frame,
+    run_caps,
+    trim_warnings,
 )
 from workbench.sim.truth import (
     JobRun,
+    PowerTrim,
     SlotApplied,
     Truth,
     horizon_cube,
@@ -71,6 +76,8 @@ def simulate(
     ema_alpha: float = EMA_ALPHA_DEFAULT,
     knobs: Mapping[str, Any] | None = None,
     forecast_model: ModelForecast | None = None,
+    caps: Caps | None = None,
+    meter_only: bool = False,
 ) -> RunResult:
     """Run ``policy`` over the scenario's horizon and return what happened.
 
@@ -109,6 +116,16 @@ def simulate(
         With ``forecast_mode="model"``: forecasts already fitted on this scenario's history
         (:func:`workbench.forecast.fit_scenario`), so that runs of several policies on one
         scenario fit once; fitted here when absent.
+    caps : Caps, optional
+        The caps the run is metered against (stored with its knobs, ``meta["knobs"]``);
+        default: the policy's own (its ``caps``, none if it has none). Unless
+        ``meter_only``, its power caps are enforced: an allocation whose true draw would
+        put a datacenter above its cap is trimmed (:meth:`Truth.apply`, reported), and a
+        cap below what the inference services alone draw is refused before the first slot
+        (:func:`workbench.sim.results.check_power_caps`).
+    meter_only : bool
+        Meter the caps without enforcing them (a comparison run that was not given them:
+        its violations are reported).
 
     Returns
     -------
@@ -118,9 +135,17 @@ def simulate(
     ------
     AllocationError
         When the policy places a job where it may not run or over a pool's capacity.
+    ValueError
+        For bad settings, caps naming unknown datacenters, or power caps below what the
+        inference services alone draw.
     """
     _check_settings(forecast_mode, forecast_error, noise, restart_s, resize_s, ema_alpha)
     sc = scenario
+    caps = run_caps(policy, caps)
+    names = [d.name for d in sc.datacenters]
+    caps.check_names(names)
+    if not meter_only:
+        check_power_caps(sc, caps)
     slot_s = float(sc.slot_s)
     cube = horizon_cube(sc)
     fc_model = forecast_model if forecast_mode == "model" else None
@@ -129,10 +154,11 @@ def simulate(
 
         fc_model = fit_scenario(sc)
     truth = Truth.of(sc, cube, restart_s=restart_s, resize_s=resize_s, noise=noise,
-                     seed=seed)
+                     seed=seed, power_cap_kw=None if meter_only or not caps.has_power
+                     else dict(zip(names, caps.power_kw_array(names).tolist(), strict=True)))
     runs = _job_runs(sc, noise, seed, ema_alpha)
     meta: dict[str, Any] = {
-        "scenario": sc.name, "policy": policy.name, "knobs": dict(knobs or {}),
+        "scenario": sc.name, "policy": policy.name, "knobs": {**(knobs or {}), **caps.knobs()},
         "forecast_mode": forecast_mode, "forecast_error": forecast_error,
         "forecast_history_days": None if fc_model is None else fc_model.history_days,
         "noise": noise, "seed": seed, "restart_s": restart_s, "resize_s": resize_s,
@@ -144,7 +170,7 @@ def simulate(
 
     view = sc.view()
     policy.reset(view)
-    warnings: list[str] = cap_warnings_before(sc, policy, knobs)
+    warnings: list[str] = cap_warnings_before(sc, caps)
     acc = _Accumulated()
     wall0 = _time.perf_counter()
 
@@ -211,6 +237,7 @@ class _Accumulated:
         self.migrations = ColumnChunks(MIGRATION.dtypes())
         self.slots: ColumnChunks | None = None
         self.queues = QueueTrace()
+        self.trims: list[PowerTrim] = []
 
     def add(self, t: int, t_start: datetime, t_end: datetime, applied: SlotApplied,
             summary: dict[str, Any], queues: Mapping[str, float]) -> SlotRecord:
@@ -218,6 +245,7 @@ class _Accumulated:
         self.cost += summary["cost"]
         self.carbon_kg += summary["carbon_kg"]
         self.carbon_kg_by_dc.update({d: float(v) for d, v in applied.carbon_kg.items()})
+        self.trims.extend(applied.trimmed)
         queues = {str(k): float(v) for k, v in queues.items()}
         summary["queues"] = json.dumps(queues, sort_keys=True)
         plan_cols: dict[str, list[Any]] = (
@@ -302,7 +330,7 @@ def _summary(sc: Scenario, t: int, t_start: Any, applied: SlotApplied, alloc: Al
         "carbon_kg": float(sum(applied.carbon_kg.values())),
         "jobs_active": n_active, "jobs_running": applied.running,
         "jobs_waiting": applied.waiting, "inference_unserved": applied.unserved,
-        "migrations": len(applied.migrations),
+        "migrations": len(applied.migrations), "power_trims": len(applied.trimmed),
         "gpus_busy": int(sum(applied.busy.values())),
         "gpus_total": int(sum(p.count for p in sc.pools)),
         "decide_s": decide_s,
@@ -343,6 +371,7 @@ def _result(sc: Scenario, policy: Policy, meta: dict[str, Any], runs: list[JobRu
     if len(slots):
         slots["time"] = pd.to_datetime(slots["time"], utc=True)
     jobs = job_outcomes(runs, sc, policy.name)
+    warnings.extend(trim_warnings(acc.trims))
     warnings.extend(job_warnings(jobs))
     if warnings:
         log.warning("%s on %s: %d warning(s), the first: %s (all in RunResult.warnings)",
