@@ -165,6 +165,7 @@ refine_batch, extra_constraints, solver
         price, carbon = current_prices(sc, forecast)
         opts = slot_options(state, price, carbon, gpu_counts=self._menus(state),
                             restart_s=self.restart_s)
+        self._pace(state, opts, forecast)
         dc_names = [dc.name for dc in sc.datacenters]
         dc_pos = {n: i for i, n in enumerate(dc_names)}
         dc_idx = np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64)
