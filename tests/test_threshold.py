@@ -267,7 +267,8 @@ def test_relative_gain_table(move: float, stay: float, expected: float) -> None:
 
 
 def test_per_datacenter_carbon_queues_follow_the_meter() -> None:
-    """Z_d(t+1) = max(Z_d(t) + carbon_d(t) - cap_d / n_slots, 0) with metered carbon."""
+    """Z_d(t+1) = max(Z_d(t) + carbon_d(t) - a_d(t), 0) with metered carbon and the slot's
+    paced budget a_d(t) (``A:<d>``), never more than the budget left unspent."""
     from workbench.policies import make_policy
     from workbench.sim import simulate
 
@@ -277,10 +278,13 @@ def test_per_datacenter_carbon_queues_follow_the_meter() -> None:
     result = simulate(sc, make_policy("threshold", caps=Caps(carbon_kg_by_dc=caps)),
                       forecast_mode=default_forecast_mode(sc))
     for d, cap in caps.items():
-        z, expected = 0.0, []
+        z, spent, expected = 0.0, 0.0, []
         for t in range(sc.n_slots):
             expected.append(z)  # the queue as the policy saw it at the start of slot t
-            z = max(z + float(result.slots[f"carbon_kg:{d}"].iloc[t]) - cap / sc.n_slots, 0.0)
+            a = float(result.queues[f"A:{d}"].iloc[t])
+            assert 0.0 <= a <= max(cap - spent, 0.0) + 1e-12
+            g = float(result.slots[f"carbon_kg:{d}"].iloc[t])
+            z, spent = max(z + g - a, 0.0), spent + g
         np.testing.assert_allclose(result.queues[f"Z:{d}"].to_numpy(), expected, atol=1e-12)
     assert result.queues["Z:a"].max() > 0  # the caps bind
 
