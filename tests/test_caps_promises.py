@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers_sim import inference, tiny_scenario, training
 
-from workbench.caps import Caps
+from workbench.caps import Caps, kg_text
 from workbench.cli import main
 from workbench.model import Scenario
 from workbench.runner import RunSpec, SpecError, run_spec, simulate_spec
@@ -29,8 +29,8 @@ def _scenario() -> Scenario:
                          carbon_b=[100.0])
 
 
-def _carbon(sc: Scenario, policy: str, caps: Caps = Caps()) -> dict:
-    res, _ = simulate_spec(RunSpec(sc.name, policy, caps=caps, baseline=False), sc)
+def _carbon(sc: Scenario, policy: str) -> dict:
+    res, _ = simulate_spec(RunSpec(sc.name, policy, baseline=False), sc)
     return res.metrics
 
 
@@ -78,9 +78,9 @@ def test_a_budget_below_the_least_carbon_is_told_and_met_as_closely_as_deadlines
                        notify=notes.append)
     m, warnings = outcome.result.metrics, outcome.result.warnings
     assert len(notes) == 1 and "cannot be met with every deadline met" in notes[0]
-    assert f"{least:,.1f} kg" in notes[0] and "hindsight" in notes[0]
+    assert f"{kg_text(least)} kg" in notes[0] and "hindsight" in notes[0]
     assert warnings[0] == notes[0]
-    assert any(w.startswith(f"carbon cap {cap:,.1f} kg MISSED") for w in warnings)
+    assert any(w.startswith(f"carbon cap {kg_text(cap)} kg MISSED") for w in warnings)
     # It does not give up: every deadline met, no more carbon than uncapped.
     assert m["deadline_misses"] == 0 and m["jobs_unfinished"] == 0
     assert m["carbon_kg"] <= free["carbon_kg"] + 1e-9

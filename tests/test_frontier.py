@@ -92,3 +92,40 @@ def test_cli_frontier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["--db", str(db), "frontier", "--scenario", "tiny", "--policy", "greedy",
                  "--out", str(out)]) == 2
     assert "takes no carbon cap" in capsys.readouterr().err
+
+
+def test_the_app_draws_the_stored_frontier_beside_the_hindsight_bound(tmp_path: Path) -> None:
+    import holoviews as hv
+
+    from workbench.app import plots
+    from workbench.app.state import WorkbenchState
+    from workbench.app.views.metrics import MetricsView
+
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_scenario())
+    assert main(["--db", str(db), "frontier", "--scenario", "tiny", "--caps", "10%,40%",
+                 "--threads", "--out", str(tmp_path / "f.csv"), "--no-progress"]) == 0
+    state = WorkbenchState(db_path=str(db), scenario_name="tiny", save_runs=False)
+    with Store(db, read_only=True) as store:
+        runs = store.runs("tiny")
+    capped = runs[(runs.policy == "lookahead") & runs.knobs.str.contains("carbon_cap_kg")]
+    state.load_run(str(capped.iloc[-1]["run_id"]))
+    state.refresh_frontier()
+    frame = state.frontier
+    assert frame is not None
+    mine = frame[frame.policy == "lookahead"]
+    hind = frame[frame.policy == "offline"]
+    assert len(mine) == 3 and mine["carbon_cap_kg"].isna().sum() == 1  # uncapped + 2 caps
+    assert len(hind) == 3 and hind["bound_cost"].notna().all()
+    assert (hind["bound_cost"] <= hind["cost"] + 1e-9).all()  # the bound under its replay
+    plot = plots.frontier(frame, "lookahead", "CNY")
+    curves = [el for el in plot.traverse(lambda e: e, [hv.Curve])]
+    assert {c.label for c in curves} == {"lookahead", "hindsight bound"}
+    view = MetricsView(state=state)
+    assert "_frontier" in view.SECTIONS
+    # Another policy's run has no frontier of its own: the tab says how to get one.
+    state.load_run(str(runs[runs.policy == "asap-home"].iloc[-1]["run_id"]))
+    state.refresh_frontier()
+    assert state.frontier is None
+    assert "workbench frontier" in view._frontier().object

@@ -33,6 +33,13 @@ def _positive(value: Any, what: str, unit: str) -> float:
     return float(value)
 
 
+def kg_text(kg: float) -> str:
+    """A mass of CO2 in kg as messages write it: one decimal from 10 kg up (``1,234.5``),
+    else three significant digits (a 0.0438 kg cap is not "0.0 kg")."""
+    v = float(kg)
+    return f"{v:,.1f}" if not math.isfinite(v) or abs(v) >= 10 else f"{v:.3g}"
+
+
 @dataclass(frozen=True)
 class Caps:
     """Carbon budgets and power caps of one run (all optional; ``Caps()`` caps nothing).

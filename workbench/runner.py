@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.caps import Caps
+from workbench.caps import Caps, kg_text
 from workbench.equal_work import bound_equal_work
 from workbench.forecast import FORECAST_MODES, default_forecast_mode
 from workbench.metrics import attribute_savings
@@ -311,18 +311,18 @@ def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
     far as the bound says)."""
     if cap_kg >= least.carbon_kg * (1 - 1e-9):
         return None
-    return (f"carbon cap {cap_kg:,.1f} kg cannot be met with every deadline met: the least "
-            f"carbon achievable is {least.carbon_kg:,.1f} kg ({least.label}); the planner "
-            "minimises carbon subject to the deadlines")
+    return (f"carbon cap {kg_text(cap_kg)} kg cannot be met with every deadline met: the "
+            f"least carbon achievable is {kg_text(least.carbon_kg)} kg ({least.label}); the "
+            "planner minimises carbon subject to the deadlines")
 
 
 def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
     """After a capped run: its carbon against the cap and the least achievable."""
     used = float(result.metrics["carbon_kg"])
     met = bool(result.metrics.get("carbon_cap_met", used <= cap_kg * (1 + 1e-9)))
-    head = (f"carbon cap {cap_kg:,.1f} kg {'met' if met else 'MISSED'}: {used:,.1f} kg "
-            f"emitted")
-    return (f"{head}; least carbon with every deadline met {least.carbon_kg:,.1f} kg "
+    head = (f"carbon cap {kg_text(cap_kg)} kg {'met' if met else 'MISSED'}: "
+            f"{kg_text(used)} kg emitted")
+    return (f"{head}; least carbon with every deadline met {kg_text(least.carbon_kg)} kg "
             f"({least.label})" + ("" if met or cap_kg >= least.carbon_kg else
                                   ": the cap was below it"))
 

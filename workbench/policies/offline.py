@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from workbench.caps import Caps
+from workbench.caps import Caps, kg_text
 from workbench.forecast import Forecast
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
@@ -422,9 +422,9 @@ class OfflinePolicy:
         if over <= 1e-9:
             return prob
         log.warning("offline: the carbon budget cannot be kept with every deadline met "
-                    "(least carbon %.1f kg, %s); raised by %.1f kg: the plan minimises "
-                    "carbon subject to the deadlines", self.least_carbon.carbon_kg,
-                    LEAST_CARBON_LABEL, over)
+                    "(least carbon %s kg, %s); raised by %s kg: the plan minimises "
+                    "carbon subject to the deadlines", kg_text(self.least_carbon.carbon_kg),
+                    LEAST_CARBON_LABEL, kg_text(over))
         return replace(prob, carbon_cap_kg=prob.carbon_cap_kg + over * (1 + 1e-6) + 1e-9)
 
     def _read_solution(self, hz: _Horizon, prob: blocklp.BlockProblem,

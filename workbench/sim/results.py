@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
-from workbench.caps import Caps
+from workbench.caps import Caps, kg_text
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.model import Job, Scenario
 from workbench.outcome import service_power_w
@@ -381,8 +381,9 @@ def cap_warnings_after(metrics: Mapping[str, Any]) -> list[str]:
     if metrics.get("carbon_cap_met") is False:
         cap = float(metrics["carbon_cap_kg"])
         over = float(metrics["carbon_kg"]) - cap
-        out.append(f"carbon cap missed: {metrics['carbon_kg']:.1f} kg emitted against a cap "
-                   f"of {cap:.1f} kg ({over:.1f} kg, {100 * over / cap:.1f}% over)")
+        out.append(f"carbon cap missed: {kg_text(metrics['carbon_kg'])} kg emitted against a "
+                   f"cap of {kg_text(cap)} kg ({kg_text(over)} kg, {100 * over / cap:.1f}% "
+                   "over)")
     for msg in out:
         log.warning(msg, extra=RUN_WARNING)
     return out

@@ -1,4 +1,5 @@
-"""The Metrics tab: the headline, the comparison, where the saving comes from, the V trade-off."""
+"""The Metrics tab: the headline, the comparison, where the saving comes from, the V trade-off
+and the cost-carbon frontier."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ class MetricsView(StateView):
     returning a viewable that depends on the state).
     """
 
-    SECTIONS: tuple[str, ...] = ("_headline", "_compare", "_attribution", "_tradeoff")
+    SECTIONS: tuple[str, ...] = ("_headline", "_compare", "_attribution", "_tradeoff",
+                                 "_frontier")
     IMMEDIATE: frozenset[str] = frozenset({"_headline"})
     """Sections drawn with the page; the others follow once it has loaded."""
 
@@ -117,6 +119,25 @@ class MetricsView(StateView):
                                              if self.s.scenario is not None else ""),
                               sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
+
+    @param.depends("state.frontier", "state.run_info")
+    def _frontier(self) -> pn.viewable.Viewable:
+        frame = self.s.frontier
+        policy = str(self.s.run_info.get("policy", ""))
+        if frame is None:
+            return pn.pane.Markdown(
+                "**Cost-carbon frontier:** needs two or more stored runs of this policy that "
+                "differ from this run in the carbon cap alone: `workbench frontier --scenario "
+                "NAME --caps 0%,5%,10%,20%` stores them, with the hindsight plan at each cap.",
+                css_classes=["wb-frontier-empty"])
+        currency = self.s.scenario.currency if self.s.scenario is not None else ""
+        return pn.Column(
+            pn.pane.Markdown(f"**Cost-carbon frontier** of {policy} at "
+                             f"{int((frame['policy'] == policy).sum())} carbon caps; dashed: "
+                             "the hindsight bound at each cap (no plan can go below it)."),
+            pn.pane.HoloViews(plots.frontier(frame, policy, currency),
+                              sizing_mode="stretch_width"),
+            css_classes=["wb-frontier"], sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
         # The headline first; the tables and charts once the page is in the browser (a
