@@ -111,8 +111,9 @@ def test_the_app_draws_the_stored_frontier_beside_the_hindsight_bound(tmp_path: 
         runs = store.runs("tiny")
     capped = runs[(runs.policy == "lookahead") & runs.knobs.str.contains("carbon_cap_kg")]
     state.load_run(str(capped.iloc[-1]["run_id"]))
-    state.refresh_frontier()
-    frame = state.frontier
+    view = MetricsView(state=state)
+    assert "_frontier" in view.SECTIONS
+    frame = view.frontier_frame()
     assert frame is not None
     mine = frame[frame.policy == "lookahead"]
     hind = frame[frame.policy == "offline"]
@@ -122,10 +123,9 @@ def test_the_app_draws_the_stored_frontier_beside_the_hindsight_bound(tmp_path: 
     plot = plots.frontier(frame, "lookahead", "CNY")
     curves = [el for el in plot.traverse(lambda e: e, [hv.Curve])]
     assert {c.label for c in curves} == {"lookahead", "hindsight bound"}
-    view = MetricsView(state=state)
-    assert "_frontier" in view.SECTIONS
+    assert "Cost-carbon frontier** of lookahead at 3 carbon caps" in (
+        view._frontier().objects[0].object)
     # Another policy's run has no frontier of its own: the tab says how to get one.
     state.load_run(str(runs[runs.policy == "asap-home"].iloc[-1]["run_id"]))
-    state.refresh_frontier()
-    assert state.frontier is None
+    assert view.frontier_frame() is None
     assert "workbench frontier" in view._frontier().object

@@ -107,9 +107,6 @@ class WorkbenchState(param.Parameterized):
                        "equal-work figures; empty when none was computed")
     tradeoff = param.DataFrame(default=None, allow_None=True,
                                doc="V sweep of the scenario from the store")
-    frontier = param.DataFrame(default=None, allow_None=True,
-                               doc="Cost-carbon frontier of the shown run's policy from the "
-                               "store (derive.frontier_frame)")
     last_quote = param.ClassSelector(class_=Quote, default=None, allow_None=True)
     running = param.Boolean(default=False)
     progress = param.Integer(default=0, bounds=(0, None))
@@ -537,11 +534,9 @@ class WorkbenchState(param.Parameterized):
 
     # -- derived -------------------------------------------------------------------------
     def refresh_tradeoff(self) -> None:
-        """The V trade-off: stored Lyapunov runs that differ from the shown run in V alone
-        (and the cost-carbon frontier, :meth:`refresh_frontier`)."""
+        """The V trade-off: stored Lyapunov runs that differ from the shown run in V alone."""
         from workbench.app.derive import tradeoff_frame
 
-        self.refresh_frontier()
         info = self.run_info
         if self.scenario is None or info.get("policy") != "lyapunov":
             self.tradeoff = None
@@ -559,31 +554,6 @@ class WorkbenchState(param.Parameterized):
             return
         frame = tradeoff_frame(runs, metrics)
         self.tradeoff = frame if len(frame) >= 2 else None
-
-    def refresh_frontier(self) -> None:
-        """The cost-carbon frontier: stored runs of the shown run's policy that differ from
-        it in the carbon cap alone, beside the hindsight plan's stored runs (their bounds)."""
-        from workbench.app.derive import frontier_frame
-
-        info = self.run_info
-        if self.scenario is None or not info.get("policy"):
-            self.frontier = None
-            return
-        try:
-            with self.store() as store:
-                runs = store.runs(self.scenario.name)
-                keep = [rec["run_id"] for rec in runs.to_dict("records")
-                        if rec.get("policy") == "offline"
-                        or stored_runs.differs_only_in(info, rec, "carbon_cap_kg")]
-                runs = runs[runs["run_id"].isin(keep)]
-                metrics = {rid: store.run_metrics(rid) for rid in runs["run_id"]}
-        except StoreError as exc:
-            self._store_failed(exc, "the cost-carbon frontier of stored runs is not shown")
-            self.frontier = None
-            return
-        frame = frontier_frame(runs, metrics)
-        mine = frame[frame["policy"] == info["policy"]]
-        self.frontier = frame if len(mine) >= 2 else None
 
     def quote(self, spec: JobSpec, *, carbon_price_per_kg: float = 0.0,
               respect_plan: bool = False) -> Quote | None:

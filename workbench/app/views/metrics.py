@@ -3,9 +3,13 @@ and the cost-carbon frontier."""
 
 from __future__ import annotations
 
+import logging
+
+import pandas as pd
 import panel as pn
 import param
 
+from workbench import runs as stored_runs
 from workbench.app import derive, plots
 from workbench.app.markup import (
     attribution_note_html,
@@ -18,6 +22,9 @@ from workbench.app.markup import (
 )
 from workbench.app.views.common import StateView, data_table, no_run, run_banner
 from workbench.equal_work import EQUAL_WORK_BASIS
+from workbench.store import StoreError
+
+log = logging.getLogger(__name__)
 
 COMPARE_SHOWN: tuple[tuple[str, str], ...] = (
     ("policy", "policy"), ("cost", "bill ({c})"), ("equal_work_cost", "equal-work cost ({c})"),
@@ -120,9 +127,30 @@ class MetricsView(StateView):
                               sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
-    @param.depends("state.frontier", "state.run_info")
+    def frontier_frame(self) -> pd.DataFrame | None:
+        """The cost-carbon frontier of the stored runs (:func:`derive.frontier_frame`): the
+        shown run's policy at the caps it was run with, its other settings the same, beside
+        the hindsight plan's stored runs (their bounds); None with fewer than two points."""
+        info = self.s.run_info
+        if self.s.scenario is None or not info.get("policy"):
+            return None
+        try:
+            with self.s.store() as store:
+                runs = store.runs(self.s.scenario.name)
+                keep = [rec["run_id"] for rec in runs.to_dict("records")
+                        if rec.get("policy") == "offline"
+                        or stored_runs.differs_only_in(info, rec, "carbon_cap_kg")]
+                runs = runs[runs["run_id"].isin(keep)]
+                metrics = {rid: store.run_metrics(rid) for rid in runs["run_id"]}
+        except StoreError as exc:
+            log.warning("the cost-carbon frontier of stored runs is not shown: %s", exc)
+            return None
+        frame = derive.frontier_frame(runs, metrics)
+        return frame if int((frame["policy"] == info["policy"]).sum()) >= 2 else None
+
+    @param.depends("state.run_info", "state.runs_table")
     def _frontier(self) -> pn.viewable.Viewable:
-        frame = self.s.frontier
+        frame = self.frontier_frame()
         policy = str(self.s.run_info.get("policy", ""))
         if frame is None:
             return pn.pane.Markdown(
