@@ -253,7 +253,7 @@ class WorkbenchState(param.Parameterized):
     def caps(self, policy: str | None = None) -> Caps:
         """The sidebar's carbon cap for ``policy`` (none where it takes none): kg for the
         fleet, a percentage below asap-home, or kg per datacenter."""
-        if "carbon_cap_kg" not in policy_knobs(policy or self.policy):
+        if "caps" not in policy_knobs(policy or self.policy):
             return Caps()
         if self.cap_mode == "global":
             if self.carbon_cap_pct is not None:
