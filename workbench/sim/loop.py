@@ -8,7 +8,7 @@ import logging
 import math
 import time as _time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 from workbench.caps import Caps
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
-from workbench.forecast import FORECAST_MODES, forecast
-from workbench.model import Scenario
+from workbench.forecast import FORECAST_MODES, Forecast, forecast
+from workbench.model import Scenario, ScenarioView
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
     RESTART_S_DEFAULT,
@@ -146,7 +146,6 @@ def simulate(
     caps.check_names(names)
     if not meter_only:
         check_power_caps(sc, caps)
-    slot_s = float(sc.slot_s)
     cube = horizon_cube(sc)
     fc_model = forecast_model if forecast_mode == "model" else None
     if forecast_mode == "model" and fc_model is None:
@@ -173,7 +172,21 @@ def simulate(
     warnings: list[str] = cap_warnings_before(sc, caps)
     acc = _Accumulated()
     wall0 = _time.perf_counter()
+    _run_slots(sc, view, policy, truth, runs, acc, warnings, recorders, progress=progress,
+               told=lambda t: forecast(cube, t, None, forecast_mode, forecast_error, seed,
+                                       fc_model))
+    meta["wall_s"] = _time.perf_counter() - wall0
+    return _result(sc, policy, meta, runs, acc, warnings, recorders)
 
+
+def _run_slots(sc: Scenario, view: ScenarioView, policy: Policy, truth: Truth,
+               runs: list[JobRun], acc: _Accumulated, warnings: list[str],
+               recorders: Sequence[Recorder], *, progress: bool,
+               told: Callable[[int], Forecast]) -> None:
+    """The horizon slot by slot: the policy decides on what it is ``told`` (the forecast
+    of each slot), the truth applies its allocation; ``acc``, ``warnings`` and the
+    recorders take what happened."""
+    slot_s = float(sc.slot_s)
     bar = tqdm(range(sc.n_slots), desc=f"{sc.name}/{policy.name}", unit="slot",
                disable=not progress, leave=False)
     live = _Live(runs)
@@ -186,7 +199,7 @@ def simulate(
             carbon_kg_so_far=acc.carbon_kg, cost_so_far=acc.cost,
             carbon_kg_by_dc_so_far=dict(acc.carbon_kg_by_dc),
         )
-        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
+        fc = told(t)
         tic = _time.perf_counter()
         alloc = policy.decide(state, fc)
         decide_s = _time.perf_counter() - tic
@@ -199,9 +212,6 @@ def simulate(
         for rec in recorders:
             rec.record(record)
     bar.close()
-
-    meta["wall_s"] = _time.perf_counter() - wall0
-    return _result(sc, policy, meta, runs, acc, warnings, recorders)
 
 
 class _Live:
