@@ -14,7 +14,7 @@ carbon: the raw material of the Lyapunov MILP, the hindsight replay and the base
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -318,18 +318,6 @@ def slot_options(
         energy[tr], progress[tr], lost[tr] = out.energy_kwh, out.progress, out.lost_s
         movement[tr], power[tr], rate[tr] = out.movement_kwh, out.power_kw, out.rate_per_s
         batch[tr] = m.astype(np.int64)
-        est = np.array([js.throughput_scale if js.power_scale is None else js.power_scale
-                        for js in jobs], dtype=float)[k]
-        faster = est != np.array([js.throughput_scale for js in jobs], dtype=float)[k]
-        if faster.any():
-            # Against a power cap the draw at the estimated speed, not at the planning
-            # margin's slower one: P_it = min(n a1 + a2 X_model s_est, n P_max).
-            a1 = np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of]
-            a2 = np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of]
-            pmax = np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of]
-            p_w = np.minimum(n * a1 + a2 * (x * est), n * pmax)
-            p_kw = p_w * out.used_s / slot_s * pue[row_d[tr]] / 1000.0
-            power[tr] = np.where(faster, p_kw, out.power_kw)
     t_end = state.time.timestamp() + slot_s
     for i in np.flatnonzero(~train_row).tolist():
         js = jobs[int(row_k[i])]
@@ -412,6 +400,18 @@ def _training_outcomes(
         a1_w=np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of],
         a2_w_per_sps=np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of],
         max_power_w=np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+    est = np.array([js.throughput_scale if js.power_scale is None else js.power_scale
+                    for js in jobs], dtype=float)[k]
+    faster = est != np.array([js.throughput_scale for js in jobs], dtype=float)[k]
+    if faster.any():
+        # Against a power cap the draw at the estimated speed, not at the planning margin's
+        # slower one: P_it = min(n a1 + a2 X_model s_est, n P_max).
+        a1 = np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of]
+        a2 = np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of]
+        p_w = np.minimum(n * a1 + a2 * (x * est), n * np.array(
+            [p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+        p_kw = p_w * out.used_s / float(sc.slot_s) * pue / 1000.0
+        out = replace(out, power_kw=np.where(faster, p_kw, out.power_kw))
     return out, m
 
 
