@@ -56,3 +56,10 @@ def test_parse_and_label() -> None:
     assert Caps.parse_carbon("20%", power_kw=8.0).label == "20%; 8 kW"
     with pytest.raises(ValueError, match="percentage below asap-home"):
         Caps.parse_carbon("lots")
+
+
+def test_kg_text_keeps_small_budgets_readable() -> None:
+    from workbench.caps import kg_text
+
+    assert kg_text(1234.56) == "1,234.6" and kg_text(10.0) == "10.0"
+    assert kg_text(0.04386) == "0.0439" and kg_text(0.0) == "0"

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from workbench.caps import Caps
 from workbench.fleet import build_fleet
 from workbench.model import Scenario
 from workbench.policies.base import Allocation, Forecast, SlotState
@@ -113,14 +114,14 @@ def test_bad_knobs_and_an_unreachable_scheduler(fleet: Scenario) -> None:
 
 
 def test_a_total_carbon_cap_is_shared_by_capacity_then_by_price(fleet: Scenario) -> None:
-    policy = GroupedLookahead(group_size=3, carbon_cap_kg=1000.0)
+    policy = GroupedLookahead(group_size=3, caps=Caps(carbon_kg=1000.0))
     policy.reset(fleet.view())
-    caps = [p.policy.carbon_cap_kg for p in policy._planners]
+    caps = [p.policy.caps.carbon_kg for p in policy._planners]
     assert sum(caps) == pytest.approx(1000.0)
     gpus = np.array([sum(p.count for p in v.pools) for v in policy.views], dtype=float)
     np.testing.assert_allclose(caps, 1000.0 * gpus / gpus.sum())
     per_dc = {fleet.datacenters[0].name: 50.0, fleet.datacenters[5].name: 70.0}
-    exact = GroupedLookahead(group_size=3, carbon_cap_kg=per_dc)
+    exact = GroupedLookahead(group_size=3, caps=Caps(carbon_kg_by_dc=per_dc))
     exact.reset(fleet.view())
-    got = [p.policy.carbon_cap_kg for p in exact._planners]
+    got = [p.policy.caps.carbon_kg_by_dc for p in exact._planners]
     assert sum(sum(c.values()) for c in got if c) == pytest.approx(120.0)

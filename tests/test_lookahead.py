@@ -22,7 +22,7 @@ from workbench.policies.window import window_blocks
 @pytest.mark.parametrize("knobs", [
     {"window_h": 0.0}, {"window_h": float("nan")}, {"replan_slots": 0},
     {"block_slots": 0}, {"deadline_margin_slots": -1}, {"carbon_price_per_kg": -1.0},
-    {"restart_s": -1.0}, {"carbon_cap_kg": 0.0}, {"power_cap_kw": -2.0},
+    {"restart_s": -1.0}, {"caps": 0.0}, {"caps": {"power_kw": -2.0}},
 ])
 def test_invalid_knobs_are_rejected(knobs: dict[str, object]) -> None:
     with pytest.raises(ValueError):

@@ -14,6 +14,7 @@ from helpers_policies import (
 )
 from numpy.typing import NDArray
 
+from workbench.caps import Caps
 from workbench.forecast import default_forecast_mode
 from workbench.model import Job, Scenario
 from workbench.optim.fastslot import FastSlotSolver
@@ -38,7 +39,7 @@ def test_V_must_be_positive(V: float) -> None:
 
 @pytest.mark.parametrize("knobs", [
     {"migration_threshold": -0.1}, {"min_dwell_slots": -1}, {"restart_s": -1.0},
-    {"carbon_cap_kg": -5.0}, {"gpu_counts": (0, 2)}, {"time_limit_s": 0.0},
+    {"caps": -5.0}, {"gpu_counts": (0, 2)}, {"time_limit_s": 0.0},
     {"solver": "cplex"},
 ])
 def test_invalid_knobs_are_rejected(knobs: dict[str, object]) -> None:
@@ -337,7 +338,7 @@ def test_queue_invariants_over_a_run() -> None:
             training_job("j3", "a", 1.5, arrival_slot=2, deadline_slot=14, gpus=2)]
     prices = [[2.0, 1.0], [1.0, 2.0]] * 8
     sc = tiny_scenario(jobs, prices=prices, n_slots=16)
-    pol = LyapunovPolicy(V=1.0, carbon_cap_kg=0.2)
+    pol = LyapunovPolicy(V=1.0, caps=Caps(carbon_kg=0.2))
     res = run_slots(sc, pol)
     assert not res.deadline_misses
     qs = [a.queues for a in res.allocations]

@@ -7,6 +7,7 @@ import math
 import pytest
 from helpers_policies import inference_job, run_slots, tiny_scenario, training_job
 
+from workbench.caps import Caps
 from workbench.policies import make_policy, policy_knobs
 from workbench.policies.greedy import GreedyPolicy
 from workbench.policies.lookahead import LookaheadPolicy
@@ -67,7 +68,7 @@ def test_carbon_cap_raises_the_cost() -> None:
     sc = tiny_scenario(jobs, prices=[[1.0, 0.2]] * 8, carbons=[[50.0, 900.0]] * 8)
     free = OfflinePolicy(scenario=sc)
     free.reset(sc.view())
-    capped = OfflinePolicy(scenario=sc, carbon_cap_kg=free.optimum_carbon_kg / 3)
+    capped = OfflinePolicy(scenario=sc, caps=Caps(carbon_kg=free.optimum_carbon_kg / 3))
     capped.reset(sc.view())
     assert capped.optimum_carbon_kg <= free.optimum_carbon_kg / 3 + 1e-6
     assert capped.optimum_cost > free.optimum_cost
@@ -85,7 +86,7 @@ def test_a_per_datacenter_carbon_cap_binds_at_its_datacenter(capped: str) -> Non
     free = OfflinePolicy(scenario=sc)
     free.reset(sc.view())
     cap = free.optimum_carbon_kg / 4
-    pol = OfflinePolicy(scenario=sc, carbon_cap_kg={capped: cap})
+    pol = OfflinePolicy(scenario=sc, caps=Caps(carbon_kg_by_dc={capped: cap}))
     pol.reset(sc.view())
     assert pol.carbon_slack_kg == pytest.approx(0.0, abs=1e-9) and not pol.shortfall
     assert pol.optimum_carbon_kg > 2 * cap

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench import perf
+from workbench.caps import Caps
 from workbench.forecast import Forecast, default_forecast_mode
 from workbench.io.plan_csv import PLAN_COLUMNS, read_plan_csv, write_plan_csv
 from workbench.model import Scenario
@@ -351,14 +352,14 @@ def test_a_power_cap_holds_in_the_metered_plan_and_a_blind_policy_is_reported() 
             for i in range(3)]
     sc = tiny_scenario(jobs, n_slots=8)
     cap = 0.5  # kW per datacenter: about one GPU's facility power
-    capped = simulate(sc, LyapunovPolicy(power_cap_kw=cap),
-                      forecast_mode=default_forecast_mode(sc), knobs={"power_cap_kw": cap})
+    capped = simulate(sc, LyapunovPolicy(caps=Caps(power_kw=cap)),
+                      forecast_mode=default_forecast_mode(sc))
     meter = capped.slots[[c for c in capped.slots if c.startswith("power_kw:")]]
     assert meter.to_numpy().max() <= cap * (1 + 1e-6)
     assert capped.metrics["power_cap_violations"] == 0
     assert capped.metrics["power_cap_kw"] == cap
     # asap-home cannot honour a power cap: metered, counted and warned about, never silent.
-    blind = simulate(sc, AsapHome(),
-                     forecast_mode=default_forecast_mode(sc), knobs={"power_cap_kw": cap})
+    blind = simulate(sc, AsapHome(), forecast_mode=default_forecast_mode(sc),
+                     caps=Caps(power_kw=cap), meter_only=True)
     assert blind.metrics["power_cap_violations"] > 0
     assert any("power cap missed" in w for w in blind.warnings)

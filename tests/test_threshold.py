@@ -18,6 +18,7 @@ from helpers_policies import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workbench.caps import Caps
 from workbench.forecast import default_forecast_mode
 from workbench.metrics import inference_carbon_floor_kg
 from workbench.policies import POLICY_NAMES, make_policy
@@ -33,7 +34,7 @@ def test_V_must_be_positive(V: float) -> None:
 
 @pytest.mark.parametrize("knobs", [
     {"migration_threshold": -0.1}, {"slack_margin": 0.5}, {"urgency_start": 1.0},
-    {"carbon_cap_kg": -5.0}, {"gpu_counts": (0, 2)}, {"time_limit_s": 0.0},
+    {"caps": -5.0}, {"gpu_counts": (0, 2)}, {"time_limit_s": 0.0},
 ])
 def test_invalid_knobs_are_rejected(knobs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
@@ -82,7 +83,7 @@ def test_queues_are_exposed_and_the_virtual_queue_grows_while_waiting() -> None:
     sc = tiny_scenario([training_job("j", "a", 1.0, deadline_slot=8)],
                        prices=[[1.0, 1.0]] * 5 + [[0.1, 0.1]] * 3,
                        carbons=[[400.0, 400.0]] * 8)
-    pol = LyapunovPolicy(V=50.0, carbon_cap_kg=0.01)
+    pol = LyapunovPolicy(V=50.0, caps=Caps(carbon_kg=0.01))
     res = run_slots(sc, pol)
     q = [a.queues for a in res.allocations]
     assert "R:j" in q[1] and "Y:j" in q[1] and "Z:global" in q[1]
@@ -101,9 +102,8 @@ def test_cap_below_inference_floor_is_reported_with_numbers(
     # The simulator holds the truth (a policy sees no prices, no jobs): it warns before
     # the run, and reports the missed cap after it.
     with caplog.at_level(logging.WARNING):
-        res = simulate(sc, LyapunovPolicy(carbon_cap_kg=floor / 2),
-                       forecast_mode=default_forecast_mode(sc),
-                       knobs={"carbon_cap_kg": floor / 2})
+        res = simulate(sc, LyapunovPolicy(caps=Caps(carbon_kg=floor / 2)),
+                       forecast_mode=default_forecast_mode(sc))
     assert any(f"{floor:.1f}" in w and "below" in w for w in res.warnings)
     assert res.metrics["carbon_cap_met"] is False
     assert any("carbon cap missed" in w for w in res.warnings)
@@ -267,29 +267,38 @@ def test_relative_gain_table(move: float, stay: float, expected: float) -> None:
 
 
 def test_per_datacenter_carbon_queues_follow_the_meter() -> None:
-    """Z_d(t+1) = max(Z_d(t) + carbon_d(t) - cap_d / n_slots, 0) with metered carbon."""
+    """Z_d(t+1) = max(Z_d(t) + carbon_d(t) - a_d(t), 0) with metered carbon and the slot's
+    paced budget a_d(t) (``A:<d>``), never more than the budget left unspent."""
     from workbench.policies import make_policy
     from workbench.sim import simulate
 
     jobs = [training_job(f"j{i}", "ab"[i % 2], 2.0, deadline_slot=8) for i in range(4)]
     sc = tiny_scenario(jobs, prices=[[1.0, 0.5]] * 8)
     caps = {"a": 0.05, "b": 0.05}
-    result = simulate(sc, make_policy("threshold", carbon_cap_kg=caps),
+    result = simulate(sc, make_policy("threshold", caps=Caps(carbon_kg_by_dc=caps)),
                       forecast_mode=default_forecast_mode(sc))
     for d, cap in caps.items():
-        z, expected = 0.0, []
+        z, spent, expected = 0.0, 0.0, []
         for t in range(sc.n_slots):
             expected.append(z)  # the queue as the policy saw it at the start of slot t
-            z = max(z + float(result.slots[f"carbon_kg:{d}"].iloc[t]) - cap / sc.n_slots, 0.0)
+            a = float(result.queues[f"A:{d}"].iloc[t])
+            assert 0.0 <= a <= max(cap - spent, 0.0) + 1e-12
+            g = float(result.slots[f"carbon_kg:{d}"].iloc[t])
+            z, spent = max(z + g - a, 0.0), spent + g
         np.testing.assert_allclose(result.queues[f"Z:{d}"].to_numpy(), expected, atol=1e-12)
     assert result.queues["Z:a"].max() > 0  # the caps bind
 
 
-@pytest.mark.parametrize("policy", ["lyapunov", "offline"])
-@pytest.mark.parametrize("knob", ["carbon_cap_kg", "power_cap_kw"])
-def test_caps_must_be_positive(policy: str, knob: str) -> None:
+@pytest.mark.parametrize("policy", ["lyapunov", "threshold", "lookahead", "offline"])
+def test_caps_are_the_one_record(policy: str) -> None:
     from workbench.policies import make_policy
 
-    for bad in (-3.0, 0.0, float("nan"), {"a": -1.0}):
-        with pytest.raises(ValueError, match=f"{knob} must be positive"):
-            make_policy(policy, **{knob: bad})
+    for bad in (-3.0, 0.0, float("nan"), {"a": -1.0}, {"carbon_cap_kg": 3.0}):
+        with pytest.raises(ValueError, match="caps must be a workbench.caps.Caps record"):
+            make_policy(policy, caps=bad)
+    with pytest.raises(ValueError, match="percentage carbon cap must be resolved"):
+        make_policy(policy, caps=Caps(carbon_pct_below_baseline=10.0))
+    for kwargs in ({"carbon_kg": -3.0}, {"power_kw": float("nan")},
+                   {"power_kw_by_dc": {"a": float("inf")}}):
+        with pytest.raises(ValueError, match="must be a positive finite number"):
+            Caps(**kwargs)

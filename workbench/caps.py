@@ -14,9 +14,16 @@ datacenter names against a scenario with :meth:`Caps.check_names`; both raise
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+STORED_KNOBS = ("carbon_cap_kg", "power_cap_kw")
+"""The names under which a run's stored knobs (``meta["knobs"]``) hold its caps
+(:meth:`Caps.knobs`, read back by :meth:`Caps.from_stored`)."""
 
 
 def _positive(value: Any, what: str, unit: str) -> float:
@@ -24,6 +31,13 @@ def _positive(value: Any, what: str, unit: str) -> float:
             math.isfinite(value) and value > 0):
         raise ValueError(f"{what} must be a positive finite number of {unit}, got {value!r}")
     return float(value)
+
+
+def kg_text(kg: float) -> str:
+    """A mass of CO2 in kg as messages write it: one decimal from 10 kg up (``1,234.5``),
+    else three significant digits (a 0.0438 kg cap is not "0.0 kg")."""
+    v = float(kg)
+    return f"{v:,.1f}" if not math.isfinite(v) or abs(v) >= 10 else f"{v:.3g}"
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,13 @@ class Caps:
         return cls(**carbon, **power)
 
     @classmethod
+    def from_stored(cls, knobs: Mapping[str, Any] | None) -> Caps:
+        """The caps a run's stored knobs hold (:data:`STORED_KNOBS`; none: ``Caps()``),
+        validated like any other."""
+        k = knobs or {}
+        return cls.from_knobs(k.get("carbon_cap_kg"), k.get("power_cap_kw"))
+
+    @classmethod
     def parse_carbon(cls, text: str | None, **power: Any) -> Caps:
         """``None``/``"none"`` (no cap), ``"1200"`` (kg) or ``"20%"`` (below the baseline).
 
@@ -148,6 +169,64 @@ class Caps:
             raise ValueError("a percentage carbon cap needs the baseline's carbon")
         return replace(self, carbon_pct_below_baseline=None,
                        carbon_kg=baseline_carbon_kg * (1.0 - pct / 100.0))
+
+    def carbon_scopes(self) -> dict[str, float]:
+        """Each carbon budget by scope, kg: ``{"all": kg}`` for a fleet budget, one entry per
+        datacenter otherwise (empty without a budget; a percentage must be resolved)."""
+        if self.carbon_pct_below_baseline is not None:
+            raise ValueError("resolve the percentage carbon cap against the baseline first")
+        if self.carbon_kg_by_dc:
+            return dict(self.carbon_kg_by_dc)
+        return {} if self.carbon_kg is None else {"all": float(self.carbon_kg)}
+
+    def power_kw_of(self, datacenter: str) -> float:
+        """The IT power cap of ``datacenter``, kW (``inf`` without one)."""
+        if self.power_kw is not None:
+            return float(self.power_kw)
+        return float(self.power_kw_by_dc.get(datacenter, math.inf))
+
+    def power_kw_array(self, datacenters: Sequence[str]) -> NDArray[np.float64]:
+        """The power caps of ``datacenters`` in order, kW (``inf`` where none applies).
+
+        Raises ValueError for a cap naming a datacenter not in the list.
+        """
+        names = list(datacenters)
+        self.check_names(names)
+        return np.array([self.power_kw_of(n) for n in names], dtype=float)
+
+    def carbon_groups(self, datacenters: Sequence[str]
+                      ) -> tuple[NDArray[np.int64], NDArray[np.float64]] | None:
+        """The carbon budgets as groups of datacenters, for a model's carbon rows: per
+        datacenter (in order) its group (-1: not capped) and per group its budget, kg; None
+        without a budget.
+
+        Raises ValueError for a budget naming a datacenter not in the list, or an
+        unresolved percentage.
+        """
+        names = list(datacenters)
+        self.check_names(names)
+        scopes = self.carbon_scopes()
+        if not scopes:
+            return None
+        if "all" in scopes and not self.carbon_kg_by_dc:
+            return np.zeros(len(names), dtype=np.int64), np.array([scopes["all"]])
+        keys = [n for n in names if n in scopes]
+        group = np.array([keys.index(n) if n in scopes else -1 for n in names], dtype=np.int64)
+        return group, np.array([float(scopes[k]) for k in keys])
+
+    def with_carbon_kg(self, carbon_kg: float | None) -> Caps:
+        """The same power caps with a fleet budget of ``carbon_kg`` (None: no budget)."""
+        return Caps(carbon_kg=carbon_kg, power_kw=self.power_kw,
+                    power_kw_by_dc=self.power_kw_by_dc)
+
+    def merged(self, other: Caps) -> Caps:
+        """The caps of both records (each kind from the one that has it; ``self`` wins
+        where both do)."""
+        carbon = self if self.has_carbon else other
+        power = self if self.has_power else other
+        return Caps(carbon_kg=carbon.carbon_kg, carbon_kg_by_dc=carbon.carbon_kg_by_dc,
+                    carbon_pct_below_baseline=carbon.carbon_pct_below_baseline,
+                    power_kw=power.power_kw, power_kw_by_dc=power.power_kw_by_dc)
 
     def power_only(self) -> Caps:
         """The power caps alone (what a comparison run is metered against)."""
@@ -199,4 +278,4 @@ class Caps:
         return "; ".join(parts) or "none"
 
 
-__all__ = ["Caps"]
+__all__ = ["STORED_KNOBS", "Caps"]

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.bill import supply_metrics
+from workbench.caps import Caps
 from workbench.equal_work import EQUAL_WORK_KEYS, equal_work
 from workbench.model import Scenario
 from workbench.outcome import service_power_w
@@ -33,7 +34,8 @@ METRIC_KEYS: tuple[str, ...] = (
     "migrations", "migration_gb", "round_trips", "gpu_utilisation", "jobs_waiting_mean",
     "decide_s_mean", "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
     "site_idle_energy_kwh", "site_idle_cost", "site_idle_carbon_kg", "data_moves",
-    "transfer_gb", "lost_s", "movement_kwh", "power_cap_violations", *EQUAL_WORK_KEYS,
+    "transfer_gb", "lost_s", "movement_kwh", "power_cap_violations", "power_cap_trims",
+    *EQUAL_WORK_KEYS,
 )
 """Keys every metrics dict has (the equal-work figures: :mod:`workbench.equal_work`); with
 a carbon cap ``carbon_cap_kg`` and ``carbon_cap_met``, with a power cap ``power_cap_kw``;
@@ -147,42 +149,43 @@ def _knobs(result: Any) -> Mapping[str, Any]:
 
 def _caps(result: Any, scenario: Scenario, slots: pd.DataFrame | None, carbon_kg: float
           ) -> dict[str, Any]:
-    """Whether the run's caps (its knobs ``power_cap_kw``, ``carbon_cap_kg``) held.
+    """Whether the run's caps (the :class:`~workbench.caps.Caps` its stored knobs hold,
+    :meth:`~workbench.caps.Caps.from_stored`) held.
 
     ``power_cap_violations``: datacenter-slots whose metered power (``power_kw:<dc>`` of
     the slots frame, the jobs' facility energy over the slot / slot length) exceeds the
-    cap by more than 1e-6 relative. ``carbon_cap_met``: emitted carbon <= cap (per
-    datacenter for a per-datacenter cap, from ``carbon_kg:<dc>``).
+    cap by more than 1e-6 relative; ``power_cap_trims``: job-slots the simulator paused to
+    keep an enforced cap (``power_trims`` of the slots frame). ``carbon_cap_met``: emitted
+    carbon <= cap (per datacenter for a per-datacenter cap, from ``carbon_kg:<dc>``).
     """
-    knobs = _knobs(result)
-    out: dict[str, Any] = {"power_cap_violations": 0}
-    pcap = knobs.get("power_cap_kw")
+    caps = Caps.from_stored(_knobs(result))
+    out: dict[str, Any] = {"power_cap_violations": 0, "power_cap_trims": 0}
+    if slots is not None and "power_trims" in slots:
+        out["power_cap_trims"] = int(slots["power_trims"].astype(int).sum())
     names = [d.name for d in scenario.datacenters]
-    if pcap is not None:
-        caps = ({n: float(pcap[n]) for n in names if n in pcap} if isinstance(pcap, Mapping)
-                else {n: float(pcap) for n in names})
-        out["power_cap_kw"] = (float(sum(caps.values())) if isinstance(pcap, Mapping)
-                               else float(pcap))
+    if caps.has_power:
+        limits = {n: caps.power_kw_of(n) for n in names}
+        out["power_cap_kw"] = (float(caps.power_kw) if caps.power_kw is not None
+                               else float(sum(caps.power_kw_by_dc.values())))
         if slots is not None and len(slots):
             n = 0
-            for dc, cap in caps.items():
+            for dc, cap in limits.items():
                 col = f"power_kw:{dc}"
-                if col in slots:
+                if col in slots and math.isfinite(cap):
                     n += int((slots[col].astype(float) > cap * (1 + 1e-6)).sum())
             out["power_cap_violations"] = n
-    ccap = knobs.get("carbon_cap_kg")
-    if ccap is not None:
-        if isinstance(ccap, Mapping):
-            out["carbon_cap_kg"] = float(sum(float(v) for v in ccap.values()))
+    scopes = caps.carbon_scopes()
+    if scopes:
+        out["carbon_cap_kg"] = float(sum(scopes.values()))
+        if caps.carbon_kg_by_dc:
             met = True
-            for dc, cap in ccap.items():
+            for dc, cap in scopes.items():
                 col = f"carbon_kg:{dc}"
                 if slots is not None and col in slots:
                     met &= float(slots[col].sum()) <= float(cap) * (1 + 1e-9)
             out["carbon_cap_met"] = bool(met)
         else:
-            out["carbon_cap_kg"] = float(ccap)
-            out["carbon_cap_met"] = bool(carbon_kg <= float(ccap) * (1 + 1e-9))
+            out["carbon_cap_met"] = bool(carbon_kg <= float(scopes["all"]) * (1 + 1e-9))
     return out
 
 

@@ -20,28 +20,33 @@ caps it is metered against, the same for every face.
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.caps import Caps
+from workbench.caps import Caps, kg_text
 from workbench.equal_work import bound_equal_work
 from workbench.forecast import FORECAST_MODES, default_forecast_mode
 from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
 from workbench.policies.base import HindsightBound, Policy
+from workbench.policies.offline import LeastCarbon
 from workbench.power_limits import check_menu
 from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
 from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
+from workbench.sim.results import check_power_caps
 from workbench.supply import ignore_set
 
 if TYPE_CHECKING:
     from workbench.forecast import ModelForecast
     from workbench.model import Scenario
+
+log = logging.getLogger(__name__)
 
 BASELINE = "asap-home"
 """The comparison run of a spec (the "before" of every saving) and what percentage carbon
@@ -50,8 +55,8 @@ caps refer to."""
 FORECAST_ERROR_DEFAULT = 0.1
 """Relative error of the ``noisy`` forecast when none is given."""
 
-_OWN_FIELDS = {"carbon_cap_kg": "caps", "power_cap_kw": "caps", "restart_s": "sim",
-               "scenario": "the scenario itself"}
+_OWN_FIELDS = {"caps": "caps", "carbon_cap_kg": "caps", "power_cap_kw": "caps",
+               "restart_s": "sim", "scenario": "the scenario itself"}
 """Knobs that a spec holds in its own fields, not in ``knobs``."""
 
 
@@ -170,12 +175,10 @@ class RunSpec:
             if knob not in accepted:
                 raise SpecError(f"policy {self.policy!r} takes no knob {knob!r}; its knobs: "
                                 f"{', '.join(takes) or 'none'}")
-        for knob, has in (("carbon_cap_kg", self.caps.has_carbon),
-                          ("power_cap_kw", self.caps.has_power)):
-            if has and knob not in accepted:
-                what = "carbon" if knob == "carbon_cap_kg" else "power"
+        for what, has in (("carbon", self.caps.has_carbon), ("power", self.caps.has_power)):
+            if has and "caps" not in accepted:
                 raise SpecError(f"policy {self.policy!r} takes no {what} cap; policies that "
-                                f"do: {', '.join(_policies_taking(knob))}")
+                                f"do: {', '.join(_policies_taking('caps'))}")
 
     def comparison(self, policy: str) -> RunSpec:
         """The spec of a comparison run: ``policy`` with its default knobs, the same scenario,
@@ -193,7 +196,8 @@ class RunSpec:
         restart loss where the policy takes them."""
         accepted = policy_knobs(self.policy)
         out = dict(self.knobs)
-        out.update({k: v for k, v in caps.knobs().items() if k in accepted})
+        if "caps" in accepted and (caps.has_carbon or caps.has_power):
+            out["caps"] = caps
         if "restart_s" in accepted:
             out["restart_s"] = self.sim.restart_s
         return out
@@ -211,7 +215,9 @@ class RunOutcome:
     none); ``bound`` the hindsight bound the policy computed (only the hindsight plan has
     one); ``attribution`` where the saving against the baseline comes from
     (:func:`workbench.metrics.attribute_savings`); ``caps`` the caps the run was given, a
-    percentage carbon cap resolved to kg; ``forecast_mode`` the mode decided.
+    percentage carbon cap resolved to kg; ``forecast_mode`` the mode decided;
+    ``least_carbon`` the least carbon achievable with every deadline met (a hindsight LP
+    bound, :func:`least_carbon`), for a run given a carbon budget (None otherwise).
     """
 
     spec: RunSpec
@@ -221,10 +227,15 @@ class RunOutcome:
     attribution: dict[str, dict[str, float]] | None
     caps: Caps
     forecast_mode: str
+    least_carbon: LeastCarbon | None = None
 
     @property
     def carbon_cap_kg(self) -> float | None:
         return self.caps.carbon_total_kg()
+
+    @property
+    def least_carbon_kg(self) -> float | None:
+        return None if self.least_carbon is None else self.least_carbon.carbon_kg
 
 
 # -- the forecast, decided once ----------------------------------------------------------
@@ -248,7 +259,13 @@ def _check(spec: RunSpec, scenario: Scenario) -> None:
     if spec.scenario != scenario.name:
         raise SpecError(f"the spec names scenario {spec.scenario!r} but was given "
                         f"{scenario.name!r}")
-    spec.caps.check_names(d.name for d in scenario.datacenters)
+    try:
+        spec.caps.check_names(d.name for d in scenario.datacenters)
+        # Before any run (the baseline's too): a power cap below what the inference
+        # services alone draw cannot be kept.
+        check_power_caps(scenario, spec.caps)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def simulate_spec(
@@ -280,14 +297,16 @@ def simulate_spec(
     kwargs = spec.policy_kwargs(caps)
     # A hindsight policy plans on the truth less the levers it is to ignore.
     policy: Policy = make_policy(spec.policy, truth=scenario.without(spec.ignore), **kwargs)
-    # Stored and metered: the policy's knobs and every cap, those it is only metered
-    # against included.
-    knobs = {**kwargs, **spec.metered.knobs(), **caps.knobs()}
+    # Stored: the policy's knobs; the simulator adds every cap it meters (those the policy
+    # is given, which it also enforces, and those it is only metered against).
+    knobs = {k: v for k, v in kwargs.items() if k != "caps"}
+    given = caps.has_carbon or caps.has_power
     result = simulate(
         scenario, policy, forecast_mode=mode, forecast_error=spec.forecast.error_in_effect,
         noise=spec.sim.noise, seed=spec.sim.seed, recorders=recorders, progress=progress,
         restart_s=spec.sim.restart_s, resize_s=spec.sim.resize_s,
         ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted,
+        caps=caps if given else spec.metered, meter_only=not given,
         ignore=spec.ignore, power_limits=spec.power_limits)
     bound = policy.hindsight_bound()
     if bound is not None:
@@ -295,15 +314,56 @@ def simulate_spec(
     return result, bound
 
 
+# -- carbon budgets -------------------------------------------------------------------------
+def least_carbon(spec: RunSpec, scenario: Scenario, caps: Caps) -> LeastCarbon | None:
+    """The least carbon achievable on ``scenario`` with every deadline met under the spec's
+    power caps and GPU menu (the hindsight LP bound of
+    :func:`workbench.policies.offline.least_carbon_bound`), for a spec whose policy is
+    given a carbon budget; None otherwise. Hindsight: the runner holds the truth, the
+    policy is never told it."""
+    if not caps.has_carbon or "caps" not in policy_knobs(spec.policy):
+        return None
+    from workbench.policies.offline import least_carbon_bound
+
+    menu = spec.knobs.get("gpu_counts")
+    return least_carbon_bound(scenario, caps=caps,
+                              gpu_counts=tuple(menu) if isinstance(menu, tuple | list) else None)
+
+
+def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
+    """What to tell before a run whose carbon budget cannot be kept (None when it can, as
+    far as the bound says)."""
+    if cap_kg >= least.carbon_kg * (1 - 1e-9):
+        return None
+    return (f"carbon cap {kg_text(cap_kg)} kg cannot be met with every deadline met: the "
+            f"least carbon achievable is {kg_text(least.carbon_kg)} kg ({least.label}); the "
+            "planner minimises carbon subject to the deadlines")
+
+
+def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
+    """After a capped run: its carbon against the cap and the least achievable."""
+    used = float(result.metrics["carbon_kg"])
+    met = bool(result.metrics.get("carbon_cap_met", used <= cap_kg * (1 + 1e-9)))
+    head = (f"carbon cap {kg_text(cap_kg)} kg {'met' if met else 'MISSED'}: "
+            f"{kg_text(used)} kg emitted")
+    return (f"{head}; least carbon with every deadline met {kg_text(least.carbon_kg)} kg "
+            f"({least.label})" + ("" if met or cap_kg >= least.carbon_kg else
+                                  ": the cap was below it"))
+
+
 def run_spec(
     spec: RunSpec, scenario: Scenario, *, fitted: ModelForecast | None = None,
     recorders: Sequence[Recorder] = (), baseline_recorders: Sequence[Recorder] = (),
-    progress: bool = False,
+    progress: bool = False, notify: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run ``spec`` on ``scenario``: its baseline first (when asked for, or needed by a
     percentage cap), then the policy against the resolved caps; attribute the saving.
 
-    ``recorders`` see the policy's run, ``baseline_recorders`` the baseline's.
+    ``recorders`` see the policy's run, ``baseline_recorders`` the baseline's. A policy
+    given a carbon budget gets the least carbon achievable with every deadline met beside
+    it (:func:`least_carbon`, in ``meta["least_carbon"]``): when the budget is below it,
+    ``notify`` (e.g. the CLI's stderr) hears so before the policy runs, and the run's
+    warnings say so, with its verdict, after it (:func:`budget_note`, :func:`budget_verdict`).
     """
     _check(spec, scenario)
     mode = forecast_mode(spec, scenario)
@@ -314,14 +374,28 @@ def run_spec(
         base, _ = simulate_spec(spec.comparison(BASELINE), scenario, fitted=fitted,
                                 recorders=baseline_recorders, progress=progress)
     caps = spec.caps.resolved(None if base is None else float(base.metrics["carbon_kg"]))
+    least = least_carbon(spec, scenario, caps)
+    cap_kg = caps.carbon_total_kg()
+    note = None if least is None or cap_kg is None else budget_note(cap_kg, least)
+    if note is not None:
+        log.warning(note)
+        if notify is not None:
+            notify(note)
     result, bound = simulate_spec(spec, scenario, caps=caps, fitted=fitted,
                                   recorders=recorders, progress=progress)
+    if least is not None and cap_kg is not None:
+        result.meta["least_carbon"] = least.as_dict()
+        if note is not None:
+            result.warnings.insert(0, note)
+            result.warnings.append(budget_verdict(result, cap_kg, least))
+            result.meta["log"] = "\n".join(result.warnings)
     attribution = (attribute_savings(result, base, scenario)
                    if base is not None and spec.baseline and spec.policy != BASELINE else None)
     if attribution is not None:
         result.meta["attribution"] = attribution
     return RunOutcome(spec=spec, result=result, baseline=base if spec.baseline else None,
-                      bound=bound, attribution=attribution, caps=caps, forecast_mode=mode)
+                      bound=bound, attribution=attribution, caps=caps, forecast_mode=mode,
+                      least_carbon=least)
 
 
 def save_outcome(outcome: RunOutcome, db: str | Path, *, wait_s: float | None = None
@@ -350,7 +424,10 @@ __all__ = [
     "RunSpec",
     "SimSettings",
     "SpecError",
+    "budget_note",
+    "budget_verdict",
     "fit_forecast",
+    "least_carbon",
     "forecast_mode",
     "run_spec",
     "save_outcome",

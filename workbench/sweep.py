@@ -11,8 +11,8 @@ A carbon cap is given in kg over the horizon or as a percentage below the ``asap
 of the same seed: ``cap_kg = carbon_kg(asap-home, seed) * (1 - pct / 100)``. The baseline
 runs first (it is also a row of the result), then the rest of the grid.
 
-A knob is only varied for a policy that takes it (``V`` for ``lyapunov``, ``carbon_cap_kg``
-for ``lyapunov`` and ``offline``, read from the policy's constructor), so that a grid
+A knob is only varied for a policy that takes it (``V`` for ``lyapunov``, the carbon cap
+for the policies that take ``caps``, read from the policy's constructor), so that a grid
 does not repeat identical runs.
 """
 
@@ -34,7 +34,7 @@ from workbench import runner
 from workbench.caps import Caps
 from workbench.io.plan_csv import write_csv
 from workbench.model import Scenario
-from workbench.policies import policy_knobs
+from workbench.policies import POLICY_NAMES, policy_knobs
 from workbench.runner import BASELINE, ForecastSettings, RunSpec, SimSettings, simulate_spec
 from workbench.sim import RunResult
 
@@ -102,8 +102,7 @@ def sweep_points(
         policies.insert(0, BASELINE)
     for name in policies:
         v_grid: list[float | None] = list(V) if V and _accepts(name, "V") else [None]
-        c_grid = list(carbon_caps) if carbon_caps and _accepts(name, "carbon_cap_kg") \
-            else [Caps()]
+        c_grid = list(carbon_caps) if carbon_caps and _accepts(name, "caps") else [Caps()]
         extra = {k: v for k, v in (knobs or {}).items() if _accepts(name, k)}
         for v, cap, seed in itertools.product(v_grid, c_grid, seeds):
             key = (name, v, cap, seed)
@@ -133,6 +132,10 @@ def _row(point: SweepPoint, cap_kg: float | None, run_id: str | None, status: st
         for key, value in result.metrics.items():
             if isinstance(value, int | float | str | bool) or value is None:
                 row[key] = value
+        bound = result.meta.get("bound")
+        if isinstance(bound, Mapping):
+            row["bound_cost"] = float(bound["cost"])
+            row["bound_carbon_kg"] = float(bound["carbon_kg"])
     return row
 
 
@@ -257,6 +260,65 @@ def run_sweep(
     return table
 
 
+# -- the cost-carbon frontier ----------------------------------------------------------------
+HINDSIGHT = "offline"
+"""The hindsight plan: its LP bound at each cap is the frontier's yardstick."""
+
+FRONTIER_COLUMNS: tuple[str, ...] = (
+    "carbon_cap", "carbon_cap_kg", "cost", "carbon_kg", "carbon_cap_met", "deadline_misses",
+    "jobs_unfinished", "bound_cost", "bound_carbon_kg", "hindsight_cost",
+    "hindsight_carbon_kg", "least_carbon_kg",
+)
+"""Columns of :func:`frontier_table`: the policy's run at each cap, then the hindsight
+plan's LP bound (``bound_*``) and replay (``hindsight_*``) at the same cap, and the least
+carbon achievable with every deadline met (a hindsight LP bound)."""
+
+
+def frontier_points(policy: str, caps: Sequence[Caps], seeds: Sequence[int] = (0,)
+                    ) -> list[SweepPoint]:
+    """The frontier's grid: ``policy`` and the hindsight plan, uncapped and at each cap (a
+    percentage adds the ``asap-home`` run it is taken below)."""
+    if not _accepts(policy, "caps"):
+        raise ValueError(f"policy {policy} takes no carbon cap; the frontier needs one that "
+                         f"does: {', '.join(p for p in POLICY_NAMES if _accepts(p, 'caps'))}")
+    if not caps:
+        raise ValueError("the frontier needs at least one cap, e.g. 0%,5%,10%,20%")
+    return sweep_points(list(dict.fromkeys([policy, HINDSIGHT])),
+                        carbon_caps=list(dict.fromkeys([Caps(), *caps])), seeds=seeds)
+
+
+def frontier_table(table: pd.DataFrame, policy: str, least_carbon_kg: float | None
+                   ) -> pd.DataFrame:
+    """One row per cap (uncapped first, then by budget, largest first) from a sweep of
+    :func:`frontier_points`: means over seeds of the successful runs
+    (:data:`FRONTIER_COLUMNS`). Cost in the scenario's currency, carbon in kg CO2."""
+    ok = table[table["status"].isin(["ok", "warnings"])]
+    mine = ok[ok["policy"] == policy]
+    hind = ok[ok["policy"] == HINDSIGHT]
+    rows = []
+    for label, g in mine.groupby("carbon_cap", sort=False):
+        h = hind[hind["carbon_cap"] == label]
+
+        def mean(frame: pd.DataFrame, col: str) -> float:
+            vals = frame[col].astype(float) if col in frame else pd.Series(dtype=float)
+            return float(vals.mean()) if len(vals.dropna()) else math.nan
+
+        met = g["carbon_cap_met"].dropna() if "carbon_cap_met" in g else pd.Series([])
+        rows.append({
+            "carbon_cap": label, "carbon_cap_kg": mean(g, "carbon_cap_kg"),
+            "cost": mean(g, "cost"), "carbon_kg": mean(g, "carbon_kg"),
+            "carbon_cap_met": bool(met.astype(bool).all()) if len(met) else None,
+            "deadline_misses": mean(g, "deadline_misses"),
+            "jobs_unfinished": mean(g, "jobs_unfinished"),
+            "bound_cost": mean(h, "bound_cost"), "bound_carbon_kg": mean(h, "bound_carbon_kg"),
+            "hindsight_cost": mean(h, "cost"), "hindsight_carbon_kg": mean(h, "carbon_kg"),
+            "least_carbon_kg": math.nan if least_carbon_kg is None else float(least_carbon_kg),
+        })
+    out = pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
+    key = out["carbon_cap_kg"].fillna(math.inf)
+    return out.iloc[(-key).argsort(kind="stable")].reset_index(drop=True)
+
+
 def _connect(scheduler_address: str | None, n_workers: int, threads_per_worker: int,
              processes: bool) -> tuple[Any, Any]:
     """A Dask client of the scheduler at ``scheduler_address``, or of a new ``LocalCluster``
@@ -307,8 +369,12 @@ def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 __all__ = [
     "BASELINE",
+    "FRONTIER_COLUMNS",
+    "HINDSIGHT",
     "ROW_KEYS",
     "SweepPoint",
+    "frontier_points",
+    "frontier_table",
     "run_point",
     "run_sweep",
     "sweep_points",

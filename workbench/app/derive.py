@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from workbench.caps import Caps
 from workbench.equal_work import LikeForLike, like_for_like
 from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
@@ -253,6 +254,54 @@ def tradeoff_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]])
     return frame[cols].reset_index(drop=True)
 
 
+FRONTIER_FRAME_COLUMNS: tuple[str, ...] = (
+    "policy", "carbon_cap_kg", "cost", "carbon_kg", "bound_cost", "bound_carbon_kg", "run_id")
+"""Columns of :func:`frontier_frame` (cost in the scenario's currency, carbon in kg CO2)."""
+
+
+def frontier_frame(runs: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]
+                   ) -> pd.DataFrame:
+    """The cost-carbon frontier of stored runs: per policy and carbon cap (NaN: uncapped)
+    the latest run's cost and carbon, and its hindsight bound's where it has one (the
+    hindsight plan's LP at that cap: the frontier no plan can beat).
+
+    The caller picks the runs (the app: the shown run's policy differing from it in the
+    carbon cap alone, and the hindsight plan's runs); ``runs`` is
+    :meth:`workbench.store.Store.runs`, ``metrics`` maps run id to its metrics.
+    """
+    rows = []
+    for r in runs.sort_values("created_utc").itertuples():
+        m = metrics.get(r.run_id, {})
+        if "cost" not in m:
+            continue
+        cap = run_settings(r._asdict()).get("carbon_cap_kg")
+        bound = _parse_bound(getattr(r, "bound", None))
+        rows.append({"policy": r.policy,
+                     "carbon_cap_kg": float(cap) if isinstance(cap, int | float) else math.nan,
+                     "cost": float(m["cost"]), "carbon_kg": float(m.get("carbon_kg", math.nan)),
+                     "bound_cost": float(bound.get("cost", math.nan)),
+                     "bound_carbon_kg": float(bound.get("carbon_kg", math.nan)),
+                     "run_id": r.run_id})
+    if not rows:
+        return pd.DataFrame(columns=list(FRONTIER_FRAME_COLUMNS))
+    frame = pd.DataFrame(rows)
+    frame["_cap"] = frame["carbon_cap_kg"].fillna(-1.0)
+    frame = frame.drop_duplicates(["policy", "_cap"], keep="last")
+    return (frame.sort_values(["policy", "carbon_kg"]).drop(columns="_cap")
+            .reset_index(drop=True)[list(FRONTIER_FRAME_COLUMNS)])
+
+
+def _parse_bound(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str) and value:
+        import json
+
+        parsed = json.loads(value)
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
 def cap_status(result: Any) -> list[dict[str, Any]]:
     """Each carbon cap of a run and whether it was met: ``scope`` (``all`` or a datacenter),
     ``cap_kg``, ``carbon_kg`` (the run's metered carbon) and ``met``.
@@ -261,14 +310,13 @@ def cap_status(result: Any) -> list[dict[str, Any]]:
     otherwise ``met = carbon_kg <= cap_kg`` (per datacenter from the ``carbon_kg:<dc>`` slot
     columns).
     """
-    knobs = dict(result.meta.get("knobs") or {})
-    cap = knobs.get("carbon_cap_kg")
-    if cap is None:
+    caps = Caps.from_stored(result.meta.get("knobs"))
+    if not caps.has_carbon:
         return []
     m = result.metrics
-    if isinstance(cap, Mapping):
+    if caps.carbon_kg_by_dc:
         out = []
-        for dc, kg in sorted(cap.items()):
+        for dc, kg in sorted(caps.carbon_kg_by_dc.items()):
             col = f"carbon_kg:{dc}"
             used = float(result.slots[col].sum()) if col in result.slots else math.nan
             out.append({"scope": str(dc), "cap_kg": float(kg), "carbon_kg": used,
@@ -276,8 +324,9 @@ def cap_status(result: Any) -> list[dict[str, Any]]:
         return out
     used = float(m.get("carbon_kg", math.nan))
     met = m.get("carbon_cap_met")
-    return [{"scope": "all", "cap_kg": float(cap), "carbon_kg": used,
-             "met": bool(met) if met is not None else bool(used <= float(cap) * (1 + 1e-9))}]
+    cap = float(caps.carbon_kg or 0.0)
+    return [{"scope": "all", "cap_kg": cap, "carbon_kg": used,
+             "met": bool(met) if met is not None else bool(used <= cap * (1 + 1e-9))}]
 
 
 _UTC_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC\b")

@@ -114,7 +114,7 @@ def restored_knobs(info: Mapping[str, Any], policies: Sequence[str],
         update["carbon_cap_kg"] = float(cap)
         update["carbon_cap_pct"] = None
         update["cap_mode"] = "global"
-    elif "policy" in update and "carbon_cap_kg" in policy_knobs(update["policy"]):
+    elif "policy" in update and "caps" in policy_knobs(update["policy"]):
         update["cap_mode"] = "none"
     update["gpu_counts"] = [int(n) for n in k.get("gpu_counts") or []
                             if int(n) in GPU_COUNT_CHOICES]

@@ -330,6 +330,33 @@ def compare_bars(table: pd.DataFrame, metric: str, label: str | None = None) -> 
         hooks=[_few_value_ticks])
 
 
+def frontier(frame: pd.DataFrame, policy: str, currency: str = "") -> hv.Element:
+    """Cost against carbon of ``policy``'s runs at several carbon caps (points, labelled by
+    cap), beside the hindsight bound's frontier (the hindsight plan's LP at each cap: a
+    dashed line no plan can go below)."""
+    mine = frame[frame["policy"] == policy] if frame is not None else frame
+    if mine is None or len(mine) < 2:
+        return _empty("no frontier yet: run the policy at several carbon caps "
+                      "(`workbench frontier`)")
+    cost = f"cost ({currency})" if currency else "cost"
+    x = ("carbon_kg", "carbon (kg CO2)")
+    mine = mine.assign(cap=[" uncapped" if pd.isna(c) else f" cap {c:,.0f} kg"
+                            for c in mine["carbon_cap_kg"]]).sort_values("carbon_kg")
+    layers = hv.Curve(mine, x, [("cost", cost)], label=policy) * hv.Scatter(
+        mine, x, [("cost", cost), "cap"]).opts(size=9, tools=["hover"]) * hv.Labels(
+        mine, [x, ("cost", cost)], "cap").opts(text_font_size="9pt", text_align="left",
+                                               text_baseline="bottom")
+    hind = frame.dropna(subset=["bound_cost", "bound_carbon_kg"]).sort_values(
+        "bound_carbon_kg")
+    if len(hind):
+        layers = layers * hv.Curve(
+            pd.DataFrame({"carbon_kg": hind["bound_carbon_kg"], "cost": hind["bound_cost"]}), x,
+            [("cost", cost)], label="hindsight bound").opts(line_dash="dashed", color="grey")
+    return layers.opts(**CALM, responsive=True, height=300, padding=0.15,
+                       legend_position="top_right",
+                       title=f"Cost-carbon frontier: {policy} at several carbon caps")
+
+
 def tradeoff(frame: pd.DataFrame, currency: str = "") -> hv.Element:
     """The V trade-off: cost against mean deadline backlog, one point per V.
 

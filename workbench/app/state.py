@@ -245,13 +245,15 @@ class WorkbenchState(param.Parameterized):
                                   "migration_threshold": float(self.migration_threshold)}
         if self.gpu_counts:
             wanted["gpu_counts"] = tuple(sorted(int(n) for n in self.gpu_counts))
-        accepted = policy_knobs(name)
+        accepted = set(policy_knobs(name))
+        if "caps" in accepted:
+            accepted.add("carbon_cap_kg")  # made into the spec's Caps by run_spec
         return {k: v for k, v in wanted.items() if k in accepted}
 
     def caps(self, policy: str | None = None) -> Caps:
         """The sidebar's carbon cap for ``policy`` (none where it takes none): kg for the
         fleet, a percentage below asap-home, or kg per datacenter."""
-        if "carbon_cap_kg" not in policy_knobs(policy or self.policy):
+        if "caps" not in policy_knobs(policy or self.policy):
             return Caps()
         if self.cap_mode == "global":
             if self.carbon_cap_pct is not None:

@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workbench.cli.serve",
     "workbench.cli.quote",
     "workbench.cli.sweep",
+    "workbench.cli.frontier",
     "workbench.cli.compute",
     "workbench.cli.forecast",
     "workbench.cli.runs",

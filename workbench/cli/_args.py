@@ -113,6 +113,17 @@ def add_forecast_args(p: argparse.ArgumentParser) -> None:
                    help="relative error of --forecast noisy (default 0.1)")
 
 
+def add_cluster_args(p: argparse.ArgumentParser) -> None:
+    """``--scheduler``, ``--workers`` and ``--threads``: where a grid of runs goes, as
+    ``sweep`` and ``frontier`` take them."""
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="address of a running Dask scheduler (default: a local cluster)")
+    p.add_argument("--workers", type=number(1, 1024, integer=True), default=2,
+                   help="workers of the local cluster (default 2)")
+    p.add_argument("--threads", action="store_true",
+                   help="run in this process, one run at a time (debugging)")
+
+
 def forecast_error(args: argparse.Namespace) -> float:
     """The ``--forecast-error`` in effect: as given, else the default error for
     ``--forecast noisy`` and 0 otherwise (``workbench.runner.ForecastSettings``)."""

@@ -30,6 +30,7 @@ from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies.lyapunov import V_MAX
+from workbench.policies.offline import LEAST_CARBON_LABEL
 from workbench.recorders import LOCK_WAIT_S, CsvRecorder
 from workbench.runner import (
     BASELINE,
@@ -355,6 +356,12 @@ def _print_summary(
         verdict = "MISSED" if diff > cap_kg * 1e-9 else "met"
         print(f"  carbon cap {cap_kg:,.1f} kg {verdict}: the run ended {abs(diff):,.1f} kg "
               f"({abs(100 * diff / cap_kg):.1f}%) {where} it")
+        least = extra.get("least_carbon_kg")
+        if least is not None:
+            print(f"  least carbon with every deadline met: {least:,.1f} kg "
+                  f"({LEAST_CARBON_LABEL})"
+                  + ("; the cap is below it: the planner minimised carbon subject to the "
+                     "deadlines" if cap_kg < least else ""))
     if args.power_cap_kw is not None:
         n = run["power_cap_violations"]
         print(f"  power cap {args.power_cap_kw:g} kW per datacenter "
@@ -410,7 +417,8 @@ def run(args: argparse.Namespace) -> int:
         recorders.append(csv_rec)
     try:
         outcome = run_spec(spec, scenario, recorders=recorders,
-                           progress=progress_wanted(args))
+                           progress=progress_wanted(args),
+                           notify=lambda msg: print(f"note: {msg}", file=sys.stderr))
         result = outcome.result
         if args.migrations_out is not None and args.out is None:
             write_migrations_csv(result.migrations, args.migrations_out)
@@ -450,7 +458,8 @@ def run(args: argparse.Namespace) -> int:
         extra.update(carbon_cap_kg=cap_kg, carbon_kg=result.metrics["carbon_kg"],
                      carbon_cap_met=bool(result.metrics.get("carbon_cap_met",
                                                             result.metrics["carbon_kg"]
-                                                            <= cap_kg)))
+                                                            <= cap_kg)),
+                     least_carbon_kg=outcome.least_carbon_kg)
     else:
         extra["carbon_cap_kg"] = None
     if args.power_cap_kw is not None:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted, quiet_loggers
-from workbench.cli._args import add_forecast_args, fail, number
+from workbench.cli._args import add_cluster_args, add_forecast_args, fail, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
@@ -55,12 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="log-normal sigma of throughput errors (default 0.1 with several "
                    "seeds, else 0)")
     add_forecast_args(p)
-    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="address of a running Dask scheduler (default: a local cluster)")
-    p.add_argument("--workers", type=number(1, 1024, integer=True), default=2,
-                   help="workers of the local cluster (default 2)")
-    p.add_argument("--threads", action="store_true",
-                   help="run in this process, one run at a time (debugging)")
+    add_cluster_args(p)
     p.add_argument("--out", type=Path, default=Path("sweep.csv"),
                    help="CSV of one row per run (default: sweep.csv)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -13,9 +13,8 @@ carbon: the raw material of the Lyapunov MILP, the hindsight replay and the base
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -23,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
+from workbench.caps import Caps
 from workbench.forecast.modes import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim.info import SolveInfo
@@ -67,6 +67,11 @@ class JobState:
         Datacenters holding the job's dataset (empty: only its home).
     pending_s : float
         Seconds of an unfinished transfer or restart into ``last_datacenter`` still owed.
+    power_scale : float, optional
+        The online estimate of true / modelled throughput without the planning margin of
+        ``throughput_scale`` (which near a deadline plans a predicted profile at its slow
+        end): the speed at which the job's power is predicted against a power cap, since
+        a job that runs faster draws more. None: ``throughput_scale``.
     """
 
     job: Job
@@ -78,6 +83,7 @@ class JobState:
     slots_run: int = 0
     data_at: tuple[str, ...] = ()
     pending_s: float = 0.0
+    power_scale: float | None = None
 
     @property
     def progress(self) -> float:
@@ -236,14 +242,20 @@ class SlotOptions:
         return np.flatnonzero(self.job_index == k)
 
 
-def check_caps(value: float | Mapping[str, float] | None, what: str, unit: str) -> None:
-    """Raise ``ValueError`` unless a cap (one number, or one per datacenter) is positive."""
-    caps = list(value.values()) if isinstance(value, Mapping) else (
-        [] if value is None else [value])
-    for c in caps:
-        if not (isinstance(c, int | float) and math.isfinite(c) and c > 0):
-            raise ValueError(f"{what} must be positive {unit} (one number, or one per "
-                             f"datacenter), got {value!r}")
+def as_caps(caps: Caps | None) -> Caps:
+    """A policy's ``caps`` argument as the one caps record (None: no caps).
+
+    Raises ValueError for anything but a :class:`~workbench.caps.Caps` (its values were
+    checked when it was made) or for a percentage budget not yet resolved to kg.
+    """
+    if caps is None:
+        return Caps()
+    if not isinstance(caps, Caps):
+        raise ValueError(f"caps must be a workbench.caps.Caps record, got {caps!r}")
+    if caps.needs_baseline:
+        raise ValueError("a percentage carbon cap must be resolved to kg first "
+                         "(Caps.resolved, as the runner does)")
+    return caps
 
 
 # The batch grid lives with the slot-outcome model; kept under its old name for callers.
@@ -412,6 +424,18 @@ def _training_outcomes(
         a1_w=np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of],
         a2_w_per_sps=np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of],
         max_power_w=np.array([p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+    est = np.array([js.throughput_scale if js.power_scale is None else js.power_scale
+                    for js in jobs], dtype=float)[k]
+    faster = est != np.array([js.throughput_scale for js in jobs], dtype=float)[k]
+    if faster.any():
+        # Against a power cap the draw at the estimated speed, not at the planning margin's
+        # slower one: P_it = min(n a1 + a2 X_model s_est, n P_max).
+        a1 = np.array([p.energy.a1_w for p in profs], dtype=float)[prof_of]
+        a2 = np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of]
+        p_w = np.minimum(n * a1 + a2 * (x * est), n * np.array(
+            [p.energy.max_power_w for p in profs], dtype=float)[prof_of])
+        p_kw = p_w * out.used_s / float(sc.slot_s) * pue / 1000.0
+        out = replace(out, power_kw=np.where(faster, p_kw, out.power_kw))
     return out, m
 
 

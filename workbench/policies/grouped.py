@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.caps import Caps
 from workbench.model import Job, ScenarioView
 from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
@@ -63,7 +64,7 @@ from workbench.policies.base import (
     JobState,
     NoHindsightBound,
     SlotState,
-    check_caps,
+    as_caps,
 )
 from workbench.policies.lookahead import LookaheadPolicy
 from workbench.policies.problems import job_configs
@@ -153,8 +154,9 @@ class GroupPlanner:
         self.policy = LookaheadPolicy(**knobs)
         self.policy.reset(view)
 
-    def set_carbon_cap(self, cap_kg: float | None) -> None:
-        self.policy.carbon_cap_kg = cap_kg
+    def set_caps(self, caps: Caps) -> None:
+        """The group's caps from now on (a new share of the fleet's carbon budget)."""
+        self.policy.caps = caps
 
     def decide(self, state: SlotState, forecast: Forecast, replan: bool = False
                ) -> tuple[Allocation, GroupReport]:
@@ -203,8 +205,11 @@ class GroupedLookahead(NoHindsightBound):
         Address of a running Dask scheduler to place the groups on.
     workers : int
         With no scheduler: a ``LocalCluster`` of this many workers (0: in this process).
-    window_h, replan_slots, carbon_cap_kg, power_cap_kw, carbon_price_per_kg, restart_s,
-    max_columns, arrival_replan_slots, warm_start, time_limit_s :
+    caps : Caps, optional
+        The fleet's carbon budget (shared between the groups) or per-datacenter budgets and
+        power caps (each group gets its sites').
+    window_h, replan_slots, carbon_price_per_kg, restart_s, max_columns,
+    arrival_replan_slots, warm_start, time_limit_s :
         Each group's look-ahead knobs (:class:`~workbench.policies.lookahead.LookaheadPolicy`;
         ``max_columns`` per group).
     """
@@ -221,8 +226,7 @@ class GroupedLookahead(NoHindsightBound):
         workers: int = 0,
         window_h: float = 24.0,
         replan_slots: int | None = None,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         carbon_price_per_kg: float = 0.0,
         restart_s: float = RESTART_S_DEFAULT,
         max_columns: int = 60_000,
@@ -238,17 +242,16 @@ class GroupedLookahead(NoHindsightBound):
             raise ValueError(f"carbon_share_step must be >= 0, got {carbon_share_step!r}")
         if not (isinstance(workers, int) and workers >= 0):
             raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
         self.group_size = group_size
         self.reassign_gain = float(reassign_gain)
         self.carbon_share_step = float(carbon_share_step)
         self.scheduler = scheduler
         self.workers = workers
-        self.carbon_cap_kg = carbon_cap_kg
+        self.caps = as_caps(caps)
         self.restart_s = float(restart_s)
         self.carbon_price_per_kg = float(carbon_price_per_kg)
         self.knobs: dict[str, Any] = {
-            "window_h": window_h, "replan_slots": replan_slots, "power_cap_kw": power_cap_kw,
+            "window_h": window_h, "replan_slots": replan_slots,
             "carbon_price_per_kg": carbon_price_per_kg, "restart_s": restart_s,
             "max_columns": max_columns, "arrival_replan_slots": arrival_replan_slots,
             "warm_start": warm_start, "time_limit_s": time_limit_s}
@@ -263,7 +266,7 @@ class GroupedLookahead(NoHindsightBound):
         return {"policy": self.name, "group_size": self.group_size,
                 "groups": len(getattr(self, "groups", [])),
                 "reassign_gain": self.reassign_gain, "scheduler": self.scheduler,
-                "workers": self.workers, **self.knobs}
+                "workers": self.workers, **self.caps.knobs(), **self.knobs}
 
     def reset(self, scenario: ScenarioView) -> None:
         """Group the sites, place one look-ahead per group (on the cluster already started,
@@ -274,11 +277,7 @@ class GroupedLookahead(NoHindsightBound):
         self.views = [group_view(scenario, g) for g in self.groups]
         self._group_of_dc = {scenario.datacenters[i].name: gi
                              for gi, g in enumerate(self.groups) for i in g}
-        cap = self.carbon_cap_kg
-        if isinstance(cap, Mapping):
-            unknown = sorted(set(cap) - set(self._group_of_dc))
-            if unknown:
-                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
+        self.caps.check_names(d.name for d in scenario.datacenters)
         gpus = np.array([sum(p.count for p in v.pools) for v in self.views], dtype=float)
         self._carbon_share = gpus / max(gpus.sum(), 1.0)
         self._assign: dict[str, int] = {}
@@ -305,8 +304,7 @@ class GroupedLookahead(NoHindsightBound):
         self._planners = []
 
     def _start_planners(self) -> None:
-        caps = [self._group_cap(g) for g in range(len(self.groups))]
-        knobs = [{**self.knobs, "carbon_cap_kg": c} for c in caps]
+        knobs = [{**self.knobs, "caps": self._group_cap(g)} for g in range(len(self.groups))]
         if self.scheduler is None and self.workers == 0:
             self._planners = [GroupPlanner(v, k) for v, k in zip(self.views, knobs,
                                                                   strict=True)]
@@ -335,15 +333,19 @@ class GroupedLookahead(NoHindsightBound):
                                          host="127.0.0.1")
             self._client = Client(self._cluster)
 
-    def _group_cap(self, g: int) -> float | Mapping[str, float] | None:
-        cap = self.carbon_cap_kg
-        if cap is None:
-            return None
+    def _group_cap(self, g: int) -> Caps:
+        """Group ``g``'s caps: its sites' budgets and power caps, or its share of the
+        fleet's budget."""
+        caps = self.caps
         names = {self._sc.datacenters[i].name for i in self.groups[g]}  # type: ignore[union-attr]
-        if isinstance(cap, Mapping):
-            mine = {k: v for k, v in cap.items() if k in names}
-            return mine or None
-        return float(cap) * float(self._carbon_share[g])
+        power: dict[str, Any] = {"power_kw": caps.power_kw, "power_kw_by_dc": {
+            k: v for k, v in caps.power_kw_by_dc.items() if k in names}}
+        if caps.carbon_kg_by_dc:
+            return Caps(carbon_kg_by_dc={k: v for k, v in caps.carbon_kg_by_dc.items()
+                                         if k in names}, **power)
+        if caps.carbon_kg is None:
+            return Caps(**power)
+        return Caps(carbon_kg=float(caps.carbon_kg) * float(self._carbon_share[g]), **power)
 
     # -- the decision --------------------------------------------------------------------
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
@@ -494,8 +496,7 @@ class GroupedLookahead(NoHindsightBound):
     def _share_carbon(self) -> None:
         """Scale each group's share of a total carbon cap by its carbon price (module
         docstring) and hand the groups their new caps."""
-        cap = self.carbon_cap_kg
-        if cap is None or isinstance(cap, Mapping) or self.carbon_share_step == 0:
+        if self.caps.carbon_kg is None or self.carbon_share_step == 0:
             return
         pi = np.array([r.carbon_price if r is not None else 0.0 for r in self._reports])
         mean = float(pi.mean())
@@ -504,7 +505,7 @@ class GroupedLookahead(NoHindsightBound):
         for g, p in enumerate(self._planners):
             c = self._group_cap(g)
             if self._client is None:
-                p.set_carbon_cap(c)
+                p.set_caps(c)
             else:
-                p.set_carbon_cap(c).result()
+                p.set_caps(c).result()
 

@@ -23,9 +23,11 @@ of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this da
   to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line needs
   less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a paused
   job;
-- the power cap per datacenter and block, and one carbon row whose cap is the remaining
-  budget's share of the window; shortfall and carbon slack weigh 1000 times the dearest
-  cost of a job's work and of a kg.
+- the power cap per datacenter and block; shortfall and carbon slack weigh 1000 times the
+  dearest cost of a job's work and of a kg.
+
+**Carbon budgets** are paced by :class:`~workbench.policies.pacing.BudgetPacing`; the carbon
+rows' duals ``lambda_d`` (currency per kg) join ``q`` in the slot decision below.
 
 **From the plan to the slot.** The dual ``mu_j >= 0`` of job ``j``'s work row is the plan's
 price of a unit of its progress (currency), contention included: when jobs compete for a
@@ -33,7 +35,7 @@ pool, the pool's dual raises the ``mu`` of the jobs that need it. The slot's int
 decision is the per-slot MILP (:class:`~workbench.optim.fastslot.FastSlotSolver`) over
 the slot's true options with::
 
-    coef_i = mu_j * progress_i - cost_i - q * carbon_i + mu_j * pmax_j * share_i
+    coef_i = mu_j * progress_i - cost_i - (q + lambda_d) * carbon_i + mu_j * pmax_j * share_i
 
 (``share_i = min(quota, 1)``, the slots the plan still gives the job on option ``i``'s
 configuration in the current re-plan period: it carries the plan's choice over the restart
@@ -82,6 +84,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
@@ -95,7 +98,7 @@ from workbench.policies.base import (
     NoHindsightBound,
     SlotOptions,
     SlotState,
-    check_caps,
+    as_caps,
     slot_options,
 )
 from workbench.policies.completion import (
@@ -109,6 +112,7 @@ from workbench.policies.migration import (
     one_way_move_cost,
     transfer_kwh,
 )
+from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacing
 from workbench.policies.plan_slot import plan_coefficients, plan_placements
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
 from workbench.policies.supplyplan import (
@@ -124,10 +128,8 @@ log = logging.getLogger(__name__)
 PACE_MARGIN = 0.1
 """Share of a job's life (arrival to deadline) by which its pace line finishes early."""
 
-_SHORT_WEIGHT = 1e3
 
-
-class LookaheadPolicy(NoHindsightBound):
+class LookaheadPolicy(BudgetPacing, NoHindsightBound):
     """Contention-aware receding-horizon planner (see the module docstring for the maths).
 
     Parameters
@@ -140,10 +142,9 @@ class LookaheadPolicy(NoHindsightBound):
     fine_slots, block_slots : int, optional
         The first ``fine_slots`` slots are planned one by one, later ones in blocks of
         ``block_slots``; default one hour's worth of slots each.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Carbon cap over the horizon, kg; each window gets the remaining budget's share.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Facility power cap per datacenter and slot, kW (hard in the slot MILP).
+    caps : Caps, optional
+        Carbon budget over the horizon, kg (each window gets the remaining budget's share)
+        and facility power cap per datacenter and slot, kW (hard in the slot MILP).
     carbon_price_per_kg : float
         Optional internal carbon price (currency/kg) added to the energy cost.
     gpu_counts : tuple of int, optional
@@ -187,8 +188,7 @@ class LookaheadPolicy(NoHindsightBound):
         replan_slots: int | None = None,
         fine_slots: int | None = None,
         block_slots: int | None = None,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         carbon_price_per_kg: float = 0.0,
         gpu_counts: tuple[int, ...] | None = None,
         restart_s: float = RESTART_S_DEFAULT,
@@ -218,13 +218,10 @@ class LookaheadPolicy(NoHindsightBound):
             raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
         if not (time_limit_s > 0 and mip_rel_gap >= 0):
             raise ValueError("time_limit_s must be > 0 and mip_rel_gap >= 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.caps = as_caps(caps)
         self.window_h = float(window_h)
         self._knob_slots = (replan_slots, fine_slots, block_slots)
         self.replan_slots = self.fine_slots = self.block_slots = 1
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
         self.carbon_price_per_kg = float(carbon_price_per_kg)
         self.gpu_counts = gpu_counts
         self.restart_s = float(restart_s)
@@ -256,6 +253,7 @@ class LookaheadPolicy(NoHindsightBound):
         self._cfgs: dict[str, list[blocklp.BlockConfig]] = {}
         self._cfg_arrays: dict[str, blocklp.ConfigArrays] = {}
         self._moved_at: dict[str, int] = {}
+        self._reset_pacing()
         self._where: dict[str, str] = {}
         self.plan = None
         self.replans = 0
@@ -267,19 +265,14 @@ class LookaheadPolicy(NoHindsightBound):
         self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
         self._supply = SupplyPlanner.of(scenario)
         self._supply_plan: SupplyPlan | None = None
-        cap = self.carbon_cap_kg
-        if isinstance(cap, Mapping):
-            unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
-            if unknown:
-                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
+        self.caps.check_names(dc.name for dc in scenario.datacenters)
 
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
         return {"policy": self.name, "window_h": self.window_h,
                 "replan_slots": self.replan_slots,
                 "arrival_replan_slots": self.arrival_replan_slots,
-                "carbon_cap_kg": self.carbon_cap_kg,
-                "power_cap_kw": self.power_cap_kw,
+                **self.caps.knobs(),
                 "carbon_price_per_kg": self.carbon_price_per_kg,
                 "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots,
                 "warm_start": self.warm_start, "completion_margin": self.completion_margin}
@@ -371,8 +364,18 @@ class LookaheadPolicy(NoHindsightBound):
         train_ids = np.flatnonzero(training)
         tr = training[job_of] if job_of.size else np.zeros(0, dtype=bool)
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
-        budget = self._window_carbon_budget(state, n_win)
-        pc = self.power_cap_kw
+        parts = self._window_budgets(state, forecast, jobs, cfgs, need, ends, n_win)
+        short_w = blocklp.penalty_weight(cost_x[tr] / np.maximum(rate[tr], 1e-12),
+                                         SHORT_WEIGHT)
+        slack_w = blocklp.penalty_weight(
+            cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), SHORT_WEIGHT)
+        if parts is not None:
+            # Lexicographic under a budget: work before kilograms before cost. A shortfall
+            # weighs more than doing the work at any column's full price, carbon slack
+            # included, so a budget that cannot be kept buys the least carbon that does
+            # the work (never work deferred to a dirtier later window).
+            short_w = max(short_w, blocklp.penalty_weight(
+                (cost_x[tr] + slack_w * carb_x[tr]) / np.maximum(rate[tr], 1e-12), 10.0))
         ws = None
         lp_cost, lp_carb = cost_x, carb_x
         if self._supply is not None:
@@ -386,7 +389,7 @@ class LookaheadPolicy(NoHindsightBound):
                 tie=(1.0 + 1e-4 * bstart).astype(float),
                 # Energy left in the battery is worth something only before the horizon ends.
                 terminal=t + n_win < sc.n_slots,
-                carbon_group=None if budget is None else np.zeros(len(dcs), dtype=np.int64))
+                carbon_group=None if parts is None else parts[0])
             bal = ws.block.site_of_dc(len(dcs))[cfg.dc] >= 0
             lp_cost = np.where(bal, 0.0, cost_x)
             lp_carb = np.where(bal, 0.0, carb_x)
@@ -395,25 +398,38 @@ class LookaheadPolicy(NoHindsightBound):
             rate=rate, carbon_kg=lp_carb, must_run=~training, work_jobs=train_ids,
             need=need[train_ids],
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
-            shortfall_weight=blocklp.penalty_weight(
-                cost_x[tr] / np.maximum(rate[tr], 1e-12), _SHORT_WEIGHT),
-            carbon_slack_weight=blocklp.penalty_weight(
-                cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), _SHORT_WEIGHT),
-            power_cap_kw=None if pc is None else np.array(
-                [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc)
-                 for n in dcs]),
-            # Carbon cap: the remaining budget's share of the window, with a priced slack.
-            carbon_group=None if budget is None else np.zeros(job_of.size, dtype=np.int64),
-            carbon_cap_kg=None if budget is None else np.array([budget]),
+            shortfall_weight=short_w, carbon_slack_weight=slack_w,
+            power_cap_kw=self.caps.power_kw_array(dcs) if self.caps.has_power else None,
+            # Carbon budgets: the remaining budget's share of the window, paced by what the
+            # window must do (:meth:`_window_budgets`), with a priced slack.
             moves=moves, keys=self._block_keys(jobs, t, bstart),
             supply=None if ws is None else ws.block)
+        budgets: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
+        if parts is not None:
+            group_of, left, d_win, d_rest = parts
+            group_x = group_of[cfg.dc]
+            kg = self._share_budgets(prob, group_x, left, d_win, d_rest,
+                                     min(n_win / max(sc.n_slots - t, 1), 1.0))
+            budgets = (group_of, kg)
+            prob = replace(prob, carbon_group=group_x, carbon_cap_kg=kg)
         sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
                                           warm=self._basis, keep_basis=self.warm_start)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
         self._basis = sol.basis
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
-        plan = replace(plan, solve_s=time.perf_counter() - t0c)
+        lam: dict[str, float] = {}
+        if budgets is not None and sol.carbon_price.size:
+            lam = {d: float(sol.carbon_price[g]) if g >= 0 else 0.0
+                   for d, g in zip(dcs, budgets[0].tolist(), strict=True)}
+            # The plan's carbon per slot of its first blocks, to compare with the meter.
+            per_block = np.bincount(blk_of, weights=carb_x * sol.x, minlength=bstart.size)
+            for b in range(bstart.size):
+                if bstart[b] >= self.replan_slots:
+                    break
+                for k in range(int(blen[b])):
+                    self._planned_kg[t + int(bstart[b]) + k] = float(per_block[b] / blen[b])
+        plan = replace(plan, solve_s=time.perf_counter() - t0c, carbon_price_by_dc=lam)
         if ws is not None and self._supply is not None and sol.supply is not None:
             self._supply_plan = self._supply.plan(ws, sol.supply)
             plan = replace(plan, cost=plan.cost + sol.supply.cost(ws.block))
@@ -489,17 +505,6 @@ class LookaheadPolicy(NoHindsightBound):
             return js.remaining
         return max(js.remaining - (end - n_win) / (life * (1.0 - PACE_MARGIN)), 0.0)
 
-    def _window_carbon_budget(self, state: SlotState, n_win: int) -> float | None:
-        """The carbon cap's remaining budget, pro rata for the window (kg), or None."""
-        cap = self.carbon_cap_kg
-        sc = self._sc
-        if cap is None or sc is None:
-            return None
-        total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
-        left = max(sc.n_slots - state.t, 1)
-        return max(total - state.carbon_kg_so_far, 0.0) * min(n_win / left, 1.0)
-
-    # -- the decision --------------------------------------------------------------------
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         if self._sc is None:
             self.reset(state.scenario)
@@ -508,6 +513,7 @@ class LookaheadPolicy(NoHindsightBound):
         t = state.t
         self._track_moves(state)
         quiet = self._track_arrivals(state)
+        self._meter_overrun(state)
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
         lp_failed = ""
@@ -553,18 +559,24 @@ class LookaheadPolicy(NoHindsightBound):
                           battery_kw=self._battery_kw(opts, chosen, t, price))
 
     def _slot_options(self, state: SlotState, price: Mapping[str, float],
-                      carbon: Mapping[str, float]) -> tuple[SlotOptions, Any]:
-        """The slot's options (the GPU-count menu, the power limits) and the power cap the
-        slot MILP keeps: balanced sites price their options at the plan's value of energy
-        there, and a demand-charged site keeps under the planned peak."""
+                      carbon: Mapping[str, float]) -> tuple[SlotOptions, Caps]:
+        """The slot's options (the GPU-count menu, the power limits) and the caps the slot
+        MILP keeps: balanced sites price their options at the plan's value of energy there,
+        and a demand-charged site keeps under the planned peak (a power cap of the slot)."""
         opts = slot_options(state, price, carbon, restart_s=self.restart_s,
                             gpu_counts=None if self.gpu_counts is None else {
                                 js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
                                 if js.job.is_training})
         sp = self._supply_plan
         if sp is None or self._sc is None:
-            return opts, self.power_cap_kw
-        return supplied_options(self._sc, opts, sp, state.t, price, self.power_cap_kw)
+            return opts, self.caps
+        caps = self.caps
+        user = caps.power_kw if caps.power_kw is not None else (
+            dict(caps.power_kw_by_dc) or None)
+        opts, cap = supplied_options(self._sc, opts, sp, state.t, price, user)
+        if isinstance(cap, Mapping):
+            return opts, replace(caps, power_kw=None, power_kw_by_dc=dict(cap))
+        return opts, replace(caps, power_kw=cap, power_kw_by_dc={})
 
     def _battery_kw(self, opts: SlotOptions, chosen: NDArray[np.int64], t: int,
                     price: Mapping[str, float]) -> dict[str, float]:

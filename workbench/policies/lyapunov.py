@@ -79,6 +79,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim.slot import ExtraConstraints
@@ -162,7 +163,7 @@ class LyapunovPolicy(SlotQueuePolicy):
     completion_margin : float
         Share of a job's life (arrival to deadline) the completion rule keeps in hand
         (>= 0; :data:`~workbench.policies.completion.COMPLETION_MARGIN_DEFAULT`).
-    carbon_cap_kg, power_cap_kw, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
+    caps, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
 refine_batch, extra_constraints, solver
         As for every queue-based scheduler
         (:class:`~workbench.policies.slotqueues.SlotQueuePolicy`).
@@ -176,8 +177,7 @@ refine_batch, extra_constraints, solver
         self,
         V: float = DEFAULT_V,
         *,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
         migration_threshold: float = 0.0,
         min_dwell_slots: int = 8,
@@ -189,10 +189,10 @@ refine_batch, extra_constraints, solver
         solver: str = "fast",
         completion_margin: float = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
-        super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
-                         gpu_counts=gpu_counts, migration_threshold=migration_threshold,
-                         restart_s=restart_s, mip_rel_gap=mip_rel_gap,
-                         time_limit_s=time_limit_s, refine_batch=refine_batch,
+        super().__init__(V, caps=caps, gpu_counts=gpu_counts,
+                         migration_threshold=migration_threshold, restart_s=restart_s,
+                         mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
+                         refine_batch=refine_batch,
                          extra_constraints=extra_constraints, solver=solver,
                          completion_margin=completion_margin)
         if not (isinstance(min_dwell_slots, int) and min_dwell_slots >= 0):
@@ -215,6 +215,7 @@ refine_batch, extra_constraints, solver
         price, carbon = current_prices(sc, forecast)
         opts = slot_options(state, price, carbon, gpu_counts=self._menus(state),
                             restart_s=self.restart_s)
+        self._pace(state, opts, forecast)
         dc_names = [dc.name for dc in sc.datacenters]
         dc_pos = {n: i for i, n in enumerate(dc_names)}
         dc_idx = np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64)

@@ -44,12 +44,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.caps import Caps, kg_text
 from workbench.forecast import Forecast
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
@@ -60,7 +61,7 @@ from workbench.policies.base import (
     Allocation,
     HindsightBound,
     SlotState,
-    check_caps,
+    as_caps,
     slot_options,
 )
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
@@ -87,6 +88,9 @@ _ROW_ORDER = ("choice", "pool", "work", "carbon", "power", "move")
 """The hindsight model's order of rows (power caps after the carbon cap; it has no moves):
 the order its plans were checked with (HiGHS's path depends on it, the optimum does not)."""
 
+LEAST_CARBON_LABEL = "hindsight LP bound: no restarts or transfers"
+"""How :class:`LeastCarbon` is labelled wherever it is shown."""
+
 BOUND_KINDS = ("lp-relaxation", "milp-optimal", "milp-dual-bound")
 """What ``OfflinePolicy.bound`` is: the LP relaxation's optimum, the MILP solved to
 optimality, or the dual bound of a MILP stopped at its time limit."""
@@ -112,6 +116,91 @@ class _Horizon:
     gcfg: NDArray[np.int64]
     bprice: NDArray[np.float64]
     bcarbon: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LeastCarbon:
+    """The least carbon achievable over the horizon with every deadline met, from
+    perfect hindsight: the block LP of the whole horizon minimising carbon
+    (:func:`least_carbon_bound`).
+
+    ``carbon_kg`` is a lower bound on what any plan that meets the deadlines emits (LP
+    relaxation, each block at its cleanest slot, no restarts or transfers:
+    :data:`LEAST_CARBON_LABEL`); ``cost`` the cost of that plan (scenario currency);
+    ``shortfall`` the work (fraction per job) that no plan fits before its deadline.
+    """
+
+    carbon_kg: float
+    cost: float
+    shortfall: dict[str, float]
+    kind: str = "lp-relaxation"
+
+    @property
+    def label(self) -> str:
+        return LEAST_CARBON_LABEL
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"carbon_kg", "cost", "kind", "label", "shortfall_jobs"}``, as runs store it."""
+        return {"carbon_kg": float(self.carbon_kg), "cost": float(self.cost),
+                "kind": self.kind, "label": self.label,
+                "shortfall_jobs": sorted(self.shortfall)}
+
+
+def _least_carbon(prob: blocklp.BlockProblem, jobs: list[Job], time_limit_s: float
+                  ) -> LeastCarbon:
+    """Solve ``prob`` (the horizon model) for its least carbon: LP relaxation, no carbon
+    rows, objective ``sum g_x x + eps c_x x`` (the cost only breaks ties among
+    least-carbon plans), shortfall weighing :data:`SHORTFALL_FACTOR` times the most carbon
+    a whole job's work emits on any configuration.
+
+    Raises RuntimeError when HiGHS does not solve it to optimality.
+    """
+    tr = ~prob.must_run[prob.job] if prob.n_x else np.zeros(0, dtype=bool)
+    scale = float(prob.carbon_kg.sum()) / max(float(prob.cost.sum()), 1e-12)
+    lp = replace(prob, cost=prob.carbon_kg + 1e-6 * scale * prob.cost,
+                 shortfall_weight=blocklp.penalty_weight(
+                     prob.carbon_kg[tr] / np.maximum(prob.rate[tr], 1e-12), SHORTFALL_FACTOR),
+                 carbon_group=None, carbon_cap_kg=None, exact=False)
+    sol = blocklp.solve_block_problem(lp, time_limit_s=time_limit_s)
+    if not (sol.optimal and sol.complete):
+        raise RuntimeError(f"least-carbon model not solved: HiGHS status {sol.status}; "
+                           "raise time_limit_s or lower max_columns")
+    shortfall = {jobs[j].job_id: float(v) for j, v in zip(
+        prob.work_jobs.tolist(), sol.short, strict=True) if v > 1e-6}
+    return LeastCarbon(carbon_kg=float(prob.carbon_kg @ sol.x), cost=float(prob.cost @ sol.x),
+                       shortfall=shortfall)
+
+
+def _min_overshoot_kg(prob: blocklp.BlockProblem, time_limit_s: float) -> float:
+    """The least kg by which the horizon model must exceed its carbon budgets (one slack
+    for every budget: the largest overshoot) with every deadline met as far as any plan
+    can: the model with ``c_x = 0`` and the slack weighing 1."""
+    tr = ~prob.must_run[prob.job] if prob.n_x else np.zeros(0, dtype=bool)
+    lp = replace(prob, cost=np.zeros(prob.n_x), carbon_slack_weight=1.0,
+                 shortfall_weight=blocklp.penalty_weight(
+                     prob.carbon_kg[tr] / np.maximum(prob.rate[tr], 1e-12), SHORTFALL_FACTOR),
+                 exact=False)
+    sol = blocklp.solve_block_problem(lp, time_limit_s=time_limit_s)
+    if not (sol.optimal and sol.complete):
+        raise RuntimeError(f"least-overshoot model not solved: HiGHS status {sol.status}")
+    return max(float(sol.slack_kg), 0.0)
+
+
+def least_carbon_bound(scenario: Scenario, *, caps: Caps | None = None,
+                       gpu_counts: tuple[int, ...] | None = None,
+                       max_columns: int = 400_000, time_limit_s: float = 300.0
+                       ) -> LeastCarbon:
+    """The least carbon achievable on ``scenario`` with every deadline met (as far as any
+    plan can meet them), under the power caps of ``caps`` (its carbon budgets are ignored):
+    see :class:`LeastCarbon`. Hindsight: it reads the true grid and every arrival.
+
+    Raises RuntimeError when HiGHS fails.
+    """
+    pol = OfflinePolicy(scenario=scenario, caps=None if caps is None else caps.power_only(),
+                        gpu_counts=gpu_counts, max_columns=max_columns,
+                        time_limit_s=time_limit_s)
+    hz = pol._horizon(scenario)
+    return _least_carbon(pol._horizon_problem(scenario, hz), hz.jobs, time_limit_s)
 
 
 def _first_slot_at_or_after(sc: Scenario, when: object) -> int:
@@ -148,10 +237,9 @@ class OfflinePolicy:
     scenario : Scenario
         The true scenario (prices, carbon, every arrival): hindsight. Required; the
         ``reset`` argument (the static view every policy gets) does not hold them.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Hard carbon cap over the horizon (kg), global or per datacenter.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Power cap per datacenter (kW), per block on average.
+    caps : Caps, optional
+        Carbon budget over the horizon (kg), for the fleet or per datacenter, and power cap
+        per datacenter (kW, per block on average).
     gpu_counts : tuple of int, optional
         One GPU-count menu for every training job (default: each job's own).
     exact_max_columns : int
@@ -191,8 +279,7 @@ class OfflinePolicy:
         self,
         *,
         scenario: Scenario | None = None,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         gpu_counts: tuple[int, ...] | None = None,
         exact_max_columns: int = 3000,
         max_columns: int = 400_000,
@@ -203,11 +290,8 @@ class OfflinePolicy:
     ) -> None:
         if exact_max_columns < 0 or max_columns <= 0 or time_limit_s <= 0:
             raise ValueError("exact_max_columns >= 0, max_columns > 0, time_limit_s > 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.caps = as_caps(caps)
         self.truth = scenario
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
         self.exact_max_columns = int(exact_max_columns)
         self.max_columns = int(max_columns)
@@ -227,6 +311,8 @@ class OfflinePolicy:
         self._bound: HindsightBound | None = None
         self.carbon_slack_kg = 0.0
         self.optimum_demand = 0.0
+        self.least_carbon: LeastCarbon | None = None
+        self.carbon_raised_kg = 0.0
         self._solved_for: ScenarioView | None = None
         self._ws: WindowSupply | None = None
         self._supply_plan: SupplyPlan | None = None
@@ -247,9 +333,12 @@ class OfflinePolicy:
                              f"on {scenario.name!r}")
         self._solved_for = scenario
         sc = self.truth
+        self.caps.check_names(d.name for d in sc.datacenters)
         t0 = time.perf_counter()
         horizon = self._horizon(sc)
         prob = self._horizon_problem(sc, horizon)
+        if self.caps.has_carbon:
+            prob = self._keepable_budgets(prob, horizon)
         sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
                                           mip_rel_gap=self.mip_rel_gap)
         self.status = sol.status
@@ -302,19 +391,10 @@ class OfflinePolicy:
         train_ids = np.flatnonzero(training)
         tr = training[hz.job_of]
         names = [d.name for d in sc.datacenters]
-        ccap = self.carbon_cap_kg
-        group: NDArray[np.int64] | None = None
-        caps_kg: NDArray[np.float64] | None = None
-        if isinstance(ccap, Mapping):
-            keys = [d for d in names if d in ccap]
-            group = np.array([keys.index(d) if d in ccap else -1 for d in names],
-                             dtype=np.int64)[cfg.dc]
-            caps_kg = np.array([float(ccap[k]) for k in keys])
-        elif ccap is not None:
-            group, caps_kg = np.zeros(hz.job_of.size, dtype=np.int64), np.array([float(ccap)])
-        pc = self.power_cap_kw
-        power = None if pc is None else np.array(
-            [float(pc.get(n, np.inf)) if isinstance(pc, Mapping) else float(pc) for n in names])
+        groups = self.caps.carbon_groups(names)
+        group: NDArray[np.int64] | None = None if groups is None else groups[0][cfg.dc]
+        caps_kg: NDArray[np.float64] | None = None if groups is None else groups[1]
+        power = self.caps.power_kw_array(names) if self.caps.has_power else None
         pos_c = carb > 1e-12
         lp_cost, lp_carb = cost, carb
         self._ws = None
@@ -322,13 +402,7 @@ class OfflinePolicy:
         if planner is not None:
             # Balanced sites: renewables, battery and grid in the balance, peaks priced at
             # their lowest tier (the bound stays a lower bound).
-            dc_group = None
-            if isinstance(ccap, Mapping):
-                keys = [d for d in names if d in ccap]
-                dc_group = np.array([keys.index(d) if d in ccap else -1 for d in names],
-                                    dtype=np.int64)
-            elif ccap is not None:
-                dc_group = np.zeros(len(names), dtype=np.int64)
+            dc_group = None if groups is None else groups[0]
             self._ws = planner.block(
                 t0=0, block_start=hz.starts, block_len=hz.lens,
                 renewable_kw=sc.supply.available_kw(0, sc.n_slots), price=hz.bprice,
@@ -352,6 +426,31 @@ class OfflinePolicy:
             exact=self.block_slots == 1 and hz.job_of.size <= self.exact_max_columns,
             row_order=_ROW_ORDER, supply=None if self._ws is None else self._ws.block)
 
+    def _keepable_budgets(self, prob: blocklp.BlockProblem, hz: _Horizon
+                          ) -> blocklp.BlockProblem:
+        """The horizon model with its carbon budgets raised to what can be kept.
+
+        First the least carbon with every deadline met (:attr:`least_carbon`); where a
+        budget is below it (or, per datacenter, where the budgets cannot all be kept:
+        :func:`_min_overshoot_kg`), each budget is raised by the least overshoot, so that
+        the plan minimises carbon subject to the deadlines, then cost, rather than trading
+        deadlines for kilograms (:attr:`carbon_raised_kg`, logged).
+        """
+        assert prob.carbon_cap_kg is not None
+        self.least_carbon = _least_carbon(prob, hz.jobs, self.time_limit_s)
+        if self.caps.carbon_kg_by_dc:
+            over = _min_overshoot_kg(prob, self.time_limit_s)
+        else:
+            over = max(self.least_carbon.carbon_kg - float(prob.carbon_cap_kg[0]), 0.0)
+        self.carbon_raised_kg = over
+        if over <= 1e-9:
+            return prob
+        log.warning("offline: the carbon budget cannot be kept with every deadline met "
+                    "(least carbon %s kg, %s); raised by %s kg: the plan minimises "
+                    "carbon subject to the deadlines", kg_text(self.least_carbon.carbon_kg),
+                    LEAST_CARBON_LABEL, kg_text(over))
+        return replace(prob, carbon_cap_kg=prob.carbon_cap_kg + over * (1 + 1e-6) + 1e-9)
+
     def _read_solution(self, hz: _Horizon, prob: blocklp.BlockProblem,
                        sol: blocklp.BlockSolution, solve_s: float) -> None:
         """The plan's cost, carbon and energy, its shortfalls and carbon slack, and the bound."""
@@ -374,9 +473,9 @@ class OfflinePolicy:
         if self.shortfall:
             log.warning("offline plan cannot finish %d job(s) by their deadlines: %s",
                         len(self.shortfall), ", ".join(sorted(self.shortfall)))
-        capped = self.carbon_cap_kg is not None
+        capped = self.caps.has_carbon
         self.carbon_slack_kg = sol.slack_kg if capped else 0.0
-        if capped and sol.slack_kg > 1e-6:
+        if capped and sol.slack_kg > 1e-3:
             log.warning("offline plan exceeds the carbon cap by %.1f kg", sol.slack_kg)
         if exact and sol.optimal:
             kind, bound_cost = "milp-optimal", self.optimum_cost
@@ -477,7 +576,7 @@ class OfflinePolicy:
                 reasons[js.job.job_id] = "behind the plan near its deadline (top-up)"
             coef[rows] = np.where(opts.progress[rows] > 0, 1.0 + base + 2.0 * match
                                   + 1.0 * same_dc, -1.0)
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, self.caps)
         chosen = greedy_choice(prob, priority=prio)
         placements = {state.jobs[int(opts.job_index[k])].job.job_id: opts.placement(int(k))
                       for k in np.flatnonzero(chosen)}

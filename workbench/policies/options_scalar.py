@@ -6,6 +6,7 @@ timed against (``bench/slot_options.py``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -124,4 +125,10 @@ def _option(state: SlotState, js: JobState, dc: Datacenter, pool: GpuPool, n: in
         gpus_per_node=pool.gpus_per_node)
     rate = (float(x) * float(js.throughput_scale)
             * ((js.phi + prof.efficiency.m0) / (js.phi + m)) / job.work_samples)
+    speed = js.power_scale
+    if speed is not None and speed != js.throughput_scale:
+        # Against a power cap the draw at the estimated speed, not at the planning
+        # margin's slower one.
+        p_w = float(_outcome.training_power_w(prof, n, x * speed))
+        out = replace(out, power_kw=p_w * out.used_s / slot_s * dc.pue / 1000.0)
     return out, m, rate

@@ -53,7 +53,10 @@ def plan_coefficients(
     (:func:`workbench.policies.supplyplan.prefer_progress`).
     """
     n_jobs = len(state.jobs)
-    q = carbon_price_per_kg
+    # The carbon price of each option: the internal one plus, under a budget, the plan's
+    # price of a kg in the option's budget (its carbon row's dual).
+    q = carbon_price_per_kg + np.array(
+        [plan.carbon_price_by_dc.get(str(d), 0.0) for d in opts.datacenter], dtype=float)
     # Integral decisions from the plan: each job's quota is the slots the plan gives it
     # over the re-plan period; a job with quota left gets the bonus, the one already
     # running keeps its GPUs (no restart: more progress) until its quota is spent.

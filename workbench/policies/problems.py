@@ -12,12 +12,12 @@ configurations with their trajectory-averaged rates for the block LP
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome
+from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
@@ -40,29 +40,17 @@ def current_prices(
     return price, carbon
 
 
-def _as_per_dc(value: float | Mapping[str, float] | None, names: Sequence[str],
-               what: str) -> NDArray[np.float64]:
-    """A scalar (same for every datacenter), a mapping, or None (inf) as an array."""
-    if value is None:
-        return np.full(len(names), np.inf)
-    if isinstance(value, Mapping):
-        unknown = sorted(set(value) - set(names))
-        if unknown:
-            raise ValueError(f"{what} names unknown datacenters {unknown}; known: {list(names)}")
-        return np.array([float(value.get(n, np.inf)) for n in names])
-    return np.full(len(names), float(value))
-
-
 def build_slot_problem(
     state: SlotState,
     opts: SlotOptions,
     coef: NDArray[np.float64],
-    power_cap_kw: float | Mapping[str, float] | None = None,
+    caps: Caps | None = None,
 ) -> SlotProblem:
     """Turn a slot's enumerated options and their weights into a :class:`SlotProblem`.
 
     ``power_kw`` is the option's average facility power over the slot (``opts.power_kw``,
-    what the simulator meters); the data an option moves in (``opts.transfer_gb``) use the
+    what the simulator meters) and each datacenter's cap is ``caps``'s (``inf`` without
+    one); the data an option moves in (``opts.transfer_gb``) use the
     link from where they come (``opts.transfer_from``).
     """
     sc = state.scenario
@@ -98,7 +86,7 @@ def build_slot_problem(
         dc_labels=tuple(dc_names),
         dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
         power_kw=opts.power_kw,
-        power_cap_kw=_as_per_dc(power_cap_kw, dc_names, "power_cap_kw"),
+        power_cap_kw=(Caps() if caps is None else caps).power_kw_array(dc_names),
         link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
         link_index=link_index,
         transfer_gb=transfer_gb,

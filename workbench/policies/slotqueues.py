@@ -9,10 +9,12 @@ Both decide one slot at a time from queues updated with what the previous slot m
       Y_j(t+1) = max(Y_j(t) + eps_j(t) - progress_j(t), 0),   eps_j = R_j / L_j
 
   with ``L_j`` the slots left before the deadline (the horizon end if none).
-* ``Z_d`` — carbon backlog per datacenter (or one ``global``) under a cap, with per-slot
-  cap ``a_d = cap_d / n_slots`` and metered carbon ``g_d(t)`` (kg): in kg,
-  ``Z_d(t+1) = max(Z_d + g_d - a_d, 0)``, or in per-slot caps (:attr:`Z_IN_CAPS`),
-  ``Z_d(t+1) = max(Z_d + g_d / a_d - 1, 0)``.
+* ``Z_d`` — carbon backlog per datacenter (or one ``global``) under a budget ``B_d``, with
+  the slot's budget ``a_d(t)`` paced against the forecast and the meter
+  (:meth:`SlotQueuePolicy._pace`) and metered carbon ``g_d(t)`` (kg): in kg,
+  ``Z_d(t+1) = max(Z_d + g_d - a_d, 0)``, or in units of the even share
+  ``abar_d = B_d / n_slots`` (:attr:`Z_IN_CAPS`), ``Z_d(t+1) = max(Z_d + (g_d - a_d) /
+  abar_d, 0)``.
 
 :class:`SlotQueuePolicy` holds the knobs both take, the queues, the GPU-count menus and the
 batch refinement; a subclass gives :meth:`SlotQueuePolicy.decide` (its per-slot objective).
@@ -28,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import perf
+from workbench.caps import Caps
 from workbench.model import ScenarioView
 from workbench.optim.fallback import solve_or_greedy
 from workbench.optim.fastslot import FastSlotSolver
@@ -35,12 +38,13 @@ from workbench.optim.slot import ExtraConstraints
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
+    Forecast,
     JobState,
     NoHindsightBound,
     Placement,
     SlotOptions,
     SlotState,
-    check_caps,
+    as_caps,
 )
 from workbench.policies.completion import check_margin, must_run, urgency
 from workbench.policies.problems import build_slot_problem
@@ -60,11 +64,10 @@ class SlotQueuePolicy(NoHindsightBound):
     ----------
     V : float
         Cost weight against backlog (> 0); its meaning is the subclass's.
-    carbon_cap_kg : float or mapping datacenter -> float, optional
-        Carbon cap over the whole horizon, kg (one global cap or per datacenter). Soft:
-        enforced through ``Z``.
-    power_cap_kw : float or mapping datacenter -> float, optional
-        Facility power cap per datacenter and slot, kW (hard, in the MILP).
+    caps : Caps, optional
+        Carbon budget over the whole horizon, kg (one for the fleet or per datacenter;
+        soft: enforced through ``Z``) and facility power cap per datacenter and slot, kW
+        (hard, in the MILP).
     gpu_counts : tuple of int or mapping job id -> tuple of int, optional
         GPU-count menu override: one menu for every training job, or per job.
     restart_s : float
@@ -92,8 +95,7 @@ class SlotQueuePolicy(NoHindsightBound):
         self,
         V: float,
         *,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
         migration_threshold: float = 0.0,
         restart_s: float = RESTART_S_DEFAULT,
@@ -114,14 +116,11 @@ class SlotQueuePolicy(NoHindsightBound):
             raise ValueError(f"migration_threshold must be >= 0, got {migration_threshold}")
         if not (mip_rel_gap >= 0 and time_limit_s > 0):
             raise ValueError("mip_rel_gap must be >= 0 and time_limit_s > 0")
-        check_caps(carbon_cap_kg, "carbon_cap_kg", "kg")
-        check_caps(power_cap_kw, "power_cap_kw", "kW")
+        self.caps = as_caps(caps)
         if isinstance(gpu_counts, tuple | list) and not all(
                 isinstance(n, int) and n > 0 for n in gpu_counts):
             raise ValueError(f"gpu_counts must hold positive integers, got {gpu_counts!r}")
         self.V = float(V)
-        self.carbon_cap_kg = carbon_cap_kg
-        self.power_cap_kw = power_cap_kw
         self.gpu_counts = gpu_counts
         self.migration_threshold = float(migration_threshold)
         self.restart_s = float(restart_s)
@@ -150,21 +149,102 @@ class SlotQueuePolicy(NoHindsightBound):
         self._carbon_by_dc: dict[str, float] = {}
         self._moved_at: dict[str, int] = {}
         self._where: dict[str, str] = {}
-        cap = self.carbon_cap_kg
-        if isinstance(cap, Mapping):
-            unknown = sorted(set(cap) - {dc.name for dc in scenario.datacenters})
-            if unknown:
-                raise ValueError(f"carbon_cap_kg names unknown datacenters {unknown}")
-            self._cap_slot = {d: float(v) / scenario.n_slots for d, v in cap.items()}
-        elif cap is not None:
-            self._cap_slot = {GLOBAL: float(cap) / scenario.n_slots}
+        self.caps.check_names(dc.name for dc in scenario.datacenters)
+        self._cap_slot = {GLOBAL if d == "all" else d: float(v) / scenario.n_slots
+                          for d, v in self.caps.carbon_scopes().items()}
         self._Z: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
+        self._budget_slot: dict[str, float] = dict(self._cap_slot)
+        self._spent: dict[str, float] = dict.fromkeys(self._cap_slot, 0.0)
+        self._seen_kg: dict[str, tuple[str, float]] = {}
 
     # -- queues --------------------------------------------------------------------------
-    def _z_step(self, z: float, emitted_kg: float, cap_slot_kg: float) -> float:
+    def _z_step(self, key: str, emitted_kg: float) -> float:
+        """``Z`` of budget ``key`` after a slot that emitted ``emitted_kg`` against its
+        slot budget ``a`` (:meth:`_pace`)."""
+        z, a = self._Z[key], self._budget_slot[key]
+        self._spent[key] += max(emitted_kg, 0.0)
         if self.Z_IN_CAPS:
-            return max(z + max(emitted_kg, 0.0) / cap_slot_kg - 1.0, 0.0)
-        return max(z + max(emitted_kg, 0.0) - cap_slot_kg, 0.0)
+            return max(z + (max(emitted_kg, 0.0) - a) / self._cap_slot[key], 0.0)
+        return max(z + max(emitted_kg, 0.0) - a, 0.0)
+
+    def _pace(self, state: SlotState, opts: SlotOptions, forecast: Forecast) -> None:
+        """The slot's carbon budget per scope, ``a_d(t)``: the budget left shared by least
+        carbon demand, now against the rest of the horizon::
+
+            a_d(t) = max(B_d - E_d, 0) * d_d(t) / (D_d(t) + U_d(t))
+            d_d(t) = sum_j k_j due_j / L_j + sum_i e_i          (training j, inference i)
+            D_d(t) = sum_j k_j due_j       + sum_i e'_i S_i
+            U_d(t) = (demand seen so far) / (t + 1) * (slots left after this one)
+
+        ``E_d`` the carbon metered so far, ``k_j`` the job's least kg per whole job of
+        work over its options now, carried to the forecast's mean intensity
+        (``g_i / p_i * cbar_d / c_d``), ``due_j`` its work due within the horizon, ``L_j``
+        the slots to its deadline (within the horizon), ``e_i`` a service's least kg this
+        slot and ``e'_i`` at the mean, ``S_i`` its slots left; each job's demand in the
+        scope of its least-carbon datacenter. A burst of work gets the budget it needs, a
+        quiet slot little; jobs still to come are extrapolated from those arrived.
+        Without demand, the even share of what is left.
+        """
+        if not self._cap_slot:
+            return
+        sc = state.scenario
+        t = state.t
+        names = [dc.name for dc in sc.datacenters]
+        ridx = [forecast.region_index(dc.region) for dc in sc.datacenters]
+        fc = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[:, ridx]
+        ratio = np.where(fc[0] > 0, fc.mean(axis=0) / np.maximum(fc[0], 1e-12), 1.0)
+        dc_of = {n: i for i, n in enumerate(names)}
+        key_of = [GLOBAL if GLOBAL in self._cap_slot else (n if n in self._cap_slot else "")
+                  for n in names]
+        now = dict.fromkeys(self._cap_slot, 0.0)
+        rest = dict.fromkeys(self._cap_slot, 0.0)
+        order = np.argsort(opts.job_index, kind="stable")
+        bounds = np.searchsorted(opts.job_index[order], np.arange(len(state.jobs) + 1))
+        for j, js in enumerate(state.jobs):
+            rows = order[bounds[j]:bounds[j + 1]]
+            if rows.size == 0:
+                continue
+            d = np.array([dc_of[str(x)] for x in opts.datacenter[rows]], dtype=np.int64)
+            if js.job.is_training:
+                ok = opts.progress[rows] > 0
+                if not ok.any():
+                    continue
+                per = np.where(ok, opts.carbon_kg[rows] / np.maximum(opts.progress[rows],
+                                                                      1e-12), np.inf)
+                best = int(np.argmin(per * ratio[d]))
+                key = key_of[d[best]]
+                k = float(per[best] * ratio[d[best]])
+                end = (sc.n_slots if js.job.deadline is None
+                       else math.floor((js.job.deadline - sc.start).total_seconds()
+                                       / sc.slot_s + 1e-9))
+                due = js.remaining * (1.0 if end <= sc.n_slots
+                                      else (sc.n_slots - t) / max(end - t, 1))
+                slots = max(min(end, sc.n_slots) - t, 1)
+                if key:
+                    now[key] += k * due / slots
+                    rest[key] += k * due
+                    if js.job.job_id not in self._seen_kg:
+                        self._seen_kg[js.job.job_id] = (key, k * due)
+            else:
+                assert js.job.end is not None
+                best = int(np.argmin(opts.carbon_kg[rows]))
+                key = key_of[d[best]]
+                stop = min(math.ceil((js.job.end - sc.start).total_seconds() / sc.slot_s
+                                     - 1e-9), sc.n_slots)
+                if key:
+                    now[key] += float(opts.carbon_kg[rows][best])
+                    rest[key] += (float(opts.carbon_kg[rows][best] * ratio[d[best]])
+                                  * max(stop - t, 1))
+        seen = dict.fromkeys(self._cap_slot, 0.0)
+        for key, kg in self._seen_kg.values():
+            seen[key] += kg
+        budgets = {GLOBAL if d == "all" else d: float(v)
+                   for d, v in self.caps.carbon_scopes().items()}
+        for key, cap in budgets.items():
+            unspent = max(cap - self._spent[key], 0.0)
+            total = rest[key] + seen[key] / (t + 1) * max(sc.n_slots - t - 1, 0)
+            self._budget_slot[key] = (unspent * now[key] / total if total > 1e-12
+                                      else unspent / max(sc.n_slots - t, 1))
 
     def _update_queues(self, state: SlotState) -> None:
         """Advance ``Y`` and ``Z`` by what the last slot metered; track moves."""
@@ -177,7 +257,7 @@ class SlotQueuePolicy(NoHindsightBound):
             self._Y[jid] = max(self._Y.get(jid, 0.0) + self._eps.get(jid, 0.0) - progress, 0.0)
         if GLOBAL in self._Z:
             emitted = state.carbon_kg_so_far - self._carbon_so_far
-            self._Z[GLOBAL] = self._z_step(self._Z[GLOBAL], emitted, self._cap_slot[GLOBAL])
+            self._Z[GLOBAL] = self._z_step(GLOBAL, emitted)
         else:
             metered = state.carbon_kg_by_dc_so_far
             for d in self._Z:
@@ -185,7 +265,7 @@ class SlotQueuePolicy(NoHindsightBound):
                 # falls back on what the last allocation was predicted to emit.
                 emitted = (metered.get(d, 0.0) - self._carbon_by_dc.get(d, 0.0)
                            if metered else self._pred_carbon.get(d, 0.0))
-                self._Z[d] = self._z_step(self._Z[d], emitted, self._cap_slot[d])
+                self._Z[d] = self._z_step(d, emitted)
             self._carbon_by_dc = dict(metered)
         self._carbon_so_far = state.carbon_kg_so_far
         self._R_prev = remaining
@@ -212,7 +292,7 @@ class SlotQueuePolicy(NoHindsightBound):
         """
         sc = self._scenario
         assert sc is not None
-        prob = build_slot_problem(state, opts, coef, self.power_cap_kw)
+        prob = build_slot_problem(state, opts, coef, self.caps)
         forced = np.zeros(len(state.jobs), dtype=bool)
         if self.completion_margin is not None and len(opts):
             urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
@@ -257,10 +337,12 @@ class SlotQueuePolicy(NoHindsightBound):
         return js.remaining / left
 
     def queues(self) -> dict[str, float]:
-        """Current queue values: ``R:<job>``, ``Y:<job>``, ``Z:<dc or global>``."""
+        """Current queue values: ``R:<job>``, ``Y:<job>``, ``Z:<dc or global>`` and the
+        slot's carbon budget ``A:<dc or global>`` (kg, :meth:`_pace`)."""
         out = {f"R:{j}": r for j, r in self._R_prev.items()}
         out.update({f"Y:{j}": y for j, y in self._Y.items()})
         out.update({f"Z:{d}": z for d, z in self._Z.items()})
+        out.update({f"A:{d}": a for d, a in self._budget_slot.items()})
         return out
 
     # -- helpers -------------------------------------------------------------------------
@@ -283,7 +365,7 @@ class SlotQueuePolicy(NoHindsightBound):
                    ) -> Placement:
         pl = opts.placement(k)
         # Under a power cap the batch stays the one whose power the MILP checked.
-        if not (self.refine_batch and js.job.is_training) or self.power_cap_kw is not None:
+        if not (self.refine_batch and js.job.is_training) or self.caps.has_power:
             return pl
         prof = sc.profile(js.job.app, pl.gpu_type)
         gpn = next(p.gpus_per_node for p in sc.pools
@@ -293,6 +375,6 @@ class SlotQueuePolicy(NoHindsightBound):
 
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""
-        return {"policy": self.name, "V": self.V, "carbon_cap_kg": self.carbon_cap_kg,
-                "power_cap_kw": self.power_cap_kw, "gpu_counts": self.gpu_counts,
+        return {"policy": self.name, "V": self.V, **self.caps.knobs(),
+                "gpu_counts": self.gpu_counts,
                 "restart_s": self.restart_s, "solver": self.solver}

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim.slot import ExtraConstraints
@@ -105,7 +106,7 @@ class ThresholdPolicy(SlotQueuePolicy):
         Urgency ``u0`` in (0, 1) above which the urgency boost starts.
     carbon_gain : float
         Gain of the carbon shadow price ``lambda_d`` (>= 0).
-    carbon_cap_kg, power_cap_kw, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
+    caps, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
 refine_batch, extra_constraints, solver
         As for every queue-based scheduler
         (:class:`~workbench.policies.slotqueues.SlotQueuePolicy`); the Pyomo model is the
@@ -119,8 +120,7 @@ refine_batch, extra_constraints, solver
         self,
         V: float = DEFAULT_V,
         *,
-        carbon_cap_kg: float | Mapping[str, float] | None = None,
-        power_cap_kw: float | Mapping[str, float] | None = None,
+        caps: Caps | None = None,
         gpu_counts: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
         migration_threshold: float = 0.03,
         use_forecast: bool = True,
@@ -134,10 +134,10 @@ refine_batch, extra_constraints, solver
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "pyomo",
     ) -> None:
-        super().__init__(V, carbon_cap_kg=carbon_cap_kg, power_cap_kw=power_cap_kw,
-                         gpu_counts=gpu_counts, migration_threshold=migration_threshold,
-                         restart_s=restart_s, mip_rel_gap=mip_rel_gap,
-                         time_limit_s=time_limit_s, refine_batch=refine_batch,
+        super().__init__(V, caps=caps, gpu_counts=gpu_counts,
+                         migration_threshold=migration_threshold, restart_s=restart_s,
+                         mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
+                         refine_batch=refine_batch,
                          extra_constraints=extra_constraints, solver=solver)
         if slack_margin < 1:
             raise ValueError(f"slack_margin must be >= 1, got {slack_margin}")
@@ -165,6 +165,7 @@ refine_batch, extra_constraints, solver
         price, carbon = current_prices(sc, forecast)
         opts = slot_options(state, price, carbon, gpu_counts=self._menus(state),
                             restart_s=self.restart_s)
+        self._pace(state, opts, forecast)
         dc_names = [dc.name for dc in sc.datacenters]
         dc_pos = {n: i for i, n in enumerate(dc_names)}
         dc_idx = np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64)

@@ -51,6 +51,9 @@ class WindowPlan:
         currency per GPU-slot; empty for a failed plan).
     carbon_price : float
         The price of a kg under the window's carbon cap (0 without a cap).
+    carbon_price_by_dc : mapping datacenter -> float
+        Under the look-ahead's paced carbon budgets, the plan's price of a kg emitted in
+        each datacenter (its budget row's dual, currency per kg; empty without budgets).
     """
 
     t0: int
@@ -66,6 +69,7 @@ class WindowPlan:
     n_columns: int
     pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     carbon_price: float = 0.0
+    carbon_price_by_dc: Mapping[str, float] = field(default_factory=dict)
 
     @staticmethod
     def failed(t: int) -> WindowPlan:

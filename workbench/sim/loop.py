@@ -8,7 +8,7 @@ import logging
 import math
 import time as _time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,9 +18,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from workbench.bill import buckets, slot_buckets
+from workbench.caps import Caps
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
-from workbench.forecast import FORECAST_MODES, forecast
+from workbench.forecast import FORECAST_MODES, Forecast, forecast
 from workbench.model import Scenario, ScenarioView
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
@@ -37,12 +38,16 @@ from workbench.sim.results import (
     SlotRecord,
     cap_warnings_after,
     cap_warnings_before,
+    check_power_caps,
     job_outcomes,
     job_warnings,
     plan_frame,
+    run_caps,
+    trim_warnings,
 )
 from workbench.sim.truth import (
     JobRun,
+    PowerTrim,
     SlotApplied,
     Truth,
     horizon_cube,
@@ -74,6 +79,8 @@ def simulate(
     ema_alpha: float = EMA_ALPHA_DEFAULT,
     knobs: Mapping[str, Any] | None = None,
     forecast_model: ModelForecast | None = None,
+    caps: Caps | None = None,
+    meter_only: bool = False,
     ignore: frozenset[str] = frozenset(),
     power_limits: tuple[float, ...] = (),
 ) -> RunResult:
@@ -111,6 +118,16 @@ def simulate(
         With ``forecast_mode="model"``: forecasts already fitted on this scenario's history
         (:func:`workbench.forecast.fit_scenario`), so that runs of several policies on one
         scenario fit once; fitted here when absent.
+    caps : Caps, optional
+        The caps the run is metered against (stored with its knobs, ``meta["knobs"]``);
+        default: the policy's own (its ``caps``, none if it has none). Unless
+        ``meter_only``, its power caps are enforced: an allocation whose true draw would
+        put a datacenter above its cap is trimmed (:meth:`Truth.apply`, reported), and a
+        cap below what the inference services alone draw is refused before the first slot
+        (:func:`workbench.sim.results.check_power_caps`).
+    meter_only : bool
+        Meter the caps without enforcing them (a comparison run that was not given them:
+        its violations are reported).
     ignore, power_limits
         Levers (:data:`workbench.supply.LEVERS`) the policy plans without, while they are
         metered and billed; its menu of GPU power limits (:meth:`Scenario.view`).
@@ -123,17 +140,25 @@ def simulate(
     ------
     AllocationError
         When the policy places a job where it may not run or over a pool's capacity.
+    ValueError
+        For bad settings, caps naming unknown datacenters, or power caps below what the
+        inference services alone draw.
     """
     _check_settings(forecast_mode, forecast_error, noise, restart_s, resize_s, ema_alpha)
     sc = scenario
-    slot_s = float(sc.slot_s)
+    caps = run_caps(policy, caps)
+    names = [d.name for d in sc.datacenters]
+    caps.check_names(names)
+    if not meter_only:
+        check_power_caps(sc, caps)
     cube = horizon_cube(sc)
     fc_model = _forecast_model(sc, forecast_mode, forecast_model)
     truth = Truth.of(sc, cube, restart_s=restart_s, resize_s=resize_s, noise=noise,
-                     seed=seed)
+                     seed=seed, power_cap_kw=None if meter_only or not caps.has_power
+                     else dict(zip(names, caps.power_kw_array(names).tolist(), strict=True)))
     runs = _job_runs(sc, noise, seed, ema_alpha)
     meta: dict[str, Any] = {
-        "scenario": sc.name, "policy": policy.name, "knobs": dict(knobs or {}),
+        "scenario": sc.name, "policy": policy.name, "knobs": {**(knobs or {}), **caps.knobs()},
         "forecast_mode": forecast_mode, "forecast_error": forecast_error,
         "forecast_history_days": None if fc_model is None else fc_model.history_days,
         "noise": noise, "seed": seed, "restart_s": restart_s, "resize_s": resize_s,
@@ -144,10 +169,31 @@ def simulate(
     view = sc.view(ignore=ignore, power_limits=power_limits)
     planned_supply = sc.supply.without(ignore)
     policy.reset(view)
-    warnings: list[str] = cap_warnings_before(sc, policy, knobs)
+    warnings: list[str] = cap_warnings_before(sc, caps)
     acc = _Accumulated(sc)
     wall0 = _time.perf_counter()
 
+    def told(t: int) -> Forecast:
+        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
+        if planned_supply.sources:  # what the policy believes its renewables deliver
+            fc = replace(fc, renewable_kw=forecast_output(
+                planned_supply, t, sc.n_slots, forecast_mode, sc.slot_s))
+        return fc
+
+    _run_slots(sc, view, policy, truth, runs, acc, warnings, recorders, progress=progress,
+               told=told)
+    meta["wall_s"] = _time.perf_counter() - wall0
+    return _result(sc, policy, meta, runs, acc, warnings, recorders)
+
+
+def _run_slots(sc: Scenario, view: ScenarioView, policy: Policy, truth: Truth,
+               runs: list[JobRun], acc: _Accumulated, warnings: list[str],
+               recorders: Sequence[Recorder], *, progress: bool,
+               told: Callable[[int], Forecast]) -> None:
+    """The horizon slot by slot: the policy decides on what it is ``told`` (the forecast
+    of each slot), the truth applies its allocation; ``acc``, ``warnings`` and the
+    recorders take what happened."""
+    slot_s = float(sc.slot_s)
     bar = tqdm(range(sc.n_slots), desc=f"{sc.name}/{policy.name}", unit="slot",
                disable=not progress, leave=False)
     live = _Live(runs)
@@ -156,10 +202,7 @@ def simulate(
         t_end = t_start + timedelta(seconds=slot_s)
         active = live.at(t)
         state = acc.state(view, t, t_start, active, truth)
-        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
-        if planned_supply.sources:  # what the policy believes its renewables deliver
-            fc = replace(fc, renewable_kw=forecast_output(
-                planned_supply, t, sc.n_slots, forecast_mode, sc.slot_s))
+        fc = told(t)
         tic = _time.perf_counter()
         alloc = policy.decide(state, fc)
         decide_s = _time.perf_counter() - tic
@@ -173,9 +216,6 @@ def simulate(
         for rec in recorders:
             rec.record(record)
     bar.close()
-
-    meta["wall_s"] = _time.perf_counter() - wall0
-    return _result(sc, policy, meta, runs, acc, warnings, recorders)
 
 
 def _forecast_model(sc: Scenario, mode: str, fitted: ModelForecast | None
@@ -235,6 +275,7 @@ class _Accumulated:
         self.migrations = ColumnChunks(MIGRATION.dtypes())
         self.slots: ColumnChunks | None = None
         self.queues = QueueTrace()
+        self.trims: list[PowerTrim] = []
 
     def state(self, view: ScenarioView, t: int, t_start: datetime, active: Sequence[JobRun],
               truth: Truth) -> SlotState:
@@ -259,6 +300,7 @@ class _Accumulated:
             b = self.buckets[i]
             kw = applied.sites[b.datacenter].grid_kwh / self.slot_h
             self.peaks[b.key] = max(self.peaks[b.key], kw)
+        self.trims.extend(applied.trimmed)
         queues = {str(k): float(v) for k, v in queues.items()}
         summary["queues"] = json.dumps(queues, sort_keys=True)
         plan_cols: dict[str, list[Any]] = (
@@ -343,7 +385,7 @@ def _summary(sc: Scenario, t: int, t_start: Any, applied: SlotApplied, alloc: Al
         "carbon_kg": float(sum(applied.carbon_kg.values())),
         "jobs_active": n_active, "jobs_running": applied.running,
         "jobs_waiting": applied.waiting, "inference_unserved": applied.unserved,
-        "migrations": len(applied.migrations),
+        "migrations": len(applied.migrations), "power_trims": len(applied.trimmed),
         "gpus_busy": int(sum(applied.busy.values())),
         "gpus_total": int(sum(p.count for p in sc.pools)),
         "decide_s": decide_s,
@@ -395,6 +437,7 @@ def _result(sc: Scenario, policy: Policy, meta: dict[str, Any], runs: list[JobRu
     if len(slots):
         slots["time"] = pd.to_datetime(slots["time"], utc=True)
     jobs = job_outcomes(runs, sc, policy.name)
+    warnings.extend(trim_warnings(acc.trims))
     warnings.extend(job_warnings(jobs))
     if warnings:
         log.warning("%s on %s: %d warning(s), the first: %s (all in RunResult.warnings)",

@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
+from workbench.caps import Caps, kg_text
 from workbench.chunks import ColumnChunks, QueueTrace
-from workbench.model import Scenario
+from workbench.model import Job, Scenario
+from workbench.outcome import service_power_w
 from workbench.policies.base import Policy
 from workbench.schema import JOB_OUTCOME, PLAN_ROW, PLAN_STORED_COLUMNS
 
 if TYPE_CHECKING:
-    from workbench.sim.truth import JobRun
+    from workbench.sim.truth import JobRun, PowerTrim
 
 log = logging.getLogger(__name__)
 
@@ -266,20 +268,86 @@ def job_warnings(jobs: pd.DataFrame) -> list[str]:
     return out
 
 
-def _cap(policy: Policy, knobs: Mapping[str, Any] | None, name: str) -> Any:
-    value = (knobs or {}).get(name)
-    return getattr(policy, name, None) if value is None else value
+def run_caps(policy: Policy, caps: Caps | None) -> Caps:
+    """The caps a run is metered against: ``caps``, else the policy's own (its ``caps``
+    attribute, as the capped policies keep it), else none."""
+    if caps is not None:
+        return caps
+    own = getattr(policy, "caps", None)
+    return own if isinstance(own, Caps) else Caps()
 
 
-def cap_warnings_before(sc: Scenario, policy: Policy, knobs: Mapping[str, Any] | None
-                        ) -> list[str]:
+def service_floors_kw(sc: Scenario) -> list[tuple[Job, int, int, dict[str, float]]]:
+    """Per inference service: its first and end slot and, per datacenter it may run in
+    (within its latency bound, on a pool that holds it), the least facility power it draws
+    there, kW: ``n * (P_idle + load (P_max - P_idle)) * PUE / 1000`` on its best pool."""
+    out = []
+    for job in sc.jobs_of_kind("inference"):
+        assert job.end is not None
+        a = max(sc.slot_of(job.arrival, after=True), 0)
+        b = min(max(sc.slot_of(job.end, after=True), 0), sc.n_slots)
+        limit = job.max_latency_ms if job.max_latency_ms is not None else math.inf
+        where: dict[str, float] = {}
+        for dc in sc.datacenters:
+            if sc.latency_ms(job.home, dc.name) > limit:
+                continue
+            for pool in sc.pools_at(dc.name):
+                if job.allows(pool.gpu_type) and job.requested_gpus <= pool.count:
+                    kw = service_power_w(job, pool) * dc.pue / 1000.0
+                    where[dc.name] = min(where.get(dc.name, math.inf), kw)
+        if b > a and where:
+            out.append((job, a, b, where))
+    return out
+
+
+def check_power_caps(sc: Scenario, caps: Caps) -> None:
+    """Refuse power caps below what the inference services alone draw (they run every slot
+    they are up), with the numbers: raise ValueError when a service fits under no cap
+    where it may run, or in a slot where the services up draw more than the caps of the
+    datacenters they may use (each at its least draw), or more than one datacenter's cap
+    where they can run nowhere else."""
+    if not caps.has_power:
+        return
+    names = [d.name for d in sc.datacenters]
+    cap = dict(zip(names, caps.power_kw_array(names).tolist(), strict=True))
+    floors = service_floors_kw(sc)
+    fix = "raise the power cap or move the services"
+    for job, _a, _b, where in floors:
+        if all(kw > cap[d] * (1 + 1e-9) for d, kw in where.items()):
+            detail = ", ".join(f"{d} {kw:.2f} kW against a cap of {cap[d]:g} kW"
+                               for d, kw in where.items())
+            raise ValueError(f"power cap below what inference alone draws: service "
+                             f"{job.job_id} draws at least {min(where.values()):.2f} kW "
+                             f"wherever it may run ({detail}); {fix}")
+    for t in sorted({a for _, a, _, _ in floors}):
+        up = [(job, where) for job, a, b, where in floors if a <= t < b]
+        allowed = {d for _, where in up for d in where}
+        need = sum(min(where.values()) for _, where in up)
+        room = sum(cap[d] for d in allowed)
+        if need > room * (1 + 1e-9):
+            raise ValueError(
+                f"power cap below what inference alone draws: from slot {t} the "
+                f"{len(up)} inference services up draw at least {need:.2f} kW together, "
+                f"more than the {room:g} kW the caps of {', '.join(sorted(allowed))} "
+                f"allow; {fix}")
+        for d in allowed:
+            only = [(job, where[d]) for job, where in up if set(where) == {d}]
+            kw = sum(k for _, k in only)
+            if kw > cap[d] * (1 + 1e-9):
+                raise ValueError(
+                    f"power cap below what inference alone draws: from slot {t} the "
+                    f"services that may run only in {d} "
+                    f"({', '.join(j.job_id for j, _ in only)}) draw {kw:.2f} kW against "
+                    f"its cap of {cap[d]:g} kW; {fix}")
+
+
+def cap_warnings_before(sc: Scenario, caps: Caps) -> list[str]:
     """A carbon cap below what the inference services alone must emit cannot be met."""
     from workbench.metrics import inference_carbon_floor_kg
 
-    cap = _cap(policy, knobs, "carbon_cap_kg")
-    if cap is None:
+    total = caps.carbon_total_kg()
+    if total is None:
         return []
-    total = float(sum(cap.values())) if isinstance(cap, Mapping) else float(cap)
     floor = inference_carbon_floor_kg(sc)
     if total >= floor:
         return []
@@ -287,6 +355,19 @@ def cap_warnings_before(sc: Scenario, policy: Policy, knobs: Mapping[str, Any] |
            "services alone emit at least; the run will end above the cap")
     log.warning(msg, extra=RUN_WARNING)
     return [msg]
+
+
+def trim_warnings(trims: Sequence[PowerTrim]) -> list[str]:
+    """The power-cap trims of a run in one warning (none without any)."""
+    if not trims:
+        return []
+    first = trims[0]
+    slots = len({(x.t, x.datacenter) for x in trims})
+    return [f"power cap kept by pausing {len(trims)} job-slot(s) in {slots} "
+            f"datacenter-slot(s) where the allocation's true draw would have exceeded the "
+            f"cap (the policy predicted less power than the truth drew); the first: slot "
+            f"{first.t}, {first.datacenter} would have drawn {first.drawn_kw:.2f} kW against "
+            f"{first.cap_kw:g} kW, {first.job_id} paused"]
 
 
 def cap_warnings_after(metrics: Mapping[str, Any]) -> list[str]:
@@ -300,8 +381,9 @@ def cap_warnings_after(metrics: Mapping[str, Any]) -> list[str]:
     if metrics.get("carbon_cap_met") is False:
         cap = float(metrics["carbon_cap_kg"])
         over = float(metrics["carbon_kg"]) - cap
-        out.append(f"carbon cap missed: {metrics['carbon_kg']:.1f} kg emitted against a cap "
-                   f"of {cap:.1f} kg ({over:.1f} kg, {100 * over / cap:.1f}% over)")
+        out.append(f"carbon cap missed: {kg_text(metrics['carbon_kg'])} kg emitted against a "
+                   f"cap of {kg_text(cap)} kg ({kg_text(over)} kg, {100 * over / cap:.1f}% "
+                   "over)")
     for msg in out:
         log.warning(msg, extra=RUN_WARNING)
     return out

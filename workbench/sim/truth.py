@@ -75,8 +75,9 @@ class JobRun:
             left = (None if now is None or self.job.deadline is None
                     else (self.job.deadline - now).total_seconds())
             scale = planning_speed_factor(self.est, self.job, remaining, left)
+            power_scale = self.est.speed_factor
         else:
-            phi, scale, remaining = 1.0, 1.0, 1.0
+            phi, scale, remaining, power_scale = 1.0, 1.0, 1.0, 1.0
         return JobState(
             job=self.job,
             remaining=remaining,
@@ -87,6 +88,7 @@ class JobRun:
             slots_run=self.slots_run,
             data_at=tuple(sorted(self.data_at)),
             pending_s=self.pending_s,
+            power_scale=power_scale,
         )
 
 
@@ -239,13 +241,28 @@ class SlotApplied:
     unserved: int = 0
     sites: dict[str, SiteSlot] = field(default_factory=dict)
     """Each datacenter's energy balance (:func:`workbench.outcome.site_balance`)."""
+    trimmed: list[PowerTrim] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PowerTrim:
+    """A training job the simulator paused in slot ``t`` because the allocation would have
+    put ``datacenter`` above its power cap: the datacenter's true draw with every placed
+    job (``drawn_kw``) against its cap (``cap_kw``), both kW."""
+
+    t: int
+    job_id: str
+    datacenter: str
+    drawn_kw: float
+    cap_kw: float
 
 
 @dataclass
 class Truth:
     """The true world of one run: the horizon's price and carbon (``price[t, r]``,
     ``carbon[t, r]`` by region index), the sites, the pools, the losses of a restart and a
-    resize, and the hidden noise (sigma ``noise``, drawn from ``rng`` in job order)."""
+    resize, the hidden noise (sigma ``noise``, drawn from ``rng`` in job order) and the
+    power caps it enforces (``power_cap_kw`` per datacenter, kW; empty: none)."""
 
     scenario: Scenario
     price: np.ndarray
@@ -255,6 +272,7 @@ class Truth:
     resize_s: float
     noise: float
     rng: np.random.Generator
+    power_cap_kw: dict[str, float] = field(default_factory=dict)
     dcs: dict[str, Datacenter] = field(init=False)
     pools: dict[tuple[str, str], GpuPool] = field(init=False)
     soc_kwh: dict[str, float] = field(init=False)
@@ -268,34 +286,49 @@ class Truth:
 
     @classmethod
     def of(cls, sc: Scenario, cube: xr.Dataset, *, restart_s: float, resize_s: float,
-           noise: float, seed: int) -> Truth:
+           noise: float, seed: int, power_cap_kw: Mapping[str, float] | None = None
+           ) -> Truth:
         """The truth of ``sc`` over its horizon cube (:func:`horizon_cube`); the per-slot
-        noise drawn from the generator seeded ``[seed, 1]``."""
+        noise drawn from the generator seeded ``[seed, 1]``; ``power_cap_kw`` the caps it
+        enforces (finite ones only)."""
         regions = [str(r) for r in cube["region"].values]
+        caps = {d: float(v) for d, v in (power_cap_kw or {}).items() if math.isfinite(v)}
         return cls(sc, price=np.asarray(cube["price_per_kwh"].values, dtype=float),
                    carbon=np.asarray(cube["carbon_g_per_kwh"].values, dtype=float),
                    region_index={r: i for i, r in enumerate(regions)}, restart_s=restart_s,
-                   resize_s=resize_s, noise=noise, rng=np.random.default_rng([seed, 1]))
+                   resize_s=resize_s, noise=noise, rng=np.random.default_rng([seed, 1]),
+                   power_cap_kw=caps)
 
     def apply(self, alloc: Allocation, active: list[JobRun], t: int, t_start: datetime
               ) -> SlotApplied:
         """Run slot ``t`` of every active job as ``alloc`` places it (a job it leaves out
-        pauses) and update each job's bookkeeping."""
+        pauses) and update each job's bookkeeping.
+
+        Under enforced power caps the allocation is first trimmed to them
+        (:meth:`_within_power_caps`): a job whose true draw would put its datacenter above
+        its cap pauses (a :class:`PowerTrim` in the result).
+        """
+        placements: Mapping[str, Placement] = alloc.placements
+        etas: dict[str, float] = {}
+        trimmed: list[PowerTrim] = []
+        if self.power_cap_kw and placements:
+            placements, etas, trimmed = self._within_power_caps(placements, active, t,
+                                                                t_start)
         busy: Counter[tuple[str, str]] = Counter()
-        for placed in alloc.placements.values():
+        for placed in placements.values():
             busy[(placed.datacenter, placed.gpu_type)] += placed.n_gpus
         out = SlotApplied(plan=[], migrations=[], energy_kwh=dict.fromkeys(self.dcs, 0.0),
                           cost=dict.fromkeys(self.dcs, 0.0),
                           carbon_kg=dict.fromkeys(self.dcs, 0.0),
-                          power_kw=dict.fromkeys(self.dcs, 0.0), busy=busy)
+                          power_kw=dict.fromkeys(self.dcs, 0.0), busy=busy, trimmed=trimmed)
         for r in active:
             r.slots_active += 1
-            p = alloc.placements.get(r.job.job_id)
+            p = placements.get(r.job.job_id)
             if p is None:
                 self._pause(r, t, out)
             else:
                 out.running += 1
-                self._run(r, p, alloc, t, t_start, out)
+                self._run(r, p, alloc, t, t_start, out, etas.get(r.job.job_id))
         self._balance(alloc, t, out)
         return out
 
@@ -339,6 +372,71 @@ class Truth:
                                            battery_kwh=row.energy_kwh * bat,
                                            grid_kwh=row.energy_kwh * grid)
 
+    def _charges(self, r: JobRun, p: Placement) -> outcome.Charges:
+        """What placing ``r`` at ``p`` owes this slot (restart, transfers)."""
+        prev = (None if r.placement is None else
+                (r.placement.datacenter, r.placement.gpu_type, int(r.placement.n_gpus)))
+        ch = outcome.move_charges(
+            r.job, p.datacenter, p.gpu_type, int(p.n_gpus), previous=prev,
+            checkpoint_at=r.last_dc, data_at=r.data_at, pending_s=r.pending_s,
+            link=self.scenario.link, restart_s=self.restart_s, resize_s=self.resize_s)
+        assert ch is not None  # links checked by validate_allocation
+        return ch
+
+    def _eta(self) -> float:
+        """The slot's throughput noise of one job: ``LogNormal(0, noise)`` (1 without)."""
+        return float(np.exp(self.noise * self.rng.standard_normal())) if self.noise > 0 \
+            else 1.0
+
+    def _within_power_caps(
+        self, placements: Mapping[str, Placement], active: list[JobRun], t: int,
+        t_start: datetime,
+    ) -> tuple[dict[str, Placement], dict[str, float], list[PowerTrim]]:
+        """The placements trimmed to the enforced power caps, with the throughput noise
+        drawn for each running training job, and what was trimmed.
+
+        Each datacenter's true draw is the sum of its jobs' true facility power in the slot
+        (:func:`workbench.outcome.slot_outcome` at the truth, as the meter reads it). Where
+        it exceeds the cap, training jobs pause until it fits: first those the allocation
+        starts, resumes or moves here this slot (its marginal decisions), then those that
+        ran here in the last slot, the most power first within each. Inference services
+        are never paused (a cap below what they alone draw is refused before the run).
+        """
+        kept = dict(placements)
+        etas: dict[str, float] = {}
+        power: dict[str, float] = {}
+        draw: dict[str, float] = dict.fromkeys(self.dcs, 0.0)
+        for r in active:
+            p = placements.get(r.job.job_id)
+            if p is None:
+                continue
+            ch = self._charges(r, p)
+            if r.job.is_training:
+                etas[r.job.job_id] = eta = self._eta()
+                res = self._training_outcome(r, p, ch, eta)
+            else:
+                res = self._service_outcome(r, p, ch, t_start)
+            power[r.job.job_id] = res.power_kw
+            draw[p.datacenter] += res.power_kw
+        trimmed: list[PowerTrim] = []
+        by_id = {r.job.job_id: r for r in active}
+        for dc, cap in self.power_cap_kw.items():
+            drawn = draw.get(dc, 0.0)
+            if drawn <= cap * (1 + 1e-9):
+                continue
+            here = [j for j, p in placements.items() if p.datacenter == dc
+                    and by_id[j].job.is_training]
+            here.sort(key=lambda j: (by_id[j].placement == placements[j], -power[j], j))
+            left = drawn
+            for j in here:
+                if left <= cap * (1 + 1e-9):
+                    break
+                del kept[j]
+                left -= power[j]
+                trimmed.append(PowerTrim(t=t, job_id=j, datacenter=dc, drawn_kw=drawn,
+                                         cap_kw=cap))
+        return kept, etas, trimmed
+
     def _prices(self, t: int, datacenter: str) -> tuple[str, float, float]:
         reg = self.dcs[datacenter].region
         i = self.region_index[reg]
@@ -366,63 +464,73 @@ class Truth:
             remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0, power_limit_w=0.0,
             renewable_kwh=0.0, battery_kwh=0.0, grid_kwh=0.0, limit_saved_kwh=0.0))
 
-    def _outcome(self, r: JobRun, p: Placement, ch: outcome.Charges, t: int,
-                 t_start: datetime) -> tuple[outcome.SlotOutcome, float, bool]:
-        """The slot's outcome of ``r`` placed at ``p`` with charges ``ch``, its progress and
-        whether it finishes (a training job's online estimate is updated)."""
+    def _training_outcome(self, r: JobRun, p: Placement, ch: outcome.Charges, eta: float
+                          ) -> outcome.SlotOutcome:
+        """The true slot outcome of training job ``r`` at ``p`` with throughput noise
+        ``eta`` (nothing is updated)."""
         job = r.job
-        dc = self.dcs[p.datacenter]
         pool = self.pools[(p.datacenter, p.gpu_type)]
+        prof = self.scenario.profile(job.app, p.gpu_type)
+        x_model = float(perf.throughput(prof.throughput, p.n_gpus, p.batch_size,
+                                        pool.gpus_per_node))
+        r_t = r_p = 1.0
+        if p.power_limit_w is not None and p.power_limit_w < pool.max_power_w:
+            # The power-limit model on the job's true draw at full power.
+            full_w = float(outcome.training_power_w(prof, int(p.n_gpus),
+                                                    x_model * r.factor * eta))
+            r_t, r_p = limit_factors(p.gpu_type, p.power_limit_w / pool.max_power_w,
+                                     full_w / int(p.n_gpus), pool.max_power_w)
+        return outcome.slot_outcome(
+            job, slot_s=float(self.scenario.slot_s), pue=self.dcs[p.datacenter].pue,
+            charges=ch, remaining=1.0 - r.done, profile=prof, n_gpus=int(p.n_gpus),
+            batch_size=int(p.batch_size), x_model_sps=x_model, speed=r.factor * eta,
+            phi=float(prof.efficiency.phi(r.done)), gpus_per_node=pool.gpus_per_node,
+            time_factor=r_t, power_factor=r_p)
+
+    def _service_outcome(self, r: JobRun, p: Placement, ch: outcome.Charges,
+                         t_start: datetime) -> outcome.SlotOutcome:
+        """The slot outcome of inference service ``r`` at ``p``: a service ending inside
+        the slot draws power only until its end."""
+        job = r.job
+        assert job.end is not None
+        pool = self.pools[(p.datacenter, p.gpu_type)]
+        return outcome.slot_outcome(
+            job, slot_s=float(self.scenario.slot_s), pue=self.dcs[p.datacenter].pue,
+            charges=ch, inference_power_w=outcome.service_power_w(job, pool, p.n_gpus),
+            up_s=(job.end - t_start).total_seconds())
+
+    def _outcome(self, r: JobRun, p: Placement, ch: outcome.Charges, t: int,
+                 t_start: datetime, eta: float | None = None
+                 ) -> tuple[outcome.SlotOutcome, float, bool]:
+        """The slot's outcome of ``r`` placed at ``p`` with charges ``ch``, its progress and
+        whether it finishes (a training job's online estimate is updated); ``eta`` the
+        throughput noise already drawn for it (drawn here when None)."""
+        job = r.job
         sc = self.scenario
-        slot_s = float(sc.slot_s)
         if job.is_training:
-            prof = sc.profile(job.app, p.gpu_type)
-            eta = float(np.exp(self.noise * self.rng.standard_normal())) if self.noise > 0 \
-                else 1.0
-            x_model = float(perf.throughput(prof.throughput, p.n_gpus, p.batch_size,
-                                            pool.gpus_per_node))
-            phi_true = float(prof.efficiency.phi(r.done))
-            r_t = r_p = 1.0
-            if p.power_limit_w is not None and p.power_limit_w < pool.max_power_w:
-                # The power-limit model on the job's true draw at full power.
-                full_w = float(outcome.training_power_w(prof, int(p.n_gpus),
-                                                        x_model * r.factor * eta))
-                r_t, r_p = limit_factors(p.gpu_type, p.power_limit_w / pool.max_power_w,
-                                         full_w / int(p.n_gpus), pool.max_power_w)
-            res = outcome.slot_outcome(
-                job, slot_s=slot_s, pue=dc.pue, charges=ch, remaining=1.0 - r.done,
-                profile=prof, n_gpus=int(p.n_gpus), batch_size=int(p.batch_size),
-                x_model_sps=x_model, speed=r.factor * eta, phi=phi_true,
-                gpus_per_node=pool.gpus_per_node, time_factor=r_t, power_factor=r_p)
+            if eta is None:
+                eta = self._eta()
+            res = self._training_outcome(r, p, ch, eta)
             finishing = res.finishes
             # Online re-estimation from what the job reports this slot.
             if res.used_s > res.lost_s:
+                phi_true = float(sc.profile(job.app, p.gpu_type).efficiency.phi(r.done))
                 _observe(r, p.n_gpus, p.batch_size, r.factor * eta, phi_true, self.noise,
                          self.rng)
             r.done = 1.0 if finishing else r.done + res.progress
             return res, res.progress, finishing
-        # A service ending inside the slot draws power only until its end.
-        assert job.end is not None
-        res = outcome.slot_outcome(
-            job, slot_s=slot_s, pue=dc.pue, charges=ch,
-            inference_power_w=outcome.service_power_w(job, pool, p.n_gpus),
-            up_s=(job.end - t_start).total_seconds())
+        res = self._service_outcome(r, p, ch, t_start)
         # The last slot before the service's end (not merely the horizon's last).
+        assert job.end is not None
         return res, 0.0, t == max(sc.slot_of(job.end, after=True), 0) - 1
 
     def _run(self, r: JobRun, p: Placement, alloc: Allocation, t: int, t_start: datetime,
-             out: SlotApplied) -> None:
+             out: SlotApplied, eta: float | None = None) -> None:
         job = r.job
         reg, pr, cg = self._prices(t, p.datacenter)
         moves = r.last_dc is not None and r.last_dc != p.datacenter
-        prev = (None if r.placement is None else
-                (r.placement.datacenter, r.placement.gpu_type, int(r.placement.n_gpus)))
-        ch = outcome.move_charges(
-            job, p.datacenter, p.gpu_type, int(p.n_gpus), previous=prev,
-            checkpoint_at=r.last_dc, data_at=r.data_at, pending_s=r.pending_s,
-            link=self.scenario.link, restart_s=self.restart_s, resize_s=self.resize_s)
-        assert ch is not None  # links checked by validate_allocation
-        res, delta, finishing = self._outcome(r, p, ch, t, t_start)
+        ch = self._charges(r, p)
+        res, delta, finishing = self._outcome(r, p, ch, t, t_start, eta)
         used_s, lost = res.used_s, res.lost_s
         r.pending_s = res.pending_s
         if finishing:

@@ -1,10 +1,15 @@
-"""The Metrics tab: the headline, the comparison, where the saving comes from, the V trade-off."""
+"""The Metrics tab: the headline, the comparison, where the saving comes from, the V trade-off
+and the cost-carbon frontier."""
 
 from __future__ import annotations
 
+import logging
+
+import pandas as pd
 import panel as pn
 import param
 
+from workbench import runs as stored_runs
 from workbench.app import derive, plots
 from workbench.app.markup import (
     attribution_note_html,
@@ -17,6 +22,9 @@ from workbench.app.markup import (
 )
 from workbench.app.views.common import StateView, data_table, no_run, run_banner
 from workbench.equal_work import EQUAL_WORK_BASIS
+from workbench.store import StoreError
+
+log = logging.getLogger(__name__)
 
 COMPARE_SHOWN: tuple[tuple[str, str], ...] = (
     ("policy", "policy"), ("cost", "bill ({c})"), ("equal_work_cost", "equal-work cost ({c})"),
@@ -38,7 +46,8 @@ class MetricsView(StateView):
     returning a viewable that depends on the state).
     """
 
-    SECTIONS: tuple[str, ...] = ("_headline", "_compare", "_attribution", "_tradeoff")
+    SECTIONS: tuple[str, ...] = ("_headline", "_compare", "_attribution", "_tradeoff",
+                                 "_frontier")
     IMMEDIATE: frozenset[str] = frozenset({"_headline"})
     """Sections drawn with the page; the others follow once it has loaded."""
 
@@ -117,6 +126,46 @@ class MetricsView(StateView):
                                              if self.s.scenario is not None else ""),
                               sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
+
+    def frontier_frame(self) -> pd.DataFrame | None:
+        """The cost-carbon frontier of the stored runs (:func:`derive.frontier_frame`): the
+        shown run's policy at the caps it was run with, its other settings the same, beside
+        the hindsight plan's stored runs (their bounds); None with fewer than two points."""
+        info = self.s.run_info
+        if self.s.scenario is None or not info.get("policy"):
+            return None
+        try:
+            with self.s.store() as store:
+                runs = store.runs(self.s.scenario.name)
+                keep = [rec["run_id"] for rec in runs.to_dict("records")
+                        if rec.get("policy") == "offline"
+                        or stored_runs.differs_only_in(info, rec, "carbon_cap_kg")]
+                runs = runs[runs["run_id"].isin(keep)]
+                metrics = {rid: store.run_metrics(rid) for rid in runs["run_id"]}
+        except StoreError as exc:
+            log.warning("the cost-carbon frontier of stored runs is not shown: %s", exc)
+            return None
+        frame = derive.frontier_frame(runs, metrics)
+        return frame if int((frame["policy"] == info["policy"]).sum()) >= 2 else None
+
+    @param.depends("state.run_info", "state.runs_table")
+    def _frontier(self) -> pn.viewable.Viewable:
+        frame = self.frontier_frame()
+        policy = str(self.s.run_info.get("policy", ""))
+        if frame is None:
+            return pn.pane.Markdown(
+                "**Cost-carbon frontier:** needs two or more stored runs of this policy that "
+                "differ from this run in the carbon cap alone: `workbench frontier --scenario "
+                "NAME --caps 0%,5%,10%,20%` stores them, with the hindsight plan at each cap.",
+                css_classes=["wb-frontier-empty"])
+        currency = self.s.scenario.currency if self.s.scenario is not None else ""
+        return pn.Column(
+            pn.pane.Markdown(f"**Cost-carbon frontier** of {policy} at "
+                             f"{int((frame['policy'] == policy).sum())} carbon caps; dashed: "
+                             "the hindsight bound at each cap (no plan can go below it)."),
+            pn.pane.HoloViews(plots.frontier(frame, policy, currency),
+                              sizing_mode="stretch_width"),
+            css_classes=["wb-frontier"], sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
         # The headline first; the tables and charts once the page is in the browser (a

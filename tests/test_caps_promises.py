@@ -1,0 +1,158 @@
+"""Caps that keep their promises (issue 22): a carbon budget that can be kept is kept and one
+that cannot is told before and after the run and met as closely as the deadlines allow; a
+capped plan never emits more than uncapped; a power cap is a hard limit, and one below what
+the inference services alone draw is refused before the run with the numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers_sim import inference, tiny_scenario, training
+
+from workbench.caps import Caps, kg_text
+from workbench.cli import main
+from workbench.model import Scenario
+from workbench.runner import RunSpec, SpecError, run_spec, simulate_spec
+from workbench.store import Store
+
+POLICIES = ("lookahead", "offline", "lyapunov", "threshold")
+
+
+def _scenario() -> Scenario:
+    # a cheap and dirty, b dear and clean: carbon is bought with money.
+    jobs = [training("t1", "a", slots_of_work=2.0, deadline_slot=8),
+            training("t2", "a", arrival_slot=1, slots_of_work=2.0, deadline_slot=8),
+            inference("svc", "a", first=0, last=8)]
+    return tiny_scenario(jobs, n_slots=8, price_a=[0.3], price_b=[1.0], carbon_a=[800.0],
+                         carbon_b=[100.0])
+
+
+def _carbon(sc: Scenario, policy: str) -> dict:
+    res, _ = simulate_spec(RunSpec(sc.name, policy, baseline=False), sc)
+    return res.metrics
+
+
+@pytest.fixture(scope="module")
+def uncapped() -> dict[str, dict]:
+    sc = _scenario()
+    return {p: _carbon(sc, p) for p in POLICIES}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_budget_that_can_be_kept_is_kept_and_never_backfires(policy: str, uncapped) -> None:
+    sc = _scenario()
+    free = uncapped[policy]
+    least = run_spec(RunSpec(sc.name, policy, caps=Caps(carbon_kg=1e6), baseline=False),
+                     sc).least_carbon
+    assert least is not None and least.carbon_kg < free["carbon_kg"]
+    cap = 0.5 * (least.carbon_kg + free["carbon_kg"])  # between the least and the uncapped
+    notes: list[str] = []
+    outcome = run_spec(RunSpec(sc.name, policy, caps=Caps(carbon_kg=cap), baseline=False), sc,
+                       notify=notes.append)
+    m = outcome.result.metrics
+    assert notes == []  # the bound says it can be kept: nothing to tell before the run
+    assert m["carbon_kg"] <= free["carbon_kg"] + 1e-9
+    assert m["deadline_misses"] == 0
+    if policy == "offline":
+        # The hindsight plan's bound keeps the cap; its replay pays the restarts and
+        # transfers its LP neglects (a known gap, docs/results.md), never above uncapped.
+        assert outcome.result.meta["bound"]["carbon_kg"] <= cap * (1 + 1e-6)
+    else:
+        assert m["carbon_cap_met"] is True, (m["carbon_kg"], cap)
+    assert outcome.least_carbon_kg == pytest.approx(least.carbon_kg)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_budget_below_the_least_carbon_is_told_and_met_as_closely_as_deadlines_allow(
+        policy: str, uncapped) -> None:
+    sc = _scenario()
+    free = uncapped[policy]
+    probe = run_spec(RunSpec(sc.name, policy, caps=Caps(carbon_kg=1e6), baseline=False), sc)
+    assert probe.least_carbon is not None
+    least = probe.least_carbon.carbon_kg
+    cap = 0.5 * least
+    notes: list[str] = []
+    outcome = run_spec(RunSpec(sc.name, policy, caps=Caps(carbon_kg=cap), baseline=False), sc,
+                       notify=notes.append)
+    m, warnings = outcome.result.metrics, outcome.result.warnings
+    assert len(notes) == 1 and "cannot be met with every deadline met" in notes[0]
+    assert f"{kg_text(least)} kg" in notes[0] and "hindsight" in notes[0]
+    assert warnings[0] == notes[0]
+    assert any(w.startswith(f"carbon cap {kg_text(cap)} kg MISSED") for w in warnings)
+    # It does not give up: every deadline met, no more carbon than uncapped.
+    assert m["deadline_misses"] == 0 and m["jobs_unfinished"] == 0
+    assert m["carbon_kg"] <= free["carbon_kg"] + 1e-9
+    assert m["carbon_kg"] >= least * (1 - 1e-6)  # the bound is a bound
+    assert m["carbon_cap_met"] is False
+
+
+def test_plan_json_carries_the_least_carbon_beside_the_cap(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]
+                                                             ) -> None:
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(_scenario())
+    argv = ["--db", str(db), "plan", "--scenario", "tiny", "--json", "--no-progress"]
+    assert main([*argv, "--carbon-cap", "1e6"]) == 0
+    loose = json.loads(capsys.readouterr().out)
+    least = loose["least_carbon_kg"]
+    assert loose["carbon_cap_met"] is True and 0 < least <= loose["carbon_kg"] + 1e-9
+    assert main([*argv, "--carbon-cap", f"{least / 2}"]) == 0
+    out = capsys.readouterr()
+    tight = json.loads(out.out)
+    assert tight["carbon_cap_kg"] == pytest.approx(least / 2)
+    assert tight["least_carbon_kg"] == pytest.approx(least)
+    assert tight["carbon_cap_met"] is False and tight["carbon_kg"] >= least * (1 - 1e-6)
+    assert "cannot be met with every deadline met" in out.err
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["carbon_cap_kg"] is None
+
+
+@pytest.mark.parametrize("policy", ["lookahead", "offline", "lyapunov", "threshold"])
+def test_a_power_cap_that_binds_is_never_exceeded(policy: str) -> None:
+    sc = _scenario()
+    free, _ = simulate_spec(RunSpec(sc.name, policy, baseline=False), sc)
+    peak = {d: float(free.slots[f"power_kw:{d}"].max()) for d in ("a", "b")}
+    busiest = max(peak, key=peak.__getitem__)
+    cap = 0.6 * peak[busiest]
+    res, _ = simulate_spec(RunSpec(sc.name, policy, caps=Caps(power_kw=cap),
+                                   baseline=False), sc)
+    meter = res.slots[[f"power_kw:{d}" for d in ("a", "b")]].to_numpy()
+    assert meter.max() <= cap * (1 + 1e-6)
+    assert res.metrics["power_cap_violations"] == 0
+    assert res.metrics["power_cap_kw"] == cap
+
+
+def test_a_power_cap_below_what_inference_alone_draws_is_refused_with_the_numbers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sc = _scenario()
+    spec = RunSpec(sc.name, "lookahead", caps=Caps(power_kw_by_dc={"a": 0.01, "b": 0.01}))
+    with pytest.raises(SpecError, match=r"power cap below what inference alone draws: "
+                                        r"service svc draws at least \d+\.\d+ kW"):
+        run_spec(spec, sc)
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(sc)
+    assert main(["--db", str(db), "plan", "--scenario", "tiny", "--power-cap-kw", "0.01",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: power cap below what inference "
+                                                   "alone draws")
+    with Store(db, read_only=True) as store:
+        assert len(store.runs()) == 0  # refused before any run, the baseline's too
+
+
+@pytest.mark.parametrize("caps", [Caps(carbon_kg_by_dc={"nowhere": 1.0}),
+                                  Caps(power_kw_by_dc={"nowhere": 1.0})])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_no_policy_plans_past_a_cap_naming_an_unknown_datacenter(caps: Caps, policy: str
+                                                                 ) -> None:
+    from workbench.policies import make_policy
+
+    sc = _scenario()
+    with pytest.raises(ValueError, match="unknown datacenter.*nowhere"):
+        make_policy(policy, truth=sc, caps=caps).reset(sc.view())
+    with pytest.raises(SpecError, match="unknown datacenter.*nowhere"):
+        run_spec(RunSpec(sc.name, policy, caps=caps), sc)
