@@ -96,10 +96,8 @@ from workbench.policies.base import (
     Allocation,
     JobState,
     NoHindsightBound,
-    SlotOptions,
     SlotState,
     as_caps,
-    slot_options,
 )
 from workbench.policies.completion import (
     COMPLETION_MARGIN_DEFAULT,
@@ -107,20 +105,12 @@ from workbench.policies.completion import (
     must_run,
     urgency,
 )
-from workbench.policies.migration import (
-    moves_that_pay,
-    one_way_move_cost,
-    transfer_kwh,
-)
+from workbench.policies.migration import round_trip_keep
 from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacing
 from workbench.policies.plan_slot import plan_coefficients, plan_placements
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
-from workbench.policies.supplyplan import (
-    SupplyPlan,
-    SupplyPlanner,
-    site_load_kw,
-    supplied_options,
-)
+from workbench.policies.supplyplan import SupplyPlan, SupplyPlanner
+from workbench.policies.supplywindow import SupplyWindow
 from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
 log = logging.getLogger(__name__)
@@ -129,7 +119,7 @@ PACE_MARGIN = 0.1
 """Share of a job's life (arrival to deadline) by which its pace line finishes early."""
 
 
-class LookaheadPolicy(BudgetPacing, NoHindsightBound):
+class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
     """Contention-aware receding-horizon planner (see the module docstring for the maths).
 
     Parameters
@@ -376,23 +366,9 @@ class LookaheadPolicy(BudgetPacing, NoHindsightBound):
             # the work (never work deferred to a dirtier later window).
             short_w = max(short_w, blocklp.penalty_weight(
                 (cost_x[tr] + slack_w * carb_x[tr]) / np.maximum(rate[tr], 1e-12), 10.0))
-        ws = None
-        lp_cost, lp_carb = cost_x, carb_x
-        if self._supply is not None:
-            # Balanced sites: their energy goes through their renewables, battery and grid.
-            ws = self._supply.block(
-                t0=t, block_start=bstart, block_len=blen,
-                renewable_kw=(np.asarray(forecast.renewable_kw, dtype=float)[rows_fc]
-                              if forecast.renewable_kw.size else np.zeros((n_win, 0))),
-                price=bprice, carbon_g=bcarbon, soc_kwh=state.soc_kwh,
-                peaks=state.peak_kw_so_far, carbon_price_per_kg=q,
-                tie=(1.0 + 1e-4 * bstart).astype(float),
-                # Energy left in the battery is worth something only before the horizon ends.
-                terminal=t + n_win < sc.n_slots,
-                carbon_group=None if parts is None else parts[0])
-            bal = ws.block.site_of_dc(len(dcs))[cfg.dc] >= 0
-            lp_cost = np.where(bal, 0.0, cost_x)
-            lp_carb = np.where(bal, 0.0, carb_x)
+        ws, lp_cost, lp_carb = self._window_supply(
+            state, forecast, bstart, blen, rows_fc, bprice, bcarbon, cfg.dc, cost_x, carb_x,
+            carbon_group=None if parts is None else parts[0])
         prob = blocklp.BlockProblem(
             block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=lp_cost, configs=cfg,
             rate=rate, carbon_kg=lp_carb, must_run=~training, work_jobs=train_ids,
@@ -541,7 +517,7 @@ class LookaheadPolicy(BudgetPacing, NoHindsightBound):
             wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
                            and plan.status != "failed"),
             balanced_sites=None if self._supply_plan is None else self._supply_plan.names)
-        keep = self._round_trip_filter(state, opts, coef, mu_opt, pmax, price)
+        keep = self._round_trip_filter(state, opts, coef, mu_opt, price)
         prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)
         if self.completion_margin is not None and len(opts):
@@ -557,37 +533,6 @@ class LookaheadPolicy(BudgetPacing, NoHindsightBound):
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=queues,
                           battery_kw=self._battery_kw(opts, chosen, t, price))
-
-    def _slot_options(self, state: SlotState, price: Mapping[str, float],
-                      carbon: Mapping[str, float]) -> tuple[SlotOptions, Caps]:
-        """The slot's options (the GPU-count menu, the power limits) and the caps the slot
-        MILP keeps: balanced sites price their options at the plan's value of energy there,
-        and a demand-charged site keeps under the planned peak (a power cap of the slot)."""
-        opts = slot_options(state, price, carbon, restart_s=self.restart_s,
-                            gpu_counts=None if self.gpu_counts is None else {
-                                js.job.job_id: tuple(self.gpu_counts) for js in state.jobs
-                                if js.job.is_training})
-        sp = self._supply_plan
-        if sp is None or self._sc is None:
-            return opts, self.caps
-        caps = self.caps
-        user = caps.power_kw if caps.power_kw is not None else (
-            dict(caps.power_kw_by_dc) or None)
-        opts, cap = supplied_options(self._sc, opts, sp, state.t, price, user)
-        if isinstance(cap, Mapping):
-            return opts, replace(caps, power_kw=None, power_kw_by_dc=dict(cap))
-        return opts, replace(caps, power_kw=cap, power_kw_by_dc={})
-
-    def _battery_kw(self, opts: SlotOptions, chosen: NDArray[np.int64], t: int,
-                    price: Mapping[str, float]) -> dict[str, float]:
-        """The batteries' decision for the chosen options: they keep each balanced site's
-        grid import at the plan's level for the load chosen here (none without a plan)."""
-        sp, sc = self._supply_plan, self._sc
-        if sp is None or sc is None:
-            return {}
-        region = {d.name: d.region for d in sc.datacenters}
-        load = site_load_kw(opts, chosen, float(sc.slot_s))
-        return sp.battery_kw(t, load, {d: price[region[d]] for d in sp.names})
 
     def request_replan(self) -> None:
         """Re-plan the window at the next decision, whatever the arrivals (a coordinator
@@ -628,33 +573,17 @@ class LookaheadPolicy(BudgetPacing, NoHindsightBound):
             self._where[jid] = d
 
     def _round_trip_filter(self, state: SlotState, opts: Any, coef: NDArray[np.float64],
-                           mu_opt: NDArray[np.float64], pmax: NDArray[np.float64],
-                           price: Mapping[str, float]) -> NDArray[np.bool_]:
-        sc = self._sc
-        assert sc is not None
-        if not len(opts) or not opts.moves.any():
-            return np.ones(len(opts), dtype=bool)
+                           mu_opt: NDArray[np.float64], price: Mapping[str, float]
+                           ) -> NDArray[np.bool_]:
+        """The options whose move pays for its round trip (:func:`round_trip_keep`)."""
+        assert self._sc is not None
         t = state.t
-        region = {dc.name: dc.region for dc in sc.datacenters}
-        p_opt = np.array([price[region[str(d)]] for d in opts.datacenter])
-        # Steady progress per slot on the option: without the transfer time of the move.
-        useful = np.maximum(sc.slot_s - opts.transfer_s - self.restart_s, 1.0)
-        steady = np.where(opts.moves, opts.progress * (sc.slot_s - self.restart_s) / useful,
-                          opts.progress)
-        one_way = one_way_move_cost(opts, mu_opt, steady, transfer_kwh(sc, opts) * p_opt,
-                                    float(sc.slot_s))
-        left = np.array([self._slots_left(js, t) for js in state.jobs], dtype=float)
-        rem = np.array([js.remaining for js in state.jobs], dtype=float)
-        to_finish = rem[opts.job_index] / np.maximum(steady, 1e-12)
-        cap = float(max(round(self.window_h * 3600 / sc.slot_s), 1))
-        # The window plan moved the job knowing the forecast (and capacity, which a price
-        # run alone does not see): its dwell is the plan's, capped by the window.
-        dwell = np.minimum(np.minimum(to_finish, left[opts.job_index]), cap)
-        finishes = to_finish <= np.minimum(left[opts.job_index], cap)
-        recent = np.array([t - self._moved_at.get(js.job.job_id, -10**9) < self.min_dwell_slots
-                           for js in state.jobs], dtype=bool)
-        keep, _ = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
-        return keep
+        return round_trip_keep(
+            self._sc, state, opts, coef, mu_opt, price, restart_s=self.restart_s,
+            window_h=self.window_h,
+            left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
+            recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
+                             < self.min_dwell_slots for js in state.jobs], dtype=bool))
 
 
 def _with_plan(info: SolveInfo, plan: WindowPlan, t: int, lp_failed: str) -> SolveInfo:

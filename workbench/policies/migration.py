@@ -17,7 +17,8 @@ run of forecast slots, from now, in which the destination stays cheaper than the
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -130,3 +131,34 @@ def moves_that_pay(
     keep[mv] = pays
     assert stay_best.shape == (n_jobs,)
     return keep, stay_best
+
+
+def round_trip_keep(
+    sc: Any, state: Any, opts: SlotOptions, coef: NDArray[np.float64],
+    mu_opt: NDArray[np.float64], price: Mapping[str, float], *, restart_s: float,
+    window_h: float, left: NDArray[np.float64], recent: NDArray[np.bool_],
+) -> NDArray[np.bool_]:
+    """The look-ahead's options that stay in its slot decision: every option but a move
+    that does not pay for its round trip (:func:`moves_that_pay`).
+
+    A move's steady progress per slot is its progress without the transfer time, its one-way
+    cost :func:`one_way_move_cost` at the destination's price; it dwells until the job
+    finishes, its deadline (``left`` slots per job) or the end of the look-ahead window,
+    whichever is first (the window plan moved it knowing the forecast and capacity);
+    ``recent`` marks the jobs moved within the minimum dwell."""
+    if not len(opts) or not opts.moves.any():
+        return np.ones(len(opts), dtype=bool)
+    region = {dc.name: dc.region for dc in sc.datacenters}
+    p_opt = np.array([price[region[str(d)]] for d in opts.datacenter])
+    useful = np.maximum(sc.slot_s - opts.transfer_s - restart_s, 1.0)
+    steady = np.where(opts.moves, opts.progress * (sc.slot_s - restart_s) / useful,
+                      opts.progress)
+    one_way = one_way_move_cost(opts, mu_opt, steady, transfer_kwh(sc, opts) * p_opt,
+                                float(sc.slot_s))
+    rem = np.array([js.remaining for js in state.jobs], dtype=float)
+    to_finish = rem[opts.job_index] / np.maximum(steady, 1e-12)
+    cap = float(max(round(window_h * 3600 / sc.slot_s), 1))
+    dwell = np.minimum(np.minimum(to_finish, left[opts.job_index]), cap)
+    finishes = to_finish <= np.minimum(left[opts.job_index], cap)
+    keep, _ = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
+    return keep

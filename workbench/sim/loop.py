@@ -51,8 +51,8 @@ from workbench.sim.truth import (
     SlotApplied,
     Truth,
     horizon_cube,
-    validate_allocation,
 )
+from workbench.sim.validate import validate_allocation
 from workbench.supply import forecast_output
 
 if TYPE_CHECKING:
