@@ -8,6 +8,7 @@ from pathlib import Path
 
 import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import pytest
 from helpers_sim import SLOT_S, inference, tiny_scenario, training
@@ -51,7 +52,7 @@ def test_bill_table_is_the_metrics_per_datacenter_and_their_sum() -> None:
     res, _ = simulate_spec(RunSpec("sunny", "asap-home", baseline=False), sc)
     m = res.metrics
     table = derive.bill_table(m, ["a", "b"], "USD")
-    assert list(table.columns) == [c.format(c="USD") for c in derive.BILL_COLUMNS]
+    assert list(table.columns) == [c.format(c="USD", tz="UTC") for c in derive.BILL_COLUMNS]
     assert list(table["datacenter"]) == ["a", "b", "all"]
     b = table.set_index("datacenter")
     assert b.loc["b", "demand charge (USD)"] == pytest.approx(m["bill_demand:b"])
@@ -60,6 +61,10 @@ def test_bill_table_is_the_metrics_per_datacenter_and_their_sum() -> None:
     assert b.loc["all", "total (USD)"] == pytest.approx(m["bill_total"])
     assert b["total (USD)"].iloc[:2].sum() == pytest.approx(m["bill_total"])
     assert derive.bill_table({}, ["a"], "USD").empty
+    # The peak's time in the sidebar's zone.
+    when = pd.Timestamp(m["peak_time:b"]).tz_convert("Asia/Shanghai")
+    local = derive.bill_table(m, ["a", "b"], "USD", "Asia/Shanghai").set_index("datacenter")
+    assert local.loc["b", "peak at (Asia/Shanghai)"] == f"{when:%Y-%m-%d %H:%M}"
 
 
 def test_the_supply_tab_renders_the_chart_and_the_bill(tmp_path: Path) -> None:

@@ -573,17 +573,17 @@ def supply_frame(slots: pd.DataFrame, datacenter: str, slot_s: float) -> pd.Data
 
 
 BILL_COLUMNS: tuple[str, ...] = ("datacenter", "energy charge ({c})", "demand charge ({c})",
-                                 "total ({c})", "peak grid kW", "peak at (UTC)")
-"""Columns of :func:`bill_table` (``{c}``: the scenario's currency)."""
+                                 "total ({c})", "peak grid kW", "peak at ({tz})")
+"""Columns of :func:`bill_table` (``{c}``: the scenario's currency, ``{tz}`` the zone)."""
 
 
 def bill_table(metrics: Mapping[str, Any], datacenters: Iterable[str],
-               currency: str) -> pd.DataFrame:
+               currency: str, tz: str = "UTC") -> pd.DataFrame:
     """The bill per datacenter from a run's metrics (:func:`workbench.bill.supply_metrics`):
-    energy and demand charges, their total, the peak grid import and when; a last row
-    ``all`` with the sums. Empty for a run stored before the bill existed."""
+    energy and demand charges, their total, the peak grid import and when (in zone ``tz``);
+    a last row ``all`` with the sums. Empty for a run stored before the bill existed."""
     names = [str(d) for d in datacenters]
-    cols = [c.format(c=currency) for c in BILL_COLUMNS]
+    cols = [c.format(c=currency, tz=tz) for c in BILL_COLUMNS]
     if metrics.get("bill_total") is None or not names:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -591,8 +591,8 @@ def bill_table(metrics: Mapping[str, Any], datacenters: Iterable[str],
         e = float(metrics.get(f"bill_energy:{n}") or 0.0)
         d = float(metrics.get(f"bill_demand:{n}") or 0.0)
         when = metrics.get(f"peak_time:{n}")
-        rows.append([n, e, d, e + d, float(metrics.get(f"peak_kw:{n}") or 0.0),
-                     "" if not when else str(when).replace("T", " ")[:16]])
+        at = "" if not when else f"{pd.Timestamp(when).tz_convert(tz):%Y-%m-%d %H:%M}"
+        rows.append([n, e, d, e + d, float(metrics.get(f"peak_kw:{n}") or 0.0), at])
     rows.append(["all", float(metrics.get("bill_energy") or 0.0),
                  float(metrics.get("bill_demand") or 0.0), float(metrics["bill_total"]),
                  math.nan, ""])

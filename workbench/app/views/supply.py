@@ -42,7 +42,8 @@ class SupplyView(StateView):
         if res is None or sc is None:
             return no_run()
         cur = str(res.metrics.get("currency", sc.currency))
-        table = derive.bill_table(res.metrics, [d.name for d in sc.datacenters], cur)
+        table = derive.bill_table(res.metrics, [d.name for d in sc.datacenters], cur,
+                                  self.s.tz or "UTC")
         if table.empty:
             return pn.pane.Markdown("**Bill:** this run was stored before the bill was "
                                     "metered; run it again to see its breakdown.",
