@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
 import numpy as np
+from numpy.typing import NDArray
 
 from workbench import outcome
 from workbench.forecast import Forecast
@@ -327,19 +328,32 @@ class WaitForCheap(_WithinSlack):
             return None
         return w, math.ceil(js.remaining * (1.0 + self.margin) / rate)
 
-    def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
-        """Whether the job wants this slot, and its slack in slots (for priority)."""
+    def _signal(self, state: SlotState, js: JobState, forecast: Forecast
+                ) -> NDArray[np.float64] | None:
+        """What the job waits for, per forecast slot (lower is better): its home's price."""
         sc = state.scenario
-        got = self._slots(state, js, forecast.price_per_kwh.shape[0])
+        dc = self._home(sc, js.job)
+        return forecast.price_per_kwh[:, forecast.region_index(sc.datacenter(dc).region)]
+
+    def _usable(self, now: float) -> bool:
+        """Whether this slot's signal lets the job run in it at all (any price does)."""
+        return True
+
+    def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
+        """Whether the job wants this slot, and its slack in slots (for priority): it runs
+        now when this slot is among the ``need`` best of its window by :meth:`_signal`
+        (earliest first among equals), or when it has no signal or no slack."""
+        signal = self._signal(state, js, forecast)
+        if signal is None:
+            return True, 0
+        got = self._slots(state, js, signal.shape[0])
         if got is None:
             return True, 0
         w, need = got
         if w <= need:
             return True, w - need
-        dc = self._home(sc, js.job)
-        price = forecast.price_per_kwh[:w, forecast.region_index(sc.datacenter(dc).region)]
-        cheapest = np.lexsort((np.arange(w), price))[:need]
-        return bool(np.any(cheapest == 0)), w - need
+        best = np.lexsort((np.arange(w), signal[:w]))[:need]
+        return bool(np.any(best == 0) and self._usable(float(signal[0]))), w - need
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         free = FreeGpus(state.scenario)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import NDArray
 
 from workbench import outcome, perf
 from workbench.policies.base import (
@@ -51,21 +52,20 @@ class FollowRenewables(WaitForCheap):
 
     name = "follow-renewables"
 
-    def _wants(self, state: SlotState, js: JobState, forecast: Forecast) -> tuple[bool, int]:
+    def _signal(self, state: SlotState, js: JobState, forecast: Forecast
+                ) -> NDArray[np.float64] | None:
+        """The home site's forecast renewable output, negated (more sun is better); None
+        where the site has no renewables (the job runs as asap-home would)."""
         sc = state.scenario
         dc = self._home(sc, js.job)
         cols = [i for i, s in enumerate(sc.supply.sources) if s.datacenter == dc]
         if not cols or forecast.renewable_kw.shape[1] == 0:
-            return True, 0
-        got = self._slots(state, js, forecast.renewable_kw.shape[0])
-        if got is None:
-            return True, 0
-        w, need = got
-        if w <= need:
-            return True, w - need
-        sun = forecast.renewable_kw[:w, cols].sum(axis=1)
-        sunniest = np.lexsort((np.arange(w), -sun))[:need]
-        return bool(np.any(sunniest == 0) and sun[0] > 0), w - need
+            return None
+        return -forecast.renewable_kw[:, cols].sum(axis=1)
+
+    def _usable(self, now: float) -> bool:
+        """Only a slot with some sun (the negated output below 0)."""
+        return now < 0
 
 
 class PowerLimitOnly(AsapHome):

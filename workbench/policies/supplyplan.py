@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.bill import Bucket, baseline_kw, buckets
+from workbench.caps import Caps
 from workbench.model import Scenario, ScenarioView
 from workbench.optim.supplylp import SupplyBlock, SupplySolution
 from workbench.policies.base import SlotOptions
@@ -250,13 +251,11 @@ class SupplyPlan:
 
 
 def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int,
-                     price: Mapping[str, float],
-                     power_cap_kw: float | Mapping[str, float] | None
-                     ) -> tuple[SlotOptions, float | Mapping[str, float] | None]:
+                     price: Mapping[str, float], caps: Caps) -> tuple[SlotOptions, Caps]:
     """The slot's options priced at the plan's value of energy at balanced sites, and the
-    power caps with each demand-charged site's cap of the plan (:meth:`SupplyPlan.
-    power_caps_kw`, at least what its inference services draw, so that the slot stays
-    feasible).
+    caps with each demand-charged site's power cap lowered to the plan's
+    (:meth:`SupplyPlan.power_caps_kw`, at least what its inference services draw, so that
+    the slot stays feasible).
 
     An option's energy in its own datacenter, ``E_d = P D / 3600 + (E - P D / 3600) / 2``
     (its IT energy and the destination half of a transfer), is repriced::
@@ -272,23 +271,21 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
         for name, v in value.items():
             rows = opts.datacenter == name
             cost[rows] += (v - float(price[region[name]])) * at_d[rows]
-    caps: dict[str, float] = {}
-    names = [d.name for d in sc.datacenters]
-    for n in names:
-        user = (power_cap_kw.get(n) if isinstance(power_cap_kw, Mapping) else power_cap_kw)
-        if user is not None:
-            caps[n] = float(user)
+    opts = dataclasses.replace(opts, cost=cost)
     planned = sp.power_caps_kw(t)
+    if not planned:
+        return opts, caps
+    names = [d.name for d in sc.datacenters]
+    user = caps.power_kw_array(names) if caps.has_power else np.full(len(names), np.inf)
+    merged = {n: float(u) for n, u in zip(names, user.tolist(), strict=True)
+              if np.isfinite(u)}
+    must = np.array([not opts.jobs[int(j)].job.is_training for j in opts.job_index],
+                    dtype=bool) if len(opts) else np.zeros(0, dtype=bool)
     for n, cap in planned.items():
-        must = np.array([not opts.jobs[int(j)].job.is_training for j in opts.job_index],
-                        dtype=bool) if len(opts) else np.zeros(0, dtype=bool)
         services = float(opts.power_kw[must & (opts.datacenter == n)].sum()) if len(opts) \
             else 0.0
-        caps[n] = min(caps.get(n, np.inf), max(cap, services) * (1 + 1e-6) + 1e-6)
-    out_cap: float | Mapping[str, float] | None = (
-        caps if caps else None) if (planned or isinstance(power_cap_kw, Mapping)) \
-        else power_cap_kw
-    return dataclasses.replace(opts, cost=cost), out_cap
+        merged[n] = min(merged.get(n, np.inf), max(cap, services) * (1 + 1e-6) + 1e-6)
+    return opts, dataclasses.replace(caps, power_kw=None, power_kw_by_dc=merged)
 
 
 def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[np.float64],

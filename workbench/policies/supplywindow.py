@@ -7,7 +7,6 @@ LookaheadPolicy` uses them)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -74,13 +73,7 @@ class SupplyWindow:
         sp = self._supply_plan
         if sp is None or self._sc is None:
             return opts, self.caps
-        caps = self.caps
-        user = caps.power_kw if caps.power_kw is not None else (
-            dict(caps.power_kw_by_dc) or None)
-        opts, cap = supplied_options(self._sc, opts, sp, state.t, price, user)
-        if isinstance(cap, Mapping):
-            return opts, replace(caps, power_kw=None, power_kw_by_dc=dict(cap))
-        return opts, replace(caps, power_kw=cap, power_kw_by_dc={})
+        return supplied_options(self._sc, opts, sp, state.t, price, self.caps)
 
     def _battery_kw(self, opts: SlotOptions, chosen: NDArray[np.int64], t: int,
                     price: Mapping[str, float]) -> dict[str, float]:
