@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers_policies import run_slots, tiny_scenario, training_job
+from helpers_policies import inference_job, run_slots, tiny_scenario, training_job
 
 from workbench.policies.base import JobState, Placement, SlotState, slot_options
 from workbench.policies.lyapunov import LyapunovPolicy
@@ -38,6 +38,22 @@ def test_round_trip_rule_table(dwell: float, finishes: bool, recent: bool, kept:
     assert stay[0] == pytest.approx(1.0)
     assert keep[~opts.moves].all()
     assert bool(keep[opts.moves].all()) is kept and bool(keep[opts.moves].any()) is kept
+
+
+def test_an_inference_service_moved_within_the_dwell_still_follows_the_price() -> None:
+    """The minimum dwell holds training jobs (each move costs them a restart); a service
+    loses no work in a move, so a move that pays is kept however recent the last one."""
+    svc = inference_job("svc", "a", gpus=1)
+    sc = tiny_scenario([svc])
+    js = JobState(job=svc, remaining=0.0, placement=Placement("a", "A100", 1, 1),
+                  last_datacenter="a", phi=0.0)
+    state = SlotState(scenario=sc.view(), t=1, time=sc.start, jobs=(js,))
+    opts = slot_options(state, {"a": 1.38, "b": 0.65}, {"a": 500.0, "b": 500.0})
+    coef = -opts.cost
+    n = len(opts)
+    keep, _ = moves_that_pay(opts, coef, np.zeros(n), np.full(n, 4.0), np.zeros(n, bool),
+                             np.array([True]))
+    assert opts.moves.any() and keep[opts.moves].all()
 
 
 def test_transfer_energy_is_gb_times_the_links_kwh_per_gb() -> None:

@@ -12,7 +12,9 @@ with ``g`` the move's steady gain per slot over the best way of staying (running
 checkpoint is, or pausing: worth 0) and ``dwell`` the slots it is expected to stay: the
 smaller of the slots it needs to finish there, the slots left before its deadline and the
 run of forecast slots, from now, in which the destination stays cheaper than the origin
-(:func:`advantage_slots`). A job is not moved again within ``min_dwell_slots`` of its last move.
+(:func:`advantage_slots`). A training job is not moved again within ``min_dwell_slots`` of its
+last move (each move costs it a restart); an inference service loses no work in a move, so
+its moves answer to the round trip alone.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def moves_that_pay(
     dwell_slots, finishes : (K,)
         Expected dwell at the option's datacenter, and whether the job finishes within it.
     recently_moved : (J,)
-        Jobs moved within their minimum dwell: none of their moves is kept.
+        Jobs moved within their minimum dwell: none of a training job's moves is kept (an
+        inference service loses no work in a move: its moves answer to the round trip).
 
     Returns
     -------
@@ -127,7 +130,7 @@ def moves_that_pay(
     pays = gain * dwell_slots[mv] > one_way[mv] * trips
     # An inference service that cannot stay keeps its moves: it must be placed.
     pays |= ~np.isfinite(stay_best[j])
-    pays &= ~recently_moved[j] | ~np.isfinite(stay_best[j])
+    pays &= ~recently_moved[j] | ~training[j]
     keep[mv] = pays
     assert stay_best.shape == (n_jobs,)
     return keep, stay_best
