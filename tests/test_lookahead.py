@@ -171,6 +171,27 @@ def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None
     assert need(42, 0.3) == pytest.approx(0.3)                 # line ends in the window
 
 
+def test_a_paused_job_ahead_of_its_line_is_not_asked_for_a_restarts_work() -> None:
+    """The window LP charges a paused job the restart it pays to resume, but only when the
+    window needs its work: a job ahead of its line stays paused (a restart's worth of need
+    alone made such a job run one expensive slot in two, paying a restart each time)."""
+    job = training_job("j1", "a", 20.0, deadline_slot=50)
+    sc = tiny_scenario([job], prices=[[1.0, 1.0]] * 50, n_slots=50)
+    pol = LookaheadPolicy(window_h=4.0, deadline_margin_slots=0)
+    pol.reset(sc.view())  # type: ignore[arg-type]
+    cfgs = [pol._configs(job)]
+
+    def need(remaining: float) -> float:
+        js = JobState(job=job, remaining=remaining, placement=None, last_datacenter="a",
+                      phi=200.0)
+        return float(pol._window_jobs([js], cfgs, 9, 4)[2][0])
+
+    restart = pol.restart_s / sc.slot_s * max(c.rate for c in cfgs[0])
+    on_line = 1.0 - 9.0 / 45.0
+    assert need(0.5) == 0.0                                   # ahead of its line: no need
+    assert need(on_line) == pytest.approx(4.0 / 45.0 + restart)  # runs: pays its restart
+
+
 def test_a_move_reports_its_gain_over_staying_with_a_reason_of_the_same_sign() -> None:
     """Issue 24 item 3: a move's expected_gain is its gain over the job's best way to stay
     (positive when the window plan moved it for its own sake), and its reason says so; a

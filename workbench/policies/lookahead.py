@@ -22,7 +22,7 @@ of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this da
   inside the window, else what keeps it on its pace line, a straight line from its arrival
   to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line needs
   less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a paused
-  job;
+  job that needs any;
 - the power cap per datacenter and block; shortfall and carbon slack weigh 1000 times the
   dearest cost of a job's work and of a kg.
 
@@ -444,8 +444,9 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
                 left = self._slots_left(js, t) - self.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
                 need[j] = self._window_need(js, t, left, n_win)
-                if js.placement is None:
-                    # The LP has no restarts: charge the one a paused job pays to resume.
+                if js.placement is None and need[j] > 0:
+                    # The LP has no restarts: charge the one a paused job pays to resume
+                    # (only when the window needs its work: a job with no need stays paused).
                     need[j] += self.restart_s / sc.slot_s * max((c.rate for c in cf),
                                                                 default=0.0)
                 origin.append(js.last_datacenter or job.home)
