@@ -390,6 +390,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
             "carbon_kg": float(m["carbon_kg"]), "round_trips": int(m.get("round_trips", 0)),
             "unfinished": int(m["jobs_unfinished"]),
             "required_short": shorts[pol_name],
+            "undone_work": float(m["unfinished_work_jobs"]),
             "migrations": int(m["migrations"]), "forecast": mode,
             "bound_kind": off_bound.kind,
         })
@@ -511,7 +512,10 @@ def main() -> None:
              "undone (`unfinished`, misses, `required_short`) can pay less than the bound: its "
              "captured is not a like-for-like figure",
              "required_short: work due within the horizon (the hindsight bound's share) left "
-             "undone, whole jobs", *summary]
+             "undone, whole jobs; undone_work: all the training work of the jobs that arrived "
+             "left undone at the horizon's end, whole jobs (a policy that runs work due after "
+             "the horizon pays for it in the week; the bound does only the due share)",
+             *summary]
     stem = "battery_quick" if args.quick else "battery"
     write_table(table, stem, "Real-grid battery: every policy, honest forecast", notes)
     if not args.quick:
@@ -588,27 +592,32 @@ def _summary(table: pd.DataFrame, default: str) -> list[str]:
     d = table[table.policy == default]
     others = table[~table.policy.isin([default, "offline"])]
     beaten: list[str] = []
-    beaten_done: list[str] = []
+    beaten_due: list[str] = []
+    beaten_all: list[str] = []
     for sc_name, g in others.groupby("scenario", sort=False):
         mine = d[d.scenario == sc_name]
         if mine.empty:
             continue
         mc, mm = float(mine.cost.iloc[0]), int(mine.deadline_misses.iloc[0])
         cheaper = g[(g.cost < mc - 1e-9) & (g.deadline_misses <= mm)]
-        if not cheaper.empty:
-            beaten.append(f"{sc_name} ({', '.join(cheaper.policy)})")
-        if "required_short" in g and not cheaper.empty:
-            ms = float(mine.required_short.iloc[0])
-            known = cheaper[cheaper.required_short.notna()]
-            if not known[known.required_short <= ms + 1e-3].empty:
-                beaten_done.append(sc_name)
-            elif len(known) < len(cheaper):
-                beaten_done.append(f"{sc_name} (not measured for "
-                                   f"{', '.join(cheaper[cheaper.required_short.isna()].policy)})")
+        if cheaper.empty:
+            continue
+        beaten.append(f"{sc_name} ({', '.join(cheaper.policy)})")
+        # "Leaves no more work undone", counted as the work due within the horizon
+        # (`required_short`) and as all the work of the jobs that arrived (`undone_work`).
+        due = cheaper[cheaper.required_short <= float(mine.required_short.iloc[0]) + 1e-3]
+        if not due.empty:
+            beaten_due.append(f"{sc_name} ({', '.join(due.policy)})")
+        both = due[due.undone_work <= float(mine.undone_work.iloc[0]) + 1e-3]
+        if not both.empty:
+            beaten_all.append(f"{sc_name} ({', '.join(both.policy)})")
+    n = table.scenario.nunique()
     out.append(f"scenarios where some non-hindsight policy beats {default} on cost at no more "
-               f"misses: {len(beaten)} of {table.scenario.nunique()}: {'; '.join(beaten)}")
-    out.append(f"... and also leaves no more due work undone (`required_short`): "
-               f"{len(beaten_done)}: {', '.join(beaten_done)}")
+               f"misses: {len(beaten)} of {n}: {'; '.join(beaten)}")
+    out.append(f"... and leaves no more due work undone (`required_short`): {len(beaten_due)}"
+               f" of {n}: {'; '.join(beaten_due)}")
+    out.append(f"... and no more due work nor work in all undone (`required_short`, "
+               f"`undone_work`): {len(beaten_all)} of {n}: {'; '.join(beaten_all)}")
     return out
 
 
