@@ -92,6 +92,20 @@ def test_lookahead_waits_for_a_cheap_region_hour_when_it_has_slack() -> None:
     assert first >= 6
 
 
+def test_the_slot_follows_the_plans_slot_not_a_quota_of_the_replan_period() -> None:
+    """One re-plan period (an hour of 15-minute slots): the plan runs the job in the
+    period's two cheap slots; the slot decision runs it there, not in the dear first ones
+    (a quota over the period gave the bonus to its first slots)."""
+    jobs = [training_job("j1", "a", 1.8, deadline_slot=8, counts=(2,))]
+    prices = [[1.5, 1.5]] * 2 + [[1.0, 1.0]] * 2 + [[3.0, 3.0]] * 4
+    sc = tiny_scenario(jobs, prices=prices, n_slots=8)
+    res = run_slots(sc, LookaheadPolicy(window_h=2.0, replan_slots=4, fine_slots=4,
+                                        deadline_margin_slots=0, completion_margin=None))
+    ran = [t for t, a in enumerate(res.allocations) if a.placements]
+    assert not res.deadline_misses
+    assert ran[:2] == [2, 3]
+
+
 def test_registry_and_view_only() -> None:
     pol = make_policy("lookahead", window_h=48.0)
     assert pol.name == "lookahead" and isinstance(pol, LookaheadPolicy)

@@ -37,15 +37,15 @@ the slot's true options with::
 
     coef_i = mu_j * progress_i - cost_i - (q + lambda_d) * carbon_i + mu_j * pmax_j * share_i
 
-(``share_i = min(quota, 1)``, the slots the plan still gives the job on option ``i``'s
-configuration in the current re-plan period: it carries the plan's choice over the restart
-loss the LP does not see; the job already running keeps its GPUs until its quota is spent
-rather than swap every slot) and ``-cost_i - q carbon_i`` for inference services (placed
-every slot).
+(``share_i``, the share of the current slot's block the plan runs the job on option
+``i``'s configuration: the window's first blocks are single slots, so it carries the plan's
+decision for this slot, restarts the LP does not see included; see
+:mod:`workbench.policies.plan_slot`) and ``-cost_i - q carbon_i`` for inference services
+(placed every slot).
 An option that finishes the job values its progress at a full slot's work at least (the
 slot is paid whole). A job whose deadline leaves no slack (``R_j >= 0.9 * pmax_j * L_j``)
 runs first. A move must pay for its round trip (:mod:`workbench.policies.migration`).
-Between re-plans the plan is reused (its duals and quotas): a re-plan happens when the
+Between re-plans the plan is reused (its duals and shares): a re-plan happens when the
 forecast has moved on by ``replan_slots`` or a job arrived that the plan does not know.
 
 **Arrivals at scale.** When jobs arrive slot after slot (the Philly trace: about 16 every
@@ -252,7 +252,6 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         self._seen: set[str] = set()
         self._last_arrival = -(10**9)
         self._replan_asked = False
-        self._quota: dict[str, dict[tuple[str, str, int], float]] = {}
         self._supply = SupplyPlanner.of(scenario)
         self._supply_plan: SupplyPlan | None = None
         self.caps.check_names(dc.name for dc in scenario.datacenters)
@@ -393,7 +392,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
         self._basis = sol.basis
-        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, self.replan_slots)
+        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol)
         lam: dict[str, float] = {}
         if budgets is not None and sol.carbon_price.size:
             lam = {d: float(sol.carbon_price[g]) if g >= 0 else 0.0
@@ -500,7 +499,6 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             try:
                 self.plan = self.solve_window(state, forecast)
                 self.replans += 1
-                self._quota = {j: dict(q) for j, q in self.plan.quota.items()}
             except RuntimeError as exc:
                 # Reported through SolveInfo.fallback (the run's warnings), never silent: the
                 # previous plan stays; jobs it does not know run at their cheapest option.
@@ -513,7 +511,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         opts, power_cap = self._slot_options(state, price, carbon)
         n_jobs = len(state.jobs)
         coef, mu_opt, pmax, urgent, prio = plan_coefficients(
-            state, opts, plan, self._quota, self._configs, self._slots_left,
+            state, opts, plan, self._configs, self._slots_left,
             carbon_price_per_kg=self.carbon_price_per_kg,
             wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
                            and plan.status != "failed"),
@@ -527,8 +525,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         chosen, info = solve_or_greedy(prob, keep, prio, t=t, solver="fast", fast=self._fast,
                                        mip_rel_gap=self.mip_rel_gap,
                                        time_limit_s=self.time_limit_s)
-        placements, reasons, gains = plan_placements(state, opts, chosen, self._quota, coef,
-                                                     keep, forced, urgent)
+        placements, reasons, gains = plan_placements(state, opts, chosen, coef, keep, forced,
+                                                     urgent)
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
         info = _with_plan(info, plan, t, lp_failed)
         return Allocation(placements=placements, solve=info, expected_gain=gains,

@@ -1,21 +1,28 @@
 """From the look-ahead's window plan to the slot (:mod:`workbench.policies.lookahead`): the
-slot MILP's coefficients from the plan's prices and quotas, and the chosen options as
-placements with their reasons.
+slot MILP's coefficients from the plan's prices and its shares of the slot, and the chosen
+options as placements with their reasons.
 
 Per option ``i`` of training job ``j``::
 
     coef_i = mu_j * worth_i - cost_i - q * carbon_i + mu_j * pmax_j * share_i
 
 ``worth_i`` the option's progress (a full slot's work at least where it finishes the job:
-the slot is paid whole), ``share_i = min(quota, 1)`` the slots the plan still gives the job
-on the option's configuration in the re-plan period; an inference service's options
+the slot is paid whole), ``share_i`` the share of the current slot's block the plan runs
+the job on the option's configuration (in [0, 1]; the first blocks of a window are single
+slots, so it is the plan's decision for this very slot); an inference service's options
 ``-cost_i - q * carbon_i``. A job whose deadline leaves no slack
 (``R_j >= URGENT * pmax_j * L_j``) runs first, at its fastest option.
+
+The share is the plan's for the slot, not a quota of slots over the re-plan period: with a
+quota, a job the plan runs in the period's last, cheapest slots had its bonus in the first,
+dearer ones and ran there (seed3: 935.48 against 930.31 CNY; the green-power scenario of
+``examples/green_power.toml``: green share 0.712 against 0.885, work pulled out of the
+sunny slots the plan gave it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,13 +37,8 @@ URGENT = 0.9
 """A job is urgent when its remaining work is at least this share of what its fastest
 option does in the slots left to its deadline."""
 
-Quota = dict[str, dict[tuple[str, str, int], float]]
-"""Per job, the slots the plan still gives each (datacenter, GPU type, GPU count) in the
-re-plan period."""
-
-
 def plan_coefficients(
-    state: SlotState, opts: SlotOptions, plan: WindowPlan, quota: Mapping[str, Any],
+    state: SlotState, opts: SlotOptions, plan: WindowPlan,
     configs: Callable[[Any], list[BlockConfig]], slots_left: Callable[[JobState, int], int],
     *, carbon_price_per_kg: float, wait_unpriced: bool,
     balanced_sites: Sequence[str] | None = None,
@@ -57,9 +59,8 @@ def plan_coefficients(
     # price of a kg in the option's budget (its carbon row's dual).
     q = carbon_price_per_kg + np.array(
         [plan.carbon_price_by_dc.get(str(d), 0.0) for d in opts.datacenter], dtype=float)
-    # Integral decisions from the plan: each job's quota is the slots the plan gives it
-    # over the re-plan period; a job with quota left gets the bonus, the one already
-    # running keeps its GPUs (no restart: more progress) until its quota is spent.
+    # Integral decisions from the plan: a job gets the bonus on the configurations the
+    # plan runs it on in this slot's block, in proportion to the block's share.
     coef = -(opts.cost + q * opts.carbon_kg)
     mu_opt = np.zeros(len(opts))
     pmax = np.zeros(n_jobs)
@@ -70,7 +71,8 @@ def plan_coefficients(
     # Each job's rows in order (the options come job by job: ``order`` is the identity).
     order = np.argsort(opts.job_index, kind="stable")
     bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
-    quota_share = np.zeros(len(opts))
+    plan_share = np.zeros(len(opts))
+    block = plan.block_of(state.t)
     for j, js in enumerate(state.jobs):
         if not js.job.is_training:
             continue
@@ -91,10 +93,10 @@ def plan_coefficients(
             mu = 1.1 * float(np.max(opts.cost[rows][ok] / opts.progress[rows][ok],
                                     initial=0.0))
         mu_opt[rows] = mu
-        sh = quota.get(jid, {})
+        sh = plan.share.get((jid, block), {})
         bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
                                       int(opts.n_gpus[k])), 0.0), 1.0) for k in rows])
-        quota_share[rows] = bonus
+        plan_share[rows] = bonus
         # A job that finishes in this slot pays the whole slot whatever work is left:
         # value its last slot at a full slot's work, or its tail is never worth running.
         full = max((c.rate for c in configs(js.job)), default=0.0) * js.throughput_scale
@@ -105,7 +107,7 @@ def plan_coefficients(
         urgent[j] = pmax[j] > 0 and js.remaining >= URGENT * pmax[j] * left
         prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
     if balanced_sites is not None:
-        prefer_progress(opts, coef, pmax, balanced_sites, quota_share)
+        prefer_progress(opts, coef, pmax, balanced_sites, plan_share)
     if urgent.any():
         # A job without slack runs first, at its fastest option.
         ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
@@ -116,13 +118,12 @@ def plan_coefficients(
 
 
 def plan_placements(
-    state: SlotState, opts: SlotOptions, chosen: NDArray[np.int64], quota: Quota,
+    state: SlotState, opts: SlotOptions, chosen: NDArray[np.int64],
     coef: NDArray[np.float64], keep: NDArray[np.bool_], forced: NDArray[np.bool_],
     urgent: NDArray[np.bool_],
 ) -> tuple[dict[str, Placement], dict[str, str], dict[str, float]]:
     """The chosen options as placements, with a reason for each move, urgent or forced run
-    and each move's gain (:func:`move_gain`); spends one slot of each placed job's quota,
-    from its largest entries (``quota`` is updated)."""
+    and each move's gain (:func:`move_gain`)."""
     placements: dict[str, Placement] = {}
     reasons: dict[str, str] = {}
     gains: dict[str, float] = {}
@@ -130,16 +131,6 @@ def plan_placements(
         js = state.jobs[int(opts.job_index[k])]
         jid = js.job.job_id
         placements[jid] = opts.placement(k)
-        if jid in quota:
-            # One slot of the period's quota spent, taken from its largest entries.
-            spend = 1.0
-            for key in sorted(quota[jid], key=quota[jid].__getitem__,
-                              reverse=True):
-                use = min(spend, quota[jid][key])
-                quota[jid][key] -= use
-                spend -= use
-                if spend <= 0:
-                    break
         if opts.moves[k]:
             gains[jid] = gain = move_gain(
                 opts, coef, keep, k, js, may_pause=not forced[int(opts.job_index[k])])

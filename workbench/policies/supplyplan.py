@@ -289,19 +289,19 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
 
 
 def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[np.float64],
-                    sites: Sequence[str], quota_share: NDArray[np.float64]) -> None:
+                    sites: Sequence[str], plan_share: NDArray[np.float64]) -> None:
     """Break ties at balanced sites toward the plan and toward progress, in place.
 
     Where energy is free (a renewable surplus, a battery a surplus refills) a job's options
     there all weigh 0 and the plan's price of its progress may be 0 too (its work row is
-    not binding), so its quota bonus (``mu * pmax * share``) vanishes and the slot MILP
+    not binding), so its plan bonus (``mu * pmax * share``) vanishes and the slot MILP
     would pick among the jobs and their options arbitrarily: a slow power limit, or not
     the job the plan gave the GPUs to, which then falls behind. On those rows::
 
         coef += max(|coef|, 1) (1e-3 share_i + 1e-6 progress_i / pmax_j)
 
-    (``share_i`` the plan's quota on the option's configuration, in [0, 1]): small against
-    any price, decisive in a tie."""
+    (``share_i`` the plan's share of the slot on the option's configuration, in [0, 1]):
+    small against any price, decisive in a tie."""
     if not len(opts):
         return
     rows = np.isin(opts.datacenter, list(sites))
@@ -309,7 +309,7 @@ def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[
         return
     ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
     share = opts.progress / np.maximum(pmax[opts.job_index], 1e-12)
-    coef[rows] += ref * (1e-3 * quota_share[rows] + 1e-6 * share[rows])
+    coef[rows] += ref * (1e-3 * plan_share[rows] + 1e-6 * share[rows])
 
 
 def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float

@@ -5,7 +5,7 @@ block LP (:mod:`workbench.optim.blocklp`). This module holds what is particular 
 window: its blocks (:func:`window_blocks`), its move columns priced from the links
 (:func:`window_moves`) and the :class:`WindowPlan` read from the LP's solution
 (:func:`window_plan`): each job's progress price (its work row's dual), the planned shares
-per block and the quotas of the re-plan period.
+per block.
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ class WindowPlan:
         Dual of the job's work row: the plan's price of one unit (whole job) of progress.
     share : mapping (job id, block) -> mapping (datacenter, gpu type, count) -> float
         Planned fraction of the block's slots on each configuration.
-    quota : mapping job id -> mapping (datacenter, gpu type, count) -> float
-        Slots the plan runs each job on each configuration over the re-plan period.
     shortfall : mapping job id -> float
         Work the window cannot fit (fraction of the job).
     cost : float
@@ -61,7 +59,6 @@ class WindowPlan:
     block_len: NDArray[np.int64]
     mu: Mapping[str, float]
     share: Mapping[tuple[str, int], Mapping[tuple[str, str, int], float]]
-    quota: Mapping[str, Mapping[tuple[str, str, int], float]]
     shortfall: Mapping[str, float]
     cost: float
     status: str
@@ -75,7 +72,7 @@ class WindowPlan:
     def failed(t: int) -> WindowPlan:
         """The empty plan of a window LP that failed before any plan existed."""
         return WindowPlan(t0=t, block_start=np.zeros(1, dtype=np.int64),
-                          block_len=np.ones(1, dtype=np.int64), mu={}, share={}, quota={},
+                          block_len=np.ones(1, dtype=np.int64), mu={}, share={},
                           shortfall={}, cost=math.nan, status="failed", solve_s=0.0,
                           n_columns=0)
 
@@ -147,39 +144,28 @@ def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[st
 
 def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockConfig]],
                 prob: BlockProblem, cfg_of: NDArray[np.int64], bstart: NDArray[np.int64],
-                sol: BlockSolution, period_slots: int) -> WindowPlan:
+                sol: BlockSolution) -> WindowPlan:
     """The plan at slot ``t`` from the window LP's solution: each job's progress price
-    ``mu`` (its work row's dual), the planned share of each block per configuration, the
-    quotas of the first ``period_slots`` (the re-plan period) and the shortfalls. Its
-    ``solve_s`` is 0 (the caller times the whole)."""
+    ``mu`` (its work row's dual), the planned share of each block per configuration and the
+    shortfalls. Its ``solve_s`` is 0 (the caller times the whole)."""
     x = sol.x
     mu = {jobs[int(j)].job.job_id: max(float(sol.work_dual[i]), 0.0)
           for i, j in enumerate(prob.work_jobs)}
     share: dict[tuple[str, int], dict[tuple[str, str, int], float]] = {}
-    quota: dict[str, dict[tuple[str, str, int], float]] = {}
     cols = np.flatnonzero(x > 1e-7)
-    # The share of each column's block and the part of each block inside the period, as
-    # arrays (the same operations as per column); the dictionaries filled in column order.
+    # The share of each column's block (the dictionaries filled in column order).
     frac = (x[cols] / np.maximum(prob.slots[cols], 1e-12)).tolist()
-    blen = prob.block_len
-    inside_b = (np.maximum(np.minimum(bstart + blen, period_slots) - bstart, 0) / blen)
-    inside = inside_b[prob.block[cols]].tolist()
-    runs = (x[cols] * inside_b[prob.block[cols]]).tolist()
-    for j, b, k, f, ins, run in zip(prob.job[cols].tolist(), prob.block[cols].tolist(),
-                                    cfg_of[cols].tolist(), frac, inside, runs, strict=True):
+    for j, b, k, f in zip(prob.job[cols].tolist(), prob.block[cols].tolist(),
+                          cfg_of[cols].tolist(), frac, strict=True):
         conf = cfgs[j][k]
-        jid = jobs[j].job.job_id
-        sd = share.setdefault((jid, b), {})
+        sd = share.setdefault((jobs[j].job.job_id, b), {})
         ck2 = (conf.datacenter, conf.gpu_type, conf.n_gpus)
         sd[ck2] = sd.get(ck2, 0.0) + f
-        if ins > 0:
-            qd = quota.setdefault(jid, {})
-            qd[ck2] = qd.get(ck2, 0.0) + run
     shortfall = {jobs[int(j)].job.job_id: float(sol.short[i])
                  for i, j in enumerate(prob.work_jobs) if sol.short[i] > 1e-6}
     move_cost = prob.moves.cost if prob.moves is not None else np.zeros(0)
     return WindowPlan(t0=t, block_start=bstart, block_len=prob.block_len, mu=mu,
-                      share=share, quota=quota, shortfall=shortfall,
+                      share=share, shortfall=shortfall,
                       cost=float(prob.cost @ x + move_cost @ sol.move),
                       status=sol.status, solve_s=0.0, n_columns=sol.n_columns,
                       pool_price=sol.pool_price,
