@@ -73,6 +73,9 @@ def plan_coefficients(
     bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
     plan_share = np.zeros(len(opts))
     block = plan.block_of(state.t)
+    # Each option's configuration as Python values (one conversion, not one per lookup).
+    opt_cfg = list(zip(opts.datacenter.tolist(), opts.gpu_type.tolist(),
+                       opts.n_gpus.tolist(), strict=True)) if len(opts) else []
     for j, js in enumerate(state.jobs):
         if not js.job.is_training:
             continue
@@ -93,9 +96,9 @@ def plan_coefficients(
             mu = 1.1 * float(np.max(opts.cost[rows][ok] / opts.progress[rows][ok],
                                     initial=0.0))
         mu_opt[rows] = mu
-        sh = plan.share.get((jid, block), {})
-        bonus = np.array([min(sh.get((str(opts.datacenter[k]), str(opts.gpu_type[k]),
-                                      int(opts.n_gpus[k])), 0.0), 1.0) for k in rows])
+        sh = plan.share.get((jid, block))
+        bonus = (np.minimum([sh.get(opt_cfg[k], 0.0) for k in rows.tolist()], 1.0)
+                 if sh else np.zeros(rows.size))
         plan_share[rows] = bonus
         # A job that finishes in this slot pays the whole slot whatever work is left:
         # value its last slot at a full slot's work, or its tail is never worth running.
