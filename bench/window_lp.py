@@ -1,18 +1,22 @@
-"""The look-ahead's window LP warm-started from the previous re-plan's basis, against a cold
-solve of the same LP, in the same process.
+"""The look-ahead's window LP solved two ways in the same process: warm-started against cold,
+or without HiGHS's presolve against with it.
 
 Usage::
 
-    python bench/window_lp.py [--philly-days 1] [--philly-offset 25] [--slots N]
-                              [--seed3-copies 8] [--data ../shared/data] [--out NAME]
+    python bench/window_lp.py [--compare warm|presolve] [--philly-days 1] [--philly-offset 25]
+                              [--slots N] [--seed3-copies 8] [--data ../shared/data]
+                              [--out NAME]
 
-The default policy (``lookahead``) with ``warm_start=True`` plans the scenario; at every
-re-plan the window LP it builds is solved twice: warm (from the previous plan's basis mapped
-by job, pool, GPU count and block, :func:`workbench.optim.blocklp.warm_basis`: what the
-policy uses) and cold (the same LP from scratch, what the policy did before). Reported per
-re-plan: columns, rows, CPU seconds and simplex iterations of each, and the relative
-difference of their optima (the same LP: it must be ~1e-9). The ratio printed is
-``sum(cold CPU s) / sum(warm CPU s)`` over the re-plans, and the same for iterations.
+``--compare warm`` (default): the default policy (``lookahead``) with ``warm_start=True``
+plans the scenario; at every re-plan the window LP it builds is solved twice: warm (from the
+previous plan's basis mapped by job, pool, GPU count and block,
+:func:`workbench.optim.blocklp.warm_basis`: what the policy uses) and cold (the same LP from
+scratch). ``--compare presolve``: the default policy (presolve off) plans the scenario; each
+window LP is solved as the policy does (the "new" side) and again with HiGHS's presolve on
+(the "old" side, what the policy did before). Reported per re-plan: columns, CPU seconds and
+simplex iterations of each, and the relative difference of their optima (the same LP: it
+must be ~1e-9; the vertex, the plan, may differ). The ratio printed is
+``sum(old CPU s) / sum(new CPU s)`` over the re-plans, and the same for iterations.
 
 Scenarios: ``--philly-days D`` the Philly window of ``bench/philly.py`` (four real-grid
 datacenters, 1,024 GPUs, 15-minute slots; built in a scratch store); otherwise the built-in
@@ -52,15 +56,18 @@ def _seed3(copies: int) -> Any:
     return first_hours(sc, 48, arrivals_h=24)
 
 
-def _solve_both(rows: list[dict[str, Any]]) -> Any:
-    """A stand-in for ``blocklp.solve_block_problem`` that also solves each LP cold."""
+def _solve_both(rows: list[dict[str, Any]], compare: str) -> Any:
+    """A stand-in for ``blocklp.solve_block_problem`` that also solves each LP the old way:
+    cold (``compare`` "warm") or with presolve on ("presolve")."""
     real = blocklp.solve_block_problem
+    old_way = ({"warm": None, "keep_basis": False} if compare == "warm"
+               else {"presolve": True})
 
     def both(prob: blocklp.BlockProblem, **kw: Any) -> blocklp.BlockSolution:
         c0 = time.process_time()
         warm = real(prob, **kw)
         c1 = time.process_time()
-        cold = real(prob, **{**kw, "warm": None, "keep_basis": False})
+        cold = real(prob, **{**kw, **old_way})
         c2 = time.process_time()
         obj_w = float(prob.cost @ warm.x) if warm.complete else np.nan
         obj_c = float(prob.cost @ cold.x) if cold.complete else np.nan
@@ -68,7 +75,8 @@ def _solve_both(rows: list[dict[str, Any]]) -> Any:
         full_c = _objective(prob, cold)
         rows.append({
             "replan": len(rows), "columns": warm.n_columns, "x_columns": prob.n_x,
-            "warm": warm.warm, "warm_cpu_s": c1 - c0, "cold_cpu_s": c2 - c1,
+            "warm": warm.warm if compare == "warm" else True,
+            "warm_cpu_s": c1 - c0, "cold_cpu_s": c2 - c1,
             "warm_iterations": warm.iterations, "cold_iterations": cold.iterations,
             "objective_rel_diff": abs(full_w - full_c) / max(abs(full_c), 1e-12),
             "energy_cost_warm": obj_w, "energy_cost_cold": obj_c,
@@ -89,6 +97,7 @@ def _objective(prob: blocklp.BlockProblem, sol: blocklp.BlockSolution) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compare", choices=("warm", "presolve"), default="warm")
     ap.add_argument("--philly-days", type=float, default=0.0)
     ap.add_argument("--philly-offset", type=float, default=25.0)
     ap.add_argument("--seed3-copies", type=int, default=8)
@@ -112,10 +121,10 @@ def main() -> None:
         fitted = runner.fit_forecast(sc, runner.forecast_mode(runner.RunSpec(sc.name), sc))
         rows: list[dict[str, Any]] = []
         blocklp_solve = blocklp.solve_block_problem
-        blocklp.solve_block_problem = _solve_both(rows)  # type: ignore[assignment]
+        blocklp.solve_block_problem = _solve_both(rows, args.compare)  # type: ignore[assignment]
         try:
-            spec = runner.RunSpec(sc.name, "lookahead", knobs={"warm_start": True},
-                                  baseline=False)
+            knobs = {"warm_start": True} if args.compare == "warm" else {}
+            spec = runner.RunSpec(sc.name, "lookahead", knobs=knobs, baseline=False)
             runner.simulate_spec(spec, sc, fitted=fitted)
         finally:
             blocklp.solve_block_problem = blocklp_solve  # type: ignore[assignment]
@@ -124,20 +133,23 @@ def main() -> None:
     ratio = warm["cold_cpu_s"].sum() / max(warm["warm_cpu_s"].sum(), 1e-12)
     it_ratio = warm["cold_iterations"].sum() / max(warm["warm_iterations"].sum(), 1)
     print(table.to_string(index=False))
-    print(f"{what}: {len(table)} re-plans ({len(warm)} warm-started); cold / warm CPU s "
+    new, old = (("warm", "cold") if args.compare == "warm"
+                else ("presolve off", "presolve on"))
+    print(f"{what}: {len(table)} re-plans ({len(warm)} compared); {old} / {new} CPU s "
           f"{warm['cold_cpu_s'].sum():.2f} / {warm['warm_cpu_s'].sum():.2f} = {ratio:.2f}x; "
           f"iterations {it_ratio:.2f}x; largest relative objective difference "
           f"{table['objective_rel_diff'].max():.2e}")
     summary = pd.DataFrame([{
-        "scenario": what, "replans": len(table), "warm_started": len(warm),
+        "scenario": what, "compare": f"{old} / {new}", "replans": len(table),
+        "compared": len(warm),
         "x_columns_mean": round(float(table["x_columns"].mean()), 0),
-        "cold_cpu_s": round(float(warm["cold_cpu_s"].sum()), 2),
-        "warm_cpu_s": round(float(warm["warm_cpu_s"].sum()), 2),
-        "cpu_ratio_cold_over_warm": round(float(ratio), 2),
+        "old_cpu_s": round(float(warm["cold_cpu_s"].sum()), 2),
+        "new_cpu_s": round(float(warm["warm_cpu_s"].sum()), 2),
+        "cpu_ratio_old_over_new": round(float(ratio), 2),
         "iterations_ratio": round(float(it_ratio), 2),
         "max_objective_rel_diff": float(table["objective_rel_diff"].max())}])
     name = "window_lp" + (f"_{args.out}" if args.out else "")
-    write_table(summary, name, title="Window LP: warm start against a cold solve")
+    write_table(summary, name, title=f"Window LP: {new} against {old}")
 
 
 if __name__ == "__main__":

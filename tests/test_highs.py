@@ -45,6 +45,16 @@ def test_a_model_built_by_name_solves_to_its_hand_optimum() -> None:
     np.testing.assert_allclose(res.row_dual[lp.rows["balance"]], [-0.5], atol=1e-9)
 
 
+@pytest.mark.parametrize(("presolve", "option"), [(None, "choose"), (True, "on"),
+                                                  (False, "off")])
+def test_presolve_is_set_only_when_asked_and_the_optimum_is_the_same(
+        presolve: bool | None, option: str) -> None:
+    h = new_highs(time_limit_s=10.0, presolve=presolve)
+    assert h.getOptionValue("presolve")[1] == option
+    res = solve(h, _diet().highs_lp())
+    assert res.optimal and res.objective == pytest.approx(9.5)
+
+
 def test_integral_columns_and_a_warm_start() -> None:
     # max 5x + 4y  s.t.  6x + 4y <= 24,  x + 2y <= 6,  x, y integer in [0, 10]:
     # the LP optimum (3, 1.5) is fractional, the MILP's is (4, 0) with 20.

@@ -350,11 +350,13 @@ def create_block_lp(prob: BlockProblem) -> SparseLp:
 
 def solve_block_lp(lp: SparseLp, *, time_limit_s: float,
                    mip_rel_gap: float | None = None, basis: Basis | None = None,
-                   keep_basis: bool = False) -> tuple[HighsResult, Basis | None]:
+                   keep_basis: bool = False, presolve: bool | None = None
+                   ) -> tuple[HighsResult, Basis | None]:
     """Solve with HiGHS, from ``basis`` when given (an LP's warm start); the status is
     returned for the caller to judge (``optimal``, or a MILP's incumbent at its time
-    limit), with the final basis when ``keep_basis`` (else None)."""
-    h = new_highs(time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
+    limit), with the final basis when ``keep_basis`` (else None). ``presolve`` None keeps
+    HiGHS's default (on)."""
+    h = new_highs(time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, presolve=presolve)
     lp.pass_to(h)
     res = solve(h, basis=basis)
     return res, (get_basis(h, lp, res.x, res.row_value) if keep_basis and res.optimal
@@ -424,13 +426,15 @@ def extract_block_solution(lp: SparseLp, res: HighsResult, prob: BlockProblem
 
 def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
                         mip_rel_gap: float | None = None, warm: BlockBasis | None = None,
-                        keep_basis: bool = False) -> BlockSolution:
+                        keep_basis: bool = False, presolve: bool | None = None
+                        ) -> BlockSolution:
     """Create, solve and extract in one call; check ``optimal``/``complete`` on the result.
 
     ``warm``: the basis of an earlier solve (:attr:`BlockSolution.basis`), mapped onto this
     model by :func:`warm_basis` and handed to HiGHS as its starting point (an LP only; the
     optimum is the same, the path to it shorter). ``keep_basis``: return this solve's basis
-    by key (``prob.keys`` needed for either).
+    by key (``prob.keys`` needed for either). ``presolve``: HiGHS's presolve (None: its
+    default, on).
     """
     lp = create_block_lp(prob)
     start = None
@@ -438,7 +442,7 @@ def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
         start = warm_basis(warm, prob, lp)
     res, final = solve_block_lp(
         lp, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, basis=start,
-        keep_basis=keep_basis and prob.keys is not None and not prob.exact)
+        keep_basis=keep_basis and prob.keys is not None and not prob.exact, presolve=presolve)
     sol = extract_block_solution(lp, res, prob)
     basis = None if final is None else keep_block_basis(prob, lp, final)
     return replace(sol, basis=basis, warm=start is not None)

@@ -40,9 +40,10 @@ _FEASIBLE = 2
 
 
 def new_highs(*, time_limit_s: float | None = None, mip_rel_gap: float | None = None,
-              threads: int | None = None) -> highspy.Highs:
+              threads: int | None = None, presolve: bool | None = None) -> highspy.Highs:
     """A ``Highs`` object with its log switched off, no banner on stdout, and the options
-    given (an option left None keeps HiGHS's default)."""
+    given (an option left None keeps HiGHS's default; ``presolve`` False switches HiGHS's
+    presolve off)."""
     global _bannered
     with _lock:
         if _bannered:
@@ -66,6 +67,8 @@ def new_highs(*, time_limit_s: float | None = None, mip_rel_gap: float | None = 
         h.setOptionValue("threads", int(threads))
     if mip_rel_gap is not None:
         h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    if presolve is not None:
+        h.setOptionValue("presolve", "on" if presolve else "off")
     return h
 
 

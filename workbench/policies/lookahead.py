@@ -167,6 +167,11 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         Start each window LP from the previous one's simplex basis, matched by job, pool,
         GPU count and block (:func:`workbench.optim.blocklp.warm_basis`); the optimum is the
         same LP's, found in fewer iterations (measured in ``bench/window_lp.py``).
+    presolve : bool
+        HiGHS's presolve on the window LP. Off by default: on the look-ahead's re-plans it
+        costs more than it saves (``bench/window_lp.py --compare presolve``: the same
+        optimum value in about half the CPU); the LP is degenerate, so the plan (its
+        vertex) can differ.
     """
 
     name = "lookahead"
@@ -189,6 +194,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         time_limit_s: float = 30.0,
         mip_rel_gap: float = 1e-3,
         warm_start: bool = False,
+        presolve: bool = False,
         completion_margin: float | None = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
         if not (math.isfinite(window_h) and window_h > 0):
@@ -223,6 +229,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         self.time_limit_s = float(time_limit_s)
         self.mip_rel_gap = float(mip_rel_gap)
         self.warm_start = bool(warm_start)
+        self.presolve = bool(presolve)
         self.completion_margin = (None if completion_margin is None
                                   else check_margin(completion_margin))
         self._fast = FastSlotSolver()
@@ -264,7 +271,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
                 **self.caps.knobs(),
                 "carbon_price_per_kg": self.carbon_price_per_kg,
                 "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots,
-                "warm_start": self.warm_start, "completion_margin": self.completion_margin}
+                "warm_start": self.warm_start, "presolve": self.presolve,
+                "completion_margin": self.completion_margin}
 
     # -- static helpers ------------------------------------------------------------------
     def _configs(self, job: Job) -> list[blocklp.BlockConfig]:
@@ -388,7 +396,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             budgets = (group_of, kg)
             prob = replace(prob, carbon_group=group_x, carbon_cap_kg=kg)
         sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
-                                          warm=self._basis, keep_basis=self.warm_start)
+                                          warm=self._basis, keep_basis=self.warm_start,
+                                          presolve=self.presolve)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
         self._basis = sol.basis
