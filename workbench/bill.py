@@ -273,6 +273,22 @@ SUPPLY_KEYS: tuple[str, ...] = (
 and ``bill_note`` (how monthly charges were prorated, text)."""
 
 
+def _pool_max_power_w(scenario: Scenario, datacenter: NDArray[Any], gpu_type: NDArray[Any]
+                      ) -> NDArray[np.float64]:
+    """The maximum board power (W) of each row's pool, ``inf`` where no pool matches (rows
+    looked up by code, not one by one: a trace's plan has millions of rows)."""
+    d_code, d_names = pd.factorize(datacenter)
+    g_code, g_names = pd.factorize(gpu_type)
+    table = np.full((len(d_names) + 1, len(g_names) + 1), np.inf)
+    d_pos = {str(n): i for i, n in enumerate(d_names)}
+    g_pos = {str(n): i for i, n in enumerate(g_names)}
+    for p in scenario.pools:
+        if p.datacenter in d_pos and p.gpu_type in g_pos:
+            table[d_pos[p.datacenter], g_pos[p.gpu_type]] = p.max_power_w
+    # Code -1 (a missing value) reads the last row or column: inf.
+    return table[d_code, g_code]
+
+
 def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Scenario,
                    energy: Mapping[str, Any]) -> dict[str, Any]:
     """Where the energy came from and what the bill is (:data:`SUPPLY_KEYS`), from the
@@ -309,15 +325,12 @@ def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Sce
     saved = plan["limit_saved_kwh"] if "limit_saved_kwh" in plan else pd.Series(dtype=float)
     out["limit_saved_kwh"] = float(saved.fillna(0.0).sum())
     if "power_limit_w" in plan and "n_gpus" in plan:
-        pools = {(p.datacenter, p.gpu_type): p.max_power_w for p in scenario.pools}
-        run = plan[plan["n_gpus"].fillna(0).astype(int) > 0]
-        full = run.apply(lambda r: pools.get((r["region"], r["gpu_type"]), np.inf), axis=1) \
-            if len(run) else pd.Series(dtype=float)
-        limited = run["power_limit_w"].astype(float) < full.astype(float) - 1e-9 \
-            if len(run) else pd.Series(dtype=bool)
-        run_kwh = float(run["energy_kwh"].sum())
-        out["power_limited_share"] = (float(run.loc[limited, "energy_kwh"].sum()) / run_kwh
-                                      if run_kwh else 0.0)
+        on = plan["n_gpus"].fillna(0).to_numpy(dtype=float) > 0
+        kwh = plan["energy_kwh"].to_numpy(dtype=float)[on]
+        limited = plan["power_limit_w"].to_numpy(dtype=float)[on] < _pool_max_power_w(
+            scenario, plan["region"].to_numpy()[on], plan["gpu_type"].to_numpy()[on]) - 1e-9
+        run_kwh = float(kwh.sum())
+        out["power_limited_share"] = float(kwh[limited].sum()) / run_kwh if run_kwh else 0.0
     else:
         out["power_limited_share"] = 0.0
     if slots is None or not len(slots) or f"grid_kwh:{names[0]}" not in slots:
