@@ -10,8 +10,9 @@ Usage::
    (``workbench import ...`` then ``workbench scenario build``) into a scratch store. The
    default policy runs with the power-limit menu (``--power-limits default``) and again with
    ``--ignore supply,demand-charges,power-limits`` (planned blind to the levers; the
-   simulator still meters and bills them); asap-home, follow-renewables and
-   power-limit-only beside them, every run on the product's honest default forecast::
+   simulator still meters and bills them); asap-home, follow-renewables,
+   power-limit-only and the hindsight plan (``offline``) beside them, every run on the
+   product's honest default forecast::
 
        bill saving  = 1 - bill_total(default) / bill_total(default, ignoring the levers)
        green points = 100 (green_share(default) - green_share(asap-home))
@@ -22,6 +23,10 @@ Usage::
    1|``.
 3. **seed3** under the default policy with the power-limit menu and without it: energy,
    cost, misses.
+
+Part 1 also writes ``docs/results/green_power_hours.{csv,md}``: per local hour of day at the
+solar site, the sun it could take and, for asap-home, the look-ahead and the hindsight plan,
+its busy GPUs, battery discharge and grid import, and the other sites' load.
 
 Prints CPU seconds per run (the machine is shared: wall time says little) and the load
 average; writes ``docs/results/green_power.{csv,md}``.
@@ -100,8 +105,39 @@ def _row(label: str, res: Any, cpu_s: float, sc: Any) -> dict[str, Any]:
     return row
 
 
-def battery_scenario(sc: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The runs of part 1 and the targets' figures."""
+HOUR_RUNS = ("asap-home", "lookahead", "offline")
+"""The runs of the hour-of-day table."""
+
+
+def by_hour(sc: Any, runs: dict[str, Any]) -> pd.DataFrame:
+    """Per local hour of day at the site with renewables (summed over the horizon's days):
+    the sun it could take (used + curtailed, kWh), and per run of :data:`HOUR_RUNS` its
+    busy GPUs (mean over the hour's slots), its battery discharge and grid import (kWh),
+    and the other sites' load (kWh)."""
+    site = sc.supply.sources[0].datacenter
+    tz = next(d.timezone for d in sc.datacenters if d.name == site)
+    others = [d.name for d in sc.datacenters if d.name != site]
+    out: pd.DataFrame | None = None
+    for label in HOUR_RUNS:
+        s = runs[label][0].slots
+        frame = pd.DataFrame({
+            "hour": pd.to_datetime(s["time"], utc=True).dt.tz_convert(tz).dt.hour,
+            "sun_kwh": s[f"renewable_kwh:{site}"] + s[f"curtailed_kwh:{site}"],
+            f"{label}: busy GPUs": sum(s[c] for c in s.columns
+                                       if c.startswith(f"gpus_busy:{site}/")),
+            f"{label}: battery kWh": s[f"discharge_kwh:{site}"],
+            f"{label}: grid kWh": s[f"grid_kwh:{site}"],
+            f"{label}: other sites kWh": sum(s[f"load_kwh:{o}"] for o in others)})
+        agg = frame.groupby("hour").agg({c: "mean" if c.endswith("GPUs") else "sum"
+                                         for c in frame.columns if c != "hour"})
+        out = agg if out is None else out.join(agg.drop(columns="sun_kwh"))
+    assert out is not None
+    out.index = [f"{h:02d}:00" for h in out.index]
+    return out.rename_axis("hour").reset_index()
+
+
+def battery_scenario(sc: Any) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
+    """The runs of part 1, the targets' figures and the hour-of-day table."""
     fitted = fit_forecast(sc, forecast_mode(RunSpec(sc.name), sc))
     runs = {
         "asap-home": _run(sc, "asap-home", fitted),
@@ -110,6 +146,9 @@ def battery_scenario(sc: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
         "lookahead": _run(sc, "lookahead", fitted, power_limits=DEFAULT_MENU),
         "lookahead --ignore all": _run(sc, "lookahead", fitted, power_limits=DEFAULT_MENU,
                                        ignore=LEVERS),
+        # The hindsight plan under the same objective (true prices, arrivals and sun; it
+        # owes only the share of a job's work whose window lies inside the horizon).
+        "offline": _run(sc, "offline", fitted, power_limits=DEFAULT_MENU),
     }
     rows = [_row(k, r, c, sc) for k, (r, c) in runs.items()]
     best, blind, asap = (runs[k][0] for k in ("lookahead", "lookahead --ignore all",
@@ -127,7 +166,7 @@ def battery_scenario(sc: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
         "parts_sum": float(sum(att["cost"].values())), "saving": float(saving),
         "bill_note": str(best.metrics.get("bill_note") or ""),
     }
-    return pd.DataFrame(rows), figures
+    return pd.DataFrame(rows), figures, by_hour(sc, runs)
 
 
 def power_limit_cv(data: Path) -> pd.DataFrame:
@@ -175,11 +214,12 @@ def main() -> None:
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="wb-green-") as tmp:
         sc = build(args.data, Path(tmp) / "green.duckdb")
-        table, figures = battery_scenario(sc)
+        table, figures, hours = battery_scenario(sc)
     cv = power_limit_cv(args.data)
     s3 = None if args.skip_seed3 else seed3_menu()
     load1 = os.getloadavg()
     out = {"battery": table.to_dict(orient="records"), "figures": figures,
+           "hours": hours.to_dict(orient="records"),
            "power_limit_cv": cv.to_dict(orient="records"),
            "seed3": None if s3 is None else s3.to_dict(orient="records"),
            "load_average": {"start": load0, "end": load1}}
@@ -204,6 +244,12 @@ def main() -> None:
         f"load average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end (2 cores)"]
     write_table(table, "green_power", "Green power and the real bill (examples/green_power.toml)",
                 notes)
+    site = sc.supply.sources[0].datacenter
+    write_table(hours.round(2), "green_power_hours",
+                f"Green power by local hour of day at {site} (sums over the week)",
+                [f"sun_kwh: the renewables {site} could take (used + curtailed); per run: busy "
+                 "GPUs (mean over the hour's slots), battery discharge and grid import at "
+                 f"{site}, and the other sites' load (kWh)"])
     write_table(cv, "power_limits_cv", "GPU power limits: leave-one-limit-out error on Zeus")
     if s3 is not None:
         write_table(s3, "power_limits_seed3", "seed3, default policy, with and without the "

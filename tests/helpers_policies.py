@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -185,10 +186,18 @@ def problem(job_index: list[int], coef: list[float], pool_index: list[int], n_gp
             capacity: list[int], must: list[bool], *, power_kw: list[float] | None = None,
             power_cap: list[float] | None = None, link_index: list[int] | None = None,
             transfer_gb: list[float] | None = None,
-            link_cap: list[float] | None = None) -> SlotProblem:
-    """A hand-written slot problem: one datacenter per pool, optional power and link rows."""
+            link_cap: list[float] | None = None, supply_index: list[int] | None = None,
+            supply_kwh: list[float] | None = None,
+            supply_cap: list[float] | None = None) -> SlotProblem:
+    """A hand-written slot problem: one datacenter per pool, optional power, link and supply
+    rows."""
     k = len(job_index)
     n_links = len(link_cap) if link_cap is not None else 0
+    supply: dict[str, Any] = {} if supply_cap is None else {
+        "supply_labels": tuple(f"s{i}" for i in range(len(supply_cap))),
+        "supply_index": np.array(supply_index, dtype=np.int64),
+        "supply_kwh": np.array(supply_kwh, dtype=float),
+        "supply_cap_kwh": np.array(supply_cap, dtype=float)}
     return SlotProblem(
         job_ids=tuple(f"j{i}" for i in range(len(must))),
         job_index=np.array(job_index, dtype=np.int64),
@@ -206,6 +215,7 @@ def problem(job_index: list[int], coef: list[float], pool_index: list[int], n_gp
         link_index=np.array(link_index if link_index is not None else [-1] * k, dtype=np.int64),
         transfer_gb=np.array(transfer_gb if transfer_gb is not None else [0.0] * k),
         link_capacity_gb=np.array(link_cap if link_cap is not None else [], dtype=float),
+        **supply,
     )
 
 

@@ -502,3 +502,137 @@ def test_the_app_opens_on_the_newest_run_after_a_second_scenario_is_built(
     assert pg.get_by_label("Scenario", exact=True).input_value() == "zz-second"  # type: ignore[attr-defined]
     pg.screenshot(path=str(ARTIFACTS / "browser_second_scenario.png"))  # type: ignore[attr-defined]
     pg.context.close()  # type: ignore[attr-defined]
+
+
+# -- issue 23: the Supply tab --------------------------------------------------------------
+
+def _supply_scenario() -> Scenario:
+    """``mini`` with 60 kW of clear-sky solar and a 120 kWh / 30 kW battery at Guiyang and a
+    demand charge of 20 CNY per kW of the month's peak at Suzhou."""
+    import dataclasses
+
+    from workbench.renewables import solar_kw
+    from workbench.supply import Battery, DemandCharge, DemandStructure, Source, Supply
+
+    sc = first_hours(build_seed3(), 24, arrivals_h=6, name="zz-supply")
+    sun = solar_kw(sc.start, sc.slot_s, sc.n_slots, capacity_kw=60.0, latitude=26.65,
+                   longitude=106.63, tilt_deg=25.0, azimuth_deg=180.0)
+    return dataclasses.replace(sc, supply=Supply(
+        sources=(Source("pv", "guiyang", "solar", 60.0, sun),),
+        batteries=(Battery("bat", "guiyang", 120.0, 30.0),),
+        demand_charges=(DemandCharge("peak", "suzhou", (DemandStructure.flat(20.0),)),)))
+
+
+def _near(rgb: object, hex_colour: str, alpha: float, tol: int = 12) -> object:
+    """Which pixels of an (H, W, 3) array are ``hex_colour`` drawn at ``alpha`` over white."""
+    import numpy as np
+
+    want = np.array([alpha * int(hex_colour[i:i + 2], 16) + (1 - alpha) * 255
+                     for i in (1, 3, 5)])
+    return np.all(np.abs(np.asarray(rgb, dtype=float) - want) <= tol, axis=-1)
+
+
+LEGEND_PX = 400
+"""Pixels of one colour the chart's legend alone shows (its swatch, about 225)."""
+DRAWN_PX = 3 * LEGEND_PX
+"""Pixels of a colour that show its area is drawn, not only its legend swatch."""
+
+
+def _colour_pixels(chart: object, path: Path, colours: dict[str, str]) -> dict[str, int]:
+    """How many pixels of a chart's screenshot are each colour (drawn at alpha 0.8)."""
+    from PIL import Image
+
+    chart.screenshot(path=str(path))  # type: ignore[attr-defined]
+    rgb = Image.open(path).convert("RGB")
+    return {n: int(_near(rgb, c, 0.8).sum()) for n, c in colours.items()}  # type: ignore[attr-defined]
+
+
+def test_the_supply_tab_draws_the_stack_and_the_bill_of_the_stored_run(
+        page: object, server: str, stored: tuple[Path, dict[str, object]],
+        tmp_path: Path) -> None:
+    """A stored look-ahead run of a scenario with solar, a battery and a demand charge: a new
+    visitor lands on it; the Supply tab's bill has the stored run's energy, demand and total
+    charges per datacenter and its green share; its stacked chart draws the solar site's
+    renewables, battery and curtailment in their colours, and a grid-only site's grid."""
+    from workbench.app.plots import SUPPLY_COLORS
+    from workbench.runner import RunSpec, run_spec, save_outcome
+
+    sc = _supply_scenario()
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with Store(stored[0]) as store:
+                store.save_scenario(sc)
+            break
+        except StoreError:  # the server holds the file for a moment
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+    run_id = save_outcome(run_spec(RunSpec("zz-supply", "lookahead"), sc),
+                          stored[0]).run_ids[-1]
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with Store(stored[0], read_only=True) as store:
+                m = store.run_metrics(run_id)
+                slots = store.run_slots(run_id)
+            break
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+    # The run draws on the sun and the battery, curtails some sun, bills a demand charge.
+    for col in ("renewable_kwh", "discharge_kwh", "curtailed_kwh"):
+        assert float(slots[f"{col}:guiyang"].sum()) > 1.0, col
+    assert float(slots["grid_kwh:suzhou"].sum()) > 1.0
+    assert float(m["bill_demand"]) > 0.0
+
+    pg = _new_page(page, server)
+    _wait_for(pg.locator("#wb-run-banner"), run_id)  # type: ignore[attr-defined]
+    _tab(pg, "Supply")
+    # The bill: one row per datacenter and their sum, the stored metrics to the cent.
+    pg.locator(".wb-bill .tabulator-row").first.wait_for()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 30
+    while len(_table(pg, ".wb-bill")) < 4 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    rows = {r["datacenter"]: r for r in _table(pg, ".wb-bill")}
+    assert set(rows) == {"guangzhou", "guiyang", "suzhou", "all"}
+
+    def cell(dc: str, head: str) -> float:
+        return float(rows[dc][head].replace(",", ""))
+
+    for dc in ("guangzhou", "guiyang", "suzhou"):
+        energy, demand = float(m[f"bill_energy:{dc}"]), float(m[f"bill_demand:{dc}"])
+        assert cell(dc, "energy charge (CNY)") == pytest.approx(round(energy, 2), abs=1e-9)
+        assert cell(dc, "demand charge (CNY)") == pytest.approx(round(demand, 2), abs=1e-9)
+        assert cell(dc, "total (CNY)") == pytest.approx(round(energy + demand, 2), abs=1e-9)
+    for key, head in (("bill_energy", "energy charge (CNY)"),
+                      ("bill_demand", "demand charge (CNY)"), ("bill_total", "total (CNY)")):
+        assert cell("all", head) == pytest.approx(round(float(m[key]), 2), abs=1e-9)
+    assert cell("suzhou", "demand charge (CNY)") > 0.0
+    text = _wait_for(pg.locator("p", has_text="Green share"), "Green share")  # type: ignore[attr-defined]
+    assert f"Green share {100 * float(m['green_share']):.1f}%" in text
+    # The chart of the solar site (listed first): its sources stacked in their colours.
+    site = pg.locator(".wb-supply-site select").first  # type: ignore[attr-defined]
+    assert site.input_value() == "guiyang"
+    chart = pg.locator(".wb-supply-chart").first  # type: ignore[attr-defined]
+    chart.locator("canvas").first.wait_for()
+    colours = {n: SUPPLY_COLORS[n] for n in ("renewables", "battery", "curtailed", "grid")}
+    deadline = time.monotonic() + 60
+    while True:  # bokeh paints after the canvas is in the page
+        hits = _colour_pixels(chart, tmp_path / "guiyang.png", colours)
+        if min(hits["renewables"], hits["battery"], hits["curtailed"]) > DRAWN_PX:
+            break
+        assert time.monotonic() < deadline, f"guiyang's sources are not drawn: {hits}"
+        time.sleep(1.0)
+    pg.screenshot(path=str(ARTIFACTS / "browser_supply.png"), full_page=True)  # type: ignore[attr-defined]
+    # A grid-only site: its grid import, no renewables.
+    site.select_option("suzhou")
+    deadline = time.monotonic() + 60
+    while True:
+        hits = _colour_pixels(chart, tmp_path / "suzhou.png", colours)
+        if hits["grid"] > DRAWN_PX and hits["renewables"] < LEGEND_PX:
+            break
+        assert time.monotonic() < deadline, f"suzhou's grid import is not drawn: {hits}"
+        time.sleep(1.0)
+    pg.context.close()  # type: ignore[attr-defined]

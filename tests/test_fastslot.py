@@ -46,6 +46,21 @@ def test_power_cap_and_link_volume_bind() -> None:
     assert choice is not None and choice.tolist() == [False, True]
 
 
+@pytest.mark.parametrize("method", ["auto", "lp-repair", "mip"])
+def test_supply_row_binds_as_in_the_reference(method: str) -> None:
+    # Two jobs on a 4 kWh own supply that fits one (3 kWh each); grid copies worth 0.2 and
+    # -0.5: j1 on the own supply, j0 on the grid (1.2).
+    prob = problem([0, 1, 0, 1], [1.0, 1.0, 0.2, -0.5], [0, 0, 0, 0], [1, 1, 1, 1], [8],
+                   [False, False], supply_index=[0, 0, -1, -1],
+                   supply_kwh=[3.0, 3.0, 0.0, 0.0], supply_cap=[4.0])
+    choice, info = solve_slot_problem_fast(
+        prob, method=method, mip_rel_gap=0.0)  # type: ignore[arg-type]
+    assert choice is not None and choice.tolist() == [False, True, True, False]
+    assert info.objective == pytest.approx(1.2)
+    arr = build_arrays(prob)
+    assert arr.supply_row.tolist() == [arr.n_job_rows]  # one supply row, after the jobs'
+
+
 def test_arrays_skip_rows_that_cannot_bind_and_reduce_non_positive_options() -> None:
     prob = problem([0, 0, 1], [2.0, -1.0, 1.0], [0, 1, 1], [1, 1, 1], [1, 8], [False, False])
     arr = build_arrays(prob)

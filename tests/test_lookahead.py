@@ -228,3 +228,43 @@ def test_a_move_reports_its_gain_over_staying_with_a_reason_of_the_same_sign() -
     for gain, reason in zip(moves["expected_gain"], moves["reason"], strict=True):
         assert (gain > 0) == ("pays for the round trip" in reason), (gain, reason)
     assert (moves["expected_gain"] > 0).all()  # uncontended: every move is for its own sake
+
+
+@pytest.mark.parametrize(("soc_initial", "carbon_price", "night_gpus"),
+                         [(0.1, 0.0, 0), (0.1, 1.0, 0), (0.5, 0.0, 2)])
+def test_work_that_can_wait_runs_on_the_sun_not_on_the_grid_at_night(
+        soc_initial: float, carbon_price: float, night_gpus: int) -> None:
+    # Site a: a battery (empty at its floor, or half full) and 6 kW of sun in slots 8-15;
+    # a job with all day to finish. The plan values energy at 0 at night (a kWh less would
+    # only displace free charge tomorrow), but an empty battery leaves a night's work to the
+    # grid: it waits for the sun. Half full, the battery (refilled by the sun) runs it. Under
+    # a carbon price the sun's energy is charged no grid carbon (the plan's value holds it).
+    import dataclasses
+
+    from helpers_sim import tiny_scenario as sim_scenario
+    from helpers_sim import training
+
+    from workbench.runner import ForecastSettings, RunSpec, simulate_spec
+    from workbench.supply import Battery, Source, Supply
+
+    sun = np.zeros(24)
+    sun[8:16] = 6.0
+    sc = sim_scenario([training("j", home="a", arrival_slot=0, slots_of_work=3.0,
+                                deadline_slot=24)], n_slots=24)
+    sc = dataclasses.replace(sc, supply=Supply(
+        sources=(Source("pv", "a", "solar", 6.0, sun),),
+        batteries=(Battery("bat", "a", 2.0, 1.0, soc_initial=soc_initial, soc_min=0.1),)))
+    res, _ = simulate_spec(RunSpec("tiny", "lookahead", baseline=False,
+                                   knobs={"carbon_price_per_kg": carbon_price},
+                                   forecast=ForecastSettings(mode="perfect")), sc)
+    s, m = res.slots, res.metrics
+    assert m["jobs_unfinished"] == 0 and m["deadline_misses"] == 0
+    assert int(s["gpus_busy:a/A100"].iloc[:8].max()) == night_gpus
+    if night_gpus == 0:
+        # In the sun (without the carbon of grid energy charged on it: run after the sun,
+        # off the battery, under the carbon price).
+        assert int(s["gpus_busy:a/A100"].iloc[8:16].sum()) > 0
+        assert s["grid_kwh:a"].sum() == pytest.approx(0.0, abs=1e-9)
+        assert m["green_share"] == pytest.approx(1.0)
+    else:
+        assert s["discharge_kwh:a"].iloc[:8].sum() > 10 * s["grid_kwh:a"].iloc[:8].sum()

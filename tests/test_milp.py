@@ -49,6 +49,30 @@ def test_power_cap_and_link_volume_bind() -> None:
     assert choice is not None and choice.tolist() == [False, True]
 
 
+def _two_tiers() -> SlotProblem:
+    """Two jobs, each with a copy on a site's own supply (3 kWh, weight 1) and one on the
+    grid (j0: 0.2, j1: -0.5); the own supply gives 4 kWh: one job fits on it. Best: j1 on
+    the own supply, j0 on the grid (1.2; the other way round 1.0)."""
+    return problem([0, 1, 0, 1], [1.0, 1.0, 0.2, -0.5], [0, 0, 0, 0], [1, 1, 1, 1], [8],
+                   [False, False], supply_index=[0, 0, -1, -1],
+                   supply_kwh=[3.0, 3.0, 0.0, 0.0], supply_cap=[4.0])
+
+
+def test_supply_row_binds_and_the_grid_copy_takes_the_rest() -> None:
+    prob = _two_tiers()
+    choice, info = solve_slot_problem(prob, mip_rel_gap=0.0)
+    assert choice is not None and choice.tolist() == [False, True, True, False]
+    assert info.objective == pytest.approx(1.2)
+    assert prob.is_feasible(choice)
+    both = choice.copy()
+    both[0] = True
+    both[2] = False
+    assert not prob.is_feasible(both)  # 6 kWh on a 4 kWh supply
+    g = greedy_choice(prob)
+    assert prob.is_feasible(g)
+    assert prob.supply_used_kwh(g).tolist() == [3.0]
+
+
 def test_phases_hook_and_failure_status() -> None:
     prob = problem([0, 1], [1.0, 1.0], [0, 0], [1, 1], [2], [False, False])
     m = create_slot_model(prob)
@@ -92,7 +116,16 @@ def random_problems(draw: st.DrawFn) -> SlotProblem:
         coef.append(-1.0)
         pool_index.append(0)
         n_gpus.append(1)
-    return problem(job_index, coef, pool_index, n_gpus, capacity, must)
+    if not draw(st.booleans()):
+        return problem(job_index, coef, pool_index, n_gpus, capacity, must)
+    # A supply row on some options (never the must-place job's one-GPU option).
+    k = len(job_index)
+    inside = [draw(st.booleans()) and not (must[0] and i == k - 1) for i in range(k)]
+    kwh = [draw(st.floats(0.5, 4.0)) for _ in range(k)]
+    return problem(job_index, coef, pool_index, n_gpus, capacity, must,
+                   supply_index=[0 if i else -1 for i in inside],
+                   supply_kwh=[e if i else 0.0 for e, i in zip(kwh, inside, strict=True)],
+                   supply_cap=[draw(st.floats(0.0, 6.0))])
 
 
 @settings(max_examples=40, deadline=None)

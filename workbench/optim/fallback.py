@@ -3,7 +3,7 @@
 :func:`greedy_choice` walks the jobs once, inference services first, then training jobs in
 descending ``priority``; each job takes its best-``coef`` option that still fits every
 built-in constraint of :class:`~workbench.optim.slot.SlotProblem` (pool capacity, power
-caps, link volume). A training job takes an option only when its ``coef`` is positive.
+caps, link volume, supply rows). A training job takes an option only when its ``coef`` is positive.
 The result is feasible by construction, though not optimal. Constraints added through the
 MILP's ``extra_constraints`` hook are not known to it.
 
@@ -52,6 +52,7 @@ def greedy_choice(
     free_gpus = prob.pool_capacity.astype(float).copy()
     free_kw = prob.power_cap_kw.astype(float).copy()
     free_gb = prob.link_capacity_gb.astype(float).copy()
+    free_kwh = prob.supply_cap_kwh.astype(float).copy()
     order_rows = np.argsort(prob.job_index, kind="stable")
     bounds = np.searchsorted(prob.job_index[order_rows], np.arange(n_jobs + 1))
     best = np.full(n_jobs, -np.inf)
@@ -75,11 +76,16 @@ def greedy_choice(
                 continue
             if lk >= 0 and prob.transfer_gb[k] > free_gb[lk] + 1e-9:
                 continue
+            s = prob.supply_index[k]
+            if s >= 0 and prob.supply_kwh[k] > free_kwh[s] + 1e-9:
+                continue
             chosen[k] = True
             free_gpus[p] -= prob.n_gpus[k]
             free_kw[d] -= prob.power_kw[k]
             if lk >= 0:
                 free_gb[lk] -= prob.transfer_gb[k]
+            if s >= 0:
+                free_kwh[s] -= prob.supply_kwh[k]
             break
         else:
             if must[j]:

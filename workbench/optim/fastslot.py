@@ -352,6 +352,7 @@ class FastSlotSolver:
             link_capacity_gb=prob.link_capacity_gb - np.bincount(
                 prob.link_index[moving], weights=(c * prob.transfer_gb)[moving],
                 minlength=len(prob.link_labels)),
+            supply_cap_kwh=prob.supply_cap_kwh - prob.supply_used_kwh(fixed),
         )
         sarr = build_arrays(sub)
         schoice, _ = self._solve_mip(sub, sarr, 1e-4, time_left_s, 0.0,

@@ -14,6 +14,11 @@ Maths, with binaries ``z[k]`` (option ``k`` of job ``j(k)`` is chosen)::
           sum_{k in K_p} n[k] * z[k] <= C[p]             every GPU pool p (capacity)
           sum_{k in K_d} P[k] * z[k] <= Pcap[d]          datacenter d with a power cap (kW)
           sum_{k in K_l} gb[k] * z[k] <= B[l] * D / 8    link l (checkpoint GB per slot)
+          sum_{k in K_s} e[k] * z[k] <= H[s]             supply row s (own supply, kWh)
+
+A *supply row* bounds the energy its options draw from a site's own supply (renewables and
+battery) in the slot; a planner that splits a site's options into a copy on that supply
+and a copy on the grid uses it (:func:`workbench.policies.supplyplan.own_supply_problem`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyomo.environ as pyo
@@ -75,6 +80,14 @@ class SlotProblem:
         Checkpoint GB that option ``k`` moves over its link.
     link_capacity_gb : float array (L,)
         GB a link can move in one slot: ``bandwidth_gbps * slot_s / 8``.
+    supply_labels : tuple of str
+        Supply row labels (none by default); ``supply_index[k]`` is -1 when option ``k``
+        is in no supply row.
+    supply_index : int array (K,)
+    supply_kwh : float array (K,)
+        Energy option ``k`` draws from its supply row over the slot, kWh.
+    supply_cap_kwh : float array (S,)
+        Energy each supply row can deliver over the slot, kWh.
     """
 
     job_ids: tuple[str, ...]
@@ -93,11 +106,22 @@ class SlotProblem:
     link_index: NDArray[np.int64]
     transfer_gb: NDArray[np.float64]
     link_capacity_gb: NDArray[np.float64]
+    supply_labels: tuple[str, ...] = ()
+    supply_index: NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
+    supply_kwh: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    supply_cap_kwh: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self) -> None:
         k = self.job_index.size
+        if not self.supply_labels and self.supply_index.size == 0:
+            # No supply rows: every option in none.
+            object.__setattr__(self, "supply_index", np.full(k, -1, dtype=np.int64))
+            object.__setattr__(self, "supply_kwh", np.zeros(k))
+        if self.supply_cap_kwh.shape != (len(self.supply_labels),):
+            raise ValueError("SlotProblem.supply_cap_kwh needs one entry per supply row")
         for name in ("coef", "pool_index", "n_gpus", "dc_index", "power_kw", "link_index",
-                     "transfer_gb"):
+                     "transfer_gb", "supply_index", "supply_kwh"):
             if getattr(self, name).shape != (k,):
                 raise ValueError(f"SlotProblem.{name} must have shape ({k},) like job_index")
         if not np.all(np.isfinite(self.coef)):
@@ -128,7 +152,18 @@ class SlotProblem:
             link_index=self.link_index[keep],
             transfer_gb=self.transfer_gb[keep],
             link_capacity_gb=self.link_capacity_gb,
+            supply_labels=self.supply_labels,
+            supply_index=self.supply_index[keep],
+            supply_kwh=self.supply_kwh[keep],
+            supply_cap_kwh=self.supply_cap_kwh,
         )
+
+    def supply_used_kwh(self, chosen: NDArray[np.bool_]) -> NDArray[np.float64]:
+        """Energy the ``chosen`` options draw from each supply row, kWh (S,)."""
+        inside = self.supply_index >= 0
+        return np.asarray(np.bincount(
+            self.supply_index[inside], weights=(chosen.astype(float) * self.supply_kwh)[inside],
+            minlength=len(self.supply_labels)), dtype=float)
 
     def is_feasible(self, chosen: NDArray[np.bool_], tol: float = 1e-6) -> bool:
         """Whether a 0/1 choice meets every built-in constraint (not the hook's)."""
@@ -147,7 +182,9 @@ class SlotProblem:
         moving = self.link_index >= 0
         gb = np.bincount(self.link_index[moving], weights=(c * self.transfer_gb)[moving],
                          minlength=len(self.link_labels))
-        return not np.any(gb > self.link_capacity_gb + tol)
+        if np.any(gb > self.link_capacity_gb + tol):
+            return False
+        return not np.any(self.supply_used_kwh(chosen) > self.supply_cap_kwh + tol)
 
 
 def _groups(index: NDArray[np.int64], size: int) -> list[list[int]]:
@@ -159,12 +196,14 @@ def _groups(index: NDArray[np.int64], size: int) -> list[list[int]]:
 
 
 def _add_sets(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Sets: jobs ``J``, options ``K``, pools ``P``, datacenters ``D``, links ``L``."""
+    """Sets: jobs ``J``, options ``K``, pools ``P``, datacenters ``D``, links ``L``, supply
+    rows ``S``."""
     m.J = pyo.Set(initialize=range(len(prob.job_ids)), ordered=True)
     m.K = pyo.Set(initialize=range(prob.n_options), ordered=True)
     m.P = pyo.Set(initialize=range(len(prob.pool_labels)), ordered=True)
     m.D = pyo.Set(initialize=range(len(prob.dc_labels)), ordered=True)
     m.L = pyo.Set(initialize=range(len(prob.link_labels)), ordered=True)
+    m.S = pyo.Set(initialize=range(len(prob.supply_labels)), ordered=True)
 
 
 def _add_variables(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
@@ -179,11 +218,13 @@ def _add_constraints(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
         sum_{k in K_p} n[k] z[k] <= C[p]                         pool p, when over-asked
         sum_{k in K_d} P[k] z[k] <= Pcap[d]                      datacenter d, finite cap
         sum_{k in K_l} gb[k] z[k] <= B[l] D / 8                  link l
+        sum_{k in K_s} e[k] z[k] <= H[s]                         supply row s
     """
     by_job = _groups(prob.job_index, len(prob.job_ids))
     by_pool = _groups(prob.pool_index, len(prob.pool_labels))
     by_dc = _groups(prob.dc_index, len(prob.dc_labels))
     by_link = _groups(prob.link_index, len(prob.link_labels))
+    by_supply = _groups(prob.supply_index, len(prob.supply_labels))
     z = m.z
 
     def one_choice(mm: pyo.ConcreteModel, j: int) -> object:
@@ -209,10 +250,17 @@ def _add_constraints(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
         return (sum(float(prob.transfer_gb[k]) * z[k] for k in by_link[lk])
                 <= float(prob.link_capacity_gb[lk]))
 
+    def own_supply(mm: pyo.ConcreteModel, s: int) -> object:
+        if not by_supply[s]:
+            return pyo.Constraint.Skip
+        return (sum(float(prob.supply_kwh[k]) * z[k] for k in by_supply[s])
+                <= float(prob.supply_cap_kwh[s]))
+
     m.one_choice = pyo.Constraint(m.J, rule=one_choice)
     m.capacity = pyo.Constraint(m.P, rule=capacity)
     m.power_cap = pyo.Constraint(m.D, rule=power)
     m.link_volume = pyo.Constraint(m.L, rule=link)
+    m.own_supply = pyo.Constraint(m.S, rule=own_supply)
 
 
 def _add_objective(m: pyo.ConcreteModel, prob: SlotProblem) -> None:

@@ -13,6 +13,7 @@ Maths (identical to the reference; binaries ``z[k]``, option ``k`` of job ``j(k)
           sum_{k in K_p} n[k] z[k] <= C[p]   pool p        (only when it can bind)
           sum_{k in K_d} P[k] z[k] <= Pcap[d] datacenter d (finite caps only)
           sum_{k in K_l} gb[k] z[k] <= B[l]  link l         (only when it can bind)
+          sum_{k in K_s} e[k] z[k] <= H[s]   supply row s   (only when it can bind)
 
 Why the relaxation is nearly integral: the one-choice rows form a GUB structure; a basic
 optimal LP solution has at most as many fractional jobs as there are binding coupling rows
@@ -28,7 +29,7 @@ losing optimality; such columns get the upper bound 0.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import highspy
 import numpy as np
@@ -57,8 +58,9 @@ class SlotArrays:
         Row bounds (``-inf``/``inf`` where open).
     n_job_rows : int
         The first rows are one-choice rows, one per job that has options.
-    pool_row, dc_row, link_row : int arrays (P,), (D,), (L,)
-        Row of each pool, datacenter and link, ``-1`` when it has no row (cannot bind).
+    pool_row, dc_row, link_row, supply_row : int arrays (P,), (D,), (L,), (S,)
+        Row of each pool, datacenter, link and supply row, ``-1`` when it has no row
+        (cannot bind).
     structure_key : str
         Digest of everything but ``coef`` and ``col_upper``: equal keys, same matrix.
     """
@@ -75,6 +77,7 @@ class SlotArrays:
     dc_row: NDArray[np.int64]
     link_row: NDArray[np.int64]
     structure_key: str
+    supply_row: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_cols(self) -> int:
@@ -93,6 +96,7 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
         sum_{k in K_p} n[k] z[k] <= C[p]       pool p whose options ask for more than C[p]
         sum_{k in K_d} P[k] z[k] <= Pcap[d]    datacenter d with options and a finite cap
         sum_{k in K_l} gb[k] z[k] <= B[l]      link l whose options could move more than B[l]
+        sum_{k in K_s} e[k] z[k] <= H[s]       supply row s whose options could draw more
 
     Parameters
     ----------
@@ -144,9 +148,13 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
     link_use = np.bincount(prob.link_index[moving], weights=prob.transfer_gb[moving],
                            minlength=n_l)
     link_row = coupling(prob.link_capacity_gb.astype(float), link_use > prob.link_capacity_gb)
+    inside = prob.supply_index >= 0
+    supply_use = np.bincount(prob.supply_index[inside], weights=prob.supply_kwh[inside],
+                             minlength=len(prob.supply_labels))
+    supply_row = coupling(prob.supply_cap_kwh.astype(float), supply_use > prob.supply_cap_kwh)
 
-    rows = np.full((n_k, 4), -1, dtype=np.int64)
-    vals = np.zeros((n_k, 4))
+    rows = np.full((n_k, 5), -1, dtype=np.int64)
+    vals = np.zeros((n_k, 5))
     rows[:, 0] = job_row[prob.job_index]
     vals[:, 0] = 1.0
     rows[:, 1] = pool_row[prob.pool_index]
@@ -155,6 +163,8 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
     vals[:, 2] = prob.power_kw
     rows[moving, 3] = link_row[prob.link_index[moving]]
     vals[:, 3] = prob.transfer_gb
+    rows[inside, 4] = supply_row[prob.supply_index[inside]]
+    vals[:, 4] = prob.supply_kwh
     present = rows >= 0
     counts = present.sum(axis=1)
     start = np.zeros(n_k + 1, dtype=np.int32)
@@ -170,7 +180,7 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
         coef=coef, col_upper=upper, start=start, index=index, value=value,
         row_lower=row_lower, row_upper=row_upper, n_job_rows=int(has_opts.sum()),
         pool_row=pool_row, dc_row=dc_row, link_row=link_row,
-        structure_key=digest.hexdigest(),
+        structure_key=digest.hexdigest(), supply_row=supply_row,
     )
 
 
@@ -218,7 +228,7 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
 
     Keeps every option with ``x >= 1 - 1e-6``; then places, job by job (must-place jobs
     first, then by largest weight), the jobs left fractional or unplaced on their best
-    option that fits in the residual pool, power and link capacity. Weights ``<= 0`` are
+    option that fits in the residual pool, power, link and supply capacity. Weights ``<= 0`` are
     only taken for must-place jobs.
 
     Returns
@@ -244,6 +254,7 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
     link_res = prob.link_capacity_gb.astype(float) - np.bincount(
         prob.link_index[moving], weights=(c * prob.transfer_gb)[moving],
         minlength=len(prob.link_labels))
+    supply_res = prob.supply_cap_kwh.astype(float) - prob.supply_used_kwh(chosen)
 
     cand = allowed & ~placed[prob.job_index]
     cand &= (arr.coef > 0) | prob.must_place[prob.job_index]
@@ -265,6 +276,9 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
         li = prob.link_index[ks]
         mv = li >= 0
         fits[mv] &= prob.transfer_gb[ks[mv]] <= link_res[li[mv]] + tol
+        si = prob.supply_index[ks]
+        on = si >= 0
+        fits[on] &= prob.supply_kwh[ks[on]] <= supply_res[si[on]] + tol
         hit = np.flatnonzero(fits)
         if hit.size == 0:
             if prob.must_place[jobs[jpos]]:
@@ -276,6 +290,8 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
         dc_res[prob.dc_index[k]] -= prob.power_kw[k]
         if prob.link_index[k] >= 0:
             link_res[prob.link_index[k]] -= prob.transfer_gb[k]
+        if prob.supply_index[k] >= 0:
+            supply_res[prob.supply_index[k]] -= prob.supply_kwh[k]
     return chosen, n_frac
 
 

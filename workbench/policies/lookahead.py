@@ -88,7 +88,6 @@ from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
-from workbench.optim.fallback import solve_or_greedy
 from workbench.optim.fastslot import FastSlotSolver
 from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
@@ -109,7 +108,6 @@ from workbench.policies.migration import round_trip_keep
 from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacing
 from workbench.policies.plan_slot import plan_coefficients, plan_placements
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
-from workbench.policies.supplyplan import SupplyPlan, SupplyPlanner
 from workbench.policies.supplywindow import SupplyWindow
 from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
 
@@ -259,8 +257,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         self._seen: set[str] = set()
         self._last_arrival = -(10**9)
         self._replan_asked = False
-        self._supply = SupplyPlanner.of(scenario)
-        self._supply_plan: SupplyPlan | None = None
+        self._reset_supply(scenario)
         self.caps.check_names(dc.name for dc in scenario.datacenters)
 
     def describe(self) -> dict[str, Any]:
@@ -414,9 +411,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
                 for k in range(int(blen[b])):
                     self._planned_kg[t + int(bstart[b]) + k] = float(per_block[b] / blen[b])
         plan = replace(plan, solve_s=time.perf_counter() - t0c, carbon_price_by_dc=lam)
-        if ws is not None and self._supply is not None and sol.supply is not None:
-            self._supply_plan = self._supply.plan(ws, sol.supply)
-            plan = replace(plan, cost=plan.cost + sol.supply.cost(ws.block))
+        plan = self._read_supply(ws, sol, plan)
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
         return plan
@@ -531,9 +526,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         if self.completion_margin is not None and len(opts):
             urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
             prob, keep, forced = must_run(prob, keep, opts.progress, urg)
-        chosen, info = solve_or_greedy(prob, keep, prio, t=t, solver="fast", fast=self._fast,
-                                       mip_rel_gap=self.mip_rel_gap,
-                                       time_limit_s=self.time_limit_s)
+        chosen, info = self._solve_slot(state, opts, prob, keep, prio, price, carbon,
+                                        plan.carbon_price_by_dc)
         placements, reasons, gains = plan_placements(state, opts, chosen, coef, keep, forced,
                                                      urgent)
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}

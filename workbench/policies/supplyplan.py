@@ -12,8 +12,11 @@ demand-charged site may draw in a slot without raising the planned peak::
 
 where ``peak_d`` is the planned peak of the billing period's line (kW, at least the peak
 metered so far), ``base_d`` the site's baseline power and ``renewable_d(t)`` the forecast of
-its sources (kW). The greedy policies use none of this: the simulator applies the site's
-greedy dispatch (:func:`workbench.outcome.site_balance`).
+its sources (kW). The marginal value holds only for what the site's own supply can still
+give in the slot (:meth:`SupplyPlan.own_supply_kwh`): :func:`own_supply_problem` splits the
+slot MILP's options there into a copy on that supply and a copy on the grid. The greedy
+policies use none of this: the simulator applies the site's greedy dispatch
+(:func:`workbench.outcome.site_balance`).
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ from numpy.typing import NDArray
 from workbench.bill import Bucket, baseline_kw, buckets
 from workbench.caps import Caps
 from workbench.model import Scenario, ScenarioView
+from workbench.optim.slot import SlotProblem
 from workbench.optim.supplylp import SupplyBlock, SupplySolution
+from workbench.outcome.supply import battery_limits
 from workbench.policies.base import SlotOptions
+from workbench.supply import Battery
 
 
 @dataclass(frozen=True)
@@ -225,6 +231,29 @@ class SupplyPlan:
             out[n] = float(load_kw.get(n, 0.0)) - ren - float(self.grid_kwh[i, b]) / span
         return out
 
+    def own_supply_kwh(self, t: int, soc_kwh: Mapping[str, float],
+                       batteries: Mapping[str, Battery]) -> dict[str, float]:
+        """Energy each balanced site can draw in slot ``t`` without importing from the grid,
+        keeping the plan's battery charge (kWh)::
+
+            H_d = R_d(t) h + min(P h, (soc - soc_min) eta) - max(-battery_plan(t), 0) h
+
+        ``R_d(t)`` the forecast of its sources (kW), the battery's most discharge this slot
+        from its metered ``soc_kwh`` (:func:`workbench.outcome.supply.battery_limits`) and
+        the charge the plan puts into it (kW); at least 0."""
+        b = self._block(t)
+        row = min(max(t - self.t0, 0), self.renewable_kw.shape[0] - 1)
+        per = self.battery_kwh[:, b] / float(self.block_len[b])
+        out: dict[str, float] = {}
+        for i, n in enumerate(self.names):
+            ren = (float(self.renewable_kw[row, self.source_site == i].sum()) * self.slot_h
+                   if self.renewable_kw.size else 0.0)
+            bat = batteries.get(n)
+            stock = 0.0 if bat is None else battery_limits(
+                bat, float(soc_kwh.get(n, bat.soc_initial_kwh)), self.slot_h)[1]
+            out[n] = max(ren + stock - max(-float(per[i]), 0.0), 0.0)
+        return out
+
     def energy_value(self, t: int) -> dict[str, float]:
         """Each balanced site's marginal value of energy in slot ``t`` (currency/kWh)."""
         b = self._block(t)
@@ -251,27 +280,35 @@ class SupplyPlan:
 
 
 def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int,
-                     price: Mapping[str, float], caps: Caps) -> tuple[SlotOptions, Caps]:
+                     price: Mapping[str, float], carbon: Mapping[str, float], caps: Caps
+                     ) -> tuple[SlotOptions, Caps]:
     """The slot's options priced at the plan's value of energy at balanced sites, and the
     caps with each demand-charged site's power cap lowered to the plan's
     (:meth:`SupplyPlan.power_caps_kw`, at least what its inference services draw, so that
     the slot stays feasible).
 
-    An option's energy in its own datacenter, ``E_d = P D / 3600 + (E - P D / 3600) / 2``
-    (its IT energy and the destination half of a transfer), is repriced::
+    An option's energy in its own datacenter ``E_d`` (:func:`site_energy_kwh`) is
+    repriced, at the region's grid price ``p_d`` and carbon intensity ``c_d`` (g/kWh)::
 
-        cost' = cost + (value_d - p_d) E_d
+        cost'   = cost + (value_d - p_d) E_d
+        carbon' = carbon - c_d E_d / 1000
+
+    The value holds the carbon the plan prices (its carbon price and its budgets' duals are
+    in the LP's cost of grid energy), so the slot charges the site's share of the option's
+    carbon no second time (``carbon'`` is the carbon the slot still prices: a transfer's
+    other end's).
     """
     value = sp.energy_value(t)
     region = {d.name: d.region for d in sc.datacenters}
     cost = np.asarray(opts.cost, dtype=float).copy()
+    kg = np.asarray(opts.carbon_kg, dtype=float).copy()
     if len(opts) and value:
-        it = opts.power_kw * float(sc.slot_s) / 3600.0
-        at_d = it + (opts.energy_kwh - it) / 2.0
+        at_d = site_energy_kwh(opts, float(sc.slot_s))
         for name, v in value.items():
             rows = opts.datacenter == name
             cost[rows] += (v - float(price[region[name]])) * at_d[rows]
-    opts = dataclasses.replace(opts, cost=cost)
+            kg[rows] -= float(carbon[region[name]]) * at_d[rows] / 1000.0
+    opts = dataclasses.replace(opts, cost=cost, carbon_kg=kg)
     planned = sp.power_caps_kw(t)
     if not planned:
         return opts, caps
@@ -286,6 +323,64 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
             else 0.0
         merged[n] = min(merged.get(n, np.inf), max(cap, services) * (1 + 1e-6) + 1e-6)
     return opts, dataclasses.replace(caps, power_kw=None, power_kw_by_dc=merged)
+
+
+def own_supply_problem(
+    prob: SlotProblem, keep: NDArray[np.bool_], site_kwh: NDArray[np.float64],
+    value: Mapping[str, float], grid_cost: Mapping[str, float], own_kwh: Mapping[str, float],
+) -> tuple[SlotProblem, NDArray[np.bool_], NDArray[np.int64]]:
+    """The slot problem with each balanced site's supply in two tiers, and each option's
+    original row.
+
+    The plan's value of energy ``v_d`` (:meth:`SupplyPlan.energy_value`, what ``prob``'s
+    weights price the site's options at) is a marginal price: it holds for the energy the
+    site's own supply can still give in the slot (``own_kwh``: ``H_d`` of
+    :meth:`SupplyPlan.own_supply_kwh`), not for a job's whole draw beyond it (a battery with
+    a sliver of charge, a renewable surplus smaller than the job: the rest comes from the
+    grid; and where the plan draws nothing the LP's dual may be the value of drawing less,
+    0 at night when a kWh less would only displace tomorrow's free charge). Where ``v_d`` is
+    below ``g_d``, the cost of a kWh from the grid (``grid_cost``: its price plus the carbon
+    the slot prices, ``p_d + (q + lambda_d) c_d / 1000``), each option ``k`` at ``d`` gets a
+    second copy on the grid::
+
+        copy on the site's supply:  coef_k,                in supply row d:  sum E_k z_k <= H_d
+        copy on the grid:           coef_k - (g_d - v_d) E_k
+
+    (``site_kwh`` = ``E_k``, the option's energy at its site, :func:`site_energy_kwh`); a job
+    takes at most one of its copies (one job, one choice), so the slot MILP fills the
+    site's own supply first and buys from the grid only where a job's progress is worth it.
+
+    Returns
+    -------
+    prob, keep
+        The problem with the grid copies appended after the original options, its mask.
+    origin : int array
+        Each option's row in the given ``prob`` (``origin[chosen]`` maps a choice back).
+    """
+    k_n = prob.n_options
+    dc = np.asarray(prob.dc_labels, dtype=object)[prob.dc_index] if k_n else np.zeros(0)
+    labels = tuple(n for n in own_kwh if n in value and n in grid_cost
+                   and value[n] < float(grid_cost[n]) * (1.0 - 1e-9) and np.any(dc == n))
+    if not labels:
+        return prob, keep, np.arange(k_n, dtype=np.int64)
+    site = np.full(k_n, -1, dtype=np.int64)
+    for s, n in enumerate(labels):
+        site[dc == n] = s
+    dup = np.flatnonzero(site >= 0)
+    e_d = np.asarray(site_kwh, dtype=float)
+    gap = np.array([float(grid_cost[n]) - value[n] for n in labels])
+    idx = np.concatenate([np.arange(k_n, dtype=np.int64), dup])
+    tiered = dataclasses.replace(
+        prob, job_index=prob.job_index[idx],
+        coef=np.concatenate([prob.coef, prob.coef[dup] - gap[site[dup]] * e_d[dup]]),
+        pool_index=prob.pool_index[idx], n_gpus=prob.n_gpus[idx],
+        dc_index=prob.dc_index[idx], power_kw=prob.power_kw[idx],
+        link_index=prob.link_index[idx], transfer_gb=prob.transfer_gb[idx],
+        supply_labels=labels,
+        supply_index=np.concatenate([site, np.full(dup.size, -1, dtype=np.int64)]),
+        supply_kwh=np.concatenate([np.where(site >= 0, e_d, 0.0), np.zeros(dup.size)]),
+        supply_cap_kwh=np.array([float(own_kwh[n]) for n in labels], dtype=float))
+    return tiered, keep[idx], idx
 
 
 def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[np.float64],
@@ -312,16 +407,22 @@ def prefer_progress(opts: SlotOptions, coef: NDArray[np.float64], pmax: NDArray[
     coef[rows] += ref * (1e-3 * plan_share[rows] + 1e-6 * share[rows])
 
 
+def site_energy_kwh(opts: SlotOptions, slot_s: float) -> NDArray[np.float64]:
+    """Each option's energy at its own datacenter over the slot, kWh: its facility IT energy
+    and the destination half of a transfer, ``E_d = P D / 3600 + (E - P D / 3600) / 2``."""
+    it = np.asarray(opts.power_kw, dtype=float) * slot_s / 3600.0
+    return it + (np.asarray(opts.energy_kwh, dtype=float) - it) / 2.0
+
+
 def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
                  ) -> dict[str, float]:
-    """The chosen options' average power at their datacenters, kW: facility IT power and
-    the destination half of transfer energy over the slot."""
+    """The chosen options' average power at their datacenters, kW: ``E_d`` of
+    :func:`site_energy_kwh` over the slot's hours."""
+    e_d = site_energy_kwh(opts, slot_s) * 3600.0 / slot_s
     out: dict[str, float] = {}
     for k in chosen.tolist():
-        it = float(opts.power_kw[k])
-        extra = (float(opts.energy_kwh[k]) - it * slot_s / 3600.0) / 2.0 * 3600.0 / slot_s
         d = str(opts.datacenter[k])
-        out[d] = out.get(d, 0.0) + it + extra
+        out[d] = out.get(d, 0.0) + float(e_d[k])
     return out
 
 
@@ -338,6 +439,6 @@ def sites_of(names: Sequence[str], planner: SupplyPlanner | None) -> set[str]:
     return set() if planner is None else {n for n in names if n in planner.names}
 
 
-__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices", "prefer_progress",
-           "site_load_kw",
+__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices",
+           "own_supply_problem", "prefer_progress", "site_energy_kwh", "site_load_kw",
            "sites_of", "supplied_options"]
