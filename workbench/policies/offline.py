@@ -203,18 +203,18 @@ def least_carbon_bound(scenario: Scenario, *, caps: Caps | None = None,
     return _least_carbon(pol._horizon_problem(scenario, hz), hz.jobs, time_limit_s)
 
 
-def _first_slot_at_or_after(sc: Scenario, when: object) -> int:
+def _first_slot_at_or_after(sc: Scenario | ScenarioView, when: object) -> int:
     secs = (when - sc.start).total_seconds()  # type: ignore[operator]
     return max(math.ceil(secs / sc.slot_s - 1e-9), 0)
 
 
-def required_share(sc: Scenario, job: Job) -> float:
+def required_share(sc: Scenario | ScenarioView, job: Job) -> float:
     """Share of a job's work due within the horizon (what the hindsight bound must do): 1,
     or for a deadline beyond the horizon the part of its window inside it."""
     return _window(sc, job)[2]
 
 
-def _window(sc: Scenario, job: Job) -> tuple[int, int, float]:
+def _window(sc: Scenario | ScenarioView, job: Job) -> tuple[int, int, float]:
     """First slot, end slot (exclusive) within the horizon, and the work share needed."""
     a = _first_slot_at_or_after(sc, job.arrival)
     if job.is_training:
