@@ -125,12 +125,13 @@ def _verdict(table: pd.DataFrame) -> list[str]:
     power = table[table.cap.str.startswith("power")]
     backfire = carbon[~carbon.no_backfire.astype(bool)]
     missed = carbon[carbon.bound_says_feasible.astype(bool) & ~carbon.cap_met.astype(bool)]
+    who = "policy" if table.policy.nunique() > 1 else "scenario"
     out = [f"carbon budgets: {len(carbon)} capped runs, {len(backfire)} emit more than the "
            "uncapped run" + ("" if backfire.empty else " (" + ", ".join(
-               f"{r.scenario} {r.cap}" for r in backfire.itertuples()) + ")"),
+               f"{getattr(r, who)} {r.cap}" for r in backfire.itertuples()) + ")"),
            f"cap missed where the least-carbon bound says it can be met: {len(missed)}"
            + ("" if missed.empty else " (" + ", ".join(
-               f"{r.scenario} {r.cap}: {r.carbon_kg:.1f} > {r.cap_kg:.1f} kg"
+               f"{getattr(r, who)} {r.cap}: {r.carbon_kg:.1f} > {r.cap_kg:.1f} kg"
                for r in missed.itertuples()) + ")")]
     if "power_cap_violations" in power and len(power):
         ran = power[power.power_cap_violations.notna()]
