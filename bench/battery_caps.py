@@ -4,6 +4,7 @@ Usage::
 
     python bench/battery_caps.py [--data ../shared/data] [--only NAME,...] [--caps 5,10,20]
                                  [--power-share 0.8] [--policy lookahead]
+                                 [--seed3 [--seed3-policies P,...]]
 
 For each scenario of ``bench/battery.py`` (built the same way, the honest default forecast):
 the policy (default: the product's default) uncapped, then with a fleet carbon budget of
@@ -15,6 +16,10 @@ beside the least carbon achievable with every deadline met (the hindsight LP bou
 :func:`workbench.runner.least_carbon`, the block LP minimising carbon). Per row: the capped
 run's carbon, whether it stays at or below the uncapped run's (``no_backfire``), whether it
 meets its cap, whether the bound says it can (``bound_says_feasible``), cost, misses.
+
+With ``--seed3``: seed3 instead, each of ``--seed3-policies`` (default the look-ahead,
+``threshold``, ``lyapunov`` and the hindsight plan replayed) uncapped and at each cap below
+its own uncapped carbon; writes ``docs/results/battery_caps_seed3.{csv,md}``.
 
 Then one run under a per-datacenter power cap of ``--power-share`` of the uncapped run's
 peak metered power in each datacenter (never below what its inference services alone draw:
@@ -42,6 +47,7 @@ from workbench import runner
 from workbench.caps import Caps
 from workbench.model import Scenario
 from workbench.runner import RunSpec, simulate_spec
+from workbench.scenarios import build_seed3
 from workbench.sim import RunResult
 
 
@@ -59,8 +65,9 @@ def _peaks_kw(sc: Scenario, result: RunResult) -> dict[str, float]:
 
 
 def caps_rows(name: str, sc: Scenario, policy: str, pcts: list[float],
-              power_share: float) -> list[dict[str, Any]]:
-    """The rows of one scenario (module docstring)."""
+              power_share: float | None) -> list[dict[str, Any]]:
+    """The rows of one scenario (module docstring); no power-cap row when ``power_share`` is
+    None."""
     fitted = runner.fit_forecast(sc, forecast_mode(sc))
     free, cpu = _run(sc, policy, Caps(), fitted)
     c_free = float(free.metrics["carbon_kg"])
@@ -80,6 +87,7 @@ def caps_rows(name: str, sc: Scenario, policy: str, pcts: list[float],
         m = res.metrics
         rows.append({**base, "cap": f"{p:g}%", "cap_kg": cap, "carbon_kg": float(m["carbon_kg"]),
                      "cost": float(m["cost"]),
+                     "cost_vs_uncapped": float(m["cost"]) / float(free.metrics["cost"]),
                      "no_backfire": float(m["carbon_kg"]) <= c_free * (1 + 1e-9),
                      "cap_met": bool(m.get("carbon_cap_met")),
                      "bound_says_feasible": bool(cap >= least_kg * (1 - 1e-9)),
@@ -89,6 +97,8 @@ def caps_rows(name: str, sc: Scenario, policy: str, pcts: list[float],
         print(f"  {name:>20} cap {p:g}%: {cap:9.1f} kg -> {m['carbon_kg']:9.1f} kg "
               f"(uncapped {c_free:.1f}, least {least_kg:.1f}), cost {m['cost']:.2f}, "
               f"misses {m['deadline_misses']}", file=sys.stderr, flush=True)
+    if power_share is None:
+        return rows
     peaks = _peaks_kw(sc, free)
     caps = Caps(power_kw_by_dc={d: max(power_share * kw, 1e-3) for d, kw in peaks.items()})
     label = f"power {power_share:g} x peak"
@@ -115,12 +125,13 @@ def _verdict(table: pd.DataFrame) -> list[str]:
     power = table[table.cap.str.startswith("power")]
     backfire = carbon[~carbon.no_backfire.astype(bool)]
     missed = carbon[carbon.bound_says_feasible.astype(bool) & ~carbon.cap_met.astype(bool)]
+    who = "policy" if table.policy.nunique() > 1 else "scenario"
     out = [f"carbon budgets: {len(carbon)} capped runs, {len(backfire)} emit more than the "
            "uncapped run" + ("" if backfire.empty else " (" + ", ".join(
-               f"{r.scenario} {r.cap}" for r in backfire.itertuples()) + ")"),
+               f"{getattr(r, who)} {r.cap}" for r in backfire.itertuples()) + ")"),
            f"cap missed where the least-carbon bound says it can be met: {len(missed)}"
            + ("" if missed.empty else " (" + ", ".join(
-               f"{r.scenario} {r.cap}: {r.carbon_kg:.1f} > {r.cap_kg:.1f} kg"
+               f"{getattr(r, who)} {r.cap}: {r.carbon_kg:.1f} > {r.cap_kg:.1f} kg"
                for r in missed.itertuples()) + ")")]
     if "power_cap_violations" in power and len(power):
         ran = power[power.power_cap_violations.notna()]
@@ -129,6 +140,26 @@ def _verdict(table: pd.DataFrame) -> list[str]:
                    "trimmed" + (f"; {len(power) - len(ran)} refused before the run"
                                 if len(power) > len(ran) else ""))
     return out
+
+
+def seed3(policies: list[str], pcts: list[float]) -> None:
+    """seed3 under each policy at each cap below its own uncapped carbon (``--seed3``)."""
+    sc = build_seed3(0)
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows: list[dict[str, Any]] = []
+    for policy in policies:
+        rows += caps_rows("seed3", sc, policy, pcts, None)
+    table = pd.DataFrame(rows)
+    verdict = _verdict(table)
+    print(table.to_string(index=False))
+    print("\n".join(verdict))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    write_table(table, "battery_caps_seed3", "Carbon caps on seed3, per policy", [
+        f"command: `python bench/battery_caps.py --seed3 --caps "
+        f"{','.join(f'{p:g}' for p in pcts)}`, {wall:.0f} s wall, {cpu:.0f} s CPU on the "
+        "shared 2-core machine",
+        "cap_kg = the policy's uncapped carbon x (1 - p/100); least_carbon_kg: the least "
+        "carbon with every deadline met (hindsight LP bound)", *verdict])
 
 
 def main() -> None:
@@ -140,8 +171,13 @@ def main() -> None:
     ap.add_argument("--power-share", type=float, default=0.8,
                     help="power cap per datacenter as a share of its uncapped peak")
     ap.add_argument("--policy", default="", help="default: the product's default policy")
+    ap.add_argument("--seed3", action="store_true", help="seed3 under several policies")
+    ap.add_argument("--seed3-policies", default="lookahead,threshold,lyapunov,offline")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    if args.seed3:
+        seed3(args.seed3_policies.split(","), [float(p) for p in args.caps.split(",") if p])
+        return
     args.data = args.data.resolve()
     specs = scenarios()
     names = args.only.split(",") if args.only else list(specs)

@@ -64,6 +64,19 @@ def test_a_budget_that_can_be_kept_is_kept_and_never_backfires(policy: str, unca
     assert outcome.least_carbon_kg == pytest.approx(least.carbon_kg)
 
 
+def test_a_budget_that_never_binds_leaves_the_lookahead_plan_as_uncapped() -> None:
+    """A window whose uncapped plan keeps its share of the budget plans as if uncapped (no
+    carbon rows, no budget needs), so a budget that never binds changes no decision."""
+    sc = _scenario()
+    free, _ = simulate_spec(RunSpec(sc.name, "lookahead", baseline=False), sc)
+    loose, _ = simulate_spec(RunSpec(sc.name, "lookahead", baseline=False, caps=Caps(
+        carbon_kg=100.0 * free.metrics["carbon_kg"])), sc)
+    cols = ["slot", "job_id", "region", "n_gpus", "batch_size", "action"]
+    assert loose.plan[cols].equals(free.plan[cols])
+    assert (loose.metrics["cost"], loose.metrics["carbon_kg"]) == (
+        free.metrics["cost"], free.metrics["carbon_kg"])
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_budget_below_the_least_carbon_is_told_and_met_as_closely_as_deadlines_allow(
         policy: str, uncapped) -> None:

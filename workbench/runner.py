@@ -337,7 +337,8 @@ def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
         return None
     return (f"carbon cap {kg_text(cap_kg)} kg cannot be met with every deadline met: the "
             f"least carbon achievable is {kg_text(least.carbon_kg)} kg ({least.label}); the "
-            "planner minimises carbon subject to the deadlines")
+            "planner cuts carbon as far as it can with every deadline met (the look-ahead at "
+            "no more than each window's average price of a kg cut)")
 
 
 def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:

@@ -281,6 +281,20 @@ class SupplySolution:
         return float((sb.grid_carbon_kg.T * self.grid).sum()
                      + (sb.source_carbon_kg[:, None] * self.ren).sum())
 
+    def carbon_kg_by_group(self, sb: SupplyBlock, n_groups: int) -> NDArray[np.float64]:
+        """The same carbon per carbon group of the sites (:attr:`SupplyBlock.carbon_group`;
+        a site without one counts in none), kg: what :func:`carbon_entries` puts in each
+        group's carbon row."""
+        out = np.zeros(n_groups)
+        group = sb.carbon_group
+        if group is None:
+            return out
+        site_kg = (sb.grid_carbon_kg.T * self.grid).sum(axis=1)
+        np.add.at(site_kg, sb.source_site, sb.source_carbon_kg * self.ren.sum(axis=1))
+        ok = group >= 0
+        np.add.at(out, group[ok], site_kg[ok])
+        return out
+
 
 def extract(lp: SparseLp, res: HighsResult, sb: SupplyBlock) -> SupplySolution:
     """Read the supply columns and the balance duals back."""

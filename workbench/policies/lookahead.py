@@ -26,8 +26,10 @@ of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this da
 - the power cap per datacenter and block; shortfall and carbon slack weigh 1000 times the
   dearest cost of a job's work and of a kg.
 
-**Carbon budgets** are paced by :class:`~workbench.policies.pacing.BudgetPacing`; the carbon
-rows' duals ``lambda_d`` (currency per kg) join ``q`` in the slot decision below.
+**Carbon budgets** are paced by :class:`~workbench.policies.pacing.BudgetPacing` (a window
+whose uncapped plan keeps its share of the budget plans as if uncapped); the carbon rows'
+duals ``lambda_d`` (currency per kg, at most the window's average price of a kg cut) join
+``q`` in the slot decision below.
 
 **From the plan to the slot.** The dual ``mu_j >= 0`` of job ``j``'s work row is the plan's
 price of a unit of its progress (currency), contention included: when jobs compete for a
@@ -358,18 +360,11 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         train_ids = np.flatnonzero(training)
         tr = training[job_of] if job_of.size else np.zeros(0, dtype=bool)
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
-        parts = self._window_budgets(state, forecast, jobs, cfgs, need, ends, n_win)
+        need_b, parts = self._budget_parts(state, forecast, jobs, cfgs, need, ends, n_win)
         short_w = blocklp.penalty_weight(cost_x[tr] / np.maximum(rate[tr], 1e-12),
                                          SHORT_WEIGHT)
         slack_w = blocklp.penalty_weight(
             cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), SHORT_WEIGHT)
-        if parts is not None:
-            # Lexicographic under a budget: work before kilograms before cost. A shortfall
-            # weighs more than doing the work at any column's full price, carbon slack
-            # included, so a budget that cannot be kept buys the least carbon that does
-            # the work (never work deferred to a dirtier later window).
-            short_w = max(short_w, blocklp.penalty_weight(
-                (cost_x[tr] + slack_w * carb_x[tr]) / np.maximum(rate[tr], 1e-12), 10.0))
         ws, lp_cost, lp_carb = self._window_supply(
             state, forecast, bstart, blen, rows_fc, bprice, bcarbon, cfg.dc, cost_x, carb_x,
             carbon_group=None if parts is None else parts[0])
@@ -380,41 +375,35 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
             shortfall_weight=short_w, carbon_slack_weight=slack_w,
             power_cap_kw=self.caps.power_kw_array(dcs) if self.caps.has_power else None,
-            # Carbon budgets: the remaining budget's share of the window, paced by what the
-            # window must do (:meth:`_window_budgets`), with a priced slack.
             moves=moves, keys=self._block_keys(jobs, t, bstart),
             supply=None if ws is None else ws.block)
-        budgets: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
-        if parts is not None:
-            group_of, left, d_win, d_rest = parts
-            group_x = group_of[cfg.dc]
-            kg = self._share_budgets(prob, group_x, left, d_win, d_rest,
-                                     min(n_win / max(sc.n_slots - t, 1), 1.0))
-            budgets = (group_of, kg)
-            prob = replace(prob, carbon_group=group_x, carbon_cap_kg=kg)
+        sol = self._solve_lp(prob, t)
+        lam: dict[str, float] = {}
+        if parts is not None and need_b is not None:  # carbon budgets: _budget_problem
+            budget = self._budget_problem(prob, sol, parts, cfg.dc, need_b[train_ids],
+                                          min(n_win / max(sc.n_slots - t, 1), 1.0))
+            if budget is not None:
+                prob, sol = budget, self._solve_lp(budget, t)
+                lam = {d: float(sol.carbon_price[g]) if g >= 0 and sol.carbon_price.size
+                       else 0.0 for d, g in zip(dcs, parts[0].tolist(), strict=True)}
+            self._note_plan(t, jobs, prob, sol.x, carb_x, self.replan_slots)
+        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol)
+        plan = replace(plan, solve_s=time.perf_counter() - t0c, carbon_price_by_dc=lam)
+        plan = self._read_supply(ws, sol, plan)
+        log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
+                  "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
+        return plan
+
+    def _solve_lp(self, prob: blocklp.BlockProblem, t: int) -> blocklp.BlockSolution:
+        """Solve a window LP (warm from the last one's basis when ``warm_start``); raises
+        RuntimeError when HiGHS does not solve it to optimality."""
         sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
                                           warm=self._basis, keep_basis=self.warm_start,
                                           presolve=self.presolve)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
         self._basis = sol.basis
-        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol)
-        lam: dict[str, float] = {}
-        if budgets is not None and sol.carbon_price.size:
-            lam = {d: float(sol.carbon_price[g]) if g >= 0 else 0.0
-                   for d, g in zip(dcs, budgets[0].tolist(), strict=True)}
-            # The plan's carbon per slot of its first blocks, to compare with the meter.
-            per_block = np.bincount(blk_of, weights=carb_x * sol.x, minlength=bstart.size)
-            for b in range(bstart.size):
-                if bstart[b] >= self.replan_slots:
-                    break
-                for k in range(int(blen[b])):
-                    self._planned_kg[t + int(bstart[b]) + k] = float(per_block[b] / blen[b])
-        plan = replace(plan, solve_s=time.perf_counter() - t0c, carbon_price_by_dc=lam)
-        plan = self._read_supply(ws, sol, plan)
-        log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
-                  "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
-        return plan
+        return sol
 
     def _block_keys(self, jobs: list[JobState], t: int, bstart: NDArray[np.int64]
                     ) -> blocklp.BlockKeys | None:
@@ -447,11 +436,10 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
                 left = self._slots_left(js, t) - self.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
                 need[j] = self._window_need(js, t, left, n_win)
-                if js.placement is None and need[j] > 0:
+                if need[j] > 0:
                     # The LP has no restarts: charge the one a paused job pays to resume
                     # (only when the window needs its work: a job with no need stays paused).
-                    need[j] += self.restart_s / sc.slot_s * max((c.rate for c in cf),
-                                                                default=0.0)
+                    need[j] += self._restart_work(js, cf)
                 origin.append(js.last_datacenter or job.home)
             else:
                 assert job.end is not None
@@ -462,6 +450,14 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             allowed.append(np.array([o is None or c.datacenter == o or sc.link(
                 str(o), c.datacenter) is not None for c in cf], dtype=bool))
         return ends, allowed, need, origin
+
+    def _restart_work(self, js: JobState, cfgs: list[blocklp.BlockConfig]) -> float:
+        """Work (fraction of the job) paused job ``js`` loses to a restart on its fastest
+        configuration, ``restart_s / slot_s * max_k r_k`` (0 for a running job)."""
+        assert self._sc is not None
+        if js.placement is not None:
+            return 0.0
+        return self.restart_s / self._sc.slot_s * max((c.rate for c in cfgs), default=0.0)
 
     def _window_need(self, js: JobState, t: int, left: int, n_win: int) -> float:
         """Work (fraction of the job) the window must do: all of it when the deadline (less
@@ -519,7 +515,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             carbon_price_per_kg=self.carbon_price_per_kg,
             wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
                            and plan.status != "failed"),
-            balanced_sites=None if self._supply_plan is None else self._supply_plan.names)
+            balanced_sites=None if self._supply_plan is None else self._supply_plan.names,
+            due_work=self._due_work if plan.carbon_price_by_dc else None)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, price)
         prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)

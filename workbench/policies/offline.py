@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -127,13 +127,15 @@ class LeastCarbon:
     ``carbon_kg`` is a lower bound on what any plan that meets the deadlines emits (LP
     relaxation, each block at its cleanest slot, no restarts or transfers:
     :data:`LEAST_CARBON_LABEL`); ``cost`` the cost of that plan (scenario currency);
-    ``shortfall`` the work (fraction per job) that no plan fits before its deadline.
+    ``shortfall`` the work (fraction per job) that no plan fits before its deadline;
+    ``per_job`` each job's ``(work, carbon_kg, energy_kwh)`` in that plan.
     """
 
     carbon_kg: float
     cost: float
     shortfall: dict[str, float]
     kind: str = "lp-relaxation"
+    per_job: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -167,8 +169,12 @@ def _least_carbon(prob: blocklp.BlockProblem, jobs: list[Job], time_limit_s: flo
                            "raise time_limit_s or lower max_columns")
     shortfall = {jobs[j].job_id: float(v) for j, v in zip(
         prob.work_jobs.tolist(), sol.short, strict=True) if v > 1e-6}
+    work, kg, kwh = (np.bincount(prob.job, weights=v * sol.x, minlength=len(jobs)) for v in (
+        np.where(tr, prob.rate, 0.0), prob.carbon_kg, prob.configs.energy_kwh))
+    per_job = {j.job_id: (float(w), float(k), float(e))
+               for j, w, k, e in zip(jobs, work, kg, kwh, strict=True)}
     return LeastCarbon(carbon_kg=float(prob.carbon_kg @ sol.x), cost=float(prob.cost @ sol.x),
-                       shortfall=shortfall)
+                       shortfall=shortfall, per_job=per_job)
 
 
 def _min_overshoot_kg(prob: blocklp.BlockProblem, time_limit_s: float) -> float:
@@ -203,18 +209,18 @@ def least_carbon_bound(scenario: Scenario, *, caps: Caps | None = None,
     return _least_carbon(pol._horizon_problem(scenario, hz), hz.jobs, time_limit_s)
 
 
-def _first_slot_at_or_after(sc: Scenario, when: object) -> int:
+def _first_slot_at_or_after(sc: Scenario | ScenarioView, when: object) -> int:
     secs = (when - sc.start).total_seconds()  # type: ignore[operator]
     return max(math.ceil(secs / sc.slot_s - 1e-9), 0)
 
 
-def required_share(sc: Scenario, job: Job) -> float:
+def required_share(sc: Scenario | ScenarioView, job: Job) -> float:
     """Share of a job's work due within the horizon (what the hindsight bound must do): 1,
     or for a deadline beyond the horizon the part of its window inside it."""
     return _window(sc, job)[2]
 
 
-def _window(sc: Scenario, job: Job) -> tuple[int, int, float]:
+def _window(sc: Scenario | ScenarioView, job: Job) -> tuple[int, int, float]:
     """First slot, end slot (exclusive) within the horizon, and the work share needed."""
     a = _first_slot_at_or_after(sc, job.arrival)
     if job.is_training:

@@ -1,19 +1,35 @@
 """Carbon budgets paced against the forecast and the meter, for the look-ahead.
 
 **Carbon budgets** (:class:`~workbench.caps.Caps`, for the fleet or per datacenter) are
-paced against the forecast and the meter: one carbon row per budget whose cap is the
-budget left (less what was metered so far) shared between the window and the rest of the
-horizon by the least carbon each must emit (:meth:`BudgetPacing._window_budgets`,
-:meth:`BudgetPacing._share_budgets`), never below the window's own least carbon; the
-shortfall then outweighs the carbon slack (work before kilograms before cost), so a
-budget that cannot be kept buys the least carbon that does the work, never work deferred
-to a dirtier window. The rows' duals ``lambda_d`` (currency per kg) join ``q`` in the slot
-decision below.
+paced against the forecast and the meter: each window gets the budget left (less what was
+metered so far) shared between the window and the rest of the horizon by the least carbon
+each must emit (:meth:`BudgetPacing._window_budgets`, :meth:`BudgetPacing._budget_problem`),
+never below the window's own least carbon.
+
+- **The work a budget pays for.** Under a budget a window asks of each training job no
+  more than what is still due within the horizon (:meth:`BudgetPacing._budget_needs`: for
+  a deadline beyond the horizon the share of the job's window inside it, pro rata, as the
+  hindsight bound and the completion rule count it), and the slot's urgency test counts
+  the same work against the slots to the horizon's end (:meth:`BudgetPacing._due_work`).
+- **A budget that the window keeps anyway** changes nothing: the window's uncapped plan is
+  kept when it emits no more than the window's share, so a budget that never binds plans
+  exactly as uncapped.
+- **A budget that binds** adds one carbon row per budget whose slack (kg above it) is
+  priced at the window's average price of a kg cut, ``lambda_bar`` (between its
+  least-cost and least-carbon plans, :func:`abatement_price`): the window cuts to its
+  share wherever a kg costs less than that. The rows' duals ``lambda_d <= lambda_bar``
+  (currency per kg) join ``q`` in the slot decision. A budget that cannot be kept thus
+  buys the cuts that cost what the window's cuts cost on average, never the last
+  kilograms of the least-carbon plan at any price (measured: ``docs/results.md``, caps).
+- **The meter.** ``phi``, the metered carbon over what the plans would have emitted for the
+  work actually done (:meth:`BudgetPacing._meter_overrun`), scales the budget left into
+  the plan's kilograms.
 """
+
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,16 +40,42 @@ from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim import blocklp
 from workbench.policies.base import JobState, SlotState
+from workbench.policies.offline import required_share
 
 SHORT_WEIGHT = 1e3
 """Shortfall and carbon-slack weight factor of the look-ahead's window LPs."""
 
 
-def least_window_carbon(prob: blocklp.BlockProblem, group_x: NDArray[np.int64], n_groups: int,
-                         time_limit_s: float) -> NDArray[np.float64]:
-    """The least carbon per budget group with which the window LP ``prob`` (no carbon rows)
-    does its work: the LP with ``c_x = g_x + eps c_x``, moves at ``eps`` their cost, and the
-    shortfall weighing more than any column's carbon for the work.
+@dataclass(frozen=True)
+class WindowEnd:
+    """A window plan's carbon per budget group (kg, the balanced sites' included) and its
+    cost (currency: the columns' ``c_x``, moves and supply): a point of the window's
+    cost-carbon frontier."""
+
+    carbon_kg: NDArray[np.float64]
+    cost: float
+
+    @staticmethod
+    def of(prob: blocklp.BlockProblem, sol: blocklp.BlockSolution,
+           group_x: NDArray[np.int64], n_groups: int) -> WindowEnd:
+        """The point of plan ``sol`` of ``prob``, ``group_x`` each column's budget group."""
+        sel = group_x >= 0
+        kg = np.bincount(group_x[sel], weights=(prob.carbon_kg * sol.x)[sel],
+                         minlength=n_groups).astype(float)
+        cost = float(prob.cost @ sol.x)
+        if prob.moves is not None:
+            cost += float(prob.moves.cost @ sol.move)
+        if prob.supply is not None and sol.supply is not None:
+            kg += sol.supply.carbon_kg_by_group(prob.supply, n_groups)
+            cost += sol.supply.cost(prob.supply)
+        return WindowEnd(carbon_kg=kg, cost=cost)
+
+
+def least_carbon_plan(prob: blocklp.BlockProblem, time_limit_s: float,
+                      presolve: bool | None = None) -> blocklp.BlockSolution:
+    """The window's least-carbon plan that does the work ``prob`` asks (its carbon rows, if
+    any, left out of the objective): the LP with ``c_x = g_x + eps c_x``, moves at ``eps``
+    their cost, and the shortfall weighing more than any column's carbon for the work.
 
     Raises RuntimeError when HiGHS does not solve it.
     """
@@ -44,12 +86,21 @@ def least_window_carbon(prob: blocklp.BlockProblem, group_x: NDArray[np.int64], 
                  shortfall_weight=blocklp.penalty_weight(
                      prob.carbon_kg[tr] / np.maximum(prob.rate[tr], 1e-12), SHORT_WEIGHT),
                  moves=None if moves is None else replace(moves, cost=eps * moves.cost))
-    sol = blocklp.solve_block_problem(lp, time_limit_s=time_limit_s)
+    sol = blocklp.solve_block_problem(lp, time_limit_s=time_limit_s, presolve=presolve)
     if not (sol.optimal and sol.complete):
         raise RuntimeError(f"least-carbon window LP not solved: HiGHS {sol.status}")
-    sel = group_x >= 0
-    return np.bincount(group_x[sel], weights=(prob.carbon_kg * sol.x)[sel],
-                       minlength=n_groups).astype(float)
+    return sol
+
+
+def abatement_price(cheapest: WindowEnd, cleanest: WindowEnd) -> float:
+    """A window's average price of a kg cut (currency/kg): what its least-carbon plan
+    costs more than its least-cost plan per kg it emits less::
+
+        lambda_bar = max(C_L - C_U, 0) / sum_g (U_g - L_g)
+
+    0 when the window cannot cut its carbon."""
+    cut = float(np.sum(cheapest.carbon_kg - cleanest.carbon_kg))
+    return max(cleanest.cost - cheapest.cost, 0.0) / cut if cut > 1e-9 else 0.0
 
 
 class BudgetPacing:
@@ -58,21 +109,27 @@ class BudgetPacing:
 
     caps: Caps
     time_limit_s: float
+    presolve: bool
     _sc: ScenarioView | None
     _overrun: list[float]
     _eta_num: NDArray[np.float64]
     _eta_den: NDArray[np.float64]
     _seen_kg: dict[str, tuple[int, float]]
-    _planned_kg: dict[int, float]
+    _planned: dict[int, tuple[float, dict[str, float]]]
+    _remaining: dict[str, float]
     _last_kg: float
 
     def _slot_index(self, when: Any) -> int:
         raise NotImplementedError
 
+    def _restart_work(self, js: JobState, cfgs: list[blocklp.BlockConfig]) -> float:
+        raise NotImplementedError
+
     def _reset_pacing(self) -> None:
         """Forget what was emitted, planned and learnt of the budgets (at ``reset``)."""
         self._seen_kg = {}
-        self._planned_kg = {}
+        self._planned = {}
+        self._remaining = {}
         self._overrun = [0.0, 0.0]
         self._last_kg = 0.0
         n_g = len(self.caps.carbon_scopes()) if self.caps.has_carbon else 0
@@ -138,11 +195,7 @@ class BudgetPacing:
                     continue
                 kw = np.where(ok, e * c_win[dc] / np.maximum(r, 1e-12), np.inf)
                 ka = np.where(ok, e * c_after[dc] / np.maximum(r, 1e-12), np.inf)
-                dl = (sc.n_slots if js.job.deadline is None
-                      else self._slot_index(js.job.deadline))
-                due = js.remaining * (1.0 if dl <= sc.n_slots
-                                      else (sc.n_slots - t) / max(dl - t, 1))
-                w_amt, a_amt = need[j], max(due - need[j], 0.0)
+                w_amt, a_amt = need[j], max(self._horizon_due(js) - need[j], 0.0)
             else:
                 assert js.job.end is not None
                 kw, ka = e * c_win[dc], e * c_after[dc]
@@ -171,47 +224,170 @@ class BudgetPacing:
         to_come = seen / (t + 1) * max(sc.n_slots - t - n_win, 0)
         return group_of, left, d_win, d_after + to_come
 
-    def _share_budgets(self, prob: blocklp.BlockProblem, group_x: NDArray[np.int64],
-                       left: NDArray[np.float64], d_win: NDArray[np.float64],
-                       d_rest: NDArray[np.float64], time_share: float) -> NDArray[np.float64]:
-        """The window's budget per group, kg: the window's own least carbon ``L_w`` (the
-        window LP minimising carbon: capacity, moves and what each job may use included)
-        and the rest's demand scaled by the ratio seen so far of ``L_w`` to ``D_w``
-        (``eta``: what contention and the configurations a job may use add to the
-        estimate)::
+    def _budget_parts(
+        self, state: SlotState, forecast: Forecast, jobs: list[JobState],
+        cfgs: list[list[blocklp.BlockConfig]], need: NDArray[np.float64],
+        ends: NDArray[np.int64], n_win: int,
+    ) -> tuple[NDArray[np.float64] | None, tuple[NDArray[np.int64], NDArray[np.float64],
+                                                 NDArray[np.float64], NDArray[np.float64]]
+               | None]:
+        """Under a carbon budget, the window's budget needs (:meth:`_budget_needs`) and what
+        its budgets are made of (:meth:`_window_budgets`, from those needs); (None, None)
+        without one."""
+        if not self.caps.has_carbon:
+            return None, None
+        need_b = self._budget_needs(jobs, cfgs, need)
+        return need_b, self._window_budgets(state, forecast, jobs, cfgs, need_b, ends, n_win)
 
-            B_w = max(left * L_w / (L_w + eta * D_a), L_w)
+    def _budget_needs(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]],
+                      need: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The work (fraction of each job) a window may ask under a carbon budget: the
+        look-ahead's ``need`` (its pace line, a paused job's restart included), at most
+        what is still due within the horizon (:meth:`_horizon_due`, a paused job's restart
+        on top), nothing when nothing is due. The budget is the horizon's: work due after
+        it (the part of a job's window beyond the horizon, pro rata as the hindsight bound
+        and the completion rule count it) is not spent on it. 0 for inference services."""
+        out = np.zeros(len(jobs))
+        for j, (js, cf) in enumerate(zip(jobs, cfgs, strict=True)):
+            if js.job.is_training:
+                due = self._horizon_due(js)
+                out[j] = min(need[j], due + self._restart_work(js, cf)) if due > 0 else 0.0
+        return out
 
-        never below ``L_w``: a budget the window cannot keep buys its least carbon (the
-        work is done, never deferred), and what it overspends comes out of later windows'
-        ``left``. Without demand, ``left * time_share``. ``left`` is first divided by
-        ``phi``, the ratio so far of metered carbon to the carbon the plans gave the same
-        slots (in [1, 1.5]): what the plan does not see comes out of the budget too.
+    def _budget_problem(
+        self, prob: blocklp.BlockProblem, free: blocklp.BlockSolution,
+        parts: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+                     NDArray[np.float64]],
+        dc_x: NDArray[np.int64], need: NDArray[np.float64], time_share: float,
+    ) -> blocklp.BlockProblem | None:
+        """The window LP under the carbon budgets, or None when the uncapped plan ``free``
+        (of ``prob``) keeps the window's share of every budget: the window then plans as
+        if uncapped.
+
+        ``parts`` are :meth:`_window_budgets`'s (each datacenter's group, the budget left
+        and the demand estimates), ``dc_x`` each column's datacenter, ``need`` the work
+        rows' budget needs (:meth:`_budget_needs`). The window's budget is its own least
+        carbon ``L_w`` (:func:`least_carbon_plan` with those needs: capacity, moves and
+        what each job may use included) and the rest's demand scaled by the ratio seen so
+        far of ``L_w`` to ``D_w`` (``eta``: what contention and the configurations a job
+        may use add to the estimate)::
+
+            B_w = max(left / phi * L_w / (L_w + eta * D_a), L_w)
+
+        never below ``L_w``: what a window overspends comes out of later windows' ``left``;
+        without demand, ``left / phi * time_share``. ``phi`` is the ratio so far of the
+        metered carbon to what the plans would have emitted for the same work (in
+        [1, 1.5], :meth:`_meter_overrun`): what the plan does not see comes out of the
+        budget too.
+
+        When ``free`` exceeds ``B_w`` in a group, the LP gets the budget rows with their
+        slack ``s`` (kg above the budget) priced at the window's average price of a kg cut
+        ``lambda_bar`` (:func:`abatement_price`, between its least-cost and least-carbon
+        plans with the budget needs): the window cuts its carbon to the budget wherever a
+        kg costs less than that, and no further. The rows' duals, the price of a kg in the
+        slot decision, are therefore at most ``lambda_bar``: a budget that cannot be kept,
+        or only by the last and dearest kilograms of the window's frontier, buys the cuts
+        that cost what the window's cuts cost on average, not the least carbon at any
+        price. The shortfall still weighs more than any column's work at its cost and
+        carbon price (work before kilograms).
         """
-        least = least_window_carbon(prob, group_x, left.size, self.time_limit_s)
-        # The window plans in LP kilograms, the meter charges more: budget in LP units.
+        group_of, left, d_win, d_rest = parts
+        group_x = group_of[dc_x]
+        n_g = left.size
+        probe = replace(prob, need=need)
+        cleanest = WindowEnd.of(probe, least_carbon_plan(probe, self.time_limit_s,
+                                                         self.presolve), group_x, n_g)
+        least = cleanest.carbon_kg
         got, planned = self._overrun
         phi = float(np.clip(got / planned, 1.0, 1.5)) if planned > 1e-9 else 1.0
-        left = left / phi
         self._eta_num += least
         self._eta_den += d_win
         eta = np.where(self._eta_den > 1e-12, self._eta_num / np.maximum(self._eta_den, 1e-12),
                        1.0)
         total = least + eta * d_rest
         share = np.where(total > 1e-12, least / np.maximum(total, 1e-12), time_share)
-        return np.maximum(left * share, least * (1 + 1e-6) + 1e-9)
+        kg = np.maximum(left / phi * share, least * (1 + 1e-6) + 1e-9)
+        if np.all(WindowEnd.of(prob, free, group_x, n_g).carbon_kg <= kg):
+            return None
+        cheap = blocklp.solve_block_problem(probe, time_limit_s=self.time_limit_s,
+                                            presolve=self.presolve)
+        if not (cheap.optimal and cheap.complete):
+            raise RuntimeError(f"least-cost window LP not solved: HiGHS {cheap.status}")
+        lbar = abatement_price(WindowEnd.of(probe, cheap, group_x, n_g), cleanest)
+        tr = ~prob.must_run[prob.job] if prob.n_x else np.zeros(0, dtype=bool)
+        short = max(prob.shortfall_weight, blocklp.penalty_weight(
+            (prob.cost[tr] + lbar * prob.carbon_kg[tr]) / np.maximum(prob.rate[tr], 1e-12),
+            SHORT_WEIGHT))
+        return replace(probe, carbon_group=group_x, carbon_cap_kg=kg,
+                       carbon_slack_weight=lbar, shortfall_weight=short)
 
+    def _due_work(self, js: JobState, t: int) -> tuple[float, int]:
+        """Under a carbon budget, the work training job ``js`` must still do and the slots it
+        has for it, for the slot's urgency test: its remaining work and the slots to its
+        deadline, or for a deadline beyond the horizon what is due by the horizon's end
+        (:meth:`_horizon_due`) and the slots to it."""
+        sc = self._sc
+        assert sc is not None
+        end = sc.n_slots if js.job.deadline is None else self._slot_index(js.job.deadline)
+        if end <= sc.n_slots:
+            return js.remaining, max(end - t, 1)
+        return self._horizon_due(js), max(sc.n_slots - t, 1)
 
-    # -- the decision --------------------------------------------------------------------
+    def _horizon_due(self, js: JobState) -> float:
+        """Work of training job ``js`` still due within the horizon, ``max(R - (1 - s), 0)``
+        (:meth:`_budget_need`)."""
+        assert self._sc is not None
+        return max(js.remaining - (1.0 - required_share(self._sc, js.job)), 0.0)
+
+    # -- the meter against the plan ---------------------------------------------------
+    def _note_plan(self, t: int, jobs: list[JobState], prob: blocklp.BlockProblem,
+                   x: NDArray[np.float64], carb_x: NDArray[np.float64], period: int) -> None:
+        """Keep, for each slot of the plan's first ``period`` slots, what the plan emits in
+        it whatever the work (the inference services' kg per slot) and each training job's
+        kg per unit of work over the period (``carb_x`` the columns' carbon per slot run, at
+        the forecast's intensities): :meth:`_meter_overrun` compares the meter with them."""
+        blen = prob.block_len
+        bstart = np.concatenate([[0], np.cumsum(blen)[:-1]])
+        inside = bstart[prob.block] < period
+        fixed = prob.must_run[prob.job] & inside
+        per_block = np.bincount(prob.block[fixed], weights=(carb_x * x)[fixed],
+                                minlength=blen.size) / blen
+        tr = ~prob.must_run[prob.job] & inside & (x > 0)
+        kg = np.bincount(prob.job[tr], weights=(carb_x * x)[tr], minlength=len(jobs))
+        work = np.bincount(prob.job[tr], weights=(prob.rate * x)[tr], minlength=len(jobs))
+        per_work = {jobs[j].job.job_id: float(kg[j] / work[j])
+                    for j in np.flatnonzero(work > 1e-12).tolist()}
+        for b in np.flatnonzero(bstart < period).tolist():
+            for k in range(int(blen[b])):
+                self._planned[t + int(bstart[b]) + k] = (float(per_block[b]), per_work)
+
     def _meter_overrun(self, state: SlotState) -> None:
-        """Add the last slot's metered carbon and the carbon the plan gave it to the sums of
-        ``phi = metered / planned`` (the restarts, transfers, integral choices and forecast
-        errors the window LP does not see)."""
+        """Add the last slot's metered carbon and what the plan would have emitted for the
+        work actually done in it to the sums of ``phi`` (the restarts, transfers, integral
+        choices and forecast errors the window LP does not see)::
+
+            planned = F + sum_j k_j * w_j
+
+        ``F`` the plan's kg of the inference services in the slot, ``k_j`` its kg per unit
+        of job ``j``'s work, ``w_j`` the work the job did (progress, from its remaining
+        work before and after). Work done earlier or later than the plan said is no
+        overrun: it is charged at the plan's own kg per unit. A slot in which a job ran
+        that the plan gave no work is not counted."""
         if not self.caps.has_carbon:
             return
-        planned = self._planned_kg.pop(state.t - 1, None)
+        rec = self._planned.pop(state.t - 1, None)
         metered = state.carbon_kg_so_far - self._last_kg
         self._last_kg = state.carbon_kg_so_far
-        if planned is not None and planned > 0:
+        now = {js.job.job_id: js.remaining for js in state.jobs if js.job.is_training}
+        done = {j: r - now.get(j, 0.0) for j, r in self._remaining.items()}
+        self._remaining = now
+        if rec is None:
+            return
+        fixed, per_work = rec
+        ran = {j: w for j, w in done.items() if w > 1e-12}
+        if any(j not in per_work for j in ran):
+            return
+        planned = fixed + sum(per_work[j] * w for j, w in ran.items())
+        if planned > 0:
             self._overrun[0] += metered
             self._overrun[1] += planned

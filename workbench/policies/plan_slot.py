@@ -42,6 +42,7 @@ def plan_coefficients(
     configs: Callable[[Any], list[BlockConfig]], slots_left: Callable[[JobState, int], int],
     *, carbon_price_per_kg: float, wait_unpriced: bool,
     balanced_sites: Sequence[str] | None = None,
+    due_work: Callable[[JobState, int], tuple[float, int]] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
            NDArray[np.bool_], NDArray[np.float64]]:
     """The slot MILP's coefficient of every option (module docstring), each option's job
@@ -52,7 +53,9 @@ def plan_coefficients(
     re-plan, the completion rule runs it if it cannot) when ``wait_unpriced``, else priced
     at 1.1 times its dearest option's cost per progress now (it runs rather than waits).
     At ``balanced_sites`` (the supply plan's), ties break toward the plan and progress
-    (:func:`workbench.policies.supplyplan.prefer_progress`).
+    (:func:`workbench.policies.supplyplan.prefer_progress`). ``due_work`` gives the work a
+    job must still do and the slots it has for it, for the urgency test (default: its
+    remaining work and ``slots_left``).
     """
     n_jobs = len(state.jobs)
     # The carbon price of each option: the internal one plus, under a budget, the plan's
@@ -106,8 +109,9 @@ def plan_coefficients(
         fin = opts.progress[rows] >= js.remaining - 1e-9
         worth = np.where(fin, np.maximum(opts.progress[rows], full), opts.progress[rows])
         coef[rows] += mu * worth + mu * pmax[j] * bonus
-        left = slots_left(js, state.t)
-        urgent[j] = pmax[j] > 0 and js.remaining >= URGENT * pmax[j] * left
+        due, left = ((js.remaining, slots_left(js, state.t)) if due_work is None
+                     else due_work(js, state.t))
+        urgent[j] = pmax[j] > 0 and due > 0 and due >= URGENT * pmax[j] * left
         prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
     if balanced_sites is not None:
         prefer_progress(opts, coef, pmax, balanced_sites, plan_share)
