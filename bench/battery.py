@@ -59,7 +59,8 @@ from workbench.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 SC_ZONES = ("US-CAL-CISO", "US-TEX-ERCO", "US-MIDA-PJM", "DE-LU", "JP-TK", "SG")
 POLICIES = ("asap-home", "greedy", "cheapest-at-arrival", "wait-for-cheap", "carbon-scaling",
-            "goodput-only", "threshold", "lyapunov", "lookahead", "offline")
+            "goodput-only", "follow-renewables", "power-limit-only", "threshold", "lyapunov",
+            "lookahead", "offline")
 QUICK = ("us3-jul-burst", "asia-eu-jan-burst", "tou-us-jul", "es-no-br-jan")
 _TZ = {"US-CAL-CISO": "America/Los_Angeles", "US-TEX-ERCO": "America/Chicago",
        "US-MIDA-PJM": "America/New_York", "DE-LU": "Europe/Berlin", "JP-TK": "Asia/Tokyo",

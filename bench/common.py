@@ -27,11 +27,13 @@ POLICY_COLUMNS: tuple[str, ...] = (
     "policy", "cost", "cost_vs_asap", "carbon_kg", "carbon_vs_asap", "energy_kwh",
     "energy_moved_kwh", "energy_offpeak_kwh", "offpeak_share", "mean_jct_h", "p95_jct_h",
     "deadline_misses", "jobs_finished", "migrations", "transfer_gb", "lost_h",
-    "saved_efficiency", "saved_temporal", "saved_spatial", "saved_movement", "fallbacks",
+    "saved_efficiency", "saved_temporal", "saved_spatial", "saved_movement",
+    "saved_power_limits", "fallbacks",
     "decide_s_mean", "wall_s",
 )
 """Columns of the policy tables; ``saved_*`` split the saving against asap-home
-(:func:`workbench.metrics.attribute_savings`, scenario currency)."""
+(:func:`workbench.metrics.attribute_savings`, scenario currency; ``saved_power_limits`` is 0
+where no run drew under a GPU power limit)."""
 
 
 def run_policy(scenario: Scenario, name: str, fitted: ModelForecast | None = None,
@@ -66,8 +68,9 @@ def policy_row(name: str, result: RunResult, wall_s: float,
         row["carbon_vs_asap"] = m["carbon_kg"] / base["carbon_kg"]
     parts = (attribute_savings(result, base_result, scenario)["cost"]
              if base_result is not None and scenario is not None else {})
-    for key in ("efficiency", "temporal", "spatial", "movement"):
-        row[f"saved_{key}"] = parts.get(key, math.nan)
+    levers = {"power_limits": 0.0} if parts else {}
+    for key in ("efficiency", "temporal", "spatial", "movement", "power_limits"):
+        row[f"saved_{key}"] = {**levers, **parts}.get(key, math.nan)
     return row
 
 

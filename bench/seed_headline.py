@@ -62,7 +62,7 @@ def main() -> None:
              "a first run away from home, every restart and GPU type/count change is charged)",
              "cost_vs_asap, carbon_vs_asap: ratio to the asap-home run in the same process",
              "saved_*: the cost saving against asap-home split into efficiency, temporal, "
-             "spatial and movement (they add up to asap-home cost - cost)",
+             "spatial, movement and GPU power limits (they add up to asap-home cost - cost)",
              "transfer_gb: data moved between datacenters; lost_h: job-hours lost to "
              "restarts and transfers"]
     if bound is not None:
