@@ -54,6 +54,26 @@ def test_chunks_refuse_ragged_columns_and_infer_types_when_asked() -> None:
     assert f["b"].tolist() == ["x", "y", True]
 
 
+def test_text_cells_are_kept_as_objects_never_padded_to_the_longest() -> None:
+    """A column of text (a look-ahead's per-slot queue JSON) is made objects directly: numpy's
+    fixed-width strings would pad every cell to the longest one, 4 bytes a character (here
+    2,001 cells x 100,000 characters: 800 MB for a moment; over the whole Philly trace
+    2.5 GB at the end of the run)."""
+    import tracemalloc
+
+    buf = ColumnChunks({"slot": None, "queues": None})
+    buf.extend({"slot": list(range(2001)), "queues": ["x" * 100_000] + ["{}"] * 2000})
+    tracemalloc.start()
+    try:
+        f = buf.frame()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert f["slot"].dtype.kind == "i"
+    assert f["queues"].iloc[0] == "x" * 100_000 and f["queues"].iloc[1] == "{}"
+    assert peak < 5 * 2**20, f"{peak / 2**20:.0f} MB to build the frame"
+
+
 QUEUES = st.dictionaries(st.sampled_from(["Z:a", "Z:b", "mu:j1", "mu:j2", "R:x", "free"]),
                          st.floats(-1e3, 1e3), max_size=6)
 

@@ -115,10 +115,15 @@ class ColumnChunks:
 
 
 def _array(values: list[Any], dtype: np.dtype[Any] | None) -> NDArray[Any]:
+    """The values as one array: of ``dtype``, else numbers and booleans as numpy makes
+    them and anything else (text, JSON, mixed) as objects. Text never goes through numpy's
+    fixed-width strings: ``np.asarray`` of strings pads every cell to the longest (4 bytes a
+    character), and a look-ahead's per-slot queue JSON over a trace made that 2.5 GB."""
     if dtype is not None:
         return np.asarray(values, dtype=dtype)
-    arr = np.asarray(values)
-    return arr if arr.dtype.kind in "biuf" else np.asarray(values, dtype=object)
+    if any(not isinstance(v, int | float | bool | np.number | np.bool_) for v in values):
+        return np.asarray(values, dtype=object)
+    return np.asarray(values)
 
 
 class QueueTrace:
