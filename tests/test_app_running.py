@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,12 @@ from helpers_sim import tiny_scenario, training
 
 from workbench import Store
 from workbench.app import WorkbenchState
-from workbench.app.running import ProgressRecorder, RunCancelled, RunProgress
+from workbench.app.running import (
+    ProgressRecorder,
+    RunCancelled,
+    RunProgress,
+    quiet_closed_sockets,
+)
 from workbench.app.shared import Comparison, ComparisonKey, SharedCache
 
 
@@ -36,6 +42,34 @@ def test_progress_is_published_in_steps_of_one_percent() -> None:
     for _ in range(1000):
         progress.tick(1)
     assert published[-1]["progress"] == 2000 and published[-1]["progress_rows"][1]["done"] == 1000
+
+
+def test_a_write_to_a_closed_tab_is_dropped_and_other_loop_errors_still_reach_the_handler(
+) -> None:
+    """A websocket write that failed because the tab closed (Panel does not await its
+    frames) is no traceback in the server's log; any other unhandled task error still goes
+    to the handler that was there before, and installing twice wraps once."""
+    from tornado.iostream import StreamClosedError
+    from tornado.websocket import WebSocketClosedError
+
+    seen: list[object] = []
+    loop = asyncio.new_event_loop()
+    try:
+        loop.set_exception_handler(lambda _lp, ctx: seen.append(ctx["exception"]))
+        quiet_closed_sockets(loop)
+        handler = loop.get_exception_handler()
+        quiet_closed_sockets(loop)
+        assert loop.get_exception_handler() is handler
+        for exc in (WebSocketClosedError(), StreamClosedError()):
+            loop.call_exception_handler({"message": "Task exception was never retrieved",
+                                         "exception": exc})
+        assert seen == []
+        other = RuntimeError("a bug")
+        loop.call_exception_handler({"message": "Task exception was never retrieved",
+                                     "exception": other})
+        assert seen == [other]
+    finally:
+        loop.close()
 
 
 def test_cancel_stops_a_run_at_the_next_slot() -> None:

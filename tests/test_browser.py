@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -40,6 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 TIMEOUT_MS = 120_000  # a loaded 2-core machine: the first run of every comparison takes a while
+T = TypeVar("T")
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 if not Path(CHROMIUM).exists():
@@ -365,18 +367,34 @@ def test_a_hostile_run_name_is_shown_as_text(page: object) -> None:
 # -- issue 24: the app consistent with itself and with its CSVs ----------------------------
 # These run last: one of them stores a second scenario, and a reloaded page then opens on it.
 
-def _stored_runs(db: Path, timeout_s: float) -> int:
-    """How many runs the store holds, read while the server may be writing it (an earlier
-    test's run being stored holds its lock: read again)."""
+def _while_held(use: Callable[[], T], timeout_s: float = 120.0) -> T:
+    """``use()`` (a read or write of the store), tried again each second while the server
+    holds the file (an earlier test's run being stored holds its lock) for up to
+    ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with Store(db, read_only=True) as store:
-                return len(store.runs())
+            return use()
         except StoreError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1.0)
+
+
+def _stored_runs(db: Path, timeout_s: float) -> int:
+    """How many runs the store holds, read while the server may be writing it."""
+    def count() -> int:
+        with Store(db, read_only=True) as store:
+            return len(store.runs())
+    return _while_held(count, timeout_s)
+
+
+def _save_scenario(db: Path, sc: Scenario) -> None:
+    """Store ``sc`` in ``db`` while the server may hold the file."""
+    def save() -> None:
+        with Store(db) as store:
+            store.save_scenario(sc)
+    _while_held(save)
 
 
 def _server_log(factory: pytest.TempPathFactory) -> Path:
@@ -484,16 +502,7 @@ def test_the_app_opens_on_the_newest_run_after_a_second_scenario_is_built(
     from workbench.runner import RunSpec, run_spec, save_outcome
 
     second = first_hours(build_seed3(), 6, arrivals_h=2, name="zz-second")
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with Store(stored[0]) as store:
-                store.save_scenario(second)
-            break
-        except StoreError:  # the server holds the file for a moment
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
+    _save_scenario(stored[0], second)
     saved = save_outcome(run_spec(RunSpec("zz-second", "greedy"), second), stored[0])
     pg = _new_page(page, server)
     _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
@@ -558,29 +567,13 @@ def test_the_supply_tab_draws_the_stack_and_the_bill_of_the_stored_run(
     from workbench.runner import RunSpec, run_spec, save_outcome
 
     sc = _supply_scenario()
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with Store(stored[0]) as store:
-                store.save_scenario(sc)
-            break
-        except StoreError:  # the server holds the file for a moment
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
+    _save_scenario(stored[0], sc)
     run_id = save_outcome(run_spec(RunSpec("zz-supply", "lookahead"), sc),
                           stored[0]).run_ids[-1]
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with Store(stored[0], read_only=True) as store:
-                m = store.run_metrics(run_id)
-                slots = store.run_slots(run_id)
-            break
-        except StoreError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
+    def read() -> tuple[dict[str, Any], Any]:
+        with Store(stored[0], read_only=True) as store:
+            return store.run_metrics(run_id), store.run_slots(run_id)
+    m, slots = _while_held(read)
     # The run draws on the sun and the battery, curtails some sun, bills a demand charge.
     for col in ("renewable_kwh", "discharge_kwh", "curtailed_kwh"):
         assert float(slots[f"{col}:guiyang"].sum()) > 1.0, col

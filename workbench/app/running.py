@@ -11,6 +11,8 @@ safe in a worker thread.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +30,8 @@ from workbench.store import Store, StoreError
 
 if TYPE_CHECKING:
     from workbench.forecast import ModelForecast
+
+log = logging.getLogger(__name__)
 
 RUN_ERRORS = (ValueError, RuntimeError, ScenarioError, StoreError, CubeError, AllocationError)
 """What a run may raise for a bad input, an infeasible cap or a solver failure; shown to the
@@ -57,6 +61,32 @@ class ProgressRecorder:
 
     def finish(self, result: RunResult) -> None:  # noqa: ARG002
         return None
+
+
+def quiet_closed_sockets(loop: asyncio.AbstractEventLoop) -> None:
+    """Let ``loop`` (the server's) drop a message to a tab that closed while it was being
+    written, with a debug line instead of a "Task exception was never retrieved" traceback
+    in the server's log. Panel writes a document patch as several websocket frames without
+    awaiting them; a tab that closes between two frames leaves a failed write task that no
+    one awaits. Every other exception goes to the handler that was there before (or the
+    loop's default). Installed once per loop."""
+    from tornado.iostream import StreamClosedError
+    from tornado.websocket import WebSocketClosedError
+
+    previous = loop.get_exception_handler()
+    if getattr(previous, "quiets_closed_sockets", False):
+        return
+
+    def handler(lp: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), WebSocketClosedError | StreamClosedError):
+            log.debug("a message to a closed tab was dropped: %s", context.get("message"))
+        elif previous is not None:
+            previous(lp, context)
+        else:
+            lp.default_exception_handler(context)
+
+    handler.quiets_closed_sockets = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 class SessionPublisher:

@@ -7,8 +7,10 @@ from typing import Any
 import panel as pn
 import param
 from panel.viewable import Viewer
+from tornado.ioloop import IOLoop
 
 from workbench.app.markup import title_html
+from workbench.app.running import quiet_closed_sockets
 from workbench.app.state import WorkbenchState
 from workbench.app.views.common import StateView
 from workbench.app.views.export import ExportView
@@ -51,6 +53,7 @@ class WorkbenchApp(StateView):
             # Progress leaves from the session's loop; a tab closed mid-run: the run goes on
             # (and is stored), nothing more is sent to it.
             s.publisher.defer()
+            quiet_closed_sockets(IOLoop.current().asyncio_loop)  # type: ignore[attr-defined]
             pn.state.add_periodic_callback(s.publisher.flush, period=PROGRESS_MS)
             pn.state.on_session_destroyed(lambda _ctx: s.close_session())
 
