@@ -22,6 +22,10 @@ Per run and slot: CPU seconds (this process and every child, Dask's workers incl
 cost (forecast prices, scenario currency) and shortfall (work the window cannot fit, in jobs)
 summed over the groups; the peak resident set of this process and of its children (MB).
 The 60-second target is checked on the slowest slot's CPU seconds (re-plan included).
+For the groups: the coordination's rounds at slot 0 and slot 4 (plan cost after each, the
+jobs moved) and, for sizes with at most ``--monolithic-max`` jobs, the monolithic
+look-ahead's window plan of the same state (solved after the run, outside the slots'
+seconds): the cost gap of one decision.
 
 ``--day DxJ``: a whole day (96 slots) of a small fleet through the simulator with both
 policies: cost, work done (sum of progress, in jobs), cost per job of work, deadline misses;
@@ -122,23 +126,62 @@ def _plan_of(policy: Any, t: int) -> tuple[float, float, int, bool]:
     return plan.cost, float(sum(plan.shortfall.values())), plan.n_columns, plan.t0 == t
 
 
-def _run(sc: Any, policy: Any, slots: int) -> tuple[list[dict[str, Any]], float, float]:
+class _Keep:
+    """The policy, keeping the state and forecast of the chosen slots (for the monolithic
+    plan of the same state, solved after the run)."""
+
+    def __init__(self, inner: Any, slots: tuple[int, ...]) -> None:
+        self.inner, self.slots, self.name = inner, slots, inner.name
+        self.kept: dict[int, tuple[Any, Any]] = {}
+
+    def hindsight_bound(self) -> None:
+        return None
+
+    def reset(self, scenario: Any) -> None:
+        self.inner.reset(scenario)
+
+    def decide(self, state: Any, forecast: Any) -> Any:
+        if state.t in self.slots:
+            self.kept[state.t] = (state, forecast)
+        return self.inner.decide(state, forecast)
+
+
+def _run(sc: Any, policy: Any, slots: int, keep: tuple[int, ...] = ()
+         ) -> tuple[list[dict[str, Any]], float, float, dict[int, tuple[Any, Any]]]:
     """The first ``slots`` slots of ``sc`` under ``policy``: per-slot rows, the children's
-    peak memory (MB) and the seconds to start the policy (a Dask cluster and its actors),
-    measured before the run and left out of its slots."""
+    peak memory (MB), the seconds to start the policy (a Dask cluster and its actors),
+    measured before the run and left out of its slots, and the states of slots ``keep``."""
     w0 = time.perf_counter()
     policy.reset(sc.view())
     startup_s = time.perf_counter() - w0
     rec = _Slots(policy, slots)
+    kept = _Keep(policy, keep)
     try:
-        simulate(sc, policy, forecast_mode="perfect", recorders=[rec])
+        simulate(sc, kept if keep else policy, forecast_mode="perfect", recorders=[rec])
     except _Stop:
         pass
     finally:
         close = getattr(policy, "close", None)
         if close is not None:
             close()
-    return rec.rows, rec.children_mb, startup_s
+    return rec.rows, rec.children_mb, startup_s, kept.kept
+
+
+def _same_state(kept: dict[int, tuple[Any, Any]], n_groups: int) -> dict[int, float]:
+    """The monolithic look-ahead's window plan cost of each kept state."""
+    out = {}
+    for t, (state, forecast) in sorted(kept.items()):
+        whole = LookaheadPolicy(max_columns=60_000 * n_groups)
+        whole.reset(state.scenario)
+        out[t] = whole.solve_window(state, forecast).cost
+    return out
+
+
+def _rounds(policy: Any, t: int) -> str:
+    """The coordination at slot ``t``: plan cost after each round (jobs moved)."""
+    rounds = [r for r in getattr(policy, "rounds", []) if r.t == t]
+    return " -> ".join(f"{r.plan_cost:.2f} ({r.moves}{', undone' if r.undone else ''})"
+                       for r in rounds)
 
 
 def _sizes(text: str) -> list[tuple[int, int]]:
@@ -178,8 +221,12 @@ def main() -> None:
         if n_jobs <= args.monolithic_max:
             runs.append(("monolithic", LookaheadPolicy(max_columns=60_000 * n_groups)))
         for what, policy in runs:
-            slots, children_mb, startup_s = _run(sc, policy, args.slots)
+            grouped = isinstance(policy, GroupedLookahead)
+            compare = grouped and n_jobs <= args.monolithic_max
+            slots, children_mb, startup_s, kept = _run(
+                sc, policy, args.slots, keep=(0, 4) if compare else ())
             frame = pd.DataFrame(slots)
+            same = _same_state(kept, n_groups)
             rp = frame[frame["replan"]]
             row = {
                 "size": f"{n_dc} x {n_jobs}", "run": what, "groups": n_groups,
@@ -197,10 +244,18 @@ def main() -> None:
                 "shortfall_slot0": round(float(frame["shortfall_jobs"].iloc[0]), 3),
                 "plan_cost_replan4": round(float(frame["plan_cost"].iloc[4]), 3)
                 if len(frame) > 4 else math.nan,
+                "mono_same_state_slot0": round(same[0], 3) if 0 in same else math.nan,
+                "mono_same_state_replan4": round(same[4], 3) if 4 in same else math.nan,
+                "rounds_slot0": _rounds(policy, 0) if grouped else "",
+                "rounds_slot4": _rounds(policy, 4) if grouped else "",
+                "coordinate_cpu_s": round(policy.coordinate_s, 2) if grouped else math.nan,
                 "columns_max": int(frame["columns"].max()),
                 "moves": getattr(policy, "moves", ""),
                 "peak_mb": round(_own_peak_mb(), 0), "workers_mb": round(children_mb, 0),
                 "load_avg": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"}
+            for key, t in (("slot0", 0), ("replan4", 4)):
+                row[f"gap_{key}"] = (round(row[f"plan_cost_{key}"] / same[t] - 1.0, 4)
+                                     if t in same else math.nan)
             rows.append(row)
             print(row, flush=True)
             print(frame.round(3).to_string(index=False), flush=True)
