@@ -4,7 +4,8 @@ datacenter groups, against the monolithic look-ahead where that one runs.
 Usage::
 
     python bench/fleet.py [--sizes 10x1000,20x2500,50x10000] [--slots 6] [--group-size 5]
-                          [--monolithic-max 2500] [--workers 2] [--scheduler ADDR]
+                          [--monolithic-max 2500] [--compare-max 2500] [--workers 2]
+                          [--scheduler ADDR] [--variants opening,home]
                           [--day 10x400] [--data ../shared/data] [--out NAME]
 
 For each size ``DxJ`` the fleet of :func:`workbench.fleet.build_fleet` (``D`` sites on the
@@ -15,13 +16,20 @@ real zones, ``J`` jobs running at the start, 26 hours planned) is simulated for 
 - ``lookahead-groups`` on Dask (``--workers`` single-threaded workers of a ``LocalCluster``,
   or the cluster at ``--scheduler``; one actor per group);
 - the monolithic ``lookahead`` (``max_columns`` = groups x 60,000, the decomposed solve's
-  total), for sizes with at most ``--monolithic-max`` jobs.
+  total), for sizes with at most ``--monolithic-max`` jobs;
+- ``--variants``: ``lookahead-groups`` in this process with the opening only
+  (``coordinate_rounds=0``: ``opening``) or without any coordination (each group plans its
+  home jobs: ``home``), what the rounds and the whole coordination cost and save.
 
 Per run and slot: CPU seconds (this process and every child, Dask's workers included:
 ``psutil``) and wall seconds; whether the window was re-planned; the window plan's
 cost (forecast prices, scenario currency) and shortfall (work the window cannot fit, in jobs)
 summed over the groups; the peak resident set of this process and of its children (MB).
 The 60-second target is checked on the slowest slot's CPU seconds (re-plan included).
+For the groups: the coordination's rounds at slot 0 and slot 4 (plan cost after each, the
+jobs moved) and, for sizes with at most ``--compare-max`` jobs, the monolithic
+look-ahead's window plan of the same state as the in-process run's (solved after the run,
+outside the slots' seconds, with a 600-second limit): the cost gap of one decision.
 
 ``--day DxJ``: a whole day (96 slots) of a small fleet through the simulator with both
 policies: cost, work done (sum of progress, in jobs), cost per job of work, deadline misses;
@@ -122,23 +130,65 @@ def _plan_of(policy: Any, t: int) -> tuple[float, float, int, bool]:
     return plan.cost, float(sum(plan.shortfall.values())), plan.n_columns, plan.t0 == t
 
 
-def _run(sc: Any, policy: Any, slots: int) -> tuple[list[dict[str, Any]], float, float]:
+class _Keep:
+    """The policy, keeping the state and forecast of the chosen slots (for the monolithic
+    plan of the same state, solved after the run)."""
+
+    def __init__(self, inner: Any, slots: tuple[int, ...]) -> None:
+        self.inner, self.slots, self.name = inner, slots, inner.name
+        self.kept: dict[int, tuple[Any, Any]] = {}
+
+    def hindsight_bound(self) -> None:
+        return None
+
+    def reset(self, scenario: Any) -> None:
+        self.inner.reset(scenario)
+
+    def decide(self, state: Any, forecast: Any) -> Any:
+        if state.t in self.slots:
+            self.kept[state.t] = (state, forecast)
+        return self.inner.decide(state, forecast)
+
+
+def _run(sc: Any, policy: Any, slots: int, keep: tuple[int, ...] = ()
+         ) -> tuple[list[dict[str, Any]], float, float, dict[int, tuple[Any, Any]]]:
     """The first ``slots`` slots of ``sc`` under ``policy``: per-slot rows, the children's
-    peak memory (MB) and the seconds to start the policy (a Dask cluster and its actors),
-    measured before the run and left out of its slots."""
+    peak memory (MB), the seconds to start the policy (a Dask cluster and its actors),
+    measured before the run and left out of its slots, and the states of slots ``keep``."""
     w0 = time.perf_counter()
     policy.reset(sc.view())
     startup_s = time.perf_counter() - w0
     rec = _Slots(policy, slots)
+    kept = _Keep(policy, keep)
     try:
-        simulate(sc, policy, forecast_mode="perfect", recorders=[rec])
+        simulate(sc, kept if keep else policy, forecast_mode="perfect", recorders=[rec])
     except _Stop:
         pass
     finally:
         close = getattr(policy, "close", None)
         if close is not None:
             close()
-    return rec.rows, rec.children_mb, startup_s
+    return rec.rows, rec.children_mb, startup_s, kept.kept
+
+
+def _same_state(kept: dict[int, tuple[Any, Any]], n_groups: int) -> dict[int, float]:
+    """The monolithic look-ahead's window plan cost of each kept state."""
+    out = {}
+    for t, (state, forecast) in sorted(kept.items()):
+        whole = LookaheadPolicy(max_columns=60_000 * n_groups, time_limit_s=600.0)
+        whole.reset(state.scenario)
+        try:
+            out[t] = whole.solve_window(state, forecast).cost
+        except RuntimeError as exc:  # not solved within the limit: no gap to report
+            print(f"monolithic plan of slot {t}'s state: {exc}", flush=True)
+    return out
+
+
+def _rounds(policy: Any, t: int) -> str:
+    """The coordination at slot ``t``: plan cost after each round (jobs moved)."""
+    rounds = [r for r in getattr(policy, "rounds", []) if r.t == t]
+    return " -> ".join(f"{r.plan_cost:.2f} ({r.moves}{', undone' if r.undone else ''})"
+                       for r in rounds)
 
 
 def _sizes(text: str) -> list[tuple[int, int]]:
@@ -156,6 +206,8 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=6)
     ap.add_argument("--group-size", type=int, default=5)
     ap.add_argument("--monolithic-max", type=int, default=2500)
+    ap.add_argument("--compare-max", type=int, default=2500)
+    ap.add_argument("--variants", default="")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--day", default="")
@@ -171,6 +223,12 @@ def main() -> None:
         n_groups = len(datacenter_groups(sc.view(), args.group_size))
         runs: list[tuple[str, Any]] = [
             ("groups, in process", GroupedLookahead(group_size=args.group_size))]
+        variants = {"opening": ("groups, opening only", {"coordinate_rounds": 0}),
+                    "home": ("groups, home (no coordination)",
+                             {"coordinate_rounds": 0, "opening": False})}
+        for v in filter(None, args.variants.split(",")):
+            what, knobs = variants[v]
+            runs.append((what, GroupedLookahead(group_size=args.group_size, **knobs)))
         if args.workers or args.scheduler:
             runs.append((f"groups, Dask ({args.scheduler or f'{args.workers} workers'})",
                          GroupedLookahead(group_size=args.group_size, workers=args.workers,
@@ -178,8 +236,12 @@ def main() -> None:
         if n_jobs <= args.monolithic_max:
             runs.append(("monolithic", LookaheadPolicy(max_columns=60_000 * n_groups)))
         for what, policy in runs:
-            slots, children_mb, startup_s = _run(sc, policy, args.slots)
+            grouped = isinstance(policy, GroupedLookahead)
+            compare = what == "groups, in process" and n_jobs <= args.compare_max
+            slots, children_mb, startup_s, kept = _run(
+                sc, policy, args.slots, keep=(0, 4) if compare else ())
             frame = pd.DataFrame(slots)
+            same = _same_state(kept, n_groups)
             rp = frame[frame["replan"]]
             row = {
                 "size": f"{n_dc} x {n_jobs}", "run": what, "groups": n_groups,
@@ -197,10 +259,18 @@ def main() -> None:
                 "shortfall_slot0": round(float(frame["shortfall_jobs"].iloc[0]), 3),
                 "plan_cost_replan4": round(float(frame["plan_cost"].iloc[4]), 3)
                 if len(frame) > 4 else math.nan,
+                "mono_same_state_slot0": round(same[0], 3) if 0 in same else math.nan,
+                "mono_same_state_replan4": round(same[4], 3) if 4 in same else math.nan,
+                "rounds_slot0": _rounds(policy, 0) if grouped else "",
+                "rounds_slot4": _rounds(policy, 4) if grouped else "",
+                "coordinate_cpu_s": round(policy.coordinate_s, 2) if grouped else math.nan,
                 "columns_max": int(frame["columns"].max()),
                 "moves": getattr(policy, "moves", ""),
                 "peak_mb": round(_own_peak_mb(), 0), "workers_mb": round(children_mb, 0),
                 "load_avg": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"}
+            for key, t in (("slot0", 0), ("replan4", 4)):
+                row[f"gap_{key}"] = (round(row[f"plan_cost_{key}"] / same[t] - 1.0, 4)
+                                     if t in same else math.nan)
             rows.append(row)
             print(row, flush=True)
             print(frame.round(3).to_string(index=False), flush=True)

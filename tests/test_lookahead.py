@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 from helpers_policies import (
@@ -167,15 +169,20 @@ def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None
     # tenth of the life early) and asks for 4/45 of the work per window. A job ahead of its
     # line (it ran in the cheap hours) needs nothing more of this window; one behind it
     # needs what puts it back on the line.
+    # (Through window_needs, what the next window LP would ask; no restart to charge.)
     job = training_job("j1", "a", 20.0, deadline_slot=50)
     sc = tiny_scenario([job], prices=[[1.0, 1.0]] * 50, n_slots=50)
-    pol = LookaheadPolicy(window_h=4.0, deadline_margin_slots=0)
+    pol = LookaheadPolicy(window_h=4 * sc.slot_s / 3600, deadline_margin_slots=0, restart_s=0.0)
     pol.reset(sc.view())  # type: ignore[arg-type]
 
     def need(t: int, remaining: float) -> float:
         js = JobState(job=job, remaining=remaining, placement=None, last_datacenter=None,
                       phi=200.0)
-        return pol._window_need(js, t, pol._slots_left(js, t), 4)
+        state = SlotState(scenario=sc.view(), t=t,  # type: ignore[arg-type]
+                          time=sc.start + timedelta(seconds=t * sc.slot_s), jobs=(js,))
+        needs, ends = pol.window_needs(state)
+        assert ends == {"j1": min(50 - t, 4)}
+        return needs["j1"]
 
     on_line = 1.0 - 9.0 / 45.0                                # at slot 9
     assert need(0, 1.0) == pytest.approx(4.0 / 45.0)

@@ -11,24 +11,29 @@ in from them). The groups are
 independent given the assignment: they share no pool, and power caps are per site. What
 crosses groups is priced:
 
-**Capacity, by the groups' duals.** At every re-plan (every ``replan_slots``) each group
-reports the capacity price ``lambda_p`` of its pools (the mean over its window of the dual
-of the pool rows, per GPU-slot; :attr:`workbench.policies.window.WindowPlan.pool_price`) and
-the GPU-slots its plan leaves free. A job's cost of work in group ``g`` is that of its best
-configuration there at the window's forecast means ``p_d``, ``c_d`` (per sample of work, for
-the job's class: application, GPU-count menu and GPU types)::
+**Capacity: an opening, then rounds priced by the groups' duals.** At slot 0 and every
+re-plan period (``replan_slots``) the coordinator moves jobs between groups
+(:mod:`workbench.policies.groupmoves`: every training job's work priced in every group,
+moves best gains first while the receiving pools have room, no group beyond ``balance``
+times the mean number of jobs):
 
-    cps_g = min_k [E_k (p_{d_k} + q c_{d_k} / 1000) + n_k lambda_{p_k}] / (r_k W)
+- *the opening* (``opening``), before the groups plan: each group tells the jobs' window
+  needs and ends and its window's blocks (no solve); the jobs are priced at the forecast's
+  block prices with no capacity price, the room being what the groups' own jobs leave when
+  each does its need at least cost;
+- *round 0*: every group re-plans its window on the jobs it has (its periodic re-plan) and
+  reports each pool's capacity price per block (the dual of the pool rows, per GPU-slot;
+  :attr:`workbench.policies.window.WindowPlan.pool_price`), the GPU-slots its plan uses
+  and each job's window need;
+- *rounds 1, 2, ...*: the jobs are priced at those capacity prices, on the room the plans
+  leave; the groups that gained or lost jobs re-plan, from their last basis
+  (``warm_start``), and report again.
 
-and a training job ``j`` in group ``h`` moves to ``g`` when the work it has left is cheaper
-there by more than ``reassign_gain`` of its cost, after its move (the transfer energy at
-``g``'s price and the work lost to transfer and restart, valued at ``cps_g``)::
-
-    gain_jg = R_j W_j (cps_h - cps_g) - move_jg  >  reassign_gain * R_j W_j cps_h
-
-best gains first, while ``g``'s free GPU-slots hold the job's (``R_j W_j n_k / (r_k W)`` on
-its best configuration); what it leaves frees ``h``'s. A new job joins its home's group.
-The groups that gained or lost jobs re-plan their windows in that slot.
+The rounds stop when a round moves no job, when it lowers the sum of the groups' plan
+costs by less than ``coordinate_tol`` of it, or after ``coordinate_rounds`` rounds; a round
+that raises that sum, or the plans' shortfall, is undone (its moves and its plans). Then
+each group decides the slot on its plan. A new job joins its home's group until the next
+coordination. :attr:`GroupedLookahead.rounds` records every round (cost, shortfall, moves).
 
 **Carbon, by the groups' carbon prices.** A cap per datacenter is exact (each group gets its
 sites' caps). A total cap is shared by the groups' GPU capacity at first; at each re-plan
@@ -39,7 +44,11 @@ to the groups where a kg saves most.
 The groups' decisions run on Dask (``scheduler``: a running scheduler's address, as the
 sweep takes it; ``workers`` > 0: a ``LocalCluster`` of that many single-threaded workers
 started by the policy), one actor per group holding its look-ahead, or in this process
-(``workers = 0``, no scheduler: one after the other).
+(``workers = 0``, no scheduler: one after the other). The two decide alike by construction:
+the coordinator sends each round's calls and combines the replies in group order, every
+group's state is built here in scenario order, and no group's solve has a wall-clock limit
+by default (``time_limit_s`` None: a limit would make a decision depend on the machine's
+load, as a window LP cut short keeps the previous plan).
 """
 
 from __future__ import annotations
@@ -66,16 +75,22 @@ from workbench.policies.base import (
     SlotState,
     as_caps,
 )
+from workbench.policies.groupmoves import (
+    ClassConfigs,
+    GroupPrices,
+    Movable,
+    MoveData,
+    choose_moves,
+    job_arrays,
+    own_usage,
+)
+from workbench.policies.groupplanner import GroupPlanner, GroupReport
 from workbench.policies.lookahead import LookaheadPolicy
-from workbench.policies.problems import job_configs
 
 log = logging.getLogger(__name__)
 
 GROUP_SIZE_DEFAULT = 5
 """Datacenters per group by default (50 sites: 10 groups)."""
-
-FILL_LIMIT = 0.8
-"""Share of a group's GPU-slots over the window that moves may fill."""
 
 
 def datacenter_groups(sc: ScenarioView, group_size: int) -> list[list[int]]:
@@ -107,87 +122,18 @@ def group_view(sc: ScenarioView, members: Sequence[int]) -> ScenarioView:
 
 
 @dataclass(frozen=True)
-class GroupReport:
-    """What a group tells the coordinator after a slot: the capacity price of a GPU-slot of
-    each of its pools (window mean) and the GPU-slots its plan uses over the window, the
-    price of a kg under its cap, the slot its plan was made at, the CPU seconds of its
-    decision, and its plan's cost (forecast prices), shortfall (jobs' work) and columns."""
+class CoordinationRound:
+    """One round of a coordination at slot ``t``: the sum of the groups' plan costs and
+    shortfalls after it, the jobs it moved, the groups it re-planned and whether it was
+    undone (it raised the cost or the shortfall)."""
 
-    pool_price: NDArray[np.float64]
-    pool_used: NDArray[np.float64]
-    window_slots: int
-    carbon_price: float
-    plan_t0: int
-    solve_s: float
-    plan_cost: float = 0.0
-    shortfall: float = 0.0
-    n_columns: int = 0
-
-
-@dataclass(frozen=True)
-class _ClassConfigs:
-    """A job class's configurations in one group: energy per slot (kWh), samples of work
-    per slot, pool (index in the group), GPU count and datacenter (index in the group)."""
-
-    energy: NDArray[np.float64]
-    samples_per_slot: NDArray[np.float64]
-    pool: NDArray[np.int64]
-    n_gpus: NDArray[np.float64]
-    dc: NDArray[np.int64]
-
-
-def _configs(job: Job, view: ScenarioView) -> _ClassConfigs:
-    cfgs = job_configs(view, job)
-    return _ClassConfigs(
-        energy=np.array([c.energy_kwh for c in cfgs], dtype=float),
-        samples_per_slot=np.array([c.rate for c in cfgs], dtype=float) * job.work_samples,
-        pool=np.array([c.pool for c in cfgs], dtype=np.int64),
-        n_gpus=np.array([c.n_gpus for c in cfgs], dtype=float),
-        dc=np.array([c.dc for c in cfgs], dtype=np.int64))
-
-
-class GroupPlanner:
-    """One group's look-ahead (a Dask actor, or a plain object in this process)."""
-
-    def __init__(self, view: ScenarioView, knobs: Mapping[str, Any]) -> None:
-        self.view = view
-        self.policy = LookaheadPolicy(**knobs)
-        self.policy.reset(view)
-
-    def set_caps(self, caps: Caps) -> None:
-        """The group's caps from now on (a new share of the fleet's carbon budget)."""
-        self.policy.caps = caps
-
-    def decide(self, state: SlotState, forecast: Forecast, replan: bool = False
-               ) -> tuple[Allocation, GroupReport]:
-        """The group's allocation (re-planning its window first when ``replan``: jobs moved
-        in or out) and its report."""
-        c0 = time.process_time()
-        if replan:
-            self.policy.request_replan()
-        alloc = self.policy.decide(state, forecast)
-        plan = self.policy.plan
-        sc = self.view
-        n_p = len(sc.pools)
-        price = np.zeros(n_p)
-        used = np.zeros(n_p)
-        n_win = 0
-        carbon = cost = short = 0.0
-        cols = 0
-        t0 = state.t
-        if plan is not None and plan.pool_price.size:
-            cost, short, cols = plan.cost, float(sum(plan.shortfall.values())), plan.n_columns
-            blen = plan.block_len.astype(float)
-            n_win = int(blen.sum())
-            price = plan.pool_price @ blen / max(n_win, 1)
-            pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
-            for (_, b), shares in plan.share.items():
-                for (d, g, n), f in shares.items():
-                    used[pos[(d, g)]] += f * n * blen[b]
-            carbon = plan.carbon_price
-            t0 = plan.t0
-        return alloc, GroupReport(price, used, n_win, carbon, t0, time.process_time() - c0,
-                                  cost, short, cols)
+    t: int
+    round: int
+    plan_cost: float
+    shortfall: float
+    moves: int
+    replanned: int
+    undone: bool = False
 
 
 class GroupedLookahead(NoHindsightBound):
@@ -199,6 +145,17 @@ class GroupedLookahead(NoHindsightBound):
         Datacenters per group (:func:`datacenter_groups`).
     reassign_gain : float
         Relative saving a job's move to another group must bring (>= 0).
+    opening : bool
+        Move jobs at the forecast's prices before the groups plan, at every coordination
+        (with ``coordinate_rounds`` 0 and no opening the groups plan their jobs alone).
+    coordinate_rounds : int
+        Most rounds of moves at the plans' capacity prices and re-plans in a coordination.
+    coordinate_tol : float
+        A round that lowers the groups' plan costs by less than this share of them ends
+        the coordination.
+    balance : float
+        No group takes jobs beyond this multiple of the mean number of jobs per group (its
+        window LP stays of a size; ``math.inf``: no bound).
     carbon_share_step : float
         ``eta``, the step of the carbon budget's shares between groups.
     scheduler : str, optional
@@ -208,10 +165,14 @@ class GroupedLookahead(NoHindsightBound):
     caps : Caps, optional
         The fleet's carbon budget (shared between the groups) or per-datacenter budgets and
         power caps (each group gets its sites').
+    time_limit_s : float, optional
+        Wall-clock limit of each group's solves; None (default): none, so that a decision
+        never depends on the machine's load (module docstring).
     window_h, replan_slots, carbon_price_per_kg, restart_s, max_columns,
-    arrival_replan_slots, warm_start, time_limit_s :
+    arrival_replan_slots, warm_start :
         Each group's look-ahead knobs (:class:`~workbench.policies.lookahead.LookaheadPolicy`;
-        ``max_columns`` per group).
+        ``max_columns`` per group; ``warm_start`` on by default: a round re-solves the
+        window its group has just solved, from that basis).
     """
 
     name = "lookahead-groups"
@@ -221,6 +182,10 @@ class GroupedLookahead(NoHindsightBound):
         *,
         group_size: int = GROUP_SIZE_DEFAULT,
         reassign_gain: float = 0.05,
+        opening: bool = True,
+        coordinate_rounds: int = 3,
+        coordinate_tol: float = 0.002,
+        balance: float = 2.0,
         carbon_share_step: float = 0.5,
         scheduler: str | None = None,
         workers: int = 0,
@@ -231,19 +196,30 @@ class GroupedLookahead(NoHindsightBound):
         restart_s: float = RESTART_S_DEFAULT,
         max_columns: int = 60_000,
         arrival_replan_slots: int | None = None,
-        warm_start: bool = False,
-        time_limit_s: float = 30.0,
+        warm_start: bool = True,
+        time_limit_s: float | None = None,
     ) -> None:
         if not (isinstance(group_size, int) and group_size >= 1):
             raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
         if not (math.isfinite(reassign_gain) and reassign_gain >= 0):
             raise ValueError(f"reassign_gain must be >= 0, got {reassign_gain!r}")
+        if not (isinstance(coordinate_rounds, int) and coordinate_rounds >= 0):
+            raise ValueError(f"coordinate_rounds must be an integer >= 0, got "
+                             f"{coordinate_rounds!r}")
+        if not balance >= 1.0:
+            raise ValueError(f"balance must be >= 1 (math.inf: no bound), got {balance!r}")
+        if not (math.isfinite(coordinate_tol) and coordinate_tol >= 0):
+            raise ValueError(f"coordinate_tol must be >= 0, got {coordinate_tol!r}")
         if not (math.isfinite(carbon_share_step) and carbon_share_step >= 0):
             raise ValueError(f"carbon_share_step must be >= 0, got {carbon_share_step!r}")
         if not (isinstance(workers, int) and workers >= 0):
             raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
         self.group_size = group_size
         self.reassign_gain = float(reassign_gain)
+        self.opening = bool(opening)
+        self.coordinate_rounds = coordinate_rounds
+        self.coordinate_tol = float(coordinate_tol)
+        self.balance = float(balance)
         self.carbon_share_step = float(carbon_share_step)
         self.scheduler = scheduler
         self.workers = workers
@@ -254,7 +230,8 @@ class GroupedLookahead(NoHindsightBound):
             "window_h": window_h, "replan_slots": replan_slots,
             "carbon_price_per_kg": carbon_price_per_kg, "restart_s": restart_s,
             "max_columns": max_columns, "arrival_replan_slots": arrival_replan_slots,
-            "warm_start": warm_start, "time_limit_s": time_limit_s}
+            "warm_start": warm_start,
+            "time_limit_s": math.inf if time_limit_s is None else time_limit_s}
         LookaheadPolicy(**self.knobs)  # the knobs' own checks, now
         self._client: Any = None
         self._cluster: Any = None
@@ -265,7 +242,10 @@ class GroupedLookahead(NoHindsightBound):
     def describe(self) -> dict[str, Any]:
         return {"policy": self.name, "group_size": self.group_size,
                 "groups": len(getattr(self, "groups", [])),
-                "reassign_gain": self.reassign_gain, "scheduler": self.scheduler,
+                "reassign_gain": self.reassign_gain,
+                "opening": self.opening, "coordinate_rounds": self.coordinate_rounds,
+                "coordinate_tol": self.coordinate_tol, "balance": self.balance,
+                "scheduler": self.scheduler,
                 "workers": self.workers, **self.caps.knobs(), **self.knobs}
 
     def reset(self, scenario: ScenarioView) -> None:
@@ -283,11 +263,11 @@ class GroupedLookahead(NoHindsightBound):
         self._assign: dict[str, int] = {}
         self._reports: list[GroupReport | None] = [None] * len(self.groups)
         self._class_index: dict[tuple[Any, ...], int] = {}
-        self._class_cfgs: list[list[_ClassConfigs]] = []
-        # The first coordination when the groups' first plans are a re-plan period old.
-        self._last_coordination = 0
+        self._class_cfgs: list[list[ClassConfigs]] = []
+        self._last_coordination: int | None = None
         self.moves = 0
         self.coordinate_s = 0.0
+        self.rounds: list[CoordinationRound] = []
         self._start_planners()
 
     @property
@@ -333,6 +313,14 @@ class GroupedLookahead(NoHindsightBound):
                                          host="127.0.0.1")
             self._client = Client(self._cluster)
 
+    def _call(self, method: str, groups: Sequence[int], args: Sequence[tuple[Any, ...]]
+              ) -> list[Any]:
+        """``method`` of the planners of ``groups`` (one argument tuple each): on Dask all
+        sent first, then the replies taken in the order of ``groups``; here one by one."""
+        calls = [getattr(self._planners[g], method)(*a) for g, a in zip(groups, args,
+                                                                          strict=True)]
+        return calls if self._client is None else [c.result() for c in calls]
+
     def _group_cap(self, g: int) -> Caps:
         """Group ``g``'s caps: its sites' budgets and power caps, or its share of the
         fleet's budget."""
@@ -351,36 +339,37 @@ class GroupedLookahead(NoHindsightBound):
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         if self._sc is None:
             self.reset(state.scenario)
-        c0 = time.process_time()
         for js in state.jobs:
             if js.job.job_id not in self._assign:
                 self._assign[js.job.job_id] = self._group_of_dc.get(js.job.home, 0)
         period = self.knobs["replan_slots"] or max(int(round(3600 / state.scenario.slot_s)), 1)
-        changed = np.zeros(len(self.groups), dtype=bool)
-        if (state.t - self._last_coordination >= period
-                and all(r is not None for r in self._reports)):
-            changed = self._reassign(state, forecast)
+        if self._last_coordination is None or state.t - self._last_coordination >= period:
             self._share_carbon()
+            self._coordinate(state, forecast)
             self._last_coordination = state.t
-        self.coordinate_s += time.process_time() - c0
-        by_group: list[list[JobState]] = [[] for _ in self.groups]
-        for js in state.jobs:
-            by_group[self._assign[js.job.job_id]].append(js)
-        states = [self._group_state(state, g, jobs) for g, jobs in enumerate(by_group)]
-        calls = [p.decide(s, forecast, bool(c))
-                 for p, s, c in zip(self._planners, states, changed, strict=True)]
-        outs = calls if self._client is None else [c.result() for c in calls]
+        everyone = list(range(len(self.groups)))
+        outs = self._call("decide", everyone,
+                          [(s, forecast) for s in self._group_states(state)])
         live = {js.job.job_id for js in state.jobs}
         self._assign = {j: g for j, g in self._assign.items() if j in live}
         return self._merge(outs)
 
-    def _group_state(self, state: SlotState, g: int, jobs: list[JobState]) -> SlotState:
-        names = {self._sc.datacenters[i].name for i in self.groups[g]}  # type: ignore[union-attr]
-        by_dc = {d: v for d, v in state.carbon_kg_by_dc_so_far.items() if d in names}
-        carbon = (sum(by_dc.values()) if state.carbon_kg_by_dc_so_far
-                  else state.carbon_kg_so_far * float(self._carbon_share[g]))
-        return replace(state, scenario=self.views[g], jobs=tuple(jobs),
-                       carbon_kg_so_far=carbon, carbon_kg_by_dc_so_far=by_dc)
+    def _group_states(self, state: SlotState) -> list[SlotState]:
+        """Each group's state: its jobs (in the slot's order), its sites' carbon so far."""
+        by_group: list[list[JobState]] = [[] for _ in self.groups]
+        for js in state.jobs:
+            by_group[self._assign[js.job.job_id]].append(js)
+        sc = self._sc
+        assert sc is not None
+        out = []
+        for g, jobs in enumerate(by_group):
+            names = {sc.datacenters[i].name for i in self.groups[g]}
+            by_dc = {d: v for d, v in state.carbon_kg_by_dc_so_far.items() if d in names}
+            carbon = (sum(by_dc.values()) if state.carbon_kg_by_dc_so_far
+                      else state.carbon_kg_so_far * float(self._carbon_share[g]))
+            out.append(replace(state, scenario=self.views[g], jobs=tuple(jobs),
+                               carbon_kg_so_far=carbon, carbon_kg_by_dc_so_far=by_dc))
+        return out
 
     def _merge(self, outs: list[tuple[Allocation, GroupReport]]) -> Allocation:
         placements: dict[str, Any] = {}
@@ -408,6 +397,59 @@ class GroupedLookahead(NoHindsightBound):
                           reasons=reasons, queues=queues)
 
     # -- coordination ----------------------------------------------------------------------
+    def _coordinate(self, state: SlotState, forecast: Forecast) -> None:
+        """The rounds of a coordination (module docstring): every group plans (the first
+        time after the opening moves), then moves and re-plans of the groups they touch
+        until the stopping rule."""
+        everyone = list(range(len(self.groups)))
+        opened = 0
+        if self.opening:
+            c0 = time.process_time()
+            opening = self._opening(state, forecast)
+            self.coordinate_s += time.process_time() - c0
+            for jid, g in opening:
+                self._assign[jid] = g
+            opened = len(opening)
+            self.moves += opened
+        self._reports = list(self._call("plan", everyone, [
+            (s, forecast) for s in self._group_states(state)]))
+        cost, short = self._totals()
+        self.rounds.append(CoordinationRound(state.t, 0, cost, short, opened, len(everyone)))
+        for r in range(1, self.coordinate_rounds + 1):
+            c0 = time.process_time()
+            moves = self._report_moves(state, forecast)
+            self.coordinate_s += time.process_time() - c0
+            if not moves:
+                break
+            before = dict(self._assign)
+            for jid, g in moves:
+                self._assign[jid] = g
+            touched = sorted({before[j] for j, _ in moves} | {g for _, g in moves})
+            states = self._group_states(state)
+            got = self._call("plan", touched, [(states[g], forecast, True) for g in touched])
+            kept = list(self._reports)
+            for g, rep in zip(touched, got, strict=True):
+                self._reports[g] = rep
+            new_cost, new_short = self._totals()
+            worse = new_short > short + 1e-6 or new_cost > cost
+            self.rounds.append(CoordinationRound(state.t, r, new_cost, new_short, len(moves),
+                                                 len(touched), undone=worse))
+            if worse:
+                self._call("undo", touched, [() for _ in touched])
+                self._assign = before
+                self._reports = kept
+                break
+            self.moves += len(moves)
+            gained = cost - new_cost
+            cost, short = new_cost, new_short
+            if gained < self.coordinate_tol * abs(cost):
+                break
+
+    def _totals(self) -> tuple[float, float]:
+        """The sum of the groups' plan costs and shortfalls."""
+        reps = [r for r in self._reports if r is not None]
+        return sum(r.plan_cost for r in reps), sum(r.shortfall for r in reps)
+
     def _class_of(self, job: Job) -> int:
         """The index of the job's class (application, GPU-count menu, GPU types): jobs of
         one class have the same configurations, their rates in proportion to their work."""
@@ -415,97 +457,95 @@ class GroupedLookahead(NoHindsightBound):
         got = self._class_index.get(key)
         if got is None:
             got = self._class_index[key] = len(self._class_cfgs)
-            self._class_cfgs.append([_configs(job, v) for v in self.views])
+            self._class_cfgs.append([ClassConfigs.of(job, v) for v in self.views])
         return got
 
-    def _class_prices(self, forecast: Forecast, n_win: int) -> tuple[
-            NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-        """Per class and group: cost per sample of work on the best configuration there
-        (``cps``), its GPU-slots per sample and the fastest configuration's samples per slot
-        (inf / 0 where the class has no configuration in the group)."""
-        n_c, n_g = len(self._class_cfgs), len(self.groups)
-        rows = np.minimum(np.arange(n_win), forecast.price_per_kwh.shape[0] - 1)
-        mean_p = np.asarray(forecast.price_per_kwh, dtype=float)[rows].mean(axis=0)
-        mean_c = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[rows].mean(axis=0)
-        q = self.carbon_price_per_kg
-        cps = np.full((n_c, n_g), np.inf)
-        gps = np.zeros((n_c, n_g))
-        sps = np.zeros((n_c, n_g))
-        for g, v in enumerate(self.views):
-            rep = self._reports[g]
-            assert rep is not None
-            ridx = np.array([forecast.region_index(d.region) for d in v.datacenters],
-                            dtype=np.int64)
-            for c in range(n_c):
-                cf = self._class_cfgs[c][g]
-                if not cf.energy.size:
-                    continue
-                ri = ridx[cf.dc]
-                per_slot = (cf.energy * (mean_p[ri] + q * mean_c[ri] / 1000.0)
-                            + cf.n_gpus * rep.pool_price[cf.pool])
-                per_sample = per_slot / cf.samples_per_slot
-                k = int(np.argmin(per_sample))
-                cps[c, g] = per_sample[k]
-                gps[c, g] = cf.n_gpus[k] / cf.samples_per_slot[k]
-                sps[c, g] = float(cf.samples_per_slot.max())
-        return cps, gps, sps
+    def _report_moves(self, state: SlotState, forecast: Forecast) -> list[tuple[str, int]]:
+        """A round's moves at the groups' latest reports (their blocks, capacity prices and
+        GPU-slots used, the jobs' needs)."""
+        reps = [r for r in self._reports if r is not None and r.block_len.size]
+        if len(reps) < len(self.groups):
+            return []
+        prices = [GroupPrices.of(r.block_start, r.block_len, r.pool_price, r.pool_used,
+                                 self._capacity(g), forecast, v)
+                  for g, (v, r) in enumerate(zip(self.views, reps, strict=True))]
+        return self._moves(state, prices, [r.need for r in reps], [r.end for r in reps])
 
-    def _reassign(self, state: SlotState, forecast: Forecast) -> NDArray[np.bool_]:
-        """Move jobs to the groups where their work is cheapest (module docstring); which
-        groups gained or lost jobs."""
+    def _opening(self, state: SlotState, forecast: Forecast) -> list[tuple[str, int]]:
+        """The moves before the groups' first plans: every job priced at the forecast's
+        prices over the blocks each group's window LP will have, with no capacity price; the
+        room what the groups' own jobs leave at those prices
+        (:func:`workbench.policies.groupmoves.own_usage`)."""
+        everyone = list(range(len(self.groups)))
+        got = self._call("needs", everyone, [(s,) for s in self._group_states(state)])
+        needs, ends = [n for n, _, _, _ in got], [e for _, e, _, _ in got]
+
+        def prices(used: Sequence[NDArray[np.float64]]) -> list[GroupPrices]:
+            return [GroupPrices.of(b, n, np.zeros(u.shape), u, self._capacity(g), forecast, v)
+                    for g, (v, u, (_, _, b, n)) in enumerate(zip(self.views, used, got,
+                                                                    strict=True))]
+
+        jobs, _ = self._movable(state, needs, ends)
+        if jobs is None:
+            return []
+        none = [np.zeros((len(v.pools), b.size)) for v, (_, _, b, _) in zip(self.views, got,
+                                                                               strict=True)]
+        used = own_usage(jobs, prices(none), self._classes(), self.carbon_price_per_kg)
+        return self._moves(state, prices(used), needs, ends)
+
+    def _capacity(self, g: int) -> NDArray[np.float64]:
+        """GPUs of each of group ``g``'s pools."""
+        return np.array([p.count for p in self.views[g].pools], dtype=float)
+
+    def _classes(self) -> list[list[ClassConfigs]]:
+        """Per group, every class's configurations there."""
+        return [[c[g] for c in self._class_cfgs] for g in range(len(self.groups))]
+
+    def _movable(self, state: SlotState, needs: Sequence[Mapping[str, float]],
+                 ends: Sequence[Mapping[str, int]]) -> tuple[Movable | None, list[JobState]]:
+        """The training jobs with work left that their group's need covers, as arrays."""
         sc = self._sc
         assert sc is not None
-        changed = np.zeros(len(self.groups), dtype=bool)
-        movable = [js for js in state.jobs if js.job.is_training and js.remaining > 1e-9]
+        movable = [js for js in state.jobs if js.job.is_training and js.remaining > 1e-9
+                   and js.job.job_id in needs[self._assign[js.job.job_id]]]
         if not movable:
-            return changed
-        cls = np.array([self._class_of(js.job) for js in movable], dtype=np.int64)
-        n_win = max(max((r.window_slots for r in self._reports if r is not None),
-                        default=1), 1)
-        cps, gps, sps = self._class_prices(forecast, n_win)
-        free = np.array([FILL_LIMIT * sum(p.count for p in v.pools) * n_win
-                         - float(r.pool_used.sum())
-                         for v, r in zip(self.views, self._reports, strict=True) if r is not None])
-        h = np.array([self._assign[js.job.job_id] for js in movable], dtype=np.int64)
-        work = np.array([js.remaining * js.job.work_samples for js in movable])
-        gb = np.array([js.job.checkpoint_gb if js.last_datacenter is not None
-                       else js.job.dataset_gb for js in movable])
-        price = float(np.asarray(forecast.price_per_kwh, dtype=float)[0].mean())
-        # Work lost moving: the transfer (10 Gbit/s) and the restart at the fastest rate there.
-        lost_slots = (self.restart_s + 8.0 * gb / 10.0) / float(sc.slot_s)
-        c_here = cps[cls, h]
-        with np.errstate(invalid="ignore"):
-            move = lost_slots[:, None] * sps[cls] * cps[cls] + (gb * 0.006 * price)[:, None]
-            gain = work[:, None] * (c_here[:, None] - cps[cls]) - move
-        gain[np.arange(h.size), h] = -np.inf
-        gain[~np.isfinite(gain)] = -np.inf
-        best = np.argmax(gain, axis=1)
-        g_best = gain[np.arange(h.size), best]
-        ok = np.isfinite(c_here) & (g_best > self.reassign_gain * work * c_here)
-        need = work * gps[cls, best]
-        for i in np.flatnonzero(ok)[np.argsort(-g_best[ok], kind="stable")].tolist():
-            g = int(best[i])
-            if free[g] >= need[i]:
-                free[g] -= need[i]
-                free[h[i]] += need[i]
-                self._assign[movable[i].job.job_id] = g
-                self.moves += 1
-                changed[g] = changed[h[i]] = True
-        return changed
+            return None, []
+        group = np.array([self._assign[js.job.job_id] for js in movable], dtype=np.int64)
+        need = np.zeros(len(movable))
+        end = np.zeros(len(movable), dtype=np.int64)
+        for g in np.unique(group).tolist():
+            rows = np.flatnonzero(group == g)
+            need[rows], end[rows] = job_arrays([movable[i] for i in rows.tolist()],
+                                               needs[g], ends[g])
+        return Movable(
+            job_class=np.array([self._class_of(js.job) for js in movable], dtype=np.int64),
+            group=group, need=need, end=end,
+            scale=np.array([js.throughput_scale for js in movable], dtype=float),
+            data=MoveData.of(sc, movable, self.restart_s)), movable
+
+    def _moves(self, state: SlotState, prices: Sequence[GroupPrices],
+               needs: Sequence[Mapping[str, float]], ends: Sequence[Mapping[str, int]]
+               ) -> list[tuple[str, int]]:
+        """The moves (:func:`workbench.policies.groupmoves.choose_moves`) at ``prices``:
+        (job id, new group), best gains first."""
+        sc = self._sc
+        assert sc is not None
+        jobs, movable = self._movable(state, needs, ends)
+        if jobs is None:
+            return []
+        chosen = choose_moves(jobs, prices, self._classes(), self.groups, float(sc.slot_s),
+                              self.carbon_price_per_kg, self.reassign_gain, self.balance)
+        return [(movable[m.job].job.job_id, m.dst) for m in chosen]
 
     def _share_carbon(self) -> None:
         """Scale each group's share of a total carbon cap by its carbon price (module
         docstring) and hand the groups their new caps."""
-        if self.caps.carbon_kg is None or self.carbon_share_step == 0:
+        if (self.caps.carbon_kg is None or self.carbon_share_step == 0
+                or any(r is None for r in self._reports)):
             return
         pi = np.array([r.carbon_price if r is not None else 0.0 for r in self._reports])
         mean = float(pi.mean())
         share = self._carbon_share * np.exp(self.carbon_share_step * (pi - mean) / (mean + 1e-9))
         self._carbon_share = share / share.sum()
-        for g, p in enumerate(self._planners):
-            c = self._group_cap(g)
-            if self._client is None:
-                p.set_caps(c)
-            else:
-                p.set_caps(c).result()
-
+        self._call("set_caps", list(range(len(self.groups))),
+                   [(self._group_cap(g),) for g in range(len(self.groups))])

@@ -21,8 +21,8 @@ of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this da
 - ``need_j``: the remaining work when the deadline (less ``deadline_margin_slots``) falls
   inside the window, else what keeps it on its pace line, a straight line from its arrival
   to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line needs
-  less, :meth:`LookaheadPolicy._window_need`), plus one restart's worth of work for a paused
-  job that needs any;
+  less, :func:`~workbench.policies.window.pace_need`), plus one restart's worth of work for
+  a paused job that needs any;
 - the power cap per datacenter and block; shortfall and carbon slack weigh 1000 times the
   dearest cost of a job's work and of a kg.
 
@@ -91,7 +91,6 @@ from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fastslot import FastSlotSolver
-from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -108,18 +107,22 @@ from workbench.policies.completion import (
 )
 from workbench.policies.migration import round_trip_keep
 from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacing
-from workbench.policies.plan_slot import plan_coefficients, plan_placements
+from workbench.policies.plan_slot import plan_coefficients, plan_placements, with_plan
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
+from workbench.policies.replanning import ReplanRules
 from workbench.policies.supplywindow import SupplyWindow
-from workbench.policies.window import WindowPlan, window_blocks, window_moves, window_plan
+from workbench.policies.window import (
+    WindowPlan,
+    pace_need,
+    window_blocks,
+    window_moves,
+    window_plan,
+)
 
 log = logging.getLogger(__name__)
 
-PACE_MARGIN = 0.1
-"""Share of a job's life (arrival to deadline) by which its pace line finishes early."""
 
-
-class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
+class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound):
     """Contention-aware receding-horizon planner (see the module docstring for the maths).
 
     Parameters
@@ -259,6 +262,9 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         self._seen: set[str] = set()
         self._last_arrival = -(10**9)
         self._replan_asked = False
+        self._lp_failed: tuple[int, str] = (-1, "")
+        self._observed_t = -1
+        self._quiet = True
         self._reset_supply(scenario)
         self.caps.check_names(dc.name for dc in scenario.datacenters)
 
@@ -301,6 +307,12 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         assert self._sc is not None
         return math.floor((when - self._sc.start).total_seconds() / self._sc.slot_s + 1e-9)
 
+    def window_slots(self, t: int) -> int:
+        """Slots in the window from slot ``t`` (``window_h``, to the horizon's end)."""
+        assert self._sc is not None
+        n = int(round(self.window_h * 3600 / float(self._sc.slot_s)))
+        return max(min(n, self._sc.n_slots - t), 1)
+
     def _slots_left(self, js: JobState, t: int) -> int:
         """Slots from ``t`` to the job's deadline (the horizon's end if none), at least 1."""
         assert self._sc is not None
@@ -324,7 +336,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         t0c = time.perf_counter()
         t = state.t
         slot_s = float(sc.slot_s)
-        n_win = max(min(int(round(self.window_h * 3600 / slot_s)), sc.n_slots - t), 1)
+        n_win = self.window_slots(t)
         dcs = [dc.name for dc in sc.datacenters]
         ridx = [forecast.region_index(dc.region) for dc in sc.datacenters]
         rows_fc = np.minimum(np.arange(n_win), forecast.price_per_kwh.shape[0] - 1)
@@ -332,13 +344,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         fcarbon = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[rows_fc][:, ridx]
         jobs = [js for js in state.jobs if not js.job.is_training or js.remaining > 1e-9]
         cfgs = [self._configs(js.job) for js in jobs]
-        est = sum(len(c) for c in cfgs)
-        block = self.block_slots
-        while True:
-            bstart, blen = window_blocks(n_win, self.fine_slots, block)
-            if est * bstart.size <= self.max_columns or block >= n_win:
-                break
-            block *= 2
+        bstart, blen = self.window_shape(state)
         bprice = np.add.reduceat(fprice, bstart, axis=0) / blen[:, None]
         bcarbon = np.add.reduceat(fcarbon, bstart, axis=0) / blen[:, None]
         q = self.carbon_price_per_kg
@@ -387,11 +393,12 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
                 lam = {d: float(sol.carbon_price[g]) if g >= 0 and sol.carbon_price.size
                        else 0.0 for d, g in zip(dcs, parts[0].tolist(), strict=True)}
             self._note_plan(t, jobs, prob, sol.x, carb_x, self.replan_slots)
-        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol)
+        plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, ends)
         plan = replace(plan, solve_s=time.perf_counter() - t0c, carbon_price_by_dc=lam)
         plan = self._read_supply(ws, sol, plan)
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
-                  "%.2f s", t, len(jobs), plan.n_columns, bstart.size, block, plan.solve_s)
+                  "%.2f s", t, len(jobs), plan.n_columns, bstart.size, int(blen.max()),
+                  plan.solve_s)
         return plan
 
     def _solve_lp(self, prob: blocklp.BlockProblem, t: int) -> blocklp.BlockSolution:
@@ -435,7 +442,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             if job.is_training:
                 left = self._slots_left(js, t) - self.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
-                need[j] = self._window_need(js, t, left, n_win)
+                need[j] = pace_need(js.remaining, self._slot_index(job.arrival), t, left,
+                                    n_win)
                 if need[j] > 0:
                     # The LP has no restarts: charge the one a paused job pays to resume
                     # (only when the window needs its work: a job with no need stays paused).
@@ -459,27 +467,32 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             return 0.0
         return self.restart_s / self._sc.slot_s * max((c.rate for c in cfgs), default=0.0)
 
-    def _window_need(self, js: JobState, t: int, left: int, n_win: int) -> float:
-        """Work (fraction of the job) the window must do: all of it when the deadline (less
-        the margin) falls inside the window, else what keeps the job on its straight line
-        from arrival ``a`` to ``D' = D - m (D - a)`` (``m`` = :data:`PACE_MARGIN`):
-        ``max(R - (D' - t - W) / (D' - a), 0)``.
+    def window_shape(self, state: SlotState) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The window's blocks at ``state.t`` (starts and lengths, slots from ``t``):
+        ``fine_slots`` single slots, then blocks of ``block_slots`` doubled until the LP's
+        columns (the jobs' configurations times the blocks) fit ``max_columns``."""
+        if self._sc is None:
+            self.reset(state.scenario)
+        est = sum(len(self._configs(js.job)) for js in state.jobs
+                  if not js.job.is_training or js.remaining > 1e-9)
+        n_win, block = self.window_slots(state.t), self.block_slots
+        while True:
+            bstart, blen = window_blocks(n_win, self.fine_slots, block)
+            if est * bstart.size <= self.max_columns or block >= n_win:
+                return bstart, blen
+            block *= 2
 
-        The line is anchored at the arrival ``a``: a job that ran ahead of its pace (in the
-        cheap hours) needs correspondingly less of the next window. (A rolling share
-        ``R * W / (D - t)`` asks for almost the same work at every re-plan however much the
-        job just did, so in a cheap stretch it runs on far beyond its pace.)
-        """
-        if left <= n_win:
-            return js.remaining
-        a = min(self._slot_index(js.job.arrival), t)
-        life = max(t + left - a, 1)
-        # The line ends PACE_MARGIN of the job's life before its deadline: slack for the
-        # restarts, transfers and contention the LP does not see.
-        end = left - PACE_MARGIN * life
-        if end <= n_win:
-            return js.remaining
-        return max(js.remaining - (end - n_win) / (life * (1.0 - PACE_MARGIN)), 0.0)
+    def window_needs(self, state: SlotState) -> tuple[dict[str, float], dict[str, int]]:
+        """Each training job's window need (fraction of the job) and window end (slots from
+        ``state.t``) as a window LP at ``state.t`` would set them, without solving it."""
+        if self._sc is None:
+            self.reset(state.scenario)
+        jobs = [js for js in state.jobs if js.job.is_training and js.remaining > 1e-9]
+        ends, _, need, _ = self._window_jobs(jobs, [self._configs(js.job) for js in jobs],
+                                             state.t, self.window_slots(state.t))
+        ids = [js.job.job_id for js in jobs]
+        return dict(zip(ids, need.tolist(), strict=True)), dict(zip(ids, ends.tolist(),
+                                                                    strict=True))
 
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         if self._sc is None:
@@ -487,25 +500,14 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         sc = self._sc
         assert sc is not None
         t = state.t
-        self._track_moves(state)
-        quiet = self._track_arrivals(state)
-        self._meter_overrun(state)
+        quiet = self._observe(state)
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
-        lp_failed = ""
         if (self.plan is None or t - self.plan.t0 >= self.replan_slots or self._replan_asked
                 or (new_job and self._replan_for_arrivals(state, quiet))):
-            self._replan_asked = False
-            try:
-                self.plan = self.solve_window(state, forecast)
-                self.replans += 1
-            except RuntimeError as exc:
-                # Reported through SolveInfo.fallback (the run's warnings), never silent: the
-                # previous plan stays; jobs it does not know run at their cheapest option.
-                lp_failed = str(exc)
-                log.debug(lp_failed)
-                if self.plan is None:
-                    self.plan = WindowPlan.failed(t)
+            self.replan(state, forecast)
+        assert self.plan is not None
+        lp_failed = self._lp_failed[1] if self._lp_failed[0] == t else ""
         plan = self.plan
         price, carbon = current_prices(sc, forecast)
         opts, power_cap = self._slot_options(state, price, carbon)
@@ -528,48 +530,34 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
         placements, reasons, gains = plan_placements(state, opts, chosen, coef, keep, forced,
                                                      urgent)
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
-        info = _with_plan(info, plan, t, lp_failed)
+        info = with_plan(info, plan, t, lp_failed)
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=queues,
                           battery_kw=self._battery_kw(opts, chosen, t, price))
 
-    def request_replan(self) -> None:
-        """Re-plan the window at the next decision, whatever the arrivals (a coordinator
-        that moved jobs into or out of this planner's sites asks for it)."""
-        self._replan_asked = True
-
-    def _replan_for_arrivals(self, state: SlotState, quiet: bool) -> bool:
-        """Whether the new jobs of this slot re-plan the window now: with
-        ``arrival_replan_slots`` K, once K slots have passed since the last plan; by default,
-        when no new job arrived in the ``replan_slots`` slots before this one (``quiet``)."""
-        assert self.plan is not None
-        if self.arrival_replan_slots is not None:
-            return state.t - self.plan.t0 >= self.arrival_replan_slots
-        return quiet
-
-    def _track_arrivals(self, state: SlotState) -> bool:
-        """Note the training jobs first seen in this slot; whether none arrived in the
-        ``replan_slots`` slots before it."""
+    def replan(self, state: SlotState, forecast: Forecast) -> WindowPlan:
+        """Plan the window at slot ``state.t`` now, for this slot's decision (a coordinator
+        re-plans a group's window with the jobs it moved, then asks for the slot's decision,
+        which re-plans no more in that slot unless asked). A window LP that fails keeps the
+        previous plan and is reported by the slot's decision (``SolveInfo.fallback``, with
+        HiGHS's status). Returns the plan in force."""
+        if self._sc is None:
+            self.reset(state.scenario)
         t = state.t
-        quiet = t - self._last_arrival > self.replan_slots
-        fresh = [js.job.job_id for js in state.jobs
-                 if js.job.is_training and js.job.job_id not in self._seen]
-        if fresh:
-            self._seen.update(fresh)
-            self._last_arrival = t
-        return quiet
-
-    def _track_moves(self, state: SlotState) -> None:
-        """Remember the slot of each job's latest move (its checkpoint changed place)."""
-        for js in state.jobs:
-            jid = js.job.job_id
-            d = js.last_datacenter
-            if d is None:
-                continue
-            prev = self._where.get(jid)
-            if prev is not None and prev != d:
-                self._moved_at[jid] = state.t - 1
-            self._where[jid] = d
+        self._observe(state)
+        self._replan_asked = False
+        try:
+            self.plan = self.solve_window(state, forecast)
+            self.replans += 1
+            self._lp_failed = (t, "")
+        except RuntimeError as exc:
+            # Reported through SolveInfo.fallback (the run's warnings), never silent: the
+            # previous plan stays; jobs it does not know run at their cheapest option.
+            self._lp_failed = (t, str(exc))
+            log.debug(str(exc))
+            if self.plan is None:
+                self.plan = WindowPlan.failed(t)
+        return self.plan
 
     def _round_trip_filter(self, state: SlotState, opts: Any, coef: NDArray[np.float64],
                            mu_opt: NDArray[np.float64], price: Mapping[str, float]
@@ -583,12 +571,3 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, NoHindsightBound):
             left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
             recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
                              < self.min_dwell_slots for js in state.jobs], dtype=bool))
-
-
-def _with_plan(info: SolveInfo, plan: WindowPlan, t: int, lp_failed: str) -> SolveInfo:
-    """The slot's solve with the window plan's: its time when it was solved at ``t``, its
-    failure (a fallback, with its message)."""
-    return SolveInfo(status=info.status, solve_s=info.solve_s + (
-        plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
-        fallback=info.fallback or bool(lp_failed),
-        message="; ".join(m for m in (lp_failed, info.message) if m))

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.optim.blocklp import BlockConfig
+from workbench.optim.info import SolveInfo
 from workbench.policies.base import JobState, Placement, SlotOptions, SlotState
 from workbench.policies.supplyplan import prefer_progress
 from workbench.policies.window import WindowPlan
@@ -165,3 +166,12 @@ def move_gain(opts: SlotOptions, coef: NDArray[np.float64], keep: NDArray[np.boo
     if js.job.is_training and may_pause:
         best = max(best, 0.0)
     return float(coef[k] - best) if np.isfinite(best) else float(coef[k])
+
+
+def with_plan(info: SolveInfo, plan: WindowPlan, t: int, lp_failed: str) -> SolveInfo:
+    """The slot's solve with the window plan's: its time when it was solved at ``t``, its
+    failure (a fallback, with its message)."""
+    return SolveInfo(status=info.status, solve_s=info.solve_s + (
+        plan.solve_s if plan.t0 == t else 0.0), objective=info.objective, gap=info.gap,
+        fallback=info.fallback or bool(lp_failed),
+        message="; ".join(m for m in (lp_failed, info.message) if m))

@@ -21,6 +21,9 @@ from workbench.model import ScenarioView
 from workbench.optim.blocklp import BlockConfig, BlockMoves, BlockProblem, BlockSolution
 from workbench.policies.base import JobState
 
+PACE_MARGIN = 0.1
+"""Share of a job's life (arrival to deadline) by which its pace line finishes early."""
+
 
 @dataclass(frozen=True)
 class WindowPlan:
@@ -52,6 +55,10 @@ class WindowPlan:
     carbon_price_by_dc : mapping datacenter -> float
         Under the look-ahead's paced carbon budgets, the plan's price of a kg emitted in
         each datacenter (its budget row's dual, currency per kg; empty without budgets).
+    need, end : mapping job id -> float, int
+        Each training job's work the window must do (fraction of the job) and the end of
+        its part of the window (slots from ``t0``: its deadline less the margin, or the
+        window's end).
     """
 
     t0: int
@@ -67,6 +74,8 @@ class WindowPlan:
     pool_price: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     carbon_price: float = 0.0
     carbon_price_by_dc: Mapping[str, float] = field(default_factory=dict)
+    need: Mapping[str, float] = field(default_factory=dict)
+    end: Mapping[str, int] = field(default_factory=dict)
 
     @staticmethod
     def failed(t: int) -> WindowPlan:
@@ -108,6 +117,35 @@ def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np
     return st, ln
 
 
+def pace_need(remaining: float, arrival_slot: int, t: int, left: int, n_win: int) -> float:
+    """Work (fraction of the job) the window of ``n_win`` slots from ``t`` must do, ``left``
+    slots from ``t`` to the deadline (less the margin): all of it when that falls inside
+    the window, else what keeps the job on its straight line from arrival ``a`` to
+    ``D' = D - m (D - a)`` (``m`` = :data:`PACE_MARGIN`): ``max(R - (D' - t - W) / (D' - a), 0)``.
+
+    The line is anchored at the arrival ``a``: a job that ran ahead of its pace (in the
+    cheap hours) needs correspondingly less of the next window. (A rolling share
+    ``R * W / (D - t)`` asks for almost the same work at every re-plan however much the
+    job just did, so in a cheap stretch it runs on far beyond its pace.)
+    """
+    if left <= n_win:
+        return remaining
+    a = min(arrival_slot, t)
+    life = max(t + left - a, 1)
+    # The line ends PACE_MARGIN of the job's life before its deadline: slack for the
+    # restarts, transfers and contention the LP does not see.
+    end = left - PACE_MARGIN * life
+    if end <= n_win:
+        return remaining
+    return max(remaining - (end - n_win) / (life * (1.0 - PACE_MARGIN)), 0.0)
+
+
+def transfer_price(bprice: NDArray[np.float64], d: int) -> float:
+    """The price a move's transfer energy pays at datacenter ``d`` (per kWh): the mean of
+    the window's block prices there (``bprice``, blocks x datacenters)."""
+    return float(np.mean(bprice[:, d]))
+
+
 def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[str | None],
                  job_of: NDArray[np.int64], dci: NDArray[np.int64],
                  rate: NDArray[np.float64], bprice: NDArray[np.float64]) -> BlockMoves:
@@ -127,13 +165,14 @@ def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[st
     mcost = np.zeros(mkey.size)
     mlost = np.zeros(mkey.size)
     best_rate = _group_max(job_of * n_dc + dci, rate, len(jobs) * n_dc)
+    p_d = [transfer_price(bprice, d) for d in range(n_dc)]
     for i, key in enumerate(mkey.tolist()):
         j, d = key // n_dc, key % n_dc
         js = jobs[j]
         link = sc.link(str(origin[j]), sc.datacenters[d].name)
         assert link is not None
         gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
-        mcost[i] = gb * link.transfer_energy_kwh_per_gb * float(np.mean(bprice[:, d]))
+        mcost[i] = gb * link.transfer_energy_kwh_per_gb * p_d[d]
         mlost[i] = link.transfer_s(gb) / sc.slot_s * best_rate[key]
     of_x = np.full(job_of.size, -1, dtype=np.int64)
     ax = np.flatnonzero(away)
@@ -144,10 +183,11 @@ def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[st
 
 def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockConfig]],
                 prob: BlockProblem, cfg_of: NDArray[np.int64], bstart: NDArray[np.int64],
-                sol: BlockSolution) -> WindowPlan:
+                sol: BlockSolution, ends: NDArray[np.int64]) -> WindowPlan:
     """The plan at slot ``t`` from the window LP's solution: each job's progress price
-    ``mu`` (its work row's dual), the planned share of each block per configuration and the
-    shortfalls. Its ``solve_s`` is 0 (the caller times the whole)."""
+    ``mu`` (its work row's dual), the planned share of each block per configuration, the
+    shortfalls, and each training job's need and window end (``ends``, per job of
+    ``jobs``). Its ``solve_s`` is 0 (the caller times the whole)."""
     x = sol.x
     mu = {jobs[int(j)].job.job_id: max(float(sol.work_dual[i]), 0.0)
           for i, j in enumerate(prob.work_jobs)}
@@ -169,4 +209,8 @@ def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockC
                       cost=float(prob.cost @ x + move_cost @ sol.move),
                       status=sol.status, solve_s=0.0, n_columns=sol.n_columns,
                       pool_price=sol.pool_price,
-                      carbon_price=float(sol.carbon_price.sum()))
+                      carbon_price=float(sol.carbon_price.sum()),
+                      need={jobs[int(j)].job.job_id: float(prob.need[i])
+                            for i, j in enumerate(prob.work_jobs)},
+                      end={jobs[int(j)].job.job_id: int(ends[int(j)])
+                           for j in prob.work_jobs.tolist()})
