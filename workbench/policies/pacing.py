@@ -145,7 +145,7 @@ class BudgetPacing:
         """What the window's carbon budgets are made of: per datacenter its budget group
         (-1: none) and per group the budget left (kg), the window's least-carbon demand
         ``D_w`` and the rest's ``D_a`` (kg, the forecast's estimate); None without a
-        budget. :meth:`_share_budgets` makes the budgets from them.
+        budget. :meth:`_budget_problem` makes the budgets from them.
 
         Each budget's remainder ``B - E`` (``E`` the carbon metered so far in its scope) is
         to be shared between the window and the rest of the horizon in proportion to the
@@ -335,7 +335,8 @@ class BudgetPacing:
 
     def _horizon_due(self, js: JobState) -> float:
         """Work of training job ``js`` still due within the horizon, ``max(R - (1 - s), 0)``
-        (:meth:`_budget_need`)."""
+        with ``s`` its :func:`~workbench.policies.offline.required_share` (the share of its
+        window inside the horizon)."""
         assert self._sc is not None
         return max(js.remaining - (1.0 - required_share(self._sc, js.job)), 0.0)
 
