@@ -24,6 +24,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "lyapunov": ("workbench.policies.lyapunov", "LyapunovPolicy"),
     "threshold": ("workbench.policies.threshold", "ThresholdPolicy"),
     "lookahead": ("workbench.policies.lookahead", "LookaheadPolicy"),
+    "lookahead-groups": ("workbench.policies.grouped", "GroupedLookahead"),
     "offline": ("workbench.policies.offline", "OfflinePolicy"),
     "greedy": ("workbench.policies.greedy", "GreedyPolicy"),
     "asap-home": ("workbench.policies.baselines", "AsapHome"),
