@@ -21,9 +21,10 @@ GPU_COUNT_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 SLOT_MINUTES: tuple[int, ...] = (15, 30, 60)
 CAP_MODES: tuple[str, ...] = ("none", "global", "per datacenter")
 BASELINES: tuple[str, ...] = tuple(
-    n for n in POLICY_NAMES if n not in ("lyapunov", "greedy")
+    n for n in POLICY_NAMES if n not in ("lyapunov", "greedy", "lookahead-groups")
 )
-"""Policies the run is compared with in the Metrics tab (the hindsight plan included)."""
+"""Policies the run is compared with in the Metrics tab (the hindsight plan included; not
+``lookahead-groups``, the default policy decomposed for fleets of dozens of sites)."""
 
 
 
