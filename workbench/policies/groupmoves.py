@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 
 from workbench.forecast import Forecast
 from workbench.model import Job, ScenarioView
+from workbench.optim.blocklp import ConfigArrays
 from workbench.policies.base import JobState
 from workbench.policies.problems import job_configs
 from workbench.policies.window import transfer_price
@@ -76,13 +77,9 @@ class ClassConfigs:
     @staticmethod
     def of(job: Job, view: ScenarioView) -> ClassConfigs:
         """The configurations of ``job``'s class on ``view``'s pools."""
-        cfgs = job_configs(view, job)
-        return ClassConfigs(
-            energy=np.array([c.energy_kwh for c in cfgs], dtype=float),
-            samples_per_slot=np.array([c.rate for c in cfgs], dtype=float) * job.work_samples,
-            pool=np.array([c.pool for c in cfgs], dtype=np.int64),
-            n_gpus=np.array([c.n_gpus for c in cfgs], dtype=float),
-            dc=np.array([c.dc for c in cfgs], dtype=np.int64))
+        a = ConfigArrays.of(job_configs(view, job))
+        return ClassConfigs(energy=a.energy_kwh, samples_per_slot=a.rate * job.work_samples,
+                            pool=a.pool, n_gpus=a.n_gpus, dc=a.dc)
 
 
 @dataclass(frozen=True)
