@@ -376,25 +376,28 @@ class GroupedLookahead(NoHindsightBound):
         gains: dict[str, float] = {}
         reasons: dict[str, str] = {}
         queues: dict[str, float] = {}
-        infos = []
+        battery_kw: dict[str, float] = {}
+        infos: list[tuple[int, SolveInfo]] = []
         for g, (alloc, report) in enumerate(outs):
             placements.update(alloc.placements)
             gains.update(alloc.expected_gain)
             reasons.update(alloc.reasons)
             queues.update(alloc.queues)
+            # A group plans the batteries of its own sites only.
+            battery_kw.update({d: kw for d, kw in alloc.battery_kw.items()
+                               if self._group_of_dc.get(d) == g})
             self._reports[g] = report
             if alloc.solve is not None:
-                infos.append(alloc.solve)
-        bad = [i for i in infos if i.fallback or i.status not in ("optimal", "Optimal")]
+                infos.append((g, alloc.solve))
+        bad = [i for _, i in infos if i.fallback or i.status not in ("optimal", "Optimal")]
         info = SolveInfo(
-            status=bad[0].status if bad else (infos[0].status if infos else "optimal"),
-            solve_s=sum(i.solve_s for i in infos),
-            objective=sum(i.objective for i in infos if i.objective is not None) if infos
-            else None, fallback=any(i.fallback for i in infos),
-            message="; ".join(f"group {g}: {i.message}" for g, i in enumerate(infos)
-                              if i.message))
+            status=bad[0].status if bad else (infos[0][1].status if infos else "optimal"),
+            solve_s=sum(i.solve_s for _, i in infos),
+            objective=sum(i.objective for _, i in infos if i.objective is not None) if infos
+            else None, fallback=any(i.fallback for _, i in infos),
+            message="; ".join(f"group {g}: {i.message}" for g, i in infos if i.message))
         return Allocation(placements=placements, solve=info, expected_gain=gains,
-                          reasons=reasons, queues=queues)
+                          reasons=reasons, queues=queues, battery_kw=battery_kw)
 
     # -- coordination ----------------------------------------------------------------------
     def _coordinate(self, state: SlotState, forecast: Forecast) -> None:

@@ -261,7 +261,6 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         self._job_keys: dict[str, int] = {}
         self._seen: set[str] = set()
         self._last_arrival = -(10**9)
-        self._replan_asked = False
         self._lp_failed: tuple[int, str] = (-1, "")
         self._observed_t = -1
         self._quiet = True
@@ -503,7 +502,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         quiet = self._observe(state)
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
-        if (self.plan is None or t - self.plan.t0 >= self.replan_slots or self._replan_asked
+        if (self.plan is None or t - self.plan.t0 >= self.replan_slots
                 or (new_job and self._replan_for_arrivals(state, quiet))):
             self.replan(state, forecast)
         assert self.plan is not None
@@ -545,7 +544,6 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             self.reset(state.scenario)
         t = state.t
         self._observe(state)
-        self._replan_asked = False
         try:
             self.plan = self.solve_window(state, forecast)
             self.replans += 1

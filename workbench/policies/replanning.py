@@ -26,7 +26,6 @@ class ReplanRules:
     _quiet: bool
     _last_arrival: int
     _seen: set[str]
-    _replan_asked: bool
     _where: dict[str, str]
     _moved_at: dict[str, int]
 
@@ -56,11 +55,6 @@ class ReplanRules:
         self._track_moves(state)
         self._track_arrivals(state)
         return self._quiet
-
-    def request_replan(self) -> None:
-        """Re-plan the window at the next decision, whatever the arrivals (a coordinator
-        that moved jobs into or out of this planner's sites asks for it)."""
-        self._replan_asked = True
 
     def _replan_for_arrivals(self, state: SlotState, quiet: bool) -> bool:
         """Whether the new jobs of this slot re-plan the window now: with

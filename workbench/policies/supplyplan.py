@@ -426,19 +426,6 @@ def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
     return out
 
 
-def block_prices(price: NDArray[np.float64], block_start: NDArray[np.int64]
-                 ) -> NDArray[np.float64]:
-    """Mean of ``price`` (slots, columns) over each block starting at ``block_start``."""
-    ends = np.append(block_start[1:], price.shape[0])
-    cum = np.concatenate([np.zeros((1, price.shape[1])), np.cumsum(price, axis=0)])
-    return (cum[ends] - cum[block_start]) / (ends - block_start)[:, None]
-
-
-def sites_of(names: Sequence[str], planner: SupplyPlanner | None) -> set[str]:
-    """The balanced sites among ``names``."""
-    return set() if planner is None else {n for n in names if n in planner.names}
-
-
-__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply", "block_prices",
+__all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply",
            "own_supply_problem", "prefer_progress", "site_energy_kwh", "site_load_kw",
-           "sites_of", "supplied_options"]
+           "supplied_options"]
