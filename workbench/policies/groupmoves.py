@@ -51,7 +51,7 @@ from workbench.model import Job, ScenarioView
 from workbench.optim.blocklp import ConfigArrays
 from workbench.policies.base import JobState
 from workbench.policies.problems import job_configs
-from workbench.policies.window import transfer_price
+from workbench.policies.window import block_forecast, transfer_price
 
 FILL_LIMIT = 0.8
 """Share of the GPU-slots a plan leaves free in a pool and block that moves may fill."""
@@ -103,17 +103,12 @@ class GroupPrices:
            ) -> GroupPrices:
         """From a group's plan (blocks, prices and GPU-slots used, pools x blocks), its pools'
         GPU counts and the forecast (rows from the current slot)."""
-        ridx = [forecast.region_index(d.region) for d in view.datacenters]
-        n_win = int(block_len.sum())
-        rows = np.minimum(np.arange(n_win), forecast.price_per_kwh.shape[0] - 1)
-        fp = np.asarray(forecast.price_per_kwh, dtype=float)[rows][:, ridx]
-        fc = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[rows][:, ridx]
-        blen = block_len.astype(float)
+        _, price, carbon = block_forecast(forecast, view, block_start, block_len)
         return GroupPrices(
             block_start=block_start, block_len=block_len, pool_price=pool_price,
-            free=FILL_LIMIT * (capacity[:, None] * blen[None, :] - pool_used),
-            price=np.add.reduceat(fp, block_start, axis=0) / blen[:, None],
-            carbon=np.add.reduceat(fc, block_start, axis=0) / blen[:, None])
+            free=FILL_LIMIT * (capacity[:, None] * block_len.astype(float)[None, :]
+                               - pool_used),
+            price=price, carbon=carbon)
 
 
 @dataclass(frozen=True)

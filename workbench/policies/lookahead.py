@@ -113,6 +113,7 @@ from workbench.policies.replanning import ReplanRules
 from workbench.policies.supplywindow import SupplyWindow
 from workbench.policies.window import (
     WindowPlan,
+    block_forecast,
     pace_need,
     window_blocks,
     window_moves,
@@ -337,15 +338,10 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         slot_s = float(sc.slot_s)
         n_win = self.window_slots(t)
         dcs = [dc.name for dc in sc.datacenters]
-        ridx = [forecast.region_index(dc.region) for dc in sc.datacenters]
-        rows_fc = np.minimum(np.arange(n_win), forecast.price_per_kwh.shape[0] - 1)
-        fprice = np.asarray(forecast.price_per_kwh, dtype=float)[rows_fc][:, ridx]
-        fcarbon = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[rows_fc][:, ridx]
         jobs = [js for js in state.jobs if not js.job.is_training or js.remaining > 1e-9]
         cfgs = [self._configs(js.job) for js in jobs]
         bstart, blen = self.window_shape(state)
-        bprice = np.add.reduceat(fprice, bstart, axis=0) / blen[:, None]
-        bcarbon = np.add.reduceat(fcarbon, bstart, axis=0) / blen[:, None]
+        rows_fc, bprice, bcarbon = block_forecast(forecast, sc, bstart, blen)
         q = self.carbon_price_per_kg
         ends, allowed, need, origin = self._window_jobs(jobs, cfgs, t, n_win)
         job_of, blk_of, cfg_of, ubx = blocklp.block_columns(

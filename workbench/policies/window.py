@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim.blocklp import BlockConfig, BlockMoves, BlockProblem, BlockSolution
 from workbench.policies.base import JobState
@@ -91,6 +92,22 @@ class WindowPlan:
         pos = int(np.searchsorted(self.block_start, off, side="right")) - 1
         return min(max(pos, 0), int(self.block_start.size) - 1)
 
+
+
+def block_forecast(forecast: Forecast, view: ScenarioView, block_start: NDArray[np.int64],
+                   block_len: NDArray[np.int64]
+                   ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """The forecast over a window of blocks (starts and lengths, slots from now): the
+    forecast row of each of the window's slots (the last row repeated past the forecast's
+    end), and the mean price and carbon intensity of each block per datacenter of ``view``
+    (blocks x datacenters)."""
+    ridx = [forecast.region_index(d.region) for d in view.datacenters]
+    rows = np.minimum(np.arange(int(block_len.sum())), forecast.price_per_kwh.shape[0] - 1)
+    blen = block_len.astype(float)[:, None]
+    price, carbon = (np.add.reduceat(np.asarray(a, dtype=float)[rows][:, ridx], block_start,
+                                     axis=0) / blen
+                     for a in (forecast.price_per_kwh, forecast.carbon_g_per_kwh))
+    return rows, price, carbon
 
 def _group_max(group: NDArray[np.int64], values: NDArray[np.float64], n: int
                ) -> NDArray[np.float64]:
