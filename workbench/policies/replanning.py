@@ -1,11 +1,14 @@
 """What the look-ahead notes each slot and when it re-plans (a mixin of
 :class:`~workbench.policies.lookahead.LookaheadPolicy`, whose state it reads): the jobs'
-moves and arrivals, the re-plan a coordinator asks for, and a plan kept to be restored (a
+moves and arrivals, a cold solve a coordinator asks for, and a plan kept to be restored (a
 coordinator undoing a round of :class:`~workbench.policies.grouped.GroupedLookahead`)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from workbench.policies.base import SlotState
 from workbench.policies.window import WindowPlan
@@ -28,21 +31,30 @@ class ReplanRules:
     _seen: set[str]
     _where: dict[str, str]
     _moved_at: dict[str, int]
+    _eta_num: NDArray[np.float64]
+    _eta_den: NDArray[np.float64]
 
     def _meter_overrun(self, state: SlotState) -> None:
         raise NotImplementedError
 
     def kept_plan(self) -> tuple[Any, ...]:
         """What a re-plan changes (the plan, its basis and supply plan, what the plan
-        emits per slot for the meter), for :meth:`restore_plan` to undo a re-plan with."""
-        return (self.plan, self._basis, self._supply_plan,
-                dict(self._planned), self.replans, self._lp_failed)
+        emits per slot for the meter, the budget pacing's running sums), for
+        :meth:`restore_plan` to undo a re-plan with."""
+        return (self.plan, self._basis, self._supply_plan, dict(self._planned), self.replans,
+                self._lp_failed, self._eta_num.copy(), self._eta_den.copy())
 
     def restore_plan(self, kept: tuple[Any, ...]) -> None:
         """Back to the plan :meth:`kept_plan` returned (a coordinator undoing a round)."""
         (self.plan, self._basis, self._supply_plan, planned, self.replans,
-         self._lp_failed) = kept
+         self._lp_failed, eta_num, eta_den) = kept
         self._planned = dict(planned)
+        self._eta_num, self._eta_den = eta_num.copy(), eta_den.copy()
+
+    def forget_basis(self) -> None:
+        """Solve the next window LP cold (a coordinator re-planning a window that has
+        changed too much since its last solve for that basis to help)."""
+        self._basis = None
 
     def _observe(self, state: SlotState) -> bool:
         """Note the slot's jobs (moves, arrivals) and, once per slot, the metered carbon;
