@@ -263,3 +263,40 @@ def test_each_group_decides_the_batteries_of_its_own_sites() -> None:
     assert res.metrics["battery_soc_violations"] == 0
     assert {d for s in seen for d in s} == {"guiyang"}
     assert any(abs(kw) > 1e-6 for s in seen for kw in s.values())
+
+
+def test_a_groups_first_plan_of_a_slot_is_cold_and_its_rounds_warm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first window LP a group solves in a slot starts without a basis (one from slots
+    before made HiGHS many times slower on a changed window); a second plan in the same
+    slot (a coordination round) starts from the first one's basis."""
+    from workbench import build_seed3, first_hours
+    from workbench.forecast import default_forecast_mode
+    from workbench.policies.groupplanner import GroupPlanner
+
+    sc = first_hours(build_seed3(), 24, arrivals_h=6, name="cold-first")
+    warm_at_solve: list[bool] = []
+    solve = LookaheadPolicy.solve_window
+
+    def watch(self: LookaheadPolicy, state: SlotState, forecast: Forecast) -> Any:
+        warm_at_solve.append(self._basis is not None)
+        return solve(self, state, forecast)
+
+    monkeypatch.setattr(LookaheadPolicy, "solve_window", watch)
+    seen: list[tuple[int, bool]] = []
+
+    class Watch(GroupedLookahead):
+        def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
+            planner = GroupPlanner(sc.view(), {"warm_start": True})
+            for _ in range(2):
+                planner.plan(state, forecast)
+            seen.append((state.t, planner.policy.replans > 0))
+            del warm_at_solve[:-2]
+            assert warm_at_solve == [False, True]
+            planner.plan(replace(state, t=state.t + 1), forecast)
+            assert warm_at_solve[-1] is False
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        simulate(sc, Watch(group_size=3), forecast_mode=default_forecast_mode(sc))
+    assert seen and seen[0][1]
