@@ -169,3 +169,25 @@ def test_no_policy_plans_past_a_cap_naming_an_unknown_datacenter(caps: Caps, pol
         make_policy(policy, truth=sc, caps=caps).reset(sc.view())
     with pytest.raises(SpecError, match="unknown datacenter.*nowhere"):
         run_spec(RunSpec(sc.name, policy, caps=caps), sc)
+
+
+def test_a_budget_that_cannot_be_kept_makes_the_lookahead_minimise_carbon() -> None:
+    """Below the least carbon achievable the runner asks the look-ahead for carbon first
+    (``carbon_first``): each binding window buys its least carbon at any price, where a
+    keepable budget is paced at the window's average price of a kg cut. seed3's first day:
+    less carbon than the same run paced at the average price, every deadline met."""
+    from workbench import build_seed3, first_hours
+
+    sc = first_hours(build_seed3(), 24, arrivals_h=6, name="mini-cap")
+    probe = run_spec(RunSpec(sc.name, "lookahead", caps=Caps(carbon_kg=1e6), baseline=False),
+                     sc)
+    assert probe.least_carbon is not None
+    cap = Caps(carbon_kg=0.9 * probe.least_carbon.carbon_kg)
+    first = run_spec(RunSpec(sc.name, "lookahead", caps=cap, baseline=False), sc).result
+    paced = run_spec(RunSpec(sc.name, "lookahead", caps=cap, baseline=False,
+                             knobs={"carbon_first": False}), sc).result
+    assert first.meta["knobs"]["carbon_first"] is True
+    assert paced.meta["knobs"]["carbon_first"] is False
+    assert first.metrics["deadline_misses"] == paced.metrics["deadline_misses"] == 0
+    assert first.metrics["carbon_kg"] < paced.metrics["carbon_kg"] - 1.0
+    assert first.metrics["carbon_kg"] <= probe.result.metrics["carbon_kg"]

@@ -337,8 +337,7 @@ def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
         return None
     return (f"carbon cap {kg_text(cap_kg)} kg cannot be met with every deadline met: the "
             f"least carbon achievable is {kg_text(least.carbon_kg)} kg ({least.label}); the "
-            "planner cuts carbon as far as it can with every deadline met (the look-ahead at "
-            "no more than each window's average price of a kg cut)")
+            "planner minimises carbon subject to the deadlines")
 
 
 def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
@@ -378,11 +377,15 @@ def run_spec(
     least = least_carbon(spec, scenario, caps)
     cap_kg = caps.carbon_total_kg()
     note = None if least is None or cap_kg is None else budget_note(cap_kg, least)
+    run = spec
     if note is not None:
         log.warning(note)
         if notify is not None:
             notify(note)
-    result, bound = simulate_spec(spec, scenario, caps=caps, fitted=fitted,
+        if "carbon_first" in policy_knobs(spec.policy) and "carbon_first" not in spec.knobs:
+            # The budget cannot be kept: minimise carbon subject to the deadlines.
+            run = replace(spec, knobs={**spec.knobs, "carbon_first": True})
+    result, bound = simulate_spec(run, scenario, caps=caps, fitted=fitted,
                                   recorders=recorders, progress=progress)
     if least is not None and cap_kg is not None:
         result.meta["least_carbon"] = least.as_dict()

@@ -141,6 +141,12 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         and facility power cap per datacenter and slot, kW (hard in the slot MILP).
     carbon_price_per_kg : float
         Optional internal carbon price (currency/kg) added to the energy cost.
+    carbon_first : bool
+        Under a binding carbon budget, cut carbon at any price (the window's least carbon
+        before cost, work before both) instead of at most the window's average price of a
+        kg cut (:meth:`~workbench.policies.pacing.BudgetPacing._budget_problem`). The
+        runner sets it for a budget below the least carbon achievable with every deadline
+        met: the planner then minimises carbon subject to the deadlines.
     gpu_counts : tuple of int, optional
         One GPU-count menu for every training job (default: each job's own).
     restart_s : float
@@ -189,6 +195,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         block_slots: int | None = None,
         caps: Caps | None = None,
         carbon_price_per_kg: float = 0.0,
+        carbon_first: bool = False,
         gpu_counts: tuple[int, ...] | None = None,
         restart_s: float = RESTART_S_DEFAULT,
         deadline_margin_slots: int = 2,
@@ -223,6 +230,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         self._knob_slots = (replan_slots, fine_slots, block_slots)
         self.replan_slots = self.fine_slots = self.block_slots = 1
         self.carbon_price_per_kg = float(carbon_price_per_kg)
+        self.carbon_first = bool(carbon_first)
         self.gpu_counts = gpu_counts
         self.restart_s = float(restart_s)
         self.deadline_margin_slots = deadline_margin_slots

@@ -108,6 +108,7 @@ class BudgetPacing:
     :class:`~workbench.policies.lookahead.LookaheadPolicy`, whose state it reads)."""
 
     caps: Caps
+    carbon_first: bool
     time_limit_s: float
     presolve: bool
     _sc: ScenarioView | None
@@ -288,8 +289,10 @@ class BudgetPacing:
         slot decision, are therefore at most ``lambda_bar``: a budget that cannot be kept,
         or only by the last and dearest kilograms of the window's frontier, buys the cuts
         that cost what the window's cuts cost on average, not the least carbon at any
-        price. The shortfall still weighs more than any column's work at its cost and
-        carbon price (work before kilograms).
+        price. With ``carbon_first`` (a budget below the least carbon achievable) the slack
+        keeps the LP's own weight, a thousand times the dearest kg: the window buys its
+        least carbon at any price. The shortfall still weighs more than any column's work at
+        its cost and carbon price (work before kilograms).
         """
         group_of, left, d_win, d_rest = parts
         group_x = group_of[dc_x]
@@ -309,11 +312,14 @@ class BudgetPacing:
         kg = np.maximum(left / phi * share, least * (1 + 1e-6) + 1e-9)
         if np.all(WindowEnd.of(prob, free, group_x, n_g).carbon_kg <= kg):
             return None
-        cheap = blocklp.solve_block_problem(probe, time_limit_s=self.time_limit_s,
-                                            presolve=self.presolve)
-        if not (cheap.optimal and cheap.complete):
-            raise RuntimeError(f"least-cost window LP not solved: HiGHS {cheap.status}")
-        lbar = abatement_price(WindowEnd.of(probe, cheap, group_x, n_g), cleanest)
+        if self.carbon_first:
+            lbar = prob.carbon_slack_weight
+        else:
+            cheap = blocklp.solve_block_problem(probe, time_limit_s=self.time_limit_s,
+                                                presolve=self.presolve)
+            if not (cheap.optimal and cheap.complete):
+                raise RuntimeError(f"least-cost window LP not solved: HiGHS {cheap.status}")
+            lbar = abatement_price(WindowEnd.of(probe, cheap, group_x, n_g), cleanest)
         tr = ~prob.must_run[prob.job] if prob.n_x else np.zeros(0, dtype=bool)
         short = max(prob.shortfall_weight, blocklp.penalty_weight(
             (prob.cost[tr] + lbar * prob.carbon_kg[tr]) / np.maximum(prob.rate[tr], 1e-12),
