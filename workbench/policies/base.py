@@ -89,6 +89,12 @@ class JobState:
     def progress(self) -> float:
         return 1.0 - self.remaining
 
+    @property
+    def move_gb(self) -> float:
+        """Data a move away from where the job is now carries, GB: its checkpoint once it
+        has run somewhere, else its dataset (its first trip away from home)."""
+        return self.job.checkpoint_gb if self.last_datacenter is not None else self.job.dataset_gb
+
 
 @dataclass(frozen=True)
 class SlotState:

@@ -85,7 +85,7 @@ from workbench.policies.groupmoves import (
     own_usage,
 )
 from workbench.policies.groupplanner import GroupPlanner, GroupReport
-from workbench.policies.lookahead import LookaheadPolicy
+from workbench.policies.lookahead import LookaheadPolicy, slots_per_hour
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ class GroupedLookahead(NoHindsightBound):
         for js in state.jobs:
             if js.job.job_id not in self._assign:
                 self._assign[js.job.job_id] = self._group_of_dc.get(js.job.home, 0)
-        period = self.knobs["replan_slots"] or max(int(round(3600 / state.scenario.slot_s)), 1)
+        period = self.knobs["replan_slots"] or slots_per_hour(state.scenario.slot_s)
         if self._last_coordination is None or state.t - self._last_coordination >= period:
             self._share_carbon()
             self._coordinate(state, forecast)

@@ -249,8 +249,7 @@ class MoveData:
         return MoveData(
             origin=np.array([pos[js.last_datacenter or js.job.home] for js in jobs],
                             dtype=np.int64),
-            gb=np.array([js.job.checkpoint_gb if js.last_datacenter is not None
-                         else js.job.dataset_gb for js in jobs], dtype=float),
+            gb=np.array([js.move_gb for js in jobs], dtype=float),
             lost_s=np.array([restart_s if js.placement is not None else 0.0 for js in jobs],
                             dtype=float),
             kwh_per_gb=kwh, s_per_gb=spg)

@@ -4,7 +4,6 @@ held by a :class:`GroupPlanner` (a Dask actor or a plain object), and the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,7 @@ class GroupReport:
     the capacity price of a GPU-slot of each of its pools in each block and the GPU-slots
     it uses there (pools x blocks), each training job's window need (fraction of the job)
     and window end (slots), the price of a kg under its cap, the slot the plan was made
-    at, the CPU seconds of the call, and the plan's cost (forecast prices), shortfall
+    at, and the plan's cost (forecast prices), shortfall
     (jobs' work) and columns. A group without a plan reports empty blocks."""
 
     block_start: NDArray[np.int64]
@@ -35,7 +34,6 @@ class GroupReport:
     end: Mapping[str, int]
     carbon_price: float
     plan_t0: int
-    solve_s: float
     plan_cost: float = 0.0
     shortfall: float = 0.0
     n_columns: int = 0
@@ -58,7 +56,6 @@ class GroupPlanner:
     def plan(self, state: SlotState, forecast: Forecast, keep: bool = False) -> GroupReport:
         """Re-plan the window on ``state``'s jobs now (keeping the plan before when
         ``keep``, for :meth:`undo`) and report it."""
-        c0 = time.process_time()
         self._kept = self.policy.kept_plan() if keep else None
         if state.t != self._planned_t:
             # The first plan of a slot is solved cold: the basis of a window solved slots
@@ -68,7 +65,7 @@ class GroupPlanner:
             self.policy.forget_basis()
             self._planned_t = state.t
         self.policy.replan(state, forecast)
-        return self._report(state.t, time.process_time() - c0)
+        return self._report(state.t)
 
     def needs(self, state: SlotState) -> tuple[dict[str, float], dict[str, int],
                                                 NDArray[np.int64], NDArray[np.int64]]:
@@ -84,22 +81,21 @@ class GroupPlanner:
             self.policy.restore_plan(self._kept)
             self._kept = None
         plan = self.policy.plan
-        return self._report(plan.t0 if plan is not None else 0, 0.0)
+        return self._report(plan.t0 if plan is not None else 0)
 
     def decide(self, state: SlotState, forecast: Forecast) -> tuple[Allocation, GroupReport]:
         """The group's allocation (its look-ahead re-plans by its own rules: a period old,
         or new jobs) and its report."""
-        c0 = time.process_time()
         alloc = self.policy.decide(state, forecast)
-        return alloc, self._report(state.t, time.process_time() - c0)
+        return alloc, self._report(state.t)
 
-    def _report(self, t: int, solve_s: float) -> GroupReport:
+    def _report(self, t: int) -> GroupReport:
         plan = self.policy.plan
         n_p = len(self.view.pools)
         if plan is None or not plan.pool_price.size:
             z = np.zeros(0, dtype=np.int64)
             return GroupReport(z, z, np.zeros((n_p, 0)), np.zeros((n_p, 0)), {}, {}, 0.0,
-                               t if plan is None else plan.t0, solve_s)
+                               t if plan is None else plan.t0)
         n_b = plan.block_len.size
         used = np.zeros((n_p, n_b))
         pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(self.view.pools)}
@@ -108,5 +104,5 @@ class GroupPlanner:
                 used[pos[(d, g)], b] += f * n * plan.block_len[b]
         return GroupReport(
             plan.block_start, plan.block_len, plan.pool_price, used, plan.need, plan.end,
-            plan.carbon_price, plan.t0, solve_s, plan.cost,
+            plan.carbon_price, plan.t0, plan.cost,
             float(sum(plan.shortfall.values())), plan.n_columns)

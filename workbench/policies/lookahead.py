@@ -123,6 +123,12 @@ from workbench.policies.window import (
 log = logging.getLogger(__name__)
 
 
+def slots_per_hour(slot_s: float) -> int:
+    """An hour's worth of slots (at least one): the default re-plan period, first fine
+    slots and block length."""
+    return max(int(round(3600 / slot_s)), 1)
+
+
 class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound):
     """Contention-aware receding-horizon planner (see the module docstring for the maths).
 
@@ -253,7 +259,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
     def reset(self, scenario: ScenarioView) -> None:
         """Forget the plan; keep the static facts of ``scenario`` (never its grid or jobs)."""
         self._sc = scenario
-        hour = max(int(round(3600 / scenario.slot_s)), 1)
+        hour = slots_per_hour(scenario.slot_s)
         self.replan_slots, self.fine_slots, self.block_slots = (
             hour if v is None else v for v in self._knob_slots)
         self.min_dwell_slots = (2 * hour if self._min_dwell_knob is None

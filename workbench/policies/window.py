@@ -188,7 +188,7 @@ def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[st
         js = jobs[j]
         link = sc.link(str(origin[j]), sc.datacenters[d].name)
         assert link is not None
-        gb = js.job.checkpoint_gb if js.last_datacenter is not None else js.job.dataset_gb
+        gb = js.move_gb
         mcost[i] = gb * link.transfer_energy_kwh_per_gb * p_d[d]
         mlost[i] = link.transfer_s(gb) / sc.slot_s * best_rate[key]
     of_x = np.full(job_of.size, -1, dtype=np.int64)
