@@ -15,7 +15,9 @@ from helpers_sim import SLOT_S, inference, tiny_scenario, training
 
 from workbench import Store
 from workbench.app import create_app, derive, plots
+from workbench.meter import idle_kw
 from workbench.runner import RunSpec, simulate_spec
+from workbench.schema import site_key
 from workbench.supply import Battery, DemandCharge, DemandStructure, Source, Supply
 
 SUN = np.array([0, 0, 1, 3, 4, 3, 1, 0, 0, 0, 0, 0], dtype=float)
@@ -40,8 +42,12 @@ def test_supply_frame_adds_up_to_the_load_and_charging_in_kw() -> None:
                                frame["load"] + frame["charging"], atol=1e-9)
     # kW: the slot's kWh over its hours; the renewables used and curtailed are the sun.
     np.testing.assert_allclose(frame["renewables"] + frame["curtailed"], SUN, atol=1e-9)
-    np.testing.assert_allclose(frame["load"], res.slots["load_kwh:a"] / (SLOT_S / 3600.0))
-    assert derive.supply_frame(res.slots.drop(columns=["grid_kwh:a"]), "a", SLOT_S).empty
+    # The meter's load: the jobs and the site's idle load, kW.
+    np.testing.assert_allclose(frame["load"], res.slots[site_key("load_kw", "a")])
+    np.testing.assert_allclose(frame["load"], res.slots["energy_kwh:a"] / (SLOT_S / 3600.0)
+                               + idle_kw(sc)[0], atol=1e-9)
+    assert derive.supply_frame(res.slots.drop(columns=[site_key("grid_kwh", "a")]), "a",
+                               SLOT_S).empty
     chart = plots.supply_stack(frame, "a")
     assert isinstance(chart, hv.Overlay) and not isinstance(chart, hv.Layout)
     assert "kW" in chart.opts.get().kwargs["title"]
@@ -55,8 +61,8 @@ def test_bill_table_is_the_metrics_per_datacenter_and_their_sum() -> None:
     assert list(table.columns) == [c.format(c="USD", tz="UTC") for c in derive.BILL_COLUMNS]
     assert list(table["datacenter"]) == ["a", "b", "all"]
     b = table.set_index("datacenter")
-    assert b.loc["b", "demand charge (USD)"] == pytest.approx(m["bill_demand:b"])
-    assert b.loc["b", "demand charge (USD)"] > 0 and b.loc["a", "demand charge (USD)"] == 0
+    assert b.loc["b", "demand (USD)"] == pytest.approx(m["bill_demand:b"])
+    assert b.loc["b", "demand (USD)"] > 0 and b.loc["a", "demand (USD)"] == 0
     assert b.loc["b", "peak grid kW"] == pytest.approx(m["peak_kw:b"])
     assert b.loc["all", "total (USD)"] == pytest.approx(m["bill_total"])
     assert b["total (USD)"].iloc[:2].sum() == pytest.approx(m["bill_total"])

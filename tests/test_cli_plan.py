@@ -302,13 +302,18 @@ def test_a_saving_with_unfinished_jobs_is_qualified(db, capsys) -> None:
     assert main(argv + ["--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     got = obj["like_for_like"]
-    expect = like_for_like(obj, obj["baseline"]).as_dict()
+    def metrics(d: dict) -> dict:
+        return {**d, "bill_total": d["bill"]["total"]}
+
+    expect = like_for_like(metrics(obj), metrics(obj["baseline"])).as_dict()
     assert got["saving_pct"] == pytest.approx(expect["saving_pct"])
+    assert got["jobs_saving_pct"] == pytest.approx(expect["jobs_saving_pct"])
     assert got["saving_pct"] < got["bill_saving_pct"]  # the undone work is charged
     assert obj["unfinished_charge"] > 0 and obj["equal_work_cost"] > obj["cost"]
     assert main(["--db", str(db), "runs", "show", "latest"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert f"on equal work: {got['saving_pct']:.1f}%" in text
+    assert f"{got['saving_pct']:.1f}% of the bill and {got['jobs_saving_pct']:.1f}% of its " \
+        "controllable part" in text
     assert "not like for like: 2 jobs unfinished" in text[text.index("the bill alone:"):]
     assert main(["--db", str(db), "runs", "show", "latest", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)["like_for_like"]

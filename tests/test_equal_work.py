@@ -97,21 +97,28 @@ def test_the_bound_on_equal_work_charges_its_share_beyond_the_horizon() -> None:
         "equal_work_cost"] + 1e-9
 
 
-@pytest.mark.parametrize(("run", "base", "saving_pct", "bill_pct", "like"), [
-    # Half the bill by leaving work undone: 10 % on equal work, not like for like.
-    ({"cost": 50.0, "equal_work_cost": 90.0, "jobs_unfinished": 3, "deadline_misses": 0},
-     {"cost": 100.0, "equal_work_cost": 100.0, "jobs_unfinished": 0, "deadline_misses": 0},
-     10.0, 50.0, False),
+@pytest.mark.parametrize(("run", "base", "saving_pct", "jobs_pct", "bill_pct", "like"), [
+    # Half the plan's part by leaving work undone: 10 of its 100 saved on equal work (of a
+    # bill of 1,000 with the no-jobs 900: 10 / 1,000 = 1 %), not like for like.
+    ({"cost": 50.0, "equal_work_cost": 90.0, "bill_total": 950.0, "jobs_unfinished": 3,
+      "deadline_misses": 0},
+     {"cost": 100.0, "equal_work_cost": 100.0, "bill_total": 1000.0, "jobs_unfinished": 0,
+      "deadline_misses": 0},
+     1.0, 10.0, 5.0, False),
     # Both finish everything: the two savings agree.
-    ({"cost": 80.0, "equal_work_cost": 80.0, "jobs_unfinished": 0, "deadline_misses": 1},
-     {"cost": 100.0, "equal_work_cost": 100.0, "jobs_unfinished": 0, "deadline_misses": 1},
-     20.0, 20.0, True),
+    ({"cost": 80.0, "equal_work_cost": 80.0, "bill_total": 180.0, "jobs_unfinished": 0,
+      "deadline_misses": 1},
+     {"cost": 100.0, "equal_work_cost": 100.0, "bill_total": 200.0, "jobs_unfinished": 0,
+      "deadline_misses": 1},
+     10.0, 20.0, 10.0, True),
 ])
-def test_like_for_like(run, base, saving_pct, bill_pct, like) -> None:
+def test_like_for_like(run, base, saving_pct, jobs_pct, bill_pct, like) -> None:
     bound = {"cost": 60.0, "carbon_kg": 1.0, "equal_work_cost": 75.0}
     replay = {"cost": 70.0, "equal_work_cost": 95.0}
     cmp = like_for_like(run, base, bound, replay)
+    assert cmp.saving == pytest.approx(base["equal_work_cost"] - run["equal_work_cost"])
     assert cmp.saving_pct == pytest.approx(saving_pct)
+    assert cmp.jobs_saving_pct == pytest.approx(jobs_pct)
     assert cmp.bill_saving_pct == pytest.approx(bill_pct)
     assert cmp.like_for_like_bill is like
     assert cmp.above_bound_pct == pytest.approx(100 * (run["equal_work_cost"] / 75.0 - 1))

@@ -83,21 +83,28 @@ def test_metrics_from_frames_equal_metrics_of_the_run() -> None:
     assert not math.isnan(res.metrics["decide_s_max"])
 
 
-def test_site_idle_power_is_reported_not_dropped() -> None:
-    """A datacenter's idle_power_kw costs money under every policy; the metrics say how much."""
+def test_site_idle_power_is_metered_and_billed_not_dropped() -> None:
+    """A datacenter's idle_power_kw is on its meter under every policy: in the bill, in the
+    no-jobs bill, and so not in the plan's part of it."""
     import dataclasses
 
-    sc = tiny_scenario(n_slots=4, price_a=[1.0, 3.0, 2.0, 2.0])
+    from workbench.runner import RunSpec, simulate_spec
+
+    sc = tiny_scenario([training("j", home="b", deadline_slot=4)], n_slots=4,
+                       price_a=[1.0, 3.0, 2.0, 2.0])
     a, b = sc.datacenters
     sc = dataclasses.replace(sc, datacenters=(dataclasses.replace(a, idle_power_kw=10.0), b))
-    plan = pd.DataFrame([row(0, "j", "a", 1, 1.0)])
-    m = compute_metrics({"plan": plan}, sc)
+    res, _ = simulate_spec(RunSpec(sc.name, "asap-home", baseline=False), sc)
+    m = res.metrics
     slot_h = SLOT_S / 3600
     # 10 kW x PUE 1.5 over 4 slots, at prices 1, 3, 2, 2 and 600 g/kWh; b has no idle power.
-    assert m["site_idle_energy_kwh"] == pytest.approx(10 * 1.5 * slot_h * 4)
-    assert m["site_idle_cost"] == pytest.approx(10 * 1.5 * slot_h * 8.0)
-    assert m["site_idle_carbon_kg"] == pytest.approx(10 * 1.5 * slot_h * 4 * 0.6)
-    assert m["energy_kwh"] == pytest.approx(1.0)  # the jobs' own energy stays separate
+    assert m["bill_no_jobs_total"] == pytest.approx(10 * 1.5 * slot_h * 8.0)
+    assert m["no_jobs_carbon_kg"] == pytest.approx(10 * 1.5 * slot_h * 4 * 0.6)
+    assert m["cost"] == pytest.approx(m["bill_total"] - m["bill_no_jobs_total"])
+    # The job ran at b alone: the plan's part is its energy at b's price.
+    assert m["cost"] == pytest.approx(float((res.plan["energy_kwh"] * 0.5).sum()))
+    assert m["cost"] == pytest.approx(float(res.plan["cost"].sum()))
+    assert m["energy_kwh"] == pytest.approx(float(res.plan["energy_kwh"].sum()))
 
 
 @pytest.mark.parametrize("jobs", [[], [training("j", deadline_slot=2)]])

@@ -27,6 +27,7 @@ from workbench.policies.baselines import (
     WaitForCheap,
 )
 from workbench.recorders import CsvRecorder, MemoryRecorder
+from workbench.schema import site_key
 from workbench.sim import AllocationError, simulate
 
 
@@ -354,7 +355,7 @@ def test_a_power_cap_holds_in_the_metered_plan_and_a_blind_policy_is_reported() 
     cap = 0.5  # kW per datacenter: about one GPU's facility power
     capped = simulate(sc, LyapunovPolicy(caps=Caps(power_kw=cap)),
                       forecast_mode=default_forecast_mode(sc))
-    meter = capped.slots[[c for c in capped.slots if c.startswith("power_kw:")]]
+    meter = capped.slots[[site_key("grid_import_kw", d.name) for d in sc.datacenters]]
     assert meter.to_numpy().max() <= cap * (1 + 1e-6)
     assert capped.metrics["power_cap_violations"] == 0
     assert capped.metrics["power_cap_kw"] == cap

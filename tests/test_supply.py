@@ -7,16 +7,19 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers_sim import SLOT_S, inference, tiny_scenario, training
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.bill import buckets, compute_bill, month_share
+from workbench.meter import idle_kw
 from workbench.model import ScenarioError
 from workbench.outcome import site_balance
 from workbench.outcome.supply import TOLERANCE
 from workbench.runner import RunSpec, SpecError, simulate_spec
+from workbench.schema import site_key
 from workbench.supply import (
     Battery,
     DemandCharge,
@@ -136,20 +139,27 @@ def test_merit_order_take_or_pay_first_and_what_it_costs() -> None:
 def test_demand_charge_computed_by_hand_on_a_tiny_scenario() -> None:
     jobs = [training("j", home="b", slots_of_work=2.0, deadline_slot=8, gpus=2)]
     sc = tiny_scenario(jobs, n_slots=8)
-    sc = dataclasses.replace(sc, supply=Supply(demand_charges=(
-        DemandCharge("dem", "b", (DemandStructure.flat(20.0),)),)))
+    a, b = sc.datacenters
+    # b idles at 2 kW (2.4 kW with its PUE of 1.2): metered with its jobs, in its peak.
+    sc = dataclasses.replace(sc, datacenters=(a, dataclasses.replace(b, idle_power_kw=2.0)),
+                             supply=Supply(demand_charges=(
+                                 DemandCharge("dem", "b", (DemandStructure.flat(20.0),)),)))
     res, _ = simulate_spec(RunSpec("tiny", "asap-home", baseline=False), sc)
     m = res.metrics
     plan = res.plan
     at_b = plan[plan["region"] == "b"].groupby("slot")["energy_kwh"].sum()
-    peak_kw = float(at_b.max()) / H
+    peak_kw = float(at_b.max()) / H + 2.4
     # Eight 15-minute slots of July 2025 (31 days): 2 of 744 hours.
     share = 2.0 / (31 * 24)
     assert month_share(sc, "UTC", 2025 * 12 + 6) == pytest.approx(share)
     assert m["peak_kw:b"] == pytest.approx(peak_kw)
     assert m["bill_demand"] == pytest.approx(20.0 * peak_kw * share)
     assert m["bill_demand:a"] == 0.0
-    assert m["bill_energy"] == pytest.approx(m["cost"] + m["site_idle_cost"])
+    # No job runs at a; b's idle load is metered with its jobs: the plan's part is the
+    # bill less the no-jobs bill, whose demand charge is on the idle load alone.
+    idle_b = sc.datacenters[1].idle_power_kw * sc.datacenters[1].pue
+    assert m["bill_no_jobs_demand"] == pytest.approx(20.0 * idle_b * share)
+    assert m["cost"] == pytest.approx(m["bill_total"] - m["bill_no_jobs_total"])
     assert m["bill_total"] == pytest.approx(m["bill_energy"] + m["bill_demand"])
     assert m["demand_proration"] == pytest.approx(share)
     assert "2025-07: 0.1 of 31 days" in m["bill_note"]
@@ -174,13 +184,20 @@ def test_tiered_and_time_of_use_demand_charges() -> None:
     grid[40, 0] = 30.0 * H   # 10:00, a weekday peak hour: 30 kW
     grid[4, 0] = 80.0 * H    # 01:00, off-peak: no charge
     charge = np.zeros_like(grid)
+    charge[40, 0] = 1.5
     bill = compute_bill(sc, grid, charge)
     share = 48.0 / (31 * 24)
     site = bill.sites[0]
     assert site.demand == pytest.approx(30 * 24.368 * share)
     assert site.capacity == pytest.approx(500 * 3.0 * share)
     assert site.peak_kw == pytest.approx(80.0)
-    assert bill.demand == pytest.approx(site.demand + site.capacity)
+    assert bill.part("demand") + bill.part("capacity") == pytest.approx(
+        site.demand + site.capacity)
+    assert bill.part("energy") == pytest.approx(1.5)
+    assert bill.total == pytest.approx(sum(bill.as_dict()[p] * (-1 if p == "export_credit"
+                                                                else 1)
+                                           for p in ("energy", "ppa", "export_credit",
+                                                     "demand", "capacity")))
 
 
 def _arbitrage(policy: str, ignore: frozenset[str] = frozenset()) -> tuple:
@@ -205,16 +222,16 @@ def _perfect():  # noqa: ANN202 - a RunSpec field
 def test_a_battery_charges_in_a_cheap_slot_and_discharges_in_a_dear_one(policy: str) -> None:
     res, bound = _arbitrage(policy)
     s = res.slots
-    assert s["charge_kwh:a"].iloc[:4].sum() > 0.5
-    assert s["discharge_kwh:a"].iloc[4:].sum() > 0.5
-    assert s["discharge_kwh:a"].iloc[:4].sum() == pytest.approx(0.0, abs=1e-9)
-    assert s["charge_kwh:a"].iloc[4:].sum() == pytest.approx(0.0, abs=1e-9)
+    assert s[site_key("charge_kwh", "a")].iloc[:4].sum() > 0.5
+    assert s[site_key("discharge_kwh", "a")].iloc[4:].sum() > 0.5
+    assert s[site_key("discharge_kwh", "a")].iloc[:4].sum() == pytest.approx(0.0, abs=1e-9)
+    assert s[site_key("charge_kwh", "a")].iloc[4:].sum() == pytest.approx(0.0, abs=1e-9)
     assert res.metrics["battery_soc_violations"] == 0
     assert res.metrics["battery_cycles"] > 0
     ignored, _ = _arbitrage(policy, frozenset({"supply"}))
     # Planned as if the battery did not exist, the site's greedy dispatch never charges from
     # the grid: the planned battery pays.
-    assert ignored.slots["charge_kwh:a"].sum() == pytest.approx(0.0, abs=1e-9)
+    assert ignored.slots[site_key("charge_kwh", "a")].sum() == pytest.approx(0.0, abs=1e-9)
     assert res.metrics["bill_total"] < ignored.metrics["bill_total"] - 0.1
     if policy == "offline":
         assert bound is not None and bound.cost <= res.metrics["cost"] + 1e-9
@@ -232,11 +249,16 @@ def test_supply_of_a_run_is_metered_in_every_slot() -> None:
     for policy in ("asap-home", "follow-renewables", "lookahead", "offline"):
         res, _ = simulate_spec(RunSpec("tiny", policy, baseline=False), sc)
         s, m = res.slots, res.metrics
+        idle = dict(zip(("a", "b"), idle_kw(sc).tolist(), strict=True))
         for d in ("a", "b"):
-            supplied = s[f"renewable_kwh:{d}"] + s[f"grid_kwh:{d}"] + s[f"discharge_kwh:{d}"]
-            np.testing.assert_allclose(supplied, s[f"load_kwh:{d}"] + s[f"charge_kwh:{d}"],
+            def col(name: str, d: str = d, s: pd.DataFrame = s) -> pd.Series:
+                return s[site_key(name, d)]
+            supplied = col("renewable_kwh") + col("grid_kwh") + col("discharge_kwh")
+            load_kwh = col("load_kw") * H
+            np.testing.assert_allclose(supplied, load_kwh + col("charge_kwh"), atol=1e-9)
+            # The meter's load: the jobs' energy and the site's idle load.
+            np.testing.assert_allclose(load_kwh, s[f"energy_kwh:{d}"] + idle[d] * H,
                                        atol=1e-9)
-            np.testing.assert_allclose(s[f"load_kwh:{d}"], s[f"energy_kwh:{d}"], atol=1e-12)
         assert m["battery_soc_violations"] == 0
         assert 0.0 <= m["green_share"] <= 1.0
         assert m["renewable_kwh"] + m["curtailed_kwh"] == pytest.approx(sun.sum() * H)

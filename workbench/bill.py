@@ -1,25 +1,30 @@
-"""The electricity bill of a run: energy charges, demand charges on the billing month's peak,
-capacity charges, prorated to the horizon.
+"""The electricity bill of a run, from the site meter alone (:mod:`workbench.meter`):
+energy, own supply's settlement, export credit, demand and capacity charges, prorated to
+the horizon.
+
+**Parts.** Per datacenter, over the horizon (scenario currency)::
+
+    energy        = sum_t grid import x the grid's price
+    ppa           = sum_t own sources' settlement (pay as used; take-or-pay on what was
+                    available)
+    export_credit = sum_t exported surplus x the export price
+    demand        = sum_buckets charge(period, peak_kw) x share(month)
+    capacity      = sum_months capacity_kva x price_per_kva_month x share(month)
+    total         = energy + ppa - export_credit + demand + capacity
+
+The same meter of the same sites running no job gives ``no_jobs_total``; ``total -
+no_jobs_total`` is the part of the bill the plan controls (what the metrics call ``cost``).
 
 **Billing periods.** A datacenter is billed by local calendar month (its timezone). A demand
 structure (:class:`workbench.supply.DemandStructure`) assigns each local (month, hour) of a
 weekday or weekend day to a period; its charge in a month is the period's (tiered) price per
 kW times the month's peak grid import in that period. The peak is the largest slot-average
-grid import, kW (the slot is the demand interval). A :class:`Bucket` is one (datacenter,
-charge, structure, month, period): the slots whose peak one charge line takes.
+grid import at the meter, kW (the slot is the demand interval). A :class:`Bucket` is one
+(datacenter, charge, structure, month, period): the slots whose peak one charge line takes.
 
 **Proration.** The horizon rarely covers whole months. A monthly charge (demand or capacity)
 of a month the horizon covers in part is multiplied by the share of the month's hours inside
-the horizon, and the bill says so (:attr:`Bill.note`)::
-
-    demand  = sum_buckets charge(period, peak_kw) * share(month)
-    capacity= sum_months capacity_kva * price_per_kva_month * share(month)
-    total   = energy + demand + capacity
-
-``energy`` is the sum of the slots' energy charges of the jobs' load
-(:func:`workbench.outcome.site_balance`) plus the sites' baseline power at the grid price
-(:func:`baseline_kw`, the same under every plan); the peak is that of the grid import with
-the baseline.
+the horizon, and the bill says so (:attr:`Bill.note`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from workbench.model import Scenario, ScenarioView
+from workbench.schema import site_key
 from workbench.supply import DemandStructure
 
 
@@ -114,17 +120,23 @@ def capacity_charges(sc: Scenario | ScenarioView) -> dict[str, float]:
     return out
 
 
+BILL_PARTS: tuple[str, ...] = ("energy", "ppa", "export_credit", "demand", "capacity")
+"""The bill's named parts, in order; ``export_credit`` is subtracted, the rest added."""
+
+
 @dataclass(frozen=True)
 class SiteBill:
-    """One datacenter's bill over the horizon (scenario currency).
+    """One datacenter's bill over the horizon (scenario currency; see the module notes).
 
     ``peak_kw`` is its largest slot-average grid import and ``peak_time`` the start of that
-    slot (UTC; None without load); ``share`` the smallest share of a billed month inside the
-    horizon (1: whole months only).
+    slot (UTC; None without import); ``share`` the smallest share of a billed month inside
+    the horizon (1: whole months only).
     """
 
     datacenter: str
     energy: float
+    ppa: float
+    export_credit: float
     demand: float
     capacity: float
     peak_kw: float
@@ -133,7 +145,7 @@ class SiteBill:
 
     @property
     def total(self) -> float:
-        return self.energy + self.demand + self.capacity
+        return self.energy + self.ppa - self.export_credit + self.demand + self.capacity
 
 
 @dataclass(frozen=True)
@@ -144,48 +156,36 @@ class Bill:
     sites: tuple[SiteBill, ...]
     note: str = ""
 
-    @property
-    def energy(self) -> float:
-        return float(sum(s.energy for s in self.sites))
-
-    @property
-    def demand(self) -> float:
-        """Demand and capacity charges: what the bill adds to energy."""
-        return float(sum(s.demand + s.capacity for s in self.sites))
+    def part(self, name: str) -> float:
+        """One of :data:`BILL_PARTS` over every datacenter."""
+        return float(sum(getattr(s, name) for s in self.sites))
 
     @property
     def total(self) -> float:
-        return self.energy + self.demand
+        return float(sum(s.total for s in self.sites))
 
     @property
     def prorated(self) -> bool:
         return bool(self.note)
 
     def as_dict(self) -> dict[str, float]:
-        """``{"energy", "demand", "total"}`` (``plan --json``'s ``bill``)."""
-        return {"energy": self.energy, "demand": self.demand, "total": self.total}
+        """Every part (:data:`BILL_PARTS`) and ``total``."""
+        return {**{p: self.part(p) for p in BILL_PARTS}, "total": self.total}
 
 
-def baseline_kw(sc: Scenario | ScenarioView) -> NDArray[np.float64]:
-    """Each datacenter's baseline facility power, ``idle_power_kw * PUE`` (kW): metered apart
-    from the jobs' load, at the grid price, and part of every slot's grid import."""
-    return np.array([d.idle_power_kw * d.pue for d in sc.datacenters], dtype=float)
-
-
-def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], energy_charge: NDArray[np.float64]
-                 ) -> Bill:
-    """The bill from the jobs' metered grid import and energy charges, arrays (slots,
-    datacenters) in the scenario's datacenter order (see the module docstring). The sites'
-    baseline (:func:`baseline_kw`) is added: to every slot's grid import, and at the grid's
-    price to the energy charges."""
+def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], grid_charge: NDArray[np.float64],
+                 ppa_charge: NDArray[np.float64] | None = None,
+                 export_credit: NDArray[np.float64] | None = None) -> Bill:
+    """The bill from the meter: each site-slot's grid import (kWh) and its charges' parts,
+    arrays (slots, datacenters) in the scenario's datacenter order (see the module notes;
+    ``ppa_charge`` and ``export_credit`` default to 0)."""
     slot_h = sc.slot_s / 3600.0
     names = [d.name for d in sc.datacenters]
-    base = baseline_kw(sc)
-    kw = np.asarray(grid_kwh, dtype=float) / slot_h + base[None, :]
-    price = np.asarray(sc.grid["price_per_kwh"].sel(
-        region=[d.region for d in sc.datacenters]).values[_first(sc):_first(sc) + sc.n_slots],
-        dtype=float)
-    energy_charge = np.asarray(energy_charge, dtype=float) + price * (base * slot_h)[None, :]
+    kw = np.asarray(grid_kwh, dtype=float) / slot_h
+    zero = np.zeros_like(kw)
+    grid_charge = np.asarray(grid_charge, dtype=float)
+    ppa = zero if ppa_charge is None else np.asarray(ppa_charge, dtype=float)
+    credit = zero if export_credit is None else np.asarray(export_credit, dtype=float)
     demand = dict.fromkeys(names, 0.0)
     shares = dict.fromkeys(names, 1.0)
     partial: set[int] = set()
@@ -204,7 +204,9 @@ def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], energy_charge: NDA
         col = kw[:, i] if kw.size else np.zeros(0)
         at = int(np.argmax(col)) if col.size and col.max() > 0 else None
         sites.append(SiteBill(
-            datacenter=name, energy=float(np.sum(energy_charge[:, i])) if kw.size else 0.0,
+            datacenter=name, energy=float(np.sum(grid_charge[:, i])) if kw.size else 0.0,
+            ppa=float(np.sum(ppa[:, i])) if kw.size else 0.0,
+            export_credit=float(np.sum(credit[:, i])) if kw.size else 0.0,
             demand=demand[name], capacity=cap.get(name, 0.0),
             peak_kw=float(col.max()) if col.size else 0.0,
             peak_time=None if at is None else times[at],
@@ -212,13 +214,33 @@ def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], energy_charge: NDA
     return Bill(sites=tuple(sites), note=_note(sc, partial))
 
 
-def _first(sc: Scenario) -> int:
-    """The grid cube's row of the scenario's first slot."""
-    times = pd.DatetimeIndex(sc.grid["time"].values)
-    pos = int(times.get_indexer([pd.Timestamp(sc.start).tz_convert("UTC").tz_localize(None)])[0])
-    if pos < 0:
-        raise ValueError(f"scenario {sc.name!r}: its grid cube has no step at its start")
-    return pos
+def has_meter(slots: pd.DataFrame | None, datacenters: Sequence[str]) -> bool:
+    """Whether a slots frame holds the site meter's columns (:data:`SITE_SLOT`; runs
+    simulated since the meter, or recomputed, :func:`workbench.runs.fill_meter`)."""
+    return (slots is not None and bool(datacenters)
+            and site_key("no_jobs_grid_kwh", datacenters[0]) in slots.columns)
+
+
+def site_array(slots: pd.DataFrame, field: str, datacenters: Sequence[str]
+               ) -> NDArray[np.float64]:
+    """One :data:`SITE_SLOT` field of a slots frame as an array (slots, datacenters)."""
+    return np.column_stack([slots[site_key(field, d)].to_numpy(dtype=float)
+                            for d in datacenters])
+
+
+def metered_bills(sc: Scenario, slots: pd.DataFrame) -> tuple[Bill, Bill]:
+    """The run's bill and the no-jobs reference's, from a slots frame holding the meter's
+    columns (:func:`has_meter`; :data:`SITE_SLOT`)."""
+    names = [d.name for d in sc.datacenters]
+
+    def arr(col: str) -> NDArray[np.float64]:
+        return site_array(slots, col, names)
+
+    run = compute_bill(sc, arr("grid_kwh"), arr("grid_charge"), arr("ppa_charge"),
+                       arr("export_credit"))
+    none = compute_bill(sc, arr("no_jobs_grid_kwh"), arr("no_jobs_grid_charge"),
+                        arr("no_jobs_ppa_charge"), arr("no_jobs_export_credit"))
+    return run, none
 
 
 def _note(sc: Scenario, months: set[int]) -> str:
@@ -258,19 +280,22 @@ def demand_prices(bks: Sequence[Bucket], peaks: Mapping[tuple[str, int, int, int
                      for b in bks], dtype=float)
 
 
-__all__ = ["Bill", "Bucket", "SiteBill", "buckets", "capacity_charges", "compute_bill",
-           "demand_prices", "month_share", "slot_buckets"]
+__all__ = ["BILL_KEYS", "BILL_PARTS", "Bill", "Bucket", "SiteBill", "bill_metrics",
+           "buckets", "capacity_charges", "compute_bill", "demand_prices", "has_meter",
+           "metered_bills", "month_share", "site_array", "slot_buckets"]
 
 
-SUPPLY_KEYS: tuple[str, ...] = (
-    "bill_energy", "bill_demand", "bill_total", "demand_proration", "green_share",
-    "renewable_kwh", "curtailed_kwh", "exported_kwh", "grid_kwh", "battery_throughput_kwh",
-    "battery_cycles", "battery_soc_violations", "limit_saved_kwh", "power_limited_share",
-    "cost_at_grid_price", "carbon_kg_at_grid_intensity",
+BILL_KEYS: tuple[str, ...] = (
+    *(f"bill_{p}" for p in BILL_PARTS), "bill_total", "bill_no_jobs_total",
+    "bill_no_jobs_demand", "bill_unattributed", "demand_proration", "site_carbon_kg",
+    "no_jobs_carbon_kg", "green_share", "renewable_kwh", "curtailed_kwh", "exported_kwh",
+    "grid_kwh", "battery_throughput_kwh", "battery_cycles", "battery_soc_violations",
+    "limit_saved_kwh", "power_limited_share", "cost_at_grid_price",
+    "carbon_kg_at_grid_intensity",
 )
-"""Supply, storage, bill and power-limit metrics (:func:`supply_metrics`); per datacenter
-``bill_energy:<dc>``, ``bill_demand:<dc>``, ``peak_kw:<dc>`` and ``peak_time:<dc>`` follow,
-and ``bill_note`` (how monthly charges were prorated, text)."""
+"""The bill, supply, storage and power-limit metrics (:func:`bill_metrics`) of a metered
+run; per datacenter ``bill_<part>:<dc>``, ``bill_total:<dc>``, ``peak_kw:<dc>`` and
+``peak_time:<dc>`` follow, and ``bill_note`` (how monthly charges were prorated, text)."""
 
 
 def _pool_max_power_w(scenario: Scenario, datacenter: NDArray[Any], gpu_type: NDArray[Any]
@@ -289,26 +314,26 @@ def _pool_max_power_w(scenario: Scenario, datacenter: NDArray[Any], gpu_type: ND
     return table[d_code, g_code]
 
 
-def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Scenario,
-                   energy: Mapping[str, Any]) -> dict[str, Any]:
-    """Where the energy came from and what the bill is (:data:`SUPPLY_KEYS`), from the
-    slots' metered balance (``grid_kwh:<dc>``, ``energy_charge:<dc>``, ...; none for a run
-    stored without them). ``energy`` holds the plan's ``cost`` and ``carbon_kg``.
+def bill_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Scenario
+                 ) -> dict[str, Any]:
+    """The bill and where the energy came from (:data:`BILL_KEYS`), from the slots' meter
+    (:mod:`workbench.meter`; only the power-limit figures for a slots frame without it).
 
-    - ``cost`` and ``carbon_kg`` become, with on-site sources or batteries, the energy
-      charges and carbon of the jobs' load from what came from where
-      (:func:`workbench.outcome.site_balance`); ``cost_at_grid_price`` and
-      ``carbon_kg_at_grid_intensity`` keep the plan's sums at the grid's price and carbon
-      (what the attribution of a saving starts from). Without supply they are the same.
-    - ``bill_energy = cost + site_idle_cost`` (the sites' baseline power, metered apart at
-      the grid price), ``bill_demand`` (demand and capacity charges on the peak grid import
-      with the baseline, prorated to the horizon), ``bill_total``; per datacenter
-      ``bill_energy:<dc>``, ``bill_demand:<dc>``, its peak grid import ``peak_kw:<dc>``
-      and when (``peak_time:<dc>``, UTC ISO);
-      ``demand_proration`` the smallest share of a billed month inside the horizon (1: whole
-      months, or no monthly charge) and ``bill_note`` what was prorated.
-    - ``green_share = renewable / (renewable + grid)``: the share of the energy taken in
-      for the jobs that came from the sites' renewables and PPAs (0 without them);
+    - ``bill_<part>`` (:data:`BILL_PARTS`) and ``bill_total``: :func:`metered_bills`;
+      ``bill_no_jobs_total`` the same sites' bill running no job, ``bill_no_jobs_demand``
+      its demand and capacity charges. ``cost = bill_total - bill_no_jobs_total``, the part
+      of the bill the plan controls, and ``carbon_kg = site_carbon_kg -
+      no_jobs_carbon_kg`` likewise; ``bill_unattributed`` the part of ``cost`` no plan row
+      took (:class:`workbench.meter.Meter`; 0 unless energy moved through a battery after the
+      last job ran).
+    - ``cost_at_grid_price`` and ``carbon_kg_at_grid_intensity``: the jobs' energy at the
+      grid's price and carbon (where the attribution of a saving starts).
+    - Per datacenter ``bill_<part>:<dc>``, ``bill_total:<dc>``, its peak grid import
+      ``peak_kw:<dc>`` and when (``peak_time:<dc>``, UTC ISO); ``demand_proration`` the
+      smallest share of a billed month inside the horizon (1: whole months, or no monthly
+      charge) and ``bill_note`` what was prorated.
+    - ``green_share = renewable / (renewable + grid)``: the share of the energy the sites
+      took in that came from their renewables and PPAs (0 without them);
       ``renewable_kwh``, ``grid_kwh``, ``curtailed_kwh``, ``exported_kwh``.
     - ``battery_throughput_kwh`` (energy out of the batteries), ``battery_cycles`` (that
       over their usable capacity: full equivalent cycles), ``battery_soc_violations``
@@ -320,8 +345,7 @@ def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Sce
     from workbench.outcome.supply import TOLERANCE
 
     names = [d.name for d in scenario.datacenters]
-    out: dict[str, Any] = {"cost_at_grid_price": float(energy["cost"]),
-                           "carbon_kg_at_grid_intensity": float(energy["carbon_kg"])}
+    out: dict[str, Any] = {}
     saved = plan["limit_saved_kwh"] if "limit_saved_kwh" in plan else pd.Series(dtype=float)
     out["limit_saved_kwh"] = float(saved.fillna(0.0).sum())
     if "power_limit_w" in plan and "n_gpus" in plan:
@@ -333,37 +357,45 @@ def supply_metrics(plan: pd.DataFrame, slots: pd.DataFrame | None, scenario: Sce
         out["power_limited_share"] = float(kwh[limited].sum()) / run_kwh if run_kwh else 0.0
     else:
         out["power_limited_share"] = 0.0
-    if slots is None or not len(slots) or f"grid_kwh:{names[0]}" not in slots:
+    if slots is None or not has_meter(slots, names):
         return out
-    grid = np.column_stack([slots[f"grid_kwh:{n}"].to_numpy(float) for n in names])
-    charge = np.column_stack([slots[f"energy_charge:{n}"].to_numpy(float) for n in names])
-    bill = compute_bill(scenario, grid, charge)
-    sup = scenario.supply
-    if sup.has_energy and "cost" in slots:
-        out["cost"] = float(slots["cost"].sum())
-        out["carbon_kg"] = float(slots["carbon_kg"].sum())
-    out.update(bill_energy=bill.energy, bill_demand=bill.demand, bill_total=bill.total,
+    bill, none = metered_bills(scenario, slots)
+    rows_cost = float(plan["cost"].sum()) if "cost" in plan else 0.0
+    cost = bill.total - none.total
+    site_kg = float(site_array(slots, "carbon_kg", names).sum())
+    none_kg = float(site_array(slots, "no_jobs_carbon_kg", names).sum())
+    out.update({f"bill_{p}": bill.part(p) for p in BILL_PARTS})
+    out.update(bill_total=bill.total, bill_no_jobs_total=none.total,
+               bill_no_jobs_demand=none.part("demand") + none.part("capacity"),
+               cost=cost, bill_unattributed=cost - rows_cost,
+               site_carbon_kg=site_kg, no_jobs_carbon_kg=none_kg, carbon_kg=site_kg - none_kg,
                demand_proration=min((s.share for s in bill.sites), default=1.0),
                bill_note=bill.note)
+    for col, key in (("cost_at_grid_price", "cost_at_grid_price"),
+                     ("carbon_kg_at_grid_intensity", "carbon_kg_at_grid_intensity")):
+        if col in slots:
+            out[key] = float(slots[col].sum())
     for s in bill.sites:
-        out[f"bill_energy:{s.datacenter}"] = s.energy
-        out[f"bill_demand:{s.datacenter}"] = s.demand + s.capacity
+        for p in BILL_PARTS:
+            out[f"bill_{p}:{s.datacenter}"] = float(getattr(s, p))
+        out[f"bill_total:{s.datacenter}"] = s.total
         out[f"peak_kw:{s.datacenter}"] = s.peak_kw
         out[f"peak_time:{s.datacenter}"] = (None if s.peak_time is None
                                             else pd.Timestamp(s.peak_time).isoformat())
 
     def total(col: str) -> float:
-        return float(sum(slots[f"{col}:{n}"].sum() for n in names if f"{col}:{n}" in slots))
+        return float(site_array(slots, col, names).sum())
 
     ren, grid_kwh = total("renewable_kwh"), total("grid_kwh")
     out.update(renewable_kwh=ren, grid_kwh=grid_kwh, curtailed_kwh=total("curtailed_kwh"),
                exported_kwh=total("exported_kwh"),
                green_share=ren / (ren + grid_kwh) if ren + grid_kwh > 0 else 0.0)
     throughput = total("discharge_kwh")
+    sup = scenario.supply
     usable = sum(b.usable_kwh for b in sup.batteries)
     violations = 0
     for b in sup.batteries:
-        soc = slots[f"soc_kwh:{b.datacenter}"].to_numpy(float)
+        soc = site_array(slots, "soc_kwh", [b.datacenter])[:, 0]
         violations += int(((soc < b.soc_min_kwh - TOLERANCE)
                            | (soc > b.soc_max_kwh + TOLERANCE)).sum())
     out.update(battery_throughput_kwh=throughput,

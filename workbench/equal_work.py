@@ -159,6 +159,13 @@ def _num(metrics: Mapping[str, Any] | None, key: str) -> float:
     return out if math.isfinite(out) else math.nan
 
 
+def _whole(metrics: Mapping[str, Any] | None, key: str, fallback: str) -> float:
+    """The whole site's figure (``bill_total``, ``site_carbon_kg``) of a metered run; the
+    jobs' own (``fallback``) for a run read back without its meter."""
+    got = _num(metrics, key)
+    return got if math.isfinite(got) else _num(metrics, fallback)
+
+
 def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole and math.isfinite(whole) else math.nan
 
@@ -170,13 +177,23 @@ class LikeForLike:
 
     Attributes
     ----------
-    saving, saving_pct
-        ``equal_work_cost[asap-home] - equal_work_cost[run]`` in the currency, and as a
-        percentage of asap-home's equal-work cost (positive: cheaper).
-    carbon_saving_kg, carbon_saving_pct
+    equal_work_cost, equal_work_carbon_kg
+        The run's controllable part of the bill (``cost``: ``bill_total -
+        bill_no_jobs_total``) and of the carbon, plus its undone work's charge.
+    equal_work_bill, equal_work_site_carbon_kg
+        The whole bill (``bill_total``) and the sites' whole carbon, plus the same charge.
+    saving
+        ``equal_work_cost[asap-home] - equal_work_cost[run]`` in the currency (positive:
+        cheaper): the bill's saving on equal work. The sites' no-jobs bill is the same for
+        both runs, so it is the whole bill's saving and its controllable part's alike.
+    saving_pct
+        That saving as a percentage of asap-home's whole bill on equal work.
+    jobs_saving_pct
+        The same saving as a percentage of asap-home's controllable part on equal work.
+    carbon_saving_kg, carbon_saving_pct, jobs_carbon_saving_pct
         The same for carbon.
     bill_saving, bill_saving_pct
-        The bills alone (``cost``), which count no work left undone.
+        The bills alone (``bill_total``), which count no work left undone.
     unfinished_charge, baseline_unfinished_charge
         What the run's and asap-home's undone work was charged (currency).
     unfinished_carbon_kg, baseline_unfinished_carbon_kg
@@ -196,10 +213,14 @@ class LikeForLike:
 
     equal_work_cost: float
     equal_work_carbon_kg: float
+    equal_work_bill: float
+    equal_work_site_carbon_kg: float
     saving: float
     saving_pct: float
+    jobs_saving_pct: float
     carbon_saving_kg: float
     carbon_saving_pct: float
+    jobs_carbon_saving_pct: float
     bill_saving: float
     bill_saving_pct: float
     unfinished_charge: float
@@ -238,14 +259,24 @@ def like_for_like(run: Mapping[str, Any], baseline: Mapping[str, Any] | None = N
     """
     ew, kg = _num(run, "equal_work_cost"), _num(run, "equal_work_carbon_kg")
     b_ew, b_kg = _num(baseline, "equal_work_cost"), _num(baseline, "equal_work_carbon_kg")
-    b_cost, cost = _num(baseline, "cost"), _num(run, "cost")
+    bill, b_bill = _whole(run, "bill_total", "cost"), _whole(baseline, "bill_total", "cost")
+    site_kg = _whole(run, "site_carbon_kg", "carbon_kg")
+    b_site_kg = _whole(baseline, "site_carbon_kg", "carbon_kg")
+    # On equal work the whole bill carries the same charge as its controllable part.
+    ew_bill = bill + ew - _num(run, "cost")
+    b_ew_bill = b_bill + b_ew - _num(baseline, "cost")
+    ew_site = site_kg + kg - _num(run, "carbon_kg")
+    b_ew_site = b_site_kg + b_kg - _num(baseline, "carbon_kg")
     lb = _num(bound, "equal_work_cost")
     rp = _num(replay, "equal_work_cost")
     return LikeForLike(
-        equal_work_cost=ew, equal_work_carbon_kg=kg,
-        saving=b_ew - ew, saving_pct=_pct(b_ew - ew, b_ew),
-        carbon_saving_kg=b_kg - kg, carbon_saving_pct=_pct(b_kg - kg, b_kg),
-        bill_saving=b_cost - cost, bill_saving_pct=_pct(b_cost - cost, b_cost),
+        equal_work_cost=ew, equal_work_carbon_kg=kg, equal_work_bill=ew_bill,
+        equal_work_site_carbon_kg=ew_site,
+        saving=b_ew - ew, saving_pct=_pct(b_ew - ew, b_ew_bill),
+        jobs_saving_pct=_pct(b_ew - ew, b_ew),
+        carbon_saving_kg=b_kg - kg, carbon_saving_pct=_pct(b_kg - kg, b_ew_site),
+        jobs_carbon_saving_pct=_pct(b_kg - kg, b_kg),
+        bill_saving=b_bill - bill, bill_saving_pct=_pct(b_bill - bill, b_bill),
         unfinished_charge=_num(run, "unfinished_charge"),
         baseline_unfinished_charge=_num(baseline, "unfinished_charge"),
         unfinished_carbon_kg=_num(run, "unfinished_carbon_kg"),

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.bill import supply_metrics
+from workbench.bill import bill_metrics, has_meter, site_array
 from workbench.caps import Caps
 from workbench.equal_work import EQUAL_WORK_KEYS, equal_work
 from workbench.model import Scenario
@@ -33,15 +33,15 @@ METRIC_KEYS: tuple[str, ...] = (
     "jobs_total", "jobs_unfinished", "inference_services", "inference_unserved_slots",
     "migrations", "migration_gb", "round_trips", "gpu_utilisation", "jobs_waiting_mean",
     "decide_s_mean", "decide_s_max", "solve_s_mean", "solve_s_max", "fallbacks",
-    "site_idle_energy_kwh", "site_idle_cost", "site_idle_carbon_kg", "data_moves",
+    "cost_at_grid_price", "carbon_kg_at_grid_intensity", "data_moves",
     "transfer_gb", "lost_s", "movement_kwh", "power_cap_violations", "power_cap_trims",
     *EQUAL_WORK_KEYS,
 )
 """Keys every metrics dict has (the equal-work figures: :mod:`workbench.equal_work`); with
 a carbon cap ``carbon_cap_kg`` and ``carbon_cap_met``, with a power cap ``power_cap_kw``;
 per-pool ``gpu_utilisation:<dc>/<gpu>`` and per-queue ``queue_mean:<kind>`` /
-``queue_max:<kind>`` keys follow them, and the supply and bill keys
-(:data:`workbench.bill.SUPPLY_KEYS`) when the run metered them."""
+``queue_max:<kind>`` keys follow them, and the bill's keys
+(:data:`workbench.bill.BILL_KEYS`) when the run was metered (:mod:`workbench.meter`)."""
 
 
 
@@ -96,35 +96,6 @@ def _horizon(scenario: Scenario) -> tuple[pd.DatetimeIndex, int]:
     return times[pos:pos + scenario.n_slots], pos
 
 
-def site_idle(scenario: Scenario) -> dict[str, float]:
-    """Energy, cost and carbon of the datacenters' baseline power over the horizon.
-
-    ``idle_power_kw`` of a datacenter is drawn whatever runs, so no job's plan rows carry it
-    and it is the same under every policy::
-
-        site_idle_energy_kwh = sum_d idle_power_kw[d] * PUE[d] * slot_s * n_slots / 3600
-        site_idle_cost       = sum_d sum_t idle_power_kw[d] * PUE[d] * slot_s / 3600 * p[d, t]
-        site_idle_carbon_kg  = sum_d sum_t idle_power_kw[d] * PUE[d] * slot_s / 3600
-                               * c[d, t] / G_PER_KG
-    """
-    _, pos = _horizon(scenario)
-    end = pos + scenario.n_slots
-    slot_h = scenario.slot_s / 3600.0
-    energy = cost = carbon = 0.0
-    for d in scenario.datacenters:
-        kwh = d.idle_power_kw * d.pue * slot_h
-        if kwh == 0:
-            continue
-        cell = scenario.grid.sel(region=d.region)
-        price = np.asarray(cell["price_per_kwh"].values[pos:end], dtype=float)
-        grams = np.asarray(cell["carbon_g_per_kwh"].values[pos:end], dtype=float)
-        energy += kwh * price.size
-        cost += kwh * float(price.sum())
-        carbon += kwh * float(grams.sum()) / G_PER_KG
-    return {"site_idle_energy_kwh": energy, "site_idle_cost": cost,
-            "site_idle_carbon_kg": carbon}
-
-
 def _get(result: Any, key: str) -> Any:
     """``result[key]`` of a mapping, else the attribute (None where missing)."""
     if isinstance(result, Mapping):
@@ -152,9 +123,9 @@ def _caps(result: Any, scenario: Scenario, slots: pd.DataFrame | None, carbon_kg
     """Whether the run's caps (the :class:`~workbench.caps.Caps` its stored knobs hold,
     :meth:`~workbench.caps.Caps.from_stored`) held.
 
-    ``power_cap_violations``: datacenter-slots whose metered power (``power_kw:<dc>`` of
-    the slots frame, the jobs' facility energy over the slot / slot length) exceeds the
-    cap by more than 1e-6 relative; ``power_cap_trims``: job-slots the simulator paused to
+    ``power_cap_violations``: datacenter-slots whose grid import at the site meter
+    (``grid_import_kw``, :data:`workbench.schema.SITE_SLOT`) exceeds the cap by more than
+    1e-6 relative; ``power_cap_trims``: job-slots the simulator paused to
     keep an enforced cap (``power_trims`` of the slots frame). ``carbon_cap_met``: emitted
     carbon <= cap (per datacenter for a per-datacenter cap, from ``carbon_kg:<dc>``).
     """
@@ -167,13 +138,10 @@ def _caps(result: Any, scenario: Scenario, slots: pd.DataFrame | None, carbon_kg
         limits = {n: caps.power_kw_of(n) for n in names}
         out["power_cap_kw"] = (float(caps.power_kw) if caps.power_kw is not None
                                else float(sum(caps.power_kw_by_dc.values())))
-        if slots is not None and len(slots):
-            n = 0
-            for dc, cap in limits.items():
-                col = f"power_kw:{dc}"
-                if col in slots and math.isfinite(cap):
-                    n += int((slots[col].astype(float) > cap * (1 + 1e-6)).sum())
-            out["power_cap_violations"] = n
+        if slots is not None and len(slots) and has_meter(slots, names):
+            kw = site_array(slots, "grid_import_kw", names)
+            limit = np.array([limits[n] for n in names], dtype=float)
+            out["power_cap_violations"] = int((kw > limit[None, :] * (1 + 1e-6)).sum())
     scopes = caps.carbon_scopes()
     if scopes:
         out["carbon_cap_kg"] = float(sum(scopes.values()))
@@ -240,12 +208,15 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
         Flat: :data:`METRIC_KEYS`, then ``gpu_utilisation:<dc>/<gpu>``,
         ``queue_mean:<kind>`` and ``queue_max:<kind>``. Definitions:
 
-        - ``energy_kwh``, ``cost``, ``carbon_kg``: sums over the plan (facility energy with
-          PUE, at the true price and carbon): the jobs' own energy, without the sites'
-          baseline power.
-        - ``site_idle_energy_kwh``, ``site_idle_cost``, ``site_idle_carbon_kg``: the
-          datacenters' ``idle_power_kw`` (times PUE) over the horizon, the same under every
-          policy (:func:`site_idle`); add them for the sites' total bill.
+        - ``energy_kwh``: the jobs' facility energy (IT x PUE, transfers included), the
+          sites' idle load apart.
+        - ``cost`` and ``carbon_kg``: the part of the bill (and of the carbon) the plan
+          controls, ``bill_total - bill_no_jobs_total`` from the site meter
+          (:func:`workbench.bill.bill_metrics`); the plan rows' ``cost`` and
+          ``carbon_kg`` are each row's share of it. A run read back without its meter (a
+          plan CSV) has the rows' sums.
+        - ``cost_at_grid_price``, ``carbon_kg_at_grid_intensity``: the jobs' energy at the
+          grid's price and carbon (the attribution's starting point).
         - ``energy_moved_kwh``: energy of rows run outside the job's home datacenter.
         - ``energy_peak_kwh`` / ``energy_offpeak_kwh``: split by :func:`peak_mask`.
         - ``mean_jct_h``, ``p95_jct_h``: completion time ``finish - arrival`` of finished
@@ -272,15 +243,15 @@ def compute_metrics(result: Any, scenario: Scenario) -> dict[str, Any]:
     assert plan is not None
     running = plan["n_gpus"].fillna(0).astype(int) > 0
     out: dict[str, Any] = _energy_metrics(plan, scenario, running)
+    out.update(cost_at_grid_price=out["cost"], carbon_kg_at_grid_intensity=out["carbon_kg"])
+    slots = f["slots"]
+    out.update(bill_metrics(plan, slots, scenario))
     out.update(equal_work(plan, scenario, out["cost"], out["carbon_kg"]))
     out.update(_job_metrics(f["jobs"], plan, scenario))
     out.update(_movement_metrics(f["migrations"], plan))
     per_pool = _utilisation(plan, scenario, running)
     out["gpu_utilisation"] = per_pool.pop("gpu_utilisation")
-    slots = f["slots"]
     out.update(_slot_metrics(slots))
-    out.update(site_idle(scenario))
-    out.update(supply_metrics(plan, slots, scenario, out))
     out.update(_caps(result, scenario, slots, out["carbon_kg"]))
     out.update(per_pool)
     out.update(_queue_metrics(result, slots))
@@ -513,18 +484,21 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
                         - M                        movement (transfers and restarts)
 
     The green levers add three parts (0 for runs without them), so that the parts add up to
-    the saving on the bill's total (:func:`supply_metrics`)::
+    the saving on the bill (``cost``, the part of the bill the plan controls; the whole
+    bill's saving is the same amount, :mod:`workbench.bill`)::
 
         power_limits = (S_p - S_b) * P_b     S: energy the GPU power limits saved (kWh), out
                                              of efficiency (efficiency becomes
                                              (E_b + S_b - E_p - S_p) P_b)
-        supply       = (G_p - C_p) - (G_b - C_b)   G: cost at the grid price, C: the energy
-                                             charges through renewables and batteries
-        demand       = D_b - D_p             D: demand and capacity charges
+        supply       = (G_p - C_p) - (G_b - C_b)   G: the jobs' energy at the grid price,
+                                             C: their energy charges through the meter
+                                             (own supply, batteries, export)
+        demand       = D_b - D_p             D: demand and capacity charges above the
+                                             no-jobs meter's
 
-    The same with carbon intensity for ``carbon_kg`` (without ``demand``). The parts add up
-    to the saving (up to float rounding): ``bill_total_b - bill_total_p`` in currency when
-    both runs carry their metrics, else the saving at the grid's price; kg likewise.
+    with ``C = cost - D``. The same with carbon intensity for ``carbon_kg`` (without
+    ``demand``). The parts add up to ``cost_b - cost_p`` (up to float rounding) when both
+    runs carry their metrics, else to the saving at the grid's price; kg likewise.
 
     Parameters
     ----------
@@ -546,33 +520,46 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     assert p_plan is not None and b_plan is not None
     m_p, m_b = _run_metrics(result), _run_metrics(baseline)
     out: dict[str, dict[str, float]] = {}
-    for key, var, scale in (("cost", "price_per_kwh", 1.0),
-                            ("carbon_kg", "carbon_g_per_kwh", 1000.0)):
+    for key, var, scale, at_grid in (
+            ("cost", "price_per_kwh", 1.0, "cost_at_grid_price"),
+            ("carbon_kg", "carbon_g_per_kwh", 1000.0, "carbon_kg_at_grid_intensity")):
         e_b = float(b_plan["energy_kwh"].sum())
-        total_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * G_PER_KG).sum())
-        e_p, own_at_p, own_at_h, total_p = _own_and_home(p_plan, scenario, var)
-        p_b = total_b / e_b if e_b else 0.0
+        e_p, own_at_p, own_at_h, rows_p = _own_and_home(p_plan, scenario, var)
+        rows_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * G_PER_KG)
+                       .sum())
+        g_b = float(m_b[at_grid]) * scale if at_grid in m_b else rows_b
+        g_p = float(m_p[at_grid]) * scale if at_grid in m_p else rows_p
+        p_b = g_b / e_b if e_b else 0.0
         p_p = own_at_p / e_p if e_p else 0.0
         p_h = own_at_h / e_p if e_p else 0.0
-        movement = total_p - own_at_p
         s_p, s_b = (float(plan["limit_saved_kwh"].fillna(0.0).sum())
                     if "limit_saved_kwh" in plan else 0.0 for plan in (p_plan, b_plan))
-        at_grid = "cost_at_grid_price" if key == "cost" else "carbon_kg_at_grid_intensity"
-
-        def supply_saved(m: Mapping[str, Any], k: str = key, g: str = at_grid) -> float:
-            return float(m[g]) - float(m[k]) if g in m and k in m else 0.0
-
         parts = {
             "efficiency": (e_b + s_b - e_p - s_p) * p_b / scale,
             "temporal": e_p * (p_b - p_h) / scale,
             "spatial": e_p * (p_h - p_p) / scale,
-            "movement": -movement / scale,
+            "movement": -(g_p - own_at_p) / scale,
         }
         if not scenario.supply.empty or s_p or s_b:
             parts["power_limits"] = (s_p - s_b) * p_b / scale
-            parts["supply"] = supply_saved(m_p) - supply_saved(m_b)
+            demand_p = _controllable_demand(m_p) if key == "cost" else 0.0
+            demand_b = _controllable_demand(m_b) if key == "cost" else 0.0
+
+            def through_meter(m: Mapping[str, Any], g: float, d: float, k: str = key,
+                              sc: float = scale) -> float:
+                return g / sc - (float(m[k]) - d) if k in m else 0.0
+
+            parts["supply"] = (through_meter(m_p, g_p, demand_p)
+                               - through_meter(m_b, g_b, demand_b))
             if key == "cost":
-                parts["demand"] = (float(m_b.get("bill_demand", 0.0) or 0.0)
-                                   - float(m_p.get("bill_demand", 0.0) or 0.0))
+                parts["demand"] = demand_b - demand_p
         out[key] = parts
     return out
+
+
+def _controllable_demand(m: Mapping[str, Any]) -> float:
+    """A run's demand and capacity charges above the no-jobs meter's (0 without them)."""
+    if "bill_total" not in m:
+        return 0.0
+    return (float(m.get("bill_demand", 0.0) or 0.0) + float(m.get("bill_capacity", 0.0) or 0.0)
+            - float(m.get("bill_no_jobs_demand", 0.0) or 0.0))

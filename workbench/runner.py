@@ -317,11 +317,12 @@ def simulate_spec(
 # -- carbon budgets -------------------------------------------------------------------------
 def least_carbon(spec: RunSpec, scenario: Scenario, caps: Caps) -> LeastCarbon | None:
     """The least carbon achievable on ``scenario`` with every deadline met under the spec's
-    power caps and GPU menu (the hindsight LP bound of
+    power caps and GPU menu (the LP bound of
     :func:`workbench.policies.offline.least_carbon_bound`), for a spec whose policy is
-    given a carbon budget; None otherwise. Hindsight: the runner holds the truth, the
-    policy is never told it."""
-    if not caps.has_carbon or "caps" not in policy_knobs(spec.policy):
+    given a carbon budget; None otherwise (or when ``scenario`` has no job). On the true
+    scenario it is hindsight, a yardstick shown after the run; on :func:`known_at_start`
+    it is what the operator can know before it."""
+    if not caps.has_carbon or "caps" not in policy_knobs(spec.policy) or not scenario.jobs:
         return None
     from workbench.policies.offline import least_carbon_bound
 
@@ -330,14 +331,41 @@ def least_carbon(spec: RunSpec, scenario: Scenario, caps: Caps) -> LeastCarbon |
                               gpu_counts=tuple(menu) if isinstance(menu, tuple | list) else None)
 
 
+def known_at_start(spec: RunSpec, scenario: Scenario, fitted: ModelForecast | None
+                   ) -> Scenario:
+    """``scenario`` as the operator knows it before the run: the jobs that have arrived by
+    its start, and the horizon's price and carbon as the run's forecast gives them at slot 0
+    (:func:`workbench.forecast.forecast`; row 0 is metered, the rest forecast). What a
+    decision taken before the run (:func:`run_spec`'s carbon-first switch) may read."""
+    import numpy as np
+
+    from workbench.forecast import forecast
+    from workbench.sim.truth import horizon_cube
+
+    cube = horizon_cube(scenario)
+    fc = forecast(cube, 0, None, forecast_mode(spec, scenario), spec.forecast.error_in_effect,
+                  spec.sim.seed, fitted)
+    told = cube.copy(deep=True)
+    regions = [str(r) for r in cube["region"].values]
+    for var, values in (("price_per_kwh", fc.price_per_kwh),
+                        ("carbon_g_per_kwh", fc.carbon_g_per_kwh)):
+        arr = np.asarray(told[var].values, dtype=float).copy()
+        for i, r in enumerate(fc.regions):
+            arr[:values.shape[0], regions.index(r)] = values[:, i]
+        told[var] = (told[var].dims, arr, told[var].attrs)
+    jobs = tuple(j for j in scenario.jobs if j.arrival <= scenario.start)
+    return replace(scenario, grid=told, jobs=jobs)
+
+
 def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
     """What to tell before a run whose carbon budget cannot be kept (None when it can, as
-    far as the bound says)."""
+    far as what is known before the run says: ``least`` on :func:`known_at_start`)."""
     if cap_kg >= least.carbon_kg * (1 - 1e-9):
         return None
-    return (f"carbon cap {kg_text(cap_kg)} kg cannot be met with every deadline met: the "
-            f"least carbon achievable is {kg_text(least.carbon_kg)} kg ({least.label}); the "
-            "planner minimises carbon subject to the deadlines")
+    return (f"carbon cap {kg_text(cap_kg)} kg cannot be met with every deadline met: the jobs "
+            f"known at the start alone need at least {kg_text(least.carbon_kg)} kg on the "
+            "forecast made then (an LP bound: no restarts or transfers); the planner "
+            "minimises carbon subject to the deadlines")
 
 
 def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
@@ -346,9 +374,9 @@ def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
     met = bool(result.metrics.get("carbon_cap_met", used <= cap_kg * (1 + 1e-9)))
     head = (f"carbon cap {kg_text(cap_kg)} kg {'met' if met else 'MISSED'}: "
             f"{kg_text(used)} kg emitted")
-    return (f"{head}; least carbon with every deadline met {kg_text(least.carbon_kg)} kg "
-            f"({least.label})" + ("" if met or cap_kg >= least.carbon_kg else
-                                  ": the cap was below it"))
+    return (f"{head}; least carbon with every deadline met, in hindsight (true grid and "
+            f"every arrival), {kg_text(least.carbon_kg)} kg ({least.label})"
+            + ("" if met or cap_kg >= least.carbon_kg else ": the cap was below it"))
 
 
 def run_spec(
@@ -360,10 +388,12 @@ def run_spec(
     percentage cap), then the policy against the resolved caps; attribute the saving.
 
     ``recorders`` see the policy's run, ``baseline_recorders`` the baseline's. A policy
-    given a carbon budget gets the least carbon achievable with every deadline met beside
-    it (:func:`least_carbon`, in ``meta["least_carbon"]``): when the budget is below it,
-    ``notify`` (e.g. the CLI's stderr) hears so before the policy runs, and the run's
-    warnings say so, with its verdict, after it (:func:`budget_note`, :func:`budget_verdict`).
+    given a carbon budget that what is known before the run (:func:`known_at_start`) says
+    cannot be kept minimises carbon subject to the deadlines (``carbon_first``), and
+    ``notify`` (e.g. the CLI's stderr) hears so before the policy runs
+    (:func:`budget_note`). After the run the least carbon achievable in hindsight is beside
+    it as a labelled yardstick (:func:`least_carbon`, in ``meta["least_carbon"]``) with the
+    run's verdict (:func:`budget_verdict`); no decision reads it.
     """
     _check(spec, scenario)
     mode = forecast_mode(spec, scenario)
@@ -374,9 +404,10 @@ def run_spec(
         base, _ = simulate_spec(spec.comparison(BASELINE), scenario, fitted=fitted,
                                 recorders=baseline_recorders, progress=progress)
     caps = spec.caps.resolved(None if base is None else float(base.metrics["carbon_kg"]))
-    least = least_carbon(spec, scenario, caps)
     cap_kg = caps.carbon_total_kg()
-    note = None if least is None or cap_kg is None else budget_note(cap_kg, least)
+    known = (least_carbon(spec, known_at_start(spec, scenario, fitted), caps)
+             if cap_kg is not None else None)
+    note = None if known is None or cap_kg is None else budget_note(cap_kg, known)
     run = spec
     if note is not None:
         log.warning(note)
@@ -387,10 +418,12 @@ def run_spec(
             run = replace(spec, knobs={**spec.knobs, "carbon_first": True})
     result, bound = simulate_spec(run, scenario, caps=caps, fitted=fitted,
                                   recorders=recorders, progress=progress)
+    least = least_carbon(spec, scenario, caps) if cap_kg is not None else None
     if least is not None and cap_kg is not None:
         result.meta["least_carbon"] = least.as_dict()
-        if note is not None:
-            result.warnings.insert(0, note)
+        if note is not None or cap_kg < least.carbon_kg * (1 - 1e-9):
+            if note is not None:
+                result.warnings.insert(0, note)
             result.warnings.append(budget_verdict(result, cap_kg, least))
             result.meta["log"] = "\n".join(result.warnings)
     attribution = (attribute_savings(result, base, scenario)

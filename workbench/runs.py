@@ -19,15 +19,19 @@ import math
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from workbench.bill import bill_metrics, has_meter
 from workbench.cubes import resample
 from workbench.equal_work import EQUAL_WORK_KEYS, bound_equal_work, equal_work
+from workbench.meter import Meter
 from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
 from workbench.scenarios import stored_or_builtin
 from workbench.schema import MIGRATION, PLAN_ROW
 from workbench.sim import RunResult
+from workbench.sim.truth import horizon_cube
 from workbench.store import RUN_SETTINGS, RUN_SUMMARY_METRICS, Store, StoreError
 
 REFERENCE_POLICY = "asap-home"
@@ -42,15 +46,18 @@ ATTRIBUTION_BEFORE_V6 = ("attribution not available for runs stored before schem
 """Why a run stored by an older workbench has no attribution."""
 
 COMPARE_METRICS: tuple[tuple[str, str], ...] = (
-    ("cost", "cost ({c})"), ("equal_work_cost", "cost on equal work ({c})"),
-    ("unfinished_charge", "  of which work left undone ({c})"),
-    ("carbon_kg", "carbon (kg CO2)"), ("energy_kwh", "energy (kWh)"),
+    ("bill_total", "bill ({c})"), ("cost", "  the plan's part ({c})"),
+    ("equal_work_cost", "  the plan's part on equal work ({c})"),
+    ("unfinished_charge", "    of which work left undone ({c})"),
+    ("carbon_kg", "carbon, the plan's part (kg CO2)"), ("energy_kwh", "jobs' energy (kWh)"),
     ("mean_jct_h", "mean JCT (h)"), ("p95_jct_h", "p95 JCT (h)"),
     ("deadline_misses", "deadline misses"), ("jobs_unfinished", "jobs unfinished"),
     ("migrations", "migrations"), ("energy_moved_kwh", "energy that moved (kWh)"),
 )
-"""Metrics of :func:`compare_frame`: key and label (``{c}``: the currency); the cost on
-equal work charges the training work a run left undone (:mod:`workbench.equal_work`)."""
+"""Metrics of :func:`compare_frame`: key and label (``{c}``: the currency). The bill is what
+the sites pay (:mod:`workbench.bill`), the plan's part of it the bill less what the same
+sites pay running no job; on equal work it charges the training work a run left undone
+(:mod:`workbench.equal_work`)."""
 
 INT_METRICS = frozenset({"deadline_misses", "jobs_unfinished", "migrations", "jobs_total",
                          "jobs_finished", "inference_services", "inference_unserved_slots",
@@ -86,14 +93,77 @@ def fill_equal_work(metrics: MutableMapping[str, Any], plan: pd.DataFrame,
                               float(metrics.get("carbon_kg", math.nan))))
 
 
+METER_REPLAYED = ("stored before the site meter: its meter and bill are recomputed from its "
+                  "stored slot records (each site's jobs' energy and battery flows)")
+"""What a run stored before the site meter says about its bill (``meter_note``)."""
+
+
+def replay_meter(scenario: Scenario, slots: pd.DataFrame) -> pd.DataFrame:
+    """The slot records of a run stored before the site meter with the meter's columns
+    (:data:`workbench.schema.SITE_SLOT`) recomputed: each slot's jobs' energy per
+    datacenter (``energy_kwh:<dc>``) and battery flows (``discharge_kwh:<dc>`` less
+    ``charge_kwh:<dc>``, as the planner's decision) through :class:`workbench.meter.Meter`
+    at the scenario's true prices. A frame without those records comes back as it is."""
+    names = [d.name for d in scenario.datacenters]
+    if not len(slots) or has_meter(slots, names) or f"energy_kwh:{names[0]}" not in slots:
+        return slots
+    cube = horizon_cube(scenario)
+    meter = Meter(scenario, np.asarray(cube["price_per_kwh"].values, dtype=float),
+                  np.asarray(cube["carbon_g_per_kwh"].values, dtype=float),
+                  {str(r): i for i, r in enumerate(cube["region"].values)})
+    h = scenario.slot_s / 3600.0
+    rows = []
+    for t, rec in enumerate(slots.to_dict("records")):
+        jobs = {n: float(rec.get(f"energy_kwh:{n}", 0.0) or 0.0) for n in names}
+        battery = {b.datacenter: (float(rec.get(f"discharge_kwh:{b.datacenter}", 0.0) or 0.0)
+                                  - float(rec.get(f"charge_kwh:{b.datacenter}", 0.0) or 0.0))
+                   / h for b in scenario.supply.batteries}
+        slot = meter.read(min(t, scenario.n_slots - 1), jobs, battery)
+        cols = meter.columns(min(t, scenario.n_slots - 1), slot)
+        for n in names:
+            cols[f"cost:{n}"], cols[f"carbon_kg:{n}"] = slot.controllable(n)
+        rows.append(cols)
+    extra = pd.DataFrame(rows, index=slots.index)
+    return pd.concat([slots.drop(columns=[c for c in extra.columns if c in slots]), extra],
+                     axis=1)
+
+
+def fill_meter(metrics: MutableMapping[str, Any], plan: pd.DataFrame, slots: pd.DataFrame,
+               scenario: Scenario) -> pd.DataFrame:
+    """Give a run stored before the site meter its bill (:func:`replay_meter`,
+    :func:`workbench.bill.bill_metrics`, its equal-work figures again on the new ``cost``)
+    and a ``meter_note`` saying so; returns its slot records with the meter's columns. A
+    run stored since the meter is left as it is."""
+    names = [d.name for d in scenario.datacenters]
+    if has_meter(slots, names) or not len(slots):
+        return slots
+    slots = replay_meter(scenario, slots)
+    if not has_meter(slots, names):
+        return slots
+    metrics.update(bill_metrics(plan, slots, scenario))
+    metrics.update(equal_work(plan, scenario, float(metrics["cost"]),
+                              float(metrics["carbon_kg"])))
+    metrics["meter_note"] = METER_REPLAYED
+    return slots
+
+
 def stored_metrics(store: Store, run_id: str, scenario: Scenario | None = None
                    ) -> dict[str, Any]:
-    """A stored run's metrics, typed (:func:`typed_metrics`), with its equal-work figures
-    computed from its plan when it was stored before them and ``scenario`` is given."""
+    """A stored run's metrics, typed (:func:`typed_metrics`); with ``scenario``, a run
+    stored before the site meter billed again from its slot records (:func:`fill_meter`)
+    and one stored before the equal-work figures given them from its plan."""
     metrics = typed_metrics(store.run_metrics(run_id))
+    if scenario is not None and "bill_no_jobs_total" not in metrics:
+        fill_meter(metrics, store.run_plan(run_id), store.run_slots(run_id),
+                   at_slot(scenario, _slot_s(store, run_id)))
     if scenario is not None and not all(k in metrics for k in EQUAL_WORK_KEYS):
         fill_equal_work(metrics, store.run_plan(run_id), scenario)
     return metrics
+
+
+def _slot_s(store: Store, run_id: str) -> int | None:
+    got = run_settings(store.run_info(run_id)).get("slot_s")
+    return int(got) if got else None
 
 
 def with_equal_work_bound(bound: Mapping[str, Any] | None, scenario: Scenario | None,
@@ -223,7 +293,11 @@ def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> 
     if "currency" in metrics:
         meta["currency"] = metrics["currency"]
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
-    return RunResult(meta=meta, plan=plan, migrations=migrations, slots=store.run_slots(run_id),
+    slots = store.run_slots(run_id)
+    if scenario is not None and "bill_no_jobs_total" not in metrics:
+        metrics = typed_metrics(metrics)
+        slots = fill_meter(metrics, plan, slots, at_slot(scenario, settings.get("slot_s")))
+    return RunResult(meta=meta, plan=plan, migrations=migrations, slots=slots,
                      queues=pd.DataFrame(), jobs=pd.DataFrame(), metrics=metrics,
                      warnings=warnings)
 

@@ -281,6 +281,50 @@ GRID_ROW = Record("grid", (
 """One grid region's price and carbon intensity at one UTC time (``grid_series``, long
 format)."""
 
+SITE_SLOT = Record("site_slot", (
+    Field("slot_start", "time", "UTC", "start of the slot", csv=True),
+    Field("datacenter", "text", doc="the site", csv=True),
+    Field("load_kw", "float", "kW", "the site's load: its jobs (IT x PUE, transfers at both "
+          "ends) and its idle load", csv=True),
+    Field("grid_import_kw", "float", "kW", "what it imports at its grid connection: the "
+          "load plus battery charging less own supply and battery discharge", csv=True),
+    Field("price_per_kwh", "float", "{currency}/kWh", "the grid's price", csv=True),
+    Field("carbon_g_per_kwh", "float", "gCO2/kWh", "the grid's carbon intensity", csv=True),
+    Field("grid_kwh", "float", "kWh", "energy imported", csv=True),
+    Field("renewable_kwh", "float", "kWh", "own renewables and PPAs used", csv=True),
+    Field("curtailed_kwh", "float", "kWh", "surplus renewables thrown away", csv=True),
+    Field("exported_kwh", "float", "kWh", "surplus renewables sold", csv=True),
+    Field("charge_kwh", "float", "kWh", "into the battery", csv=True),
+    Field("discharge_kwh", "float", "kWh", "out of the battery", csv=True),
+    Field("soc_kwh", "float", "kWh", "battery state of charge at the slot's end", csv=True),
+    Field("grid_charge", "float", "{currency}", "grid energy at the grid's price (the "
+          "bill's energy part)", csv=True),
+    Field("ppa_charge", "float", "{currency}", "own supply's settlement, take-or-pay "
+          "included", csv=True),
+    Field("export_credit", "float", "{currency}", "exported energy at the export price",
+          csv=True),
+    Field("energy_charge", "float", "{currency}", "grid_charge + ppa_charge - "
+          "export_credit", csv=True),
+    Field("carbon_kg", "float", "kg CO2", "carbon of what came from where", csv=True),
+    Field("no_jobs_grid_kwh", "float", "kWh", "the same site running no job: energy "
+          "imported", csv=True),
+    Field("no_jobs_energy_charge", "float", "{currency}", "the same site running no job: "
+          "energy charge", csv=True),
+    Field("no_jobs_carbon_kg", "float", "kg CO2", "the same site running no job: carbon",
+          csv=True),
+))
+"""One datacenter in one slot as the site meter reads it (:mod:`workbench.meter`): the
+slot records hold each field but ``slot_start`` and ``datacenter`` as
+``site:<field>:<datacenter>`` (:func:`site_key`); the sites CSV (``plan --sites-out``) is
+one row per site and slot. Demand and capacity charges are on the metered peaks over the
+billing period, so they are in the bill (:mod:`workbench.bill`), not in a slot's row."""
+
+
+def site_key(field: str, datacenter: str) -> str:
+    """The slot record's key of one :data:`SITE_SLOT` field of one datacenter."""
+    return f"site:{field}:{datacenter}"
+
+
 PLAN_STORED_COLUMNS: tuple[str, ...] = tuple(n for n in PLAN_ROW.names
                                              if n not in ("slot_start", "slot_end"))
 """Plan columns the simulator accumulates (``slot_start``/``slot_end`` follow from

@@ -12,20 +12,24 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from workbench.bill import BILL_PARTS
 from workbench.caps import Caps
+from workbench.schema import site_key
 from workbench.equal_work import LikeForLike, like_for_like
 from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
 from workbench.runs import REFERENCE_POLICY, run_settings
 
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "policy", "currency", "cost", "equal_work_cost", "saving_pct", "bill_saving_pct",
+    "policy", "currency", "bill_total", "cost", "equal_work_cost", "saving_pct",
+    "jobs_saving_pct", "bill_saving_pct",
     "above_bound_pct", "above_replay_pct", "carbon_kg", "equal_work_carbon_kg",
     "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
     "jobs_unfinished", "unfinished_charge", "migrations", "energy_moved_kwh",
 )
 """Columns of :func:`compare_table`, each row on equal work
-(:func:`workbench.equal_work.like_for_like`): ``saving_pct`` and ``carbon_saving_pct``
+(:func:`workbench.equal_work.like_for_like`): ``saving_pct`` (of the whole bill),
+``jobs_saving_pct`` (of its part the plan controls, ``cost``) and ``carbon_saving_pct``
 against ``asap-home`` (positive: cheaper or cleaner than it), ``bill_saving_pct`` the bills
 alone, ``above_bound_pct`` the gap to the hindsight bound (the yardstick),
 ``above_replay_pct`` to the hindsight plan as replayed (a reference)."""
@@ -207,6 +211,7 @@ def compare_table(policy: str, metrics: Mapping[str, Any],
     for name, m in [(policy, metrics), *((n, baselines[n]) for n in others)]:
         cmp = run_comparison(name, m, baselines, bound)
         rows.append({**m, "policy": name, "saving_pct": cmp.saving_pct,
+                     "jobs_saving_pct": cmp.jobs_saving_pct,
                      "bill_saving_pct": cmp.bill_saving_pct,
                      "above_bound_pct": cmp.above_bound_pct,
                      "above_replay_pct": cmp.above_replay_pct,
@@ -537,19 +542,16 @@ def missing_references(baseline_policies: Iterable[str]) -> dict[str, str]:
     out = {}
     for key, policy, what in (("asap-home", "asap-home", "No saving against asap-home"),
                               ("bound", "offline", "No hindsight bound")):
-        if policy in chosen:
-            out[key] = (f"{what} yet: {policy} is selected under Compare with but has not "
-                        "run with this run's settings; press Run to run it.")
-        else:
-            out[key] = f"{what}: add {policy} under Compare with and press Run."
+        out[key] = (f"{what} yet: {policy} is selected under Compare with but has not "
+                    "run with this run's settings; press Run to run it." if policy in chosen
+                    else f"{what}: add {policy} under Compare with and press Run.")
     return out
 
 
 SUPPLY_PARTS: tuple[tuple[str, str], ...] = (
     ("renewable_kwh", "renewables"), ("discharge_kwh", "battery"), ("grid_kwh", "grid"),
     ("curtailed_kwh", "curtailed"))
-"""A datacenter's per-slot supply columns (``<column>:<datacenter>`` in a run's slots) and
-their names in the supply chart, in stacking order."""
+"""A site's meter fields (:data:`workbench.schema.SITE_SLOT`) in the supply chart."""
 
 
 def supply_frame(slots: pd.DataFrame, datacenter: str, slot_s: float) -> pd.DataFrame:
@@ -558,42 +560,42 @@ def supply_frame(slots: pd.DataFrame, datacenter: str, slot_s: float) -> pd.Data
     (into its battery). The three first parts add up to ``load + charging`` (the balance of
     :func:`workbench.outcome.site_balance`). Empty when the run has no supply columns (a run
     stored before supply existed)."""
-    if slots is None or f"grid_kwh:{datacenter}" not in slots:
+    if slots is None or site_key("grid_kwh", datacenter) not in slots:
         return pd.DataFrame(columns=["time", *(n for _, n in SUPPLY_PARTS), "load",
                                      "charging"])
     hours = float(slot_s) / 3600.0
     out = pd.DataFrame({"time": pd.to_datetime(slots["time"], utc=True)})
     for col, name in SUPPLY_PARTS:
-        key = f"{col}:{datacenter}"
-        out[name] = (slots[key].astype(float) / hours if key in slots else 0.0)
-    out["load"] = slots[f"load_kwh:{datacenter}"].astype(float) / hours
-    key = f"charge_kwh:{datacenter}"
-    out["charging"] = slots[key].astype(float) / hours if key in slots else 0.0
+        out[name] = slots[site_key(col, datacenter)].astype(float) / hours
+    # The meter's load: the jobs and the site's idle load (kW).
+    out["load"] = slots[site_key("load_kw", datacenter)].astype(float)
+    out["charging"] = slots[site_key("charge_kwh", datacenter)].astype(float) / hours
     return out.reset_index(drop=True)
 
 
-BILL_COLUMNS: tuple[str, ...] = ("datacenter", "energy charge ({c})", "demand charge ({c})",
-                                 "total ({c})", "peak grid kW", "peak at ({tz})")
+BILL_COLUMNS: tuple[str, ...] = (
+    "datacenter", "energy ({c})", "own supply ({c})", "export credit ({c})",
+    "demand ({c})", "capacity ({c})", "total ({c})", "peak grid kW", "peak at ({tz})")
 """Columns of :func:`bill_table` (``{c}``: the scenario's currency, ``{tz}`` the zone)."""
 
 
 def bill_table(metrics: Mapping[str, Any], datacenters: Iterable[str],
                currency: str, tz: str = "UTC") -> pd.DataFrame:
-    """The bill per datacenter from a run's metrics (:func:`workbench.bill.supply_metrics`):
-    energy and demand charges, their total, the peak grid import and when (in zone ``tz``);
-    a last row ``all`` with the sums. Empty for a run stored before the bill existed."""
+    """The bill per datacenter from a run's metrics (:func:`workbench.bill.bill_metrics`):
+    its parts (:data:`workbench.bill.BILL_PARTS`), their total, the peak grid import and
+    when (in zone ``tz``); a last row ``all`` with the sums. Empty for a run without its
+    meter."""
     names = [str(d) for d in datacenters]
     cols = [c.format(c=currency, tz=tz) for c in BILL_COLUMNS]
     if metrics.get("bill_total") is None or not names:
         return pd.DataFrame(columns=cols)
     rows = []
     for n in names:
-        e = float(metrics.get(f"bill_energy:{n}") or 0.0)
-        d = float(metrics.get(f"bill_demand:{n}") or 0.0)
         when = metrics.get(f"peak_time:{n}")
         at = "" if not when else f"{pd.Timestamp(when).tz_convert(tz):%Y-%m-%d %H:%M}"
-        rows.append([n, e, d, e + d, float(metrics.get(f"peak_kw:{n}") or 0.0), at])
-    rows.append(["all", float(metrics.get("bill_energy") or 0.0),
-                 float(metrics.get("bill_demand") or 0.0), float(metrics["bill_total"]),
-                 math.nan, ""])
+        rows.append([n, *(float(metrics.get(f"bill_{p}:{n}") or 0.0) for p in BILL_PARTS),
+                     float(metrics.get(f"bill_total:{n}") or 0.0),
+                     float(metrics.get(f"peak_kw:{n}") or 0.0), at])
+    rows.append(["all", *(float(metrics.get(f"bill_{p}") or 0.0) for p in BILL_PARTS),
+                 float(metrics["bill_total"]), math.nan, ""])
     return pd.DataFrame(rows, columns=cols)

@@ -33,14 +33,17 @@ def esc(value: object) -> str:
 
 
 HEADLINE: tuple[tuple[str, str, str], ...] = (
-    ("cost", "Cost", "{:,.2f}"),
-    ("carbon_kg", "Carbon (kg)", "{:,.1f}"),
+    ("bill_total", "Bill", "{:,.2f}"),
+    ("cost", "The plan's part of it", "{:,.2f}"),
+    ("carbon_kg", "Carbon, the plan's part (kg)", "{:,.1f}"),
     ("energy_kwh", "Energy (kWh)", "{:,.1f}"),
     ("mean_jct_h", "Mean JCT (h)", "{:,.2f}"),
     ("deadline_misses", "Deadline misses", "{:d}"),
     ("migrations", "Migrations", "{:d}"),
 )
-"""Headline metrics of the Metrics tab: key, label, format (element id ``metric-<key>``)."""
+"""Headline metrics of the Metrics tab: key, label, format (element id ``metric-<key>``).
+``bill_total`` is what the sites pay (:mod:`workbench.bill`), ``cost`` the part of it the
+plan controls (the bill less what the same sites pay running no job)."""
 
 
 def _fmt(fmt: str, value: Any) -> str:
@@ -57,7 +60,7 @@ def headline_html(metrics: dict[str, Any] | None, currency: str = "") -> str:
         return '<div id="metrics-empty">No run yet: choose knobs and press <b>Run</b>.</div>'
     cards = []
     for key, label, fmt in HEADLINE:
-        unit = f" {esc(currency)}" if key == "cost" and currency else ""
+        unit = f" {esc(currency)}" if key in ("bill_total", "cost") and currency else ""
         cards.append(
             f'<div class="wb-card" style="display:inline-block;margin:4px 12px 4px 0;'
             f'padding:6px 12px;border:1px solid #ddd;border-radius:6px">'
@@ -197,9 +200,12 @@ def savings_html(cmp: LikeForLike, policy: str, currency: str = "",
     parts: list[str] = []
     if math.isfinite(cmp.saving):
         parts.append(f"<b>{esc(policy)}</b> against asap-home (run at once, at home), "
-                     f"<b>on equal work</b>: cost {pct('pct', cmp.saving_pct)} "
-                     f"({cmp.saving:,.2f} {cur}) saved, carbon "
-                     f"{pct('carbon-pct', cmp.carbon_saving_pct)} saved.")
+                     f"<b>on equal work</b>: {cmp.saving:,.2f} {cur} saved, "
+                     f"{pct('pct', cmp.saving_pct)} of the bill and "
+                     f"{pct('jobs-pct', cmp.jobs_saving_pct)} of its part the plan controls "
+                     f"(the bill less what the sites pay running no job); carbon "
+                     f"{pct('carbon-pct', cmp.carbon_saving_pct)} and "
+                     f"{pct('jobs-carbon-pct', cmp.jobs_carbon_saving_pct)} saved.")
         charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
         if charged:
             parts.append(f'<span id="saving-basis">{esc(cmp.basis[0].upper() + cmp.basis[1:])}'
@@ -234,22 +240,31 @@ def savings_html(cmp: LikeForLike, policy: str, currency: str = "",
             'border-left:4px solid #1f6f8b;background:#eef6f8">' + " ".join(parts) + "</div>")
 
 
+BAR_SPAN = 75.0
+"""The share of a bar chart's cell (%) the longest bar takes."""
+
+
 def compare_bars_html(table: pd.DataFrame, metric: str, label: str,
                       fmt: str = "{:,.2f}") -> str:
     """:func:`workbench.app.plots.compare_bars` as plain HTML: one labelled horizontal bar
     per policy, its value written beside it (no Bokeh figure: the Metrics tab draws at once).
-    """
+
+    Drawn to scale from zero: a bar's length is its value over the largest, times
+    :data:`BAR_SPAN` % of the cell (the rest holds the value's text); bars never shrink to
+    make room for it."""
     values = pd.to_numeric(table[metric], errors="coerce")
     top = float(values.max()) if values.notna().any() else 0.0
     rows = []
     for policy, v, color in zip(table["policy"], values, bar_colors(table), strict=True):
-        width = 0.0 if not top or pd.isna(v) or v <= 0 else 100.0 * float(v) / top
+        width = (0.0 if not top or top <= 0 or pd.isna(v) or v <= 0
+                 else BAR_SPAN * float(v) / top)
         text = "–" if pd.isna(v) else fmt.format(float(v))
         rows.append(
             f'<tr><td style="padding:1px 8px 1px 0;white-space:nowrap;font-size:12px">'
             f'{esc(policy)}</td><td style="width:100%">'
             f'<div style="display:flex;align-items:center">'
-            f'<div style="background:{color};height:14px;width:{width:.1f}%;min-width:1px">'
+            f'<div style="background:{color};height:14px;width:{width:.2f}%;min-width:1px;'
+            f'flex:none">'
             f'</div><span style="font-size:12px;padding-left:4px;white-space:nowrap">{text}'
             f"</span></div></td></tr>")
     return (f'<div class="wb-bars" style="flex:1;min-width:220px;padding:0 10px 0 0">'
@@ -329,8 +344,8 @@ def attribution_waterfall(parts: dict[str, float], unit: str, title: str,
 def compare_bars_row(table: pd.DataFrame, currency: str) -> str:
     """The Metrics tab's comparison bars side by side: cost, carbon and mean JCT."""
     return ('<div style="display:flex;flex-wrap:wrap;gap:8px">'
-            + compare_bars_html(table, "cost", f"cost ({currency})")
-            + compare_bars_html(table, "carbon_kg", "carbon (kg CO2)", "{:,.1f}")
+            + compare_bars_html(table, "cost", f"the plan's part of the bill ({currency})")
+            + compare_bars_html(table, "carbon_kg", "the plan's carbon (kg CO2)", "{:,.1f}")
             + compare_bars_html(table, "mean_jct_h", "mean JCT (h)")
             + "</div>")
 

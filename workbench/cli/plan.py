@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from workbench.bill import BILL_PARTS
 from workbench.caps import Caps
 from workbench.cli import progress_wanted
 from workbench.cli._args import add_forecast_args, fail, number, parse_power_limits
@@ -24,7 +25,7 @@ from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.equal_work import EQUAL_WORK_BASIS, LikeForLike, like_for_like
 from workbench.io.errors import output_error
-from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv
+from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv, write_sites_csv
 from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS
 from workbench.model import Scenario
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
@@ -49,11 +50,13 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
     "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
     "unfinished_work_jobs", "green_share", "curtailed_kwh", "battery_soc_violations",
+    "site_carbon_kg",
 )
 """Metrics in the ``--json`` object (besides ``policy`` and ``bill``), for the run and its
-baseline. ``cost`` is the total of the jobs' energy charges (as before supply existed);
-``bill`` is ``{energy, demand, total}``: the sites' energy charges (their baseline power
-included), demand and capacity charges, and their sum."""
+baseline. ``bill`` is the bill from the site meter (:mod:`workbench.bill`): its parts
+(``energy``, ``ppa``, ``export_credit``, ``demand``, ``capacity``), ``total`` and
+``no_jobs_total`` (the same sites running no job); ``cost`` is ``total - no_jobs_total``,
+the part the plan controls, and ``carbon_kg`` likewise (``site_carbon_kg`` the whole)."""
 
 _MAX_WARNINGS = 10
 
@@ -108,6 +111,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs-out", type=Path, default=None,
                    help="jobs CSV to write: one row per job (finish, missed, energy, cost, "
                    "carbon, data moved, time lost, migrations)")
+    p.add_argument("--sites-out", type=Path, default=None,
+                   help="sites CSV to write: one row per datacenter and slot as the site "
+                   "meter read it (load, grid import, price, energy charge, supply, battery, "
+                   "export, carbon, and the same site running no job)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the asap-home comparison run")
@@ -167,13 +174,15 @@ def saving_lines(cmp: LikeForLike, run: Mapping[str, Any], base: Mapping[str, An
         return [f"saving against {BASELINE}: {cmp.bill_saving_pct:.1f}% of the electricity "
                 f"bill ({cmp.bill_saving:,.2f} {cur}){saving_caveat(run, base)} (equal-work "
                 "figures not stored with this run)"]
-    head = (f"saving against {BASELINE} on equal work: {cmp.saving_pct:.1f}% "
-            f"({cmp.saving:,.2f} {cur}), carbon {cmp.carbon_saving_pct:.1f}% "
-            f"({cmp.carbon_saving_kg:,.1f} kg)")
+    lines = textwrap.wrap(
+        f"saving against {BASELINE} on equal work: {cmp.saving:,.2f} {cur}, "
+        f"{cmp.saving_pct:.1f}% of the bill and {cmp.jobs_saving_pct:.1f}% of its "
+        f"controllable part (the bill less what the sites pay running no job); carbon "
+        f"{cmp.carbon_saving_kg:,.1f} kg, {cmp.carbon_saving_pct:.1f}% and "
+        f"{cmp.jobs_carbon_saving_pct:.1f}%", width=96, subsequent_indent="  ")
     charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
     if not charged and cmp.like_for_like_bill:
-        return [head + "; both runs did all the work, so it is the bill's own saving"]
-    lines = [head]
+        return lines + ["  (both runs did all the work: it is the bill's own saving)"]
     if charged:
         lines += textwrap.wrap(
             f"({EQUAL_WORK_BASIS}: {cmp.unfinished_charge:,.2f} {cur} for "
@@ -197,10 +206,8 @@ def bill_lines(run: Mapping[str, Any], base: Mapping[str, Any] | None, note: str
     bill = run.get("bill") or {}
     if bill.get("total") is None:
         return []
-    lines = [f"bill ({cur}): energy {bill['energy']:,.2f} + demand {bill['demand']:,.2f} = "
-             f"{bill['total']:,.2f}"
-             + (f" (against {base['bill']['total']:,.2f} in {BASELINE})"
-                if base and (base.get("bill") or {}).get("total") is not None else "")]
+    lines = textwrap.wrap(f"bill ({cur}): {bill_text(bill)}", width=96,
+                          subsequent_indent="  ")
     if note:
         lines.append(note)
     if run.get("green_share"):
@@ -209,6 +216,29 @@ def bill_lines(run: Mapping[str, Any], base: Mapping[str, Any] | None, note: str
                         if base else "")
                      + f"; {run.get('curtailed_kwh') or 0:,.1f} kWh curtailed")
     return lines
+
+
+def bill_text(bill: Mapping[str, Any]) -> str:
+    """A bill's parts in one line: ``energy 1.00 + ppa ... = total; running no job ...``
+    (parts that are 0 left out; the export credit subtracted)."""
+    terms = []
+    for part in BILL_PARTS:
+        value = float(bill.get(part) or 0.0)
+        if part == "energy" or abs(value) > 0:
+            sign = "-" if part == "export_credit" else "+"
+            terms.append(f"{sign} {part.replace('_', ' ')} {value:,.2f}")
+    text = " ".join(terms).removeprefix("+ ") + f" = {float(bill['total']):,.2f}"
+    if bill.get("no_jobs_total") is not None:
+        text += (f"; the sites running no job would pay {float(bill['no_jobs_total']):,.2f}, "
+                 f"so the plan controls {float(bill['total']) - float(bill['no_jobs_total']):,.2f}")
+    return text
+
+
+def bill_json(m: Mapping[str, Any]) -> dict[str, Any]:
+    """``plan --json``'s ``bill`` of a run's metrics: its parts (:data:`BILL_PARTS`),
+    ``total`` and ``no_jobs_total`` (None for a run without its meter)."""
+    return {**{p: m.get(f"bill_{p}") for p in BILL_PARTS}, "total": m.get("bill_total"),
+            "no_jobs_total": m.get("bill_no_jobs_total")}
 
 
 def _count(value: Any) -> int:
@@ -242,8 +272,7 @@ def _summary(policy: str, result: RunResult) -> dict[str, Any]:
         if isinstance(value, float) and not math.isfinite(value):
             value = None
         out[key] = value
-    out["bill"] = {"energy": m.get("bill_energy"), "demand": m.get("bill_demand"),
-                   "total": m.get("bill_total")}
+    out["bill"] = bill_json(m)
     return out
 
 
@@ -312,10 +341,15 @@ def _print_summary(
           f"{scenario.slot_s / 60:g} min ({hours:g} h)"
           + (f", against {BASELINE}" if base else "")
           + f"; forecast: {extra['forecast']}")
+    for d in (run, base):
+        if d is not None:
+            d["bill_total"] = (d.get("bill") or {}).get("total")
     rows = [
-        (f"cost ({cur})", "cost", 2), (f"equal-work cost ({cur})", "equal_work_cost", 2),
-        ("energy (kWh)", "energy_kwh", 1),
-        ("carbon (kg CO2)", "carbon_kg", 1), ("deadline misses", "deadline_misses", 0),
+        (f"bill ({cur})", "bill_total", 2), (f"  plan's part ({cur})", "cost", 2),
+        (f"  on equal work ({cur})", "equal_work_cost", 2),
+        ("jobs' energy (kWh)", "energy_kwh", 1),
+        ("carbon (kg CO2)", "site_carbon_kg", 1), ("  plan's part (kg)", "carbon_kg", 1),
+        ("deadline misses", "deadline_misses", 0),
         ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
         ("data moved (GB)", "transfer_gb", 1), ("time lost (job-h)", "lost_h", 1),
         ("mean JCT (h)", "mean_jct_h", 2),
@@ -336,7 +370,8 @@ def _print_summary(
             other = (f"{base[key]}/{base['jobs_total']}" if key == "jobs_finished"
                      else _fmt(base[key], digits))
             change = ""
-            if key in ("cost", "equal_work_cost", "energy_kwh", "carbon_kg", "mean_jct_h") \
+            if key in ("bill_total", "cost", "equal_work_cost", "energy_kwh",
+                       "site_carbon_kg", "carbon_kg", "mean_jct_h") \
                     and run[key] is not None \
                     and base[key] is not None:
                 change = _pct(float(run[key]), float(base[key]))
@@ -374,6 +409,8 @@ def _print_summary(
         print(f"  migrations written to {args.migrations_out}")
     if args.jobs_out:
         print(f"  jobs written to {args.jobs_out}")
+    if args.sites_out:
+        print(f"  sites written to {args.sites_out}")
 
 
 def spec_of(args: argparse.Namespace) -> RunSpec:
@@ -407,7 +444,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out),
-                                ("--jobs-out", args.jobs_out)], args.db)
+                                ("--jobs-out", args.jobs_out), ("--sites-out", args.sites_out)],
+                               args.db)
     if bad_output:
         return fail(bad_output)
     scenario = load_or_build(args.db, args.scenario)
@@ -424,6 +462,9 @@ def run(args: argparse.Namespace) -> int:
             write_migrations_csv(result.migrations, args.migrations_out)
         if args.jobs_out is not None:
             write_jobs_csv(result.jobs, args.jobs_out)
+        if args.sites_out is not None:
+            write_sites_csv(result.slots, [d.name for d in scenario.datacenters],
+                            args.sites_out)
     except (AllocationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

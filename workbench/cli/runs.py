@@ -18,9 +18,10 @@ from workbench import runs as runs_mod
 from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, saving_lines
+from workbench.bill import has_meter
+from workbench.cli.plan import attribution_lines, bill_json, bill_text, saving_lines
 from workbench.equal_work import like_for_like
-from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
+from workbench.io.plan_csv import write_migrations_csv, write_plan_csv, write_sites_csv
 from workbench.model import ScenarioError
 from workbench.scenarios import stored_or_builtin
 from workbench.store import Store, StoreError
@@ -51,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     exp.add_argument("--out", type=Path, required=True, help="plan CSV to write")
     exp.add_argument("--migrations-out", type=Path, default=None,
                      help="migrations CSV to write")
+    exp.add_argument("--sites-out", type=Path, default=None,
+                     help="sites CSV to write: one row per datacenter and slot as the site "
+                     "meter read it (a run stored before the meter: recomputed from its slot "
+                     "records)")
     exp.add_argument("--json", action="store_true", help="print one JSON object")
     exp.set_defaults(func=_export)
 
@@ -90,7 +95,7 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs in {args.db}; make one with `workbench plan`")
         return 0
-    print(f"{'run':<13}{'created (UTC)':<18}{'scenario':<10}{'cost':>12} {'cur':<4}"
+    print(f"{'run':<13}{'created (UTC)':<18}{'scenario':<10}{'plan part':>12} {'cur':<4}"
           f"{'kg CO2':>10}{'misses':>7}{'unfin.':>7}  name / knobs")
     for r in rows:
         created = r["created_utc"][:16].replace("T", " ")
@@ -107,11 +112,11 @@ def _show(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
-        result = runs_mod.load_result(store, rid)
-        n_plan = len(result.plan)
-        n_mig = len(result.migrations)
         sc = _scenario(store, str(info["scenario"]))
         loaded = None if isinstance(sc, str) else sc
+        result = runs_mod.load_result(store, rid, loaded)
+        n_plan = len(result.plan)
+        n_mig = len(result.migrations)
         metrics = runs_mod.typed_metrics(result.metrics)
         if loaded is not None:
             runs_mod.fill_equal_work(metrics, result.plan, loaded)
@@ -131,6 +136,7 @@ def _show(args: argparse.Namespace) -> int:
                "metrics": {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                            for k, v in metrics.items()},
                "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings,
+               "bill": bill_json(metrics),
                "attribution": att, "attribution_missing": why or None,
                "bound": bound,
                "like_for_like": like_for_like(metrics, base, bound).as_dict()}
@@ -141,7 +147,13 @@ def _show(args: argparse.Namespace) -> int:
           f"{pd.Timestamp(info['created_utc']):%Y-%m-%d %H:%M} UTC, status {info['status']}")
     print(f"  {runs_mod.knobs_text(info)}")
     cur = metrics.get("currency", "")
-    print(f"  cost {_num(metrics.get('cost'))} {cur}, carbon "
+    bill = bill_json(metrics)
+    if bill["total"] is not None:
+        print(textwrap.fill(f"bill ({cur}): {bill_text(bill)}", width=96,
+                            initial_indent="  ", subsequent_indent="    "))
+    if metrics.get("meter_note"):
+        print(f"  note: {metrics['meter_note']}")
+    print(f"  the plan's part of the bill {_num(metrics.get('cost'))} {cur}, carbon "
           f"{_num(metrics.get('carbon_kg'), ',.1f')} kg, energy "
           f"{_num(metrics.get('energy_kwh'), ',.1f')} kWh, mean JCT "
           f"{_num(metrics.get('mean_jct_h'))} h")
@@ -209,26 +221,42 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out)],
-                               args.db)
+    bad_output = check_outputs([("--out", args.out), ("--migrations-out", args.migrations_out),
+                                ("--sites-out", args.sites_out)], args.db)
     if bad_output:
         return fail(bad_output)
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
-        result = runs_mod.load_result(store, rid)
+        scenario = None
+        if args.sites_out is not None:
+            sc = _scenario(store, str(store.run_info(rid)["scenario"]))
+            if isinstance(sc, str):
+                return fail(f"--sites-out: {sc}")
+            scenario = sc
+        result = runs_mod.load_result(store, rid, scenario)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_plan_csv(result.plan, args.out)
     if args.migrations_out is not None:
         args.migrations_out.parent.mkdir(parents=True, exist_ok=True)
         write_migrations_csv(result.migrations, args.migrations_out)
+    if args.sites_out is not None:
+        assert scenario is not None
+        names = [d.name for d in scenario.datacenters]
+        if not has_meter(result.slots, names):
+            return fail(f"--sites-out: run {rid} has no slot records to meter (stored "
+                        "without them)")
+        args.sites_out.parent.mkdir(parents=True, exist_ok=True)
+        write_sites_csv(result.slots, names, args.sites_out)
     if args.json:
         print(json.dumps({"run_id": rid, "plan": str(args.out), "plan_rows": len(result.plan),
                           "migrations": None if args.migrations_out is None
-                          else str(args.migrations_out)}))
+                          else str(args.migrations_out),
+                          "sites": None if args.sites_out is None else str(args.sites_out)}))
     else:
         print(f"run {rid}: {len(result.plan):,d} plan rows written to {args.out}"
               + (f", {len(result.migrations):,d} migrations to {args.migrations_out}"
-                 if args.migrations_out is not None else ""))
+                 if args.migrations_out is not None else "")
+              + (f", sites to {args.sites_out}" if args.sites_out is not None else ""))
     return 0
 
 

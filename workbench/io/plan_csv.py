@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.io.errors import output_error
-from workbench.schema import ACTIONS, JOBS_CSV, MIGRATION, PLAN_ROW
+from workbench.schema import ACTIONS, JOBS_CSV, MIGRATION, PLAN_ROW, SITE_SLOT, site_key
 
 PLAN_COLUMNS: tuple[str, ...] = PLAN_ROW.csv_names
 """Plan CSV columns, in file order (the ``csv`` fields of :data:`workbench.schema.PLAN_ROW`).
@@ -354,3 +354,31 @@ def write_jobs_csv(jobs: pd.DataFrame, dest: str | Path | IO[str]) -> None:
     frame = jobs_table(jobs)
     frame["missed"] = frame["missed"].map({True: "true", False: "false"})
     write_csv(frame, dest)
+
+
+SITES_COLUMNS: tuple[str, ...] = SITE_SLOT.csv_names
+"""Columns of the sites CSV (``plan --sites-out``, ``runs export --sites-out``)."""
+
+
+def sites_table(slots: pd.DataFrame, datacenters: Sequence[str]) -> pd.DataFrame:
+    """The sites CSV's rows (:data:`SITES_COLUMNS`): one per datacenter and slot, from a
+    slots frame holding the site meter's columns (:func:`workbench.bill.has_meter`), slot
+    by slot, datacenters in the scenario's order."""
+    times = pd.DatetimeIndex(pd.to_datetime(slots["time"], utc=True))
+    parts = []
+    for d in datacenters:
+        part = {"slot_start": times, "datacenter": np.full(len(slots), d, dtype=object)}
+        for name in SITES_COLUMNS[2:]:
+            part[name] = slots[site_key(name, d)].to_numpy(dtype=float)
+        parts.append(pd.DataFrame(part))
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=list(SITES_COLUMNS))
+    order = np.lexsort((np.repeat(np.arange(len(datacenters)), len(slots)),
+                        np.tile(np.arange(len(slots)), len(datacenters))))
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def write_sites_csv(slots: pd.DataFrame, datacenters: Sequence[str],
+                    dest: str | Path | IO[str]) -> None:
+    """Write the sites CSV (:data:`SITES_COLUMNS`, :func:`sites_table`)."""
+    write_csv(sites_table(slots, datacenters), dest)

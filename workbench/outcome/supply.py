@@ -1,10 +1,11 @@
 """The energy balance of one datacenter-slot: where its load comes from.
 
 Every datacenter-slot draws its load (the jobs' facility energy, IT x PUE with transfers,
-plus the site's baseline ``idle_power_kw x PUE``) from its renewables and PPAs, its battery
-and the grid (:func:`site_balance`); the simulator calls it with the truth, the tests and the
-benches with whatever they like. All quantities are kWh over the slot at the site's meter
-(a slot of ``h`` hours: power kW = kWh / h).
+plus the site's idle load ``idle_power_kw x PUE``) from its renewables and PPAs, its battery
+and the grid (:func:`site_balance`); the site meter (:mod:`workbench.meter`) calls it with
+the truth and with the no-jobs reference, the tests with whatever they like. All
+quantities are kWh over the slot at the site's meter (a slot of ``h`` hours: power kW =
+kWh / h).
 
 **Battery.** ``battery_kw`` is the planner's decision (positive: discharge into the site,
 negative: charge, kW at the meter), clipped to what the battery can do::
@@ -43,6 +44,7 @@ A datacenter without sources or battery has ``grid = load``: the grid price and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -77,8 +79,12 @@ class SiteSlot:
     soc_kwh : float
         The battery's state of charge at the slot's end (0 without one).
     energy_charge : float
-        The slot's energy bill, scenario currency.
+        The slot's energy bill, scenario currency: ``grid_charge + ppa_charge -
+        export_credit``.
     carbon_kg : float
+    grid_charge, ppa_charge, export_credit : float
+        Its parts: grid energy at the grid's price; the sources' settlement (pay as used,
+        take-or-pay on what was available); exported energy at the export price.
     """
 
     load_kwh: float
@@ -94,6 +100,9 @@ class SiteSlot:
     soc_kwh: float
     energy_charge: float
     carbon_kg: float
+    grid_charge: float = 0.0
+    ppa_charge: float = 0.0
+    export_credit: float = 0.0
 
     @property
     def battery_kwh(self) -> float:
@@ -129,6 +138,7 @@ def site_balance(
     soc_kwh: float = 0.0,
     battery_kw: float | None = None,
     export_price_per_kwh: float | None = None,
+    import_cap_kwh: float = math.inf,
 ) -> SiteSlot:
     """The energy balance of one datacenter-slot (see the module notes for the rules).
 
@@ -145,6 +155,10 @@ def site_balance(
         greedy dispatch.
     export_price_per_kwh : float or None
         Price paid for exported surplus; None: surplus is curtailed.
+    import_cap_kwh : float
+        Grid import allowed over the slot (a power cap at the connection times the slot's
+        hours): charging the battery is cut so as not to import above it (the load itself
+        is never cut here: the simulator keeps the jobs within the cap before).
     """
     load = max(float(load_kwh), 0.0)
     avail = [max(float(a), 0.0) for a in available_kwh]
@@ -162,6 +176,9 @@ def site_balance(
             discharge = min(battery_kw * slot_h, can_discharge, deficit)
         elif battery_kw < 0:
             charge = min(-battery_kw * slot_h, can_charge)
+        if charge > 0 and math.isfinite(import_cap_kwh):
+            # Charging may take what renewables leave and the grid up to the cap.
+            charge = min(charge, max(total + import_cap_kwh - load, 0.0))
     net = load + charge - discharge
     used = [0.0] * len(avail)
     left = net
@@ -174,10 +191,12 @@ def site_balance(
     surplus = max(total - renewable, 0.0)
     exported = surplus if export_price_per_kwh is not None else 0.0
     to_load = min(renewable, load - discharge)
-    cost = grid * grid_price_per_kwh - exported * (export_price_per_kwh or 0.0)
+    grid_charge = grid * grid_price_per_kwh
+    export_credit = exported * (export_price_per_kwh or 0.0)
+    ppa_charge = 0.0
     carbon_g = grid * grid_carbon_g_per_kwh
     for s, u, a in zip(sources, used, avail, strict=True):
-        cost += (a if s.take_or_pay else u) * s.price_per_kwh
+        ppa_charge += (a if s.take_or_pay else u) * s.price_per_kwh
         carbon_g += u * s.carbon_g_per_kwh
     soc_end = soc_kwh + (battery.eta * charge - discharge / battery.eta
                          if battery is not None else 0.0)
@@ -186,7 +205,8 @@ def site_balance(
         renewable_to_load_kwh=to_load, grid_to_load_kwh=load - discharge - to_load,
         curtailed_kwh=surplus - exported, exported_kwh=exported, charge_kwh=charge,
         discharge_kwh=discharge, grid_kwh=grid, soc_kwh=soc_end if battery is not None else 0.0,
-        energy_charge=cost, carbon_kg=carbon_g / 1000.0)
+        energy_charge=grid_charge + ppa_charge - export_credit, carbon_kg=carbon_g / 1000.0,
+        grid_charge=grid_charge, ppa_charge=ppa_charge, export_credit=export_credit)
 
 
 __all__ = ["TOLERANCE", "SiteSlot", "battery_limits", "merit_order", "site_balance"]

@@ -88,6 +88,7 @@ from numpy.typing import NDArray
 
 from workbench.caps import Caps
 from workbench.forecast import Forecast
+from workbench.meter import job_power_caps_kw
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fastslot import FastSlotSolver
@@ -389,7 +390,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             need=need[train_ids],
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
             shortfall_weight=short_w, carbon_slack_weight=slack_w,
-            power_cap_kw=self.caps.power_kw_array(dcs) if self.caps.has_power else None,
+            power_cap_kw=job_power_caps_kw(sc, self.caps) if self.caps.has_power else None,
             moves=moves, keys=self._block_keys(jobs, t, bstart),
             supply=None if ws is None else ws.block)
         sol = self._solve_lp(prob, t)

@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 
 from workbench.caps import Caps, kg_text
 from workbench.forecast import Forecast
+from workbench.meter import job_power_caps_kw
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fallback import greedy_choice
@@ -400,7 +401,7 @@ class OfflinePolicy:
         groups = self.caps.carbon_groups(names)
         group: NDArray[np.int64] | None = None if groups is None else groups[0][cfg.dc]
         caps_kg: NDArray[np.float64] | None = None if groups is None else groups[1]
-        power = self.caps.power_kw_array(names) if self.caps.has_power else None
+        power = job_power_caps_kw(sc, self.caps) if self.caps.has_power else None
         pos_c = carb > 1e-12
         lp_cost, lp_carb = cost, carb
         self._ws = None

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from workbench import outcome
 from workbench.caps import Caps
 from workbench.forecast import Forecast
+from workbench.meter import job_power_caps_kw
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
 from workbench.optim.slot import SlotProblem
@@ -86,7 +87,7 @@ def build_slot_problem(
         dc_labels=tuple(dc_names),
         dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
         power_kw=opts.power_kw,
-        power_cap_kw=(Caps() if caps is None else caps).power_kw_array(dc_names),
+        power_cap_kw=job_power_caps_kw(sc, Caps() if caps is None else caps),
         link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
         link_index=link_index,
         transfer_gb=transfer_gb,

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from workbench.bill import Bucket, baseline_kw, buckets
+from workbench.bill import Bucket, buckets
 from workbench.caps import Caps
+from workbench.meter import idle_kw
 from workbench.model import Scenario, ScenarioView
 from workbench.optim.slot import SlotProblem
 from workbench.optim.supplylp import SupplyBlock, SupplySolution
@@ -69,7 +70,7 @@ class SupplyPlanner:
                  or sup.demand_at(n)]
         site_of = {n: i for i, n in enumerate(sites)}
         bats = [sup.battery_at(n) for n in sites]
-        base = baseline_kw(sc)
+        base = idle_kw(sc)
         return SupplyPlanner(
             names=tuple(sites),
             site_dc=np.array([names.index(n) for n in sites], dtype=np.int64),
@@ -318,10 +319,13 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
               if np.isfinite(u)}
     must = np.array([not opts.jobs[int(j)].job.is_training for j in opts.job_index],
                     dtype=bool) if len(opts) else np.zeros(0, dtype=bool)
+    idle = dict(zip(names, idle_kw(sc).tolist(), strict=True))
     for n, cap in planned.items():
         services = float(opts.power_kw[must & (opts.datacenter == n)].sum()) if len(opts) \
             else 0.0
-        merged[n] = min(merged.get(n, np.inf), max(cap, services) * (1 + 1e-6) + 1e-6)
+        # The plan's cap is on the jobs' power; the caps record holds import caps.
+        merged[n] = min(merged.get(n, np.inf),
+                        max(cap, services) * (1 + 1e-6) + 1e-6 + idle[n])
     return opts, dataclasses.replace(caps, power_kw=None, power_kw_by_dc=merged)
 
 

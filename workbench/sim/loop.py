@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from workbench.bill import buckets, slot_buckets
 from workbench.caps import Caps
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
@@ -212,6 +211,8 @@ def _run_slots(sc: Scenario, view: ScenarioView, policy: Policy, truth: Truth,
         applied = truth.apply(alloc, active, t, t_start)
 
         summary = _summary(sc, t, t_start, applied, alloc, len(active), decide_s)
+        assert applied.meter is not None  # Truth.apply always meters the slot
+        summary.update(truth.meter.columns(t, applied.meter))
         record = acc.add(t, t_start, t_end, applied, summary, alloc.queues)
         for rec in recorders:
             rec.record(record)
@@ -265,12 +266,6 @@ class _Accumulated:
         self.cost = 0.0
         self.carbon_kg = 0.0
         self.carbon_kg_by_dc: Counter[str] = Counter()
-        # The demand charge lines and the peak grid import metered in each so far (kW).
-        self.buckets = buckets(sc)
-        self.slot_buckets = slot_buckets(self.buckets, sc.n_slots)
-        self.peaks: dict[tuple[str, int, int, int, int], float] = {
-            b.key: 0.0 for b in self.buckets}
-        self.slot_h = sc.slot_s / 3600.0
         self.plan = ColumnChunks(PLAN_ROW.dtypes(PLAN_STORED_COLUMNS))
         self.migrations = ColumnChunks(MIGRATION.dtypes())
         self.slots: ColumnChunks | None = None
@@ -287,7 +282,9 @@ class _Accumulated:
             carbon_kg_by_dc_so_far=dict(self.carbon_kg_by_dc),
             soc_kwh={b.datacenter: truth.soc_kwh[b.datacenter]
                      for b in view.supply.batteries},
-            peak_kw_so_far=dict(self.peaks) if view.supply.demand_charges else {})
+            peak_kw_so_far=({b.key: kw for b, kw in zip(truth.meter.buckets, truth.meter.peaks,
+                                                        strict=True)}
+                            if view.supply.demand_charges else {}))
 
     def add(self, t: int, t_start: datetime, t_end: datetime, applied: SlotApplied,
             summary: dict[str, Any], queues: Mapping[str, float]) -> SlotRecord:
@@ -296,10 +293,6 @@ class _Accumulated:
         self.carbon_kg += summary["carbon_kg"]
         self.carbon_kg_by_dc.update({d: float(summary[f"carbon_kg:{d}"])
                                      for d in applied.carbon_kg})
-        for i in self.slot_buckets[t]:
-            b = self.buckets[i]
-            kw = applied.sites[b.datacenter].grid_kwh / self.slot_h
-            self.peaks[b.key] = max(self.peaks[b.key], kw)
         self.trims.extend(applied.trimmed)
         queues = {str(k): float(v) for k, v in queues.items()}
         summary["queues"] = json.dumps(queues, sort_keys=True)
@@ -397,25 +390,14 @@ def _summary(sc: Scenario, t: int, t_start: Any, applied: SlotApplied, alloc: Al
         "fallback": bool(solve.fallback) if solve is not None else False,
         "solver_message": solve.message if solve is not None else "",
     }
+    summary["cost_at_grid_price"] = float(sum(applied.cost_at_grid_price.values()))
+    summary["carbon_kg_at_grid_intensity"] = float(
+        sum(applied.carbon_kg_at_grid_intensity.values()))
     for d in sc.datacenters:
         name = d.name
         summary[f"energy_kwh:{name}"] = float(applied.energy_kwh[name])
-        # The meter: average facility power of the jobs in the slot, kW (without the
-        # network energy of transfers).
-        summary[f"power_kw:{name}"] = float(applied.power_kw[name])
         summary[f"cost:{name}"] = float(applied.cost[name])
         summary[f"carbon_kg:{name}"] = float(applied.carbon_kg[name])
-        site = applied.sites[name]
-        summary[f"load_kwh:{name}"] = site.load_kwh
-        summary[f"grid_kwh:{name}"] = site.grid_kwh
-        summary[f"renewable_kwh:{name}"] = site.renewable_kwh
-        summary[f"curtailed_kwh:{name}"] = site.curtailed_kwh
-        summary[f"exported_kwh:{name}"] = site.exported_kwh
-        summary[f"charge_kwh:{name}"] = site.charge_kwh
-        summary[f"discharge_kwh:{name}"] = site.discharge_kwh
-        summary[f"soc_kwh:{name}"] = site.soc_kwh
-        summary[f"energy_charge:{name}"] = site.energy_charge
-        summary[f"supply_carbon_kg:{name}"] = site.carbon_kg
     for p in sc.pools:
         summary[f"gpus_busy:{p.datacenter}/{p.gpu_type}"] = int(
             applied.busy[(p.datacenter, p.gpu_type)])

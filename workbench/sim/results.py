@@ -14,6 +14,7 @@ import pandas as pd
 
 from workbench.caps import Caps, kg_text
 from workbench.chunks import ColumnChunks, QueueTrace
+from workbench.meter import check_import_caps, idle_kw, job_power_caps_kw
 from workbench.model import Job, Scenario
 from workbench.outcome import service_power_w
 from workbench.policies.base import Policy
@@ -301,20 +302,26 @@ def service_floors_kw(sc: Scenario) -> list[tuple[Job, int, int, dict[str, float
 
 
 def check_power_caps(sc: Scenario, caps: Caps) -> None:
-    """Refuse power caps below what the inference services alone draw (they run every slot
-    they are up), with the numbers: raise ValueError when a service fits under no cap
-    where it may run, or in a slot where the services up draw more than the caps of the
-    datacenters they may use (each at its least draw), or more than one datacenter's cap
-    where they can run nowhere else."""
+    """Refuse grid import caps below a site's idle load plus what the inference services
+    alone draw (they run every slot they are up), with the numbers: raise ValueError when
+    a cap is below the idle load (:func:`workbench.meter.check_import_caps`), a service
+    fits under no cap where it may run, or in a slot where the services up draw more than
+    the caps of the datacenters they may use (each at its least draw), or more than one
+    datacenter's cap where they can run nowhere else (each cap less its site's idle
+    load)."""
     if not caps.has_power:
         return
+    check_import_caps(sc, caps)
     names = [d.name for d in sc.datacenters]
-    cap = dict(zip(names, caps.power_kw_array(names).tolist(), strict=True))
+    # The caps are on grid import: what the jobs may draw is the cap less the idle load.
+    cap = dict(zip(names, job_power_caps_kw(sc, caps).tolist(), strict=True))
+    idle = dict(zip(names, idle_kw(sc).tolist(), strict=True))
     floors = service_floors_kw(sc)
     fix = "raise the power cap or move the services"
     for job, _a, _b, where in floors:
         if all(kw > cap[d] * (1 + 1e-9) for d, kw in where.items()):
-            detail = ", ".join(f"{d} {kw:.2f} kW against a cap of {cap[d]:g} kW"
+            detail = ", ".join(f"{d} {kw:.2f} kW against the {cap[d]:.2f} kW its cap leaves "
+                               f"above its idle load of {idle[d]:.2f} kW"
                                for d, kw in where.items())
             raise ValueError(f"power cap below what inference alone draws: service "
                              f"{job.job_id} draws at least {min(where.values()):.2f} kW "
@@ -328,8 +335,8 @@ def check_power_caps(sc: Scenario, caps: Caps) -> None:
             raise ValueError(
                 f"power cap below what inference alone draws: from slot {t} the "
                 f"{len(up)} inference services up draw at least {need:.2f} kW together, "
-                f"more than the {room:g} kW the caps of {', '.join(sorted(allowed))} "
-                f"allow; {fix}")
+                f"more than the {room:.2f} kW the caps of {', '.join(sorted(allowed))} "
+                f"leave above their idle loads; {fix}")
         for d in allowed:
             only = [(job, where[d]) for job, where in up if set(where) == {d}]
             kw = sum(k for _, k in only)
@@ -338,7 +345,8 @@ def check_power_caps(sc: Scenario, caps: Caps) -> None:
                     f"power cap below what inference alone draws: from slot {t} the "
                     f"services that may run only in {d} "
                     f"({', '.join(j.job_id for j, _ in only)}) draw {kw:.2f} kW against "
-                    f"its cap of {cap[d]:g} kW; {fix}")
+                    f"the {cap[d]:.2f} kW its cap leaves above its idle load of "
+                    f"{idle[d]:.2f} kW; {fix}")
 
 
 def cap_warnings_before(sc: Scenario, caps: Caps) -> list[str]:

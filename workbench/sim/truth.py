@@ -18,8 +18,9 @@ import xarray as xr
 
 from workbench import outcome, perf
 from workbench.estimate import OnlineEstimator, planning_speed_factor
+from workbench.meter import Meter, MeterSlot
 from workbench.model import Datacenter, GpuPool, Job, Scenario
-from workbench.outcome.supply import SiteSlot, site_balance
+from workbench.outcome.supply import SiteSlot
 from workbench.policies.base import Allocation, JobState, Placement
 from workbench.power_limits import limit_factors
 from workbench.schema import PLAN_ROW, PLAN_STORED_COLUMNS
@@ -142,30 +143,42 @@ def _observe(
 @dataclass
 class SlotApplied:
     """What one slot's allocation did to the truth: the plan rows (:data:`PlanRow`), the data
-    movements (rows of :data:`workbench.schema.MIGRATION`), per datacenter the energy
-    (kWh), cost, carbon (kg) and metered power (kW), busy GPUs per pool, and the counts of
-    jobs running, waiting and inference services unserved."""
+    movements (rows of :data:`workbench.schema.MIGRATION`), per datacenter the jobs' energy
+    (kWh), their part of the bill and of the carbon (``cost``, ``carbon_kg``: the site's
+    controllable part this slot, :mod:`workbench.meter`), their energy at the grid's price
+    and carbon (``cost_at_grid_price``, ``carbon_kg_at_grid_intensity``), busy GPUs per pool,
+    and the counts of jobs running, waiting and inference services unserved."""
 
     plan: list[tuple[Any, ...]]
     migrations: list[dict[str, Any]]
     energy_kwh: dict[str, float]
     cost: dict[str, float]
     carbon_kg: dict[str, float]
-    power_kw: dict[str, float]
+    cost_at_grid_price: dict[str, float]
+    carbon_kg_at_grid_intensity: dict[str, float]
     busy: Counter[tuple[str, str]]
     running: int = 0
     waiting: int = 0
     unserved: int = 0
-    sites: dict[str, SiteSlot] = field(default_factory=dict)
-    """Each datacenter's energy balance (:func:`workbench.outcome.site_balance`)."""
+    meter: MeterSlot | None = None
+    """The site meter's slot: each datacenter's balance, its no-jobs reference, the
+    controllable demand charges (:class:`workbench.meter.MeterSlot`)."""
     trimmed: list[PowerTrim] = field(default_factory=list)
+    drawn: list[list[tuple[str, float]]] = field(default_factory=list)
+    """Per plan row, the (datacenter, kWh) it drew this slot (its transfer's other end
+    apart): what the meter shares the slot's controllable part by."""
+
+    @property
+    def sites(self) -> dict[str, SiteSlot]:
+        """Each datacenter's energy balance at the meter."""
+        return {} if self.meter is None else self.meter.sites
 
 
 @dataclass(frozen=True)
 class PowerTrim:
     """A training job the simulator paused in slot ``t`` because the allocation would have
-    put ``datacenter`` above its power cap: the datacenter's true draw with every placed
-    job (``drawn_kw``) against its cap (``cap_kw``), both kW."""
+    put ``datacenter``'s grid import above its power cap: the import with every placed job
+    (``drawn_kw``) against its cap (``cap_kw``), both kW."""
 
     t: int
     job_id: str
@@ -179,7 +192,8 @@ class Truth:
     """The true world of one run: the horizon's price and carbon (``price[t, r]``,
     ``carbon[t, r]`` by region index), the sites, the pools, the losses of a restart and a
     resize, the hidden noise (sigma ``noise``, drawn from ``rng`` in job order) and the
-    power caps it enforces (``power_cap_kw`` per datacenter, kW; empty: none)."""
+    power caps it enforces on each datacenter's grid import (``power_cap_kw``, kW; empty:
+    none)."""
 
     scenario: Scenario
     price: np.ndarray
@@ -192,14 +206,20 @@ class Truth:
     power_cap_kw: dict[str, float] = field(default_factory=dict)
     dcs: dict[str, Datacenter] = field(init=False)
     pools: dict[tuple[str, str], GpuPool] = field(init=False)
-    soc_kwh: dict[str, float] = field(init=False)
-    """Each battery's state of charge now, kWh (by datacenter)."""
+    meter: Meter = field(init=False)
+    """The site meter (:mod:`workbench.meter`): power caps are on its grid import."""
 
     def __post_init__(self) -> None:
         sc = self.scenario
         self.dcs = {d.name: d for d in sc.datacenters}
         self.pools = {(p.datacenter, p.gpu_type): p for p in sc.pools}
-        self.soc_kwh = {b.datacenter: b.soc_initial_kwh for b in sc.supply.batteries}
+        self.meter = Meter(sc, self.price, self.carbon, self.region_index,
+                           import_cap_kw=self.power_cap_kw)
+
+    @property
+    def soc_kwh(self) -> dict[str, float]:
+        """Each battery's state of charge now, kWh (by datacenter)."""
+        return self.meter.soc
 
     @classmethod
     def of(cls, sc: Scenario, cube: xr.Dataset, *, restart_s: float, resize_s: float,
@@ -234,10 +254,11 @@ class Truth:
         busy: Counter[tuple[str, str]] = Counter()
         for placed in placements.values():
             busy[(placed.datacenter, placed.gpu_type)] += placed.n_gpus
-        out = SlotApplied(plan=[], migrations=[], energy_kwh=dict.fromkeys(self.dcs, 0.0),
-                          cost=dict.fromkeys(self.dcs, 0.0),
-                          carbon_kg=dict.fromkeys(self.dcs, 0.0),
-                          power_kw=dict.fromkeys(self.dcs, 0.0), busy=busy, trimmed=trimmed)
+        zero = dict.fromkeys(self.dcs, 0.0)
+        out = SlotApplied(plan=[], migrations=[], energy_kwh=dict(zero), cost=dict(zero),
+                          carbon_kg=dict(zero), cost_at_grid_price=dict(zero),
+                          carbon_kg_at_grid_intensity=dict(zero), busy=busy,
+                          trimmed=trimmed)
         for r in active:
             r.slots_active += 1
             p = placements.get(r.job.job_id)
@@ -247,47 +268,36 @@ class Truth:
                 out.running += 1
                 self._run(r, p, alloc, t, t_start, out, etas.get(r.job.job_id))
         self._balance(alloc, t, out)
+        # One row per active job, in order: each job's share of the bill and carbon.
+        row: Any
+        for r, row in zip(active, out.plan, strict=True):
+            r.cost += row.cost
+            r.carbon_kg += row.carbon_kg
         return out
 
     def _balance(self, alloc: Allocation, t: int, out: SlotApplied) -> None:
-        """Each datacenter's energy balance (its jobs' energy from its sources, battery and
-        the grid; the site's baseline power is metered apart, at the grid price, as
-        :func:`workbench.metrics.site_idle` counts it), the battery states it leaves, and
-        each plan row's split of its energy by its datacenter-slot's mix (pro rata)."""
-        sc = self.scenario
-        slot_h = sc.slot_s / 3600.0
-        supply = sc.supply
+        """Meter the slot (:class:`workbench.meter.Meter`: each datacenter's load with its
+        idle load from its sources, battery and the grid, and the no-jobs reference), give
+        each plan row its share of the slot's controllable charge and carbon, and split
+        each row's energy by its datacenter-slot's mix (pro rata)."""
+        slot = self.meter.read(t, out.energy_kwh, alloc.battery_kw)
+        out.meter = slot
         for name in self.dcs:
-            sources = supply.sources_at(name)
-            battery = supply.battery_at(name)
-            _, pr, cg = self._prices(t, name)
-            site = site_balance(
-                out.energy_kwh[name], [s.available_kw[t] * slot_h for s in sources], sources,
-                grid_price_per_kwh=pr, grid_carbon_g_per_kwh=cg, slot_h=slot_h,
-                battery=battery, soc_kwh=self.soc_kwh.get(name, 0.0),
-                battery_kw=alloc.battery_kw.get(name), export_price_per_kwh=(
-                    supply.export_price(name) if sources else None))
-            if battery is not None:
-                self.soc_kwh[name] = site.soc_kwh
-            out.sites[name] = site
-            if sources or battery is not None:
-                # The jobs' energy charges and carbon from what came from where.
-                out.cost[name] = site.energy_charge
-                out.carbon_kg[name] = site.carbon_kg
-        if not supply.has_energy:
-            return
+            out.cost[name], out.carbon_kg[name] = slot.controllable(name)
+        rows: list[Any] = out.plan
+        shares = self.meter.shares(slot, out.drawn)
         split = {}
-        for name, site in out.sites.items():
+        for name, site in slot.sites.items():
             load = site.load_kwh
             split[name] = ((site.renewable_to_load_kwh / load, site.discharge_kwh / load,
                             site.grid_to_load_kwh / load) if load > 0 else (0.0, 0.0, 1.0))
-        rows: list[Any] = out.plan
-        for i, row in enumerate(rows):
-            if row.energy_kwh:
+        for i, (row, (cost, kg)) in enumerate(zip(rows, shares, strict=True)):
+            if row.n_gpus or cost or kg:
                 ren, bat, grid = split[row.region]
-                rows[i] = row._replace(renewable_kwh=row.energy_kwh * ren,
-                                           battery_kwh=row.energy_kwh * bat,
-                                           grid_kwh=row.energy_kwh * grid)
+                rows[i] = row._replace(cost=cost, carbon_kg=kg,
+                                       renewable_kwh=row.energy_kwh * ren,
+                                       battery_kwh=row.energy_kwh * bat,
+                                       grid_kwh=row.energy_kwh * grid)
 
     def _charges(self, r: JobRun, p: Placement) -> outcome.Charges:
         """What placing ``r`` at ``p`` owes this slot (restart, transfers)."""
@@ -312,17 +322,21 @@ class Truth:
         """The placements trimmed to the enforced power caps, with the throughput noise
         drawn for each running training job, and what was trimmed.
 
-        Each datacenter's true draw is the sum of its jobs' true facility power in the slot
-        (:func:`workbench.outcome.slot_outcome` at the truth, as the meter reads it). Where
-        it exceeds the cap, training jobs pause until it fits: first those the allocation
-        starts, resumes or moves here this slot (its marginal decisions), then those that
-        ran here in the last slot, the most power first within each. Inference services
-        are never paused (a cap below what they alone draw is refused before the run).
+        Each datacenter's grid import is what the meter reads (:meth:`Meter.import_kw`):
+        its jobs' true facility energy in the slot (:func:`workbench.outcome.slot_outcome`
+        at the truth, transfers' halves at both ends) over the slot's hours, plus its idle
+        load, less what its own sources deliver (a battery's discharge is not counted on).
+        Where it exceeds the cap, training jobs placed there pause until it fits: first
+        those the allocation starts, resumes or moves here this slot (its marginal
+        decisions), then those that ran here in the last slot, the most power first within
+        each. Inference services are never paused (a cap below the idle load plus what
+        they alone draw is refused before the run).
         """
         kept = dict(placements)
         etas: dict[str, float] = {}
-        power: dict[str, float] = {}
+        kw_of: dict[str, list[tuple[str, float]]] = {}
         draw: dict[str, float] = dict.fromkeys(self.dcs, 0.0)
+        slot_h = self.scenario.slot_s / 3600.0
         for r in active:
             p = placements.get(r.job.job_id)
             if p is None:
@@ -333,23 +347,27 @@ class Truth:
                 res = self._training_outcome(r, p, ch, eta)
             else:
                 res = self._service_outcome(r, p, ch, t_start)
-            power[r.job.job_id] = res.power_kw
-            draw[p.datacenter] += res.power_kw
+            kw_of[r.job.job_id] = [(p.datacenter, res.energy_kwh / slot_h)] + [
+                (d, kwh / slot_h) for d, kwh in res.source_kwh]
+            for d, kw in kw_of[r.job.job_id]:
+                draw[d] += kw
         trimmed: list[PowerTrim] = []
         by_id = {r.job.job_id: r for r in active}
+        meter = self.meter
         for dc, cap in self.power_cap_kw.items():
-            drawn = draw.get(dc, 0.0)
+            drawn = meter.import_kw(dc, t, draw[dc])
             if drawn <= cap * (1 + 1e-9):
                 continue
-            here = [j for j, p in placements.items() if p.datacenter == dc
+            here = [j for j in kept if placements[j].datacenter == dc
                     and by_id[j].job.is_training]
-            here.sort(key=lambda j: (by_id[j].placement == placements[j], -power[j], j))
-            left = drawn
+            here.sort(key=lambda j: (by_id[j].placement == placements[j],
+                                     -sum(kw for d, kw in kw_of[j] if d == dc), j))
             for j in here:
-                if left <= cap * (1 + 1e-9):
+                if meter.import_kw(dc, t, draw[dc]) <= cap * (1 + 1e-9):
                     break
                 del kept[j]
-                left -= power[j]
+                for d, kw in kw_of[j]:
+                    draw[d] -= kw
                 trimmed.append(PowerTrim(t=t, job_id=j, datacenter=dc, drawn_kw=drawn,
                                          cap_kw=cap))
         return kept, etas, trimmed
@@ -380,6 +398,7 @@ class Truth:
             kind=job.kind, home=job.home, grid_region=reg, used_s=0.0, movement_kwh=0.0,
             remaining=max(1.0 - r.done, 0.0) if job.is_training else 1.0, power_limit_w=0.0,
             renewable_kwh=0.0, battery_kwh=0.0, grid_kwh=0.0, limit_saved_kwh=0.0))
+        out.drawn.append([])
 
     def _training_outcome(self, r: JobRun, p: Placement, ch: outcome.Charges, eta: float
                           ) -> outcome.SlotOutcome:
@@ -470,10 +489,8 @@ class Truth:
             r.first_start = t_start
         if finishing and job.is_training:
             r.finish_time = t_start + timedelta(seconds=used_s)
-        energy, cost, carb = self._charge(p.datacenter, t, res, pr, cg, out)
+        energy, drawn = self._charge(p.datacenter, t, res, pr, cg, out)
         r.energy_kwh += energy
-        r.cost += cost
-        r.carbon_kg += carb
         r.lost_s += lost
         r.slots_run += 1
         r.placement = p
@@ -481,7 +498,7 @@ class Truth:
         out.plan.append(PlanRow(
             job_id=job.job_id, region=p.datacenter, gpu_type=p.gpu_type,
             n_gpus=int(p.n_gpus), batch_size=int(p.batch_size), action=action,
-            energy_kwh=energy, cost=cost, carbon_kg=carb, price_per_kwh=pr,
+            energy_kwh=energy, cost=0.0, carbon_kg=0.0, price_per_kwh=pr,
             carbon_g_per_kwh=cg, progress=delta, transfer_gb=ch.transfer_gb, lost_s=lost,
             slot=t, kind=job.kind, home=job.home, grid_region=reg, used_s=used_s,
             movement_kwh=res.movement_kwh,
@@ -490,30 +507,29 @@ class Truth:
                                 self.pools[(p.datacenter, p.gpu_type)].max_power_w),
             renewable_kwh=0.0, battery_kwh=0.0, grid_kwh=energy,
             limit_saved_kwh=res.limit_saved_kwh))
+        out.drawn.append(drawn)
 
     def _charge(self, datacenter: str, t: int, res: outcome.SlotOutcome, pr: float,
-                cg: float, out: SlotApplied) -> tuple[float, float, float]:
-        """Meter the slot's energy at the true price and carbon of each end (the sending
-        datacenters' half of a transfer at theirs); returns the job's energy (kWh), cost and
-        carbon (kg)."""
+                cg: float, out: SlotApplied) -> tuple[float, list[tuple[str, float]]]:
+        """Meter the slot's energy of one job at each end (the sending datacenters' half of
+        a transfer at theirs), at the grid's price and carbon; returns the job's energy
+        (kWh) and the (datacenter, kWh) it drew. Its share of the bill follows when the slot
+        is metered (:meth:`_balance`)."""
         energy = res.energy_kwh
-        cost = energy * pr
-        carb = energy * cg / G_PER_KG
+        drawn = [(datacenter, energy)]
         out.energy_kwh[datacenter] += energy
-        out.cost[datacenter] += cost
-        out.carbon_kg[datacenter] += carb
-        out.power_kw[datacenter] += res.power_kw
+        out.cost_at_grid_price[datacenter] += energy * pr
+        out.carbon_kg_at_grid_intensity[datacenter] += energy * cg / G_PER_KG
         for src_dc, kwh in res.source_kwh:
             _, s_pr, s_cg = self._prices(t, src_dc)
             s_cost = kwh * s_pr
             s_carb = kwh * s_cg / G_PER_KG
             out.energy_kwh[src_dc] += kwh
-            out.cost[src_dc] += s_cost
-            out.carbon_kg[src_dc] += s_carb
+            out.cost_at_grid_price[src_dc] += s_cost
+            out.carbon_kg_at_grid_intensity[src_dc] += s_carb
+            drawn.append((src_dc, kwh))
             energy += kwh
-            cost += s_cost
-            carb += s_carb
-        return energy, cost, carb
+        return energy, drawn
 
 
 def _movement(r: JobRun, p: Placement, ch: outcome.Charges, alloc: Allocation, moves: bool,

@@ -27,10 +27,10 @@ from workbench.store import StoreError
 log = logging.getLogger(__name__)
 
 COMPARE_SHOWN: tuple[tuple[str, str], ...] = (
-    ("policy", "policy"), ("cost", "bill ({c})"), ("equal_work_cost", "equal-work cost ({c})"),
-    ("saving_pct", "saved, equal work (%)"), ("above_bound_pct", "above bound (%)"),
-    ("above_replay_pct", "vs replay (%)"), ("carbon_kg", "carbon (kg)"),
-    ("carbon_saving_pct", "carbon saved, equal work (%)"), ("mean_jct_h", "mean JCT (h)"),
+    ("policy", "policy"), ("bill_total", "bill ({c})"), ("cost", "plan's part ({c})"),
+    ("saving_pct", "saved of bill (%)"), ("jobs_saving_pct", "saved of plan's part (%)"),
+    ("above_bound_pct", "above bound (%)"), ("carbon_kg", "carbon, plan's (kg)"),
+    ("carbon_saving_pct", "carbon saved (%)"), ("mean_jct_h", "mean JCT (h)"),
     ("deadline_misses", "misses"), ("jobs_unfinished", "not done"), ("migrations", "moves"),
 )
 """Columns of the Metrics tab's comparison table (all fit without side-scrolling), every
@@ -78,7 +78,9 @@ class MetricsView(StateView):
         shown = table[[k for k, _ in cols]].rename(columns=dict(cols)).round(2)
         return pn.Column(
             data_table(shown, css_classes=["wb-compare"], widths={"policy": 150}),
-            pn.pane.Markdown("First row: this run. Savings and gaps are on equal work: "
+            pn.pane.Markdown("First row: this run. *Bill*: what the sites pay; *plan's "
+                             "part*: the bill less what the same sites pay running no job. "
+                             "Savings and gaps are on equal work: "
                              f"{esc(EQUAL_WORK_BASIS)}. *Above bound*: against the hindsight "
                              "bound (no restarts or transfers: a lower bound on every plan); "
                              "*vs replay*: against the hindsight plan as replayed (offline, "
