@@ -14,19 +14,18 @@ import xarray as xr
 
 from workbench.bill import BILL_PARTS
 from workbench.caps import Caps
-from workbench.schema import site_key
 from workbench.equal_work import LikeForLike, like_for_like
 from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
 from workbench.runs import REFERENCE_POLICY, run_settings
+from workbench.schema import site_key
 
 COMPARE_COLUMNS: tuple[str, ...] = (
     "policy", "currency", "bill_total", "cost", "equal_work_cost", "saving_pct",
-    "jobs_saving_pct", "bill_saving_pct",
-    "above_bound_pct", "above_replay_pct", "carbon_kg", "equal_work_carbon_kg",
-    "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h", "deadline_misses",
-    "jobs_unfinished", "unfinished_charge", "migrations", "energy_moved_kwh",
-)
+    "jobs_saving_pct", "bill_saving_pct", "above_bound_pct", "above_replay_pct", "carbon_kg",
+    "equal_work_carbon_kg", "carbon_saving_pct", "energy_kwh", "mean_jct_h", "p95_jct_h",
+    "deadline_misses", "jobs_unfinished", "unfinished_charge", "migrations",
+    "energy_moved_kwh")
 """Columns of :func:`compare_table`, each row on equal work
 (:func:`workbench.equal_work.like_for_like`): ``saving_pct`` (of the whole bill),
 ``jobs_saving_pct`` (of its part the plan controls, ``cost``) and ``carbon_saving_pct``
@@ -573,9 +572,9 @@ def supply_frame(slots: pd.DataFrame, datacenter: str, slot_s: float) -> pd.Data
     return out.reset_index(drop=True)
 
 
-BILL_COLUMNS: tuple[str, ...] = (
-    "datacenter", "energy ({c})", "own supply ({c})", "export credit ({c})",
-    "demand ({c})", "capacity ({c})", "total ({c})", "peak grid kW", "peak at ({tz})")
+BILL_COLUMNS: tuple[str, ...] = ("datacenter", *(p.replace("_", " ") + " ({c})" for p in
+                                                  BILL_PARTS),
+                                 "total ({c})", "peak grid kW", "peak at ({tz})")
 """Columns of :func:`bill_table` (``{c}``: the scenario's currency, ``{tz}`` the zone)."""
 
 

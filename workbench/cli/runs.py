@@ -15,10 +15,10 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
+from workbench.bill import has_meter
 from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.bill import has_meter
 from workbench.cli.plan import attribution_lines, bill_json, bill_text, saving_lines
 from workbench.equal_work import like_for_like
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv, write_sites_csv
