@@ -84,6 +84,11 @@ def check_import_caps(sc: Scenario | ScenarioView, caps: Caps) -> None:
                 f"least {i:.2f} kW plus what its inference services draw")
 
 
+_DRAWN_KWH = 1e-9
+"""kWh below which a site-slot counts as drawing nothing for its rows (a share per kWh of
+a rounding residue would be a division by nearly zero)."""
+
+
 @dataclass(frozen=True)
 class MeterSlot:
     """One slot of the meter: per datacenter the site's balance (``sites``), the no-jobs
@@ -221,13 +226,13 @@ class Meter:
         part: dict[str, tuple[float, float]] = {}
         for name in self.names:
             cost, kg = slot.controllable(name)
-            if at[name] > 0:
+            if at[name] > _DRAWN_KWH:
                 part[name] = (cost / at[name], kg / at[name])
             else:
                 left_cost += cost
                 left_kg += kg
         total = sum(at.values())
-        spread = (left_cost / total, left_kg / total) if total > 0 else (0.0, 0.0)
+        spread = (left_cost / total, left_kg / total) if total > _DRAWN_KWH else (0.0, 0.0)
         out = []
         for drawn in rows:
             c = k = 0.0
@@ -236,7 +241,7 @@ class Meter:
                 c += kwh * (per[0] + spread[0])
                 k += kwh * (per[1] + spread[1])
             out.append((c, k))
-        if total > 0:
+        if total > _DRAWN_KWH:
             self.unattributed = self.unattributed_kg = 0.0
         else:
             self.unattributed, self.unattributed_kg = left_cost, left_kg

@@ -161,6 +161,14 @@ def stored_metrics(store: Store, run_id: str, scenario: Scenario | None = None
     return metrics
 
 
+def run_scenario_of(store: Store, run_id: str) -> Scenario:
+    """The scenario a stored run ran on (stored, else the built-in of its name), at the
+    run's slot length. Raises StoreError, ScenarioError or KeyError when it cannot be
+    loaded."""
+    info = store.run_info(run_id)
+    return at_slot(stored_or_builtin(store, str(info["scenario"])), _slot_s(store, run_id))
+
+
 def _slot_s(store: Store, run_id: str) -> int | None:
     got = run_settings(store.run_info(run_id)).get("slot_s")
     return int(got) if got else None
