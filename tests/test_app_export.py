@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from helpers_sim import tiny_scenario, training
 
 from workbench import Store
@@ -62,3 +63,24 @@ def test_the_comparison_csv_writes_counts_as_integers_and_names_its_currency(
     for col in COUNT_COLUMNS:
         assert all(v.isdigit() for v in raw[col]), (col, list(raw[col]))
     assert raw.loc[1, "saving_pct"] == "0.0"  # asap-home against itself
+
+
+def test_the_sites_csv_is_the_site_meter_and_sums_to_the_bill(tmp_path: Path) -> None:
+    """The Export tab's sites CSV is the CLI's (``plan --sites-out``): one row per
+    datacenter and slot, its grid charges summing to the bill's energy part."""
+    from workbench.io.plan_csv import SITES_COLUMNS
+
+    sc = tiny_scenario([training("j", slots_of_work=1.0, deadline_slot=8)], n_slots=8)
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(sc)
+    app = create_app(str(db), scenario_name="tiny", policy="greedy",
+                     baseline_policies=["asap-home"], save_runs=False)
+    res = app.state.run()
+    assert res is not None
+    export = app.views["Export"]
+    assert not export.sites_download.disabled
+    sites = pd.read_csv(io.StringIO(export._sites_csv().getvalue()))
+    assert list(sites.columns) == list(SITES_COLUMNS)
+    assert len(sites) == 2 * sc.n_slots
+    assert sites["grid_charge"].sum() == pytest.approx(res.metrics["bill_energy"], rel=1e-6)

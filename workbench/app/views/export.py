@@ -1,4 +1,4 @@
-"""The Export tab: the shown run's plan, migrations and comparison as CSV."""
+"""The Export tab: the shown run's plan, migrations, site meter and comparison as CSV."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import param
 from workbench.app import derive
 from workbench.app.markup import esc
 from workbench.app.views.common import StateView, no_run, run_banner
-from workbench.io.plan_csv import write_csv, write_migrations_csv, write_plan_csv
+from workbench.bill import has_meter
+from workbench.io.plan_csv import (
+    write_csv,
+    write_migrations_csv,
+    write_plan_csv,
+    write_sites_csv,
+)
 
 
 class ExportView(StateView):
@@ -26,6 +32,10 @@ class ExportView(StateView):
             callback=self._migrations_csv, filename="migrations.csv",
             label="Download migrations CSV", disabled=True,
             css_classes=["wb-download-migrations"])
+        self.sites_download = pn.widgets.FileDownload(
+            callback=self._sites_csv, filename="sites.csv",
+            label="Download sites CSV (the site meter)", disabled=True,
+            css_classes=["wb-download-sites"])
         self.compare_download = pn.widgets.FileDownload(
             callback=self._compare_csv, filename="comparison.csv",
             label="Download comparison CSV", disabled=True,
@@ -46,8 +56,18 @@ class ExportView(StateView):
         self.plan_download.param.update(disabled=not has, filename=f"{stem}_plan.csv")
         self.migrations_download.param.update(disabled=not has,
                                               filename=f"{stem}_migrations.csv")
+        self.sites_download.param.update(disabled=not self._metered(),
+                                         filename=f"{stem}_sites.csv")
         self.compare_download.param.update(disabled=not has,
                                            filename=f"{stem}_comparison.csv")
+
+    def _names(self) -> list[str]:
+        sc = self.s.scenario
+        return [] if sc is None else [d.name for d in sc.datacenters]
+
+    def _metered(self) -> bool:
+        res = self.s.result
+        return res is not None and has_meter(res.slots, self._names())
 
     def _plan_csv(self) -> io.StringIO:
         buf = io.StringIO()
@@ -60,6 +80,14 @@ class ExportView(StateView):
         buf = io.StringIO()
         if self.s.result is not None:
             write_migrations_csv(self.s.result.migrations, buf)
+        buf.seek(0)
+        return buf
+
+    def _sites_csv(self) -> io.StringIO:
+        buf = io.StringIO()
+        if self._metered():
+            assert self.s.result is not None
+            write_sites_csv(self.s.result.slots, self._names(), buf)
         buf.seek(0)
         return buf
 
@@ -81,10 +109,12 @@ class ExportView(StateView):
             f"{len(res.plan):,d} plan "
             f"rows, {len(res.migrations):,d} migrations. Plan and migrations CSV have the CLI's "
             "columns (README: Plan and migrations CSV; `workbench runs export RUN` writes the "
-            "same); the comparison CSV holds the Metrics tab's table (savings in % against "
-            "asap-home).")
+            "same); the sites CSV is the site meter, one row per datacenter and slot (`plan "
+            "--sites-out`); the comparison CSV holds the Metrics tab's table (savings in % "
+            "against asap-home).")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(run_banner(self.s), pn.panel(self._summary), self.plan_download,
-                         self.migrations_download, self.compare_download,
+                         self.migrations_download, self.sites_download,
+                         self.compare_download,
                          sizing_mode="stretch_width")
