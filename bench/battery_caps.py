@@ -48,6 +48,7 @@ from workbench.caps import Caps
 from workbench.model import Scenario
 from workbench.runner import RunSpec, simulate_spec
 from workbench.scenarios import build_seed3
+from workbench.schema import site_key
 from workbench.sim import RunResult
 
 
@@ -59,9 +60,9 @@ def _run(sc: Scenario, policy: str, caps: Caps, fitted: Any) -> tuple[RunResult,
 
 
 def _peaks_kw(sc: Scenario, result: RunResult) -> dict[str, float]:
-    """Each datacenter's peak metered power of a run, kW (``power_kw:<dc>`` of its slots)."""
-    return {d.name: float(result.slots[f"power_kw:{d.name}"].astype(float).max())
-            for d in sc.datacenters if f"power_kw:{d.name}" in result.slots}
+    """Each datacenter's peak grid import at the site meter over a run, kW."""
+    return {d.name: float(result.slots[site_key("grid_import_kw", d.name)].max())
+            for d in sc.datacenters}
 
 
 def caps_rows(name: str, sc: Scenario, policy: str, pcts: list[float],

@@ -237,3 +237,40 @@ def test_a_run_stored_before_the_meter_is_billed_again_and_says_so(
     assert m["bill_no_jobs_total"] == pytest.approx(now["bill"]["no_jobs_total"])
     assert main(["--db", str(db), "runs", "show", rid]) == 0
     assert "recomputed from its stored slot records" in capsys.readouterr().out
+
+
+def test_a_comparison_is_one_under_the_same_power_caps() -> None:
+    """A stored comparison run counts as a run's comparison only when it was metered against
+    the same power caps (and the app keys its shared comparisons by them too)."""
+    from workbench.app.shared import ComparisonKey
+    from workbench.runs import same_settings
+
+    settings_ = json.dumps({"slot_s": 900, "n_slots": 8, "forecast_mode": "tariff",
+                            "forecast_error": 0.0})
+    capped = {"settings": settings_, "knobs": json.dumps({"power_cap_kw": 75.0})}
+    other = {"settings": settings_, "knobs": json.dumps({"power_cap_kw": 60.0})}
+    free = {"settings": settings_, "knobs": json.dumps({"V": 1.0})}
+    assert same_settings(capped, dict(capped)) and same_settings(free, {**free, "knobs": "{}"})
+    assert not same_settings(capped, other) and not same_settings(capped, free)
+    spec = RunSpec("s", "lookahead", caps=Caps(power_kw=75.0, carbon_kg=10.0))
+    assert spec.comparison("asap-home").metered == Caps(power_kw=75.0)
+    keys = {ComparisonKey("db", "s", "f", 900, 8, None, 0.0, metered=m)
+            for m in (Caps(), Caps(power_kw=75.0), Caps(power_kw=75.0))}
+    assert len(keys) == 2
+
+
+def test_the_attribution_adds_up_to_the_bills_saving() -> None:
+    jobs = tuple(training(f"j{i}", home="a", arrival_slot=i, slots_of_work=2.0,
+                          deadline_slot=12) for i in range(3)) + (
+        inference("svc", home="b", last=12),)
+    sc = _sited(export=0.02, jobs=jobs)
+    out = run_spec(RunSpec(sc.name, "lookahead", power_limits=(1.0, 0.7)), sc)
+    assert out.attribution is not None and out.baseline is not None
+    m, b = out.result.metrics, out.baseline.metrics
+    parts = out.attribution["cost"]
+    assert set(parts) >= {"efficiency", "temporal", "spatial", "movement", "power_limits",
+                          "supply", "demand"}
+    assert sum(parts.values()) == pytest.approx(b["cost"] - m["cost"], abs=1e-9)
+    assert b["cost"] - m["cost"] == pytest.approx(b["bill_total"] - m["bill_total"], abs=1e-9)
+    kg = out.attribution["carbon_kg"]
+    assert sum(kg.values()) == pytest.approx(b["carbon_kg"] - m["carbon_kg"], abs=1e-9)

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.bill import bill_metrics, has_meter
+from workbench.caps import Caps
 from workbench.cubes import resample
 from workbench.equal_work import EQUAL_WORK_KEYS, bound_equal_work, equal_work
 from workbench.meter import Meter
@@ -327,9 +328,19 @@ def at_slot(scenario: Scenario, slot_s: int | None) -> Scenario:
 
 def same_settings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when runs ``a`` and ``b`` (rows of :meth:`Store.run_summaries` or
-    :meth:`Store.run_info`) share the :data:`SAME_SETTINGS`."""
+    :meth:`Store.run_info`) share the :data:`SAME_SETTINGS` and were metered against the
+    same power caps (a saving measured under another cap on the grid connection is not the
+    same comparison)."""
     sa, sb = run_settings(a), run_settings(b)
-    return all(sa.get(k) == sb.get(k) for k in SAME_SETTINGS)
+    return all(sa.get(k) == sb.get(k) for k in SAME_SETTINGS) and _power_caps(a) == \
+        _power_caps(b)
+
+
+def _power_caps(info: Mapping[str, Any]) -> Caps:
+    try:
+        return Caps.from_stored(_parse(info.get("knobs"))).power_only()
+    except ValueError:
+        return Caps()
 
 
 def reference_run(store: Store, info: Mapping[str, Any]) -> str | None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import pandas as pd
 
 from workbench import scenarios
+from workbench.caps import Caps
 
 if TYPE_CHECKING:
     from workbench.model import Scenario
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ComparisonKey:
     """What a comparison run of a scenario depends on: the store file, the scenario as
-    stored (its name and fingerprint), the slot grid it was planned on and the forecast."""
+    stored (its name and fingerprint), the slot grid it was planned on, the forecast and
+    the power caps it is metered against (a run is compared only with runs under its
+    own caps)."""
 
     db_path: str
     scenario: str
@@ -40,6 +43,7 @@ class ComparisonKey:
     n_slots: int
     forecast_mode: str | None
     forecast_error: float
+    metered: Caps = field(default_factory=Caps)
 
 
 @dataclass(frozen=True)

@@ -337,7 +337,8 @@ class WorkbenchState(param.Parameterized):
         key = ComparisonKey(db_path=self.db_path, scenario=sc.name,
                             fingerprint=self.fingerprint, slot_s=sc.slot_s,
                             n_slots=sc.n_slots, forecast_mode=spec.forecast.mode,
-                            forecast_error=spec.forecast.error_in_effect)
+                            forecast_error=spec.forecast.error_in_effect,
+                            metered=spec.comparison(spec.policy).metered)
         return RunRequest(spec=spec, scenario=sc, key=key, db_path=self.db_path,
                           comparisons=tuple(b for b in self.baseline_policies
                                             if b != self.policy), save=bool(self.save_runs))
