@@ -123,6 +123,8 @@ def replay_meter(scenario: Scenario, slots: pd.DataFrame) -> pd.DataFrame:
         cols = meter.columns(min(t, scenario.n_slots - 1), slot)
         for n in names:
             cols[f"cost:{n}"], cols[f"carbon_kg:{n}"] = slot.controllable(n)
+        cols["cost"] = sum(cols[f"cost:{n}"] for n in names)
+        cols["carbon_kg"] = sum(cols[f"carbon_kg:{n}"] for n in names)
         rows.append(cols)
     extra = pd.DataFrame(rows, index=slots.index)
     return pd.concat([slots.drop(columns=[c for c in extra.columns if c in slots]), extra],

@@ -16,8 +16,10 @@ slot the simulator
    progress at the profile's true gradient noise scale, times a hidden per-job throughput
    factor and per-slot noise; the dataset's first trip away from home, checkpoint moves,
    restarts on a start, resume, move or change of GPU type or count (transfers longer than
-   a slot span slots); energy, cost and carbon at the true price and carbon of each end;
-   it meters each datacenter's power (``power_kw:<dc>``) for the caps;
+   a slot span slots); energy at each end; the site meter (:mod:`workbench.meter`) reads
+   each datacenter's load, own supply, battery and grid import (``site:<field>:<dc>``, the
+   caps are on its import) and gives each plan row its share of the bill's controllable
+   part;
 5. re-estimates each job's throughput scale and gradient noise scale from the noisy
    observations (:class:`workbench.estimate.OnlineEstimator`, exponential moving averages);
 6. hands a :class:`SlotRecord` to every recorder.

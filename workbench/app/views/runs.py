@@ -16,10 +16,11 @@ from workbench.app.views.common import StateView, data_table, table_titles, zone
 
 RUNS_SHOWN: tuple[tuple[str, str], ...] = (
     ("created", "stored ({tz})"), ("name", "name"), ("policy", "policy"),
-    ("knobs", "knobs"), ("cost", "cost ({c})"), ("carbon_kg", "carbon (kg)"),
+    ("knobs", "knobs"), ("cost", "plan's part ({c})"), ("carbon_kg", "carbon (kg)"),
     ("deadline_misses", "misses"), ("jobs_unfinished", "not done"), ("run_id", "run"),
 )
-"""Columns of the Runs tab's table."""
+"""Columns of the Runs tab's table: ``cost`` is the part of the bill the plan controls (the
+bill less what the same sites pay running no job, :mod:`workbench.bill`)."""
 
 
 class RunsView(StateView):
@@ -159,8 +160,9 @@ class RunsView(StateView):
                 "into efficiency (less energy, same work), temporal (cheaper hours at home), "
                 "spatial (cheaper datacenters) and movement (transfers and restarts, a cost), "
                 "as the Metrics tab's waterfall does.", css_classes=["wb-runs-attribution"]),
-            pn.Row(pn.pane.HoloViews(plots.cumulative(results, "cost", f"cost ({currency})",
-                                                      tz), sizing_mode="stretch_width"),
+            pn.Row(pn.pane.HoloViews(plots.cumulative(
+                results, "cost", f"the plan's part of the bill ({currency})", tz),
+                sizing_mode="stretch_width"),
                    pn.pane.HoloViews(plots.cumulative(results, "carbon_kg", "carbon (kg)", tz),
                                      sizing_mode="stretch_width"),
                    sizing_mode="stretch_width"),
