@@ -392,7 +392,10 @@ def test_comparison_bars_are_labelled_html_in_proportion() -> None:
                           "cost": [50.0, 100.0, float("nan")]})
     html = markup.compare_bars_html(frame, "cost", "cost (CNY)")
     assert "cost (CNY)" in html and "50.00" in html and "100.00" in html and "–" in html
-    assert "width:50.0%" in html and "width:100.0%" in html and "width:0.0%" in html
+    # To scale from zero: 50 is half of 100 (the longest bar takes BAR_SPAN % of the cell).
+    span = markup.BAR_SPAN
+    assert f"width:{span / 2:.2f}%" in html and f"width:{span:.2f}%" in html
+    assert "width:0.00%" in html and html.count("flex:none") == 3
     assert "#9e9e9e" in html and "#1f6f8b" in html  # asap-home grey, the run dark
 
 

@@ -45,7 +45,7 @@ def test_list_show_compare_rename_delete(db, capsys, tmp_path) -> None:
     capsys.readouterr()
     cmp_ = _json(capsys, ["runs", "compare", "my run", runs[1]["run_id"], "--json",
                           "--db", str(db)])
-    assert set(cmp_["rows"]["cost (CNY)"]) == {"my run", f"asap-home {runs[1]['run_id'][:6]}"}
+    assert set(cmp_["rows"]["bill (CNY)"]) == {"my run", f"asap-home {runs[1]['run_id'][:6]}"}
     out = tmp_path / "p.csv"
     assert main(["runs", "export", "my run", "--out", str(out), "--db", str(db)]) == 0
     plan = read_plan_csv(out)

@@ -19,6 +19,7 @@ from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotState
 from workbench.policies.lookahead import LookaheadPolicy
 from workbench.policies.window import window_blocks
+from workbench.schema import site_key
 
 
 @pytest.mark.parametrize("knobs", [
@@ -271,7 +272,8 @@ def test_work_that_can_wait_runs_on_the_sun_not_on_the_grid_at_night(
         # In the sun (without the carbon of grid energy charged on it: run after the sun,
         # off the battery, under the carbon price).
         assert int(s["gpus_busy:a/A100"].iloc[8:16].sum()) > 0
-        assert s["grid_kwh:a"].sum() == pytest.approx(0.0, abs=1e-9)
+        assert s[site_key("grid_kwh", "a")].sum() == pytest.approx(0.0, abs=1e-9)
         assert m["green_share"] == pytest.approx(1.0)
     else:
-        assert s["discharge_kwh:a"].iloc[:8].sum() > 10 * s["grid_kwh:a"].iloc[:8].sum()
+        assert s[site_key("discharge_kwh", "a")].iloc[:8].sum() > 10 * s[
+            site_key("grid_kwh", "a")].iloc[:8].sum()

@@ -173,9 +173,13 @@ def test_clear_sky_solar_battery_and_a_flat_demand_charge_build_store_and_plan(
     assert main(["--db", db, "plan", "--scenario", "g", "--json", "--no-progress"]) == 0
     obj = json.loads(capsys.readouterr().out)
     for run in (obj, obj["baseline"]):
-        assert set(run["bill"]) == {"energy", "demand", "total"}
-        assert run["bill"]["total"] == pytest.approx(run["bill"]["energy"]
-                                                     + run["bill"]["demand"])
+        bill = run["bill"]
+        assert set(bill) == {"energy", "ppa", "export_credit", "demand", "capacity", "total",
+                             "no_jobs_total"}
+        assert bill["total"] == pytest.approx(bill["energy"] + bill["ppa"]
+                                              - bill["export_credit"] + bill["demand"]
+                                              + bill["capacity"])
+        assert run["cost"] == pytest.approx(bill["total"] - bill["no_jobs_total"])
         assert 0.0 < run["green_share"] <= 1.0
         assert run["battery_soc_violations"] == 0
         assert run["curtailed_kwh"] >= 0.0
