@@ -15,6 +15,7 @@ from workbench.compute.llm import load_predictor, predict_from_config
 from workbench.compute.opgraph import build_step_graph
 from workbench.compute.step import (
     DeviceMemoryError,
+    StepOptions,
     KernelTimes,
     StepTerms,
     assemble_step,
@@ -85,15 +86,54 @@ def test_bf16_is_faster_with_a_wider_interval() -> None:
                             predictor=p)
 
 
-def test_a_batch_that_does_not_fit_says_what_fits() -> None:
-    with pytest.raises(DeviceMemoryError, match=r"use --batch \d+ or less"):
+def test_a_batch_that_does_not_fit_names_the_activations_and_what_fits() -> None:
+    with pytest.raises(DeviceMemoryError, match=r"the activations .* do not fit .*; smallest "
+                       r"change that fits: --batch (\d+)") as e:
         predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, 512, A100)
+    b = int(str(e.value).rsplit(" ", 1)[1])
+    predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, b, A100)  # it fits
+    with pytest.raises(DeviceMemoryError, match=r"fits: --activation-checkpointing$"):
+        predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, 64, A100)
+    ok = predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, 64, A100,
+                             options=StepOptions(activation_checkpointing=True))
+    assert ok.memory_gb <= 80 and ok.recompute_s > 0.2 * ok.forward_s
+
+
+GPT3_XL = {"model_type": "gpt2", "n_embd": 2048, "n_head": 16, "n_layer": 24,
+           "vocab_size": 50257, "n_positions": 2048}
+"""GPT-3 XL (1.3 B parameters), the shape the issue's refused 80 GB steps had."""
+
+
+def test_the_weights_that_do_not_fit_are_named_with_the_smallest_fix() -> None:
+    big = {**GPT3_XL, "n_embd": 4096, "n_head": 32, "n_layer": 32}  # 6.7 B: 108 GB of states
+    with pytest.raises(DeviceMemoryError, match=r"the weights, gradients and Adam states "
+                       r"\(10\d\.\d GB\) alone do not fit; smallest change that fits: "
+                       r"--parallel tp --gpus 2$"):
+        predict_from_config(model_spec(big, "g"), "train", 1024, 1, A100)
+    with pytest.raises(DeviceMemoryError, match=r"fits: --zero 1$"):
+        predict_from_config(model_spec(big, "g"), "train", 1024, 1, A100, gpus=8)
+    z = predict_from_config(model_spec(big, "g"), "train", 1024, 1, A100, gpus=8,
+                            options=StepOptions(zero=1))
+    assert z.memory_parts_gb["optimizer"] == pytest.approx(8 * z.params / 8 / 1e9)
+
+
+def test_measured_80gb_steps_are_not_refused() -> None:
+    # weights, gradients, Adam: 16 B per parameter = 21 GB for 1.3 B; with memory-efficient
+    # attention batch 1 x 2048 fits an 80 GB GPU in FP32 and in BF16 (the issue's case)
+    for prec in ("fp32", "bf16"):
+        s = predict_from_config(model_spec(GPT3_XL, "g"), "train", 2048, 1,
+                                BUILTIN_DEVICES["H100"], precision=prec)
+        parts = s.memory_parts_gb
+        assert parts["weights"] + parts["gradients"] + parts["optimizer"] == pytest.approx(
+            16 * s.params / 1e9)
+        assert 20 < 16 * s.params / 1e9 < 22 and s.memory_gb < 40
 
 
 # --------------------------------------------------------------------------- CLI
 
 KEYS = {"step_time_s", "step_time_lo_s", "step_time_hi_s", "forward_s", "backward_s",
-        "optimizer_s", "sync_s"}
+        "optimizer_s", "sync_s", "compute_s", "exposed_comm_s", "bubble_s", "mfu",
+        "memory_parts_gb"}
 
 
 def _cfg(tmp_path: Path, cfg: dict) -> str:
@@ -132,6 +172,12 @@ def test_predict_model_config_json_contract(tmp_path: Path,
     (GPT2_LARGE, ["--gpu", "GTX 480"], "unknown device 'GTX 480'"),
     (GPT2_LARGE, ["--gpu", "V100", "--precision", "bf16"], "V100 has no BF16"),
     (GPT2_LARGE, ["--gpus", "16"], "one node of A100 holds 1..8"),
+    (GPT2_LARGE, ["--seq-len", "2048"], r"--seq-len 2048 exceeds config's n_positions 1024 .*"
+     "use --seq-len 1024 or less"),
+    (GPT2_LARGE, ["--gpus", "3", "--parallel", "tp"], "20 attention heads do not split 3 ways"),
+    (GPT2_LARGE, ["--zero", "2", "--parallel", "tp", "--gpus", "2"], "--zero 2 shards over "
+     "data-parallel GPUs"),
+    (GPT2_LARGE, ["--micro-batches", "2"], "--micro-batches is for --parallel pp"),
 ])
 def test_bad_model_config_input_is_one_line_with_the_fix(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], cfg: dict, args: list[str],

@@ -63,6 +63,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", choices=("dp", "tp", "pp"), default="dp",
                    help="--model-config with --gpus > 1: data, tensor or pipeline "
                    "parallel (default dp)")
+    p.add_argument("--micro-batches", type=number(1, MAX_LOCAL_BATCH, integer=True),
+                   default=None, help="--model-config --parallel pp: micro-batches per step "
+                   "(1F1B; default min(batch, 4 x stages))")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="--model-config --parallel dp: ZeRO/FSDP stage sharding optimizer "
+                   "states (1), gradients (2) and weights (3) over the GPUs (default 0)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="--model-config: keep each block's input only and recompute the "
+                   "block in the backward pass")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="--model-config --parallel tp: Megatron's sequence parallelism")
     p.add_argument("--precision", choices=("fp32", "bf16", "tf32", "fp16"), default="fp32",
                    help="arithmetic of the job (default fp32; the training data is FP32, "
                    "bf16 is extrapolated with the tensor-core peak and a wider interval)")
@@ -204,7 +215,7 @@ def _predict(args: argparse.Namespace) -> int:
 def _predict_model(args: argparse.Namespace) -> int:
     """``predict --model-config``: one transformer configuration (one JSON object)."""
     from workbench.compute.llm import predict_from_config
-    from workbench.compute.step import DeviceMemoryError
+    from workbench.compute.step import DeviceMemoryError, StepOptions
     from workbench.compute.transformer import ModelConfigError
 
     missing = [f for f, v in (("--seq-len", args.seq_len), ("--batch", args.batch)) if v is None]
@@ -219,8 +230,11 @@ def _predict_model(args: argparse.Namespace) -> int:
             raise ValueError("--model-config takes one --gpus count (GPUs of one node)")
         table = _store_devices(args.db)
         dev = table[normalise_device_name(args.gpu, table)]
+        opts = StepOptions(zero=args.zero, activation_checkpointing=args.activation_checkpointing,
+                           sequence_parallel=args.sequence_parallel,
+                           micro_batches=args.micro_batches or 0)
         step = predict_from_config(args.model_config, args.mode, args.seq_len, args.batch,
-                                   dev, gpus[0], args.parallel, args.precision)
+                                   dev, gpus[0], args.parallel, args.precision, options=opts)
     except (ModelConfigError, DeviceMemoryError, UnknownDeviceError, ValueError,
             FileNotFoundError) as exc:
         return _fail(str(exc))
@@ -230,10 +244,17 @@ def _predict_model(args: argparse.Namespace) -> int:
     print(f"{step.model} {step.mode} on {step.gpus}x{step.device} ({step.parallel}), "
           f"{step.precision}, batch {step.batch} x {step.seq_len} tokens: predicted")
     print(f"  step {step.step_time_s:.4f} s (5-95% {step.step_time_lo_s:.4f}-"
-          f"{step.step_time_hi_s:.4f} s), {step.row()['tokens_per_s']:.0f} tokens/s")
-    print(f"  forward {step.forward_s:.4f} s, backward {step.backward_s:.4f} s, optimizer "
-          f"{step.optimizer_s:.4f} s, sync {step.sync_s:.4f} s; roofline "
-          f"{step.roofline_s:.4f} s; {step.memory_gb:.1f} GB per GPU; "
+          f"{step.step_time_hi_s:.4f} s), {step.row()['tokens_per_s']:.0f} tokens/s, MFU "
+          f"{100 * step.mfu:.1f}%")
+    print(f"  compute {step.compute_s:.4f} s + exposed communication "
+          f"{step.exposed_comm_s:.4f} s (of {step.sync_s:.4f} s) + pipeline bubble "
+          f"{step.bubble_s:.4f} s")
+    print(f"  forward {step.forward_s:.4f} s, backward {step.backward_s:.4f} s"
+          + (f" + recompute {step.recompute_s:.4f} s" if step.recompute_s else "")
+          + f", optimizer {step.optimizer_s:.4f} s; roofline {step.roofline_s:.4f} s")
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in step.memory_parts_gb.items()
+                      if v > 0)
+    print(f"  memory {step.memory_gb:.1f} GB per GPU ({parts} GB); "
           f"{step.params / 1e9:.2f} B parameters")
     return 0
 
@@ -302,6 +323,24 @@ def _train(args: argparse.Namespace) -> int:
           + ", ".join(f"{k} {v}" for k, v in choice.items()))
     print(f"wrote {t_out}: host launch floor {1e6 * tr.terms.launch_s:.1f} us from "
           f"{len(tr.lodo)} measured steps; BF16 interval x{tr.terms.bf16_widening:.2f}")
+    vidur = Path(args.data) / "vidur" / "network"
+    if vidur.is_dir() and args.out is None:
+        from workbench.compute.collectives import (
+            collectives_path,
+            fit_collectives,
+            write_collectives,
+        )
+
+        try:
+            col = fit_collectives(vidur)
+        except (ValueError, OSError) as exc:
+            return _fail(str(exc))
+        write_collectives(col, collectives_path())
+        print(f"wrote {collectives_path()}: " + "; ".join(
+            f"{op} {k} alpha {1e6 * f.latency_s:.1f} us, eta {f.efficiency:.2f} "
+            f"(median error {100 * f.median_ape:.1f}% on {f.rows} rows)"
+            for op, tab in (("all-reduce", col.all_reduce), ("send/recv", col.send_recv))
+            for k, f in tab.items()))
     return 0
 
 

@@ -35,7 +35,13 @@ import numpy as np
 
 from workbench.compute.devices import DeviceSpec
 from workbench.compute.kernels import KernelModel, read_kernel_model
-from workbench.compute.step import StepTerms, TransformerStep, predict_transformer, read_step_terms
+from workbench.compute.step import (
+    StepOptions,
+    StepTerms,
+    TransformerStep,
+    predict_transformer,
+    read_step_terms,
+)
 from workbench.compute.transformer import ModelSpec, load_model_config
 
 KAPLAN = {"N_c": 8.8e13, "D_c": 5.4e13, "alpha_N": 0.076, "alpha_D": 0.095, "B_star": 2e8,
@@ -64,13 +70,15 @@ def load_predictor(kernels_path: Path | str | None = None,
 def predict_from_config(config: Path | str | ModelSpec, mode: str, seq_len: int, batch: int,
                         dev: DeviceSpec, gpus: int = 1, parallel: str = "dp",
                         precision: str = "fp32", predictor: Predictor | None = None,
-                        nodes: int = 1) -> TransformerStep:
+                        nodes: int = 1, options: StepOptions | None = None
+                        ) -> TransformerStep:
     """Predicted step of a model config on ``gpus`` x ``dev`` (see
-    :func:`workbench.compute.step.predict_transformer`)."""
+    :func:`workbench.compute.step.predict_transformer`; ``options``: ZeRO, activation
+    checkpointing, sequence parallelism, pipeline micro-batches)."""
     spec = config if isinstance(config, ModelSpec) else load_model_config(config)
     p = predictor or load_predictor()
     return predict_transformer(spec, mode, seq_len, batch, dev, p.kernels, p.terms, gpus,
-                               parallel, precision, nodes=nodes)
+                               parallel, precision, nodes=nodes, options=options)
 
 
 # --------------------------------------------------------------------------- efficiency
