@@ -223,7 +223,8 @@ def read_collectives(path: Path | str | None = None) -> Collectives:
         raise ValueError(f"{p}: schema_version {d.get('schema_version')!r}; refit")
 
     def table(x: Mapping[str, Any]) -> dict[str, LinkFit]:
-        return {k: LinkFit(**{f: float(v) if f != "rows" else int(v) for f, v in t.items()})
+        return {k: LinkFit(float(t["latency_s"]), float(t["efficiency"]),
+                           float(t.get("median_ape", 0.0)), int(t.get("rows", 0)))
                 for k, t in x.items()}
 
     return Collectives(table(d["all_reduce"]), table(d["send_recv"]),
