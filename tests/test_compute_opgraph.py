@@ -12,8 +12,8 @@ import pytest
 from workbench.compute.opgraph import build_step_graph, graph_summary
 from workbench.compute.transformer import (
     ModelConfigError,
-    load_model_config,
     check_seq_len,
+    load_model_config,
     model_spec,
     step_memory,
     step_memory_bytes,

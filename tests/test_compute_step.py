@@ -15,8 +15,8 @@ from workbench.compute.llm import load_predictor, predict_from_config
 from workbench.compute.opgraph import build_step_graph
 from workbench.compute.step import (
     DeviceMemoryError,
-    StepOptions,
     KernelTimes,
+    StepOptions,
     StepTerms,
     assemble_step,
     kernel_times,
