@@ -134,6 +134,8 @@ class LlmJobSpec:
         ``pretrain`` or ``finetune``.
     pretrained_tokens : float
         Tokens the model saw before a fine-tune (0 for pre-training).
+    activation_checkpointing : bool
+        Recompute each block in the backward pass (less memory, a longer step).
     """
 
     name: str
@@ -144,6 +146,7 @@ class LlmJobSpec:
     precision: str = "bf16"
     purpose: str = "pretrain"
     pretrained_tokens: float = 0.0
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         where = f"LLM job {self.name!r}"
