@@ -220,3 +220,16 @@ def test_llm_trace_refuses_a_sequence_beyond_the_config(
                  "--into", "bad"]) == 2
     err = capsys.readouterr().err
     assert "line 2" in err and "seq_len" in err and "max_position_embeddings 2048" in err
+
+
+def test_zero_jobs_take_whole_nodes_and_fit_where_replicas_did_not() -> None:
+    job = _job(model_config=MODELS / "llama-2-7b.json", seq_len=2048, global_batch=64,
+               tokens=3e8, zero=3, activation_checkpointing=True)
+    prof, unit = predict_llm_profile_tp(job, "Ascend910B")
+    assert unit == 8 and "ZeRO stage 3" in prof.source
+    _, tp = predict_llm_profile_tp(_job(model_config=MODELS / "llama-2-7b.json",
+                                        seq_len=2048, global_batch=64, tokens=3e8),
+                                   "Ascend910B")
+    assert tp == 4
+    with pytest.raises(ValueError, match="zero 5"):
+        _job(zero=5)

@@ -154,6 +154,8 @@ class LlmJobEntry(_Section):
         "GB >= 0 (default: the tokens as token ids, and a fine-tune's weights)"))
     activation_checkpointing: bool = Field(False, description=(
         "recompute each block in the backward pass"))
+    zero: Literal[0, 1, 2, 3] = Field(0, description=(
+        "ZeRO/FSDP stage over a node's replicas (the job then takes whole nodes)"))
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
                               populate_by_name=True, protected_namespaces=())

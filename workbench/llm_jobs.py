@@ -7,7 +7,8 @@ Three doors lead here:
 * the ``llm-jobs`` job-trace format of ``workbench import jobs`` (:func:`read_llm_trace`,
   :func:`import_llm_jobs`:
   a CSV ``name,time,model_config,seq_len,global_batch,tokens|steps,precision,gpus`` with
-  optional ``purpose``, ``deadline_h``, ``pretrained_tokens``; ``time`` in seconds after
+  optional ``purpose``, ``deadline_h``, ``pretrained_tokens``, ``activation_checkpointing``
+  (true/false), ``zero`` (0-3); ``time`` in seconds after
   the trace start, ``model_config`` relative to the CSV);
 * ``workbench quote --model-config`` (:func:`with_llm_profile`).
 
@@ -80,15 +81,15 @@ def dataset_gb(spec: LlmJobSpec, vocab: int, params: float) -> float:
 
 def spec_of(job_id: str, config: Path, seq_len: int, global_batch: int,
             tokens: float | None, steps: int | None, precision: str, purpose: str,
-            pretrained_tokens: float | None, activation_checkpointing: bool = False
-            ) -> LlmJobSpec:
+            pretrained_tokens: float | None, activation_checkpointing: bool = False,
+            zero: int = 0) -> LlmJobSpec:
     """An :class:`LlmJobSpec` from the operator's fields (exactly one of tokens, steps)."""
     if (tokens is None) == (steps is None):
         raise ValueError(f"LLM job {job_id!r}: give exactly one of tokens and steps")
     total = float(tokens) if tokens is not None else float(steps or 0) * global_batch * seq_len
     return LlmJobSpec(app_name(job_id), Path(config), int(seq_len), int(global_batch), total,
                       precision, purpose, float(pretrained_tokens or 0.0),
-                      activation_checkpointing)
+                      activation_checkpointing, int(zero))
 
 
 def profiles_for_job(spec: LlmJobSpec, gpu_types: Iterable[str],
@@ -160,7 +161,7 @@ def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datet
             cfg = Path(base_dir) / cfg
         spec = spec_of(e.job_id, cfg, e.seq_len, e.global_batch, e.tokens, e.steps,
                        e.precision, e.purpose, e.pretrained_tokens,
-                       e.activation_checkpointing)
+                       e.activation_checkpointing, e.zero)
         arrival = start + timedelta(hours=e.arrival_hours)
         deadline = arrival + timedelta(hours=e.deadline_hours) if e.deadline_hours else None
         profs, tp = profiles_for_job(spec, e.gpu_types or types, pred)
@@ -249,7 +250,9 @@ def jobs_from_llm_trace(frame: pd.DataFrame, origin: datetime, homes: Sequence[s
                        int(float(row["global_batch"])), _opt(row, "tokens"),
                        None if _opt(row, "steps") is None else int(_opt(row, "steps") or 0),
                        row["precision"] or "bf16", row.get("purpose") or "pretrain",
-                       _opt(row, "pretrained_tokens"))
+                       _opt(row, "pretrained_tokens"),
+                       str(row.get("activation_checkpointing", "")).lower() in ("1", "true"),
+                       int(_opt(row, "zero") or 0))
         arrival = origin + timedelta(seconds=float(row["time"]))
         dl = _opt(row, "deadline_h")
         profs, tp = profiles_for_job(spec, types, pred)
@@ -268,7 +271,8 @@ def _opt(row: Mapping[str, Any], key: str) -> float | None:
 @dataclass(frozen=True)
 class LlmQuote:
     """What ``quote --model-config`` needs: the scenario with the job's profiles, its
-    application, work (sequences), the derived data sizes (GB) and the spec."""
+    application, work (sequences), the derived data sizes (GB), the spec and per GPU type
+    the count the job's GPU counts must be multiples of."""
 
     scenario: Scenario
     app: str
@@ -282,7 +286,7 @@ class LlmQuote:
 def llm_quote_inputs(scenario: Scenario, config: str | Path, seq_len: int | None,
                      global_batch: int | None, tokens: float | None, precision: str,
                      purpose: str, gpu_types: Sequence[str] = (),
-                     activation_checkpointing: bool = False) -> LlmQuote:
+                     activation_checkpointing: bool = False, zero: int = 0) -> LlmQuote:
     """``quote --model-config``: the scenario with the job's predicted profiles, its
     application name, work and derived sizes. Raises ``ValueError`` naming what is
     missing or wrong (a sequence longer than the config allows included)."""
@@ -294,7 +298,7 @@ def llm_quote_inputs(scenario: Scenario, config: str | Path, seq_len: int | None
     model = load_model_config(config)  # a bad config is one error line
     check_seq_len(model, seq_len)
     spec = spec_of(Path(config).stem, Path(config), seq_len, global_batch, tokens, None,
-                   precision, purpose, None, activation_checkpointing)
+                   precision, purpose, None, activation_checkpointing, zero)
     params = build_step_graph(model, "inference", 1, 1).params["total"]
     sc, tp = with_llm_profile(scenario, spec, gpu_types)
     return LlmQuote(sc, spec.name, spec.work_samples, checkpoint_gb(params, precision),
@@ -304,8 +308,8 @@ def llm_quote_inputs(scenario: Scenario, config: str | Path, seq_len: int | None
 def llm_quote_columns(options: pd.DataFrame, q: LlmQuote) -> pd.DataFrame:
     """``options`` of a quote with ``step_time_s`` (one optimizer step at the option's
     batch) and ``mfu`` (model FLOPs utilisation, :class:`workbench.compute.step.
-    TransformerStep`) of each option; options whose GPU count is not a multiple of the
-    tensor-parallel degree the GPU type needs are left out."""
+    TransformerStep`) of each option; options whose GPU count is not a multiple of what
+    the GPU type needs (the tensor-parallel degree; a node under ZeRO) are left out."""
     options = options[[int(n) % q.tp.get(g, 1) == 0 for n, g in zip(
         options["n_gpus"], options["gpu_type"], strict=True)]].reset_index(drop=True)
     from workbench.compute.devices import device

@@ -468,9 +468,11 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
     memory (with the job's activation checkpointing), then ``k = 2 .. 32`` micro-batches of
     the largest accumulated before each optimizer step (``k (T_fw + T_bw) + T_opt``). The
     FP32 gradient's all-reduce (:mod:`workbench.compute.collectives`) overlaps the last
-    micro-batch's backward pass but for DDP's last bucket. Returns the rows, the largest
-    replica batch (accumulation included) and ``tp``."""
-    from workbench.compute.collectives import all_reduce_s, shipped_collectives
+    micro-batch's backward pass but for DDP's last bucket. A ZeRO job (``job.zero``) shards
+    over one node's replicas and is predicted on whole nodes only (stage 3 gathers the
+    weights again in each forward pass). Returns the rows, the largest replica batch
+    (accumulation included) and ``tp``."""
+    from workbench.compute.collectives import all_gather_s, all_reduce_s, shipped_collectives
     from workbench.compute.llm import load_predictor
     from workbench.compute.step import (
         DDP_BUCKET_BYTES,
@@ -484,13 +486,15 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
     pred = predictor or load_predictor()
     spec = load_model_config(job.model_config)
     check_seq_len(spec, job.seq_len, "seq_len")
-    opts = StepOptions(activation_checkpointing=bool(getattr(job, "activation_checkpointing",
-                                                             False)))
+    zero = int(getattr(job, "zero", 0))
     tp = 1
     fits: list[tuple[int, Any]] = []
     for tp in (t for t in (1, 2, 4, 8) if spec.heads % t == 0):
         if tp > dev.gpus_per_node:
             break
+        opts = StepOptions(activation_checkpointing=bool(getattr(
+            job, "activation_checkpointing", False)), zero=zero,
+            zero_over=dev.gpus_per_node // tp if zero else 0)
         fits = []
         for b in (2 ** i for i in range(12)):
             try:
@@ -514,11 +518,16 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
         fw = one.forward_s
         micro = one.backward_s + one.recompute_s + one.exposed_comm_s  # with its TP comm
         for replicas in (1, 2, 4, 8, 16, 32):
+            if zero and replicas < per_node:
+                continue  # ZeRO shards over a node's replicas: whole nodes only
             nodes = max(1, -(-replicas // per_node))
             reduce = all_reduce_s(grad_bytes, replicas, dev, col, nodes, pred.terms.sync)
             last = all_reduce_s(min(grad_bytes, DDP_BUCKET_BYTES), replicas, dev, col, nodes,
                                 pred.terms.sync)
             exposed = max(reduce - last - micro, 0.0) + last if replicas > 1 else 0.0
+            if zero >= 3 and replicas > 1:  # the weights gathered again each forward pass
+                gather = all_gather_s(grad_bytes, replicas, dev, col, nodes, pred.terms.sync)
+                exposed += k * max(gather - fw, 0.0)
             alone = k * (fw + micro) + one.optimizer_s
             rows.append({"source": "predicted", "num_nodes": nodes,
                          "num_replicas": replicas * tp, "local_bsz": b / tp,
@@ -538,14 +547,15 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
     per second), efficiency from the critical batch size
     (:func:`workbench.compute.llm.noise_scale_trajectory`), power from the transformer power
     shape scaled to the target's TDP; ``derived`` and labelled with the predictor's interval
-    (widened in BF16); and the tensor-parallel degree a replica needs to fit (GPU counts
-    must be multiples of it)."""
+    (widened in BF16); and the GPU count the job's counts must be multiples of: the
+    tensor-parallel degree a replica needs to fit, or a whole node under ZeRO."""
     from workbench.compute.llm import load_predictor, noise_scale_trajectory
     from workbench.compute.transformer import load_model_config
 
     pred = predictor or load_predictor()
     dev = device(target)
     rows, max_b, tp = predict_llm_rows(job, target, pred)
+    unit = dev.gpus_per_node if int(getattr(job, "zero", 0)) else tp
     tp_params = fit_throughput_params(rows)
     fit_err = mape(placement_iteration_time(tp_params, rows["num_nodes"], rows["num_replicas"],
                                             rows["local_bsz"]), rows["step_time"])
@@ -564,6 +574,8 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
     energy = derive_energy(f0, f1, x_full, dev.name)
     lo, hi = pred.terms.interval("train", job.precision)
     tp_note = f", {tp}-way tensor parallel per replica" if tp > 1 else ""
+    if unit != tp:
+        tp_note += f", ZeRO stage {job.zero} over each node's replicas (whole nodes)"
     estimated = sorted(f for f, v in dev.sources.items() if str(v).startswith("estimate"))
     if estimated:
         tp_note += f"; device figures {', '.join(estimated)} are estimates"
@@ -575,4 +587,4 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
            f"{shape} shape {f0:.2f}..{f1:.2f} of {dev.tdp_w:.0f} W")
     return JobProfile(app=job.name, gpu_type=dev.name, throughput=tp_params, efficiency=eff,
                       energy=energy, derived=True, source=src,
-                      step_time_interval=(math.exp(lo), math.exp(hi))), tp
+                      step_time_interval=(math.exp(lo), math.exp(hi))), unit

@@ -78,6 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--activation-checkpointing", action="store_true",
                    help="--model-config: recompute each block in the backward pass (less "
                    "memory, a longer step)")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="--model-config: ZeRO/FSDP stage sharding optimizer states (1), "
+                   "gradients (2) and weights (3) over a node's replicas; the job then takes "
+                   "whole nodes (default 0)")
     p.add_argument("--carbon-price", type=number(0, 1e6), default=0.0,
                    help="currency per kg CO2 added to the cost when ranking (default 0)")
     p.add_argument("--order", choices=list(QUOTE_ORDERS), default="cheapest",
@@ -108,7 +112,7 @@ def _quote(args: argparse.Namespace) -> int:
             llm = llm_quote_inputs(
                 scenario, args.model_config, args.seq_len, args.global_batch, args.tokens,
                 args.precision, args.purpose, tuple(args.gpu_types),
-                args.activation_checkpointing)
+                args.activation_checkpointing, args.zero)
         except ValueError as exc:
             return fail(exc)
         scenario, app, work = llm.scenario, llm.app, llm.work_samples

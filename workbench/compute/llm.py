@@ -136,6 +136,9 @@ class LlmJobSpec:
         Tokens the model saw before a fine-tune (0 for pre-training).
     activation_checkpointing : bool
         Recompute each block in the backward pass (less memory, a longer step).
+    zero : int
+        ZeRO/FSDP stage over the replicas of a node (0: none; the job then runs on whole
+        nodes).
     """
 
     name: str
@@ -147,6 +150,7 @@ class LlmJobSpec:
     purpose: str = "pretrain"
     pretrained_tokens: float = 0.0
     activation_checkpointing: bool = False
+    zero: int = 0
 
     def __post_init__(self) -> None:
         where = f"LLM job {self.name!r}"
@@ -156,6 +160,8 @@ class LlmJobSpec:
             raise ValueError(f"{where}: tokens (or steps) must be positive")
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"{where}: precision {self.precision!r}: use fp32 or bf16")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"{where}: zero {self.zero!r}: use 0, 1, 2 or 3")
         if self.purpose not in PURPOSES:
             raise ValueError(f"{where}: purpose {self.purpose!r}: use pretrain or finetune")
 

@@ -225,12 +225,16 @@ class StepOptions:
         same volume).
     micro_batches : int
         Pipeline micro-batches per step (0: ``min(batch, 4 x stages)``).
+    zero_over : int
+        The data-parallel degree ZeRO shards over when the step itself is tensor parallel
+        (replicas of an LLM job; 0: the GPUs of a data-parallel step).
     """
 
     zero: int = 0
     activation_checkpointing: bool = False
     sequence_parallel: bool = False
     micro_batches: int = 0
+    zero_over: int = 0
 
     def flags(self) -> str:
         """The CLI flags that give these options (for messages)."""
@@ -322,14 +326,15 @@ def assemble_step(g: StepGraph, dev: DeviceSpec, times: KernelTimes, terms: Step
     recompute = (times.phase_s(terms, "forward", layers_only=True)
                  if train and o.activation_checkpointing else 0.0)
     tp_comm, dp_comm, exposed = 0.0, 0.0, 0.0
+    shards = o.zero_over or (gpus if parallel == "dp" else 1)
+    if o.zero and shards > 1 and train:
+        opt = opt / shards  # each GPU updates its shard of the optimizer states
     if parallel == "tp" and gpus > 1:
         for nbytes, count in g.tp_allreduces:
             n_calls = count * (1.5 if train and o.activation_checkpointing else 1.0)
             tp_comm += n_calls * all_reduce_s(nbytes, gpus, dev, c)
         exposed += tp_comm  # on the critical path between the blocks' GEMMs
     if parallel == "dp" and gpus > 1 and train:
-        if o.zero >= 1:
-            opt = opt / gpus  # each GPU updates its shard
         grad = g.gradient_bytes
         reduce = all_reduce_s(grad, gpus, dev, c, nodes, terms.sync)
         last = all_reduce_s(min(grad, DDP_BUCKET_BYTES), gpus, dev, c, nodes, terms.sync)
@@ -440,7 +445,8 @@ def predict_transformer(spec: ModelSpec, mode: str, seq_len: int, batch: int,
                          "GPUs (across nodes only data parallelism is modelled)")
     if o.zero not in ZERO_STAGES:
         raise ValueError(f"--zero {o.zero}: use 0, 1, 2 or 3")
-    if o.zero and (parallel != "dp" or mode != "train"):
+    if o.zero and (mode != "train" or parallel == "pp" or (
+            parallel == "tp" and o.zero_over < 2)):
         raise ValueError(f"--zero {o.zero} shards over data-parallel GPUs in training; use it "
                          "with --parallel dp --mode train")
     check_seq_len(spec, seq_len)
@@ -466,7 +472,7 @@ def predict_transformer(spec: ModelSpec, mode: str, seq_len: int, batch: int,
     g = build_step_graph(spec, mode, seq_len, batch // m, precision, tp, head,
                          accumulate_grads)
     params = g.params["total"]
-    dp = gpus if parallel == "dp" else 1
+    dp = o.zero_over or (gpus if parallel == "dp" else 1)
     mem = step_memory(spec, mode, seq_len, batch // m, precision, params, tp, pp=stages,
                       dp=dp, zero=o.zero, checkpointing=o.activation_checkpointing,
                       sequence_parallel=o.sequence_parallel, in_flight=min(m, stages))
