@@ -11,7 +11,11 @@ Prints four tables (docs/profiles.md, "LLM steps on several GPUs"):
    with 8-way tensor parallelism: compute, exposed communication, bubble, MFU, memory
    (no measured multi-GPU steps are in ../shared/data, so these are predictions only);
 3. memory per GPU of the steps the issue reported refused, by part;
-4. the LLM jobs of examples/llm_jobs.toml: predicted step at 8 GPUs and the global batch.
+4. the LLM jobs of examples/llm_jobs.toml: predicted step at 8 GPUs and the global batch;
+5. the FP32-trained kernel model on Vidur's FP16 GEMMs of six Llama-family decoder layers on
+   an NVIDIA A40, a device and a precision the kernel model never saw (QKV, output, gated
+   up and down projections by tokens and tensor-parallel degree; timed one op at a time, so
+   compared with the kernel prediction before the back-to-back launch terms).
 """
 
 from __future__ import annotations
@@ -140,6 +144,47 @@ def jobs() -> None:
                   f"{spec.work_samples / x / 3600:>7.1f}")
 
 
+def a40_gemms(folder: Path) -> None:
+    import pandas as pd
+
+    from workbench.compute.devices import BUILTIN_DEVICES
+    from workbench.compute.llm import load_predictor
+
+    p, dev = load_predictor(), BUILTIN_DEVICES["A40"]
+    rows = []
+    for f in sorted(folder.glob("*_mlp.csv.gz")):
+        for r in pd.read_csv(f).to_dict("records"):
+            t, h, tp = int(r["num_tokens"]), int(r["n_embd"]), int(r["num_tensor_parallel_workers"])
+            hd, ffn = h // int(r["n_head"]), int(r["n_expanded_embd"])
+            up = (2 if r["use_gated_mlp"] else 1) * ffn // tp
+            shapes = {"attn_pre_proj": (int(r["n_head"]) + 2 * int(r["n_kv_head"])) * hd // tp,
+                      "attn_post_proj": h, "mlp_up_proj": up, "mlp_down_proj": h}
+            ks = {"attn_pre_proj": h, "attn_post_proj": int(r["n_head"]) * hd // tp,
+                  "mlp_up_proj": h, "mlp_down_proj": ffn // tp}
+            for op, n in shapes.items():
+                rows.append((f.name.split("_")[0], op, t, n, ks[op],
+                             float(r[f"time_stats.{op}.median"]) * 1e-3))
+    d = pd.DataFrame(rows, columns=["org", "op", "m", "n", "k", "t"])
+    dims = np.zeros((len(d), 7), dtype=np.int64)
+    dims[:, 0], dims[:, 1], dims[:, 2], dims[:, 3] = 1, d["m"], d["n"], d["k"]
+    fl = 2.0 * d["m"] * d["n"] * d["k"]
+    by = 2.0 * (d["m"] * d["k"] + d["k"] * d["n"] + d["m"] * d["n"])
+    pred, roof = p.kernels.predict_s("linear", dims, fl.to_numpy(), by.to_numpy(),
+                                     [""] * len(d), dev, "bf16")
+    d["ratio"], d["roof"] = pred / d["t"], roof / d["t"]
+    print("\n5. FP16 GEMMs on an A40 (held-out device, FP32-trained kernels; A40 FP16 peak "
+          "149.7 TF)")
+    print(f"{'tokens':<12}{'rows':>7}{'median_APE_%':>14}{'median_pred/true':>18}"
+          f"{'roofline_APE_%':>16}")
+    bins = [(1, 256), (257, 1024), (1025, 4096), (1, 10**9)]
+    for lo, hi in bins:
+        sel = d[(d["m"] >= lo) & (d["m"] <= hi)]
+        label = "all" if (lo, hi) == (1, 10**9) else f"{lo}-{hi}"
+        print(f"{label:<12}{len(sel):>7}{100 * np.median(np.abs(sel['ratio'] - 1)):>14.1f}"
+              f"{np.median(sel['ratio']):>18.3f}"
+              f"{100 * np.median(np.abs(sel['roof'] - 1)):>16.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vidur", type=Path,
@@ -152,6 +197,9 @@ def main() -> None:
     steps()
     memory()
     jobs()
+    a40 = args.vidur.parent / "compute" / "a40"
+    if a40.is_dir():
+        a40_gemms(a40)
 
 
 if __name__ == "__main__":
