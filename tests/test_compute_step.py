@@ -160,7 +160,15 @@ def test_predict_model_config_json_contract(tmp_path: Path,
     assert row["gpus"] == 4 and row["parallel"] == "tp" and row["sync_s"] > 0
     assert main(["--db", db, "predict", "--model-config", cfg, "--mode", "inference",
                  "--seq-len", "512", "--batch", "1", "--gpu", "H800"]) == 0
-    assert "predicted" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "predicted" in out and "MFU" in out and "exposed communication" in out
+    assert main(["--db", db, "predict", "--model-config", cfg, "--seq-len", "1024",
+                 "--batch", "8", "--gpu", "A100", "--gpus", "4", "--parallel", "pp",
+                 "--micro-batches", "4", "--activation-checkpointing", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["micro_batches"] == 4 and row["bubble_s"] > 0 and row["recompute_s"] > 0
+    assert row["step_time_s"] == pytest.approx(row["compute_s"] + row["exposed_comm_s"]
+                                               + row["bubble_s"])
 
 
 @pytest.mark.parametrize(("cfg", "args", "match"), [

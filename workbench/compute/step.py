@@ -297,12 +297,6 @@ class TransformerStep:
         return d
 
 
-def ring_allreduce_s(nbytes: float, n: int, dev: DeviceSpec, sync: SyncModel) -> float:
-    """One all-reduce over ``n`` GPUs of one node (:func:`workbench.compute.collectives.
-    all_reduce_s` with the shipped fit; ``sync`` is kept for the callers' signature)."""
-    return all_reduce_s(nbytes, n, dev, shipped_collectives(), 1, sync)
-
-
 def model_flops(spec: ModelSpec, g: StepGraph, sequences: int) -> float:
     """Model FLOPs of a step over ``sequences`` sequences (:class:`TransformerStep`)."""
     n = float(g.params.get("layers", 0.0)) + float(spec.vocab) * (spec.embed_proj or spec.hidden)
