@@ -167,6 +167,13 @@ def test_predict_model_config_json_contract(tmp_path: Path,
                  "--micro-batches", "4", "--activation-checkpointing", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["micro_batches"] == 4 and row["bubble_s"] > 0 and row["recompute_s"] > 0
+    base = ["--db", db, "predict", "--model-config", cfg, "--seq-len", "1024", "--batch", "4",
+            "--gpu", "A100", "--gpus", "16", "--nodes", "2", "--json"]
+    assert main(base) == 0
+    two = json.loads(capsys.readouterr().out)
+    assert main(base + ["--inter-node-gbit-s", "100"]) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert two["nodes"] == 2 and slow["exposed_comm_s"] > two["exposed_comm_s"] > 0
     assert row["step_time_s"] == pytest.approx(row["compute_s"] + row["exposed_comm_s"]
                                                + row["bubble_s"])
 
@@ -249,3 +256,22 @@ def test_parallel_steps_split_compute_communication_and_bubble() -> None:
     z3 = predict_from_config(model_spec(GPT2_LARGE, "g"), "train", 1024, 4, A100, gpus=8,
                              predictor=p, options=StepOptions(zero=3))
     assert z3.sync_s > dp.sync_s and z3.memory_gb < dp.memory_gb
+
+
+NEUSIGHT = Path(__file__).resolve().parents[2] / "shared" / "data" / "profiles" / "neusight"
+
+
+@pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="../shared/data/profiles/neusight absent")
+def test_no_measured_step_is_refused_on_its_device() -> None:
+    from workbench.compute.devices import devices, normalise_device_name
+    from workbench.compute.neusight import model_config, read_step_times
+
+    p, table = load_predictor(), devices()
+    steps = read_step_times(NEUSIGHT)
+    for r in steps.to_dict("records"):
+        dev = table[normalise_device_name(r["device"], table)]
+        spec = model_spec(model_config(NEUSIGHT, r["model"]), r["model"])
+        s = predict_from_config(spec, r["mode"], int(r["seq_len"]), int(r["batch"]), dev,
+                                predictor=p)  # raises DeviceMemoryError if refused
+        assert s.memory_gb <= dev.memory_gb
+    assert len(steps) == 40

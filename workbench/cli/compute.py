@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", required=True, help="device, e.g. A100, 'RTX 2080 Ti', "
                    "'Tesla V100-PCIE-32GB' (`workbench devices list`)")
     p.add_argument("--gpus", default="1", help="GPU counts N[,N...] (default 1; "
-                   "--model-config: one count, GPUs of one node)")
+                   "--model-config: one count; across --nodes data parallel only)")
     p.add_argument("--local-batch", default=None, help="--app/--graph: samples per GPU "
                    "B[,B...]")
     p.add_argument("--nodes", type=str, default="1", help="servers the GPUs span (default 1)")
@@ -226,22 +226,29 @@ def _predict_model(args: argparse.Namespace) -> int:
         return _fail(f"--model-config takes --precision fp32 or bf16, not {args.precision}")
     try:
         gpus = _int_list(args.gpus, "--gpus", MAX_GPUS)
-        if len(gpus) != 1:
-            raise ValueError("--model-config takes one --gpus count (GPUs of one node)")
+        nodes = _int_list(args.nodes, "--nodes", MAX_GPUS)
+        if len(gpus) != 1 or len(nodes) != 1:
+            raise ValueError("--model-config takes one --gpus count and one --nodes count")
+        if nodes[0] > gpus[0]:
+            raise ValueError(f"--gpus {gpus[0]} is fewer than --nodes {nodes[0]}: each "
+                             "server needs a GPU")
         table = _store_devices(args.db)
         dev = table[normalise_device_name(args.gpu, table)]
         opts = StepOptions(zero=args.zero, activation_checkpointing=args.activation_checkpointing,
                            sequence_parallel=args.sequence_parallel,
-                           micro_batches=args.micro_batches or 0)
+                           micro_batches=args.micro_batches or 0,
+                           inter_node_gbit_s=args.inter_node_gbit_s)
         step = predict_from_config(args.model_config, args.mode, args.seq_len, args.batch,
-                                   dev, gpus[0], args.parallel, args.precision, options=opts)
+                                   dev, gpus[0], args.parallel, args.precision,
+                                   nodes=nodes[0], options=opts)
     except (ModelConfigError, DeviceMemoryError, UnknownDeviceError, ValueError,
             FileNotFoundError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(step.row()))
         return 0
-    print(f"{step.model} {step.mode} on {step.gpus}x{step.device} ({step.parallel}), "
+    where = f", {step.nodes} nodes" if step.nodes > 1 else ""
+    print(f"{step.model} {step.mode} on {step.gpus}x{step.device}{where} ({step.parallel}), "
           f"{step.precision}, batch {step.batch} x {step.seq_len} tokens: predicted")
     print(f"  step {step.step_time_s:.4f} s (5-95% {step.step_time_lo_s:.4f}-"
           f"{step.step_time_hi_s:.4f} s), {step.row()['tokens_per_s']:.0f} tokens/s, MFU "

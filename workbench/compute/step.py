@@ -228,6 +228,8 @@ class StepOptions:
     zero_over : int
         The data-parallel degree ZeRO shards over when the step itself is tensor parallel
         (replicas of an LLM job; 0: the GPUs of a data-parallel step).
+    inter_node_gbit_s : float or None
+        Network per server for data parallelism across nodes (None: the device's typical).
     """
 
     zero: int = 0
@@ -235,6 +237,7 @@ class StepOptions:
     sequence_parallel: bool = False
     micro_batches: int = 0
     zero_over: int = 0
+    inter_node_gbit_s: float | None = None
 
     def flags(self) -> str:
         """The CLI flags that give these options (for messages)."""
@@ -287,6 +290,7 @@ class TransformerStep:
     activation_checkpointing: bool = False
     sequence_parallel: bool = False
     memory_parts_gb: Mapping[str, float] = field(default_factory=dict)
+    nodes: int = 1
 
     def row(self) -> dict[str, Any]:
         """The JSON object of ``workbench predict --model-config ... --json``."""
@@ -330,12 +334,13 @@ def assemble_step(g: StepGraph, dev: DeviceSpec, times: KernelTimes, terms: Step
         exposed += tp_comm  # on the critical path between the blocks' GEMMs
     if parallel == "dp" and gpus > 1 and train:
         grad = g.gradient_bytes
-        reduce = all_reduce_s(grad, gpus, dev, c, nodes, terms.sync)
-        last = all_reduce_s(min(grad, DDP_BUCKET_BYTES), gpus, dev, c, nodes, terms.sync)
+        net = o.inter_node_gbit_s
+        reduce = all_reduce_s(grad, gpus, dev, c, nodes, terms.sync, net)
+        last = all_reduce_s(min(grad, DDP_BUCKET_BYTES), gpus, dev, c, nodes, terms.sync, net)
         exposed += max(reduce - last - (bw + recompute), 0.0) + last
         dp_comm = reduce
         if o.zero >= 3:  # weights gathered again for the forward (and backward) pass
-            gather = all_gather_s(grad, gpus, dev, c, nodes, terms.sync)
+            gather = all_gather_s(grad, gpus, dev, c, nodes, terms.sync, net)
             exposed += max(gather - fw, 0.0)
             dp_comm += gather
     compute = fw + bw + recompute + opt
@@ -401,14 +406,14 @@ def pipeline_step(g_micro: StepGraph, dev: DeviceSpec, times: KernelTimes, terms
 
 
 def _with_mfu(st: TransformerStep, spec: ModelSpec, g: StepGraph, dev: DeviceSpec,
-              parts: Mapping[str, float]) -> TransformerStep:
+              parts: Mapping[str, float], nodes: int = 1) -> TransformerStep:
     from dataclasses import replace
 
     sequences = st.batch * (st.gpus if st.parallel == "dp" else 1)
     flops = model_flops(spec, g, sequences)
     peak = dev.peak_tflops(g.precision) * 1e12 * st.gpus
     return replace(st, model_flops=flops, mfu=flops / (st.step_time_s * peak),
-                   memory_parts_gb=dict(parts))
+                   memory_parts_gb=dict(parts), nodes=int(nodes))
 
 
 def predict_transformer(spec: ModelSpec, mode: str, seq_len: int, batch: int,
@@ -479,7 +484,7 @@ def predict_transformer(spec: ModelSpec, mode: str, seq_len: int, batch: int,
     else:
         st = assemble_step(g, dev, times, terms, gpus, parallel, mem.total / 1e9, nodes, o,
                            collectives)
-    return _with_mfu(st, spec, g, dev, mem.parts_gb())
+    return _with_mfu(st, spec, g, dev, mem.parts_gb(), nodes)
 
 
 def _divisors(n: int, upto: int) -> list[int]:
