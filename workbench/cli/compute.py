@@ -110,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--terms-out", type=Path, default=None,
                    help="the step terms and intervals (default: the shipped "
                    ".../step_terms.json)")
+    t.add_argument("--collectives-out", type=Path, default=None,
+                   help="the NCCL collective terms fitted on DATA/vidur/network when present "
+                   "(default: the shipped .../collectives.json)")
     t.set_defaults(func=_train)
     f = csub.add_parser("fit", help="replace a predicted profile by a fit to stored "
                         "measurements (3 or more)")
@@ -302,6 +305,11 @@ def _devices_add(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from workbench.cli._outputs import check_outputs
+    from workbench.compute.collectives import (
+        collectives_path,
+        fit_collectives,
+        write_collectives,
+    )
     from workbench.compute.kernels import kernel_model_path
     from workbench.compute.neusight import NeuSightDataError
     from workbench.compute.predict import coefficients_path
@@ -312,8 +320,10 @@ def _train(args: argparse.Namespace) -> int:
     out = args.out or coefficients_path()
     k_out = args.kernels_out or kernel_model_path()
     t_out = args.terms_out or step_terms_path()
+    c_out = args.collectives_out or collectives_path()
     bad_output = check_outputs([("--out", out), ("--kernels-out", k_out),
-                                ("--terms-out", t_out)], args.db)
+                                ("--terms-out", t_out), ("--collectives-out", c_out)],
+                               args.db)
     if bad_output:
         return _fail(bad_output)
     try:
@@ -331,19 +341,13 @@ def _train(args: argparse.Namespace) -> int:
     print(f"wrote {t_out}: host launch floor {1e6 * tr.terms.launch_s:.1f} us from "
           f"{len(tr.lodo)} measured steps; BF16 interval x{tr.terms.bf16_widening:.2f}")
     vidur = Path(args.data) / "vidur" / "network"
-    if vidur.is_dir() and args.out is None:
-        from workbench.compute.collectives import (
-            collectives_path,
-            fit_collectives,
-            write_collectives,
-        )
-
+    if vidur.is_dir():
         try:
             col = fit_collectives(vidur)
         except (ValueError, OSError) as exc:
             return _fail(str(exc))
-        write_collectives(col, collectives_path())
-        print(f"wrote {collectives_path()}: " + "; ".join(
+        write_collectives(col, c_out)
+        print(f"wrote {c_out}: " + "; ".join(
             f"{op} {k} alpha {1e6 * f.latency_s:.1f} us, eta {f.efficiency:.2f} "
             f"(median error {100 * f.median_ape:.1f}% on {f.rows} rows)"
             for op, tab in (("all-reduce", col.all_reduce), ("send/recv", col.send_recv))
