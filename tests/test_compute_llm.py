@@ -220,6 +220,12 @@ def test_llm_trace_refuses_a_sequence_beyond_the_config(
                  "--into", "bad"]) == 2
     err = capsys.readouterr().err
     assert "line 2" in err and "seq_len" in err and "max_position_embeddings 2048" in err
+    bad.write_text("name,time,model_config,seq_len,global_batch,tokens,precision,gpus,zero\n"
+                   f"x,0,{MODELS / 'opt-1.3b.json'},2048,64,1e9,bf16,8,4\n")
+    assert main(["--db", str(tmp_path / "w.duckdb"), "import", "jobs", "llm-jobs", str(bad),
+                 "--into", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "zero" in err and "give 0, 1, 2 or 3" in err
 
 
 def test_zero_jobs_take_whole_nodes_and_fit_where_replicas_did_not() -> None:

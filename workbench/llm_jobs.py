@@ -193,6 +193,7 @@ def with_llm_profile(scenario: Scenario, spec: LlmJobSpec,
 
 LLM_TRACE_COLUMNS = ("name", "time", "model_config", "seq_len", "global_batch", "precision",
                      "gpus")
+_FLAGS = ("", "true", "false", "1", "0")
 
 
 def read_llm_trace(path: str | Path) -> pd.DataFrame:
@@ -222,6 +223,12 @@ def read_llm_trace(path: str | Path) -> pd.DataFrame:
             if not np.isfinite(v) or v < lo:
                 raise InputError(p, f"{row[col]!r} is below {lo:g}", f"give {col} >= {lo:g}",
                                  line=line, column=col)
+        if str(row.get("zero", "") or "0").strip() not in ("0", "1", "2", "3"):
+            raise InputError(p, f"zero {row['zero']!r} is not a ZeRO stage", "give 0, 1, 2 or 3",
+                             line=line, column="zero")
+        if str(row.get("activation_checkpointing", "")).strip().lower() not in _FLAGS:
+            raise InputError(p, f"activation_checkpointing {row['activation_checkpointing']!r}",
+                             "give true or false", line=line, column="activation_checkpointing")
         cfg = Path(row["model_config"])
         cfg = cfg if cfg.is_absolute() else p.parent / cfg
         try:
