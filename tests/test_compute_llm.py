@@ -167,3 +167,75 @@ def test_quote_takes_a_model_config(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["--db", db, "quote", "seed3", "--model-config",
                  str(MODELS / "opt-1.3b.json"), "--home", "guangzhou"]) == 2
     assert "needs --seq-len, --global-batch, --tokens" in capsys.readouterr().err
+
+
+def test_quote_honours_the_asked_batch_with_sizes_and_mfu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "w.duckdb")
+    args = ["--db", db, "quote", "seed3", "--model-config", str(MODELS / "llama-2-7b.json"),
+            "--seq-len", "2048", "--global-batch", "64", "--tokens", "2e9", "--home",
+            "guiyang", "--top", "50", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    best, opts = out["recommended"], out["options"]
+    assert best["batch_size"] == 64  # the quote chose 81
+    assert all(r["batch_size"] == 64 or "below the job's batch 64" in r["note"] for r in opts)
+    assert all(r["n_gpus"] % 2 == 0 for r in opts)  # 7 B needs 2-way TP on 80 GB and 64 GB
+    # checkpoint: FP32 weights + Adam moments, 12 B x 6.74 B parameters; data: 2 B/token
+    assert out["spec"]["checkpoint_gb"] == pytest.approx(12 * 6.738e9 / 1e9, rel=1e-3)
+    assert out["spec"]["dataset_gb"] == pytest.approx(4.0)
+    assert 0.05 < best["mfu"] < 0.8 and best["step_time_s"] > 0
+    assert main(args[:-1]) == 0
+    assert "model FLOPs utilisation" in capsys.readouterr().out
+    bad = args[:6] + ["--seq-len", "8192"] + args[8:]
+    assert main(bad) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "max_position_embeddings 4096" in err
+
+
+def test_llm_job_sizes_come_from_the_model() -> None:
+    from datetime import UTC, datetime
+
+    from workbench.llm_jobs import llm_job
+
+    spec = _job(model_config=MODELS / "opt-1.3b.json", seq_len=2048, tokens=1e9)
+    job = llm_job(spec, "j", datetime(2025, 1, 1, tzinfo=UTC), "home", 8)
+    params = 1.3158e9
+    assert job.checkpoint_gb == pytest.approx(12 * params / 1e9, rel=1e-3)
+    assert job.dataset_gb == pytest.approx(2.0)
+    ft = llm_job(_job(model_config=MODELS / "opt-1.3b.json", seq_len=2048, tokens=1e9,
+                      purpose="finetune"), "j", datetime(2025, 1, 1, tzinfo=UTC), "home", 8)
+    assert ft.dataset_gb == pytest.approx(2.0 + 2 * params / 1e9, rel=1e-3)
+    given = llm_job(spec, "j", datetime(2025, 1, 1, tzinfo=UTC), "home", 8, ckpt_gb=5.0,
+                    data_gb=1.0)
+    assert (given.checkpoint_gb, given.dataset_gb) == (5.0, 1.0)
+
+
+def test_llm_trace_refuses_a_sequence_beyond_the_config(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,time,model_config,seq_len,global_batch,tokens,precision,gpus\n"
+                   f"x,0,{MODELS / 'opt-1.3b.json'},4096,64,1e9,bf16,8\n")
+    assert main(["--db", str(tmp_path / "w.duckdb"), "import", "jobs", "llm-jobs", str(bad),
+                 "--into", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "seq_len" in err and "max_position_embeddings 2048" in err
+    bad.write_text("name,time,model_config,seq_len,global_batch,tokens,precision,gpus,zero\n"
+                   f"x,0,{MODELS / 'opt-1.3b.json'},2048,64,1e9,bf16,8,4\n")
+    assert main(["--db", str(tmp_path / "w.duckdb"), "import", "jobs", "llm-jobs", str(bad),
+                 "--into", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "zero" in err and "give 0, 1, 2 or 3" in err
+
+
+def test_zero_jobs_take_whole_nodes_and_fit_where_replicas_did_not() -> None:
+    job = _job(model_config=MODELS / "llama-2-7b.json", seq_len=2048, global_batch=64,
+               tokens=3e8, zero=3, activation_checkpointing=True)
+    prof, unit = predict_llm_profile_tp(job, "Ascend910B")
+    assert unit == 8 and "ZeRO stage 3" in prof.source
+    _, tp = predict_llm_profile_tp(_job(model_config=MODELS / "llama-2-7b.json",
+                                        seq_len=2048, global_batch=64, tokens=3e8),
+                                   "Ascend910B")
+    assert tp == 4
+    with pytest.raises(ValueError, match="zero 5"):
+        _job(zero=5)

@@ -12,8 +12,10 @@ import pytest
 from workbench.compute.opgraph import build_step_graph, graph_summary
 from workbench.compute.transformer import (
     ModelConfigError,
+    check_seq_len,
     load_model_config,
     model_spec,
+    step_memory,
     step_memory_bytes,
 )
 
@@ -138,9 +140,68 @@ def test_memory_grows_with_batch_and_shrinks_with_tp() -> None:
     s = model_spec(GPT2_LARGE, "m")
     p = 774e6
     one = step_memory_bytes(s, "train", 1024, 1, "fp32", p)
-    assert one == pytest.approx(16 * p + 36 * 1024 * 1280 * (34 + 5 * 20 * 1024 / 1280) * 2)
+    sbh, v = 1024 * 1280, 50257
+    # 16 B/param; 34 s b h per layer at 16 bits, doubled in FP32; no score matrices; logits
+    # s b V in FP32 plus their FP32 copy and log-softmax
+    assert one == pytest.approx(16 * p + 36 * sbh * 34 * 2 + 1024 * v * (4 + 8))
     assert step_memory_bytes(s, "train", 1024, 8, "fp32", p) > one
     assert step_memory_bytes(s, "train", 1024, 1, "fp32", p, tp=4) < one / 3
+
+
+GPT3_XL = {"model_type": "gpt2", "n_embd": 2048, "n_head": 16, "n_layer": 24,
+           "vocab_size": 50257, "n_positions": 2048}
+
+
+def test_memory_budgets_by_hand() -> None:
+    s = model_spec(GPT3_XL, "xl")
+    p = build_step_graph(s, "inference", 1, 1).params["total"]
+    assert 1.3e9 < p < 1.35e9
+    seq, h, layers, v, a = 2048, 2048, 24, 50257, 16
+    sbh, logits = seq * h, seq * v
+    m = step_memory(s, "train", seq, 1, "bf16", p)
+    # FP32 weights + gradients + Adam = 16 B/param = 21 GB; autocast's BF16 weight copies
+    assert (m.weights, m.gradients, m.optimizer) == pytest.approx((4 * p, 4 * p, 8 * p))
+    assert 20.8e9 < m.weights + m.gradients + m.optimizer < 21.6e9
+    assert m.weight_copies == pytest.approx(2 * p)
+    assert m.activations == pytest.approx(layers * sbh * 34 + logits * (2 + 8))
+    eager = step_memory(dataclasses.replace(s, eager_attention=True), "train", seq, 1, "bf16",
+                        p)
+    assert eager.activations - m.activations == pytest.approx(layers * 5 * a * seq * seq)
+    ck = step_memory(s, "train", seq, 1, "bf16", p, checkpointing=True)
+    assert ck.activations == pytest.approx(layers * sbh * 2 + sbh * 34 + logits * 10)
+    # ZeRO over 8 GPUs: optimizer states (1), and gradients (2), and weights (3)
+    z = [step_memory(s, "train", seq, 1, "bf16", p, dp=8, zero=k) for k in (1, 2, 3)]
+    assert [x.weights + x.gradients + x.optimizer for x in z] == pytest.approx(
+        [(4 + 4 + 1) * p, (4 + 0.5 + 1) * p, 2 * p])
+    assert step_memory(s, "train", seq, 1, "bf16", p, dp=8).optimizer == 8 * p  # no ZeRO
+    # tensor parallel over 4: Korthikanti's 10 + 24 / t without sequence parallelism, 34 / t
+    t4 = step_memory(s, "train", seq, 1, "bf16", p, 4)
+    sp = step_memory(s, "train", seq, 1, "bf16", p, 4, sequence_parallel=True)
+    assert t4.activations == pytest.approx(layers * sbh * 16 + logits * 10 / 4)
+    assert sp.activations == pytest.approx(layers * sbh * 8.5 + logits * 10 / 4)
+    assert t4.weights == pytest.approx(p)
+    # 1F1B over 4 stages with 8 micro-batches: the first stage holds 4 of them, 6 layers each
+    pp = step_memory(s, "train", seq, 1, "bf16", p, pp=4, in_flight=4)
+    assert pp.activations == pytest.approx(max(4 * 6 * sbh * 34, 6 * sbh * 34 + logits * 10))
+    assert pp.weights == pytest.approx(p)
+    inf = step_memory(s, "inference", seq, 1, "bf16", p)
+    assert inf.total == pytest.approx(2 * p + 2 * sbh * 2 + logits * 4)
+    with pytest.raises(ValueError, match="--zero 4"):
+        step_memory(s, "train", seq, 1, "bf16", p, zero=4)
+
+
+def test_sequence_limits_and_eager_attention_come_from_the_config() -> None:
+    assert model_spec(GPT2_LARGE, "g").max_positions == 1024
+    assert model_spec(OPT_13, "o").max_positions == 2048
+    assert model_spec(BERT_LARGE, "b").max_positions == 512
+    assert model_spec(LLAMA2_7B, "l").max_positions == 0
+    assert model_spec({**LLAMA2_7B, "max_position_embeddings": 4096}, "l").max_positions == 4096
+    assert model_spec({**GPT2_LARGE, "_attn_implementation": "eager"}, "g").eager_attention
+    assert not model_spec(GPT2_LARGE, "g").eager_attention
+    check_seq_len(model_spec(GPT2_LARGE, "g"), 1024)
+    with pytest.raises(ValueError, match=r"^--seq-len 2048 exceeds g's n_positions 1024 .*; "
+                       r"use --seq-len 1024 or less$"):
+        check_seq_len(model_spec(GPT2_LARGE, "g"), 2048)
 
 
 # --------------------------------------------------------------------------- NeuSight

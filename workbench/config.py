@@ -148,8 +148,14 @@ class LlmJobEntry(_Section):
     gpu_counts: list[int] | None = Field(None, min_length=1, description=(
         "allowed GPU counts, e.g. [1, 2, 4, 8, 16]"))
     gpu_types: list[str] | None = Field(None, min_length=1, description="GPU type names")
-    checkpoint_gb: float | None = Field(None, ge=0, le=1e6, description="GB >= 0")
-    dataset_gb: float = Field(0.0, ge=0, le=1e6, description="GB >= 0")
+    checkpoint_gb: float | None = Field(None, ge=0, le=1e6, description=(
+        "GB >= 0 (default: FP32 weights and Adam states, 12 B per parameter)"))
+    dataset_gb: float | None = Field(None, ge=0, le=1e6, description=(
+        "GB >= 0 (default: the tokens as token ids, and a fine-tune's weights)"))
+    activation_checkpointing: bool = Field(False, description=(
+        "recompute each block in the backward pass"))
+    zero: Literal[0, 1, 2, 3] = Field(0, description=(
+        "ZeRO/FSDP stage over a node's replicas (the job then takes whole nodes)"))
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
                               populate_by_name=True, protected_namespaces=())

@@ -7,24 +7,29 @@ Three doors lead here:
 * the ``llm-jobs`` job-trace format of ``workbench import jobs`` (:func:`read_llm_trace`,
   :func:`import_llm_jobs`:
   a CSV ``name,time,model_config,seq_len,global_batch,tokens|steps,precision,gpus`` with
-  optional ``purpose``, ``deadline_h``, ``pretrained_tokens``; ``time`` in seconds after
+  optional ``purpose``, ``deadline_h``, ``pretrained_tokens``, ``activation_checkpointing``
+  (true/false), ``zero`` (0-3); ``time`` in seconds after
   the trace start, ``model_config`` relative to the CSV);
 * ``workbench quote --model-config`` (:func:`with_llm_profile`).
 
 Each job's application is ``llm:<job id>``; its profile on every GPU type of the scenario
 (or of ``--gpu-type``) is predicted (:func:`workbench.profiles.predict_llm_profile`) and
 labelled so. Work is counted in sequences (``tokens / seq_len``), throughput in sequences
-per second, and statistical efficiency is relative to the job's global batch. The
-checkpoint that moves on migration defaults to the weights and Adam's two moments at 4
-bytes each plus the training-precision weights (``14`` bytes per parameter in BF16,
-``12`` in FP32 where the weights are the master copy).
+per second, and the job runs at its global batch (the profile offers no other). Unless
+given, the sizes that travel are derived from the model: the checkpoint that moves on
+migration is the FP32 weights and Adam's two FP32 moments (12 bytes per parameter, as
+mixed precision keeps them, :data:`workbench.compute.transformer.STATE_BYTES`); the
+dataset is the job's tokens at 2 bytes each (4 above a 65,536-token vocabulary: the token
+ids as ``uint16``/``uint32``), plus the pre-trained weights at the job's precision for a
+fine-tune. A quote of an LLM job reports each option's step time and model FLOPs
+utilisation (:func:`llm_quote_columns`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,14 @@ import pandas as pd
 
 from workbench.compute.llm import LlmJobSpec, Predictor, load_predictor
 from workbench.compute.opgraph import build_step_graph
-from workbench.compute.transformer import ModelConfigError, load_model_config
+from workbench.compute.transformer import (
+    DTYPE_BYTES,
+    STATE_BYTES,
+    ModelConfigError,
+    check_seq_len,
+    limit_key,
+    load_model_config,
+)
 from workbench.model import Job, Scenario
 from workbench.perf import JobProfile
 from workbench.profiles import predict_llm_profile_tp
@@ -53,38 +65,57 @@ def app_name(job_id: str) -> str:
 
 
 def checkpoint_gb(params: float, precision: str) -> float:
-    """Default checkpoint size, GB (module docstring)."""
-    return params * (14 if precision == "bf16" else 12) / 1e9
+    """Default checkpoint size, GB: FP32 weights and Adam's moments in both precisions
+    (``precision`` kept for the callers; module docstring)."""
+    del precision
+    return params * (STATE_BYTES["weights"] + STATE_BYTES["optimizer"]) / 1e9
+
+
+def dataset_gb(spec: LlmJobSpec, vocab: int, params: float) -> float:
+    """Default dataset size, GB: the job's tokens as token ids, and a fine-tune's
+    pre-trained weights at the job's precision (module docstring)."""
+    token_bytes = 2 if vocab <= 65536 else 4
+    weights = params * DTYPE_BYTES[spec.precision] if spec.purpose == "finetune" else 0.0
+    return (spec.tokens * token_bytes + weights) / 1e9
 
 
 def spec_of(job_id: str, config: Path, seq_len: int, global_batch: int,
             tokens: float | None, steps: int | None, precision: str, purpose: str,
-            pretrained_tokens: float | None) -> LlmJobSpec:
+            pretrained_tokens: float | None, activation_checkpointing: bool = False,
+            zero: int = 0) -> LlmJobSpec:
     """An :class:`LlmJobSpec` from the operator's fields (exactly one of tokens, steps)."""
     if (tokens is None) == (steps is None):
         raise ValueError(f"LLM job {job_id!r}: give exactly one of tokens and steps")
     total = float(tokens) if tokens is not None else float(steps or 0) * global_batch * seq_len
     return LlmJobSpec(app_name(job_id), Path(config), int(seq_len), int(global_batch), total,
-                      precision, purpose, float(pretrained_tokens or 0.0))
+                      precision, purpose, float(pretrained_tokens or 0.0),
+                      activation_checkpointing, int(zero))
 
 
 def profiles_for_job(spec: LlmJobSpec, gpu_types: Iterable[str],
                      predictor: Predictor | None = None) -> tuple[list[JobProfile], int]:
     """The job's predicted profile on each GPU type where it fits (a type it does not fit
     on is logged and left out), and the largest tensor-parallel degree they need."""
+    by_type = profiles_by_type(spec, gpu_types, predictor)
+    return [p for p, _ in by_type.values()], max((t for _, t in by_type.values()), default=1)
+
+
+def profiles_by_type(spec: LlmJobSpec, gpu_types: Iterable[str],
+                     predictor: Predictor | None = None) -> dict[str, tuple[JobProfile, int]]:
+    """Per GPU type the job fits on: its profile and the tensor-parallel degree a replica
+    needs there (GPU counts must be multiples of it)."""
     from workbench.fit import ProfileDataError
 
     pred = predictor or load_predictor()
-    out, tp = [], 1
+    out: dict[str, tuple[JobProfile, int]] = {}
     for g in dict.fromkeys(gpu_types):
         try:
             prof, t = predict_llm_profile_tp(spec, g, pred)
         except ProfileDataError as exc:
             log.warning("%s", exc)
             continue
-        out.append(prof)
-        tp = max(tp, t)
-    return out, tp
+        out[prof.gpu_type] = (prof, t)
+    return out
 
 
 def _menu(requested: int, counts: Sequence[int] | None, tp: int) -> tuple[int, ...]:
@@ -99,11 +130,12 @@ def _menu(requested: int, counts: Sequence[int] | None, tp: int) -> tuple[int, .
 def llm_job(spec: LlmJobSpec, job_id: str, arrival: datetime, home: str, requested: int,
             counts: Sequence[int] | None = None, gpu_types: Sequence[str] = (),
             deadline: datetime | None = None, ckpt_gb: float | None = None,
-            dataset_gb: float = 0.0, tp: int = 1) -> Job:
+            data_gb: float | None = None, tp: int = 1) -> Job:
     """The :class:`~workbench.model.Job` of an LLM job spec (``tp``: the tensor-parallel
-    degree its profiles need; the request is rounded up to a multiple of it)."""
-    params = build_step_graph(load_model_config(spec.model_config), "inference", 1, 1
-                              ).params["total"]
+    degree its profiles need; the request is rounded up to a multiple of it; checkpoint and
+    dataset sizes derived from the model unless given)."""
+    model = load_model_config(spec.model_config)
+    params = build_step_graph(model, "inference", 1, 1).params["total"]
     requested = -(-int(requested) // tp) * tp
     return Job(job_id=job_id, kind="training", app=spec.name, arrival=arrival, home=home,
                requested_gpus=requested, gpu_counts=_menu(requested, counts, tp),
@@ -111,7 +143,8 @@ def llm_job(spec: LlmJobSpec, job_id: str, arrival: datetime, home: str, request
                work_samples=spec.work_samples, deadline=deadline,
                checkpoint_gb=ckpt_gb if ckpt_gb is not None else checkpoint_gb(
                    params, spec.precision),
-               dataset_gb=dataset_gb)
+               dataset_gb=data_gb if data_gb is not None else dataset_gb(spec, model.vocab,
+                                                                         params))
 
 
 def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datetime,
@@ -127,7 +160,8 @@ def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datet
         if not cfg.is_absolute():
             cfg = Path(base_dir) / cfg
         spec = spec_of(e.job_id, cfg, e.seq_len, e.global_batch, e.tokens, e.steps,
-                       e.precision, e.purpose, e.pretrained_tokens)
+                       e.precision, e.purpose, e.pretrained_tokens,
+                       e.activation_checkpointing, e.zero)
         arrival = start + timedelta(hours=e.arrival_hours)
         deadline = arrival + timedelta(hours=e.deadline_hours) if e.deadline_hours else None
         profs, tp = profiles_for_job(spec, e.gpu_types or types, pred)
@@ -142,21 +176,24 @@ def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datet
 
 
 def with_llm_profile(scenario: Scenario, spec: LlmJobSpec,
-                     gpu_types: Sequence[str] = ()) -> Scenario:
+                     gpu_types: Sequence[str] = ()) -> tuple[Scenario, dict[str, int]]:
     """``scenario`` with the job's predicted profiles on its pools' GPU types (or
-    ``gpu_types``) added (the quote's ``--model-config``)."""
+    ``gpu_types``) added (the quote's ``--model-config``), and the tensor-parallel degree
+    each type needs."""
     types = list(gpu_types) or sorted({p.gpu_type for p in scenario.pools})
-    profs, _ = profiles_for_job(spec, types)
-    if not profs:
+    by_type = profiles_by_type(spec, types)
+    if not by_type:
         raise ValueError(f"{spec.model_config.name} fits on none of {types}")
     keep = [p for p in scenario.profiles if p.app != spec.name]
-    return replace(scenario, profiles=tuple(keep + profs))
+    return (replace(scenario, profiles=tuple(keep + [p for p, _ in by_type.values()])),
+            {g: t for g, (_, t) in by_type.items()})
 
 
 # --------------------------------------------------------------------------- trace
 
 LLM_TRACE_COLUMNS = ("name", "time", "model_config", "seq_len", "global_batch", "precision",
                      "gpus")
+_FLAGS = ("", "true", "false", "1", "0")
 
 
 def read_llm_trace(path: str | Path) -> pd.DataFrame:
@@ -186,13 +223,24 @@ def read_llm_trace(path: str | Path) -> pd.DataFrame:
             if not np.isfinite(v) or v < lo:
                 raise InputError(p, f"{row[col]!r} is below {lo:g}", f"give {col} >= {lo:g}",
                                  line=line, column=col)
+        if str(row.get("zero", "") or "0").strip() not in ("0", "1", "2", "3"):
+            raise InputError(p, f"zero {row['zero']!r} is not a ZeRO stage", "give 0, 1, 2 or 3",
+                             line=line, column="zero")
+        if str(row.get("activation_checkpointing", "")).strip().lower() not in _FLAGS:
+            raise InputError(p, f"activation_checkpointing {row['activation_checkpointing']!r}",
+                             "give true or false", line=line, column="activation_checkpointing")
         cfg = Path(row["model_config"])
         cfg = cfg if cfg.is_absolute() else p.parent / cfg
         try:
-            load_model_config(cfg)
+            model = load_model_config(cfg)
         except ModelConfigError as exc:
             raise InputError(p, str(exc), "fix the model config or its path", line=line,
                              column="model_config") from None
+        if model.max_positions and float(row["seq_len"]) > model.max_positions:
+            raise InputError(p, f"seq_len {row['seq_len']} exceeds {model.name}'s "
+                             f"{limit_key(model)} {model.max_positions}",
+                             f"give seq_len <= {model.max_positions}", line=line,
+                             column="seq_len")
         df.loc[i, "model_config"] = str(cfg)
     return df
 
@@ -209,7 +257,9 @@ def jobs_from_llm_trace(frame: pd.DataFrame, origin: datetime, homes: Sequence[s
                        int(float(row["global_batch"])), _opt(row, "tokens"),
                        None if _opt(row, "steps") is None else int(_opt(row, "steps") or 0),
                        row["precision"] or "bf16", row.get("purpose") or "pretrain",
-                       _opt(row, "pretrained_tokens"))
+                       _opt(row, "pretrained_tokens"),
+                       str(row.get("activation_checkpointing", "")).lower() in ("1", "true"),
+                       int(_opt(row, "zero") or 0))
         arrival = origin + timedelta(seconds=float(row["time"]))
         dl = _opt(row, "deadline_h")
         profs, tp = profiles_for_job(spec, types, pred)
@@ -225,22 +275,71 @@ def _opt(row: Mapping[str, Any], key: str) -> float | None:
     return None if v in ("", None) else float(v)
 
 
+@dataclass(frozen=True)
+class LlmQuote:
+    """What ``quote --model-config`` needs: the scenario with the job's profiles, its
+    application, work (sequences), the derived data sizes (GB), the spec and per GPU type
+    the count the job's GPU counts must be multiples of."""
+
+    scenario: Scenario
+    app: str
+    work_samples: float
+    checkpoint_gb: float
+    dataset_gb: float
+    spec: LlmJobSpec
+    tp: Mapping[str, int]
+
+
 def llm_quote_inputs(scenario: Scenario, config: str | Path, seq_len: int | None,
                      global_batch: int | None, tokens: float | None, precision: str,
-                     purpose: str, gpu_types: Sequence[str] = ()
-                     ) -> tuple[Scenario, str, float]:
+                     purpose: str, gpu_types: Sequence[str] = (),
+                     activation_checkpointing: bool = False, zero: int = 0) -> LlmQuote:
     """``quote --model-config``: the scenario with the job's predicted profiles, its
-    application name and its work (sequences). Raises ``ValueError`` naming what is
-    missing or wrong."""
+    application name, work and derived sizes. Raises ``ValueError`` naming what is
+    missing or wrong (a sequence longer than the config allows included)."""
     missing = [f for f, v in (("--seq-len", seq_len), ("--global-batch", global_batch),
                               ("--tokens", tokens)) if v is None]
     if missing:
         raise ValueError(f"--model-config needs {', '.join(missing)}")
     assert seq_len is not None and global_batch is not None and tokens is not None
-    load_model_config(config)  # a bad config is one error line
+    model = load_model_config(config)  # a bad config is one error line
+    check_seq_len(model, seq_len)
     spec = spec_of(Path(config).stem, Path(config), seq_len, global_batch, tokens, None,
-                   precision, purpose, None)
-    return with_llm_profile(scenario, spec, gpu_types), spec.name, spec.work_samples
+                   precision, purpose, None, activation_checkpointing, zero)
+    params = build_step_graph(model, "inference", 1, 1).params["total"]
+    sc, tp = with_llm_profile(scenario, spec, gpu_types)
+    return LlmQuote(sc, spec.name, spec.work_samples, checkpoint_gb(params, precision),
+                    dataset_gb(spec, model.vocab, params), spec, tp)
+
+
+def llm_quote_columns(options: pd.DataFrame, q: LlmQuote) -> pd.DataFrame:
+    """``options`` of a quote with ``step_time_s`` (one optimizer step at the option's
+    batch) and ``mfu`` (model FLOPs utilisation, :class:`workbench.compute.step.
+    TransformerStep`) of each option; options whose GPU count is not a multiple of what
+    the GPU type needs (the tensor-parallel degree; a node under ZeRO) are left out."""
+    options = options[[int(n) % q.tp.get(g, 1) == 0 for n, g in zip(
+        options["n_gpus"], options["gpu_type"], strict=True)]].reset_index(drop=True)
+    from workbench.compute.devices import device
+    from workbench.compute.step import model_flops
+    from workbench.perf import throughput
+
+    model = load_model_config(q.spec.model_config)
+    per_seq = model_flops(model, build_step_graph(model, "train", q.spec.seq_len, 1), 1)
+    profs = {(p.app, p.gpu_type): p for p in q.scenario.profiles}
+    per_node = {p.gpu_type: p.gpus_per_node for p in q.scenario.pools}
+    step, mfu = [], []
+    for r in options.to_dict("records"):
+        prof = profs.get((q.app, r["gpu_type"]))
+        if prof is None:
+            step.append(float("nan"))
+            mfu.append(float("nan"))
+            continue
+        n, b = int(r["n_gpus"]), int(r["batch_size"])
+        x = float(throughput(prof.throughput, n, b, per_node.get(r["gpu_type"], 8)))
+        peak = device(r["gpu_type"]).peak_tflops(q.spec.precision) * 1e12 * n
+        step.append(b / x)
+        mfu.append(per_seq * x / peak)
+    return options.assign(step_time_s=step, mfu=mfu)
 
 
 def import_llm_jobs(store: Any, frame: pd.DataFrame, path: str | Path, into: str, *,

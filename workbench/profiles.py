@@ -35,8 +35,7 @@ import pandas as pd
 
 from workbench.compute.devices import DeviceSpec, device
 from workbench.compute.graph import Graph, load_graph
-from workbench.compute.predict import Coefficients, load_coefficients, predict_step, sync_time_s
-from workbench.compute.transformer import DTYPE_BYTES
+from workbench.compute.predict import Coefficients, load_coefficients, predict_step
 from workbench.fit import (
     POLLUX_APPS,
     ZEUS_NETWORK_FOR_APP,
@@ -55,7 +54,6 @@ from workbench.perf import (
     EnergyParams,
     JobProfile,
     ThroughputParams,
-    overlap_time,
     profiles_to_json,
     throughput,
 )
@@ -465,29 +463,44 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
                      ) -> tuple[pd.DataFrame, int, int]:
     """Predicted step times of an LLM job on ``target`` in the layout of
     :func:`workbench.fit.read_pollux_timings`: data parallel over 1, 2, 4, 8 GPUs of one
-    node and 2 and 4 nodes (each replica tensor-parallel over ``tp`` GPUs when the model
-    needs it to fit), at replica batches 1, 2, 4, ... up to what fits in memory, then
-    ``k = 2 .. 32`` micro-batches of the largest accumulated before each optimizer step
-    (``k (T_fw + T_bw) + T_opt``, the all-reduce overlapping the last backward). Returns the
-    rows, the largest replica batch (accumulation included) and ``tp``."""
+    node and 2 and 4 nodes (each replica tensor-parallel over ``tp`` GPUs, the smallest
+    degree dividing the heads that fits), at replica batches 1, 2, 4, ... up to what fits in
+    memory (with the job's activation checkpointing), then ``k = 2 .. 32`` micro-batches of
+    the largest accumulated before each optimizer step (``k (T_fw + T_bw) + T_opt``). The
+    FP32 gradient's all-reduce (:mod:`workbench.compute.collectives`) overlaps the last
+    micro-batch's backward pass but for DDP's last bucket. A ZeRO job (``job.zero``) shards
+    over one node's replicas and is predicted on whole nodes only (stage 3 gathers the
+    weights again in each forward pass). Returns the rows, the largest replica batch
+    (accumulation included) and ``tp``."""
+    from workbench.compute.collectives import all_gather_s, all_reduce_s, shipped_collectives
     from workbench.compute.llm import load_predictor
-    from workbench.compute.step import DeviceMemoryError, predict_transformer
-    from workbench.compute.transformer import load_model_config
+    from workbench.compute.step import (
+        DDP_BUCKET_BYTES,
+        DeviceMemoryError,
+        StepOptions,
+        predict_transformer,
+    )
+    from workbench.compute.transformer import check_seq_len, load_model_config
 
     dev = device(target)
     pred = predictor or load_predictor()
     spec = load_model_config(job.model_config)
+    check_seq_len(spec, job.seq_len, "seq_len")
+    zero = int(getattr(job, "zero", 0))
     tp = 1
     fits: list[tuple[int, Any]] = []
-    for tp in (1, 2, 4, 8):
+    for tp in (t for t in (1, 2, 4, 8) if spec.heads % t == 0):
         if tp > dev.gpus_per_node:
             break
+        opts = StepOptions(activation_checkpointing=bool(getattr(
+            job, "activation_checkpointing", False)), zero=zero,
+            zero_over=dev.gpus_per_node // tp if zero else 0)
         fits = []
         for b in (2 ** i for i in range(12)):
             try:
                 fits.append((b, predict_transformer(
                     spec, "train", job.seq_len, b, dev, pred.kernels, pred.terms, tp,
-                    "tp" if tp > 1 else "dp", job.precision)))
+                    "tp" if tp > 1 else "dp", job.precision, options=opts)))
             except DeviceMemoryError:
                 break
         if fits:
@@ -499,19 +512,26 @@ def predict_llm_rows(job: Any, target: str, predictor: Any | None = None
     per_node = dev.gpus_per_node // tp
     b_mem, top = fits[-1]
     plan = [(b, 1, one) for b, one in fits] + [(b_mem * k, k, top) for k in ACCUMULATION_STEPS]
-    grad_bytes = top.params * DTYPE_BYTES[job.precision] / tp
+    grad_bytes = top.params * 4.0 / tp  # FP32 gradients (autocast keeps FP32 weights)
+    col = shipped_collectives()
     for b, k, one in plan:
-        micro = one.backward_s + one.sync_s  # a backward pass with its TP all-reduces
+        fw = one.forward_s
+        micro = one.backward_s + one.recompute_s + one.exposed_comm_s  # with its TP comm
         for replicas in (1, 2, 4, 8, 16, 32):
+            if zero and replicas < per_node:
+                continue  # ZeRO shards over a node's replicas: whole nodes only
             nodes = max(1, -(-replicas // per_node))
-            sync = (sync_time_s(grad_bytes, replicas, nodes, dev, pred.terms.sync)
-                    if replicas > 1 else 0.0)
-            last = float(overlap_time(micro, sync, pred.terms.sync.gamma)) if sync else micro
-            step = k * one.forward_s + (k - 1) * micro + last + one.optimizer_s
-            alone = k * one.forward_s + k * micro + one.optimizer_s
+            reduce = all_reduce_s(grad_bytes, replicas, dev, col, nodes, pred.terms.sync)
+            last = all_reduce_s(min(grad_bytes, DDP_BUCKET_BYTES), replicas, dev, col, nodes,
+                                pred.terms.sync)
+            exposed = max(reduce - last - micro, 0.0) + last if replicas > 1 else 0.0
+            if zero >= 3 and replicas > 1:  # the weights gathered again each forward pass
+                gather = all_gather_s(grad_bytes, replicas, dev, col, nodes, pred.terms.sync)
+                exposed += k * max(gather - fw, 0.0)
+            alone = k * (fw + micro) + one.optimizer_s
             rows.append({"source": "predicted", "num_nodes": nodes,
                          "num_replicas": replicas * tp, "local_bsz": b / tp,
-                         "step_time": step, "sync_time": max(step - alone, 0.0)})
+                         "step_time": alone + exposed, "sync_time": exposed})
     return pd.DataFrame(rows), b_mem * ACCUMULATION_STEPS[-1], tp
 
 
@@ -527,14 +547,15 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
     per second), efficiency from the critical batch size
     (:func:`workbench.compute.llm.noise_scale_trajectory`), power from the transformer power
     shape scaled to the target's TDP; ``derived`` and labelled with the predictor's interval
-    (widened in BF16); and the tensor-parallel degree a replica needs to fit (GPU counts
-    must be multiples of it)."""
+    (widened in BF16); and the GPU count the job's counts must be multiples of: the
+    tensor-parallel degree a replica needs to fit, or a whole node under ZeRO."""
     from workbench.compute.llm import load_predictor, noise_scale_trajectory
     from workbench.compute.transformer import load_model_config
 
     pred = predictor or load_predictor()
     dev = device(target)
     rows, max_b, tp = predict_llm_rows(job, target, pred)
+    unit = dev.gpus_per_node if int(getattr(job, "zero", 0)) else tp
     tp_params = fit_throughput_params(rows)
     fit_err = mape(placement_iteration_time(tp_params, rows["num_nodes"], rows["num_replicas"],
                                             rows["local_bsz"]), rows["step_time"])
@@ -544,8 +565,8 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
     n_layer_params = build_step_graph(spec, "inference", 1, 1).params["layers"]
     prog, phi = noise_scale_trajectory(n_layer_params, job.seq_len, job.tokens,
                                        job.tokens_before)
-    m0 = int(job.global_batch)
-    eff = EfficiencyParams(m0=m0, min_batch=max(1, m0 // 4), max_batch=4 * m0,
+    m0 = int(job.global_batch)  # LLMs train at the asked global batch: the only one offered
+    eff = EfficiencyParams(m0=m0, min_batch=m0, max_batch=m0,
                            max_local_batch=max(1, max_b // tp), phi_progress=prog,
                            phi_values=phi)
     f0, f1, shape = _transformer_power_shape()
@@ -553,6 +574,8 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
     energy = derive_energy(f0, f1, x_full, dev.name)
     lo, hi = pred.terms.interval("train", job.precision)
     tp_note = f", {tp}-way tensor parallel per replica" if tp > 1 else ""
+    if unit != tp:
+        tp_note += f", ZeRO stage {job.zero} over each node's replicas (whole nodes)"
     estimated = sorted(f for f, v in dev.sources.items() if str(v).startswith("estimate"))
     if estimated:
         tp_note += f"; device figures {', '.join(estimated)} are estimates"
@@ -564,4 +587,4 @@ def predict_llm_profile_tp(job: Any, target: str, predictor: Any | None = None
            f"{shape} shape {f0:.2f}..{f1:.2f} of {dev.tdp_w:.0f} W")
     return JobProfile(app=job.name, gpu_type=dev.name, throughput=tp_params, efficiency=eff,
                       energy=energy, derived=True, source=src,
-                      step_time_interval=(math.exp(lo), math.exp(hi))), tp
+                      step_time_interval=(math.exp(lo), math.exp(hi))), unit

@@ -124,6 +124,7 @@ class JobSpec:
     arrival: datetime | None = None
     gpu_types: tuple[str, ...] = ()
     checkpoint_gb: float = 1.0
+    dataset_gb: float | None = None
 
     def __post_init__(self) -> None:
         if not self.app:
@@ -142,6 +143,9 @@ class JobSpec:
                              f"{self.deadline_h}")
         if not (math.isfinite(self.checkpoint_gb) and self.checkpoint_gb >= 0):
             raise QuoteError(f"checkpoint_gb must be a number >= 0, got {self.checkpoint_gb}")
+        if self.dataset_gb is not None and not (math.isfinite(self.dataset_gb)
+                                                and self.dataset_gb >= 0):
+            raise QuoteError(f"dataset_gb must be a number >= 0, got {self.dataset_gb}")
         if self.arrival is not None:
             object.__setattr__(self, "arrival", as_utc(self.arrival))
         object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
@@ -204,6 +208,8 @@ class Quote:
             "deadline_h": self.spec.deadline_h,
             "arrival": self.spec.arrival.isoformat() if self.spec.arrival else None,
             "gpu_types": list(self.spec.gpu_types), "checkpoint_gb": self.spec.checkpoint_gb,
+            "dataset_gb": (self.spec.checkpoint_gb if self.spec.dataset_gb is None
+                           else self.spec.dataset_gb),
         }
         return {"spec": spec, "currency": self.currency, "forecast": self.forecast_mode,
                 "recommended": best, "options": opts, "warnings": list(self.warnings)}
@@ -401,7 +407,8 @@ def _job(spec: JobSpec, arrival: datetime) -> Job:
     return Job(job_id="quote", kind="training", app=spec.app, arrival=arrival, home=spec.home,
                requested_gpus=spec.min_gpus, gpu_counts=spec.gpu_counts(), batch_size=1,
                work_samples=spec.work_samples, checkpoint_gb=spec.checkpoint_gb,
-               gpu_types=spec.gpu_types, dataset_gb=spec.checkpoint_gb)
+               gpu_types=spec.gpu_types,
+               dataset_gb=spec.checkpoint_gb if spec.dataset_gb is None else spec.dataset_gb)
 
 
 def _option(
@@ -430,6 +437,9 @@ def _option(
         "duration_hi_h": (run.lost_s + hi_f * useful_s) / 3600.0,
         "power_limit_w": pool.max_power_w * (1.0 if limit is None else limit),
     }
+    asked = prof.efficiency.min_batch
+    batch_note = (f"batch {row['batch_size']}, below the job's batch {asked}, which does not "
+                  f"fit in {n} GPUs' memory" if row["batch_size"] < asked else "")
     cols = [region_col[dc.region]]
     weights = [run.energy_kwh]
     for src, kwh in run.source_kwh:  # the sending end's half, at its price, in slot 0
@@ -458,7 +468,8 @@ def _option(
     if n_starts <= 0:
         # "Start now" is still priced (when the run fits the horizon) so the user sees what
         # missing the deadline would cost.
-        row["note"] = f"needs {total_s / 3600:.1f} h; cannot finish before the deadline"
+        row["note"] = "; ".join(x for x in (batch_note, f"needs {total_s / 3600:.1f} h; "
+                                            "cannot finish before the deadline") if x)
         return row
     score = cost + carbon_price * carb
     if occupancy is not None:
@@ -473,7 +484,8 @@ def _option(
             score = np.where(fits, score, np.inf)
     best = int(np.argmin(score))
     if not np.isfinite(score[best]):
-        row["note"] = "pool busy in every window before the deadline"
+        row["note"] = "; ".join(x for x in (batch_note, "pool busy in every window before "
+                                            "the deadline") if x)
         return row
     start = sc.start + timedelta(seconds=slot_s * (t0 + best))
     row.update({
@@ -481,7 +493,7 @@ def _option(
         "finish": pd.Timestamp(start + timedelta(seconds=total_s)),
         "cost": float(cost[best]), "carbon_kg": float(carb[best]), "score": float(score[best]),
     })
-    notes = []
+    notes = [batch_note] if batch_note else []
     if run.transfer_gb > 0:
         notes.append(f"moves {run.transfer_gb:g} GB from {spec.home}")
     slow_end_s = run.lost_s + hi_f * useful_s

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", required=True, help="device, e.g. A100, 'RTX 2080 Ti', "
                    "'Tesla V100-PCIE-32GB' (`workbench devices list`)")
     p.add_argument("--gpus", default="1", help="GPU counts N[,N...] (default 1; "
-                   "--model-config: one count, GPUs of one node)")
+                   "--model-config: one count; across --nodes data parallel only)")
     p.add_argument("--local-batch", default=None, help="--app/--graph: samples per GPU "
                    "B[,B...]")
     p.add_argument("--nodes", type=str, default="1", help="servers the GPUs span (default 1)")
@@ -63,6 +63,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", choices=("dp", "tp", "pp"), default="dp",
                    help="--model-config with --gpus > 1: data, tensor or pipeline "
                    "parallel (default dp)")
+    p.add_argument("--micro-batches", type=number(1, MAX_LOCAL_BATCH, integer=True),
+                   default=None, help="--model-config --parallel pp: micro-batches per step "
+                   "(1F1B; default min(batch, 4 x stages))")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="--model-config --parallel dp: ZeRO/FSDP stage sharding optimizer "
+                   "states (1), gradients (2) and weights (3) over the GPUs (default 0)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="--model-config: keep each block's input only and recompute the "
+                   "block in the backward pass")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="--model-config --parallel tp: Megatron's sequence parallelism")
     p.add_argument("--precision", choices=("fp32", "bf16", "tf32", "fp16"), default="fp32",
                    help="arithmetic of the job (default fp32; the training data is FP32, "
                    "bf16 is extrapolated with the tensor-core peak and a wider interval)")
@@ -99,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--terms-out", type=Path, default=None,
                    help="the step terms and intervals (default: the shipped "
                    ".../step_terms.json)")
+    t.add_argument("--collectives-out", type=Path, default=None,
+                   help="the NCCL collective terms fitted on DATA/vidur/network when present "
+                   "(default: the shipped .../collectives.json)")
     t.set_defaults(func=_train)
     f = csub.add_parser("fit", help="replace a predicted profile by a fit to stored "
                         "measurements (3 or more)")
@@ -204,7 +218,7 @@ def _predict(args: argparse.Namespace) -> int:
 def _predict_model(args: argparse.Namespace) -> int:
     """``predict --model-config``: one transformer configuration (one JSON object)."""
     from workbench.compute.llm import predict_from_config
-    from workbench.compute.step import DeviceMemoryError
+    from workbench.compute.step import DeviceMemoryError, StepOptions
     from workbench.compute.transformer import ModelConfigError
 
     missing = [f for f, v in (("--seq-len", args.seq_len), ("--batch", args.batch)) if v is None]
@@ -215,25 +229,42 @@ def _predict_model(args: argparse.Namespace) -> int:
         return _fail(f"--model-config takes --precision fp32 or bf16, not {args.precision}")
     try:
         gpus = _int_list(args.gpus, "--gpus", MAX_GPUS)
-        if len(gpus) != 1:
-            raise ValueError("--model-config takes one --gpus count (GPUs of one node)")
+        nodes = _int_list(args.nodes, "--nodes", MAX_GPUS)
+        if len(gpus) != 1 or len(nodes) != 1:
+            raise ValueError("--model-config takes one --gpus count and one --nodes count")
+        if nodes[0] > gpus[0]:
+            raise ValueError(f"--gpus {gpus[0]} is fewer than --nodes {nodes[0]}: each "
+                             "server needs a GPU")
         table = _store_devices(args.db)
         dev = table[normalise_device_name(args.gpu, table)]
+        opts = StepOptions(zero=args.zero, activation_checkpointing=args.activation_checkpointing,
+                           sequence_parallel=args.sequence_parallel,
+                           micro_batches=args.micro_batches or 0,
+                           inter_node_gbit_s=args.inter_node_gbit_s)
         step = predict_from_config(args.model_config, args.mode, args.seq_len, args.batch,
-                                   dev, gpus[0], args.parallel, args.precision)
+                                   dev, gpus[0], args.parallel, args.precision,
+                                   nodes=nodes[0], options=opts)
     except (ModelConfigError, DeviceMemoryError, UnknownDeviceError, ValueError,
             FileNotFoundError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(step.row()))
         return 0
-    print(f"{step.model} {step.mode} on {step.gpus}x{step.device} ({step.parallel}), "
+    where = f", {step.nodes} nodes" if step.nodes > 1 else ""
+    print(f"{step.model} {step.mode} on {step.gpus}x{step.device}{where} ({step.parallel}), "
           f"{step.precision}, batch {step.batch} x {step.seq_len} tokens: predicted")
     print(f"  step {step.step_time_s:.4f} s (5-95% {step.step_time_lo_s:.4f}-"
-          f"{step.step_time_hi_s:.4f} s), {step.row()['tokens_per_s']:.0f} tokens/s")
-    print(f"  forward {step.forward_s:.4f} s, backward {step.backward_s:.4f} s, optimizer "
-          f"{step.optimizer_s:.4f} s, sync {step.sync_s:.4f} s; roofline "
-          f"{step.roofline_s:.4f} s; {step.memory_gb:.1f} GB per GPU; "
+          f"{step.step_time_hi_s:.4f} s), {step.row()['tokens_per_s']:.0f} tokens/s, MFU "
+          f"{100 * step.mfu:.1f}%")
+    print(f"  compute {step.compute_s:.4f} s + exposed communication "
+          f"{step.exposed_comm_s:.4f} s (of {step.sync_s:.4f} s) + pipeline bubble "
+          f"{step.bubble_s:.4f} s")
+    print(f"  forward {step.forward_s:.4f} s, backward {step.backward_s:.4f} s"
+          + (f" + recompute {step.recompute_s:.4f} s" if step.recompute_s else "")
+          + f", optimizer {step.optimizer_s:.4f} s; roofline {step.roofline_s:.4f} s")
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in step.memory_parts_gb.items()
+                      if v > 0)
+    print(f"  memory {step.memory_gb:.1f} GB per GPU ({parts} GB); "
           f"{step.params / 1e9:.2f} B parameters")
     return 0
 
@@ -274,6 +305,11 @@ def _devices_add(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from workbench.cli._outputs import check_outputs
+    from workbench.compute.collectives import (
+        collectives_path,
+        fit_collectives,
+        write_collectives,
+    )
     from workbench.compute.kernels import kernel_model_path
     from workbench.compute.neusight import NeuSightDataError
     from workbench.compute.predict import coefficients_path
@@ -284,8 +320,10 @@ def _train(args: argparse.Namespace) -> int:
     out = args.out or coefficients_path()
     k_out = args.kernels_out or kernel_model_path()
     t_out = args.terms_out or step_terms_path()
+    c_out = args.collectives_out or collectives_path()
     bad_output = check_outputs([("--out", out), ("--kernels-out", k_out),
-                                ("--terms-out", t_out)], args.db)
+                                ("--terms-out", t_out), ("--collectives-out", c_out)],
+                               args.db)
     if bad_output:
         return _fail(bad_output)
     try:
@@ -302,6 +340,18 @@ def _train(args: argparse.Namespace) -> int:
           + ", ".join(f"{k} {v}" for k, v in choice.items()))
     print(f"wrote {t_out}: host launch floor {1e6 * tr.terms.launch_s:.1f} us from "
           f"{len(tr.lodo)} measured steps; BF16 interval x{tr.terms.bf16_widening:.2f}")
+    vidur = Path(args.data) / "vidur" / "network"
+    if vidur.is_dir():
+        try:
+            col = fit_collectives(vidur)
+        except (ValueError, OSError) as exc:
+            return _fail(str(exc))
+        write_collectives(col, c_out)
+        print(f"wrote {c_out}: " + "; ".join(
+            f"{op} {k} alpha {1e6 * f.latency_s:.1f} us, eta {f.efficiency:.2f} "
+            f"(median error {100 * f.median_ape:.1f}% on {f.rows} rows)"
+            for op, tab in (("all-reduce", col.all_reduce), ("send/recv", col.send_recv))
+            for k, f in tab.items()))
     return 0
 
 

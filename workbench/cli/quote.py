@@ -68,8 +68,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ISO time the job can start (UTC)")
     p.add_argument("--gpu-type", action="append", default=[], dest="gpu_types",
                    help="allowed GPU type (repeat; default any)")
-    p.add_argument("--checkpoint-gb", type=number(0, 1e6, unit="GB"), default=1.0,
-                   help="data moved when run away from home, GB (default 1)")
+    p.add_argument("--checkpoint-gb", type=number(0, 1e6, unit="GB"), default=None,
+                   help="checkpoint moved when the job moves, GB (default 1; --model-config: "
+                   "FP32 weights and Adam states, 12 B per parameter)")
+    p.add_argument("--dataset-gb", type=number(0, 1e6, unit="GB"), default=None,
+                   help="data moved on the first run away from home, GB (default: the "
+                   "checkpoint's size; --model-config: the tokens at 2 B each (4 above a "
+                   "65,536-token vocabulary), plus the weights of a fine-tune)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="--model-config: recompute each block in the backward pass (less "
+                   "memory, a longer step)")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="--model-config: ZeRO/FSDP stage sharding optimizer states (1), "
+                   "gradients (2) and weights (3) over a node's replicas; the job then takes "
+                   "whole nodes (default 0)")
     p.add_argument("--carbon-price", type=number(0, 1e6), default=0.0,
                    help="currency per kg CO2 added to the cost when ranking (default 0)")
     p.add_argument("--order", choices=list(QUOTE_ORDERS), default="cheapest",
@@ -91,23 +103,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _quote(args: argparse.Namespace) -> int:
     scenario = read_scenario(args.db, args.scenario)
     app, work = args.app, args.work
+    llm = None
+    ckpt, data_gb = args.checkpoint_gb, args.dataset_gb
     if args.model_config is not None:
         from workbench.llm_jobs import llm_quote_inputs
 
         try:
-            scenario, app, work = llm_quote_inputs(
+            llm = llm_quote_inputs(
                 scenario, args.model_config, args.seq_len, args.global_batch, args.tokens,
-                args.precision, args.purpose, tuple(args.gpu_types))
+                args.precision, args.purpose, tuple(args.gpu_types),
+                args.activation_checkpointing, args.zero)
         except ValueError as exc:
             return fail(exc)
+        scenario, app, work = llm.scenario, llm.app, llm.work_samples
+        ckpt = llm.checkpoint_gb if ckpt is None else ckpt
+        data_gb = llm.dataset_gb if data_gb is None else data_gb
     elif work is None:
         return fail("--app needs --work (total effective samples)")
+    ckpt = 1.0 if ckpt is None else ckpt
     try:
         spec = JobSpec(
             app=app, work_samples=work, home=args.home, min_gpus=args.gpus[0],
             max_gpus=args.gpus[1], deadline_h=args.deadline_h,
             arrival=as_utc(args.arrival) if args.arrival else None,
-            gpu_types=tuple(args.gpu_types), checkpoint_gb=args.checkpoint_gb,
+            gpu_types=tuple(args.gpu_types), checkpoint_gb=ckpt, dataset_gb=data_gb,
         )
         menu = parse_power_limits(args.power_limits)
         result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price,
@@ -115,7 +134,12 @@ def _quote(args: argparse.Namespace) -> int:
                        power_limits=menu)
     except (QuoteError, ValueError) as exc:
         return fail(exc)
-    result = dataclasses.replace(result, options=sort_quote(result.options, args.order))
+    options = sort_quote(result.options, args.order)
+    if llm is not None:
+        from workbench.llm_jobs import llm_quote_columns
+
+        options = llm_quote_columns(options, llm)
+    result = dataclasses.replace(result, options=options)
     data = result.to_dict()
     data["order"] = args.order
     data["options"] = data["options"][: max(args.top, 1)]
@@ -136,6 +160,11 @@ def _quote(args: argparse.Namespace) -> int:
               f"{best['datacenter']} {best['n_gpus']}x{best['gpu_type']} "
               f"(batch {best['batch_size']}), start {_minute(best['start'])}, finish "
               f"{_minute(best['finish'])}")
+        if best.get("mfu") is not None:
+            print(f"  step {_n(best['step_time_s'])} s at batch {best['batch_size']}, model "
+                  f"FLOPs utilisation {100 * best['mfu']:.0f}%; moves "
+                  f"{_n(data['spec']['dataset_gb'])} GB of data, checkpoints "
+                  f"{_n(data['spec']['checkpoint_gb'])} GB")
         if best["profile"] == "predicted":
             print(f"  run time predicted from the job's graph: {_n(best['duration_h'])} h, "
                   f"90% interval {_n(best['duration_lo_h'])}-{_n(best['duration_hi_h'])} h")

@@ -35,7 +35,13 @@ import numpy as np
 
 from workbench.compute.devices import DeviceSpec
 from workbench.compute.kernels import KernelModel, read_kernel_model
-from workbench.compute.step import StepTerms, TransformerStep, predict_transformer, read_step_terms
+from workbench.compute.step import (
+    StepOptions,
+    StepTerms,
+    TransformerStep,
+    predict_transformer,
+    read_step_terms,
+)
 from workbench.compute.transformer import ModelSpec, load_model_config
 
 KAPLAN = {"N_c": 8.8e13, "D_c": 5.4e13, "alpha_N": 0.076, "alpha_D": 0.095, "B_star": 2e8,
@@ -64,13 +70,15 @@ def load_predictor(kernels_path: Path | str | None = None,
 def predict_from_config(config: Path | str | ModelSpec, mode: str, seq_len: int, batch: int,
                         dev: DeviceSpec, gpus: int = 1, parallel: str = "dp",
                         precision: str = "fp32", predictor: Predictor | None = None,
-                        nodes: int = 1) -> TransformerStep:
+                        nodes: int = 1, options: StepOptions | None = None
+                        ) -> TransformerStep:
     """Predicted step of a model config on ``gpus`` x ``dev`` (see
-    :func:`workbench.compute.step.predict_transformer`)."""
+    :func:`workbench.compute.step.predict_transformer`; ``options``: ZeRO, activation
+    checkpointing, sequence parallelism, pipeline micro-batches)."""
     spec = config if isinstance(config, ModelSpec) else load_model_config(config)
     p = predictor or load_predictor()
     return predict_transformer(spec, mode, seq_len, batch, dev, p.kernels, p.terms, gpus,
-                               parallel, precision, nodes=nodes)
+                               parallel, precision, nodes=nodes, options=options)
 
 
 # --------------------------------------------------------------------------- efficiency
@@ -126,6 +134,11 @@ class LlmJobSpec:
         ``pretrain`` or ``finetune``.
     pretrained_tokens : float
         Tokens the model saw before a fine-tune (0 for pre-training).
+    activation_checkpointing : bool
+        Recompute each block in the backward pass (less memory, a longer step).
+    zero : int
+        ZeRO/FSDP stage over the replicas of a node (0: none; the job then runs on whole
+        nodes).
     """
 
     name: str
@@ -136,6 +149,8 @@ class LlmJobSpec:
     precision: str = "bf16"
     purpose: str = "pretrain"
     pretrained_tokens: float = 0.0
+    activation_checkpointing: bool = False
+    zero: int = 0
 
     def __post_init__(self) -> None:
         where = f"LLM job {self.name!r}"
@@ -145,6 +160,8 @@ class LlmJobSpec:
             raise ValueError(f"{where}: tokens (or steps) must be positive")
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"{where}: precision {self.precision!r}: use fp32 or bf16")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"{where}: zero {self.zero!r}: use 0, 1, 2 or 3")
         if self.purpose not in PURPOSES:
             raise ValueError(f"{where}: purpose {self.purpose!r}: use pretrain or finetune")
 

@@ -34,7 +34,7 @@ embedding once each way (:attr:`StepGraph.tp_allreduces`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from workbench.compute.transformer import DTYPE_BYTES, MODES, PRECISIONS, ModelSpec
@@ -60,6 +60,7 @@ class Kernel:
     bytes: float
     count: int = 1
     op: str = ""
+    layer: bool = False  # inside a transformer block: what checkpointing recomputes
 
     def __post_init__(self) -> None:
         if self.kind not in KERNEL_KINDS or self.phase not in PHASES:
@@ -111,9 +112,9 @@ class StepGraph:
 
     @property
     def gradient_bytes(self) -> float:
-        """Bytes of the gradient one GPU all-reduces under data parallelism (its local
-        parameters at the training precision)."""
-        return float(self.params.get("local", 0.0)) * DTYPE_BYTES[self.precision]
+        """Bytes of the gradient one GPU all-reduces under data parallelism: its local
+        parameters in FP32 (``torch.autocast`` keeps FP32 weights, so FP32 gradients)."""
+        return float(self.params.get("local", 0.0)) * 4
 
 
 # --------------------------------------------------------------------------- builder
@@ -133,12 +134,13 @@ class _Builder:
         self.allreduce_fwd = 0  # activation all-reduces per step (forward; backward mirrors)
         self.group = "layers"
         self.repeat = 1
+        self.in_block = False
 
     # ---- emit helpers
     def _k(self, name: str, kind: str, phase: str, dims: tuple[int, ...], flops: float,
            nbytes: float, op: str = "") -> None:
         self.out.append(Kernel(name, kind, phase, tuple(int(d) for d in dims), float(flops),
-                               float(nbytes), self.repeat, op))
+                               float(nbytes), self.repeat, op, self.in_block))
 
     def _param(self, n: float, split: int = 1) -> None:
         self.params[self.group] += n * self.repeat
@@ -392,9 +394,9 @@ def _decoder_only(b: _Builder, s: ModelSpec, batch: int, seq: int, tp: int, head
     b.allreduce()
     b.dropout("embed_dropout", t * h)
     b.group = "layers"
-    b.repeat = s.layers
+    b.repeat, b.in_block = s.layers, True
     _layer(b, s, "layer", t, batch, seq, tp)
-    b.repeat = 1
+    b.repeat, b.in_block = 1, False
     b.group = "layers"
     if fam == "bert":
         _bert_head(b, s, t, batch, tp, head)
@@ -488,6 +490,7 @@ def _switch(b: _Builder, s: ModelSpec, batch: int, seq: int, tp: int) -> None:
         b.dropout(f"{stack}.embed_dropout", t * h)
         b.embedding(f"{stack}.relative_bias", seq * seq, 32, s.heads)
         b.ew(f"{stack}.bias_mask", "add", batch * s.heads * seq * seq, 2)
+        b.in_block = True
         for sparse in (False, True):
             b.repeat = sum(1 for i in range(n_blocks) if s.sparse(i) == sparse)
             if not b.repeat:
@@ -511,7 +514,7 @@ def _switch(b: _Builder, s: ModelSpec, batch: int, seq: int, tp: int) -> None:
                 _mlp(b, s, p + ".mlp", t, tp)
             b.dropout(p + ".mlp_dropout", t * h)
             b.ew(p + ".mlp_residual", "add", t * h, 2)
-        b.repeat = 1
+        b.repeat, b.in_block = 1, False
         b.rms_norm(f"{stack}.final_norm", t, h)
         b.dropout(f"{stack}.final_dropout", t * h)
     b.group = "head"
@@ -581,8 +584,7 @@ def merge_kernels(kernels: Iterable[Kernel]) -> list[Kernel]:
         key = (k.name, k.kind, k.phase, k.dims, k.op)
         if key in by:
             old = by[key]
-            by[key] = Kernel(old.name, old.kind, old.phase, old.dims, old.flops, old.bytes,
-                             old.count + k.count, old.op)
+            by[key] = replace(old, count=old.count + k.count)
         else:
             by[key] = k
     return list(by.values())

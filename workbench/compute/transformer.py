@@ -20,19 +20,35 @@
 ``mistral`` and ``qwen2`` read as ``llama``. The operator graph of a step is built by
 :mod:`workbench.compute.opgraph`.
 
-Memory of a step (:func:`step_memory_bytes`) follows Korthikanti et al., *Reducing
-Activation Recomputation in Large Transformer Models* (MLSys 2023), eq. 1: a layer keeps
-``s b h (34 + 5 a s / h)`` bytes of activations at 16-bit precision (``a`` heads, sequence
-``s``, batch ``b``, hidden ``h``; twice at 32-bit), divided by the tensor-parallel degree;
-training adds weights, gradients and Adam's two moments (16 bytes per parameter in FP32,
-18 in mixed precision with FP32 master weights).
+Memory of a step (:func:`step_memory`) as PyTorch runs it, per GPU:
+
+* **model states** under mixed precision as ``torch.autocast`` runs it (and in FP32): FP32
+  weights (4 bytes per parameter), FP32 gradients (4) and Adam's two FP32 moments (8): 16
+  bytes per parameter, divided by the tensor- and pipeline-parallel degrees; ZeRO
+  (Rajbhandari et al., SC 2020) / FSDP shards the optimizer states (stage 1), the
+  gradients too (2) and the weights too (3) over the data-parallel degree. In BF16 autocast
+  keeps a 16-bit copy of each weight it casts for the backward pass (2 bytes per local
+  parameter, ``weight_copies``).
+* **activations** after Korthikanti et al., *Reducing Activation Recomputation in Large
+  Transformer Models* (MLSys 2023), eqs. 1-2: a layer keeps ``s b h (10 + 24 / t)`` 16-bit
+  bytes under ``t``-way tensor parallelism (``34 / t`` with sequence parallelism), twice
+  that in FP32; the ``5 a s^2 b / t`` bytes of attention scores, softmax and dropout mask
+  only with eager attention (``"_attn_implementation": "eager"`` or ``attn_implementation``
+  in the config): PyTorch >= 2.0 runs ``scaled_dot_product_attention`` with its
+  memory-efficient or flash kernel, which keeps no score matrix. Activation checkpointing
+  (full recomputation per layer) keeps each layer's ``s b h`` input and one layer's full
+  activations. The LM head's logits, their FP32 copy and the log-softmax of the loss add
+  ``s b V (w + 8) / t`` bytes. A 1F1B pipeline stage holds ``min(m, p)`` micro-batches of
+  its ``L / p`` layers.
+* inference: the weights at the arithmetic's width, two layers' ``s b h`` live, the logits
+  in FP32 (and one layer's scores with eager attention).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +109,12 @@ class ModelSpec:
         The LM head shares the token embedding.
     positions : int
         Rows of a learned position-embedding table (0: none; rotary or relative).
+    max_positions : int
+        The longest sequence the config allows (``n_positions``,
+        ``max_position_embeddings``; 0: no limit, relative positions).
+    eager_attention : bool
+        The config asks for eager attention (``_attn_implementation`` or
+        ``attn_implementation`` ``"eager"``): the score matrices are materialised.
     """
 
     name: str
@@ -113,6 +135,8 @@ class ModelSpec:
     type_vocab: int = 0
     tied_embeddings: bool = True
     positions: int = 0
+    max_positions: int = 0
+    eager_attention: bool = False
 
     @property
     def total_layers(self) -> int:
@@ -138,12 +162,45 @@ def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: int | None = N
                            "(a Hugging Face config.json of this model_type has it)")
 
 
+_LIMIT_KEYS: Mapping[str, tuple[str, ...]] = {
+    "gpt2": ("n_positions", "n_ctx"), "opt": ("max_position_embeddings",),
+    "bert": ("max_position_embeddings",), "llama": ("max_position_embeddings",),
+    "switch": ()}
+_LIMIT_DEFAULTS: Mapping[str, int] = {"gpt2": 1024, "opt": 2048, "bert": 512}
+"""The config keys of the longest sequence, and Hugging Face's defaults where absent."""
+
+
 def model_spec(cfg: Mapping[str, Any], name: str = "model") -> ModelSpec:
     """The :class:`ModelSpec` of a parsed Hugging Face config (``model_type`` decides).
 
     Raises :class:`ModelConfigError` naming an unknown ``model_type`` (with the known ones)
     or the missing key.
     """
+    spec = _family_spec(cfg, name)
+    w = f"{name} ({cfg.get('model_type')})"
+    keys = _LIMIT_KEYS[spec.family]
+    limit = (_int(cfg, w, *keys, default=_LIMIT_DEFAULTS.get(spec.family, 0)) if keys else 0)
+    eager = any(str(cfg.get(k, "")).lower() == "eager"
+                for k in ("_attn_implementation", "attn_implementation"))
+    return replace(spec, max_positions=limit, eager_attention=eager)
+
+
+def limit_key(spec: ModelSpec) -> str:
+    """The config key that bounds the sequence length (``n_positions`` for GPT-2/3)."""
+    keys = _LIMIT_KEYS.get(spec.family, ())
+    return keys[0] if keys else ""
+
+
+def check_seq_len(spec: ModelSpec, seq_len: int, flag: str = "--seq-len") -> None:
+    """Raise ``ValueError`` (one line naming the config's limit) when ``seq_len`` exceeds
+    the longest sequence ``spec`` allows."""
+    if spec.max_positions and seq_len > spec.max_positions:
+        raise ValueError(f"{flag} {seq_len} exceeds {spec.name}'s {limit_key(spec)} "
+                         f"{spec.max_positions} (the longest sequence the model takes); use "
+                         f"{flag} {spec.max_positions} or less")
+
+
+def _family_spec(cfg: Mapping[str, Any], name: str) -> ModelSpec:
     if not isinstance(cfg, Mapping):
         raise ModelConfigError(f"{name}: a model config is one JSON object")
     mt = cfg.get("model_type")
@@ -234,19 +291,77 @@ def load_model_config(path: str | Path) -> ModelSpec:
 DTYPE_BYTES: Mapping[str, int] = {"fp32": 4, "bf16": 2}
 
 
+STATE_BYTES: Mapping[str, float] = {"weights": 4.0, "gradients": 4.0, "optimizer": 8.0}
+"""Bytes per parameter of the training states (FP32 weights, gradients, Adam's two
+moments), in FP32 and in mixed precision alike."""
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """One GPU's memory in one step by part, bytes (module docstring)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    weight_copies: float
+    activations: float
+
+    @property
+    def states(self) -> float:
+        """Everything but the activations: what a smaller batch cannot shrink."""
+        return self.weights + self.gradients + self.optimizer + self.weight_copies
+
+    @property
+    def total(self) -> float:
+        return self.states + self.activations
+
+    def parts_gb(self) -> dict[str, float]:
+        """The parts in GB (``predict --json``'s ``memory_parts_gb``)."""
+        return {k: getattr(self, k) / 1e9 for k in ("weights", "gradients", "optimizer",
+                                                     "weight_copies", "activations")}
+
+
+def step_memory(s: ModelSpec, mode: str, seq_len: int, batch: int, precision: str,
+                params: float, tp: int = 1, *, pp: int = 1, dp: int = 1, zero: int = 0,
+                checkpointing: bool = False, sequence_parallel: bool = False,
+                in_flight: int = 1) -> StepMemory:
+    """One GPU's memory at ``batch`` sequences per (micro-)batch (module docstring).
+
+    ``tp``, ``pp``, ``dp``: tensor-, pipeline- and data-parallel degrees; ``zero``: the
+    ZeRO stage sharding over ``dp``; ``in_flight``: micro-batches a pipeline stage holds.
+    """
+    if zero not in ZERO_STAGES:
+        raise ValueError(f"--zero {zero}: use 0, 1, 2 or 3")
+    w = DTYPE_BYTES[precision]
+    h, a, t = s.hidden, s.heads, max(int(tp), 1)
+    p_local = float(params) / t / max(int(pp), 1)
+    sbh = float(seq_len) * batch * h
+    scores = 5.0 * a * float(seq_len) ** 2 * batch / t * (w / 2) if s.eager_attention else 0.0
+    logits = float(seq_len) * batch * s.vocab / t
+    if mode != "train":
+        return StepMemory(p_local * w, 0.0, 0.0, 0.0,
+                          2 * sbh * w + logits * 4 + (scores if s.eager_attention else 0.0))
+    d = max(int(dp), 1) if zero else 1
+    shard = {"optimizer": d if zero >= 1 else 1, "gradients": d if zero >= 2 else 1,
+             "weights": d if zero >= 3 else 1}
+    st = {k: p_local * STATE_BYTES[k] / shard[k] for k in STATE_BYTES}
+    copies = p_local * 2.0 / shard["weights"] if precision == "bf16" else 0.0
+    per_layer = sbh * ((34.0 / t) if sequence_parallel or t == 1 else (10.0 + 24.0 / t)) * (
+        w / 2) + scores
+    stage_layers = s.total_layers / max(int(pp), 1)
+    kept = (sbh * w / (t if sequence_parallel else 1)) if checkpointing else per_layer
+    recompute = per_layer if checkpointing else 0.0
+    head = logits * (w + 8)
+    if pp <= 1:
+        act = stage_layers * kept + recompute + head
+    else:  # 1F1B: the first stage holds the most micro-batches, the last the logits
+        act = max(max(int(in_flight), 1) * stage_layers * kept, stage_layers * kept + head
+                  ) + recompute
+    return StepMemory(st["weights"], st["gradients"], st["optimizer"], copies, act)
+
+
 def step_memory_bytes(s: ModelSpec, mode: str, seq_len: int, batch: int, precision: str,
                       params: float, tp: int = 1) -> float:
-    """Device memory of one step on one GPU, bytes (module docstring)::
-
-        training:  P/t * (16 fp32 | 18 bf16) + L * s b h (34 + 5 a s / h) * (2 fp32 | 1) / t
-        inference: P/t * (4 | 2) + 2 * s b h * (4 | 2) + s b V * 4   (one layer live, logits)
-    """
-    p = float(params)
-    b16 = precision == "bf16"
-    h, a = s.hidden, s.heads
-    if mode == "train":
-        act = s.total_layers * seq_len * batch * h * (34 + 5 * a * seq_len / h)
-        return p / tp * (18 if b16 else 16) + act * (1 if b16 else 2) / tp
-    width = 2 if b16 else 4
-    return (p / tp * width + 2 * seq_len * batch * h * width
-            + seq_len * batch * s.vocab * 4 / tp)
+    """:func:`step_memory` ``.total`` of one GPU without pipeline or data parallelism."""
+    return step_memory(s, mode, seq_len, batch, precision, params, tp).total
