@@ -3,8 +3,10 @@
 A carbon budget is global (``carbon_kg``), per datacenter (``carbon_kg_by_dc``), or a
 percentage below the comparison baseline's carbon (``carbon_pct_below_baseline``, resolved
 to kg by the runner once the baseline has run: :meth:`Caps.resolved`). A power cap is
-per datacenter and slot, in kW of IT power: one number for every datacenter
-(``power_kw``) or one per datacenter (``power_kw_by_dc``).
+per datacenter and slot, in kW of grid import at the site's connection as the site meter
+reads it (:mod:`workbench.meter`: its jobs x PUE, idle load, transfers and battery
+charging, less own supply): one number for every datacenter (``power_kw``) or one per
+datacenter (``power_kw_by_dc``).
 
 Values are checked when the record is made (positive, finite; a percentage in [0, 100)) and
 datacenter names against a scenario with :meth:`Caps.check_names`; both raise
@@ -53,9 +55,9 @@ class Caps:
     carbon_pct_below_baseline : float, optional
         The budget as a percentage in [0, 100) below the baseline run's carbon.
     power_kw : float, optional
-        IT power cap of every datacenter in every slot, kW.
+        Grid import cap of every datacenter in every slot, kW.
     power_kw_by_dc : mapping datacenter -> float
-        IT power cap per datacenter, kW (exclusive with ``power_kw``).
+        Grid import cap per datacenter, kW (exclusive with ``power_kw``).
     """
 
     carbon_kg: float | None = None
