@@ -14,7 +14,7 @@ from workbench.app.views.common import StateView, data_table, no_run, run_banner
 
 class SupplyView(StateView):
     """The run's energy supply per datacenter (renewables, battery, grid stacked against the
-    load, curtailment on top) and its bill: energy and demand charges per datacenter, the
+    load, curtailment on top) and its bill: the bill's parts per datacenter, the
     peak and when, the green share, curtailment and the battery's throughput."""
 
     def __init__(self, **params: Any) -> None:
@@ -45,15 +45,22 @@ class SupplyView(StateView):
         table = derive.bill_table(res.metrics, [d.name for d in sc.datacenters], cur,
                                   self.s.tz or "UTC")
         if table.empty:
-            return pn.pane.Markdown("**Bill:** this run was stored before the bill was "
-                                    "metered; run it again to see its breakdown.",
+            return pn.pane.Markdown("**Bill:** this run has no slot records to meter "
+                                    "(its scenario is not loaded, or it was stored without "
+                                    "them); run it again to see its breakdown.",
                                     css_classes=["wb-bill-empty"])
         m = res.metrics
         note = str(m.get("bill_note") or "")
-        lines = [f"**Bill** ({esc(cur)}): energy charges (the grid, and renewables and PPAs "
-                 "at their own price) plus demand and capacity charges on each billing "
-                 "period's peak grid import. The run's *cost* elsewhere is its jobs' energy "
-                 "charges at the grid price alone."]
+        no_jobs = m.get("bill_no_jobs_total")
+        lines = [f"**Bill** ({esc(cur)}), from the site meter: grid energy at its price, own "
+                 "supply's settlement (*ppa*), less the export credit, plus demand and "
+                 "capacity charges on each billing period's peak grid import."
+                 + ("" if no_jobs is None else
+                    f" The same sites running no job would pay {float(no_jobs):,.2f}; the "
+                    f"plan's part, the *cost* elsewhere, is the rest: "
+                    f"{float(m['bill_total']) - float(no_jobs):,.2f}.")]
+        if m.get("meter_note"):
+            lines.append(esc(str(m["meter_note"])))
         if note:
             lines.append(esc(note))
         lines.append(
@@ -92,7 +99,8 @@ class SupplyView(StateView):
             pn.pane.Markdown("**Supply against the load:** renewables, battery discharge and "
                              "grid import stacked (they meet the load and the battery's "
                              "charging), curtailed renewable power on top; the black line is "
-                             "the site's load. Times in the sidebar's *Times in*."),
+                             "the site's load at its meter (its jobs and its idle load). Times "
+                             "in the sidebar's *Times in*."),
             self.site,
             pn.panel(self._chart, sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
