@@ -53,6 +53,7 @@ from workbench.metrics import attribute_savings
 from workbench.power_limits import DEFAULT_MENU, leave_one_limit_out, read_zeus_limits
 from workbench.runner import RunSpec, fit_forecast, forecast_mode, simulate_spec
 from workbench.scenarios import build_seed3
+from workbench.schema import site_key
 from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +94,9 @@ def _run(sc: Any, policy: str, fitted: Any, **spec: Any) -> tuple[Any, float]:
 def _row(label: str, res: Any, cpu_s: float, sc: Any) -> dict[str, Any]:
     m = res.metrics
     row = {"run": label, "bill_total": m["bill_total"], "bill_energy": m["bill_energy"],
-           "bill_demand": m["bill_demand"], "cost": m["cost"],
+           "bill_ppa": m["bill_ppa"], "bill_export_credit": m["bill_export_credit"],
+           "bill_demand": m["bill_demand"], "bill_capacity": m["bill_capacity"],
+           "bill_no_jobs_total": m["bill_no_jobs_total"], "plans_part": m["cost"],
            "green_share": m["green_share"], "curtailed_kwh": m["curtailed_kwh"],
            "battery_throughput_kwh": m["battery_throughput_kwh"],
            "battery_soc_violations": m["battery_soc_violations"],
@@ -122,12 +125,12 @@ def by_hour(sc: Any, runs: dict[str, Any]) -> pd.DataFrame:
         s = runs[label][0].slots
         frame = pd.DataFrame({
             "hour": pd.to_datetime(s["time"], utc=True).dt.tz_convert(tz).dt.hour,
-            "sun_kwh": s[f"renewable_kwh:{site}"] + s[f"curtailed_kwh:{site}"],
+            "sun_kwh": s[site_key("renewable_kwh", site)] + s[site_key("curtailed_kwh", site)],
             f"{label}: busy GPUs": sum(s[c] for c in s.columns
                                        if c.startswith(f"gpus_busy:{site}/")),
-            f"{label}: battery kWh": s[f"discharge_kwh:{site}"],
-            f"{label}: grid kWh": s[f"grid_kwh:{site}"],
-            f"{label}: other sites kWh": sum(s[f"load_kwh:{o}"] for o in others)})
+            f"{label}: battery kWh": s[site_key("discharge_kwh", site)],
+            f"{label}: grid kWh": s[site_key("grid_kwh", site)],
+            f"{label}: other sites kWh": sum(s[f"energy_kwh:{o}"] for o in others)})
         agg = frame.groupby("hour").agg({c: "mean" if c.endswith("GPUs") else "sum"
                                          for c in frame.columns if c != "hour"})
         out = agg if out is None else out.join(agg.drop(columns="sun_kwh"))

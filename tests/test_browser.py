@@ -517,18 +517,20 @@ def test_the_app_opens_on_the_newest_run_after_a_second_scenario_is_built(
 # -- issue 23: the Supply tab --------------------------------------------------------------
 
 def _supply_scenario() -> Scenario:
-    """``mini`` with 60 kW of clear-sky solar and a 120 kWh / 30 kW battery at Guiyang and a
-    demand charge of 20 CNY per kW of the month's peak at Suzhou."""
+    """``mini`` with 120 kW of clear-sky solar and a 120 kWh / 30 kW battery at Guiyang (its
+    idle load of about 49 kW at the meter takes the first of the sun: 120 kW leave a surplus
+    to curtail at noon) and a demand charge of 20 CNY per kW of the month's peak at
+    Suzhou."""
     import dataclasses
 
     from workbench.renewables import solar_kw
     from workbench.supply import Battery, DemandCharge, DemandStructure, Source, Supply
 
     sc = first_hours(build_seed3(), 24, arrivals_h=6, name="zz-supply")
-    sun = solar_kw(sc.start, sc.slot_s, sc.n_slots, capacity_kw=60.0, latitude=26.65,
+    sun = solar_kw(sc.start, sc.slot_s, sc.n_slots, capacity_kw=120.0, latitude=26.65,
                    longitude=106.63, tilt_deg=25.0, azimuth_deg=180.0)
     return dataclasses.replace(sc, supply=Supply(
-        sources=(Source("pv", "guiyang", "solar", 60.0, sun),),
+        sources=(Source("pv", "guiyang", "solar", 120.0, sun),),
         batteries=(Battery("bat", "guiyang", 120.0, 30.0),),
         demand_charges=(DemandCharge("peak", "suzhou", (DemandStructure.flat(20.0),)),)))
 
