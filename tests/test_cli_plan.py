@@ -340,3 +340,46 @@ def test_the_hindsight_bound_is_the_yardstick_on_equal_work(db, capsys) -> None:
     gap = obj["like_for_like"]["above_bound_pct"]
     assert gap == pytest.approx(100 * (obj["equal_work_cost"] / bound["equal_work_cost"] - 1))
     assert gap >= 0 and f"this run is {gap:+.1f}% above it" in text
+
+
+def test_the_saving_shows_what_it_costs_in_time_and_the_strongest_baseline(db, capsys) -> None:
+    """Issue 37 item 1: beside every saving, the change in mean and p95 completion time;
+    beside asap-home, the strongest comparison that plans without hindsight, in the table,
+    the text and the JSON, from the same library comparison."""
+    from workbench.equal_work import like_for_like
+    from workbench.runner import STRONGEST_CANDIDATES
+
+    argv = ["--db", str(db), "plan", "--scenario", "tiny", "--no-progress"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "what it costs in time against asap-home: mean JCT" in text
+    assert "against the strongest comparison that plans without hindsight, " in text
+    head = next(line for line in text.splitlines() if "asap-home" in line and "change" in line)
+    assert head.count("change") == 2  # asap-home's column and the strongest's
+    assert main([*argv, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    lfl, strong = obj["like_for_like"], obj["strongest_baseline"]
+    assert strong["policy"] in STRONGEST_CANDIDATES
+    assert lfl["mean_jct_h"] == pytest.approx(obj["mean_jct_h"])
+    assert lfl["baseline_mean_jct_h"] == pytest.approx(obj["baseline"]["mean_jct_h"])
+    assert lfl["mean_jct_change_pct"] == pytest.approx(
+        100 * (obj["mean_jct_h"] / obj["baseline"]["mean_jct_h"] - 1))
+    mine = {**obj, "bill_total": obj["bill"]["total"]}
+    theirs = {**strong, "bill_total": strong["bill"]["total"]}
+    assert strong["like_for_like"]["saving"] == pytest.approx(
+        like_for_like(mine, theirs).saving)
+    # No strongest comparison when asked for none (nor without a baseline).
+    assert main([*argv, "--json", "--no-strongest"]) == 0
+    assert json.loads(capsys.readouterr().out)["strongest_baseline"] is None
+
+
+def test_the_apps_saving_shows_what_it_costs_in_time() -> None:
+    from workbench.app.markup import savings_html
+    from workbench.equal_work import like_for_like
+
+    run = {"cost": 8.0, "equal_work_cost": 8.0, "bill_total": 18.0, "mean_jct_h": 12.0,
+           "p95_jct_h": 30.0}
+    base = {"cost": 10.0, "equal_work_cost": 10.0, "bill_total": 20.0, "mean_jct_h": 6.0,
+            "p95_jct_h": 20.0}
+    html = savings_html(like_for_like(run, base), "lookahead", "CNY")
+    assert 'id="saving-jct-mean">+100.0 %' in html and 'id="saving-jct-p95">+50.0 %' in html

@@ -207,6 +207,11 @@ class LikeForLike:
     more_unfinished, more_misses
         Jobs unfinished and deadline misses beyond asap-home's (> 0: the bill's saving is
         not like for like).
+    mean_jct_h, baseline_mean_jct_h, mean_jct_change_pct
+        What the saving costs in time: the finished training jobs' mean completion time
+        (hours) in the run and in asap-home, and its change in percent (positive: slower).
+    p95_jct_h, baseline_p95_jct_h, p95_jct_change_pct
+        The same for the 95th percentile.
     basis
         :data:`EQUAL_WORK_BASIS`.
     """
@@ -233,6 +238,12 @@ class LikeForLike:
     above_replay_pct: float
     more_unfinished: float
     more_misses: float
+    mean_jct_h: float = math.nan
+    baseline_mean_jct_h: float = math.nan
+    mean_jct_change_pct: float = math.nan
+    p95_jct_h: float = math.nan
+    baseline_p95_jct_h: float = math.nan
+    p95_jct_change_pct: float = math.nan
     basis: str = EQUAL_WORK_BASIS
 
     @property
@@ -269,6 +280,8 @@ def like_for_like(run: Mapping[str, Any], baseline: Mapping[str, Any] | None = N
     b_ew_site = b_site_kg + b_kg - _num(baseline, "carbon_kg")
     lb = _num(bound, "equal_work_cost")
     rp = _num(replay, "equal_work_cost")
+    jct = (_num(run, "mean_jct_h"), _num(run, "p95_jct_h"))
+    b_jct = (_num(baseline, "mean_jct_h"), _num(baseline, "p95_jct_h"))
     return LikeForLike(
         equal_work_cost=ew, equal_work_carbon_kg=kg, equal_work_bill=ew_bill,
         equal_work_site_carbon_kg=ew_site,
@@ -284,7 +297,11 @@ def like_for_like(run: Mapping[str, Any], baseline: Mapping[str, Any] | None = N
         bound_equal_work_cost=lb, above_bound_pct=_pct(ew - lb, lb),
         replay_equal_work_cost=rp, above_replay_pct=_pct(ew - rp, rp),
         more_unfinished=_num(run, "jobs_unfinished") - _num(baseline, "jobs_unfinished"),
-        more_misses=_num(run, "deadline_misses") - _num(baseline, "deadline_misses"))
+        more_misses=_num(run, "deadline_misses") - _num(baseline, "deadline_misses"),
+        mean_jct_h=jct[0], baseline_mean_jct_h=b_jct[0],
+        mean_jct_change_pct=_pct(jct[0] - b_jct[0], b_jct[0]),
+        p95_jct_h=jct[1], baseline_p95_jct_h=b_jct[1],
+        p95_jct_change_pct=_pct(jct[1] - b_jct[1], b_jct[1]))
 
 
 __all__ = [

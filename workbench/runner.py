@@ -435,6 +435,40 @@ def run_spec(
                       least_carbon=least)
 
 
+STRONGEST_CANDIDATES: tuple[str, ...] = (
+    "greedy", "cheapest-at-arrival", "wait-for-cheap", "carbon-scaling", "goodput-only",
+    "follow-renewables", "power-limit-only")
+"""The comparison policies that plan without hindsight and without a window model of the
+future (rules and greedy choices): among them :func:`strongest_baseline` finds the one an
+operator would otherwise run."""
+
+
+def strongest_baseline(spec: RunSpec, scenario: Scenario, *,
+                       fitted: ModelForecast | None = None,
+                       candidates: Sequence[str] = STRONGEST_CANDIDATES
+                       ) -> RunResult | None:
+    """The strongest comparison that plans without hindsight: each of ``candidates`` (but
+    the spec's own policy) run as a comparison of ``spec`` (:meth:`RunSpec.comparison`: the
+    same forecast, simulator settings and metered caps), the one whose part of the bill on
+    equal work is the least, ties to the fewer deadline misses; None when none can run (a
+    policy that refuses the scenario, e.g. one that follows own renewables on a site
+    without any, is left out). Not stored: a reference beside the saving."""
+    best: RunResult | None = None
+    for name in candidates:
+        if name == spec.policy:
+            continue
+        try:
+            res, _ = simulate_spec(spec.comparison(name), scenario, fitted=fitted)
+        except (SpecError, ValueError) as exc:
+            log.info("strongest baseline: %s left out (%s)", name, exc)
+            continue
+        key = (float(res.metrics["equal_work_cost"]), int(res.metrics["deadline_misses"]))
+        if best is None or key < (float(best.metrics["equal_work_cost"]),
+                                  int(best.metrics["deadline_misses"])):
+            best = res
+    return best
+
+
 def save_outcome(outcome: RunOutcome, db: str | Path, *, wait_s: float | None = None
                  ) -> SavedRuns:
     """Store the run and its baseline together, in one transaction (a run killed midway

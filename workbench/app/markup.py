@@ -206,6 +206,15 @@ def savings_html(cmp: LikeForLike, policy: str, currency: str = "",
                      f"(the bill less what the sites pay running no job); carbon "
                      f"{pct('carbon-pct', cmp.carbon_saving_pct)} and "
                      f"{pct('jobs-carbon-pct', cmp.jobs_carbon_saving_pct)} saved.")
+        times = [f"{what} JCT {theirs:,.1f} → {mine:,.1f} h "
+                 f"({pct(f'jct-{what}', change, '+')})"
+                 for what, mine, theirs, change in (
+                     ("mean", cmp.mean_jct_h, cmp.baseline_mean_jct_h,
+                      cmp.mean_jct_change_pct),
+                     ("p95", cmp.p95_jct_h, cmp.baseline_p95_jct_h, cmp.p95_jct_change_pct))
+                 if math.isfinite(mine) and math.isfinite(theirs)]
+        if times:
+            parts.append("What it costs in time: " + ", ".join(times) + ".")
         charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
         if charged:
             parts.append(f'<span id="saving-basis">{esc(cmp.basis[0].upper() + cmp.basis[1:])}'

@@ -41,13 +41,15 @@ from workbench.runner import (
     SpecError,
     run_spec,
     save_outcome,
+    strongest_baseline,
 )
 from workbench.sim import AllocationError, Recorder, RunResult
 from workbench.supply import ignore_set
 
 SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
-    "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
+    "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "p95_jct_h", "transfer_gb",
+    "lost_s",
     "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
     "unfinished_work_jobs", "green_share", "curtailed_kwh", "battery_soc_violations",
     "site_carbon_kg",
@@ -118,6 +120,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "meter read it (load, grid import, price, energy charge, supply, battery, "
                    "export, carbon, and the same site running no job)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-strongest", action="store_true",
+                   help="skip the strongest comparison that plans without hindsight (the "
+                   "rule-based and greedy policies run beside the plan, not stored; the "
+                   "summary shows the cheapest of them on equal work beside asap-home)")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the asap-home comparison run")
     p.add_argument("--no-progress", action="store_true",
@@ -182,6 +188,7 @@ def saving_lines(cmp: LikeForLike, run: Mapping[str, Any], base: Mapping[str, An
         f"controllable part (the bill less what the sites pay running no job); carbon "
         f"{cmp.carbon_saving_kg:,.1f} kg, {cmp.carbon_saving_pct:.1f}% and "
         f"{cmp.jobs_carbon_saving_pct:.1f}%", width=96, subsequent_indent="  ")
+    lines += jct_lines(cmp, BASELINE)
     charged = cmp.unfinished_charge or cmp.baseline_unfinished_charge
     if not charged and cmp.like_for_like_bill:
         return lines + ["  (both runs did all the work: it is the bill's own saving)"]
@@ -195,6 +202,21 @@ def saving_lines(cmp: LikeForLike, run: Mapping[str, Any], base: Mapping[str, An
                            f"({cmp.bill_saving:,.2f} {cur}){saving_caveat(run, base)}",
                            width=96, subsequent_indent="  ")
     return lines
+
+
+def jct_lines(cmp: LikeForLike, against: str) -> list[str]:
+    """What a saving costs in time, beside it: the mean and p95 completion times of the
+    finished training jobs against ``against``'s, and their changes (nothing when either
+    run finished none)."""
+    parts = []
+    for what, mine, theirs, pct in (
+            ("mean", cmp.mean_jct_h, cmp.baseline_mean_jct_h, cmp.mean_jct_change_pct),
+            ("p95", cmp.p95_jct_h, cmp.baseline_p95_jct_h, cmp.p95_jct_change_pct)):
+        if math.isfinite(mine) and math.isfinite(theirs):
+            parts.append(f"{what} JCT {theirs:,.1f} -> {mine:,.1f} h"
+                         + (f" ({pct:+.1f}%)" if math.isfinite(pct) else ""))
+    return textwrap.wrap(f"what it costs in time against {against}: {', '.join(parts)}",
+                         width=96, subsequent_indent="  ") if parts else []
 
 
 def _num(value: Any, digits: int) -> str:
@@ -335,6 +357,7 @@ def _print_summary(
     scenario: Scenario, name: str, run: dict[str, Any], base: dict[str, Any] | None,
     cmp: LikeForLike, cap_kg: float | None, stored_in: str, extra: dict[str, Any],
     run_id: str | None, args: argparse.Namespace,
+    strong: tuple[dict[str, Any], LikeForLike] | None = None,
 ) -> None:
     cur = run["currency"]
     hours = scenario.n_slots * scenario.slot_s / 3600
@@ -343,9 +366,12 @@ def _print_summary(
           f"{scenario.slot_s / 60:g} min ({hours:g} h)"
           + (f", against {BASELINE}" if base else "")
           + f"; forecast: {extra['forecast']}")
-    for d in (run, base):
-        if d is not None:
-            d["bill_total"] = (d.get("bill") or {}).get("total")
+    refs = [(BASELINE, base)] if base else []
+    if strong is not None:
+        refs.append((strong[0]["policy"], strong[0]))
+    for d in (run, *(r for _, r in refs)):
+        d["bill_total"] = (d.get("bill") or {}).get("total")
+        d["lost_h"] = None if d.get("lost_s") is None else float(d["lost_s"]) / 3600.0
     rows = [
         (f"bill ({cur})", "bill_total", 2), (f"  plan's part ({cur})", "cost", 2),
         (f"  on equal work ({cur})", "equal_work_cost", 2),
@@ -354,34 +380,40 @@ def _print_summary(
         ("deadline misses", "deadline_misses", 0),
         ("jobs finished", "jobs_finished", 0), ("migrations", "migrations", 0),
         ("data moved (GB)", "transfer_gb", 1), ("time lost (job-h)", "lost_h", 1),
-        ("mean JCT (h)", "mean_jct_h", 2),
+        ("mean JCT (h)", "mean_jct_h", 2), ("p95 JCT (h)", "p95_jct_h", 2),
     ]
-    for d in (run, base):
-        if d is not None:
-            d["lost_h"] = None if d.get("lost_s") is None else float(d["lost_s"]) / 3600.0
     head = f"  {'':<22}{name:>16}"
-    if base:
-        head += f"{BASELINE:>16}{'change':>10}"
+    for ref, _ in refs:
+        head += f"{ref[:15]:>16}{'change':>10}"
     print(head)
     for label, key, digits in rows:
         line = f"  {label:<22}{_fmt(run[key], digits):>16}"
         if key == "jobs_finished":
             done = f"{run[key]}/{run['jobs_total']}"
             line = f"  {label:<22}{done:>16}"
-        if base:
-            other = (f"{base[key]}/{base['jobs_total']}" if key == "jobs_finished"
-                     else _fmt(base[key], digits))
+        for _, other_run in refs:
+            other = (f"{other_run[key]}/{other_run['jobs_total']}" if key == "jobs_finished"
+                     else _fmt(other_run[key], digits))
             change = ""
             if key in ("bill_total", "cost", "equal_work_cost", "energy_kwh",
-                       "site_carbon_kg", "carbon_kg", "mean_jct_h") \
+                       "site_carbon_kg", "carbon_kg", "mean_jct_h", "p95_jct_h") \
                     and run[key] is not None \
-                    and base[key] is not None:
-                change = _pct(float(run[key]), float(base[key]))
+                    and other_run[key] is not None:
+                change = _pct(float(run[key]), float(other_run[key]))
             line += f"{other:>16}{change:>10}"
         print(line)
     if base:
         for line in saving_lines(cmp, run, base, cur):
             print(f"  {line}")
+    if strong is not None:
+        s_cmp = strong[1]
+        print("\n".join(textwrap.wrap(
+            f"against the strongest comparison that plans without hindsight, "
+            f"{strong[0]['policy']}: {s_cmp.saving:,.2f} {cur} saved on equal work, "
+            f"{s_cmp.saving_pct:.1f}% of its bill and {s_cmp.jobs_saving_pct:.1f}% of its "
+            "controllable part", width=96, initial_indent="  ", subsequent_indent="    ")))
+        for line in jct_lines(s_cmp, strong[0]["policy"]):
+            print(f"    {line}")
     for line in attribution_lines(extra.get("attribution"), extra.get("bound"), cur, cmp):
         print(f"  {line}")
     for line in bill_lines(run, base, extra.get("bill_note", ""), cur):
@@ -465,6 +497,8 @@ def run(args: argparse.Namespace) -> int:
         if args.sites_out is not None:
             write_sites_csv(result.slots, [d.name for d in scenario.datacenters],
                             args.sites_out)
+        strongest = (None if outcome.baseline is None or args.no_strongest
+                     else strongest_baseline(spec, scenario))
     except (AllocationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -513,12 +547,16 @@ def run(args: argparse.Namespace) -> int:
     # The one comparison, from the runs' metrics (every face computes it the same way).
     cmp = like_for_like(result.metrics, None if outcome.baseline is None
                         else outcome.baseline.metrics, extra.get("bound"))
+    strong = None if strongest is None else (
+        _summary(strongest.policy, strongest), like_for_like(result.metrics, strongest.metrics))
     if args.json:
         obj = {**summary, "baseline": base, "scenario": scenario.name,
                "run_id": run_id, "stored_in": str(saved.path), **extra,
-               "like_for_like": cmp.as_dict()}
+               "like_for_like": cmp.as_dict(),
+               "strongest_baseline": None if strong is None else {
+                   **strong[0], "like_for_like": strong[1].as_dict()}}
         print(json.dumps(obj))
     else:
         _print_summary(scenario, args.policy, summary, base, cmp, cap_kg, str(saved.path),
-                       extra, run_id, args)
+                       extra, run_id, args, strong)
     return 0
