@@ -308,7 +308,11 @@ class GroupedLookahead(NoHindsightBound):
                                  "; start it, or pass workers= for a local cluster") from None
         else:
             # Worker processes on loopback, as the sweep starts them.
-            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+            from workbench.config import bounded_workers
+
+            self._cluster = LocalCluster(n_workers=bounded_workers(self.workers,
+                                                                   "lookahead-groups"),
+                                         threads_per_worker=1,
                                          processes=True, dashboard_address=None,
                                          host="127.0.0.1")
             self._client = Client(self._cluster)
