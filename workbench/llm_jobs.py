@@ -282,23 +282,31 @@ def jobs_from_llm_trace(frame: pd.DataFrame, origin: datetime, homes: Sequence[s
     types = list(dict.fromkeys(gpu_types))
     jobs, profiles = [], []
     for i, row in enumerate(frame.to_dict("records")):
-        spec = spec_of(row["name"], Path(row["model_config"]), int(float(row["seq_len"])),
-                       int(float(row["global_batch"])), _opt(row, "tokens"),
-                       None if _opt(row, "steps") is None else int(_opt(row, "steps") or 0),
-                       row["precision"] or "bf16", row.get("purpose") or "pretrain",
-                       _opt(row, "pretrained_tokens"), owner)
-        arrival = origin + timedelta(seconds=float(row["time"]))
-        dl = _opt(row, "deadline_h")
-        profs, tp = profiles_for_job(spec, types, pred)
-        if not profs:
-            raise ValueError(f"line {i + 2}, job {row['name']!r}: "
-                             f"{Path(row['model_config']).name} fits on none of the GPU types "
-                             f"{types}; use a smaller model or larger devices")
-        jobs.append(llm_job(spec, row["name"], arrival, homes[i % len(homes)],
-                            int(float(row["gpus"])),
-                            deadline=arrival + timedelta(hours=dl) if dl else None, tp=tp))
+        try:
+            job, profs = _trace_job(row, origin, homes[i % len(homes)], types, pred, owner)
+        except ValueError as exc:
+            raise ValueError(f"line {i + 2}, job {row['name']!r}: {exc}") from None
+        jobs.append(job)
         profiles += profs
     return jobs, profiles
+
+
+def _trace_job(row: Mapping[str, Any], origin: datetime, home: str, types: list[str],
+               pred: Predictor, owner: str) -> tuple[Job, list[JobProfile]]:
+    """One checked llm-jobs row's job and its profiles (:func:`jobs_from_llm_trace`)."""
+    steps = _opt(row, "steps")
+    spec = spec_of(row["name"], Path(row["model_config"]), int(float(row["seq_len"])),
+                   int(float(row["global_batch"])), _opt(row, "tokens"),
+                   None if steps is None else int(steps), row["precision"] or "bf16",
+                   row.get("purpose") or "pretrain", _opt(row, "pretrained_tokens"), owner)
+    arrival = origin + timedelta(seconds=float(row["time"]))
+    dl = _opt(row, "deadline_h")
+    profs, tp = profiles_for_job(spec, types, pred)
+    if not profs:
+        raise ValueError(f"{Path(row['model_config']).name} fits on none of the GPU types "
+                         f"{types}; use a smaller model or larger devices")
+    return llm_job(spec, row["name"], arrival, home, int(float(row["gpus"])),
+                   deadline=arrival + timedelta(hours=dl) if dl else None, tp=tp), profs
 
 
 def _opt(row: Mapping[str, Any], key: str) -> float | None:

@@ -448,15 +448,20 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
     if missing:
         raise ValueError(f"NeuSight device config lacks {missing}; it needs "
                          f"{', '.join(NEUSIGHT_KEYS)} and SingleFLOPs (GFLOP/s)")
-    try:
-        dev_str = str(doc["Device"])
-        fp32 = float(doc.get("SingleFLOPsVEC", doc.get("SingleFLOPs"))) / 1e3
-        mem, bw = float(doc["Dev_Mem"]), float(doc["Mem_Bw"])
-        sms, clock, l2 = int(doc["Num_Sm"]), float(doc["Freq"]), float(doc["L2Cache"])
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"NeuSight device config has a non-numeric figure ({exc}); "
-                         "give numbers for Dev_Mem, Mem_Bw, Num_Sm, Freq, SingleFLOPs, "
-                         "L2Cache") from None
+    def num(key: str) -> float:
+        v = doc[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"NeuSight device config: {key} = {v!r:.80} is not a finite "
+                             "number; give numbers for Dev_Mem, Mem_Bw, Num_Sm, Freq, "
+                             "SingleFLOPs, L2Cache")
+        return float(v)
+
+    dev_str = str(doc["Device"])
+    fp32 = num("SingleFLOPsVEC" if "SingleFLOPsVEC" in doc else "SingleFLOPs") / 1e3
+    mem, bw = num("Dev_Mem"), num("Mem_Bw")
+    sms, clock, l2 = num("Num_Sm"), num("Freq"), num("L2Cache")
+    if not sms.is_integer():
+        raise ValueError(f"NeuSight device config: Num_Sm = {sms:g} is not a whole number")
     table = BUILTIN_DEVICES if known is None else known
     try:
         base: DeviceSpec | None = table[normalise_device_name(dev_str, table)]
@@ -467,7 +472,7 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
                                 "clock_mhz")}
     if "SingleFLOPsMM" in doc:
         sources["fp32_tflops"] += (f"; vector peak; matrix-core FP32 "
-                                   f"{float(doc['SingleFLOPsMM']) / 1e3:g} TF")
+                                   f"{num('SingleFLOPsMM') / 1e3:g} TF")
     assumed: list[str] = []
     vendor = "amd" if "amd" in dev_str.lower() else (
         "huawei" if "ascend" in dev_str.lower() else "nvidia")
@@ -496,7 +501,7 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
         assumed = [f"{k}: {v.removeprefix('assumption: ')}" for k, v in notes.items()]
         name = _display_name(dev_str)
     spec = DeviceSpec(name=name, vendor=vendor, fp32_tflops=fp32, mem_bw_gb_s=bw,
-                      memory_gb=mem, sources=MappingProxyType(sources), sms=sms, l2_mb=l2,
+                      memory_gb=mem, sources=MappingProxyType(sources), sms=int(sms), l2_mb=l2,
                       clock_mhz=clock, **inherit)
     return spec, assumed
 
