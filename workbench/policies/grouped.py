@@ -46,7 +46,10 @@ sweep takes it; ``workers`` > 0: a ``LocalCluster`` of that many single-threaded
 started by the policy), one actor per group holding its look-ahead, or in this process
 (``workers = 0``, no scheduler: one after the other). The two decide alike by construction:
 the coordinator sends each round's calls and combines the replies in group order, every
-group's state is built here in scenario order, and no group's solve has a wall-clock limit
+group's state is built here in scenario order, every cost a group reports and every total
+of them is a sum rounded once (:func:`~workbench.optim.blockdata.exact_dot`,
+``math.fsum``: BLAS's sums move in their last bits with its threads, which differ between
+a Dask worker and its parent), and no group's solve has a wall-clock limit
 by default (``time_limit_s`` None: a limit would make a decision depend on the machine's
 load, as a window LP cut short keeps the previous plan).
 """
