@@ -265,6 +265,7 @@ def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
         assert again.scenario_names() == ["cli3"]
 
 
+@pytest.mark.slow
 def test_a_rebuild_that_differs_needs_replace(store: Store, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     from helpers_store import store_digest
@@ -315,6 +316,7 @@ def _toml(cfg: dict[str, Any]) -> str:
 # -- the shipped example on the real files ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_example_config_builds_from_real_data(shared_data: Path, tmp_path: Path) -> None:
     sc_dir = shared_data / "grid/sustain-cluster"

@@ -148,6 +148,7 @@ def test_a_bad_value_is_one_line_naming_it(case: str, tmp_path: Path,
         assert w in err, (w, err)
 
 
+@pytest.mark.slow
 def test_a_long_run_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                     ) -> None:
     """A 10,000-character name was stored and broke the 100-column lines of

@@ -90,6 +90,7 @@ WRITERS: dict[str, Writer] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_a_stored_name_is_refused_unless_replace(writer: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,6 +141,7 @@ def test_a_device_named_as_a_shipped_one_is_refused(name: str, tmp_path: Path,
     assert "stands for the shipped device" in _one_line(capsys)
 
 
+@pytest.mark.slow
 def test_llm_profiles_belong_to_their_job_set(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Two job sets, each with a job ``j1`` of another model: each set's job keeps its own

@@ -84,6 +84,7 @@ def _grid(store: Store, region: str, base: float) -> None:
         "source": "test"}))
 
 
+@pytest.mark.slow
 def test_example_config_builds_and_plans(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """examples/llm_jobs.toml on synthetic series for its three regions: every LLM job gets a
@@ -138,6 +139,7 @@ def test_llm_trace_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "line 2" in err and "seq_len" in err
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_example_config_on_real_grid_data(shared_data: Path, tmp_path: Path) -> None:
     from workbench.build import build_and_save

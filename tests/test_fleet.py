@@ -13,6 +13,7 @@ from workbench.fleet import FLEET_ZONES, build_fleet, fleet_sites
 from workbench.io.latency import latency_ms, read_latency_matrix
 
 
+@pytest.mark.slow
 def test_the_same_arguments_give_the_same_fleet(shared_data: Path) -> None:
     """Two builds alike, past the zones' first round (the sites a week later)."""
     n = len(FLEET_ZONES) + 4
@@ -34,6 +35,7 @@ def test_the_same_arguments_give_the_same_fleet(shared_data: Path) -> None:
     assert {j.home for j in one.jobs} <= {d.name for d in one.datacenters}
 
 
+@pytest.mark.slow
 def test_sites_take_every_zone_then_repeat_it_a_week_later(shared_data: Path) -> None:
     n = len(FLEET_ZONES) + 3
     sites = fleet_sites(shared_data, n)
@@ -53,6 +55,7 @@ def test_sites_take_every_zone_then_repeat_it_a_week_later(shared_data: Path) ->
     assert (sites.series["carbon_g_per_kwh"].dropna() >= 0).all()
 
 
+@pytest.mark.slow
 def test_latencies_come_from_the_matrix(shared_data: Path) -> None:
     sites = fleet_sites(shared_data, 8)
     matrix = read_latency_matrix(shared_data / "grid/electricitymaps/gcp_latency_matrix.csv")

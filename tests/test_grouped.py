@@ -266,6 +266,7 @@ class _Grab:
         raise _Stop
 
 
+@pytest.mark.slow
 def test_bad_knobs_and_an_unreachable_scheduler(fleet: Scenario) -> None:
     for bad in ({"group_size": 0}, {"reassign_gain": -1.0}, {"workers": -1},
                 {"carbon_share_step": float("nan")}, {"coordinate_rounds": -1},
@@ -293,6 +294,7 @@ def test_a_total_carbon_cap_is_shared_by_capacity_then_by_price(fleet: Scenario)
     assert sum(sum(c.values()) for c in got if c) == pytest.approx(120.0)
 
 
+@pytest.mark.slow
 def test_each_group_decides_the_batteries_of_its_own_sites() -> None:
     """seed3's day with a battery and solar at Guiyang, in groups of one site: the
     allocation carries the battery decision of Guiyang's group (a group's look-ahead plans

@@ -96,6 +96,7 @@ def test_csc_arrays_to_a_highs_model() -> None:
     assert res.optimal and res.objective == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_the_first_highs_prints_no_banner_on_stdout() -> None:
     # The CLI's --json output must stay clean: HiGHS prints its banner at the first Highs().
     code = ("from workbench.optim.highs import new_highs, solve\n"
