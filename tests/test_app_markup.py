@@ -180,6 +180,7 @@ def hostile_app(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     return app
 
 
+@pytest.mark.slow
 def test_every_view_and_the_banner_show_hostile_names_as_text(hostile_app) -> None:  # noqa: ANN001
     app = hostile_app
     views = {"page": app.template(), "sidebar": app.sidebar, "progress": app.progress,

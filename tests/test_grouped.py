@@ -29,6 +29,7 @@ def fleet() -> Scenario:
     return build_fleet(SHARED, n_datacenters=6, active_jobs=150, horizon_h=12.0)
 
 
+@pytest.mark.slow
 def test_groups_partition_the_sites_by_latency(fleet: Scenario) -> None:
     view = fleet.view()
     groups = datacenter_groups(view, 4)
@@ -224,6 +225,7 @@ def test_the_coordinator_decides_alike_under_any_hash_seed_and_blas_threads(
     assert outs[0] == outs[1]
 
 
+@pytest.mark.slow
 def test_no_wall_clock_limit_by_default_and_a_round_undone(fleet: Scenario) -> None:
     """The groups' solves have no wall-clock limit unless asked (a limit would make a
     decision depend on the machine's load); a group's re-plan kept for undoing comes back."""
@@ -280,6 +282,7 @@ def test_bad_knobs_and_an_unreachable_scheduler(fleet: Scenario) -> None:
         policy.reset(fleet.view())
 
 
+@pytest.mark.slow
 def test_a_total_carbon_cap_is_shared_by_capacity_then_by_price(fleet: Scenario) -> None:
     policy = GroupedLookahead(group_size=3, caps=Caps(carbon_kg=1000.0))
     policy.reset(fleet.view())
