@@ -1,17 +1,21 @@
 # Two entry points: `make run` (plan the embedded default scenario) and `make test`.
-# Each creates .venv and installs the project on first use.
+# Each creates .venv and installs the project on first use, at the tested versions of
+# constraints.txt (`make lock` refreshes them and reruns the suite; `make test-fast` is the
+# edit-test loop's subset).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= workbench.duckdb
 
-.PHONY: run test lint clean notebooks
+LOCK := constraints.txt
 
-$(STAMP): pyproject.toml
+.PHONY: run test test-fast lint clean notebooks lock
+
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -c $(LOCK) -e ".[test]"
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -24,10 +28,28 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# The quick loop: the tests not marked slow (under two minutes on two busy cores).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# Refresh the tested versions: a fresh .venv at the newest versions pyproject.toml's ranges
+# allow, constraints.txt rewritten from it, then the whole suite on them. Commit
+# constraints.txt only when the suite passes.
+lock:
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	{ sed -n '/^#/p' $(LOCK); $(BIN)/pip freeze --exclude-editable; } > $(LOCK).new
+	sed -i "s/^# Python .*/# Python $$($(BIN)/python -c 'import platform; print(platform.python_version())'), $$(uname -m) Linux./" $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	touch $(STAMP)
+	$(BIN)/python -m pytest -q
+
 # JupyterLab on the tutorials (installs the `notebooks` extra on first use).
 # FULL_WEEK=1 makes 01_quickstart plan the whole seed3 week instead of two days.
 notebooks: $(STAMP)
-	$(BIN)/pip install --quiet -e ".[notebooks]"
+	$(BIN)/pip install --quiet -c $(LOCK) -e ".[notebooks]"
 	WORKBENCH_FULL_WEEK=$(or $(FULL_WEEK),0) \
 		$(BIN)/jupyter lab --notebook-dir=notebooks
 

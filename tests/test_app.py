@@ -99,6 +99,7 @@ def test_slot_length_resamples_the_cube(state: WorkbenchState) -> None:
     assert sc.grid.attrs["slot_s"] == 3600
 
 
+@pytest.mark.slow
 def test_run_sets_result_baselines_and_changes_with_v(state: WorkbenchState) -> None:
     res = state.run()
     assert res is not None and state.result is res
@@ -148,6 +149,7 @@ def test_run_async_leaves_the_loop_free(state: WorkbenchState) -> None:
     assert ticks > 5  # the event loop kept running while the simulation ran
 
 
+@pytest.mark.slow
 def test_saved_runs_give_a_v_tradeoff(db: Path) -> None:
     state = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lyapunov",
                            baseline_policies=[])
@@ -195,6 +197,7 @@ def test_headline_html_has_metric_ids() -> None:
     assert "metrics-empty" in headline_html(None)
 
 
+@pytest.mark.slow
 def test_views_render_and_export(db: Path) -> None:
     app = create_app(str(db), scenario_name="tiny", policy="lyapunov",
                      baseline_policies=["asap-home"], save_runs=False)
@@ -252,6 +255,7 @@ def test_widget_defaults_are_the_librarys(state: WorkbenchState) -> None:
     assert slider.value == defaults["migration_threshold"].default
 
 
+@pytest.mark.slow
 def test_gantt_has_one_colour_per_datacenter(state: WorkbenchState) -> None:
 
     res = state.run()
@@ -420,6 +424,9 @@ def test_a_locked_store_is_shown_to_the_user(tmp_path, store_lock) -> None:
         store_lock.release()
     state.refresh_scenarios()
     assert state.store_error == "" and state.scenario is not None
+
+
+@pytest.mark.slow
 def test_run_carries_its_attribution_and_the_forecast_is_honest(state: WorkbenchState) -> None:
     from workbench.app.state import HONEST_FORECAST
 
@@ -538,6 +545,7 @@ def test_cancel_stops_the_run_and_keeps_the_previous(state: WorkbenchState) -> N
     assert state.result is first and "cancelled" in state.message
 
 
+@pytest.mark.slow
 def test_app_opens_on_the_latest_stored_run_and_compares(tmp_path: Path, seed3: Scenario) -> None:
     db = tmp_path / "runs.duckdb"
     with Store(db) as store:
@@ -638,6 +646,7 @@ def test_gantt_filter_group_and_every_row_labelled(state: WorkbenchState) -> Non
         sorted(ticks, reverse=True), rows, strict=True))
 
 
+@pytest.mark.slow
 def test_a_reopened_run_keeps_its_hindsight_bound(tmp_path: Path, seed3: Scenario) -> None:
     db = tmp_path / "bound.duckdb"
     with Store(db) as store:
@@ -653,6 +662,7 @@ def test_a_reopened_run_keeps_its_hindsight_bound(tmp_path: Path, seed3: Scenari
     assert "attribution" in t.result.meta
 
 
+@pytest.mark.slow
 def test_comparisons_shared_by_sessions_follow_a_reimport(tmp_path: Path,
                                                           seed3: Scenario) -> None:
     """Comparison runs are kept for every session while the scenario's stored rows are the

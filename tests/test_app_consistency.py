@@ -32,6 +32,7 @@ def _headline(s: WorkbenchState) -> str:
     return savings_html(cmp, res.policy, "CNY", s.missing_references())
 
 
+@pytest.mark.slow
 def test_messages_follow_what_compare_with_holds(tmp_path: Path, seed3: Scenario) -> None:
     """Item 2: a stored run opened without its hindsight plan says offline is selected but
     not run (press Run), not "add offline"; deselected, it says add it; a run whose
@@ -74,6 +75,7 @@ def test_messages_follow_what_compare_with_holds(tmp_path: Path, seed3: Scenario
     assert "add" not in empty.object.split("asap-home is selected")[0]
 
 
+@pytest.mark.slow
 def test_the_app_opens_on_the_newest_run_of_any_scenario(tmp_path: Path,
                                                           seed3: Scenario) -> None:
     """Item 4: after a second scenario is built and planned, a visitor lands on its newest
@@ -112,6 +114,7 @@ def test_warnings_are_written_in_the_chosen_zone() -> None:
     assert derive.in_zone(text, "UTC") == text
 
 
+@pytest.mark.slow
 def test_a_percentage_cap_runs_against_asap_homes_carbon(tmp_path: Path,
                                                           seed3: Scenario) -> None:
     """Item 5: 20% in the sidebar is the CLI's --carbon-cap 20%: a cap 20 % below the
@@ -133,6 +136,7 @@ def test_a_percentage_cap_runs_against_asap_homes_carbon(tmp_path: Path,
     assert spec.carbon_cap_kg == pytest.approx(cap)  # the same cap as the runner's
 
 
+@pytest.mark.slow
 def test_the_migrations_tab_shows_the_csvs_numbers(tmp_path: Path, seed3: Scenario) -> None:
     """Item 3: GB moved (dataset and checkpoint) and transfer seconds as the migrations CSV
     has them, rounded for the screen."""
@@ -216,6 +220,7 @@ def test_the_quote_form_names_the_currency_of_its_carbon_price(tmp_path: Path,
     assert QuoteView(state=s).carbon_price.label == "carbon price (CNY per kg CO2)"
 
 
+@pytest.mark.slow
 def test_a_session_closed_mid_run_gets_nothing_and_the_run_is_stored(
         tmp_path: Path, seed3: Scenario) -> None:
     """Item 8: a tab closed during a run publishes nothing more to its session (each message

@@ -17,6 +17,7 @@ from workbench.io.plan_csv import read_migrations_csv, read_plan_csv
 NAME = '=HYPERLINK("http://x","y")'
 
 
+@pytest.mark.slow
 def test_app_downloads_neutralise_formula_names(tmp_path: Path) -> None:
     sc = tiny_scenario([training(NAME, slots_of_work=1.0, deadline_slot=8),
                         training("@SUM(1)", home="b", arrival_slot=1, slots_of_work=1.0,

@@ -116,6 +116,7 @@ def test_stored_runs_are_kept_until_deleted() -> None:
     assert cache.stored_run("a.duckdb", "r1", "f1") is None
 
 
+@pytest.mark.slow
 def test_sessions_share_one_scenario_and_comparisons_not_another_cache(tmp_path: Path) -> None:
     """Sessions on one cache load the scenario once and run a comparison once; a session
     given its own cache shares nothing."""

@@ -73,6 +73,7 @@ def test_bill_table_is_the_metrics_per_datacenter_and_their_sum() -> None:
     assert local.loc["b", "peak at (Asia/Shanghai)"] == f"{when:%Y-%m-%d %H:%M}"
 
 
+@pytest.mark.slow
 def test_the_supply_tab_renders_the_chart_and_the_bill(tmp_path: Path) -> None:
     db = tmp_path / "wb.duckdb"
     with Store(db) as store:

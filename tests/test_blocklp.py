@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench.optim.blocklp import (
     ROW_ORDER,
@@ -228,3 +230,28 @@ def test_row_order_changes_no_optimum(order: tuple[str, ...]) -> None:
 def test_malformed_problems_are_refused(over: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _problem(**over)
+
+
+@given(st.lists(st.tuples(st.floats(-1e6, 1e6), st.floats(0.0, 1.0)), min_size=0, max_size=300),
+       st.randoms(use_true_random=False))
+@settings(max_examples=60, deadline=None)
+def test_exact_dot_is_the_same_in_any_order_and_memory_layout(
+        pairs: list[tuple[float, float]], rnd: Any) -> None:
+    """A plan's cost as the sum of cost x share rounded once: a shuffled order, a strided
+    copy (BLAS takes other paths for these, and ``a @ b`` moved in its last bits; a plan
+    cost summed in a Dask worker differed from this process's) give the same number, and
+    that number is the exactly rounded sum."""
+    import math
+
+    from workbench.optim.blockdata import exact_dot
+
+    a = np.array([p[0] for p in pairs], dtype=float)
+    b = np.array([p[1] for p in pairs], dtype=float)
+    want = math.fsum((a * b).tolist())
+    assert exact_dot(a, b) == want
+    order = list(range(a.size))
+    rnd.shuffle(order)
+    assert exact_dot(a[order], b[order]) == want
+    strided = np.empty(2 * a.size)[::2]
+    strided[:] = a
+    assert exact_dot(strided, b) == want

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,7 @@ def test_cli_build_and_error_exit(store: Store, tmp_path: Path,
         assert again.scenario_names() == ["cli3"]
 
 
+@pytest.mark.slow
 def test_a_rebuild_that_differs_needs_replace(store: Store, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     from helpers_store import store_digest
@@ -314,6 +316,7 @@ def _toml(cfg: dict[str, Any]) -> str:
 # -- the shipped example on the real files ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_example_config_builds_from_real_data(shared_data: Path, tmp_path: Path) -> None:
     sc_dir = shared_data / "grid/sustain-cluster"
@@ -393,3 +396,21 @@ def test_a_pool_of_any_known_device_gets_predicted_profiles(store: Store,
     with pytest.raises((BuildError, ScenarioError)) as err:
         build_scenario(store, cfg)
     assert "workbench devices add" in str(err.value) and "fit throughput" not in str(err.value)
+
+
+def test_a_pool_of_a_device_the_operator_added_gets_predicted_profiles(
+        store: Store, tmp_path: Path) -> None:
+    """Issue 35 item 4: the build's own error says to add the device; once added
+    (``devices add``) a pool of it builds, its profiles predicted on its figures."""
+    from workbench.compute.devices import BUILTIN_DEVICES, save_device
+
+    _matrix(tmp_path)
+    cfg = _config(tmp_path)
+    cfg["pools"][1]["gpu_type"] = "B200-lab"
+    with pytest.raises(BuildError, match="devices add"):
+        build_scenario(store, cfg)
+    save_device(store, replace(BUILTIN_DEVICES["H100"], name="B200-lab", tdp_w=1000.0))
+    sc = build_scenario(store, cfg)
+    mine = [p for p in sc.profiles if p.gpu_type == "B200-lab"]
+    assert {p.app for p in mine} == {j.app for j in sc.jobs if j.is_training}
+    assert all(p.predicted and "scaled to 1000 W" in p.source for p in mine)

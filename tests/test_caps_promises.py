@@ -105,6 +105,7 @@ def test_a_budget_below_the_least_carbon_is_told_and_met_as_closely_as_deadlines
     assert m["carbon_cap_met"] is False
 
 
+@pytest.mark.slow
 def test_plan_json_carries_the_least_carbon_beside_the_cap(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]
                                                              ) -> None:
@@ -175,6 +176,7 @@ def test_no_policy_plans_past_a_cap_naming_an_unknown_datacenter(caps: Caps, pol
         run_spec(RunSpec(sc.name, policy, caps=caps), sc)
 
 
+@pytest.mark.slow
 def test_a_budget_that_cannot_be_kept_makes_the_lookahead_minimise_carbon() -> None:
     """Below the least carbon achievable the runner asks the look-ahead for carbon first
     (``carbon_first``): each binding window buys its least carbon at any price, where a

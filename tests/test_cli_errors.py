@@ -114,6 +114,7 @@ def test_a_bad_time_flag_suggests_no_flag_the_command_lacks(
     assert "--time-format" not in err
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     """``workbench scenario list | head -0``: no traceback, no 'unexpected' line, exit 141
     as for SIGPIPE."""
@@ -220,6 +221,7 @@ def test_local_time_file_with_blank_gap_rows_and_crlf(tmp_path: Path) -> None:
         read_grid("price-csv", path, "BE", timezone="Europe/Brussels")
 
 
+@pytest.mark.slow
 def test_sweep_with_a_bad_scheduler_is_one_line(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", str(tmp_path / "wb.duckdb"), "sweep", "--scheduler", "not an address",
@@ -408,6 +410,7 @@ FULL_DISK_OUTPUTS = [(argv, flag) for argv, flag in OUTPUT_FLAGS
 """The output flags whose files the CSV writer writes (fit and compute train need data)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, flag", FULL_DISK_OUTPUTS,
                          ids=[f"{a[0]} {a[1]} {f}" for a, f in FULL_DISK_OUTPUTS])
 def test_a_full_disk_under_an_output_is_one_line_and_leaves_no_partial_file(

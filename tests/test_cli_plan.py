@@ -127,6 +127,7 @@ def test_plan_unwritable_output_stores_nothing(db, tmp_path, capsys, flag) -> No
         assert len(store.table("runs")) == runs_before
 
 
+@pytest.mark.slow
 def test_plan_on_a_locked_store_saves_to_a_side_file(db, capsys, monkeypatch,
                                                       store_lock) -> None:
     """Another process takes the store's lock while the plan runs (after it loaded the
@@ -278,6 +279,7 @@ def test_saving_caveat(run, base, text) -> None:
     assert saving_caveat(run, base) == text
 
 
+@pytest.mark.slow
 def test_a_saving_with_unfinished_jobs_is_qualified(db, capsys) -> None:
     """A run that leaves jobs unfinished (cheaper because their work is not done) leads
     with its saving on equal work (the undone work charged) and says its bill's saving is

@@ -33,6 +33,7 @@ def _json(capsys, argv):
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_list_show_compare_rename_delete(db, capsys, tmp_path) -> None:
     runs = _json(capsys, ["runs", "list", "--json", "--db", str(db)])["runs"]
     assert [r["policy"] for r in runs] == ["greedy", "asap-home"]  # newest first
@@ -97,6 +98,7 @@ def test_relative_arrivals_print_as_offsets() -> None:
     assert arrival_span(real, real, None) == "2025-07-13 16:00 .. 2025-07-13 16:00 UTC"
 
 
+@pytest.mark.slow
 def test_show_and_compare_report_the_attribution_as_plan_printed_it(db, capsys) -> None:
     """The stored run is attributed against the asap-home run stored with it, to the value
     ``plan`` printed right after the run; a run stored before schema 6 says so."""
@@ -154,6 +156,7 @@ def test_data_list_prints_a_relative_trace_as_offsets(capsys, tmp_path) -> None:
     assert wl1["first_arrival_utc"] is None and wl1["last_arrival_utc"] is None
 
 
+@pytest.mark.slow
 def test_counts_are_integers_and_flags_booleans_in_json(db, capsys) -> None:
     """The store keeps numbers as DOUBLE; show, compare and list give counts back as
     integers and ``carbon_cap_met`` as a boolean, as ``plan --json`` printed them."""
@@ -175,6 +178,7 @@ def test_counts_are_integers_and_flags_booleans_in_json(db, capsys) -> None:
     assert all(type(r["migrations"]) is int for r in listed)
 
 
+@pytest.mark.slow
 def test_compare_fits_100_columns_with_clean_keys_and_notes(db, capsys) -> None:
     """Knobs above the table (wrapped), run columns continued below when they do not fit;
     JSON keys without padding; no sentence in a number's cell: null and a note."""

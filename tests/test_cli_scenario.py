@@ -12,6 +12,7 @@ import pytest
 from workbench.cli import main
 
 
+@pytest.mark.slow
 def test_generate_show_and_cubes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "w.duckdb")
     assert main(["--db", db, "scenario", "generate", "seed3", "--seed", "0"]) == 0
@@ -38,6 +39,7 @@ def test_unknown_scenario_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert "no scenario 'nowhere'" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_console_script_help() -> None:
     import subprocess
     import sys
@@ -100,6 +102,7 @@ def _read_commands(builtin: str, out: Path) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_no_read_command_writes_the_store(clash_store: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     from helpers_store import files_beside, store_digest
@@ -155,6 +158,7 @@ def test_a_builtin_over_a_job_set_of_its_name_is_refused(
     assert store_digest(clash_store) == before
 
 
+@pytest.mark.slow
 def test_generate_refuses_another_scenario_of_its_name_and_keeps_the_same_one(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from helpers_store import store_digest
@@ -178,6 +182,7 @@ def test_generate_refuses_another_scenario_of_its_name_and_keeps_the_same_one(
     assert store_digest(db) != kept
 
 
+@pytest.mark.slow
 def test_scenario_delete_removes_it_with_its_runs_and_keeps_the_data(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 24 item 4: ``scenario delete NAME`` says what it deletes (the scenario, its

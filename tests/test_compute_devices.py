@@ -120,7 +120,7 @@ def test_neusight_config_of_a_known_device_keeps_its_other_figures() -> None:
 
 
 @pytest.mark.parametrize(("doc", "match"), [
-    ({**NEUSIGHT_L4, "Mem_Bw": "fast"}, "non-numeric"),
+    ({**NEUSIGHT_L4, "Mem_Bw": "fast"}, "Mem_Bw = 'fast' is not a finite number"),
     ({k: v for k, v in NEUSIGHT_L4.items() if k != "L2Cache"}, r"lacks \['L2Cache'\]"),
     ({k: v for k, v in NEUSIGHT_L4.items() if k != "SingleFLOPs"}, "SingleFLOPs"),
     ([1, 2], "one JSON object"),

@@ -84,6 +84,7 @@ def _grid(store: Store, region: str, base: float) -> None:
         "source": "test"}))
 
 
+@pytest.mark.slow
 def test_example_config_builds_and_plans(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """examples/llm_jobs.toml on synthetic series for its three regions: every LLM job gets a
@@ -98,13 +99,13 @@ def test_example_config_builds_and_plans(tmp_path: Path,
     with Store(db, read_only=True) as store:
         sc = store.load_scenario("llm3")
     apps = {j.app for j in sc.jobs}
-    assert apps == {"llm:pretrain-gpt2-large", "llm:finetune-opt-1.3b",
-                    "llm:finetune-llama-2-7b"}
+    assert apps == {"llm:llm3/pretrain-gpt2-large", "llm:llm3/finetune-opt-1.3b",
+                    "llm:llm3/finetune-llama-2-7b"}
     profs = {(p.app, p.gpu_type): p for p in sc.profiles}
     for app in apps:
         for gpu in ("H800", "A100", "Ascend910B"):
             assert profs[(app, gpu)].predicted, (app, gpu)
-    llama = next(j for j in sc.jobs if j.app == "llm:finetune-llama-2-7b")
+    llama = next(j for j in sc.jobs if j.app == "llm:llm3/finetune-llama-2-7b")
     assert all(c % 4 == 0 for c in llama.gpu_counts)
     assert main(["--db", str(db), "plan", "--scenario", "llm3", "--policy", "greedy",
                  "--no-baseline", "--json", "--no-progress"]) == 0
@@ -127,7 +128,7 @@ def test_llm_trace_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     with Store(db, read_only=True) as store:
         jobs = store.load_jobs("llm")
         profs = [p for p in store.load_profiles() if p.app.startswith("llm:")]
-    assert {j.app for j in jobs} == {"llm:ft1", "llm:ft2"}
+    assert {j.app for j in jobs} == {"llm:llm/ft1", "llm:llm/ft2"}
     assert {p.gpu_type for p in profs} >= {"A100", "H800", "Ascend910B"}
     assert all(p.predicted for p in profs)
     bad = tmp_path / "bad.csv"
@@ -138,6 +139,7 @@ def test_llm_trace_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "line 2" in err and "seq_len" in err
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_example_config_on_real_grid_data(shared_data: Path, tmp_path: Path) -> None:
     from workbench.build import build_and_save

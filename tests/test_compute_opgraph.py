@@ -253,6 +253,7 @@ def test_graphs_match_neusights_opgraphs(shared_data: Path, name: str) -> None:
         assert mine_n == int(((og.phase == "forward") & (og.kind == kind)).sum()), kind
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_switch_graph_matches_neusight_in_gemm_flops(shared_data: Path) -> None:
     from workbench.compute import neusight as ns

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -142,3 +144,74 @@ def test_a_horizon_of_more_slots_than_memory_holds_is_refused_with_the_numbers(
                  str(path)]) == 2
     out = capsys.readouterr().err
     assert out.count("\n") == 1 and "316,224,000 slots" in out
+
+
+class _FakeCluster:
+    """Stands for ``distributed.LocalCluster``: records the workers asked, starts none."""
+
+    started: list[int] = []
+
+    def __init__(self, n_workers: int, **kw: object) -> None:
+        _FakeCluster.started.append(n_workers)
+
+    def close(self) -> None:
+        return None
+
+
+class _FakeClient:
+    def __init__(self, *a: object, **kw: object) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def submit(self, *a: object, **kw: object) -> object:
+        raise _Started
+
+
+class _Started(Exception):
+    """The cluster was made; the test has what it needs."""
+
+
+def _sweep_cluster() -> None:
+    from workbench import sweep
+
+    sweep._connect(None, 1024, 1, True)
+
+
+def _groups_cluster() -> None:
+    from workbench.policies.grouped import GroupedLookahead
+    from workbench.scenarios import build_seed3
+
+    GroupedLookahead(workers=1024).reset(build_seed3().view())
+
+
+@pytest.mark.parametrize("start", [_sweep_cluster, _groups_cluster], ids=["sweep", "groups"])
+def test_every_local_cluster_has_at_most_a_worker_per_core(
+        start: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 35 item 3: 1,024 workers asked of a two-core machine start two (and say so
+    once); the sweep and frontier (``workbench.sweep``) and the grouped look-ahead's
+    cluster are every place a count becomes processes."""
+    import distributed
+
+    from workbench import config
+
+    monkeypatch.setattr(distributed, "LocalCluster", _FakeCluster)
+    monkeypatch.setattr(distributed, "Client", _FakeClient)
+    monkeypatch.setattr(config, "machine_cores", lambda: 2)
+    _FakeCluster.started = []
+    with caplog.at_level("WARNING"):
+        try:
+            start()
+        except _Started:
+            pass
+    assert _FakeCluster.started == [2]
+    said = [r.getMessage() for r in caplog.records if "workers asked" in r.getMessage()]
+    assert len(said) == 1 and "1024 workers asked" in said[0] and "2 cores" in said[0]
+
+
+def test_the_machine_has_a_core_or_more() -> None:
+    from workbench.config import bounded_workers, machine_cores
+
+    assert 1 <= machine_cores() <= (os.cpu_count() or 1)
+    assert bounded_workers(1, "x") == 1

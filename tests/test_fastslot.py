@@ -69,6 +69,7 @@ def test_arrays_skip_rows_that_cannot_bind_and_reduce_non_positive_options() -> 
     assert arr.col_upper.tolist() == [1.0, 0.0, 1.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("size", [(12, 2, 3), (30, 3, 5), (60, 4, 4)])
 def test_same_objective_as_pyomo_reference(size: tuple[int, int, int], seed: int) -> None:

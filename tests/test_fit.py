@@ -107,6 +107,7 @@ def test_derivation_factors() -> None:
         derive_throughput(TRUE, "B200")
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.shared_data
 @pytest.mark.parametrize("app", POLLUX_APPS)
@@ -127,6 +128,7 @@ def test_zeus_power_error_within_target(gpu: str) -> None:
         assert f.mape <= 0.10, f"{gpu} {f.dataset}/{f.network}: {f.mape:.3f}"
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.shared_data
 def test_shipped_profiles_are_regenerable(tmp_path: Path) -> None:
@@ -141,6 +143,7 @@ def test_shipped_profiles_are_regenerable(tmp_path: Path) -> None:
         assert a.energy.a1_w == pytest.approx(b.energy.a1_w, rel=1e-3)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.shared_data
 def test_cli_fit_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -183,6 +186,7 @@ class _FakeStore:
         return list(self.saved)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.shared_data
 def test_import_profiles_into_store(tmp_path: Path) -> None:

@@ -13,9 +13,12 @@ from workbench.fleet import FLEET_ZONES, build_fleet, fleet_sites
 from workbench.io.latency import latency_ms, read_latency_matrix
 
 
+@pytest.mark.slow
 def test_the_same_arguments_give_the_same_fleet(shared_data: Path) -> None:
-    one = build_fleet(shared_data, n_datacenters=30, active_jobs=400, horizon_h=6.0)
-    two = build_fleet(shared_data, n_datacenters=30, active_jobs=400, horizon_h=6.0)
+    """Two builds alike, past the zones' first round (the sites a week later)."""
+    n = len(FLEET_ZONES) + 4
+    one = build_fleet(shared_data, n_datacenters=n, active_jobs=400, horizon_h=6.0)
+    two = build_fleet(shared_data, n_datacenters=n, active_jobs=400, horizon_h=6.0)
     assert one.datacenters == two.datacenters
     assert one.pools == two.pools
     assert one.links == two.links
@@ -28,10 +31,11 @@ def test_the_same_arguments_give_the_same_fleet(shared_data: Path) -> None:
                                   two.history["price_per_kwh"].values)
     # Enough jobs running at the start, every site linked to every other.
     assert sum(j.arrival <= one.start for j in one.jobs) >= 400
-    assert len(one.links) == 30 * 29 // 2
+    assert len(one.links) == n * (n - 1) // 2
     assert {j.home for j in one.jobs} <= {d.name for d in one.datacenters}
 
 
+@pytest.mark.slow
 def test_sites_take_every_zone_then_repeat_it_a_week_later(shared_data: Path) -> None:
     n = len(FLEET_ZONES) + 3
     sites = fleet_sites(shared_data, n)
@@ -51,6 +55,7 @@ def test_sites_take_every_zone_then_repeat_it_a_week_later(shared_data: Path) ->
     assert (sites.series["carbon_g_per_kwh"].dropna() >= 0).all()
 
 
+@pytest.mark.slow
 def test_latencies_come_from_the_matrix(shared_data: Path) -> None:
     sites = fleet_sites(shared_data, 8)
     matrix = read_latency_matrix(shared_data / "grid/electricitymaps/gcp_latency_matrix.csv")

@@ -60,6 +60,7 @@ def test_seasonal_naive_takes_the_same_hour_of_the_last_day_before_the_origin() 
     np.testing.assert_array_equal(seasonal_naive(np.arange(200.0), 3, 168), [32.0, 33.0, 34.0])
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 2**16), shift=st.integers(0, 47),
        scale=st.floats(-5.0, 5.0, allow_nan=False))
@@ -205,6 +206,7 @@ def test_a_history_that_does_not_end_at_the_start_is_refused(seed3) -> None:
         replace(sc, history=sc.history.isel(time=slice(0, -2)))
 
 
+@pytest.mark.slow
 def test_model_mode_forecasts_from_the_history_and_the_run_says_so(seed3) -> None:
     sc = _with_history(first_hours(seed3, 6), 30)
     fm = fit_scenario(sc)
@@ -231,6 +233,7 @@ def test_history_cube_stops_at_the_last_hole(tmp_path) -> None:
     assert cubes.history_cube(rows, ["Z", "W"], T0 + pd.Timedelta(days=20)) is None
 
 
+@pytest.mark.slow
 def test_grid_tab_draws_the_band_against_the_truth_for_an_origin(seed3, tmp_path) -> None:
     import holoviews as hv
     import panel as pn
@@ -274,6 +277,7 @@ def test_a_scenario_loaded_from_the_store_carries_its_history(tmp_path) -> None:
     assert has_history(sc) and list(sc.history["region"].values) == ["ra", "rb"]
 
 
+@pytest.mark.slow
 def test_quote_prices_against_the_model_forecast(seed3) -> None:
     from workbench.quote import JobSpec, quote
 
@@ -342,6 +346,7 @@ def history_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("minutes", [15, 20, 45, 90, 120])
 def test_the_default_plan_uses_the_model_forecast_on_any_slot_length(
         history_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],

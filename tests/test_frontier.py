@@ -60,6 +60,7 @@ def test_table_has_one_row_per_cap_loosest_first() -> None:
     assert (front["least_carbon_kg"] == 4.5).all()
 
 
+@pytest.mark.slow
 def test_cli_frontier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "wb.duckdb"
     with Store(db) as store:
@@ -94,6 +95,7 @@ def test_cli_frontier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "takes no carbon cap" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_app_draws_the_stored_frontier_beside_the_hindsight_bound(tmp_path: Path) -> None:
     import holoviews as hv
 

@@ -96,6 +96,7 @@ def test_csc_arrays_to_a_highs_model() -> None:
     assert res.optimal and res.objective == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_the_first_highs_prints_no_banner_on_stdout() -> None:
     # The CLI's --json output must stay clean: HiGHS prints its banner at the first Highs().
     code = ("from workbench.optim.highs import new_highs, solve\n"
@@ -136,3 +137,47 @@ def test_no_policy_or_solver_module_imports_a_private_name() -> None:
            and not n.startswith("__")]
     # ``GLOBAL as _GLOBAL``-style aliases are fine: only the imported name counts.
     assert not bad, f"private names imported across modules: {bad}"
+
+
+_DEGENERATE = r"""
+import itertools, sys
+import numpy as np
+from workbench.optim.highs import Basis, SparseLp, get_basis, new_highs, solve
+
+def model(n_cols, n_rows, entries, upper):
+    lp = SparseLp()
+    lp.add_columns("x", np.full(n_cols, upper))
+    if n_cols:
+        lp.set_cost("x", 1.0 + np.arange(n_cols))
+    r = np.arange(n_rows) if entries and n_cols else np.zeros(0, dtype=np.int64)
+    lp.add_rows("r", r, r % max(n_cols, 1), np.ones(r.size), n_rows, np.full(n_rows, -np.inf),
+                np.full(n_rows, 4.0))
+    return lp
+
+for n_cols, n_rows, entries, upper, presolve, warm in itertools.product(
+        (0, 1, 3), (0, 1, 20), (False, True), (0.0, 1.0, np.inf), (None, False), (False, True)):
+    print(n_cols, n_rows, entries, upper, presolve, warm, flush=True)
+    lp = model(n_cols, n_rows, entries, upper)
+    h = new_highs(presolve=presolve)
+    lp.pass_to(h)
+    start = (Basis(np.zeros(n_cols, np.int8), np.ones(n_rows, np.int8)) if warm else None)
+    res = solve(h, basis=start)
+    got = get_basis(h, lp, res.x, res.row_value)
+    if got is not None:
+        assert got.col_status.shape == (n_cols,) and got.row_status.shape == (n_rows,)
+        assert set(got.col_status.tolist()) | set(got.row_status.tolist()) <= {0, 1, 2}
+print("all read")
+"""
+
+
+def test_a_basis_is_read_from_degenerate_models_without_dying() -> None:
+    """Models with no rows, no columns, no entries, fixed columns, solved cold or warm, with
+    presolve or without: reading the basis never kills the process (``getBasicVariables``
+    on a model presolve solved outright, with HiGHS's alien basis, died with SIGSEGV: a
+    window LP with one fixed column and pool rows without entries). In a subprocess, so
+    that a crash fails this test and names the model instead of ending the run."""
+    proc = subprocess.run([sys.executable, "-c", _DEGENERATE], capture_output=True, text=True,
+                          timeout=300)
+    last = proc.stdout.strip().splitlines()[-1:] or ["(nothing)"]
+    assert proc.returncode == 0, f"died ({proc.returncode}) at model {last[0]}: {proc.stderr}"
+    assert last == ["all read"]

@@ -47,6 +47,7 @@ def _same(a: pd.DataFrame | str, b: pd.DataFrame | str) -> None:
     drop=st.booleans(),
     values=st.lists(st.floats(-500, 5000, allow_nan=False), min_size=30, max_size=30),
 )
+@pytest.mark.slow
 def test_fast_and_exact_readers_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       n: int, aware: bool, seconds: bool, blank: int | None,
                                       bad: str | None, zone: str | None, drop: bool,

@@ -129,6 +129,7 @@ def test_avert_needs_a_matching_year(shared_data: Path) -> None:
     assert frame["carbon_g_per_kwh"].min() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_round_trip_import_cube_values(shared_data: Path) -> None:
     carbon = shared_data / SC / "carbon/DE-LU/DE-LU_2023_hourly.csv"

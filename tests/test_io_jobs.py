@@ -61,6 +61,7 @@ def test_pollux_work_targets_match_the_validation_files(shared_data: Path) -> No
         assert work == pd.read_csv(files[0])["progress"].max() * m0
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_real_philly(shared_data: Path) -> None:
     trace = read_philly(shared_data / "jobs/pollux/philly.csv")

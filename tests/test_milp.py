@@ -128,6 +128,7 @@ def random_problems(draw: st.DrawFn) -> SlotProblem:
                    supply_cap=[draw(st.floats(0.0, 6.0))])
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(random_problems())
 def test_greedy_and_milp_are_feasible_and_milp_is_at_least_greedy(prob: SlotProblem) -> None:

@@ -106,6 +106,7 @@ def _instance() -> object:
     return tiny_scenario(jobs, prices=prices, carbons=carbons, gpus_per_pool=6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exact_max_columns", [0, 10_000])
 def test_offline_is_never_worse_than_online_policies(exact_max_columns: int) -> None:
     sc = _instance()

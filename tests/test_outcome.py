@@ -118,6 +118,7 @@ def test_simulator_charges_a_gpu_type_switch_and_a_first_remote_placement() -> N
 @settings(max_examples=20, deadline=None)
 @given(dc=st.sampled_from(["a", "b"]), n=st.sampled_from([1, 2]), data=st.sampled_from([0.0, 50.0]),
        slot=st.integers(0, 3))
+@pytest.mark.slow
 def test_prediction_equals_truth_without_noise(dc: str, n: int, data: float, slot: int) -> None:
     # One model: noise-free and given the true gradient noise scale (the estimate's only
     # difference from the truth is that parameter), slot_options' row for the chosen

@@ -74,6 +74,7 @@ class _Checking:
         return self.inner.decide(state, forecast)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["lyapunov", "cheapest-at-arrival"])
 def test_every_slot_of_a_run_gives_the_scalar_options(seed3: Scenario, policy: str) -> None:
     # Runs that move jobs (checkpoints and datasets in flight, resizes, pauses, services).
@@ -83,6 +84,7 @@ def test_every_slot_of_a_run_gives_the_scalar_options(seed3: Scenario, policy: s
     assert probe.checked > 100
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_random_states_give_the_scalar_options(seed3: Scenario, data: st.DataObject) -> None:

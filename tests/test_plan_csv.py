@@ -152,6 +152,7 @@ def test_text_cells_are_neutralised_and_restored(name: str) -> None:
     pd.testing.assert_frame_equal(back, normalise_plan(frame), rtol=1e-15)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet=st.sampled_from("=+-@\t\r'aZ0 ,\"|"), max_size=8))
 def test_any_name_round_trips_and_never_starts_a_formula(name: str) -> None:

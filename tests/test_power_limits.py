@@ -166,6 +166,7 @@ def test_the_power_limit_menu_is_ignored_on_request() -> None:
     assert ran.meta["power_limits"] == list(menu)
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_fit_power_limits_cli_reports_the_validation_and_writes_the_fits(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

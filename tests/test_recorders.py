@@ -33,6 +33,7 @@ def test_runs_are_stored_together(tmp_path: Path, results: list) -> None:
         assert sorted(runs["status"]) == ["baseline", "ok"]
 
 
+@pytest.mark.slow
 def test_locked_store_retries_then_writes_a_side_file(
     tmp_path: Path, results: list, capsys: pytest.CaptureFixture[str], store_lock,  # noqa: ANN001
 ) -> None:

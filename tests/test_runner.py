@@ -128,6 +128,7 @@ def test_caps_naming_an_unknown_datacenter_are_refused_before_the_run() -> None:
         simulate_spec(RunSpec("other", "asap-home"), sc)
 
 
+@pytest.mark.slow
 def test_save_outcome_stores_the_run_with_its_baseline(tmp_path: Path) -> None:
     sc = _scenario()
     out = run_spec(RunSpec(sc.name, "offline"), sc)

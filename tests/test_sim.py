@@ -255,6 +255,7 @@ def small_scenarios(draw: st.DrawFn) -> Scenario:
                          gpus_a=draw(st.integers(2, 5)), gpus_b=draw(st.integers(2, 5)))
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sc=small_scenarios(), which=st.integers(0, len(BASELINES) - 1))
 def test_baselines_never_exceed_capacity_and_every_job_is_accounted_for(

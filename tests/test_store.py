@@ -118,6 +118,7 @@ def _hold_lock(path: str, ready: mp.synchronize.Event, done: mp.synchronize.Even
     s.close()
 
 
+@pytest.mark.slow
 def test_locked_file_gives_clear_message(tmp_path: Path) -> None:
     db = str(tmp_path / "locked.duckdb")
     Store(db).close()

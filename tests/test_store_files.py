@@ -110,6 +110,7 @@ def _assert_permission(result: tuple[int, str], word: str) -> None:
     assert "backup" not in lines[0] and "damaged (" not in lines[0]
 
 
+@pytest.mark.slow
 def test_a_store_in_a_read_only_folder_is_read_read_only_and_refused_for_writes(
         stored: Path, shared_dir: Path) -> None:
     db = shared_dir / "wb.duckdb"
@@ -130,6 +131,7 @@ def test_a_store_in_a_read_only_folder_is_read_read_only_and_refused_for_writes(
     assert _digest(db) == before and not (shared_dir / "wb.duckdb.wal").exists()
 
 
+@pytest.mark.slow
 def test_a_store_without_read_permission_is_a_permission_error(stored: Path,
                                                                shared_dir: Path) -> None:
     db = shared_dir / "wb.duckdb"
@@ -148,6 +150,7 @@ def _hold_read_only(path: str, ready: object, done: object) -> None:
         done.wait(60)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_read_commands_open_the_store_read_only(stored: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """While another process reads the store (a shared lock), the read commands run (a
@@ -184,6 +187,7 @@ def _offsets(size: int) -> list[int]:
                    *inside})
 
 
+@pytest.mark.slow
 def test_a_store_cut_short_anywhere_is_damaged(stored: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     size = stored.stat().st_size
@@ -201,6 +205,7 @@ def test_a_store_cut_short_anywhere_is_damaged(stored: Path, tmp_path: Path,
         assert cut.stat().st_size == n  # nothing written to it
 
 
+@pytest.mark.slow
 def test_a_corrupt_block_is_damage_never_unexpected(stored: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Blocks across the file overwritten in turn: each command either works (the block
@@ -237,6 +242,7 @@ def test_a_damaged_block_is_not_called_a_lock() -> None:
 
 # -- side files ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_side_file_cut_short_is_refused_and_the_store_kept(
         stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "wb.duckdb"

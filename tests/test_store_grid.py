@@ -85,6 +85,7 @@ def memory_store() -> Iterator[Store]:
         yield store
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(writes=st.lists(_write, min_size=1, max_size=3))
 def test_upsert_matches_the_merge_model(memory_store: Store,

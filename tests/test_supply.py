@@ -52,6 +52,7 @@ kwh = st.floats(0.0, 50.0, allow_nan=False, allow_infinity=False)
        soc_frac=st.floats(0.0, 1.0),
        decision=st.one_of(st.none(), st.floats(-100.0, 100.0)),
        export=st.one_of(st.none(), st.floats(0.0, 1.0)), with_battery=st.booleans())
+@pytest.mark.slow
 def test_every_datacenter_slot_supplies_its_load_and_keeps_its_battery_in_bounds(
         load: float, avail: list[float], prices: list[float], take: list[bool], energy: float,
         power: float, rte: float, lo: float, span: float, soc_frac: float,

@@ -151,6 +151,7 @@ def store(tmp_path: Path) -> Any:
         yield s
 
 
+@pytest.mark.slow
 def test_clear_sky_solar_battery_and_a_flat_demand_charge_build_store_and_plan(
         store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _config(SOLAR, BATTERY, demand=({"datacenter": "b", "price_per_kw_month": 20.0},))

@@ -172,6 +172,7 @@ def small_scenarios(draw: st.DrawFn) -> tuple[object, float]:
     return sc, draw(st.sampled_from([0.5, 5.0, 50.0]))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(small_scenarios())
 def test_capacity_is_never_exceeded(case: tuple[object, float]) -> None:

@@ -261,18 +261,21 @@ def _inference(cfg: ScenarioConfig, start: datetime, end: datetime) -> list[Job]
     ) for svc in cfg.inference]
 
 
-def _llm_jobs(cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
-              ) -> tuple[list[Job], list[perf.JobProfile]]:
-    """``[[jobs.llm]]``: jobs and their predicted profiles on the pools' GPU types
-    (:func:`workbench.llm_jobs.jobs_from_entries`)."""
+def _llm_jobs(store: Any, cfg: ScenarioConfig, start: datetime, pools: Sequence[GpuPool],
+              name: str) -> tuple[list[Job], list[perf.JobProfile]]:
+    """``[[jobs.llm]]``: jobs and their predicted profiles on the pools' GPU types, named
+    after scenario ``name`` (:func:`workbench.llm_jobs.jobs_from_entries`)."""
     entries = cfg.jobs.llm if cfg.jobs is not None else []
     if not entries:
         return [], []
+    from workbench.compute.devices import devices_of
     from workbench.compute.transformer import ModelConfigError
     from workbench.llm_jobs import jobs_from_entries
 
     try:
-        return jobs_from_entries(entries, cfg.base_dir, start, [p.gpu_type for p in pools])
+        with devices_of(store):
+            return jobs_from_entries(entries, cfg.base_dir, start,
+                                     [p.gpu_type for p in pools], owner=name)
     except (ModelConfigError, ValueError) as exc:
         raise BuildError(f"[[jobs.llm]]: {exc}") from None
 
@@ -415,10 +418,12 @@ def profiles_for(store: Any, apps: set[str], gpu_types: Sequence[str] = ()
     store lacks (a store that holds profiles of other apps only still builds), and for a
     GPU type of ``gpu_types`` neither has, one predicted on the device table's figures
     (:func:`workbench.profiles.predicted_profiles`: a pool of H100s needs no fit first)."""
+    from workbench.compute.devices import devices_of
     from workbench.profiles import predicted_profiles
 
     known = [p for p in perf.with_shipped(list(store.load_profiles())) if p.app in apps]
-    return known + predicted_profiles(known, gpu_types, sorted(apps))
+    with devices_of(store):  # a device the operator added predicts as a shipped one
+        return known + predicted_profiles(known, gpu_types, sorted(apps))
 
 
 def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
@@ -480,7 +485,7 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
         store.grid_series(regions, start - timedelta(days=cubes.HISTORY_DAYS), start), regions,
         start, timezones={d.region: d.timezone for d in dcs}, currency=currency)
     names = [d.name for d in dcs]
-    llm_jobs, llm_profiles = _llm_jobs(config, start, pools)
+    llm_jobs, llm_profiles = _llm_jobs(store, config, start, pools, str(name))
     jobs = sorted(_jobs(store, config, start, end, names) + _inference(config, start, end)
                   + llm_jobs, key=lambda j: (j.arrival, j.job_id))
     apps = {j.app for j in jobs}

@@ -12,6 +12,7 @@ The keys and their meaning are documented in the README ("Scenarios from your ow
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from datetime import datetime
@@ -23,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workbench.io.errors import quoted
 from workbench.model import ScenarioError, as_utc
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ScenarioError):
@@ -378,6 +381,34 @@ a slot at 2.6 M slots), doubled for the policies' own arrays."""
 MEMORY_SHARE = 0.5
 """Share of the machine's memory one scenario's slots may take (the rest: the process,
 the solver, the other runs of a sweep)."""
+
+
+def machine_cores() -> int:
+    """CPU cores this process may use: its affinity set, or the container's cgroup quota
+    (``/sys/fs/cgroup/cpu.max``) where that is lower; at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        return max(n, 1)
+    if quota.isdigit() and period.isdigit() and int(period) > 0:
+        n = min(n, -(-int(quota) // int(period)))
+    return max(n, 1)
+
+
+def bounded_workers(asked: int, what: str) -> int:
+    """``asked`` worker processes (or threads), at most :func:`machine_cores`: more only
+    share the cores, each with its own memory (``sweep --workers 1024`` on two cores
+    started a process per worker). Says so in one warning when it lowers the count."""
+    cores = machine_cores()
+    if asked <= cores:
+        return asked
+    log.warning("%s: %d workers asked, this machine has %d cores: running %d", what, asked,
+                cores, cores)
+    return cores
 
 
 def machine_memory_bytes() -> int:

@@ -12,7 +12,9 @@ Three doors lead here:
   the trace start, ``model_config`` relative to the CSV);
 * ``workbench quote --model-config`` (:func:`with_llm_profile`).
 
-Each job's application is ``llm:<job id>``; its profile on every GPU type of the scenario
+Each job's application is ``llm:<owner>/<job id>``, the owner the scenario or job set it
+belongs to (profiles are shared by the whole store: a job ``j1`` of another set, of another
+model, must not replace this one's); its profile on every GPU type of the scenario
 (or of ``--gpu-type``) is predicted (:func:`workbench.profiles.predict_llm_profile`) and
 labelled so. Work is counted in sequences (``tokens / seq_len``), throughput in sequences
 per second, and the job runs at its global batch (the profile offers no other). Unless
@@ -28,13 +30,13 @@ utilisation (:func:`llm_quote_columns`).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from workbench.compute.llm import LlmJobSpec, Predictor, load_predictor
@@ -59,9 +61,10 @@ LLM_GPU_TYPES: tuple[str, ...] = ("H800", "A100", "Ascend910B")
 DEFAULT_MENU: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
-def app_name(job_id: str) -> str:
-    """The application (profile) name of an LLM job."""
-    return f"{LLM_PREFIX}{job_id}"
+def app_name(job_id: str, owner: str = "") -> str:
+    """The application (profile) name of an LLM job of scenario or job set ``owner``
+    (``llm:<owner>/<job id>``; ``llm:<job id>`` without one: a quote's job, never stored)."""
+    return f"{LLM_PREFIX}{owner}/{job_id}" if owner else f"{LLM_PREFIX}{job_id}"
 
 
 def checkpoint_gb(params: float, precision: str) -> float:
@@ -82,13 +85,14 @@ def dataset_gb(spec: LlmJobSpec, vocab: int, params: float) -> float:
 def spec_of(job_id: str, config: Path, seq_len: int, global_batch: int,
             tokens: float | None, steps: int | None, precision: str, purpose: str,
             pretrained_tokens: float | None, activation_checkpointing: bool = False,
-            zero: int = 0) -> LlmJobSpec:
-    """An :class:`LlmJobSpec` from the operator's fields (exactly one of tokens, steps)."""
+            zero: int = 0, owner: str = "") -> LlmJobSpec:
+    """An :class:`LlmJobSpec` from the operator's fields (exactly one of tokens, steps);
+    ``owner`` the scenario or job set the job belongs to (:func:`app_name`)."""
     if (tokens is None) == (steps is None):
         raise ValueError(f"LLM job {job_id!r}: give exactly one of tokens and steps")
     total = float(tokens) if tokens is not None else float(steps or 0) * global_batch * seq_len
-    return LlmJobSpec(app_name(job_id), Path(config), int(seq_len), int(global_batch), total,
-                      precision, purpose, float(pretrained_tokens or 0.0),
+    return LlmJobSpec(app_name(job_id, owner), Path(config), int(seq_len), int(global_batch),
+                      total, precision, purpose, float(pretrained_tokens or 0.0),
                       activation_checkpointing, int(zero))
 
 
@@ -148,10 +152,11 @@ def llm_job(spec: LlmJobSpec, job_id: str, arrival: datetime, home: str, request
 
 
 def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datetime,
-                      gpu_types: Iterable[str], predictor: Predictor | None = None
-                      ) -> tuple[list[Job], list[JobProfile]]:
+                      gpu_types: Iterable[str], predictor: Predictor | None = None,
+                      owner: str = "") -> tuple[list[Job], list[JobProfile]]:
     """Jobs and predicted profiles of a config's ``[[jobs.llm]]`` entries (each entry a
-    :class:`workbench.config.LlmJobEntry`); ``gpu_types`` are the scenario's pool types."""
+    :class:`workbench.config.LlmJobEntry`); ``gpu_types`` are the scenario's pool types,
+    ``owner`` its name (:func:`app_name`)."""
     pred = predictor or load_predictor()
     types = list(dict.fromkeys(gpu_types))
     jobs, profiles = [], []
@@ -161,7 +166,7 @@ def jobs_from_entries(entries: Sequence[Any], base_dir: str | Path, start: datet
             cfg = Path(base_dir) / cfg
         spec = spec_of(e.job_id, cfg, e.seq_len, e.global_batch, e.tokens, e.steps,
                        e.precision, e.purpose, e.pretrained_tokens,
-                       e.activation_checkpointing, e.zero)
+                       e.activation_checkpointing, e.zero, owner)
         arrival = start + timedelta(hours=e.arrival_hours)
         deadline = arrival + timedelta(hours=e.deadline_hours) if e.deadline_hours else None
         profs, tp = profiles_for_job(spec, e.gpu_types or types, pred)
@@ -196,10 +201,23 @@ LLM_TRACE_COLUMNS = ("name", "time", "model_config", "seq_len", "global_batch", 
 _FLAGS = ("", "true", "false", "1", "0")
 
 
+_TRACE_FIELDS: dict[str, str] = {
+    "name": "job_id", "model_config": "model_config", "seq_len": "seq_len",
+    "global_batch": "global_batch", "tokens": "tokens", "steps": "steps",
+    "precision": "precision", "gpus": "gpus", "purpose": "purpose",
+    "pretrained_tokens": "pretrained_tokens", "deadline_h": "deadline_hours"}
+"""CSV column -> :class:`workbench.config.LlmJobEntry` field: a row is checked by the
+``[[jobs.llm]]`` model, so both doors take the same values (``time``, in seconds, is
+checked against the entry's ``arrival_hours`` bound)."""
+
+_WHOLE = ("seq_len", "global_batch", "gpus", "steps")
+
+
 def read_llm_trace(path: str | Path) -> pd.DataFrame:
-    """The rows of an ``llm-jobs`` CSV (module docstring), checked; raises
+    """The rows of an ``llm-jobs`` CSV (module docstring), checked by the ``[[jobs.llm]]``
+    model's bounds (:class:`workbench.config.LlmJobEntry`), names unique; raises
     :class:`workbench.io.errors.InputError` naming the line and column to fix."""
-    from workbench.io.errors import InputError
+    from workbench.io.errors import InputError, quoted
 
     p = Path(path)
     try:
@@ -212,17 +230,17 @@ def read_llm_trace(path: str | Path) -> pd.DataFrame:
     if missing:
         raise InputError(p, f"lacks columns {missing}",
                          f"give {', '.join(LLM_TRACE_COLUMNS)} and tokens or steps")
+    df["name"] = df["name"].str.strip()
+    seen: dict[str, int] = {}
     for i, row in df.iterrows():
         line = int(str(i)) + 2
-        for col, lo in (("time", 0.0), ("seq_len", 1.0), ("global_batch", 1.0), ("gpus", 1.0)):
-            try:
-                v = float(row[col])
-            except ValueError:
-                raise InputError(p, f"{row[col]!r} is not a number", f"give {col} >= {lo:g}",
-                                 line=line, column=col) from None
-            if not np.isfinite(v) or v < lo:
-                raise InputError(p, f"{row[col]!r} is below {lo:g}", f"give {col} >= {lo:g}",
-                                 line=line, column=col)
+        name = str(row["name"])
+        if name in seen:
+            raise InputError(p, f"job name {quoted(name)} appears twice (also line "
+                             f"{seen[name]})", "give every job its own name", line=line,
+                             column="name")
+        seen[name] = line
+        _check_row(p, line, {str(k): str(v) for k, v in row.items()})
         if str(row.get("zero", "") or "0").strip() not in ("0", "1", "2", "3"):
             raise InputError(p, f"zero {row['zero']!r} is not a ZeRO stage", "give 0, 1, 2 or 3",
                              line=line, column="zero")
@@ -245,29 +263,100 @@ def read_llm_trace(path: str | Path) -> pd.DataFrame:
     return df
 
 
+def _check_row(path: Path, line: int, row: Mapping[str, str]) -> None:
+    """One CSV row through :class:`workbench.config.LlmJobEntry` (numbers parsed, whole
+    numbers kept whole); the first error as an ``InputError`` at its column."""
+    from pydantic import ValidationError
+
+    from workbench.config import LlmJobEntry
+    from workbench.io.errors import InputError, quoted
+
+    max_h = float(LlmJobEntry.model_fields["arrival_hours"].metadata[-1].le)
+    text = row["time"].strip()
+    try:
+        t = float(text)
+    except ValueError:
+        raise InputError(path, f"{quoted(text)} is not a number", "give time in seconds "
+                         "after the trace start", line=line, column="time") from None
+    if not (math.isfinite(t) and 0 <= t <= max_h * 3600):
+        raise InputError(path, f"{quoted(text)} is outside 0 .. {max_h * 3600:g} s",
+                         "give time in seconds after the trace start (at most ten years)",
+                         line=line, column="time")
+    given = [c for c in ("tokens", "steps") if row.get(c, "").strip()]
+    if len(given) != 1:
+        raise InputError(path, f"gives {' and '.join(given) or 'neither tokens nor steps'}",
+                         "give exactly one of tokens and steps", line=line,
+                         column=given[-1] if given else "tokens")
+    doc: dict[str, Any] = {"home": "unassigned"}
+    for col, field in _TRACE_FIELDS.items():
+        raw = row.get(col, "").strip()
+        if raw == "":
+            continue
+        value: Any = raw
+        if col not in ("name", "model_config", "precision", "purpose"):
+            try:
+                value = float(raw)
+            except ValueError:
+                value = raw  # the model names it: not a number
+            if col in _WHOLE and isinstance(value, float) and value.is_integer():
+                value = int(value)
+        doc[field] = value
+    try:
+        LlmJobEntry.model_validate(doc)
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        bad = str(e["loc"][0]) if e["loc"] else ""
+        at = next((c for c, f in _TRACE_FIELDS.items() if f == bad), None)
+        info = LlmJobEntry.model_fields.get(bad)
+        want = info.description if info is not None and info.description else "see the docs"
+        shown = quoted(row.get(at, "")) if at else "the row"
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        if e["type"] in ("int_type", "int_from_float"):
+            msg = "is not a whole number"
+        elif e["type"] in ("float_type", "float_parsing", "int_parsing"):
+            msg = "is not a number"
+        elif msg.startswith("Input should be "):
+            msg = "should be " + msg.removeprefix("Input should be ")
+        raise InputError(path, f"{shown} {msg}", f"give {at or bad}: {want}",
+                         line=line, column=at) from None
+
+
 def jobs_from_llm_trace(frame: pd.DataFrame, origin: datetime, homes: Sequence[str],
-                        gpu_types: Iterable[str], predictor: Predictor | None = None
-                        ) -> tuple[list[Job], list[JobProfile]]:
-    """Jobs (homes in turn) and their predicted profiles on ``gpu_types``."""
+                        gpu_types: Iterable[str], predictor: Predictor | None = None,
+                        owner: str = "") -> tuple[list[Job], list[JobProfile]]:
+    """Jobs (homes in turn) and their predicted profiles on ``gpu_types``; ``owner`` the
+    job set they go into (:func:`app_name`)."""
     pred = predictor or load_predictor()
     types = list(dict.fromkeys(gpu_types))
     jobs, profiles = [], []
     for i, row in enumerate(frame.to_dict("records")):
-        spec = spec_of(row["name"], Path(row["model_config"]), int(float(row["seq_len"])),
-                       int(float(row["global_batch"])), _opt(row, "tokens"),
-                       None if _opt(row, "steps") is None else int(_opt(row, "steps") or 0),
-                       row["precision"] or "bf16", row.get("purpose") or "pretrain",
-                       _opt(row, "pretrained_tokens"),
-                       str(row.get("activation_checkpointing", "")).lower() in ("1", "true"),
-                       int(_opt(row, "zero") or 0))
-        arrival = origin + timedelta(seconds=float(row["time"]))
-        dl = _opt(row, "deadline_h")
-        profs, tp = profiles_for_job(spec, types, pred)
-        jobs.append(llm_job(spec, row["name"], arrival, homes[i % len(homes)],
-                            int(float(row["gpus"])),
-                            deadline=arrival + timedelta(hours=dl) if dl else None, tp=tp))
+        try:
+            job, profs = _trace_job(row, origin, homes[i % len(homes)], types, pred, owner)
+        except ValueError as exc:
+            raise ValueError(f"line {i + 2}, job {row['name']!r}: {exc}") from None
+        jobs.append(job)
         profiles += profs
     return jobs, profiles
+
+
+def _trace_job(row: Mapping[str, Any], origin: datetime, home: str, types: list[str],
+               pred: Predictor, owner: str) -> tuple[Job, list[JobProfile]]:
+    """One checked llm-jobs row's job and its profiles (:func:`jobs_from_llm_trace`)."""
+    steps = _opt(row, "steps")
+    spec = spec_of(row["name"], Path(row["model_config"]), int(float(row["seq_len"])),
+                   int(float(row["global_batch"])), _opt(row, "tokens"),
+                   None if steps is None else int(steps), row["precision"] or "bf16",
+                   row.get("purpose") or "pretrain", _opt(row, "pretrained_tokens"),
+                   str(row.get("activation_checkpointing", "")).lower() in ("1", "true"),
+                   int(_opt(row, "zero") or 0), owner)
+    arrival = origin + timedelta(seconds=float(row["time"]))
+    dl = _opt(row, "deadline_h")
+    profs, tp = profiles_for_job(spec, types, pred)
+    if not profs:
+        raise ValueError(f"{Path(row['model_config']).name} fits on none of the GPU types "
+                         f"{types}; use a smaller model or larger devices")
+    return llm_job(spec, row["name"], arrival, home, int(float(row["gpus"])),
+                   deadline=arrival + timedelta(hours=dl) if dl else None, tp=tp), profs
 
 
 def _opt(row: Mapping[str, Any], key: str) -> float | None:
@@ -349,7 +438,7 @@ def import_llm_jobs(store: Any, frame: pd.DataFrame, path: str | Path, into: str
     ``into`` and their predicted profiles (on :data:`LLM_GPU_TYPES` and ``reference_gpu``)
     into the store's profiles; returns a :class:`workbench.io.jobs.JobImport`."""
     from workbench.io.errors import InputError
-    from workbench.io.jobs import EPOCH, JobImport
+    from workbench.io.jobs import EPOCH, JobImport, refuse_changed_jobs
 
     if store.has_scenario(into):
         raise InputError(path, f"{into!r} is a scenario in the store; a job set needs a name "
@@ -360,9 +449,10 @@ def import_llm_jobs(store: Any, frame: pd.DataFrame, path: str | Path, into: str
         origin = (ts.tz_convert("UTC") if ts.tzinfo else ts.tz_localize("UTC")).to_pydatetime()
     try:
         jobs, profiles = jobs_from_llm_trace(frame, origin, list(homes) or ["unassigned"],
-                                             (*LLM_GPU_TYPES, reference_gpu))
+                                             (*LLM_GPU_TYPES, reference_gpu), owner=into)
     except ValueError as exc:
         raise InputError(path, str(exc), "check the job's model config and fields") from None
+    refuse_changed_jobs(store, into, jobs, path, replace)
     store.save_profiles(profiles)
     store.write_jobs(into, jobs, replace=replace)
     arrivals = [j.arrival for j in jobs]

@@ -150,13 +150,24 @@ def read_zeus_limits(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     try:
         raw = pd.read_csv(p)
-    except (OSError, pd.errors.ParserError) as exc:
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{p}: the file is empty; pass a Zeus summary_power_<gpu>.csv"
+                         ) from None
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ValueError(f"{p}: cannot read a Zeus power trace ({exc})") from None
     need = {"network", "batch_size", "optimizer", "power_limit", "time_per_epoch",
             "average_power"}
     missing = sorted(need - set(raw.columns))
     if missing:
         raise ValueError(f"{p}: not a Zeus power trace (lacks {missing})")
+    for col in ("power_limit", "time_per_epoch", "average_power"):
+        values = pd.to_numeric(raw[col], errors="coerce")
+        bad = ~np.isfinite(values.to_numpy(float))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{p}, line {i + 2}, column {col!r}: {raw[col].iloc[i]!r} is not "
+                             "a finite number; correct the row")
+        raw[col] = values
     keys = ["network", "batch_size", "optimizer"]
     d = raw.groupby([*keys, "power_limit"], as_index=False)[
         ["time_per_epoch", "average_power"]].mean()
@@ -240,6 +251,10 @@ def fit_zeus(zeus_dir: str | Path, gpus: Sequence[str] = ZEUS_GPUS) -> dict[str,
     out: dict[str, PowerLimitModel] = {}
     for g, rows in frames.items():
         cv = leave_one_limit_out(rows)
+        if cv.empty:
+            raise ValueError(f"{d / f'summary_power_{g}.csv'}: no workload was measured at "
+                             "two or more power limits; a fit needs each workload at several "
+                             "limits (Zeus's summary_power files have them)")
         rt = np.concatenate([np.asarray(v) for v in cv["time_ratio"]])
         rp = np.concatenate([np.asarray(v) for v in cv["power_ratio"]])
         out[gpu_key(g)] = PowerLimitModel(

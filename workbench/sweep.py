@@ -342,6 +342,9 @@ def _connect(scheduler_address: str | None, n_workers: int, threads_per_worker: 
         log.warning("a threaded cluster runs one simulation at a time (Pyomo's "
                     "output capture is not thread-safe); use processes to parallelise")
         n_workers, threads_per_worker = 1, 1
+    from workbench.config import bounded_workers
+
+    n_workers = bounded_workers(n_workers, "local cluster")
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                            processes=processes, dashboard_address=None, **where)
     return Client(cluster), cluster

@@ -135,8 +135,11 @@ def forecast_error(args: argparse.Namespace) -> float:
 def parse_power_limits(text: str | None) -> tuple[float, ...]:
     """``--power-limits``: None/``none`` (no menu), ``default`` or fractions ``0.85,0.7``.
     Raises ValueError naming the flag and the fix."""
-    raw = "" if text is None else text.strip().lower()
-    if raw in ("", "none"):
+    raw = "none" if text is None else text.strip().lower()
+    if raw == "":
+        raise ValueError(f"--power-limits {text!r} is empty: give fractions of the GPU's "
+                         "maximum board power, e.g. 0.85,0.7,0.55, 'default' or 'none'")
+    if raw == "none":
         return ()
     if raw == "default":
         return DEFAULT_MENU

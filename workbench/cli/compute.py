@@ -90,10 +90,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst = dsub.add_parser("list", help="known devices and their figures")
     lst.add_argument("--json", action="store_true", help="print JSON with every source")
     lst.set_defaults(func=_devices_list)
-    add = dsub.add_parser("add", help="add or replace a device in the store from JSON")
+    add = dsub.add_parser("add", help="add a device to the store from JSON (--replace: "
+                          "replace a stored one)")
     add.add_argument("spec", type=Path, help="JSON file: the fields of `devices list --json` "
                      "(sources optional) or NeuSight's device config (Device, Dev_Mem, "
                      "Mem_Bw, Num_Sm, Core_Per_SM, Freq, SingleFLOPs, L2Cache)")
+    add.add_argument("--replace", action="store_true",
+                     help="replace a device stored under the same name")
     add.set_defaults(func=_devices_add)
 
     c = sub.add_parser("compute", help="train the step-time predictor; time a training run")
@@ -288,16 +291,30 @@ def _devices_list(args: argparse.Namespace) -> int:
 
 
 def _devices_add(args: argparse.Namespace) -> int:
+    from workbench.compute.devices import device_key, load_devices, shipped_device
     from workbench.store import Store
 
     try:
         doc = json.loads(Path(args.spec).read_text())
         spec, assumed = device_from_document(doc, _store_devices(args.db))
-    except (OSError, json.JSONDecodeError, ValueError, TypeError) as exc:
+    except (OSError, json.JSONDecodeError, ValueError, TypeError, OverflowError) as exc:
         return _fail(f"cannot read device spec {args.spec}: {exc}")
+    shipped = shipped_device(spec.name)
+    if shipped is not None:
+        # A stored device overrides a shipped one in every lookup (predictions on it change).
+        return _fail(f"{args.spec}: device name {spec.name!r} stands for the shipped device "
+                     f"{shipped}; give yours a name of its own (e.g. '{spec.name}-custom')")
     with Store(args.db) as store:
+        stored = {device_key(d.name): d.name for d in load_devices(store)}
+        old = stored.get(device_key(spec.name))
+        if old is not None and not args.replace:
+            return _fail(f"{args.spec}: device {spec.name!r} is already stored in {args.db} "
+                         f"(as {old!r}); pass --replace to replace its figures, or give it "
+                         "another name")
+        if old is not None and old != spec.name:
+            store.delete_device(old)
         save_device(store, spec)
-    print(f"saved device {spec.name} in {args.db}")
+    print(f"{'replaced' if old is not None else 'saved'} device {spec.name} in {args.db}")
     for note in assumed:
         print(f"  assumed {note}; give the project's JSON (`devices list --json`) to set it")
     return 0

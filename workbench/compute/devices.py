@@ -21,8 +21,11 @@ Names match tolerantly (:func:`normalise_device_name`): ``"Tesla V100-PCIE-32GB"
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +36,19 @@ class UnknownDeviceError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+DEVICE_NAME_CHARS = 64
+"""Longest device name (it heads a column of ``devices list`` and names pools)."""
+
+DEVICE_FIGURE_MAX: dict[str, float] = {
+    "fp32_tflops": 1e4, "tf32_tflops": 1e5, "fp16_tflops": 1e5, "bf16_tflops": 1e5,
+    "mem_bw_gb_s": 1e5, "memory_gb": 1e4, "tdp_w": 5e3, "intra_node_gb_s": 1e5,
+    "inter_node_gbit_s": 1e5, "gpus_per_node": 1024, "sms": 1e5, "l2_mb": 1e4,
+    "clock_mhz": 1e4}
+"""Upper bound of each figure of a device, ten times or more the largest accelerator of
+the 2020s (B200: 80 FP32 / 2,250 dense FP16 TFLOP/s, 8 TB/s, 192 GB, 1 kW): above it the
+figure is a unit mistake (GFLOP/s as TFLOP/s, MB as GB)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,17 @@ class DeviceSpec:
     form_factor: str = ""
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.name, str) and self.name.strip()
+                and len(self.name) <= DEVICE_NAME_CHARS):
+            raise ValueError(f"a device needs a name of 1 to {DEVICE_NAME_CHARS} characters, "
+                             f"got {self.name!r:.80}")
+        for f, high in DEVICE_FIGURE_MAX.items():
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"device {self.name!r}: {f} must be a number, got {v!r}")
+            if v > high:
+                raise ValueError(f"device {self.name!r}: {f} = {v:g} is above {high:g}, "
+                                 "beyond any accelerator built; check the unit")
         for f in ("fp32_tflops", "fp16_tflops", "mem_bw_gb_s", "memory_gb", "tdp_w",
                   "intra_node_gb_s", "inter_node_gbit_s"):
             v = getattr(self, f)
@@ -355,24 +382,37 @@ def device_to_dict(d: DeviceSpec) -> dict[str, Any]:
 
 def device_from_dict(d: Mapping[str, Any]) -> DeviceSpec:
     """A device from :func:`device_to_dict` output (``sources`` and the shape figures
-    ``sms``, ``l2_mb``, ``clock_mhz``, ``bf16_tflops``, ``form_factor`` optional)."""
-    try:
-        return DeviceSpec(
-            name=str(d["name"]), vendor=str(d.get("vendor", "nvidia")),
-            fp32_tflops=float(d["fp32_tflops"]), tf32_tflops=float(d.get("tf32_tflops", 0.0)),
-            fp16_tflops=float(d["fp16_tflops"]), mem_bw_gb_s=float(d["mem_bw_gb_s"]),
-            memory_gb=float(d["memory_gb"]), tdp_w=float(d["tdp_w"]),
-            intra_node_gb_s=float(d["intra_node_gb_s"]),
-            inter_node_gbit_s=float(d["inter_node_gbit_s"]),
-            gpus_per_node=int(d.get("gpus_per_node", 8)),
-            sources=MappingProxyType(dict(d.get("sources", {}))),
-            sms=int(d.get("sms", 0)), l2_mb=float(d.get("l2_mb", 0.0)),
-            clock_mhz=float(d.get("clock_mhz", 0.0)),
-            bf16_tflops=float(d.get("bf16_tflops", 0.0)),
-            form_factor=str(d.get("form_factor", "")),
-        )
-    except KeyError as exc:
-        raise ValueError(f"device {d.get('name', '?')!r} lacks field {exc}") from None
+    ``sms``, ``l2_mb``, ``clock_mhz``, ``bf16_tflops``, ``form_factor`` optional). Figures
+    must be JSON numbers (``true`` or ``"312"`` is refused, naming the field), whole where
+    they count (``sms``, ``gpus_per_node``)."""
+    name = d.get("name")
+    if not isinstance(name, str):
+        raise ValueError(f"a device's name must be text, got {name!r:.80}")
+
+    def num(key: str, default: float | None = None, whole: bool = False) -> Any:
+        if key not in d and default is None:
+            raise ValueError(f"device {name!r} lacks field {key!r}")
+        v = d.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"device {name!r}: {key} must be a number, got {v!r:.80}")
+        if whole:
+            if not (math.isfinite(v) and float(v).is_integer()):
+                raise ValueError(f"device {name!r}: {key} must be a whole number, got {v!r}")
+            return int(v)
+        return float(v)
+
+    return DeviceSpec(
+        name=name, vendor=str(d.get("vendor", "nvidia")),
+        fp32_tflops=num("fp32_tflops"), tf32_tflops=num("tf32_tflops", 0.0),
+        fp16_tflops=num("fp16_tflops"), mem_bw_gb_s=num("mem_bw_gb_s"),
+        memory_gb=num("memory_gb"), tdp_w=num("tdp_w"),
+        intra_node_gb_s=num("intra_node_gb_s"), inter_node_gbit_s=num("inter_node_gbit_s"),
+        gpus_per_node=num("gpus_per_node", 8, whole=True),
+        sources=MappingProxyType(dict(d.get("sources", {}))),
+        sms=num("sms", 0, whole=True), l2_mb=num("l2_mb", 0.0),
+        clock_mhz=num("clock_mhz", 0.0), bf16_tflops=num("bf16_tflops", 0.0),
+        form_factor=str(d.get("form_factor", "")),
+    )
 
 
 NEUSIGHT_KEYS = ("Device", "Dev_Mem", "Mem_Bw", "Num_Sm", "Core_Per_SM", "Freq", "L2Cache")
@@ -408,15 +448,20 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
     if missing:
         raise ValueError(f"NeuSight device config lacks {missing}; it needs "
                          f"{', '.join(NEUSIGHT_KEYS)} and SingleFLOPs (GFLOP/s)")
-    try:
-        dev_str = str(doc["Device"])
-        fp32 = float(doc.get("SingleFLOPsVEC", doc.get("SingleFLOPs"))) / 1e3
-        mem, bw = float(doc["Dev_Mem"]), float(doc["Mem_Bw"])
-        sms, clock, l2 = int(doc["Num_Sm"]), float(doc["Freq"]), float(doc["L2Cache"])
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"NeuSight device config has a non-numeric figure ({exc}); "
-                         "give numbers for Dev_Mem, Mem_Bw, Num_Sm, Freq, SingleFLOPs, "
-                         "L2Cache") from None
+    def num(key: str) -> float:
+        v = doc[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"NeuSight device config: {key} = {v!r:.80} is not a finite "
+                             "number; give numbers for Dev_Mem, Mem_Bw, Num_Sm, Freq, "
+                             "SingleFLOPs, L2Cache")
+        return float(v)
+
+    dev_str = str(doc["Device"])
+    fp32 = num("SingleFLOPsVEC" if "SingleFLOPsVEC" in doc else "SingleFLOPs") / 1e3
+    mem, bw = num("Dev_Mem"), num("Mem_Bw")
+    sms, clock, l2 = num("Num_Sm"), num("Freq"), num("L2Cache")
+    if not sms.is_integer():
+        raise ValueError(f"NeuSight device config: Num_Sm = {sms:g} is not a whole number")
     table = BUILTIN_DEVICES if known is None else known
     try:
         base: DeviceSpec | None = table[normalise_device_name(dev_str, table)]
@@ -427,7 +472,7 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
                                 "clock_mhz")}
     if "SingleFLOPsMM" in doc:
         sources["fp32_tflops"] += (f"; vector peak; matrix-core FP32 "
-                                   f"{float(doc['SingleFLOPsMM']) / 1e3:g} TF")
+                                   f"{num('SingleFLOPsMM') / 1e3:g} TF")
     assumed: list[str] = []
     vendor = "amd" if "amd" in dev_str.lower() else (
         "huawei" if "ascend" in dev_str.lower() else "nvidia")
@@ -456,7 +501,7 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
         assumed = [f"{k}: {v.removeprefix('assumption: ')}" for k, v in notes.items()]
         name = _display_name(dev_str)
     spec = DeviceSpec(name=name, vendor=vendor, fp32_tflops=fp32, mem_bw_gb_s=bw,
-                      memory_gb=mem, sources=MappingProxyType(sources), sms=sms, l2_mb=l2,
+                      memory_gb=mem, sources=MappingProxyType(sources), sms=int(sms), l2_mb=l2,
                       clock_mhz=clock, **inherit)
     return spec, assumed
 
@@ -473,19 +518,55 @@ def device_from_document(doc: Any, known: Mapping[str, DeviceSpec] | None = None
     return device_from_dict(doc), []
 
 
+_IN_USE: ContextVar[Mapping[str, DeviceSpec] | None] = ContextVar("device_table",
+                                                                  default=None)
+
+
+@contextmanager
+def devices_of(store: Any) -> Iterator[dict[str, DeviceSpec]]:
+    """Inside the block, :func:`device` without a store looks names up in ``store``'s
+    devices as well as the shipped ones (a scenario build predicting profiles on a pool of
+    a device the operator added; the predictions' many lookups need no store passed
+    down)."""
+    table = devices(store)
+    token = _IN_USE.set(table)
+    try:
+        yield table
+    finally:
+        _IN_USE.reset(token)
+
+
 def devices(store: Any | None = None) -> dict[str, DeviceSpec]:
     """Built-in devices plus those stored in ``store`` (a :class:`workbench.store.Store`),
-    stored ones overriding built-in ones of the same name."""
+    stored ones overriding built-in ones of the same name (``devices add`` refuses a name
+    that stands for a shipped one). A store without a devices table adds none."""
     out = dict(BUILTIN_DEVICES)
     if store is not None:
-        out |= {d.name: d for d in load_devices(store)}
+        version = getattr(store, "schema_version", lambda: 3)()
+        if version is not None and version >= 3:
+            out |= {d.name: d for d in load_devices(store)}
     return out
 
 
 def device(name: str, store: Any | None = None) -> DeviceSpec:
-    """Spec of one device by any usual spelling (see :func:`normalise_device_name`)."""
-    table = devices(store)
+    """Spec of one device by any usual spelling (see :func:`normalise_device_name`): the
+    shipped ones, those of ``store``, or within :func:`devices_of` those of its store."""
+    table = devices(store) if store is not None else (_IN_USE.get() or BUILTIN_DEVICES)
     return table[normalise_device_name(name, table)]
+
+
+def device_key(name: str) -> str:
+    """The spelling-insensitive key two names of one device share (``"A-100"``, ``"a100"``,
+    ``"NVIDIA A100"``)."""
+    return _key(name)
+
+
+def shipped_device(name: str) -> str | None:
+    """The shipped device ``name`` would stand for in a lookup (its spelling-insensitive key
+    or an alias), None when it names none: a stored device of that name would shadow it."""
+    k = _key(name)
+    hit = next((n for n in BUILTIN_DEVICES if _key(n) == k), None)
+    return hit or _ALIASES.get(k)
 
 
 def save_device(store: Any, spec: DeviceSpec) -> None:

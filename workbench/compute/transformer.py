@@ -47,6 +47,7 @@ Memory of a step (:func:`step_memory`) as PyTorch runs it, per GPU:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -149,12 +150,19 @@ class ModelSpec:
             self.sparse_step - 1)
 
 
+MAX_DIMENSION = 10**9
+"""Largest size a model config may give (layers, widths, vocabulary, positions): far above
+any model built, below what overflows the memory and FLOP counts."""
+
+
 def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: int | None = None) -> int:
     for k in keys:
         if k in cfg and cfg[k] is not None:
             v = cfg[k]
-            if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 1:
-                raise ModelConfigError(f"{where}: {k} = {v!r} must be a whole number >= 1")
+            if (isinstance(v, bool) or not isinstance(v, int | float)
+                    or not math.isfinite(v) or v != int(v) or not 1 <= v <= MAX_DIMENSION):
+                raise ModelConfigError(f"{where}: {k} = {v!r} must be a whole number >= 1 "
+                                       f"and <= {MAX_DIMENSION:.0e}")
             return int(v)
     if default is not None:
         return default
@@ -275,12 +283,14 @@ def _checked(spec: ModelSpec, where: str) -> ModelSpec:
 def load_model_config(path: str | Path) -> ModelSpec:
     """:func:`model_spec` of a ``config.json`` file (named by its stem)."""
     p = Path(path)
+    if p.is_dir():
+        raise ModelConfigError(f"model config {p} is a folder; pass the config.json in it")
     if not p.is_file():
         raise ModelConfigError(f"model config {p} not found; pass a Hugging Face "
                                "config.json")
     try:
         cfg = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelConfigError(f"{p} is not valid JSON ({exc}); pass a Hugging Face "
                                "config.json") from None
     return model_spec(cfg, p.stem)

@@ -352,6 +352,22 @@ def read_jobs(fmt: str, path: str | Path, *, timezone: str = "UTC",
     return trace
 
 
+def refuse_changed_jobs(store: Any, into: str, jobs: Sequence[Job], path: str | Path,
+                        replace: bool) -> None:
+    """Raise :class:`InputError` when job set ``into`` already holds a job of one of
+    ``jobs``' names with other fields and ``replace`` is not set: a file added to a set
+    never replaces a stored job unasked (the same file imported again changes nothing and
+    passes)."""
+    if replace or not store.job_ids(into) & {j.job_id for j in jobs}:
+        return
+    held = {j.job_id: j for j in store.load_jobs(into)}
+    again = [j.job_id for j in jobs if j.job_id in held and held[j.job_id] != j]
+    if again:
+        more = f" and {len(again) - 1} more" if len(again) > 1 else ""
+        raise InputError(path, f"job set {into!r} already holds job {quoted(again[0])}{more}",
+                         "pass --replace to replace the set, or --into another name")
+
+
 def import_jobs(
     store: Any,
     fmt: str,
@@ -387,6 +403,7 @@ def import_jobs(
     if profiles is None:
         profiles = perf.with_shipped(list(store.load_profiles()))
     jobs = jobs_from_trace(trace, profiles, origin, app, homes, reference_gpu, slack)
+    refuse_changed_jobs(store, into, jobs, path, replace)
     store.write_jobs(into, jobs, replace=replace)
     for why, count in trace.skipped.items():
         if count:

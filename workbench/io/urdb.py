@@ -40,7 +40,9 @@ def _tariff(doc: Any, path: str | Path, item: int) -> dict[str, Any]:
     return doc
 
 
-def _schedule(t: dict[str, Any], key: str, n_periods: int, path: str | Path) -> np.ndarray:
+def _schedule(t: dict[str, Any], key: str, n_periods: int, path: str | Path,
+              structure: str = "energyratestructure") -> np.ndarray:
+    """The 12 x 24 table ``key`` of period numbers of ``structure`` (``n_periods``)."""
     sched = t.get(key)
     try:
         arr = np.asarray(sched, dtype=float)
@@ -53,7 +55,7 @@ def _schedule(t: dict[str, Any], key: str, n_periods: int, path: str | Path) -> 
     if bad.any():
         m, h = (int(x) for x in np.argwhere(bad)[0])
         raise InputError(path, f"month {m + 1}, hour {h} names period {arr[m, h]:g}, but "
-                         f"energyratestructure has {n_periods} periods",
+                         f"{structure} has {n_periods} periods",
                          "correct the schedule", column=key)
     return arr.astype(int)
 
@@ -203,14 +205,18 @@ def read_urdb_demand(path: str | Path, item: int = 0) -> tuple[tuple[DemandStruc
     out: list[DemandStructure] = []
     if t.get("demandratestructure") is not None:
         tiers = _demand_tiers(t["demandratestructure"], "demandratestructure", path)
-        wd = _schedule(t, "demandweekdayschedule", len(tiers), path)
-        we = _schedule(t, "demandweekendschedule", len(tiers), path)
+        wd = _schedule(t, "demandweekdayschedule", len(tiers), path, "demandratestructure")
+        we = _schedule(t, "demandweekendschedule", len(tiers), path, "demandratestructure")
         out.append(DemandStructure(tiers=tiers, weekday=tuple(map(tuple, wd.tolist())),
                                    weekend=tuple(map(tuple, we.tolist()))))
     if t.get("flatdemandstructure") is not None:
         tiers = _demand_tiers(t["flatdemandstructure"], "flatdemandstructure", path)
-        months = np.asarray(t.get("flatdemandmonths", [0] * 12), dtype=float)
-        if months.shape != (12,) or np.any((months < 0) | (months >= len(tiers))):
+        try:
+            months = np.asarray(t.get("flatdemandmonths", [0] * 12), dtype=float)
+        except (TypeError, ValueError):
+            months = np.empty(0)
+        if months.shape != (12,) or np.any((months < 0) | (months >= len(tiers))
+                                           | (months != np.round(months))):
             raise InputError(path, "flatdemandmonths is not 12 period numbers of "
                              "flatdemandstructure", "correct the tariff",
                              column="flatdemandmonths")

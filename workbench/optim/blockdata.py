@@ -5,6 +5,7 @@ of the LP's slacks."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,6 +93,15 @@ def block_columns(
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             np.concatenate([p[2] for p in parts]),
             np.concatenate([p[3] for p in parts]).astype(float))
+
+
+def exact_dot(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+    """``a . b`` rounded once (``math.fsum`` of the products): the same number in any order
+    and any process. (``a @ b`` goes to BLAS, whose sum order depends on its thread count:
+    a Dask worker, started with one BLAS thread, and a many-core parent added a plan's
+    cost up to different last bits.)"""
+    return math.fsum(np.multiply(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+                     .tolist())
 
 
 def penalty_weight(ratios: NDArray[np.float64], factor: float) -> float:

@@ -234,9 +234,18 @@ def get_basis(h: highspy.Highs, lp: SparseLp, x: NDArray[np.float64],
     """The basis HiGHS holds after a simplex solve of ``lp`` (None when it has none): the
     basic variables from HiGHS, a nonbasic column or row at its upper bound where its value
     (``x``, ``row_value``) is there, else at its lower bound. (``getBasis`` gives the same
-    codes one Python object per entry: 20 times slower at 15,000 columns.)"""
-    if not h.getBasis().valid or x.size != lp.n_cols or row_value.size != lp.n_rows:
+    codes one Python object per entry: 20 times slower at 15,000 columns.)
+
+    ``getBasicVariables`` needs the factored basis of a simplex run: on a model that
+    presolve solved outright (no simplex iteration, e.g. a window LP whose pool rows have
+    no entries) HiGHS holds an *alien* basis without a factorization, and the call dies
+    with SIGSEGV. Such a basis, and every model without rows, columns or entries, is read
+    with ``getBasis`` instead (small or trivial models: its cost does not matter)."""
+    hb = h.getBasis()
+    if not hb.valid or x.size != lp.n_cols or row_value.size != lp.n_rows:
         return None
+    if hb.alien or lp.n_cols == 0 or lp.n_rows == 0 or not any(v.size for v in lp._v):
+        return Basis(_codes(hb.col_status), _codes(hb.row_status))
     got = h.getBasicVariables()  # type: ignore[attr-defined]
     basic = np.asarray(got[1] if isinstance(got, tuple) else got, dtype=np.int64)
     upper, lower_r, upper_r = _cat(lp._upper), _cat(lp._lower_r), _cat(lp._upper_r)
@@ -254,6 +263,14 @@ def get_basis(h: highspy.Highs, lp: SparseLp, x: NDArray[np.float64],
     col[basic[basic >= 0]] = BASIS_BASIC
     row[-1 - basic[basic < 0]] = BASIS_BASIC
     return Basis(col, row)
+
+
+def _codes(status: list[highspy.HighsBasisStatus]) -> NDArray[np.int8]:
+    """HiGHS's basis statuses as :data:`BASIS_LOWER`, :data:`BASIS_BASIC` and
+    :data:`BASIS_UPPER` (a nonbasic status without a bound side, as at its lower bound)."""
+    codes = np.fromiter((int(v) for v in status), dtype=np.int8, count=len(status))
+    return np.where((codes == BASIS_BASIC) | (codes == BASIS_UPPER), codes,
+                    BASIS_LOWER).astype(np.int8)
 
 
 def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:

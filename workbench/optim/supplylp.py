@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.optim.blockdata import exact_dot
 from workbench.optim.highs import HighsResult, SparseLp
 
 
@@ -270,7 +271,7 @@ class SupplySolution:
 
     def demand_cost(self, sb: SupplyBlock) -> float:
         """The peaks above their floors at their price per kW."""
-        return float(sb.line_price @ self.peak_kw)
+        return exact_dot(sb.line_price, self.peak_kw)
 
     def cost(self, sb: SupplyBlock) -> float:
         """The supply part of the objective, currency (without the terminal value)."""

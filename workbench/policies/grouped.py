@@ -46,7 +46,10 @@ sweep takes it; ``workers`` > 0: a ``LocalCluster`` of that many single-threaded
 started by the policy), one actor per group holding its look-ahead, or in this process
 (``workers = 0``, no scheduler: one after the other). The two decide alike by construction:
 the coordinator sends each round's calls and combines the replies in group order, every
-group's state is built here in scenario order, and no group's solve has a wall-clock limit
+group's state is built here in scenario order, every cost a group reports and every total
+of them is a sum rounded once (:func:`~workbench.optim.blockdata.exact_dot`,
+``math.fsum``: BLAS's sums move in their last bits with its threads, which differ between
+a Dask worker and its parent), and no group's solve has a wall-clock limit
 by default (``time_limit_s`` None: a limit would make a decision depend on the machine's
 load, as a window LP cut short keeps the previous plan).
 """
@@ -308,7 +311,11 @@ class GroupedLookahead(NoHindsightBound):
                                  "; start it, or pass workers= for a local cluster") from None
         else:
             # Worker processes on loopback, as the sweep starts them.
-            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+            from workbench.config import bounded_workers
+
+            self._cluster = LocalCluster(n_workers=bounded_workers(self.workers,
+                                                                   "lookahead-groups"),
+                                         threads_per_worker=1,
                                          processes=True, dashboard_address=None,
                                          host="127.0.0.1")
             self._client = Client(self._cluster)
@@ -365,7 +372,7 @@ class GroupedLookahead(NoHindsightBound):
         for g, jobs in enumerate(by_group):
             names = {sc.datacenters[i].name for i in self.groups[g]}
             by_dc = {d: v for d, v in state.carbon_kg_by_dc_so_far.items() if d in names}
-            carbon = (sum(by_dc.values()) if state.carbon_kg_by_dc_so_far
+            carbon = (math.fsum(by_dc.values()) if state.carbon_kg_by_dc_so_far
                       else state.carbon_kg_so_far * float(self._carbon_share[g]))
             out.append(replace(state, scenario=self.views[g], jobs=tuple(jobs),
                                carbon_kg_so_far=carbon, carbon_kg_by_dc_so_far=by_dc))
@@ -393,7 +400,8 @@ class GroupedLookahead(NoHindsightBound):
         info = SolveInfo(
             status=bad[0].status if bad else (infos[0][1].status if infos else "optimal"),
             solve_s=sum(i.solve_s for _, i in infos),
-            objective=sum(i.objective for _, i in infos if i.objective is not None) if infos
+            objective=math.fsum(i.objective for _, i in infos if i.objective is not None)
+            if infos
             else None, fallback=any(i.fallback for _, i in infos),
             message="; ".join(f"group {g}: {i.message}" for g, i in infos if i.message))
         return Allocation(placements=placements, solve=info, expected_gain=gains,
@@ -449,9 +457,10 @@ class GroupedLookahead(NoHindsightBound):
                 break
 
     def _totals(self) -> tuple[float, float]:
-        """The sum of the groups' plan costs and shortfalls."""
+        """The sum of the groups' plan costs and shortfalls (rounded once: the same in any
+        order of the replies)."""
         reps = [r for r in self._reports if r is not None]
-        return sum(r.plan_cost for r in reps), sum(r.shortfall for r in reps)
+        return math.fsum(r.plan_cost for r in reps), math.fsum(r.shortfall for r in reps)
 
     def _class_of(self, job: Job) -> int:
         """The index of the job's class (application, GPU-count menu, GPU types): jobs of

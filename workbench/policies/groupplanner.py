@@ -4,6 +4,7 @@ held by a :class:`GroupPlanner` (a Dask actor or a plain object), and the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -105,4 +106,4 @@ class GroupPlanner:
         return GroupReport(
             plan.block_start, plan.block_len, plan.pool_price, used, plan.need, plan.end,
             plan.carbon_price, plan.t0, plan.cost,
-            float(sum(plan.shortfall.values())), plan.n_columns)
+            math.fsum(plan.shortfall.values()), plan.n_columns)

@@ -55,6 +55,7 @@ from workbench.forecast import Forecast
 from workbench.meter import job_power_caps_kw
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
+from workbench.optim.blockdata import exact_dot
 from workbench.optim.fallback import greedy_choice
 from workbench.optim.info import SolveInfo
 from workbench.policies.base import (
@@ -174,7 +175,7 @@ def _least_carbon(prob: blocklp.BlockProblem, jobs: list[Job], time_limit_s: flo
         np.where(tr, prob.rate, 0.0), prob.carbon_kg, prob.configs.energy_kwh))
     per_job = {j.job_id: (float(w), float(k), float(e))
                for j, w, k, e in zip(jobs, work, kg, kwh, strict=True)}
-    return LeastCarbon(carbon_kg=float(prob.carbon_kg @ sol.x), cost=float(prob.cost @ sol.x),
+    return LeastCarbon(carbon_kg=exact_dot(prob.carbon_kg, sol.x), cost=exact_dot(prob.cost, sol.x),
                        shortfall=shortfall, per_job=per_job)
 
 
@@ -464,8 +465,8 @@ class OfflinePolicy:
         x = sol.x
         exact = prob.exact
         self.is_bound = not (exact and sol.optimal)
-        self.optimum_cost = float(prob.cost @ x)
-        self.optimum_carbon_kg = float(prob.carbon_kg @ x)
+        self.optimum_cost = exact_dot(prob.cost, x)
+        self.optimum_carbon_kg = exact_dot(prob.carbon_kg, x)
         demand = 0.0
         self._supply_plan = None
         if self._ws is not None and sol.supply is not None:
@@ -474,7 +475,7 @@ class OfflinePolicy:
             self.optimum_carbon_kg += sol.supply.carbon_kg(sb)
             demand = sol.supply.demand_cost(sb)
             self._supply_plan = self._planner.plan(self._ws, sol.supply)
-        self.optimum_energy_kwh = float(prob.configs.energy_kwh @ x)
+        self.optimum_energy_kwh = exact_dot(prob.configs.energy_kwh, x)
         self.shortfall = {hz.jobs[j].job_id: float(s) for j, s in zip(
             prob.work_jobs.tolist(), sol.short, strict=True) if s > 1e-6}
         if self.shortfall:

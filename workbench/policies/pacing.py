@@ -39,6 +39,7 @@ from workbench.caps import Caps
 from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim import blocklp
+from workbench.optim.blockdata import exact_dot
 from workbench.policies.base import JobState, SlotState
 from workbench.policies.offline import required_share
 
@@ -62,9 +63,9 @@ class WindowEnd:
         sel = group_x >= 0
         kg = np.bincount(group_x[sel], weights=(prob.carbon_kg * sol.x)[sel],
                          minlength=n_groups).astype(float)
-        cost = float(prob.cost @ sol.x)
+        cost = exact_dot(prob.cost, sol.x)
         if prob.moves is not None:
-            cost += float(prob.moves.cost @ sol.move)
+            cost += exact_dot(prob.moves.cost, sol.move)
         if prob.supply is not None and sol.supply is not None:
             kg += sol.supply.carbon_kg_by_group(prob.supply, n_groups)
             cost += sol.supply.cost(prob.supply)

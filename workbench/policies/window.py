@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from workbench.forecast import Forecast
 from workbench.model import ScenarioView
+from workbench.optim.blockdata import exact_dot
 from workbench.optim.blocklp import BlockConfig, BlockMoves, BlockProblem, BlockSolution
 from workbench.policies.base import JobState
 
@@ -223,7 +224,7 @@ def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockC
     move_cost = prob.moves.cost if prob.moves is not None else np.zeros(0)
     return WindowPlan(t0=t, block_start=bstart, block_len=prob.block_len, mu=mu,
                       share=share, shortfall=shortfall,
-                      cost=float(prob.cost @ x + move_cost @ sol.move),
+                      cost=exact_dot(prob.cost, x) + exact_dot(move_cost, sol.move),
                       status=sol.status, solve_s=0.0, n_columns=sol.n_columns,
                       pool_price=sol.pool_price,
                       carbon_price=float(sol.carbon_price.sum()),

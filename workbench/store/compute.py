@@ -40,6 +40,11 @@ class ComputeTables(StoreBase):
             con.execute("INSERT OR REPLACE INTO devices (name, spec) VALUES (?, ?)",
                         [name, spec_json])
 
+    def delete_device(self, name: str) -> None:
+        """Remove the device stored under ``name`` (none: nothing happens)."""
+        with self.transaction() as con:
+            con.execute("DELETE FROM devices WHERE name = ?", [name])
+
     def device_specs(self) -> list[str]:
         """The stored device specs (JSON text), by name."""
         return [str(r[0]) for r in self.con.execute(

@@ -55,6 +55,11 @@ class JobTables(StoreBase):
             insert_frame(con, "jobs", rows, or_replace=True)
         return len(rows)
 
+    def job_ids(self, set_name: str) -> set[str]:
+        """The job ids stored under a job-set or scenario name."""
+        return {str(r[0]) for r in self.con.execute(
+            "SELECT job_id FROM jobs WHERE scenario = ?", [set_name]).fetchall()}
+
     def load_jobs(self, set_name: str) -> list[Job]:
         """The jobs stored under a job-set or scenario name, by arrival."""
         return [job_from_row(r) for r in records(

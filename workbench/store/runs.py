@@ -53,6 +53,10 @@ RESERVED_RUN_REFS: tuple[str, ...] = ("latest",)
 """Words :meth:`RunTables.resolve_run` reads as something other than a name or an id."""
 
 
+RUN_NAME_CHARS = 64
+"""Longest run name: it fits a column of ``runs compare`` and a line of ``runs list``."""
+
+
 class RunTables(StoreBase):
     """Runs: store (one transaction per batch), copy from a side file, list, read, rename,
     delete."""
@@ -186,6 +190,11 @@ class RunTables(StoreBase):
         name = name.strip()
         if not name:
             return None
+        if len(name) > RUN_NAME_CHARS or not name.isprintable():
+            return (f"run name {name[:40]!r}{'…' if len(name) > 40 else ''} "
+                    f"({len(name):,} characters) must be at most {RUN_NAME_CHARS} printable "
+                    "characters on one line (it heads the columns of `runs compare`); "
+                    "choose a shorter name")
         if name.lower() in RESERVED_RUN_REFS:
             return (f"run name {name!r} is reserved ('latest' means the newest run); choose "
                     "another name")
