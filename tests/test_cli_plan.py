@@ -335,3 +335,47 @@ def test_the_hindsight_bound_is_the_yardstick_on_equal_work(db, capsys) -> None:
     gap = obj["like_for_like"]["above_bound_pct"]
     assert gap == pytest.approx(100 * (obj["equal_work_cost"] / bound["equal_work_cost"] - 1))
     assert gap >= 0 and f"this run is {gap:+.1f}% above it" in text
+
+
+def test_the_carbon_split_of_work_left_undone_is_a_number(db, capsys) -> None:
+    """real4 and green3 with ``--ignore`` printed "work left undone +nan" in the carbon
+    split: ``plan``'s summary dropped the run's undone carbon, so its part was NaN. Each
+    unit's part is a number that closes its split (the parts add up to the saving on equal
+    work), in the summary and in ``--json``."""
+    import re
+
+    with Store(db) as store:  # lookahead waits for the cheap slots and leaves work undone
+        store.save_scenario(tiny_scenario(
+            [training("j", slots_of_work=3.0), training("k", arrival_slot=1, slots_of_work=2.0)],
+            n_slots=4, price_a=[3, 3, 1, 1], price_b=[3, 3, 1, 1], name="tiny-undone"))
+    argv = ["--db", str(db), "plan", "--scenario", "tiny-undone", "--policy", "lookahead",
+            "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "nan" not in (out.out + out.err).lower()
+    kg_line = next(line for line in out.out.splitlines()
+                   if "where the carbon saving comes from" in line)
+    assert "work left undone" in kg_line
+    assert main(argv + ["--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    cmp = obj["like_for_like"]
+    assert cmp["unfinished_carbon_kg"] is not None and cmp["unfinished_carbon_kg"] > 0
+    parts = [float(v) for v in re.findall(r"[+-][\d.]+", kg_line.split(":", 1)[1])]
+    assert sum(parts) == pytest.approx(cmp["carbon_saving_kg"], abs=0.06 * len(parts))
+
+
+@pytest.mark.parametrize("missing", ["unfinished_carbon_kg", "unfinished_charge"])
+def test_attribution_lines_never_print_nan(missing: str) -> None:
+    """A figure missing from one run (NaN) leaves its part out; it never prints as nan."""
+    from workbench.cli.plan import attribution_lines
+    from workbench.equal_work import like_for_like
+
+    run = {"equal_work_cost": 10.0, "equal_work_carbon_kg": 5.0, "cost": 9.0,
+           "unfinished_charge": 1.0, "unfinished_carbon_kg": 0.5}
+    base = {"equal_work_cost": 12.0, "equal_work_carbon_kg": 6.0, "cost": 12.0,
+            "unfinished_charge": 0.0, "unfinished_carbon_kg": 0.0}
+    del run[missing]
+    att = {"cost": {"efficiency": 1.0}, "carbon_kg": {"efficiency": 0.5}}
+    lines = attribution_lines(att, None, "CNY", like_for_like(run, base))
+    assert lines and not any("nan" in line.lower() for line in lines)
+    assert sum("work left undone" in line for line in lines) == 1

@@ -48,7 +48,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "cost", "currency", "energy_kwh", "carbon_kg", "deadline_misses", "jobs_finished",
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "transfer_gb", "lost_s",
     "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
-    "unfinished_work_jobs", "green_share", "curtailed_kwh", "battery_soc_violations",
+    "unfinished_carbon_kg", "unfinished_work_jobs", "green_share", "curtailed_kwh",
+    "battery_soc_violations",
 )
 """Metrics in the ``--json`` object (besides ``policy`` and ``bill``), for the run and its
 baseline. ``cost`` is the total of the jobs' energy charges (as before supply existed);
@@ -137,8 +138,11 @@ def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
         parts = ", ".join(f"{k} {att['cost'].get(k, 0.0):+,.2f}" for k in keys)
         kg = ", ".join(f"{k} {att['carbon_kg'].get(k, 0.0):+,.1f}" for k in keys
                        if k in att["carbon_kg"])
+        # Each unit's undone part on its own: a figure missing from one (NaN) must not
+        # print as "+nan", nor hide the other's.
         if math.isfinite(undone) and abs(undone) > 0:
             parts += f", work left undone {undone:+,.2f}"
+        if math.isfinite(undone_kg) and abs(undone_kg) > 0:
             kg += f", work left undone {undone_kg:+,.1f}"
         lines += [f"where the saving comes from ({cur}): {parts}",
                   f"where the carbon saving comes from (kg): {kg}"]
