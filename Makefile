@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/workbench --db $(DB) scenario generate seed3 --seed 0
 	$(BIN)/workbench --db $(DB) scenario show seed3
+	mkdir -p out
 	$(BIN)/workbench --db $(DB) plan --scenario seed3 --out out/plan.csv --migrations-out out/migrations.csv
 	@echo "Serving the app: open the URL printed below (Ctrl-C stops it)"
 	$(BIN)/workbench --db $(DB) serve --port $(or $(PORT),5006)

@@ -216,10 +216,8 @@ def _export(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         result = runs_mod.load_result(store, rid)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_plan_csv(result.plan, args.out)
     if args.migrations_out is not None:
-        args.migrations_out.parent.mkdir(parents=True, exist_ok=True)
         write_migrations_csv(result.migrations, args.migrations_out)
     if args.json:
         print(json.dumps({"run_id": rid, "plan": str(args.out), "plan_rows": len(result.plan),
