@@ -515,7 +515,28 @@ def test_missed_cap_and_unfinished_jobs_are_warnings(state: WorkbenchState) -> N
     assert caps[0]["scope"] == "all" and not caps[0]["met"]
     warnings = derive.run_warnings(res)
     assert any(w.startswith("carbon cap missed") for w in warnings)
-    assert state.message_kind == "warning" and "carbon cap missed" in state.message
+    assert state.message_kind == "warning" and "carbon cap missed" not in state.message
+    assert "warnings: see “Warnings of this run”" in state.message
+
+
+def test_each_warning_of_a_run_is_shown_once(state: WorkbenchState) -> None:
+    """The same warning was on screen four times (the message box repeated the banner's
+    list, the budget's note and verdict repeated the simulator's miss): the banner lists
+    each fact once and the message box only counts them."""
+    from workbench.app.markup import banner_html, esc
+
+    state.param.update(policy="lookahead", cap_mode="global", carbon_cap_kg=0.01,
+                       baseline_policies=[])
+    res = state.run()
+    assert res is not None
+    warnings = derive.run_warnings(res)
+    html = banner_html(state.run_info, False, warnings, "UTC")
+    assert sum("carbon cap missed" in w or "MISSED" in w for w in warnings) == 1, warnings
+    assert len(set(warnings)) == len(warnings) >= 2
+    for w in warnings:
+        head = w[:40]
+        assert html.count(esc(head)) == 1 and head not in state.message, (w, state.message)
+    assert f"{len(warnings)} warnings" in state.message
 
 
 def test_cancel_stops_the_run_and_keeps_the_previous(state: WorkbenchState) -> None:

@@ -129,3 +129,36 @@ def test_the_app_draws_the_stored_frontier_beside_the_hindsight_bound(tmp_path: 
     state.load_run(str(runs[runs.policy == "asap-home"].iloc[-1]["run_id"]))
     assert view.frontier_frame() is None
     assert "workbench frontier" in view._frontier().object
+
+
+def test_cli_frontier_says_each_line_once_and_writes_counts_as_integers(
+        tmp_path: Path) -> None:
+    """The frontier's workers each printed the runs' warnings (every line twice on two
+    workers, once more per cap) and its CSV wrote counts as ``0.0``: in its own process,
+    on two worker processes, every stderr line is said once and the counts are whole."""
+    import subprocess
+    import sys
+
+    from helpers_sim import tiny_scenario as two_sites
+    from helpers_sim import training
+
+    db, out = tmp_path / "wb.duckdb", tmp_path / "front.csv"
+    with Store(db) as store:  # k is left unfinished: a warning of every run
+        store.save_scenario(two_sites(
+            [training("j", slots_of_work=3.0), training("k", arrival_slot=1, slots_of_work=2.0)],
+            n_slots=4, price_a=[3, 3, 1, 1], price_b=[3, 3, 1, 1]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench.cli", "--db", str(db), "frontier", "--scenario",
+         "tiny", "--caps", "10%,20%", "--workers", "2", "--out", str(out)],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == len(set(lines)), proc.stderr
+    unfinished = [line for line in lines if "unfinished" in line]
+    assert len(unfinished) == 1 and "runs, e.g." in unfinished[0], proc.stderr
+    text = out.read_text().splitlines()
+    head = text[0].split(",")
+    for row in text[1:]:
+        cells = dict(zip(head, row.split(","), strict=True))
+        for col in ("deadline_misses", "jobs_unfinished"):
+            assert cells[col].isdigit(), (col, row)

@@ -265,6 +265,18 @@ def reference_run(store: Store, info: Mapping[str, Any]) -> str | None:
     return None
 
 
+def stored_baseline(store: Store, scenario: str, key: str) -> str | None:
+    """The newest stored baseline run of ``scenario`` whose settings carry ``key``
+    (:func:`workbench.runner.spec_key`: the same scenario content and run settings), or
+    None: ``plan`` reuses it instead of storing another identical baseline."""
+    runs = store.runs(scenario)
+    for rec in reversed(runs.to_dict("records")):  # newest last in runs()
+        if rec.get("status") == "baseline" and _parse(rec.get("settings")).get("spec_key") \
+                == key:
+            return str(rec["run_id"])
+    return None
+
+
 def stored_attribution(store: Store, run_id: str, scenario: Scenario,
                        result: RunResult | None = None
                        ) -> tuple[dict[str, dict[str, float]] | None, str]:
