@@ -718,3 +718,26 @@ def test_quote_arrival_and_forecast_origins_follow_the_time_zone(db: Path) -> No
     assert pd.Timestamp(quote.arrival.start) == (
         start_utc.tz_localize("UTC").tz_convert(zone).tz_localize(None))
     assert pane.origin.options and all(name.endswith(zone) for name in pane.origin.options)
+
+
+def test_a_typed_percentage_cap_stays_a_percentage(tmp_path: Path, seed3: Scenario) -> None:
+    """After a run, the app rewrote a typed cap of "10%" into its kg ("979.707"): a
+    stored run keeps the percentage beside the kg, and reopening it (a new session opens
+    the latest run) shows "10%" again."""
+    from workbench.app.views.sidebar import Sidebar
+
+    db = tmp_path / "wb.duckdb"  # its own store: the runs stored here reopen below
+    with Store(db) as store:
+        store.save_scenario(_tiny(seed3))
+    s = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lookahead",
+                       baseline_policies=["asap-home"], save_runs=True)
+    s.cap_mode = "global"
+    assert s.enter("carbon_cap_kg", "10%") == ""
+    res = s.run()
+    assert res is not None and s.carbon_cap_pct == 10.0
+    again = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lookahead",
+                           baseline_policies=["asap-home"], save_runs=False)
+    assert again.run_info.get("run_id") == s.run_info.get("run_id")
+    assert again.cap_mode == "global" and again.carbon_cap_pct == 10.0
+    shown = Sidebar(state=again).caps.objects[0]
+    assert shown.value == "10%"

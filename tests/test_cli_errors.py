@@ -493,3 +493,50 @@ def test_an_output_in_a_missing_folder_is_refused_before_anything_runs(
     assert "create it first" in err
     assert not missing.exists()
     assert store_digest(db) == before
+
+
+# -- issue 37, item 4: a mistyped option or choice gets the closest known one --------------
+
+
+def _leaves() -> list[tuple[tuple[str, ...], str]]:
+    """``(command words, a long option)`` of every (sub)command: its longest option, the
+    one most worth a suggestion."""
+    import argparse
+
+    from workbench.cli import build_parser
+
+    out: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs:
+            for name, child in dict(subs[0].choices).items():
+                walk(child, (*path, name))
+            return
+        flags = [f for a in parser._actions for f in a.option_strings
+                 if f.startswith("--") and len(f) > 6 and f not in ("--help", "--verbose")]
+        if flags:
+            out.append((path, max(flags, key=len)))
+
+    walk(build_parser(), ())
+    return out
+
+
+@pytest.mark.parametrize("words, flag", _leaves(), ids=[" ".join(w) for w, _ in _leaves()])
+def test_a_mistyped_option_gets_did_you_mean(words: tuple[str, ...], flag: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --polcy x` said only "unrecognized arguments": every command now names the
+    option meant."""
+    typo = flag[:4] + flag[5:]  # one letter dropped: --polcy for --policy
+    assert main([*words, typo, "1"]) == 2
+    err = _one_line(capsys)
+    assert f"did you mean `{flag}`?" in err and f"workbench {' '.join(words)}" in err, err
+
+
+def test_plan_polcy_and_a_mistyped_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--polcy", "lookahead"]) == 2
+    assert "did you mean `--policy`?" in _one_line(capsys)
+    assert main(["plan", "--policy", "lookahed"]) == 2
+    assert "did you mean `lookahead`?" in _one_line(capsys)
+    assert main(["pln"]) == 2
+    assert "did you mean `plan`?" in _one_line(capsys)

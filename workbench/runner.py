@@ -311,6 +311,10 @@ def simulate_spec(
         ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted,
         caps=caps if given else spec.metered, meter_only=not given,
         ignore=spec.ignore, power_limits=spec.power_limits)
+    if spec.caps.carbon_pct_below_baseline is not None:
+        # The cap as the operator gave it, beside the kg it resolved to: a face that
+        # repeats the run shows "10%", not the kg.
+        result.meta["carbon_cap_pct"] = float(spec.caps.carbon_pct_below_baseline)
     bound = policy.hindsight_bound()
     if bound is not None:
         result.meta["bound"] = {**bound.as_dict(), **bound_equal_work(bound.as_dict(), scenario)}
