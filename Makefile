@@ -6,12 +6,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= workbench.duckdb
 
-.PHONY: run test lint clean notebooks
+.PHONY: run test lint clean notebooks notebooks-run
 
 $(STAMP): pyproject.toml
+	@echo "== Installing the workbench and its dependencies into $(VENV) (first use: 1-2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --progress-bar on -e ".[test]"
+	@echo "== Installed; next time this step is skipped"
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -28,9 +30,23 @@ test: $(STAMP)
 # JupyterLab on the tutorials (installs the `notebooks` extra on first use).
 # FULL_WEEK=1 makes 01_quickstart plan the whole seed3 week instead of two days.
 notebooks: $(STAMP)
-	$(BIN)/pip install --quiet -e ".[notebooks]"
+	@echo "== Installing the notebooks extra (JupyterLab)"
+	$(BIN)/pip install --progress-bar on -e ".[notebooks]"
 	WORKBENCH_FULL_WEEK=$(or $(FULL_WEEK),0) \
 		$(BIN)/jupyter lab --notebook-dir=notebooks
+
+# The tutorials run headless, top to bottom, as CI runs them: each executed notebook is
+# written to out/notebooks/ (the sources stay as they are).
+notebooks-run: $(STAMP)
+	@echo "== Installing the notebooks extra (nbclient, ipykernel)"
+	$(BIN)/pip install --progress-bar on -e ".[notebooks]"
+	mkdir -p out/notebooks
+	for nb in notebooks/*.ipynb; do \
+		echo "== running $$nb"; \
+		WORKBENCH_FULL_WEEK=$(or $(FULL_WEEK),0) $(BIN)/jupyter nbconvert --to notebook \
+			--execute --ExecutePreprocessor.timeout=1800 \
+			--output-dir out/notebooks "$$nb" || exit 1; \
+	done
 
 lint: $(STAMP)
 	$(BIN)/ruff check workbench tests apps bench

@@ -17,18 +17,18 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from workbench.cubes import resample
 from workbench.equal_work import EQUAL_WORK_KEYS, bound_equal_work, equal_work
 from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
-from workbench.scenarios import stored_or_builtin
 from workbench.schema import MIGRATION, PLAN_ROW
-from workbench.sim import RunResult
 from workbench.store import RUN_SETTINGS, RUN_SUMMARY_METRICS, Store, StoreError
+
+if TYPE_CHECKING:  # the simulator, the cubes and the scenarios load where used: `runs list`
+    from workbench.sim import RunResult  # starts without them
 
 REFERENCE_POLICY = "asap-home"
 """The policy a saving is measured against (run at once, at home)."""
@@ -223,6 +223,8 @@ def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> 
     if "currency" in metrics:
         meta["currency"] = metrics["currency"]
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
+    from workbench.sim import RunResult
+
     return RunResult(meta=meta, plan=plan, migrations=migrations, slots=store.run_slots(run_id),
                      queues=pd.DataFrame(), jobs=pd.DataFrame(), metrics=metrics,
                      warnings=warnings)
@@ -239,6 +241,8 @@ def at_slot(scenario: Scenario, slot_s: int | None) -> Scenario:
     if horizon_s % slot_s:
         raise ScenarioError(f"the horizon ({horizon_s / 3600:g} h) is not a whole number of "
                             f"{slot_s // 60}-min slots; pick another slot length")
+    from workbench.cubes import resample
+
     return dataclasses.replace(scenario, grid=resample(scenario.grid, slot_s), slot_s=slot_s,
                                n_slots=horizon_s // slot_s)
 
@@ -315,6 +319,8 @@ def _scenario_of(store: Store, name: str, cache: MutableMapping[str, Scenario | 
     cached in ``cache``), or why it cannot be loaded."""
     if name not in cache:
         try:
+            from workbench.scenarios import stored_or_builtin
+
             cache[name] = stored_or_builtin(store, name)
         except (StoreError, ScenarioError, KeyError) as exc:
             cache[name] = f"attribution not available: scenario {name!r} cannot be loaded " \

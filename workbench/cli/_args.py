@@ -15,8 +15,6 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import NoReturn
 
-from workbench.power_limits import DEFAULT_MENU, check_menu
-
 
 def fail(message: object) -> int:
     """Print ``message`` as the one error line of a command (``error: ...``, its line
@@ -191,6 +189,8 @@ def forecast_error(args: argparse.Namespace) -> float:
 def parse_power_limits(text: str | None) -> tuple[float, ...]:
     """``--power-limits``: None/``none`` (no menu), ``default`` or fractions ``0.85,0.7``.
     Raises ValueError naming the flag and the fix."""
+    from workbench.power_limits import DEFAULT_MENU, check_menu
+
     raw = "" if text is None else text.strip().lower()
     if raw in ("", "none"):
         return ()

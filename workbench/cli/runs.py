@@ -18,7 +18,6 @@ from workbench import runs as runs_mod
 from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, saving_lines
 from workbench.equal_work import like_for_like
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv
 from workbench.model import ScenarioError
@@ -104,6 +103,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    # Here, not at the top: `runs list` starts without the planners `plan` imports.
+    from workbench.cli.plan import attribution_lines, saving_lines
+
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
