@@ -741,3 +741,22 @@ def test_a_typed_percentage_cap_stays_a_percentage(tmp_path: Path, seed3: Scenar
     assert again.cap_mode == "global" and again.carbon_cap_pct == 10.0
     shown = Sidebar(state=again).caps.objects[0]
     assert shown.value == "10%"
+
+
+def test_follow_renewables_without_supply_is_said_not_run(state: WorkbenchState) -> None:
+    """On a scenario without on-site supply, follow-renewables would repeat asap-home: as
+    the policy, Run is disabled with the reason; as a comparison, it is not run, and the
+    sidebar says so under Compare with."""
+    from workbench.app.views.sidebar import Sidebar
+
+    bar = Sidebar(state=state)
+    state.policy = "follow-renewables"
+    assert "policy" in state.blocking_errors() and bar.run_button.disabled
+    assert "would run exactly as asap-home" in bar.error_text.object
+    state.param.update(policy="greedy", baseline_policies=["asap-home", "follow-renewables"])
+    assert "policy" not in state.blocking_errors()
+    res = state.run()
+    assert res is not None and set(state.baselines) == {"asap-home"}
+    assert "follow-renewables" not in state.message  # no note of a failure: not run
+    notes = [o for o in bar.__panel__().objects if "wb-not-compared" in (o.css_classes or [])]
+    assert notes and "*follow-renewables* is not run here" in notes[0].object

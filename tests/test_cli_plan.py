@@ -476,3 +476,28 @@ def test_plan_reuses_a_stored_baseline_of_the_same_inputs(db, capsys) -> None:
             list(old.jobs), n_slots=8, price_a=[2.0] * 8))
     plan()
     assert baselines() == 3
+
+
+def test_follow_renewables_without_on_site_supply_is_refused_before_any_run(db, capsys
+                                                                          ) -> None:
+    """`follow-renewables` on a scenario without its own supply equalled asap-home after a
+    whole run: it is refused first, in one line saying why, and nothing is stored."""
+    import dataclasses
+
+    import numpy as np
+
+    from workbench.supply import Source, Supply
+
+    with Store(db) as store:
+        before = len(store.runs("tiny"))
+    assert main(["--db", str(db), "plan", "--scenario", "tiny", "--policy",
+                 "follow-renewables", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has none, so it would run exactly as asap-home" in err
+    with Store(db) as store:
+        assert len(store.runs("tiny")) == before
+        sunny = store.load_scenario("tiny")
+        store.save_scenario(dataclasses.replace(sunny, name="sunny", supply=Supply(
+            sources=(Source("pv", "a", "solar", 4.0, np.array([0.0, 0.5, 1.0, 1.0] * 2)),))))
+    assert main(["--db", str(db), "plan", "--scenario", "sunny", "--policy",
+                 "follow-renewables", "--no-progress", "--no-baseline"]) == 0

@@ -33,7 +33,13 @@ from workbench.equal_work import bound_equal_work
 from workbench.forecast import FORECAST_MODES, default_forecast_mode
 from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
+from workbench.policies import (
+    DEFAULT_POLICY,
+    POLICY_NAMES,
+    make_policy,
+    policy_knobs,
+    unsuitable,
+)
 from workbench.policies.base import HindsightBound, Policy
 from workbench.policies.offline import LeastCarbon
 from workbench.power_limits import check_menu
@@ -262,6 +268,9 @@ def _check(spec: RunSpec, scenario: Scenario) -> None:
     if spec.scenario != scenario.name:
         raise SpecError(f"the spec names scenario {spec.scenario!r} but was given "
                         f"{scenario.name!r}")
+    why = unsuitable(spec.policy, scenario)
+    if why is not None:  # refused before any run: it would only repeat another policy
+        raise SpecError(why)
     try:
         spec.caps.check_names(d.name for d in scenario.datacenters)
         # Before any run (the baseline's too): a power cap below what the inference
