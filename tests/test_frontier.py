@@ -162,3 +162,35 @@ def test_cli_frontier_says_each_line_once_and_writes_counts_as_integers(
         cells = dict(zip(head, row.split(","), strict=True))
         for col in ("deadline_misses", "jobs_unfinished"):
             assert cells[col].isdigit(), (col, row)
+
+
+def test_frontier_labels_never_print_over_each_other_and_mark_a_missed_cap() -> None:
+    """"uncapped" printed over "cap 980 kg" (a cap that does not bind gives the uncapped
+    plan) and a missed cap was drawn like the others."""
+    from workbench.app import plots
+
+    pts = pd.DataFrame({"carbon_kg": [1000.0, 1000.0, 950.0, 940.0, 800.0],
+                        "cost": [900.0, 900.0, 910.0, 911.0, 1000.0],
+                        "carbon_cap_kg": [math.nan, 1200.0, 980.0, 960.0, 700.0]})
+    out = plots.frontier_labels(pts)
+    shown = out[out["label"] != ""]
+    assert " uncapped = cap 1,200 kg" in list(shown["label"])  # one label for one plan
+    assert list(out.loc[out["missed"], "cap"]) == ["cap 700 kg (missed)"]
+    near = shown[shown["carbon_kg"].between(939, 951)]
+    assert set(near["place"]) == {"top", "bottom"}  # close points: one above, one below
+
+
+def test_the_frontier_draws_a_missed_cap_apart() -> None:
+    import holoviews as hv
+
+    from workbench.app import plots
+
+    frame = pd.DataFrame({"policy": "lookahead", "carbon_cap_kg": [math.nan, 900.0, 500.0],
+                          "cost": [900.0, 950.0, 1100.0], "carbon_kg": [1000.0, 899.0, 700.0],
+                          "bound_cost": math.nan, "bound_carbon_kg": math.nan, "run_id": "r"})
+    plot = plots.frontier(frame, "lookahead", "CNY")
+    scatters = list(plot.traverse(lambda e: e, [hv.Scatter]))
+    missed = [s for s in scatters if s.label == "cap missed"]
+    assert len(missed) == 1 and len(missed[0].data) == 1
+    labels = [t for el in plot.traverse(lambda e: e, [hv.Labels]) for t in el.data["label"]]
+    assert sorted(labels) == [" cap 500 kg (missed)", " cap 900 kg", " uncapped"]
