@@ -10,17 +10,20 @@ DB ?= workbench.duckdb
 
 LOCK := constraints.txt
 
-.PHONY: run test test-fast lint clean notebooks lock
+.PHONY: run test test-fast lint clean notebooks notebooks-run lock
 
 $(STAMP): pyproject.toml $(LOCK)
+	@echo "== Installing the workbench and its dependencies into $(VENV) (first use: 1-2 minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c $(LOCK) -e ".[test]"
+	$(BIN)/pip install --progress-bar on -c $(LOCK) -e ".[test]"
+	@echo "== Installed; next time this step is skipped"
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/workbench --db $(DB) scenario generate seed3 --seed 0
 	$(BIN)/workbench --db $(DB) scenario show seed3
+	mkdir -p out
 	$(BIN)/workbench --db $(DB) plan --scenario seed3 --out out/plan.csv --migrations-out out/migrations.csv
 	@echo "Serving the app: open the URL printed below (Ctrl-C stops it)"
 	$(BIN)/workbench --db $(DB) serve --port $(or $(PORT),5006)
@@ -49,9 +52,23 @@ lock:
 # JupyterLab on the tutorials (installs the `notebooks` extra on first use).
 # FULL_WEEK=1 makes 01_quickstart plan the whole seed3 week instead of two days.
 notebooks: $(STAMP)
-	$(BIN)/pip install --quiet -c $(LOCK) -e ".[notebooks]"
+	@echo "== Installing the notebooks extra (JupyterLab)"
+	$(BIN)/pip install --progress-bar on -c $(LOCK) -e ".[notebooks]"
 	WORKBENCH_FULL_WEEK=$(or $(FULL_WEEK),0) \
 		$(BIN)/jupyter lab --notebook-dir=notebooks
+
+# The tutorials run headless, top to bottom, as CI runs them: each executed notebook is
+# written to out/notebooks/ (the sources stay as they are).
+notebooks-run: $(STAMP)
+	@echo "== Installing the notebooks extra (nbclient, ipykernel)"
+	$(BIN)/pip install --progress-bar on -c $(LOCK) -e ".[notebooks]"
+	mkdir -p out/notebooks
+	for nb in notebooks/*.ipynb; do \
+		echo "== running $$nb"; \
+		WORKBENCH_FULL_WEEK=$(or $(FULL_WEEK),0) $(BIN)/jupyter nbconvert --to notebook \
+			--execute --ExecutePreprocessor.timeout=1800 \
+			--output-dir out/notebooks "$$nb" || exit 1; \
+	done
 
 lint: $(STAMP)
 	$(BIN)/ruff check workbench tests apps bench

@@ -525,7 +525,28 @@ def test_missed_cap_and_unfinished_jobs_are_warnings(state: WorkbenchState) -> N
     assert caps[0]["scope"] == "all" and not caps[0]["met"]
     warnings = derive.run_warnings(res)
     assert any(w.startswith("carbon cap missed") for w in warnings)
-    assert state.message_kind == "warning" and "carbon cap missed" in state.message
+    assert state.message_kind == "warning" and "carbon cap missed" not in state.message
+    assert "warnings: see “Warnings of this run”" in state.message
+
+
+def test_each_warning_of_a_run_is_shown_once(state: WorkbenchState) -> None:
+    """The same warning was on screen four times (the message box repeated the banner's
+    list, the budget's note and verdict repeated the simulator's miss): the banner lists
+    each fact once and the message box only counts them."""
+    from workbench.app.markup import banner_html, esc
+
+    state.param.update(policy="lookahead", cap_mode="global", carbon_cap_kg=0.01,
+                       baseline_policies=[])
+    res = state.run()
+    assert res is not None
+    warnings = derive.run_warnings(res)
+    html = banner_html(state.run_info, False, warnings, "UTC")
+    assert sum("carbon cap missed" in w or "MISSED" in w for w in warnings) == 1, warnings
+    assert len(set(warnings)) == len(warnings) >= 2
+    for w in warnings:
+        head = w[:40]
+        assert html.count(esc(head)) == 1 and head not in state.message, (w, state.message)
+    assert f"{len(warnings)} warnings" in state.message
 
 
 def test_cancel_stops_the_run_and_keeps_the_previous(state: WorkbenchState) -> None:
@@ -710,3 +731,45 @@ def test_quote_arrival_and_forecast_origins_follow_the_time_zone(db: Path) -> No
     assert pd.Timestamp(quote.arrival.start) == (
         start_utc.tz_localize("UTC").tz_convert(zone).tz_localize(None))
     assert pane.origin.options and all(name.endswith(zone) for name in pane.origin.options)
+
+
+def test_a_typed_percentage_cap_stays_a_percentage(tmp_path: Path, seed3: Scenario) -> None:
+    """After a run, the app rewrote a typed cap of "10%" into its kg ("979.707"): a
+    stored run keeps the percentage beside the kg, and reopening it (a new session opens
+    the latest run) shows "10%" again."""
+    from workbench.app.views.sidebar import Sidebar
+
+    db = tmp_path / "wb.duckdb"  # its own store: the runs stored here reopen below
+    with Store(db) as store:
+        store.save_scenario(_tiny(seed3))
+    s = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lookahead",
+                       baseline_policies=["asap-home"], save_runs=True)
+    s.cap_mode = "global"
+    assert s.enter("carbon_cap_kg", "10%") == ""
+    res = s.run()
+    assert res is not None and s.carbon_cap_pct == 10.0
+    again = WorkbenchState(db_path=str(db), scenario_name="tiny", policy="lookahead",
+                           baseline_policies=["asap-home"], save_runs=False)
+    assert again.run_info.get("run_id") == s.run_info.get("run_id")
+    assert again.cap_mode == "global" and again.carbon_cap_pct == 10.0
+    shown = Sidebar(state=again).caps.objects[0]
+    assert shown.value == "10%"
+
+
+def test_follow_renewables_without_supply_is_said_not_run(state: WorkbenchState) -> None:
+    """On a scenario without on-site supply, follow-renewables would repeat asap-home: as
+    the policy, Run is disabled with the reason; as a comparison, it is not run, and the
+    sidebar says so under Compare with."""
+    from workbench.app.views.sidebar import Sidebar
+
+    bar = Sidebar(state=state)
+    state.policy = "follow-renewables"
+    assert "policy" in state.blocking_errors() and bar.run_button.disabled
+    assert "would run exactly as asap-home" in bar.error_text.object
+    state.param.update(policy="greedy", baseline_policies=["asap-home", "follow-renewables"])
+    assert "policy" not in state.blocking_errors()
+    res = state.run()
+    assert res is not None and set(state.baselines) == {"asap-home"}
+    assert "follow-renewables" not in state.message  # no note of a failure: not run
+    notes = [o for o in bar.__panel__().objects if "wb-not-compared" in (o.css_classes or [])]
+    assert notes and "*follow-renewables* is not run here" in notes[0].object

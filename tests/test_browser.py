@@ -454,6 +454,14 @@ def test_a_percentage_carbon_cap_is_typed_as_in_the_cli(page: object) -> None:
     _run_and_read(pg)
     banner = pg.locator("#wb-run-banner").first.inner_text()  # type: ignore[attr-defined]
     assert "carbon cap" in banner and " kg" in banner  # resolved to kg against asap-home
+    # The typed cap stays as typed after the run, and on the run reopened (issue 37:
+    # "10%" became "979.707").
+    assert pg.locator(".wb-cap input").first.input_value() == "20%"  # type: ignore[attr-defined]
+    pg.reload()  # type: ignore[attr-defined]  # a new session opens the latest run: this one
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    cap = pg.locator(".wb-cap input").first  # type: ignore[attr-defined]
+    cap.wait_for()
+    assert cap.input_value() == "20%"
     pg.get_by_label("Carbon cap", exact=True).select_option("none")  # type: ignore[attr-defined]
 
 

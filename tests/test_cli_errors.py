@@ -294,8 +294,44 @@ OUTPUT_FLAGS = [
     (["compute", "train", "--data", "{dir}"], "--out"),
     (["compute", "train", "--data", "{dir}"], "--kernels-out"),
     (["compute", "train", "--data", "{dir}"], "--terms-out"),
+    (["frontier", "--scenario", "tiny", "--policy", "threshold", "--threads"], "--out"),
+    (["fit", "power-limits", "--profiles", "{dir}"], "--out"),
 ]
-"""Every output flag of every command, with the arguments it needs besides."""
+"""Every output flag of every command, with the arguments it needs besides
+(:func:`test_every_output_flag_is_in_the_table` keeps it complete)."""
+
+
+def _output_flags() -> set[tuple[str, str]]:
+    """``(command, flag)`` of every option of the parser that names a file to write."""
+    import argparse
+
+    from workbench.cli import build_parser
+
+    found: set[tuple[str, str]] = set()
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, (*path, name))
+            for flag in action.option_strings:
+                if flag == "--out" or flag.endswith("-out"):
+                    found.add((" ".join(path), flag))
+
+    walk(build_parser(), ())
+    return found
+
+
+def test_every_output_flag_is_in_the_table() -> None:
+    listed = set()
+    for argv, flag in OUTPUT_FLAGS:
+        words = [a for a in argv if not a.startswith("-")]
+        for n in (2, 1):
+            command = " ".join(words[:n])
+            if (command, flag) in _output_flags():
+                listed.add((command, flag))
+                break
+    assert listed == _output_flags()
 
 STORE_OWNED = ["store", "wal", "temp folder", "in temp folder", "side file", "side file wal",
                "other store", "symlink to store", "hard link to store"]
@@ -432,3 +468,78 @@ def test_a_full_disk_under_an_output_is_one_line_and_leaves_no_partial_file(
     assert not target.exists() and not list(full_folder.glob(".*.partial"))
     if argv[0] == "plan":
         assert store_digest(db) == before  # a plan whose outputs fail stores nothing
+
+
+# -- issue 37, item 4: an output in a folder that does not exist is refused, not created --
+
+
+@pytest.mark.parametrize("argv, flag", OUTPUT_FLAGS,
+                         ids=[f"{a[0]} {a[1]} {f}" for a, f in OUTPUT_FLAGS])
+def test_an_output_in_a_missing_folder_is_refused_before_anything_runs(
+        planned_store: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+        flag: str) -> None:
+    """`plan --out /nonexistent/dir/plan.csv` created /nonexistent/dir at the root of the
+    filesystem: every output flag now refuses a folder that does not exist, in one line,
+    before any run, and creates nothing."""
+    from helpers_store import store_digest
+
+    db = planned_store
+    missing = db.parent / "no-such-folder"
+    target = missing / "deeper" / "out.csv"
+    capsys.readouterr()
+    before = store_digest(db)
+    rc = main(["--db", str(db), *[a.replace("{dir}", str(db.parent)) for a in argv],
+               flag, str(target)])
+    err = _one_line(capsys)
+    assert rc == 2, err
+    assert f"{flag} {target}: the folder {target.parent} does not exist" in err, err
+    assert "create it first" in err
+    assert not missing.exists()
+    assert store_digest(db) == before
+
+
+# -- issue 37, item 4: a mistyped option or choice gets the closest known one --------------
+
+
+def _leaves() -> list[tuple[tuple[str, ...], str]]:
+    """``(command words, a long option)`` of every (sub)command: its longest option, the
+    one most worth a suggestion."""
+    import argparse
+
+    from workbench.cli import build_parser
+
+    out: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs:
+            for name, child in dict(subs[0].choices).items():
+                walk(child, (*path, name))
+            return
+        flags = [f for a in parser._actions for f in a.option_strings
+                 if f.startswith("--") and len(f) > 6 and f not in ("--help", "--verbose")]
+        if flags:
+            out.append((path, max(flags, key=len)))
+
+    walk(build_parser(), ())
+    return out
+
+
+@pytest.mark.parametrize("words, flag", _leaves(), ids=[" ".join(w) for w, _ in _leaves()])
+def test_a_mistyped_option_gets_did_you_mean(words: tuple[str, ...], flag: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --polcy x` said only "unrecognized arguments": every command now names the
+    option meant."""
+    typo = flag[:4] + flag[5:]  # one letter dropped: --polcy for --policy
+    assert main([*words, typo, "1"]) == 2
+    err = _one_line(capsys)
+    assert f"did you mean `{flag}`?" in err and f"workbench {' '.join(words)}" in err, err
+
+
+def test_plan_polcy_and_a_mistyped_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--polcy", "lookahead"]) == 2
+    assert "did you mean `--policy`?" in _one_line(capsys)
+    assert main(["plan", "--policy", "lookahed"]) == 2
+    assert "did you mean `lookahead`?" in _one_line(capsys)
+    assert main(["pln"]) == 2
+    assert "did you mean `plan`?" in _one_line(capsys)

@@ -385,3 +385,169 @@ def test_the_apps_saving_shows_what_it_costs_in_time() -> None:
             "p95_jct_h": 20.0}
     html = savings_html(like_for_like(run, base), "lookahead", "CNY")
     assert 'id="saving-jct-mean">+100.0 %' in html and 'id="saving-jct-p95">+50.0 %' in html
+
+
+def test_the_carbon_split_of_work_left_undone_is_a_number(db, capsys) -> None:
+    """real4 and green3 with ``--ignore`` printed "work left undone +nan" in the carbon
+    split: ``plan``'s summary dropped the run's undone carbon, so its part was NaN. Each
+    unit's part is a number that closes its split (the parts add up to the saving on equal
+    work), in the summary and in ``--json``."""
+    import re
+
+    with Store(db) as store:  # lookahead waits for the cheap slots and leaves work undone
+        store.save_scenario(tiny_scenario(
+            [training("j", slots_of_work=3.0), training("k", arrival_slot=1, slots_of_work=2.0)],
+            n_slots=4, price_a=[3, 3, 1, 1], price_b=[3, 3, 1, 1], name="tiny-undone"))
+    argv = ["--db", str(db), "plan", "--scenario", "tiny-undone", "--policy", "lookahead",
+            "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "nan" not in (out.out + out.err).lower()
+    kg_line = next(line for line in out.out.splitlines()
+                   if "where the carbon saving comes from" in line)
+    assert "work left undone" in kg_line
+    assert main(argv + ["--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    cmp = obj["like_for_like"]
+    assert cmp["unfinished_carbon_kg"] is not None and cmp["unfinished_carbon_kg"] > 0
+    parts = [float(v) for v in re.findall(r"[+-][\d.]+", kg_line.split(":", 1)[1])]
+    assert sum(parts) == pytest.approx(cmp["carbon_saving_kg"], abs=0.06 * len(parts))
+
+
+@pytest.mark.parametrize("missing", ["unfinished_carbon_kg", "unfinished_charge"])
+def test_attribution_lines_never_print_nan(missing: str) -> None:
+    """A figure missing from one run (NaN) leaves its part out; it never prints as nan."""
+    from workbench.cli.plan import attribution_lines
+    from workbench.equal_work import like_for_like
+
+    run = {"equal_work_cost": 10.0, "equal_work_carbon_kg": 5.0, "cost": 9.0,
+           "unfinished_charge": 1.0, "unfinished_carbon_kg": 0.5}
+    base = {"equal_work_cost": 12.0, "equal_work_carbon_kg": 6.0, "cost": 12.0,
+            "unfinished_charge": 0.0, "unfinished_carbon_kg": 0.0}
+    del run[missing]
+    att = {"cost": {"efficiency": 1.0}, "carbon_kg": {"efficiency": 0.5}}
+    lines = attribution_lines(att, None, "CNY", like_for_like(run, base))
+    assert lines and not any("nan" in line.lower() for line in lines)
+    assert sum("work left undone" in line for line in lines) == 1
+
+
+def _cli(db, *argv: str):
+    """``workbench`` as a user runs it: its own process, its own logging to stderr."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), *argv],
+                          capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.fixture
+def heavy_db(tmp_path):
+    """A tiny scenario whose asap-home run emits about 3.5 kg (so a cap of "2" can be a
+    forgotten %)."""
+    jobs = [training("j", slots_of_work=3.0, gpus=4, counts=(4,)),
+            training("k", home="b", slots_of_work=3.0, gpus=4, counts=(4,))]
+    path = tmp_path / "heavy.duckdb"
+    with Store(path) as store:
+        store.save_scenario(tiny_scenario(jobs, n_slots=6, carbon_a=[3000.0],
+                                          carbon_b=[1500.0], name="heavy"))
+    return path
+
+
+def test_a_kg_cap_that_reads_like_a_forgotten_percent_is_told_before_the_run(heavy_db) -> None:
+    """`--carbon-cap 20` (the % forgotten) ran as a 20 kg budget and ended "4174.6 % over";
+    before the policy runs, one warning says what the kg are as a share of asap-home's
+    carbon and what `20%` would mean; a plausible kg cap gets no such line."""
+    base = json.loads(_cli(heavy_db, "plan", "--scenario", "heavy", "--policy", "asap-home",
+                           "--no-baseline", "--json", "--no-progress").stdout)["carbon_kg"]
+    assert 2 < base < 100
+    proc = _cli(heavy_db, "plan", "--scenario", "heavy", "--carbon-cap", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "a cap of 1% means a 1% cut below asap-home"
+            in line]
+    assert len(said) == 1, proc.stderr
+    assert lines[said[0]].startswith("warning: carbon cap 1.00 kg is ") or \
+        lines[said[0]].startswith("warning: carbon cap 1 kg is "), lines[said[0]]
+    assert f"{100 / base:.1f}% of asap-home's" in lines[said[0]]
+    # Before the policy's own warnings (printed after its run).
+    assert all(not line.startswith("warning (lookahead)") for line in lines[:said[0]])
+    ok = _cli(heavy_db, "plan", "--scenario", "heavy", "--carbon-cap", f"{0.9 * base:.2f}",
+              "--no-progress")
+    assert ok.returncode == 0 and "% means a" not in ok.stderr
+
+
+def test_each_warning_is_printed_once(heavy_db) -> None:
+    """A budget below the least carbon was said three times (the log, a note, the run's
+    warnings) and its miss twice more: every warning line now says its fact once."""
+    proc = _cli(heavy_db, "plan", "--scenario", "heavy", "--carbon-cap", "0.5",
+                "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert sum("cannot be met with every deadline met" in line for line in lines) == 1, lines
+    assert sum("carbon cap missed" in line or "MISSED" in line for line in lines) == 1, lines
+    assert not any(line.startswith("WARNING ") for line in lines), lines
+    bodies = [line.split(": ", 1)[1] for line in lines]
+    assert len(bodies) == len(set(bodies)), lines
+
+
+def test_plan_reuses_a_stored_baseline_of_the_same_inputs(db, capsys) -> None:
+    """Every `plan` stored another identical asap-home run (six rows of 1,451.14 in `runs
+    list`): a baseline of the same scenario content and settings (its spec key) is reused,
+    with the same figures as a fresh one; another setting or changed scenario content
+    runs and stores a new one."""
+    argv = ["--db", str(db), "plan", "--scenario", "tiny", "--policy", "lookahead", "--json",
+            "--no-progress"]
+
+    def plan(*extra: str) -> dict:
+        assert main([*argv, *extra]) == 0
+        obj = json.loads(capsys.readouterr().out)
+        with Store(db) as store:
+            obj["baseline_run_id"] = store.run_info(obj.pop("run_id"))["baseline_run_id"]
+        return obj
+
+    def baselines() -> int:
+        with Store(db) as store:
+            runs = store.runs("tiny")
+        return int((runs["status"] == "baseline").sum())
+
+    first, again = plan(), plan()
+    assert baselines() == 1
+    # The same figures (the attribution summed from the stored plan: to the last bits),
+    # the same baseline run.
+    att = again.pop("attribution"), first.pop("attribution")
+    assert again == first
+    for unit in ("cost", "carbon_kg"):
+        assert att[0][unit] == pytest.approx(att[1][unit], rel=1e-12, abs=1e-12)
+    other = plan("--seed", "1")
+    assert baselines() == 2 and other["baseline_run_id"] != first["baseline_run_id"]
+    with Store(db) as store:  # the same name, other prices: another scenario content
+        old = store.load_scenario("tiny")
+        store.save_scenario(tiny_scenario(
+            list(old.jobs), n_slots=8, price_a=[2.0] * 8))
+    plan()
+    assert baselines() == 3
+
+
+def test_follow_renewables_without_on_site_supply_is_refused_before_any_run(db, capsys
+                                                                          ) -> None:
+    """`follow-renewables` on a scenario without its own supply equalled asap-home after a
+    whole run: it is refused first, in one line saying why, and nothing is stored."""
+    import dataclasses
+
+    import numpy as np
+
+    from workbench.supply import Source, Supply
+
+    with Store(db) as store:
+        before = len(store.runs("tiny"))
+    assert main(["--db", str(db), "plan", "--scenario", "tiny", "--policy",
+                 "follow-renewables", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has none, so it would run exactly as asap-home" in err
+    with Store(db) as store:
+        assert len(store.runs("tiny")) == before
+        sunny = store.load_scenario("tiny")
+        store.save_scenario(dataclasses.replace(sunny, name="sunny", supply=Supply(
+            sources=(Source("pv", "a", "solar", 4.0, np.array([0.0, 0.5, 1.0, 1.0] * 2)),))))
+    assert main(["--db", str(db), "plan", "--scenario", "sunny", "--policy",
+                 "follow-renewables", "--no-progress", "--no-baseline"]) == 0

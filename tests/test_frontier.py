@@ -131,3 +131,68 @@ def test_the_app_draws_the_stored_frontier_beside_the_hindsight_bound(tmp_path: 
     state.load_run(str(runs[runs.policy == "asap-home"].iloc[-1]["run_id"]))
     assert view.frontier_frame() is None
     assert "workbench frontier" in view._frontier().object
+
+
+def test_cli_frontier_says_each_line_once_and_writes_counts_as_integers(
+        tmp_path: Path) -> None:
+    """The frontier's workers each printed the runs' warnings (every line twice on two
+    workers, once more per cap) and its CSV wrote counts as ``0.0``: in its own process,
+    on two worker processes, every stderr line is said once and the counts are whole."""
+    import subprocess
+    import sys
+
+    from helpers_sim import tiny_scenario as two_sites
+    from helpers_sim import training
+
+    db, out = tmp_path / "wb.duckdb", tmp_path / "front.csv"
+    with Store(db) as store:  # k is left unfinished: a warning of every run
+        store.save_scenario(two_sites(
+            [training("j", slots_of_work=3.0), training("k", arrival_slot=1, slots_of_work=2.0)],
+            n_slots=4, price_a=[3, 3, 1, 1], price_b=[3, 3, 1, 1]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench.cli", "--db", str(db), "frontier", "--scenario",
+         "tiny", "--caps", "10%,20%", "--workers", "2", "--out", str(out)],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == len(set(lines)), proc.stderr
+    unfinished = [line for line in lines if "unfinished" in line]
+    assert len(unfinished) == 1 and "runs, e.g." in unfinished[0], proc.stderr
+    text = out.read_text().splitlines()
+    head = text[0].split(",")
+    for row in text[1:]:
+        cells = dict(zip(head, row.split(","), strict=True))
+        for col in ("deadline_misses", "jobs_unfinished"):
+            assert cells[col].isdigit(), (col, row)
+
+
+def test_frontier_labels_never_print_over_each_other_and_mark_a_missed_cap() -> None:
+    """"uncapped" printed over "cap 980 kg" (a cap that does not bind gives the uncapped
+    plan) and a missed cap was drawn like the others."""
+    from workbench.app import plots
+
+    pts = pd.DataFrame({"carbon_kg": [1000.0, 1000.0, 950.0, 940.0, 800.0],
+                        "cost": [900.0, 900.0, 910.0, 911.0, 1000.0],
+                        "carbon_cap_kg": [math.nan, 1200.0, 980.0, 960.0, 700.0]})
+    out = plots.frontier_labels(pts)
+    shown = out[out["label"] != ""]
+    assert " uncapped = cap 1,200 kg" in list(shown["label"])  # one label for one plan
+    assert list(out.loc[out["missed"], "cap"]) == ["cap 700 kg (missed)"]
+    near = shown[shown["carbon_kg"].between(939, 951)]
+    assert set(near["place"]) == {"top", "bottom"}  # close points: one above, one below
+
+
+def test_the_frontier_draws_a_missed_cap_apart() -> None:
+    import holoviews as hv
+
+    from workbench.app import plots
+
+    frame = pd.DataFrame({"policy": "lookahead", "carbon_cap_kg": [math.nan, 900.0, 500.0],
+                          "cost": [900.0, 950.0, 1100.0], "carbon_kg": [1000.0, 899.0, 700.0],
+                          "bound_cost": math.nan, "bound_carbon_kg": math.nan, "run_id": "r"})
+    plot = plots.frontier(frame, "lookahead", "CNY")
+    scatters = list(plot.traverse(lambda e: e, [hv.Scatter]))
+    missed = [s for s in scatters if s.label == "cap missed"]
+    assert len(missed) == 1 and len(missed[0].data) == 1
+    labels = [t for el in plot.traverse(lambda e: e, [hv.Labels]) for t in el.data["label"]]
+    assert sorted(labels) == [" cap 500 kg (missed)", " cap 900 kg", " uncapped"]

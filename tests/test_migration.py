@@ -40,9 +40,10 @@ def test_round_trip_rule_table(dwell: float, finishes: bool, recent: bool, kept:
     assert bool(keep[opts.moves].all()) is kept and bool(keep[opts.moves].any()) is kept
 
 
-def test_an_inference_service_moved_within_the_dwell_still_follows_the_price() -> None:
-    """The minimum dwell holds training jobs (each move costs them a restart); a service
-    loses no work in a move, so a move that pays is kept however recent the last one."""
+def test_an_inference_service_is_held_for_its_minimum_dwell_too() -> None:
+    """A service loses no work in a move, so it was exempt from the minimum dwell and
+    ping-ponged on price dips (issue 37): a move that pays is kept unless the service
+    moved within its dwell, or the destination is not cheaper over it (``held``)."""
     svc = inference_job("svc", "a", gpus=1)
     sc = tiny_scenario([svc])
     js = JobState(job=svc, remaining=0.0, placement=Placement("a", "A100", 1, 1),
@@ -51,9 +52,17 @@ def test_an_inference_service_moved_within_the_dwell_still_follows_the_price() -
     opts = slot_options(state, {"a": 1.38, "b": 0.65}, {"a": 500.0, "b": 500.0})
     coef = -opts.cost
     n = len(opts)
-    keep, _ = moves_that_pay(opts, coef, np.zeros(n), np.full(n, 4.0), np.zeros(n, bool),
-                             np.array([True]))
-    assert opts.moves.any() and keep[opts.moves].all()
+    assert opts.moves.any()
+
+    def kept(recent: bool, held: bool | None) -> bool:
+        keep, _ = moves_that_pay(opts, coef, np.zeros(n), np.full(n, 4.0), np.zeros(n, bool),
+                                 np.array([recent]),
+                                 None if held is None else np.full(n, held))
+        return bool(keep[opts.moves].all())
+
+    assert kept(False, None) and kept(False, True)
+    assert not kept(True, None)     # moved within its dwell
+    assert not kept(False, False)   # not cheaper over the dwell: a dip of a slot
 
 
 def test_transfer_energy_is_gb_times_the_links_kwh_per_gb() -> None:
@@ -98,3 +107,51 @@ def test_a_move_that_pays_is_made() -> None:
     job = training_job("j1", "a", 3.0, deadline_slot=12, counts=(2,), checkpoint_gb=0.01)
     res = run_slots(tiny_scenario([job], prices=prices, n_slots=12), LyapunovPolicy(V=0.1))
     assert [(m[2], m[3]) for m in res.moves] == [("a", "b")]
+
+
+def test_held_gain_sums_the_saving_over_the_dwell() -> None:
+    from workbench.policies.migration import held_gain
+
+    price = np.array([[1.0, 0.6], [0.5, 1.0], [0.5, 1.0]])  # dc 1 cheaper now, dearer after
+    origin, dest = np.array([0, 0]), np.array([1, 1])
+    assert held_gain(price, origin, dest, 1)[0] == pytest.approx(0.4)
+    assert held_gain(price, origin, dest, 3)[1] == pytest.approx(0.4 - 0.5 - 0.5)
+    assert held_gain(price, origin, dest, 99)[0] == held_gain(price, origin, dest, 3)[0]
+
+
+@pytest.mark.parametrize("policy", ["lyapunov", "lookahead"])
+def test_a_service_does_not_ping_pong_on_a_one_slot_dip(policy: str) -> None:
+    """At migration threshold 0 an inference service went Guangzhou -> Suzhou at 11:00,
+    back at 14:00 and again at 15:00 (its move costs only its transfer, so any dip paid):
+    a service's move must now save over its minimum dwell, as a training job is held
+    there, and no job moves again within it."""
+    from helpers_sim import inference, tiny_scenario
+
+    from workbench.runner import ForecastSettings, RunSpec, simulate_spec
+
+    pa = [1.0, 1.0, 1.0, 0.6, 1.0, 1.0, 0.6, 1.0, 1.0, 1.0, 0.6, 1.0]
+    pb = [0.8, 0.8, 0.5, 0.8, 0.5, 0.5, 0.8, 0.5, 0.5, 0.8, 0.9, 0.5]
+    sc = tiny_scenario([inference("svc", home="a", last=12, gpus=2)], n_slots=12,
+                       price_a=pa, price_b=pb)
+    knobs = {"migration_threshold": 0.0} if policy == "lyapunov" else {}
+    for mode, most in (("perfect", 0), (None, 1)):
+        res, _ = simulate_spec(RunSpec("tiny", policy, knobs=knobs, baseline=False,
+                                       forecast=ForecastSettings(mode)), sc)
+        where = list(res.plan[res.plan["job_id"] == "svc"].sort_values("slot")["region"])
+        moves = sum(a != b for a, b in zip(where, where[1:], strict=False))
+        assert moves <= most, (mode, where)
+
+
+def test_a_service_still_moves_where_it_stays_cheaper() -> None:
+    from helpers_sim import inference, tiny_scenario
+
+    from workbench.runner import ForecastSettings, RunSpec, simulate_spec
+
+    pa = [0.5] * 4 + [1.0] * 12  # home a turns dear for good at slot 4
+    pb = [0.8] * 16
+    sc = tiny_scenario([inference("svc", home="a", last=16, gpus=2)], n_slots=16,
+                       price_a=pa, price_b=pb)
+    res, _ = simulate_spec(RunSpec("tiny", "lyapunov", baseline=False,
+                                   forecast=ForecastSettings("perfect")), sc)
+    where = list(res.plan[res.plan["job_id"] == "svc"].sort_values("slot")["region"])
+    assert where[0] == "a" and where[-1] == "b", where

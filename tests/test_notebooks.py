@@ -30,7 +30,9 @@ def _execute(path: Path, cwd: Path) -> list[str]:
 @pytest.mark.parametrize("name", ["01_quickstart.ipynb", "02_v_tradeoff.ipynb",
                                   "03_real_grid.ipynb"])
 def test_notebook_runs(name: str) -> None:
-    _execute(NOTEBOOKS / name, NOTEBOOKS)
+    out = "".join(_execute(NOTEBOOKS / name, NOTEBOOKS))
+    # 01 printed a TqdmWarning ("IProgress not found"): the extras bring ipywidgets.
+    assert "TqdmWarning" not in out and "IProgress not found" not in out
 
 
 def test_real_grid_notebook_stops_cleanly_without_data(tmp_path: Path) -> None:

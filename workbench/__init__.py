@@ -3,32 +3,37 @@
 Plan where, when and how AI jobs run across GPU datacenters in several grid regions so that
 they follow cheap and clean electricity while still finishing on time.
 
-The public API is every name in ``__all__``. The light ones (records, store, cubes,
-scenarios) load with the package; the rest (simulator, policies, sweeps, importers, the job
-model's fitting) load on first use, so ``import workbench`` stays quick.
+The public API is every name in ``__all__``; each loads on first use, so ``import
+workbench`` (and ``workbench --help``) stays quick.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
-
-from workbench.cubes import CubeError, cube_from_series, make_cube, resample
-from workbench.forecast import forecast
-from workbench.model import (
-    Datacenter,
-    GpuPool,
-    Job,
-    Link,
-    Scenario,
-    ScenarioError,
-)
-from workbench.scenarios import build_seed3, describe, first_hours
-from workbench.store import Store, StoreError
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
+    # records, store, cubes, scenarios
+    "CubeError": "workbench.cubes",
+    "cube_from_series": "workbench.cubes",
+    "make_cube": "workbench.cubes",
+    "resample": "workbench.cubes",
+    "forecast": "workbench.forecast",
+    "Datacenter": "workbench.model",
+    "GpuPool": "workbench.model",
+    "Job": "workbench.model",
+    "Link": "workbench.model",
+    "Scenario": "workbench.model",
+    "ScenarioError": "workbench.model",
+    "build_seed3": "workbench.scenarios",
+    "describe": "workbench.scenarios",
+    "first_hours": "workbench.scenarios",
+    "Store": "workbench.store",
+    "StoreError": "workbench.store",
     # the job model
     "JobProfile": "workbench.perf",
     "load_default_profiles": "workbench.perf",
@@ -74,25 +79,7 @@ _LAZY: dict[str, str] = {
     "build_and_save": "workbench.build",
 }
 
-__all__ = [
-    "CubeError",
-    "Datacenter",
-    "GpuPool",
-    "Job",
-    "Link",
-    "Scenario",
-    "ScenarioError",
-    "Store",
-    "StoreError",
-    "build_seed3",
-    "cube_from_series",
-    "describe",
-    "first_hours",
-    "forecast",
-    "make_cube",
-    "resample",
-    *sorted(_LAZY),
-]
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
@@ -106,3 +93,18 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """The package's module: ``workbench.forecast`` is the public function
+    (:func:`workbench.forecast.forecast`), as it was when it loaded with the package; the
+    import system's binding of the subpackage of that name, on its first import, is not
+    let replace it (``from workbench.forecast import ...`` reads ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "forecast" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -33,13 +33,19 @@ from workbench.equal_work import bound_equal_work
 from workbench.forecast import FORECAST_MODES, default_forecast_mode
 from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, make_policy, policy_knobs
+from workbench.policies import (
+    DEFAULT_POLICY,
+    POLICY_NAMES,
+    make_policy,
+    policy_knobs,
+    unsuitable,
+)
 from workbench.policies.base import HindsightBound, Policy
 from workbench.policies.offline import LeastCarbon
 from workbench.power_limits import check_menu
 from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
 from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
-from workbench.sim.results import check_power_caps
+from workbench.sim.results import RUN_WARNING, check_power_caps
 from workbench.supply import ignore_set
 
 if TYPE_CHECKING:
@@ -228,6 +234,9 @@ class RunOutcome:
     caps: Caps
     forecast_mode: str
     least_carbon: LeastCarbon | None = None
+    baseline_run_id: str | None = None
+    """The store's id of ``baseline`` when it is a stored run reused (:func:`spec_key`),
+    None when it ran now."""
 
     @property
     def carbon_cap_kg(self) -> float | None:
@@ -259,6 +268,9 @@ def _check(spec: RunSpec, scenario: Scenario) -> None:
     if spec.scenario != scenario.name:
         raise SpecError(f"the spec names scenario {spec.scenario!r} but was given "
                         f"{scenario.name!r}")
+    why = unsuitable(spec.policy, scenario)
+    if why is not None:  # refused before any run: it would only repeat another policy
+        raise SpecError(why)
     try:
         spec.caps.check_names(d.name for d in scenario.datacenters)
         # Before any run (the baseline's too): a power cap below what the inference
@@ -308,6 +320,10 @@ def simulate_spec(
         ema_alpha=spec.sim.ema_alpha, knobs=knobs, forecast_model=fitted,
         caps=caps if given else spec.metered, meter_only=not given,
         ignore=spec.ignore, power_limits=spec.power_limits)
+    if spec.caps.carbon_pct_below_baseline is not None:
+        # The cap as the operator gave it, beside the kg it resolved to: a face that
+        # repeats the run shows "10%", not the kg.
+        result.meta["carbon_cap_pct"] = float(spec.caps.carbon_pct_below_baseline)
     bound = policy.hindsight_bound()
     if bound is not None:
         result.meta["bound"] = {**bound.as_dict(), **bound_equal_work(bound.as_dict(), scenario)}
@@ -368,6 +384,22 @@ def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
             "minimises carbon subject to the deadlines")
 
 
+_CAP_MISSED = "carbon cap missed: "
+"""How the simulator's warning of a missed carbon cap begins
+(:func:`workbench.sim.results.cap_warnings_after`)."""
+
+def kg_cap_note(cap_kg: float, baseline_kg: float) -> str | None:
+    """What to tell before a run whose carbon cap in kg reads like a percentage whose ``%``
+    was forgotten: a number in [1, 100) that is less than half the baseline's carbon (a
+    cut of more than half). None otherwise."""
+    if not (math.isfinite(baseline_kg) and baseline_kg > 0) or not 1 <= cap_kg < 100 \
+            or cap_kg >= 0.5 * baseline_kg:
+        return None
+    return (f"carbon cap {kg_text(cap_kg)} kg is {100 * cap_kg / baseline_kg:.1f}% of "
+            f"{BASELINE}'s {kg_text(baseline_kg)} kg, a {100 * (1 - cap_kg / baseline_kg):.1f}% "
+            f"cut; a cap of {cap_kg:g}% means a {cap_kg:g}% cut below {BASELINE}")
+
+
 def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
     """After a capped run: its carbon against the cap and the least achievable."""
     used = float(result.metrics["carbon_kg"])
@@ -379,10 +411,51 @@ def budget_verdict(result: RunResult, cap_kg: float, least: LeastCarbon) -> str:
             + ("" if met or cap_kg >= least.carbon_kg else ": the cap was below it"))
 
 
+def _with_verdict(warnings: list[str], result: RunResult, cap_kg: float,
+                  least: LeastCarbon) -> list[str]:
+    """The run's warnings with the budget's verdict: the simulator's "carbon cap missed"
+    line gets the least carbon appended (one warning of one fact, not two), else the
+    verdict is added."""
+    for i, w in enumerate(warnings):
+        if w.startswith(_CAP_MISSED) and cap_kg < least.carbon_kg:
+            said = (f"{w}, a cap below the least carbon with every deadline met, in "
+                    f"hindsight (true grid and every arrival), {kg_text(least.carbon_kg)} kg "
+                    f"({least.label})")
+            return [*warnings[:i], said, *warnings[i + 1:]]
+    return [*warnings, budget_verdict(result, cap_kg, least)]
+
+
+def spec_key(spec: RunSpec, scenario: Scenario, fingerprint: str) -> str:
+    """A hash of everything a run of ``spec`` depends on: the scenario's content as stored
+    (``fingerprint``, :meth:`workbench.store.Store.scenario_fingerprint`: its jobs, sites,
+    supply, the grid series and the profiles), its horizon and slot, the policy and its
+    knobs, the caps, the forecast in effect, the simulator's settings, the ignored levers,
+    the GPU menu and the workbench's version. Two runs with one key are the same run
+    (the simulator is deterministic): ``plan`` reuses a stored baseline of the key
+    instead of running and storing another."""
+    import hashlib
+    import json
+
+    from workbench import __version__
+
+    mode = forecast_mode(spec, scenario)
+    error = ForecastSettings(mode, spec.forecast.error).error_in_effect
+    what = {
+        "fingerprint": fingerprint, "scenario": scenario.name,
+        "start": str(scenario.start), "slot_s": scenario.slot_s, "n_slots": scenario.n_slots,
+        "policy": spec.policy, "knobs": sorted((k, repr(v)) for k, v in spec.knobs.items()),
+        "caps": repr(spec.caps), "metered": repr(spec.metered),
+        "forecast": [mode, error], "sim": repr(spec.sim), "ignore": sorted(spec.ignore),
+        "power_limits": list(spec.power_limits), "version": __version__,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def run_spec(
     spec: RunSpec, scenario: Scenario, *, fitted: ModelForecast | None = None,
     recorders: Sequence[Recorder] = (), baseline_recorders: Sequence[Recorder] = (),
     progress: bool = False, notify: Callable[[str], None] | None = None,
+    stored_baseline: tuple[str, RunResult] | None = None,
 ) -> RunOutcome:
     """Run ``spec`` on ``scenario``: its baseline first (when asked for, or needed by a
     percentage cap), then the policy against the resolved caps; attribute the saving.
@@ -394,23 +467,38 @@ def run_spec(
     (:func:`budget_note`). After the run the least carbon achievable in hindsight is beside
     it as a labelled yardstick (:func:`least_carbon`, in ``meta["least_carbon"]``) with the
     run's verdict (:func:`budget_verdict`); no decision reads it.
+
+    ``stored_baseline`` ``(run_id, result)``: a stored run of the spec's comparison with the
+    same :func:`spec_key`, used instead of running the baseline again (and not stored
+    again, :func:`save_outcome`).
     """
     _check(spec, scenario)
     mode = forecast_mode(spec, scenario)
     if fitted is None:
         fitted = fit_forecast(scenario, mode)
     base: RunResult | None = None
-    if spec.baseline or spec.caps.needs_baseline:
+    base_id: str | None = None
+    if (spec.baseline or spec.caps.needs_baseline) and stored_baseline is not None:
+        base_id, base = stored_baseline
+    elif spec.baseline or spec.caps.needs_baseline:
         base, _ = simulate_spec(spec.comparison(BASELINE), scenario, fitted=fitted,
                                 recorders=baseline_recorders, progress=progress)
     caps = spec.caps.resolved(None if base is None else float(base.metrics["carbon_kg"]))
+    if base is not None and spec.caps.carbon_kg is not None:
+        looks_like_pct = kg_cap_note(spec.caps.carbon_kg, float(base.metrics["carbon_kg"]))
+        if looks_like_pct is not None:
+            # Told before the policy runs (a forgotten % costs a whole run), once: the
+            # CLI prints what it is notified of and drops run-warning log records.
+            log.warning(looks_like_pct, extra=RUN_WARNING)
+            if notify is not None:
+                notify(looks_like_pct)
     cap_kg = caps.carbon_total_kg()
     known = (least_carbon(spec, known_at_start(spec, scenario, fitted), caps)
              if cap_kg is not None else None)
     note = None if known is None or cap_kg is None else budget_note(cap_kg, known)
     run = spec
     if note is not None:
-        log.warning(note)
+        log.warning(note, extra=RUN_WARNING)
         if notify is not None:
             notify(note)
         if "carbon_first" in policy_knobs(spec.policy) and "carbon_first" not in spec.knobs:
@@ -422,9 +510,8 @@ def run_spec(
     if least is not None and cap_kg is not None:
         result.meta["least_carbon"] = least.as_dict()
         if note is not None or cap_kg < least.carbon_kg * (1 - 1e-9):
-            if note is not None:
-                result.warnings.insert(0, note)
-            result.warnings.append(budget_verdict(result, cap_kg, least))
+            told = [note, *result.warnings] if note is not None else list(result.warnings)
+            result.warnings[:] = _with_verdict(told, result, cap_kg, least)
             result.meta["log"] = "\n".join(result.warnings)
     attribution = (attribute_savings(result, base, scenario)
                    if base is not None and spec.baseline and spec.policy != BASELINE else None)
@@ -432,7 +519,7 @@ def run_spec(
         result.meta["attribution"] = attribution
     return RunOutcome(spec=spec, result=result, baseline=base if spec.baseline else None,
                       bound=bound, attribution=attribution, caps=caps, forecast_mode=mode,
-                      least_carbon=least)
+                      least_carbon=least, baseline_run_id=base_id if spec.baseline else None)
 
 
 STRONGEST_CANDIDATES: tuple[str, ...] = (
@@ -469,19 +556,26 @@ def strongest_baseline(spec: RunSpec, scenario: Scenario, *,
     return best
 
 
-def save_outcome(outcome: RunOutcome, db: str | Path, *, wait_s: float | None = None
-                 ) -> SavedRuns:
+def save_outcome(outcome: RunOutcome, db: str | Path, *, wait_s: float | None = None,
+                 baseline_key: str | None = None) -> SavedRuns:
     """Store the run and its baseline together, in one transaction (a run killed midway
-    stores nothing); the run records its baseline's id and its bound.
+    stores nothing); the run records its baseline's id and its bound. A baseline reused
+    from the store (``outcome.baseline_run_id``) is not stored again; a new one is stored
+    with ``baseline_key`` (its :func:`spec_key`, in its settings) for later runs to reuse.
 
     A store locked by another process is retried for ``wait_s`` seconds, then the runs go
     to a side file (:func:`workbench.recorders.save_results`).
     """
     to_store: list[tuple[RunResult, dict[str, Any]]] = []
     mine: dict[str, Any] = {}
-    if outcome.baseline is not None:
+    if outcome.baseline_run_id is not None:  # a stored baseline reused: not stored again
+        mine["baseline_run_id"] = outcome.baseline_run_id
+    elif outcome.baseline is not None:
         base_id = uuid.uuid4().hex[:12]
-        to_store.append((outcome.baseline, {"status": "baseline", "run_id": base_id}))
+        extra: dict[str, Any] = {"status": "baseline", "run_id": base_id}
+        if baseline_key is not None:
+            extra["spec_key"] = baseline_key
+        to_store.append((outcome.baseline, extra))
         mine["baseline_run_id"] = base_id
     to_store.append((outcome.result, mine))
     return save_results(db, to_store, wait_s=LOCK_WAIT_S if wait_s is None else wait_s)
@@ -503,4 +597,5 @@ __all__ = [
     "run_spec",
     "save_outcome",
     "simulate_spec",
+    "spec_key",
 ]

@@ -17,23 +17,21 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.bill import bill_metrics, has_meter
 from workbench.caps import Caps
-from workbench.cubes import resample
 from workbench.equal_work import EQUAL_WORK_KEYS, bound_equal_work, equal_work
-from workbench.meter import Meter
 from workbench.metrics import ATTRIBUTION_KEYS, LEVER_ATTRIBUTION_KEYS, attribute_savings
 from workbench.model import Scenario, ScenarioError
-from workbench.scenarios import stored_or_builtin
 from workbench.schema import MIGRATION, PLAN_ROW
-from workbench.sim import RunResult
-from workbench.sim.truth import horizon_cube
 from workbench.store import RUN_SETTINGS, RUN_SUMMARY_METRICS, Store, StoreError
+
+if TYPE_CHECKING:  # the simulator, the cubes and the scenarios load where used: `runs list`
+    from workbench.sim import RunResult  # starts without them
 
 REFERENCE_POLICY = "asap-home"
 """The policy a saving is measured against (run at once, at home)."""
@@ -105,6 +103,9 @@ def replay_meter(scenario: Scenario, slots: pd.DataFrame) -> pd.DataFrame:
     datacenter (``energy_kwh:<dc>``) and battery flows (``discharge_kwh:<dc>`` less
     ``charge_kwh:<dc>``, as the planner's decision) through :class:`workbench.meter.Meter`
     at the scenario's true prices. A frame without those records comes back as it is."""
+    from workbench.meter import Meter
+    from workbench.sim.truth import horizon_cube
+
     names = [d.name for d in scenario.datacenters]
     if not len(slots) or has_meter(slots, names) or f"energy_kwh:{names[0]}" not in slots:
         return slots
@@ -168,6 +169,8 @@ def run_scenario_of(store: Store, run_id: str) -> Scenario:
     """The scenario a stored run ran on (stored, else the built-in of its name), at the
     run's slot length. Raises StoreError, ScenarioError or KeyError when it cannot be
     loaded."""
+    from workbench.scenarios import stored_or_builtin
+
     info = store.run_info(run_id)
     return at_slot(stored_or_builtin(store, str(info["scenario"])), _slot_s(store, run_id))
 
@@ -304,6 +307,8 @@ def load_result(store: Store, run_id: str, scenario: Scenario | None = None) -> 
     if "currency" in metrics:
         meta["currency"] = metrics["currency"]
     warnings = [w for w in str(info.get("log") or "").splitlines() if w.strip()]
+    from workbench.sim import RunResult
+
     slots = store.run_slots(run_id)
     if scenario is not None and "bill_no_jobs_total" not in metrics:
         metrics = typed_metrics(metrics)
@@ -324,6 +329,8 @@ def at_slot(scenario: Scenario, slot_s: int | None) -> Scenario:
     if horizon_s % slot_s:
         raise ScenarioError(f"the horizon ({horizon_s / 3600:g} h) is not a whole number of "
                             f"{slot_s // 60}-min slots; pick another slot length")
+    from workbench.cubes import resample
+
     return dataclasses.replace(scenario, grid=resample(scenario.grid, slot_s), slot_s=slot_s,
                                n_slots=horizon_s // slot_s)
 
@@ -356,6 +363,18 @@ def reference_run(store: Store, info: Mapping[str, Any]) -> str | None:
     for rec in table.to_dict("records"):  # newest first
         if rec["policy"] == REFERENCE_POLICY and rec["run_id"] != info.get("run_id") \
                 and same_settings(rec, info):
+            return str(rec["run_id"])
+    return None
+
+
+def stored_baseline(store: Store, scenario: str, key: str) -> str | None:
+    """The newest stored baseline run of ``scenario`` whose settings carry ``key``
+    (:func:`workbench.runner.spec_key`: the same scenario content and run settings), or
+    None: ``plan`` reuses it instead of storing another identical baseline."""
+    runs = store.runs(scenario)
+    for rec in reversed(runs.to_dict("records")):  # newest last in runs()
+        if rec.get("status") == "baseline" and _parse(rec.get("settings")).get("spec_key") \
+                == key:
             return str(rec["run_id"])
     return None
 
@@ -398,6 +417,8 @@ def _scenario_of(store: Store, name: str, cache: MutableMapping[str, Scenario | 
     cached in ``cache``), or why it cannot be loaded."""
     if name not in cache:
         try:
+            from workbench.scenarios import stored_or_builtin
+
             cache[name] = stored_or_builtin(store, name)
         except (StoreError, ScenarioError, KeyError) as exc:
             cache[name] = f"attribution not available: scenario {name!r} cannot be loaded " \

@@ -115,9 +115,35 @@ def sweep_points(
 def run_point(scenario: Scenario, spec: RunSpec, fitted: ModelForecast | None
               ) -> tuple[RunResult, float]:
     """Simulate one point's spec (this runs on a worker); returns the run and its seconds."""
+    _hold_run_warnings()
     t0 = time.perf_counter()
     result, _ = simulate_spec(spec, scenario, fitted=fitted)
     return result, time.perf_counter() - t0
+
+
+class _NotARunWarning(logging.Filter):
+    """Drops the log records that repeat a run's warnings (``RUN_WARNING``): they travel
+    with the run (``RunResult.warnings``, stored in its log) and the command that ran the
+    grid says each once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "run_warning", False)
+
+
+def _hold_run_warnings() -> None:
+    """In a worker process, keep the runs' warnings off the terminal they share with the
+    client: each worker printed each (its log's last-resort handler writes to the
+    inherited stderr), so a grid said every line once per run and per worker. A
+    threaded cluster (the client's own process) keeps the client's logging as it is."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:
+        return
+    handlers = [*logging.getLogger().handlers, logging.lastResort]
+    for handler in handlers:
+        if handler is not None and not any(isinstance(f, _NotARunWarning)
+                                           for f in handler.filters):
+            handler.addFilter(_NotARunWarning())
 
 
 def _row(point: SweepPoint, cap_kg: float | None, run_id: str | None, status: str,
@@ -315,6 +341,12 @@ def frontier_table(table: pd.DataFrame, policy: str, least_carbon_kg: float | No
             "least_carbon_kg": math.nan if least_carbon_kg is None else float(least_carbon_kg),
         })
     out = pd.DataFrame(rows, columns=list(FRONTIER_COLUMNS))
+    for col in ("deadline_misses", "jobs_unfinished"):
+        # Counts stay whole numbers (the CSV writes 0, not 0.0) where every seed gave the
+        # same count; a mean of 0.5 stays a fraction.
+        vals = out[col].dropna()
+        if len(vals) and (vals % 1 == 0).all():
+            out[col] = out[col].astype("Int64")
     key = out["carbon_cap_kg"].fillna(math.inf)
     return out.iloc[(-key).argsort(kind="stable")].reset_index(drop=True)
 

@@ -517,19 +517,19 @@ def energy_by_datacenter(plans: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def run_summary(res: Any, tz: str, notes: Iterable[str] = ()) -> tuple[str, str]:
-    """The message box's line for a finished run: its cost (currency), carbon (kg), deadline
-    misses and migrations, and its warnings (the first three, in zone ``tz``); with the
-    message kind (``success``, or ``warning`` when it has warnings)."""
+    """The message box's line for a finished run: its cost, carbon, deadline misses and
+    migrations, how many warnings it has (their text is in the banner, once) and the
+    ``notes`` of what did not run; with the message kind (``success`` or ``warning``)."""
     m = res.metrics
-    warnings = [*run_warnings(res, tz), *notes]
+    n = len(run_warnings(res, tz))
+    notes = list(notes)
     text = (f"{res.policy}: cost {m['cost']:,.2f} {m.get('currency', '')}, carbon "
             f"{m['carbon_kg']:,.1f} kg, {int(m['deadline_misses'])} deadline misses, "
             f"{int(m['migrations'])} migrations")
-    if not warnings:
-        return text, "success"
-    shown = "; ".join(warnings[:3]) + (f" (+{len(warnings) - 3} more)"
-                                       if len(warnings) > 3 else "")
-    return f"{text}. Warnings: {shown}", "warning"
+    if n:
+        text += f". {n} warning{'s' * (n != 1)}: see “Warnings of this run” above the results"
+    text += "".join(f". {'; '.join(notes)}" for _ in notes[:1])
+    return text, "warning" if n or notes else "success"
 
 
 def missing_references(baseline_policies: Iterable[str]) -> dict[str, str]:

@@ -96,8 +96,9 @@ def check_knob(knob: str, text: str) -> tuple[float | None, str]:
 def restored_knobs(info: Mapping[str, Any], policies: Sequence[str],
                    forecast_modes: Sequence[str]) -> dict[str, Any]:
     """The sidebar's values that repeat a stored run (:meth:`Store.run_info` ``info``): its
-    policy, V, migration threshold, carbon cap (a percentage cap is stored resolved, so as
-    kg), GPU-count menu and forecast; values the sidebar cannot show are left out."""
+    policy, V, migration threshold, carbon cap (a percentage cap as the percentage, stored
+    beside its resolved kg), GPU-count menu and forecast; values the sidebar cannot show
+    are left out."""
     from workbench.runs import run_settings
 
     k = run_settings(info)
@@ -112,8 +113,10 @@ def restored_knobs(info: Mapping[str, Any], policies: Sequence[str],
         update["carbon_caps_kg"] = {str(d): float(v) for d, v in cap.items()}
         update["cap_mode"] = "per datacenter"
     elif cap is not None:
+        # A percentage cap is shown as typed ("10%"), its resolved kg kept beside it.
+        pct = k.get("carbon_cap_pct")
         update["carbon_cap_kg"] = float(cap)
-        update["carbon_cap_pct"] = None
+        update["carbon_cap_pct"] = None if pct is None else float(pct)
         update["cap_mode"] = "global"
     elif "policy" in update and "caps" in policy_knobs(update["policy"]):
         update["cap_mode"] = "none"

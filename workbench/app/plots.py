@@ -11,6 +11,7 @@ from typing import Any
 
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend and its options)
+import numpy as np
 import pandas as pd
 
 from workbench.app.derive import datacenter_colors, job_order
@@ -340,12 +341,17 @@ def frontier(frame: pd.DataFrame, policy: str, currency: str = "") -> hv.Element
                       "(`workbench frontier`)")
     cost = f"cost ({currency})" if currency else "cost"
     x = ("carbon_kg", "carbon (kg CO2)")
-    mine = mine.assign(cap=[" uncapped" if pd.isna(c) else f" cap {c:,.0f} kg"
-                            for c in mine["carbon_cap_kg"]]).sort_values("carbon_kg")
+    mine = frontier_labels(mine)
+    met, missed = mine[~mine["missed"]], mine[mine["missed"]]
     layers = hv.Curve(mine, x, [("cost", cost)], label=policy) * hv.Scatter(
-        mine, x, [("cost", cost), "cap"]).opts(size=9, tools=["hover"]) * hv.Labels(
-        mine, [x, ("cost", cost)], "cap").opts(text_font_size="9pt", text_align="left",
-                                               text_baseline="bottom")
+        met, x, [("cost", cost), "cap"]).opts(size=9, tools=["hover"])
+    if len(missed):  # a cap the run did not keep: a red cross, not a point like the rest
+        layers = layers * hv.Scatter(missed, x, [("cost", cost), "cap"],
+                                     label="cap missed").opts(
+            size=13, marker="x", color="#c0392b", line_width=3, tools=["hover"])
+    for place, group in mine[mine["label"] != ""].groupby("place", sort=True):  # above, below
+        layers = layers * hv.Labels(group, [x, ("cost", cost)], "label").opts(
+            text_font_size="9pt", text_align="left", text_baseline=str(place))
     hind = frame.dropna(subset=["bound_cost", "bound_carbon_kg"]).sort_values(
         "bound_carbon_kg")
     if len(hind):
@@ -355,6 +361,42 @@ def frontier(frame: pd.DataFrame, policy: str, currency: str = "") -> hv.Element
     return layers.opts(**CALM, responsive=True, height=300, padding=0.15,
                        legend_position="top_right",
                        title=f"Cost-carbon frontier: {policy} at several carbon caps")
+
+
+def frontier_labels(points: pd.DataFrame, near: tuple[float, float] = (0.15, 0.06)
+                    ) -> pd.DataFrame:
+    """The frontier's points (``carbon_kg``, ``cost``, ``carbon_cap_kg``; NaN: uncapped),
+    sorted by carbon, with what the plot writes beside each: ``cap`` (``uncapped``, ``cap
+    980 kg``, ``(missed)`` where the run ended above its cap), ``missed``, ``label`` and
+    ``place`` (``bottom``: the label above its point, ``top``: below it).
+
+    Points at one place (a cap that did not bind gives the uncapped run's plan) share one
+    label, ``uncapped = cap 980 kg``; a point closer than ``near`` (fractions of the
+    plotted carbon and cost ranges: about a label's width and height) to the previous
+    label's point puts its label on the other side, so that no two labels print over each
+    other."""
+    pts = points.assign(_free=points["carbon_cap_kg"].notna()).sort_values(
+        ["carbon_kg", "_free"]).drop(columns="_free").reset_index(drop=True)
+    cap = pts["carbon_cap_kg"]
+    missed = cap.notna() & (pts["carbon_kg"] > cap * (1 + 1e-9))
+    text = ["uncapped" if pd.isna(c) else f"cap {c:,.0f} kg" + (" (missed)" if m else "")
+            for c, m in zip(cap, missed, strict=True)]
+    pts = pts.assign(cap=text, missed=missed.to_numpy(), label="", place="bottom")
+    span_x = float(np.ptp(pts["carbon_kg"])) or 1.0
+    span_y = float(np.ptp(pts["cost"])) or 1.0
+    last, place = -1, "top"
+    for i in range(len(pts)):
+        if last >= 0 and abs(pts.at[i, "carbon_kg"] - pts.at[last, "carbon_kg"]) < 1e-6 * span_x \
+                and abs(pts.at[i, "cost"] - pts.at[last, "cost"]) < 1e-6 * span_y:
+            pts.at[last, "label"] += f" = {text[i]}"  # the same plan: one label
+            continue
+        close = last >= 0 and (
+            abs(pts.at[i, "carbon_kg"] - pts.at[last, "carbon_kg"]) < near[0] * span_x
+            and abs(pts.at[i, "cost"] - pts.at[last, "cost"]) < near[1] * span_y)
+        place = ("top" if place == "bottom" else "bottom") if close else "bottom"
+        pts.at[i, "label"], pts.at[i, "place"] = f" {text[i]}", place
+        last = i
+    return pts
 
 
 def tradeoff(frame: pd.DataFrame, currency: str = "") -> hv.Element:

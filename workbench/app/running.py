@@ -24,6 +24,7 @@ from workbench.app.shared import Comparison, ComparisonKey, SharedCache
 from workbench.cubes import CubeError
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario, ScenarioError
+from workbench.policies import unsuitable
 from workbench.runner import RunSpec
 from workbench.sim import AllocationError, RunResult, SlotRecord
 from workbench.store import Store, StoreError
@@ -237,8 +238,11 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
     # A percentage carbon cap is resolved against asap-home's carbon: that run goes first.
     first = ([base] if spec.caps.needs_baseline and not shared.comparisons(request.key, [base])
              else [])
+    # A comparison that would only repeat another on this scenario is not run (the
+    # sidebar says so under Compare with).
     todo = [b for b in request.comparisons
-            if b not in first and b not in shared.comparisons(request.key, [b])]
+            if b not in first and b not in shared.comparisons(request.key, [b])
+            and unsuitable(b, sc) is None]
     progress.begin([*first, spec.policy, *todo], sc.n_slots,
                    f"running {(first or [spec.policy])[0]} over {sc.n_slots} slots")
     notes: list[str] = []

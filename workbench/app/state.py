@@ -50,7 +50,7 @@ from workbench.caps import Caps
 from workbench.cubes import CubeError
 from workbench.forecast import FORECAST_MODES
 from workbench.model import Scenario, ScenarioError
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs, unsuitable
 from workbench.quote import JobSpec, Quote, quote
 from workbench.runner import ForecastSettings, RunSpec
 from workbench.sim import RunResult
@@ -318,7 +318,9 @@ class WorkbenchState(param.Parameterized):
                 return self.forecast_mode == "noisy"
             return knob in policy_knobs(self.policy) or knob not in ("V",
                                                                       "migration_threshold")
-        return {k: v for k, v in self.input_errors.items() if relevant(k)}
+        out = {k: v for k, v in self.input_errors.items() if relevant(k)}
+        why = None if self.scenario is None else unsuitable(self.policy, self.scenario)
+        return out if why is None else {**out, "policy": why}  # it would repeat another
 
     # -- running -------------------------------------------------------------------------
     def cancel(self) -> None:

@@ -15,30 +15,66 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from workbench.cli._args import Parser, fail
-from workbench.cubes import CubeError
-from workbench.io.errors import InputError, OutputError, bounded
-from workbench.model import ScenarioError
-from workbench.store import StoreError
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "workbench.cli.scenario",
-    "workbench.cli.fit",
-    "workbench.cli.profile",
-    "workbench.cli.plan",
-    "workbench.cli.imports",
-    "workbench.cli.serve",
-    "workbench.cli.quote",
-    "workbench.cli.sweep",
-    "workbench.cli.frontier",
-    "workbench.cli.compute",
-    "workbench.cli.forecast",
-    "workbench.cli.runs",
-)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "scenario": ("workbench.cli.scenario", "list, show, generate, build and delete scenarios"),
+    "cubes": ("workbench.cli.scenario", "per-region mean, min and max of price and carbon"),
+    "fit": ("workbench.cli.fit", "fit throughput/energy models to measured GPU profiles"),
+    "profile": ("workbench.cli.profile",
+                "sample GPU power/energy/utilisation with NVML while a command runs"),
+    "plan": ("workbench.cli.plan",
+             "simulate a policy over a scenario, store the run and export the plan"),
+    "import": ("workbench.cli.imports", "import grid signals, job traces and GPU profiles"),
+    "serve": ("workbench.cli.serve",
+              "serve the web app (localhost unless --address says otherwise)"),
+    "quote": ("workbench.cli.quote",
+              "recommend a datacenter, configuration and start for a new job"),
+    "sweep": ("workbench.cli.sweep",
+              "run a grid of policies and knobs over seeds on Dask distributed"),
+    "frontier": ("workbench.cli.frontier", "cost against carbon of a policy at several carbon "
+                 "caps, beside the hindsight bound"),
+    "predict": ("workbench.cli.compute",
+                "predict a job's step time on a device from its computation graph"),
+    "devices": ("workbench.cli.compute", "list or add accelerator specs for the predictor"),
+    "compute": ("workbench.cli.compute", "train the step-time predictor; time a training run"),
+    "forecast": ("workbench.cli.forecast", "backtest price, carbon and job-arrival forecasts"),
+    "runs": ("workbench.cli.runs", "list, show, compare, export or delete stored runs"),
+    "data": ("workbench.cli.runs", "what the store holds: grid series, job sets, profiles"),
+}
+"""Every command: the module that registers it (``register(subparsers)``) and its one-line
+help, as ``workbench --help`` lists it. A command's module is imported only when the
+command is given (``--help`` and a small command start without the planners, scipy or
+Pyomo); ``tests/test_cli_start.py`` keeps the help lines equal to the modules' own."""
+
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(m for m, _ in COMMANDS.values()))
 
 log = logging.getLogger("workbench")
 
+_TOP_VALUED = ("--db",)
+"""Top-level options that take a value (skipped when looking for the command word)."""
 
-def build_parser() -> argparse.ArgumentParser:
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` gives (its first word that is not a top-level option or an
+    option's value), or None."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word in _TOP_VALUED:
+            skip = True
+            continue
+        if word.startswith("-"):
+            continue
+        return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``workbench`` parser. With ``argv``, only the module of the command it gives is
+    imported (every other command is listed by its help line alone); without, every
+    command's parser is built (documentation, tests)."""
     parser = Parser(
         prog="workbench",
         description="Compute-power fusion planning workbench: plan where, when and how AI jobs "
@@ -51,8 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    word = None if argv is None else command_word(argv)
+    wanted = COMMAND_MODULES if argv is None else tuple(
+        m for m in COMMAND_MODULES if word in COMMANDS and COMMANDS[word][0] == m)
+    for name, (module, help_text) in COMMANDS.items():
+        if module in wanted:
+            if name not in sub.choices:
+                importlib.import_module(module).register(sub)
+        else:  # listed, not built: its module is not imported
+            sub.add_parser(name, help=help_text, add_help=False)
     _common_after(parser)
     return parser
 
@@ -121,7 +164,7 @@ def progress_wanted(args: argparse.Namespace) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else list(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or an argument error already printed as one line
@@ -142,6 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = missing_store(args)
     if missing:
         return fail(missing)
+    # Imported here, not at the top: `workbench --help` loads neither xarray nor DuckDB.
+    from workbench.cubes import CubeError
+    from workbench.io.errors import InputError, OutputError, bounded
+    from workbench.model import ScenarioError
+    from workbench.store import StoreError
+
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit

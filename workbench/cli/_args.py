@@ -8,12 +8,12 @@ any argument error as one line (``error: ...``) and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import NoReturn
-
-from workbench.power_limits import DEFAULT_MENU, check_menu
 
 
 def fail(message: object) -> int:
@@ -26,10 +26,64 @@ def fail(message: object) -> int:
     return 2
 
 
+_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean `X`?)`` for the known word closest to a mistyped ``word``
+    (:func:`difflib.get_close_matches`), or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line: ``error: <prog>: <what>; <fix>``."""
+    """An ``ArgumentParser`` whose errors are one line: ``error: <prog>: <what>; <fix>``.
+
+    A mistyped option or choice gets the closest known one (``--polcy``: did you mean
+    ``--policy``?), an unknown option named by the (sub)command that was given it.
+    """
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        if args is not None and not any(isinstance(a, argparse._SubParsersAction)
+                                        for a in self._actions):
+            # A (sub)command's own words: an unknown option is named before a missing
+            # required argument would be (the typo is usually why it is "missing").
+            for word in args:
+                if word == "--":
+                    break
+                flag = word.split("=", 1)[0]
+                if flag.startswith("--") and not any(
+                        known.startswith(flag) for known in self._option_string_actions):
+                    self.error(f"unrecognized arguments: {word}"
+                               + did_you_mean(flag, self._option_string_actions))
+        ns, extras = super().parse_known_args(args, namespace)
+        unknown = [a for a in extras if a.startswith("-") and len(a) > 1]
+        if unknown and self._is_top():
+            leaf = self._leaf(sys.argv[1:] if args is None else list(args))
+            flags = [f for a in leaf._actions for f in a.option_strings]
+            flag = unknown[0].split("=", 1)[0]
+            leaf.error(f"unrecognized arguments: {' '.join(extras)}"
+                       + did_you_mean(flag, flags))
+        return ns, extras
+
+    def _is_top(self) -> bool:
+        return " " not in self.prog
+
+    def _leaf(self, argv: Sequence[str]) -> argparse.ArgumentParser:
+        """The (sub)command parser the words of ``argv`` select."""
+        parser: argparse.ArgumentParser = self
+        for word in argv:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if subs and word in subs[0].choices:
+                parser = subs[0].choices[word]
+        return parser
 
     def error(self, message: str) -> NoReturn:
+        choice = _CHOICE.search(message)
+        if choice:
+            message += did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
         fail(f"{self.prog}: {message}; see `{self.prog} --help`")
         raise SystemExit(2)
 
@@ -135,6 +189,8 @@ def forecast_error(args: argparse.Namespace) -> float:
 def parse_power_limits(text: str | None) -> tuple[float, ...]:
     """``--power-limits``: None/``none`` (no menu), ``default`` or fractions ``0.85,0.7``.
     Raises ValueError naming the flag and the fix."""
+    from workbench.power_limits import DEFAULT_MENU, check_menu
+
     raw = "none" if text is None else text.strip().lower()
     if raw == "":
         raise ValueError(f"--power-limits {text!r} is empty: give fractions of the GPU's "

@@ -77,14 +77,15 @@ def store_owned(path: Path, db: str) -> str | None:
 
 
 def unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (checked before any run is stored), or None."""
+    """Why ``path`` cannot be written (checked before any run is stored), or None. A
+    folder that does not exist is a reason: outputs never create folders."""
     if path.exists():
         if not path.is_file():
             return "it is not a regular file"
         return None if os.access(path, os.W_OK) else "no permission to write it"
     parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
+    if not parent.exists():
+        return f"the folder {parent} does not exist"
     if not parent.is_dir():
         return f"{parent} is not a folder"
     return None if os.access(parent, os.W_OK) else f"no permission to write in {parent}"
@@ -117,6 +118,12 @@ def check_outputs(outputs: Sequence[tuple[str, Path | None]], db: str) -> str | 
         return clash
     for flag, path in outputs:
         why = None if path is None else unwritable(Path(path))
+        if why and path is not None and not Path(path).parent.exists():
+            # Refused, never created: a mistyped path must not leave folders behind
+            # (`--out /nonexistent/dir/plan.csv` made one at the root).
+            folder = Path(path).parent
+            return (f"{flag} {path}: the folder {folder} does not exist; create it first "
+                    f"(mkdir -p {folder}) or pass a path in an existing folder")
         if why:
             return (f"{flag} {path}: cannot write it ({why}); pass a path in a writable "
                     "folder")

@@ -24,6 +24,7 @@ from workbench.cli import progress_wanted, quiet_loggers
 from workbench.cli._args import add_cluster_args, add_forecast_args, fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
+from workbench.cli.sweep import warn_once
 from workbench.io.plan_csv import write_csv
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
 from workbench.runner import ForecastSettings, RunSpec, least_carbon
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     least = least_carbon(RunSpec(scenario.name, args.policy), scenario, Caps(carbon_kg=1.0))
     front = frontier_table(table, args.policy, None if least is None else least.carbon_kg)
     write_csv(front, args.out)
+    warn_once(table, args.db)
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} cap={row['carbon_cap']}: {row['status']}: "

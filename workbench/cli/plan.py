@@ -13,7 +13,7 @@ import math
 import re
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from workbench.runner import (
     SpecError,
     run_spec,
     save_outcome,
+    spec_key,
     strongest_baseline,
 )
 from workbench.sim import AllocationError, Recorder, RunResult
@@ -51,8 +52,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "jobs_total", "jobs_unfinished", "migrations", "mean_jct_h", "p95_jct_h", "transfer_gb",
     "lost_s",
     "power_cap_violations", "equal_work_cost", "equal_work_carbon_kg", "unfinished_charge",
-    "unfinished_work_jobs", "green_share", "curtailed_kwh", "battery_soc_violations",
-    "site_carbon_kg",
+    "unfinished_carbon_kg", "unfinished_work_jobs", "green_share", "curtailed_kwh",
+    "battery_soc_violations", "site_carbon_kg",
 )
 """Metrics in the ``--json`` object (besides ``policy`` and ``bill``), for the run and its
 baseline. ``bill`` is the bill from the site meter (:mod:`workbench.bill`): its parts
@@ -152,8 +153,11 @@ def attribution_lines(att: dict[str, Any] | None, bound: dict[str, Any] | None,
         parts = ", ".join(f"{k} {att['cost'].get(k, 0.0):+,.2f}" for k in keys)
         kg = ", ".join(f"{k} {att['carbon_kg'].get(k, 0.0):+,.1f}" for k in keys
                        if k in att["carbon_kg"])
+        # Each unit's undone part on its own: a figure missing from one (NaN) must not
+        # print as "+nan", nor hide the other's.
         if math.isfinite(undone) and abs(undone) > 0:
             parts += f", work left undone {undone:+,.2f}"
+        if math.isfinite(undone_kg) and abs(undone_kg) > 0:
             kg += f", work left undone {undone_kg:+,.1f}"
         lines += [f"where the saving comes from ({cur}): {parts}",
                   f"where the carbon saving comes from (kg): {kg}"]
@@ -330,12 +334,15 @@ def short_warning(msg: str, where: str, limit: int = WARNING_CHARS) -> str:
     return f"{cut} … ({where})"
 
 
-def _warn(name: str, result: RunResult, run_id: str | None) -> None:
+def _warn(name: str, result: RunResult, run_id: str | None,
+          told: Collection[str] = ()) -> None:
+    """Print a run's warnings, each once: those ``told`` before the run are not repeated."""
     where = f"`workbench runs show {run_id}`" if run_id else "the run's warnings"
-    for msg in result.warnings[:_MAX_WARNINGS]:
+    todo = [msg for msg in dict.fromkeys(result.warnings) if msg not in told]
+    for msg in todo[:_MAX_WARNINGS]:
         print(f"warning ({name}): {short_warning(msg, where)}", file=sys.stderr)
-    if len(result.warnings) > _MAX_WARNINGS:
-        print(f"warning ({name}): ... and {len(result.warnings) - _MAX_WARNINGS} more "
+    if len(todo) > _MAX_WARNINGS:
+        print(f"warning ({name}): ... and {len(todo) - _MAX_WARNINGS} more "
               f"({where})", file=sys.stderr)
 
 
@@ -469,6 +476,30 @@ def spec_of(args: argparse.Namespace) -> RunSpec:
         power_limits=parse_power_limits(args.power_limits))
 
 
+def _stored_baseline(args: argparse.Namespace, spec: RunSpec, scenario: Scenario
+                     ) -> tuple[str | None, tuple[str, RunResult] | None]:
+    """The :func:`~workbench.runner.spec_key` of the run's baseline and, when the store
+    holds a baseline of that key (the same scenario content and settings), its id and run:
+    ``plan`` reuses it instead of running and storing an identical one."""
+    if not (spec.baseline or spec.caps.needs_baseline) or args.db == ":memory:":
+        return None, None
+    from workbench.runs import load_result, stored_baseline, typed_metrics
+    from workbench.store import Store, StoreError
+
+    try:
+        with Store(args.db, read_only=True) as store:
+            key = spec_key(spec.comparison(BASELINE), scenario,
+                           store.scenario_fingerprint(scenario.name))
+            rid = stored_baseline(store, scenario.name, key)
+            if rid is None:
+                return key, None
+            base = load_result(store, rid, scenario)
+    except StoreError:  # locked by another process: run the baseline, as without a store
+        return None, None
+    base.metrics = typed_metrics(base.metrics)  # counts as the run gave them (ints, flags)
+    return key, (rid, base)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         spec = spec_of(args)
@@ -481,14 +512,21 @@ def run(args: argparse.Namespace) -> int:
     if bad_output:
         return fail(bad_output)
     scenario = load_or_build(args.db, args.scenario)
+    key, reused = _stored_baseline(args, spec, scenario)
     recorders: list[Recorder] = []
     csv_rec = None if args.out is None else CsvRecorder(args.out, args.migrations_out)
     if csv_rec is not None:
         recorders.append(csv_rec)
+    told: list[str] = []  # warnings printed before the policy ran: not repeated after it
+
+    def tell(msg: str) -> None:
+        told.append(msg)
+        print(f"warning: {msg}", file=sys.stderr)
+
     try:
         outcome = run_spec(spec, scenario, recorders=recorders,
-                           progress=progress_wanted(args),
-                           notify=lambda msg: print(f"note: {msg}", file=sys.stderr))
+                           progress=progress_wanted(args), notify=tell,
+                           stored_baseline=reused)
         result = outcome.result
         if args.migrations_out is not None and args.out is None:
             write_migrations_csv(result.migrations, args.migrations_out)
@@ -512,10 +550,11 @@ def run(args: argparse.Namespace) -> int:
             csv_rec.abort()  # no-op after a finished run; drops the partial files otherwise
     # The run and its baseline are stored together at the end, in one transaction: a plan
     # killed midway stores nothing (no dangling baseline).
-    saved = save_outcome(outcome, args.db, wait_s=args.lock_wait_s)
+    saved = save_outcome(outcome, args.db, wait_s=args.lock_wait_s, baseline_key=key)
     run_id = saved.run_ids[-1]
     if outcome.baseline is not None:
-        _warn(BASELINE, outcome.baseline, None if saved.side_file else saved.run_ids[0])
+        base_id = outcome.baseline_run_id or (None if saved.side_file else saved.run_ids[0])
+        _warn(BASELINE, outcome.baseline, base_id)
     if saved.side_file:
         print(f"warning: store {args.db} stayed locked for {saved.waited_s:.0f} s; the "
               f"run{'s were' if len(saved.run_ids) > 1 else ' was'} saved to {saved.path} "
@@ -523,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
               f"`workbench --db {args.db} import runs {saved.path}`)", file=sys.stderr)
     # Each of the run's warnings once, short (the library's log records of them are left
     # out of the terminal: workbench.cli filters workbench.sim.results.RUN_WARNING).
-    _warn(args.policy, result, None if saved.side_file else run_id)
+    _warn(args.policy, result, None if saved.side_file else run_id, told)
 
     summary = _summary(args.policy, result)
     base = None if outcome.baseline is None else _summary(BASELINE, outcome.baseline)

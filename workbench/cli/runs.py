@@ -15,11 +15,9 @@ from typing import Any
 import pandas as pd
 
 from workbench import runs as runs_mod
-from workbench.bill import has_meter
 from workbench.cli._args import fail
 from workbench.cli._outputs import check_outputs
 from workbench.cli.imports import arrival_span, hours_after_trace_start, trace_relative
-from workbench.cli.plan import attribution_lines, bill_json, bill_text, saving_lines
 from workbench.equal_work import like_for_like
 from workbench.io.plan_csv import write_migrations_csv, write_plan_csv, write_sites_csv
 from workbench.model import ScenarioError
@@ -109,6 +107,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    # Here, not at the top: `runs list` starts without the planners `plan` imports.
+    from workbench.cli.plan import attribution_lines, bill_json, bill_text, saving_lines
+
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
         info = store.run_info(rid)
@@ -234,18 +235,17 @@ def _export(args: argparse.Namespace) -> int:
                 return fail(f"--sites-out: {sc}")
             scenario = sc
         result = runs_mod.load_result(store, rid, scenario)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_plan_csv(result.plan, args.out)
     if args.migrations_out is not None:
-        args.migrations_out.parent.mkdir(parents=True, exist_ok=True)
         write_migrations_csv(result.migrations, args.migrations_out)
     if args.sites_out is not None:
+        from workbench.bill import has_meter
+
         assert scenario is not None
         names = [d.name for d in scenario.datacenters]
         if not has_meter(result.slots, names):
             return fail(f"--sites-out: run {rid} has no slot records to meter (stored "
                         "without them)")
-        args.sites_out.parent.mkdir(parents=True, exist_ok=True)
         write_sites_csv(result.slots, names, args.sites_out)
     if args.json:
         print(json.dumps({"run_id": rid, "plan": str(args.out), "plan_rows": len(result.plan),

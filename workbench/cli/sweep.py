@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
                           progress=progress_wanted(args))
     except SweepError as exc:
         return fail(exc)
+    warn_once(table, args.db)
     bad = table[table["status"].isin(["error", "skipped"])]
     for _, row in bad.iterrows():
         print(f"warning: {row['policy']} V={row['V']} cap={row['carbon_cap']} "
@@ -128,6 +129,31 @@ def run(args: argparse.Namespace) -> int:
     print(_summary(table).to_string(index=False))
     print(f"{len(table)} runs ({len(bad)} failed) stored in {args.db}; table in {args.out}")
     return 0 if bad.empty else 1
+
+
+def warn_once(table: pd.DataFrame, db: str, limit: int = 10) -> None:
+    """Print the warnings of a grid's runs to stderr, each text once with how many runs
+    gave it (a frontier's caps share most of them); the whole of each is stored with its
+    run (``workbench runs show RUN``)."""
+    from workbench.cli.plan import short_warning
+    from workbench.store import Store
+
+    ids = [str(r) for r in table.loc[table["status"] == "warnings", "run_id"].dropna()]
+    if not ids or db == ":memory:":
+        return
+    said: dict[str, list[str]] = {}
+    with Store(db, read_only=True) as store:
+        for rid in ids:
+            for msg in str(store.run_info(rid).get("log") or "").splitlines():
+                if msg.strip():
+                    said.setdefault(msg, []).append(rid)
+    for msg, rids in list(said.items())[:limit]:
+        who = f"run {rids[0]}" if len(rids) == 1 else f"{len(rids)} runs, e.g. {rids[0]}"
+        print(f"warning ({who}): {short_warning(msg, f'`workbench runs show {rids[0]}`')}",
+              file=sys.stderr)
+    if len(said) > limit:
+        print(f"warning: ... and {len(said) - limit} more (`workbench runs show RUN`)",
+              file=sys.stderr)
 
 
 def _summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -60,6 +60,14 @@ def policy_class(name: str) -> Callable[..., Policy]:
     return cls
 
 
+def unsuitable(name: str, scenario: Scenario) -> str | None:
+    """Why the policy registered under ``name`` makes no plan of its own on ``scenario``
+    (it would run as another policy does, e.g. ``follow-renewables`` without on-site
+    renewables), or None: a policy class may say so in a classmethod ``unsuitable``."""
+    check = getattr(policy_class(name), "unsuitable", None)
+    return None if check is None else check(scenario)
+
+
 def policy_knobs(name: str) -> Mapping[str, inspect.Parameter]:
     """The keyword knobs the policy registered under ``name`` takes, with their defaults."""
     params = inspect.signature(policy_class(name)).parameters
@@ -88,4 +96,4 @@ def make_policy(name: str, truth: Scenario | None = None, **knobs: Any) -> Polic
 
 
 __all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "make_policy", "needs_truth",
-           "policy_class", "policy_knobs"]
+           "policy_class", "policy_knobs", "unsuitable"]

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome, perf
+from workbench.model import Scenario, ScenarioView
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -51,6 +52,17 @@ class FollowRenewables(WaitForCheap):
     the knobs (``margin``, ``default_slack_h``, ``restart_s``) are ``wait-for-cheap``'s."""
 
     name = "follow-renewables"
+
+    @classmethod
+    def unsuitable(cls, scenario: Scenario | ScenarioView) -> str | None:
+        """Why this policy is no plan of its own on ``scenario`` (None when it is): with no
+        renewable source at any site it runs every job as asap-home does."""
+        if any(True for _ in scenario.supply.sources):
+            return None
+        return (f"{cls.name} follows each site's own renewables and scenario "
+                f"{scenario.name} has none, so it would run exactly as asap-home; choose a "
+                "scenario with on-site supply (e.g. examples/green_power.toml) or another "
+                "policy")
 
     def _signal(self, state: SlotState, js: JobState, forecast: Forecast
                 ) -> NDArray[np.float64] | None:

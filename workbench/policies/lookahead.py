@@ -529,7 +529,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
                            and plan.status != "failed"),
             balanced_sites=None if self._supply_plan is None else self._supply_plan.names,
             due_work=self._due_work if plan.carbon_price_by_dc else None)
-        keep = self._round_trip_filter(state, opts, coef, mu_opt, price)
+        keep = self._round_trip_filter(state, opts, coef, mu_opt, price, forecast)
         prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)
         if self.completion_margin is not None and len(opts):
@@ -569,14 +569,16 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         return self.plan
 
     def _round_trip_filter(self, state: SlotState, opts: Any, coef: NDArray[np.float64],
-                           mu_opt: NDArray[np.float64], price: Mapping[str, float]
-                           ) -> NDArray[np.bool_]:
+                           mu_opt: NDArray[np.float64], price: Mapping[str, float],
+                           forecast: Forecast) -> NDArray[np.bool_]:
         """The options whose move pays for its round trip (:func:`round_trip_keep`)."""
         assert self._sc is not None
         t = state.t
+        ridx = [forecast.region_index(dc.region) for dc in self._sc.datacenters]
         return round_trip_keep(
             self._sc, state, opts, coef, mu_opt, price, restart_s=self.restart_s,
-            window_h=self.window_h,
+            window_h=self.window_h, min_dwell_slots=self.min_dwell_slots,
+            ahead_price=np.asarray(forecast.price_per_kwh, dtype=float)[:, ridx],
             left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
             recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
                              < self.min_dwell_slots for js in state.jobs], dtype=bool))

@@ -94,6 +94,7 @@ from workbench.policies.base import (
 from workbench.policies.completion import COMPLETION_MARGIN_DEFAULT
 from workbench.policies.migration import (
     advantage_slots,
+    held_gain,
     moves_that_pay,
     one_way_move_cost,
     transfer_kwh,
@@ -301,7 +302,8 @@ refine_batch, extra_constraints, solver
         finishes = to_finish <= dwell + 1e-9
         recent = np.array([state.t - self._moved_at.get(js.job.job_id, -10**9)
                            < self.min_dwell_slots for js in state.jobs], dtype=bool)
-        keep, stay_best = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
+        held = held_gain(fp, origin, dest, self.min_dwell_slots) > 0
+        keep, stay_best = moves_that_pay(opts, coef, one_way, dwell, finishes, recent, held)
         if self.migration_threshold > 0:
             sb = stay_best[opts.job_index]
             margin = coef - sb > self.migration_threshold * np.abs(sb)

@@ -12,9 +12,10 @@ with ``g`` the move's steady gain per slot over the best way of staying (running
 checkpoint is, or pausing: worth 0) and ``dwell`` the slots it is expected to stay: the
 smaller of the slots it needs to finish there, the slots left before its deadline and the
 run of forecast slots, from now, in which the destination stays cheaper than the origin
-(:func:`advantage_slots`). A training job is not moved again within ``min_dwell_slots`` of its
-last move (each move costs it a restart); an inference service loses no work in a move, so
-its moves answer to the round trip alone.
+(:func:`advantage_slots`). No job is moved again within ``min_dwell_slots`` of its last move
+(the stated horizon a move must hold): a training job pays a restart for each move; an
+inference service loses no work in a move, so without the dwell a price dip of one slot
+would move it there and back (only a service that cannot stay where it is moves sooner).
 """
 
 from __future__ import annotations
@@ -83,6 +84,18 @@ def advantage_slots(price: NDArray[np.float64], origin: NDArray[np.int64],
     return np.maximum(run, 1).astype(float)
 
 
+def held_gain(price: NDArray[np.float64], origin: NDArray[np.int64],
+              dest: NDArray[np.int64], horizon: int) -> NDArray[np.float64]:
+    """``sum_{k < H} (price[k, origin] - price[k, dest])`` per option: what a move saves
+    per unit of energy over the ``H = horizon`` slots from now it is held (its minimum
+    dwell; at least 1, at most the forecast's length); > 0 when the destination is cheaper
+    on the whole over that time, not merely now."""
+    if price.shape[0] == 0 or origin.size == 0:
+        return np.zeros(origin.size)
+    h = int(min(max(horizon, 1), price.shape[0]))
+    return np.asarray((price[:h, origin] - price[:h, dest]).sum(axis=0), dtype=float)
+
+
 def moves_that_pay(
     opts: SlotOptions,
     coef: NDArray[np.float64],
@@ -90,6 +103,7 @@ def moves_that_pay(
     dwell_slots: NDArray[np.float64],
     finishes: NDArray[np.bool_],
     recently_moved: NDArray[np.bool_],
+    held: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
     """Keep mask over the options and the best stay value per job.
 
@@ -103,8 +117,13 @@ def moves_that_pay(
     dwell_slots, finishes : (K,)
         Expected dwell at the option's datacenter, and whether the job finishes within it.
     recently_moved : (J,)
-        Jobs moved within their minimum dwell: none of a training job's moves is kept (an
-        inference service loses no work in a move: its moves answer to the round trip).
+        Jobs moved within their minimum dwell: none of their moves is kept (a service that
+        cannot stay where it is keeps them: it must be placed).
+    held : (K,), optional
+        Per option, whether its destination is cheaper than where the job is over the
+        minimum dwell it will be held there (:func:`held_gain` > 0): an inference service's
+        move is kept only then (its one-way cost is the transfer alone, so a dip of one
+        slot would otherwise pay).
 
     Returns
     -------
@@ -129,8 +148,14 @@ def moves_that_pay(
     trips = np.where(finishes[mv], 1.0, 2.0)
     pays = gain * dwell_slots[mv] > one_way[mv] * trips
     # An inference service that cannot stay keeps its moves: it must be placed.
-    pays |= ~np.isfinite(stay_best[j])
-    pays &= ~recently_moved[j] | ~training[j]
+    cannot_stay = ~np.isfinite(stay_best[j])
+    pays |= cannot_stay
+    # Within its minimum dwell no job moves again, a service included (its moves cost
+    # little, so price dips of a slot or two made it ping-pong between two sites), unless
+    # it cannot stay where it is.
+    pays &= ~recently_moved[j] | cannot_stay
+    if held is not None:
+        pays &= training[j] | held[mv] | cannot_stay
     keep[mv] = pays
     assert stay_best.shape == (n_jobs,)
     return keep, stay_best
@@ -140,6 +165,7 @@ def round_trip_keep(
     sc: Any, state: Any, opts: SlotOptions, coef: NDArray[np.float64],
     mu_opt: NDArray[np.float64], price: Mapping[str, float], *, restart_s: float,
     window_h: float, left: NDArray[np.float64], recent: NDArray[np.bool_],
+    ahead_price: NDArray[np.float64] | None = None, min_dwell_slots: int = 1,
 ) -> NDArray[np.bool_]:
     """The look-ahead's options that stay in its slot decision: every option but a move
     that does not pay for its round trip (:func:`moves_that_pay`).
@@ -148,7 +174,9 @@ def round_trip_keep(
     cost :func:`one_way_move_cost` at the destination's price; it dwells until the job
     finishes, its deadline (``left`` slots per job) or the end of the look-ahead window,
     whichever is first (the window plan moved it knowing the forecast and capacity);
-    ``recent`` marks the jobs moved within the minimum dwell."""
+    ``recent`` marks the jobs moved within the minimum dwell. ``ahead_price`` (forecast
+    slots from now x datacenters, the scenario's order) lets a service move only where it
+    is cheaper over ``min_dwell_slots`` (:func:`held_gain`)."""
     if not len(opts) or not opts.moves.any():
         return np.ones(len(opts), dtype=bool)
     region = {dc.name: dc.region for dc in sc.datacenters}
@@ -163,5 +191,12 @@ def round_trip_keep(
     cap = float(max(round(window_h * 3600 / sc.slot_s), 1))
     dwell = np.minimum(np.minimum(to_finish, left[opts.job_index]), cap)
     finishes = to_finish <= np.minimum(left[opts.job_index], cap)
-    keep, _ = moves_that_pay(opts, coef, one_way, dwell, finishes, recent)
+    held = None
+    if ahead_price is not None:
+        names = [dc.name for dc in sc.datacenters]
+        origin = np.array([names.index(js.last_datacenter) if js.last_datacenter in names
+                           else 0 for js in state.jobs], dtype=np.int64)[opts.job_index]
+        dest = np.array([names.index(str(d)) for d in opts.datacenter], dtype=np.int64)
+        held = held_gain(ahead_price, origin, dest, min_dwell_slots) > 0
+    keep, _ = moves_that_pay(opts, coef, one_way, dwell, finishes, recent, held)
     return keep

@@ -10,7 +10,7 @@ import param
 from workbench.app.knobs import V_STEPS, check_knob
 from workbench.app.markup import esc, progress_html, stage_html
 from workbench.app.views.common import ERROR_STYLE, StateView, error_pane, typed_input
-from workbench.policies import policy_knobs
+from workbench.policies import policy_knobs, unsuitable
 
 
 class Sidebar(StateView):
@@ -84,9 +84,11 @@ class Sidebar(StateView):
         """Run only on what the operator sees: disabled while any shown field is refused."""
         errors = self.s.blocking_errors()
         self.run_button.disabled = bool(errors) or self.s.running or self.s.scenario is None
-        self.error_text.param.update(
-            object="Run is disabled until the fields marked in red are fixed." if errors
-            else "", visible=bool(errors))
+        text = ("Run is disabled until the fields marked in red are fixed."
+                if set(errors) - {"policy"} else "")
+        if "policy" in errors:  # the policy would only repeat another on this scenario
+            text = f"{text} Run is disabled: {esc(errors['policy'])}.".strip()
+        self.error_text.param.update(object=text, visible=bool(errors))
 
     async def _on_run(self, _event: Any) -> None:
         await self.s.run_async()
@@ -125,6 +127,10 @@ class Sidebar(StateView):
             pn.widgets.Select.from_param(s.param.forecast_mode),
             self.forecast_error, error_pane(s, "forecast_error"),
             pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
+            pn.pane.Markdown(pn.bind(_not_compared, s.param.baseline_policies,
+                                     s.param.scenario),
+                             styles={"color": "#555", "font-size": "12px"}, margin=(0, 10),
+                             css_classes=["wb-not-compared"]),
             pn.widgets.Checkbox.from_param(s.param.save_runs),
             self.run_button, self.error_text,
             pn.pane.Alert(pn.bind(esc, s.param.message), alert_type=s.param.message_kind,
@@ -157,3 +163,13 @@ class ProgressPanel(StateView):
                       visible=self.s.param.running, sizing_mode="stretch_width",
                       styles={"background": "#f7fbfc", "border": "1px solid #cfe3ea",
                               "border-radius": "6px"}, css_classes=["wb-progress-panel"])
+
+
+def _not_compared(policies: list[str], scenario: Any) -> str:
+    """The comparison policies that do not run on ``scenario`` (each would only repeat
+    another, :func:`workbench.policies.unsuitable`), and why; ``""`` when none."""
+    if scenario is None:
+        return ""
+    skipped = [p for p in policies if unsuitable(p, scenario) is not None]
+    return "".join(f"*{esc(p)}* is not run here: {esc(str(unsuitable(p, scenario)))}. "
+                   for p in skipped)
