@@ -193,7 +193,8 @@ FREE_FIELDS = {("scenario", "name"), ("scenario", "description"), ("scenario", "
                ("datacenters", "name"), ("datacenters", "timezone"),
                ("network", "latency_matrix"), ("jobs", "align"), ("inference", "job_id"),
                ("jobs.llm", "job_id"), ("jobs.llm", "model_config_path"),
-               ("jobs.llm", "purpose"), ("jobs.llm", "precision"), ("supply", "kind"),
+               ("jobs.llm", "purpose"), ("jobs.llm", "precision"), ("jobs.llm", "zero"),
+               ("supply", "kind"),
                ("supply", "name"), ("demand_charges", "name"), ("demand_charges", "urdb")}
 """Text keys that name nothing to look up: new names, free text, times (parsed), a
 currency (a pattern, checked against the series), enums and a timezone (validated by the
