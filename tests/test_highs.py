@@ -163,6 +163,8 @@ for n_cols, n_rows, entries, upper, presolve, warm in itertools.product(
     start = (Basis(np.zeros(n_cols, np.int8), np.ones(n_rows, np.int8)) if warm else None)
     res = solve(h, basis=start)
     got = get_basis(h, lp, res.x, res.row_value)
+    wrong = Basis(np.zeros(n_cols + 1, np.int8), np.ones(max(n_rows - 1, 0), np.int8))
+    assert solve(h, basis=wrong).status == res.status  # a basis of another model: ignored
     if got is not None:
         assert got.col_status.shape == (n_cols,) and got.row_status.shape == (n_rows,)
         assert set(got.col_status.tolist()) | set(got.row_status.tolist()) <= {0, 1, 2}

@@ -276,7 +276,10 @@ def _codes(status: list[highspy.HighsBasisStatus]) -> NDArray[np.int8]:
 def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:
     """Hand HiGHS a starting basis for the model it holds, marked *alien*: it need not have
     one basic variable per row nor be nonsingular (HiGHS keeps a nonsingular set of the
-    columns marked basic and completes it with slacks). False when HiGHS refuses it."""
+    columns marked basic and completes it with slacks). False when HiGHS refuses it, or
+    when its sizes are not the model's (never handed to the native code)."""
+    if (basis.col_status.size != h.getNumCol() or basis.row_status.size != h.getNumRow()):
+        return False
     b = highspy.HighsBasis()
     b.col_status = [_STATUS[v] for v in basis.col_status.tolist()]
     b.row_status = [_STATUS[v] for v in basis.row_status.tolist()]
