@@ -105,7 +105,7 @@ CASES: dict[str, Case] = {
     "llm model fits nowhere": (
         lambda d: ["import", "jobs", "llm-jobs",
                    str(_llm(d, model_config=str(_config(d, n_layer=2000, n_embd=16384,
-                                                          n_head=16)))),
+                                                          n_head=16)), seq_len="1024")),
                    "--into", "x"], ("line 2", "fits on none")),
     # devices add (the project's JSON and NeuSight's)
     "device 1e30 TFLOP/s": (lambda d: ["devices", "add", str(_device(d, fp32_tflops=1e30))],

@@ -274,7 +274,7 @@ def test_an_output_naming_the_store_or_another_output_is_refused(
     ({"jobs_unfinished": 2}, None, ""),
 ])
 def test_saving_caveat(run, base, text) -> None:
-    from workbench.cli.plan import saving_caveat
+    from workbench.cli.summary import saving_caveat
 
     assert saving_caveat(run, base) == text
 
@@ -417,7 +417,7 @@ def test_the_carbon_split_of_work_left_undone_is_a_number(db, capsys) -> None:
 @pytest.mark.parametrize("missing", ["unfinished_carbon_kg", "unfinished_charge"])
 def test_attribution_lines_never_print_nan(missing: str) -> None:
     """A figure missing from one run (NaN) leaves its part out; it never prints as nan."""
-    from workbench.cli.plan import attribution_lines
+    from workbench.cli.summary import attribution_lines
     from workbench.equal_work import like_for_like
 
     run = {"equal_work_cost": 10.0, "equal_work_carbon_kg": 5.0, "cost": 9.0,

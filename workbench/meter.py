@@ -84,6 +84,10 @@ def check_import_caps(sc: Scenario | ScenarioView, caps: Caps) -> None:
                 f"least {i:.2f} kW plus what its inference services draw")
 
 
+Drawn = tuple[str, float, float, float]
+"""What a plan row drew at one site in a slot: ``(datacenter, kWh, cost at the grid's
+price, kg at the grid's carbon)``."""
+
 _DRAWN_KWH = 1e-9
 """kWh below which a site-slot counts as drawing nothing for its rows (a share per kWh of
 a rounding residue would be a division by nearly zero)."""
@@ -98,9 +102,19 @@ class MeterSlot:
     sites: dict[str, SiteSlot]
     no_jobs: dict[str, SiteSlot]
     demand_delta: dict[str, float]
+    grid_only: frozenset[str] = frozenset()
+    """Sites without own supply or battery: their energy is the grid's at its price."""
+    at_grid: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per site, the jobs' energy this slot at the grid's price and carbon (currency, kg),
+    summed row by row."""
 
     def controllable(self, name: str) -> tuple[float, float]:
-        """The controllable charge (currency) and carbon (kg) of ``name`` this slot."""
+        """The controllable charge (currency) and carbon (kg) of ``name`` this slot. At a
+        grid-only site ``(jobs + idle) p - idle p`` is the jobs' energy at the grid's price:
+        taken as the rows' own sum, so that it carries no rounding of the difference."""
+        if name in self.grid_only and name in self.at_grid:
+            cost, kg = self.at_grid[name]
+            return cost + self.demand_delta[name], kg
         s, n = self.sites[name], self.no_jobs[name]
         return (s.energy_charge - n.energy_charge + self.demand_delta[name],
                 s.carbon_kg - n.carbon_kg)
@@ -166,9 +180,11 @@ class Meter:
         return max(load - sum(self.available_kwh(name, t)), 0.0) / self.slot_h
 
     def read(self, t: int, jobs_kwh: Mapping[str, float],
-             battery_kw: Mapping[str, float]) -> MeterSlot:
-        """Meter slot ``t``: the jobs' facility energy per datacenter (kWh) and the
-        planner's battery decisions (kW, + discharge; a site left out: greedy dispatch)."""
+             battery_kw: Mapping[str, float],
+             at_grid: Mapping[str, tuple[float, float]] | None = None) -> MeterSlot:
+        """Meter slot ``t``: the jobs' facility energy per datacenter (kWh), the planner's
+        battery decisions (kW, + discharge; a site left out: greedy dispatch) and, where
+        known, that energy at the grid's price and carbon (:attr:`MeterSlot.at_grid`)."""
         sites: dict[str, SiteSlot] = {}
         none: dict[str, SiteSlot] = {}
         for name in self.names:
@@ -191,7 +207,11 @@ class Meter:
                 charge(b.period, new) - charge(b.period, self.peaks[i])
                 - charge(b.period, new0) + charge(b.period, self.peaks_no_jobs[i]))
             self.peaks[i], self.peaks_no_jobs[i] = new, new0
-        return MeterSlot(sites=sites, no_jobs=none, demand_delta=delta)
+        supply = self.scenario.supply
+        plain = frozenset(n for n in self.names
+                          if not supply.sources_at(n) and supply.battery_at(n) is None)
+        return MeterSlot(sites=sites, no_jobs=none, demand_delta=delta, grid_only=plain,
+                         at_grid=dict(at_grid or {}))
 
     def columns(self, t: int, slot: MeterSlot) -> dict[str, float]:
         """Slot ``t``'s meter as slot-record columns: the fields of
@@ -214,18 +234,24 @@ class Meter:
                 out[site_key(f"no_jobs_{part}", name)] = float(getattr(ref, part))
         return out
 
-    def shares(self, slot: MeterSlot, rows: Sequence[Sequence[tuple[str, float]]]
+    def shares(self, slot: MeterSlot, rows: Sequence[Sequence[Drawn]]
                ) -> list[tuple[float, float]]:
         """Each row's share of the slot's controllable charge and carbon: ``rows[i]`` lists
-        the (datacenter, kWh) the row drew this slot (see the module notes)."""
+        what the row drew this slot, ``(datacenter, kWh, at the grid's price, at the
+        grid's carbon)`` (see the module notes). At a grid-only site a row's share is its
+        own energy at the grid's price and carbon (plus its part of a demand charge's
+        rise)."""
         at: dict[str, float] = dict.fromkeys(self.names, 0.0)
         for drawn in rows:
-            for name, kwh in drawn:
+            for name, kwh, _, _ in drawn:
                 at[name] += kwh
         left_cost, left_kg = self.unattributed, self.unattributed_kg
         part: dict[str, tuple[float, float]] = {}
         for name in self.names:
             cost, kg = slot.controllable(name)
+            if name in slot.grid_only and name in slot.at_grid:
+                cost -= slot.at_grid[name][0]  # the rows take their own grid-price part
+                kg = 0.0
             if at[name] > _DRAWN_KWH:
                 part[name] = (cost / at[name], kg / at[name])
             else:
@@ -236,10 +262,15 @@ class Meter:
         out = []
         for drawn in rows:
             c = k = 0.0
-            for name, kwh in drawn:
+            for name, kwh, grid_cost, grid_kg in drawn:
                 per = part.get(name, (0.0, 0.0))
-                c += kwh * (per[0] + spread[0])
-                k += kwh * (per[1] + spread[1])
+                if name in slot.grid_only and name in slot.at_grid:
+                    c += grid_cost
+                    k += grid_kg
+                if per[0] or spread[0]:
+                    c += kwh * (per[0] + spread[0])
+                if per[1] or spread[1]:
+                    k += kwh * (per[1] + spread[1])
             out.append((c, k))
         if total > _DRAWN_KWH:
             self.unattributed = self.unattributed_kg = 0.0

@@ -418,9 +418,8 @@ def _with_verdict(warnings: list[str], result: RunResult, cap_kg: float,
     verdict is added."""
     for i, w in enumerate(warnings):
         if w.startswith(_CAP_MISSED) and cap_kg < least.carbon_kg:
-            said = (f"{w}, a cap below the least carbon with every deadline met, in "
-                    f"hindsight (true grid and every arrival), {kg_text(least.carbon_kg)} kg "
-                    f"({least.label})")
+            said = (f"{w}, a cap below the least carbon with every deadline met in "
+                    f"hindsight, true grid and every arrival ({kg_text(least.carbon_kg)} kg)")
             return [*warnings[:i], said, *warnings[i + 1:]]
     return [*warnings, budget_verdict(result, cap_kg, least)]
 

@@ -337,10 +337,9 @@ class WorkbenchState(param.Parameterized):
         sc = self.planning_scenario()
         spec = self.run_spec(sc)
         key = ComparisonKey(db_path=self.db_path, scenario=sc.name,
-                            fingerprint=self.fingerprint, slot_s=sc.slot_s,
-                            n_slots=sc.n_slots, forecast_mode=spec.forecast.mode,
-                            forecast_error=spec.forecast.error_in_effect,
-                            metered=spec.comparison(spec.policy).metered)
+                            fingerprint=self.fingerprint, slot_s=sc.slot_s, n_slots=sc.n_slots,
+                            forecast_mode=spec.forecast.mode, metered=spec.caps.power_only(),
+                            forecast_error=spec.forecast.error_in_effect)
         return RunRequest(spec=spec, scenario=sc, key=key, db_path=self.db_path,
                           comparisons=tuple(b for b in self.baseline_policies
                                             if b != self.policy), save=bool(self.save_runs))

@@ -302,7 +302,13 @@ refine_batch, extra_constraints, solver
         finishes = to_finish <= dwell + 1e-9
         recent = np.array([state.t - self._moved_at.get(js.job.job_id, -10**9)
                            < self.min_dwell_slots for js in state.jobs], dtype=bool)
-        held = held_gain(fp, origin, dest, self.min_dwell_slots) > 0
+        # Held over its dwell, a move must pay in the slot's own terms: price (times V) and,
+        # under a carbon budget, carbon at the queue's price (NetCoef per kWh).
+        fc = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[:, ridx]
+        z = self._carbon_queue(names)
+        lam = carbon_price(forecast) if self._Z else 0.0
+        per_kwh = self.V * fp + lam * z[None, :] * fc / 1000.0
+        held = held_gain(per_kwh, origin, dest, self.min_dwell_slots) > 0
         keep, stay_best = moves_that_pay(opts, coef, one_way, dwell, finishes, recent, held)
         if self.migration_threshold > 0:
             sb = stay_best[opts.job_index]

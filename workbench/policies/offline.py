@@ -175,8 +175,8 @@ def _least_carbon(prob: blocklp.BlockProblem, jobs: list[Job], time_limit_s: flo
         np.where(tr, prob.rate, 0.0), prob.carbon_kg, prob.configs.energy_kwh))
     per_job = {j.job_id: (float(w), float(k), float(e))
                for j, w, k, e in zip(jobs, work, kg, kwh, strict=True)}
-    return LeastCarbon(carbon_kg=exact_dot(prob.carbon_kg, sol.x), cost=exact_dot(prob.cost, sol.x),
-                       shortfall=shortfall, per_job=per_job)
+    return LeastCarbon(carbon_kg=exact_dot(prob.carbon_kg, sol.x),
+                       cost=exact_dot(prob.cost, sol.x), shortfall=shortfall, per_job=per_job)
 
 
 def _min_overshoot_kg(prob: blocklp.BlockProblem, time_limit_s: float) -> float:
@@ -463,8 +463,7 @@ class OfflinePolicy:
                        sol: blocklp.BlockSolution, solve_s: float) -> None:
         """The plan's cost, carbon and energy, its shortfalls and carbon slack, and the bound."""
         x = sol.x
-        exact = prob.exact
-        self.is_bound = not (exact and sol.optimal)
+        self.is_bound = not ((exact := prob.exact) and sol.optimal)
         self.optimum_cost = exact_dot(prob.cost, x)
         self.optimum_carbon_kg = exact_dot(prob.carbon_kg, x)
         demand = 0.0

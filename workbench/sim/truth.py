@@ -18,7 +18,7 @@ import xarray as xr
 
 from workbench import outcome, perf
 from workbench.estimate import OnlineEstimator, planning_speed_factor
-from workbench.meter import Meter, MeterSlot
+from workbench.meter import Drawn, Meter, MeterSlot
 from workbench.model import Datacenter, GpuPool, Job, Scenario
 from workbench.outcome.supply import SiteSlot
 from workbench.policies.base import Allocation, JobState, Placement
@@ -164,9 +164,9 @@ class SlotApplied:
     """The site meter's slot: each datacenter's balance, its no-jobs reference, the
     controllable demand charges (:class:`workbench.meter.MeterSlot`)."""
     trimmed: list[PowerTrim] = field(default_factory=list)
-    drawn: list[list[tuple[str, float]]] = field(default_factory=list)
-    """Per plan row, the (datacenter, kWh) it drew this slot (its transfer's other end
-    apart): what the meter shares the slot's controllable part by."""
+    drawn: list[list[Drawn]] = field(default_factory=list)
+    """Per plan row, what it drew at each site this slot (:data:`workbench.meter.Drawn`):
+    what the meter shares the slot's controllable part by."""
 
     @property
     def sites(self) -> dict[str, SiteSlot]:
@@ -280,7 +280,9 @@ class Truth:
         idle load from its sources, battery and the grid, and the no-jobs reference), give
         each plan row its share of the slot's controllable charge and carbon, and split
         each row's energy by its datacenter-slot's mix (pro rata)."""
-        slot = self.meter.read(t, out.energy_kwh, alloc.battery_kw)
+        at_grid = {n: (out.cost_at_grid_price[n], out.carbon_kg_at_grid_intensity[n])
+                   for n in self.dcs}
+        slot = self.meter.read(t, out.energy_kwh, alloc.battery_kw, at_grid)
         out.meter = slot
         for name in self.dcs:
             out.cost[name], out.carbon_kg[name] = slot.controllable(name)
@@ -510,16 +512,17 @@ class Truth:
         out.drawn.append(drawn)
 
     def _charge(self, datacenter: str, t: int, res: outcome.SlotOutcome, pr: float,
-                cg: float, out: SlotApplied) -> tuple[float, list[tuple[str, float]]]:
+                cg: float, out: SlotApplied) -> tuple[float, list[Drawn]]:
         """Meter the slot's energy of one job at each end (the sending datacenters' half of
         a transfer at theirs), at the grid's price and carbon; returns the job's energy
         (kWh) and the (datacenter, kWh) it drew. Its share of the bill follows when the slot
         is metered (:meth:`_balance`)."""
         energy = res.energy_kwh
-        drawn = [(datacenter, energy)]
+        cost, carb = energy * pr, energy * cg / G_PER_KG
+        drawn = [(datacenter, energy, cost, carb)]
         out.energy_kwh[datacenter] += energy
-        out.cost_at_grid_price[datacenter] += energy * pr
-        out.carbon_kg_at_grid_intensity[datacenter] += energy * cg / G_PER_KG
+        out.cost_at_grid_price[datacenter] += cost
+        out.carbon_kg_at_grid_intensity[datacenter] += carb
         for src_dc, kwh in res.source_kwh:
             _, s_pr, s_cg = self._prices(t, src_dc)
             s_cost = kwh * s_pr
@@ -527,7 +530,7 @@ class Truth:
             out.energy_kwh[src_dc] += kwh
             out.cost_at_grid_price[src_dc] += s_cost
             out.carbon_kg_at_grid_intensity[src_dc] += s_carb
-            drawn.append((src_dc, kwh))
+            drawn.append((src_dc, kwh, s_cost, s_carb))
             energy += kwh
         return energy, drawn
 
