@@ -65,7 +65,12 @@ def test_the_meter_balances_and_the_bill_parts_add_up(jobs, battery, idle, expor
     shared = 0.0
     records = []
     for t, ((ka, kb), bat) in enumerate(zip(jobs, battery, strict=True)):
-        slot = meter.read(t, {"a": ka, "b": kb}, {} if bat is None else {"a": bat})
+        # The rows' energy at the grid's price and carbon (what the simulator sums row by row).
+        drawn = {n: (n, k, k * float(meter.price[t, meter.region[n]]),
+                     k * float(meter.carbon[t, meter.region[n]]) / 1000.0)
+                 for n, k in (("a", ka), ("b", kb))}
+        slot = meter.read(t, {"a": ka, "b": kb}, {} if bat is None else {"a": bat},
+                          {n: (d[2], d[3]) for n, d in drawn.items()})
         for name, s in slot.sites.items():
             # Where the energy came from is where it went.
             assert s.renewable_kwh + s.discharge_kwh + s.grid_kwh == pytest.approx(
@@ -74,7 +79,7 @@ def test_the_meter_balances_and_the_bill_parts_add_up(jobs, battery, idle, expor
             assert s.energy_charge == pytest.approx(s.grid_charge + s.ppa_charge
                                                     - s.export_credit, abs=1e-12)
             assert slot.no_jobs[name].load_kwh == pytest.approx(idle_kwh[name])
-        shared += sum(c for c, _ in meter.shares(slot, [[("a", ka)], [("b", kb)]]))
+        shared += sum(c for c, _ in meter.shares(slot, [[drawn["a"]], [drawn["b"]]]))
         records.append({"time": sc.start, **meter.columns(t, slot)})
     bill, none = metered_bills(sc, pd.DataFrame(records))
     for b in (bill, none):
