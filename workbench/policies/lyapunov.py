@@ -302,7 +302,10 @@ refine_batch, extra_constraints, solver
         finishes = to_finish <= dwell + 1e-9
         recent = np.array([state.t - self._moved_at.get(js.job.job_id, -10**9)
                            < self.min_dwell_slots for js in state.jobs], dtype=bool)
-        held = held_gain(fp, origin, dest, self.min_dwell_slots) > 0
+        # Held on price alone: with a carbon budget carbon weighs in the objective too, and
+        # a service may move to a cleaner, dearer site (the dwell still holds it there).
+        held = None if self.caps.has_carbon else (
+            held_gain(fp, origin, dest, self.min_dwell_slots) > 0)
         keep, stay_best = moves_that_pay(opts, coef, one_way, dwell, finishes, recent, held)
         if self.migration_threshold > 0:
             sb = stay_best[opts.job_index]
