@@ -640,3 +640,79 @@ def test_the_supply_tab_draws_the_stack_and_the_bill_of_the_stored_run(
         assert time.monotonic() < deadline, f"suzhou's grid import is not drawn: {hits}"
         time.sleep(1.0)
     pg.context.close()  # type: ignore[attr-defined]
+
+
+CUT_JS = """els => els.filter(e => e.offsetParent !== null
+    && (e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1))
+    .map(e => e.innerText.trim()).filter(t => t)"""
+"""The texts of the shown elements whose content does not fit their box (cut or hidden)."""
+
+SIDE_SCROLL_JS = """els => els.filter(e => e.scrollWidth > e.clientWidth + 1).length"""
+"""How many of the elements scroll sideways (a table wider than its place)."""
+
+
+def test_nothing_is_cut_at_1366x768(page: object, server: str) -> None:
+    """At 1366x768 the sidebar's carbon-cap label, the Quote table's headers and notes and
+    the Migrations table's headers were cut ("powe limit", "mo... 1 GB from gu...",
+    "dataset+che") (issue 37)."""
+    pg = _new_page(page, server)
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    pg.get_by_label("Carbon cap", exact=True).select_option("global")  # type: ignore[attr-defined]
+    pg.locator(".wb-cap input").first.wait_for()  # type: ignore[attr-defined]
+    time.sleep(0.5)
+    pg.screenshot(path=str(ARTIFACTS / "browser_1366_sidebar.png"))  # type: ignore[attr-defined]
+    # The label's text ends within its field's width (the sidebar's edge cut it there).
+    label = pg.locator(".wb-cap label").first  # type: ignore[attr-defined]
+    box, field = label.bounding_box(), pg.locator(".wb-cap input").first.bounding_box()  # type: ignore[attr-defined]
+    text_px = float(label.evaluate("e => e.scrollWidth"))
+    assert box["x"] + text_px <= field["x"] + field["width"] + 2, (
+        f"sidebar: {label.inner_text()!r} is {text_px:.0f} px in a {field['width']:.0f} "
+        "px field")
+    assert pg.locator(".wb-cap label, .wb-cap-hint").evaluate_all(CUT_JS) == []  # type: ignore[attr-defined]
+    pg.get_by_label("Carbon cap", exact=True).select_option("none")  # type: ignore[attr-defined]
+
+    _tab(pg, "Quote")
+    pg.locator(".wb-deadline input").fill("12")  # type: ignore[attr-defined]
+    button = pg.locator(".wb-quote-button button")  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while button.is_disabled() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    button.click()
+    _wait_text(pg.locator(".wb-quote p"))  # type: ignore[attr-defined]
+    pg.locator(".wb-quote-options .tabulator-row").first.wait_for()  # type: ignore[attr-defined]
+    time.sleep(1.0)
+    pg.screenshot(path=str(ARTIFACTS / "browser_1366_quote.png"), full_page=True)  # type: ignore[attr-defined]
+    cut = pg.locator(".wb-quote-options .tabulator-col-title, "  # type: ignore[attr-defined]
+                     ".wb-quote-options .tabulator-cell").evaluate_all(CUT_JS)
+    assert cut == [], f"quote: {cut}"
+    assert pg.locator(".wb-quote-options .tabulator-tableholder").evaluate_all(  # type: ignore[attr-defined]
+        SIDE_SCROLL_JS) == 0
+
+    _tab(pg, "Migrations")
+    try:
+        pg.locator(".wb-migrations .tabulator-row").first.wait_for()  # type: ignore[attr-defined]
+    finally:
+        pg.screenshot(path=str(ARTIFACTS / "browser_1366_migrations.png"), full_page=True)  # type: ignore[attr-defined]
+    time.sleep(1.0)
+    cut = pg.locator(".wb-migrations .tabulator-col-title, "  # type: ignore[attr-defined]
+                     ".wb-migrations .tabulator-cell").evaluate_all(CUT_JS)
+    assert cut == [], f"migrations: {cut}"
+    pg.context.close()  # type: ignore[attr-defined]
+
+
+def test_the_grid_tab_shows_that_it_is_loading(page: object, server: str) -> None:
+    """The Grid tab was blank for 4 s while its charts were built: it shows Panel's loading
+    spinner until they are drawn."""
+    pg = _new_page(page, server)
+    _wait_text(pg.locator("#metric-cost"))  # type: ignore[attr-defined]
+    _tab(pg, "Grid")
+    seen_loading = False
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while pg.locator(".wb-heatmaps").count() == 0:  # type: ignore[attr-defined]
+        seen_loading = seen_loading or pg.locator(  # type: ignore[attr-defined]
+            ".wb-tab-loading").count() > 0
+        assert time.monotonic() < deadline, "the Grid tab did not draw"
+        time.sleep(0.05)
+    assert seen_loading, "no loading indicator before the Grid tab's charts"
+    assert pg.locator(".wb-tab-loading").count() == 0  # type: ignore[attr-defined]
+    pg.context.close()  # type: ignore[attr-defined]

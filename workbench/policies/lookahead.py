@@ -578,7 +578,10 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         return round_trip_keep(
             self._sc, state, opts, coef, mu_opt, price, restart_s=self.restart_s,
             window_h=self.window_h, min_dwell_slots=self.min_dwell_slots,
-            ahead_price=np.asarray(forecast.price_per_kwh, dtype=float)[:, ridx],
+            # The price alone judges a service's move only where carbon weighs nothing in
+            # the plan (no carbon budget or price): else a cleaner, dearer site may win.
+            ahead_price=None if self.caps.has_carbon or self.carbon_price_per_kg > 0
+            else np.asarray(forecast.price_per_kwh, dtype=float)[:, ridx],
             left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
             recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
                              < self.min_dwell_slots for js in state.jobs], dtype=bool))

@@ -123,7 +123,8 @@ def moves_that_pay(
         Per option, whether its destination is cheaper than where the job is over the
         minimum dwell it will be held there (:func:`held_gain` > 0): an inference service's
         move is kept only then (its one-way cost is the transfer alone, so a dip of one
-        slot would otherwise pay).
+        slot would otherwise pay). None where carbon weighs in the policy's objective
+        (a budget or a carbon price): the minimum dwell alone holds a service then.
 
     Returns
     -------

@@ -63,8 +63,11 @@ def typed_input(name: str, value: str, **params: Any) -> pn.widgets.TextInput:
 
 
 TABLE_CSS = (".tabulator-col-title {white-space: normal !important; "
-             "text-overflow: clip !important; overflow-wrap: normal}")
-"""Table headers wrap onto two lines instead of being cut to ``cost ...``."""
+             "text-overflow: clip !important; overflow-wrap: anywhere}"
+             ".tabulator-cell {white-space: normal !important; "
+             "text-overflow: clip !important; overflow-wrap: anywhere}")
+"""Table headers and cells wrap onto more lines instead of being cut to ``cost ...``
+(a word wider than its column breaks inside rather than lose its end: ``powe``)."""
 
 
 def table_titles(frame: pd.DataFrame) -> dict[str, str]:

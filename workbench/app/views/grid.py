@@ -52,7 +52,10 @@ class GridView(StateView):
         )
 
     def __panel__(self) -> pn.viewable.Viewable:
-        return pn.panel(self._plots, sizing_mode="stretch_width")  # type: ignore[return-value]
+        # The curves, heatmaps and forecast take seconds to build: a change of zone shows
+        # Panel's loading spinner over them meanwhile (the first build, the page's).
+        return pn.panel(self._plots, sizing_mode="stretch_width",  # type: ignore[return-value]
+                        loading_indicator=True, css_classes=["wb-grid"])
 
 
 class ForecastPane(StateView):

@@ -92,7 +92,7 @@ class MigrationsView(StateView):
             data_table(shown, pagination="local", page_size=15, header_filters=True,
                        css_classes=["wb-migrations"],
                        widths={f"time ({tz})": 128, "job": 118, "from": 88, "to": 88,
-                               "why (grid in that slot)": "34%", "what moved": 92,
+                               "why (grid in that slot)": "34%", "what moved": 132,
                                "GB moved": 72, "transfer (s)": 76},
                        formatters={"why (grid in that slot)": {"type": "textarea"}}),
             sizing_mode="stretch_width",

@@ -60,8 +60,22 @@ class WorkbenchApp(StateView):
     def _show(self, *_: Any) -> None:
         name = list(self.views)[self.tabs.active]
         slot = self._slots[name]
-        if not slot.objects:
+        if slot.objects:
+            return
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None or self.tabs.active == 0:
             slot.objects = [self.views[name].__panel__()]
+            return
+        # Served, a tab shown for the first time: a spinner at once, the tab's content on
+        # the next tick (the Grid tab was blank for 4 s while its charts were built).
+        slot.objects = [pn.Row(pn.indicators.LoadingSpinner(value=True, size=28),
+                               pn.pane.Markdown(f"Building the {name} tab…"),
+                               css_classes=["wb-tab-loading"])]
+
+        def build() -> None:
+            slot.objects = [self.views[name].__panel__()]
+
+        doc.add_next_tick_callback(build)
 
     def open_tab(self, name: str) -> None:
         """Show tab ``name`` (building it on first use)."""

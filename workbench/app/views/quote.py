@@ -215,13 +215,16 @@ class QuoteView(StateView):
                                # Ordered by *Best is the…*; no header arrows over the
                                # labels of the narrow columns.
                                sortable=False,
-                               # Key columns wide enough for their values; the note
-                               # wraps in what is left.
-                               widths={"": 58, "datacenter": 98, "GPU": 96, "GPUs": 52,
-                                       f"start ({tz})": 106, f"finish ({tz})": 106,
-                                       "hours": 56, "hours, 90% interval": 72,
-                                       f"cost ({q.currency})": 62, "carbon (kg)": 66,
-                                       "energy (kWh)": 66, "meets deadline": 84},
+                               # Shares of the width that add up to it (fixed pixels
+                               # left the power limit and the note too narrow at 1366
+                               # px: "powe limit"); what is longer wraps.
+                               widths={"": "6%", "datacenter": "8%", "GPU": "6%",
+                                       "GPUs": "5%", "power limit (W/GPU)": "6%",
+                                       f"start ({tz})": "9%", f"finish ({tz})": "9%",
+                                       "hours": "5%", "hours, 90% interval": "6%",
+                                       f"cost ({q.currency})": "6%", "carbon (kg)": "6%",
+                                       "energy (kWh)": "6%", "meets deadline": "7%",
+                                       "note": "15%"},
                                formatters={"note": {"type": "textarea"}, **{
                                    c: {"type": "money", "precision": 2, "symbol": ""}
                                    for c in fixed}},

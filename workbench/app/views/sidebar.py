@@ -99,10 +99,14 @@ class Sidebar(StateView):
         if s.cap_mode == "global":
             shown = (f"{s.carbon_cap_pct:g}%" if s.carbon_cap_pct is not None
                      else f"{s.carbon_cap_kg:g}")
-            w = typed_input("Carbon cap, all sites (kg CO2 over the horizon, or % below "
-                            "asap-home, e.g. 20%)", shown, css_classes=["wb-cap"])
+            # A short label (the sidebar cut the long one): what the number means below.
+            w = typed_input("Carbon cap, all sites (kg or %)", shown, css_classes=["wb-cap"])
             w.param.watch(lambda e: s.enter("carbon_cap_kg", e.new), "value_input")
-            widgets += [w, error_pane(s, "carbon_cap_kg")]
+            hint = pn.pane.Markdown("kg CO2 over the horizon, or a cut below asap-home's "
+                                    "carbon written with %, e.g. 20%",
+                                    styles={"color": "#555", "font-size": "12px"},
+                                    margin=(-8, 10, 0, 10), css_classes=["wb-cap-hint"])
+            widgets += [w, hint, error_pane(s, "carbon_cap_kg")]
         elif s.cap_mode == "per datacenter" and s.scenario is not None:
             for dc in s.scenario.datacenters:
                 knob = f"carbon_cap_kg:{dc.name}"
