@@ -52,6 +52,7 @@ from common import RESULTS, run_policy, write_table
 from workbench import runner
 from workbench.cli import main as cli
 from workbench.model import Scenario
+from workbench.policies import unsuitable
 from workbench.policies.base import HindsightBound
 from workbench.policies.offline import required_share
 from workbench.store import Store
@@ -360,7 +361,9 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
     runs: dict[str, tuple[dict[str, Any], float]] = {}
     shorts: dict[str, float] = {}
     off_bound: HindsightBound | None = None
-    order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")]
+    # A policy that refuses the scenario (follow-renewables without own supply) is left out.
+    order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")
+                                        and unsuitable(p, sc) is None]
     for pol_name in order:
         res, wall, bound_of = run_policy(sc, pol_name, fitted)
         if bound_of is not None:

@@ -28,7 +28,7 @@ from common import (
 
 from workbench import runner
 from workbench.cli import main as cli
-from workbench.policies import POLICY_NAMES
+from workbench.policies import POLICY_NAMES, unsuitable
 from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,9 @@ def main() -> None:
     build(args.data, db)
     with Store(db) as store:
         sc = store.load_scenario("real4")
-    order = ["asap-home"] + [p for p in args.policies.split(",") if p != "asap-home"]
+    # A policy that refuses the scenario (follow-renewables without own supply) is left out.
+    order = ["asap-home"] + [p for p in args.policies.split(",")
+                             if p != "asap-home" and unsuitable(p, sc) is None]
     rows, base, bound, base_result, forecast = [], None, None, None, ""
     fitted = runner.fit_forecast(sc, runner.forecast_mode(runner.RunSpec(sc.name), sc))
     for name in order:

@@ -27,7 +27,7 @@ from common import (
 )
 
 from workbench import runner
-from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
+from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, unsuitable
 from workbench.scenarios import build_seed3
 
 
@@ -38,7 +38,9 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     sc = build_seed3(args.seed)
-    order = ["asap-home"] + [p for p in args.policies.split(",") if p != "asap-home"]
+    # A policy that refuses the scenario (follow-renewables without own supply) is left out.
+    order = ["asap-home"] + [p for p in args.policies.split(",")
+                             if p != "asap-home" and unsuitable(p, sc) is None]
     rows, base, bound, base_result, forecast = [], None, None, None, ""
     fitted = runner.fit_forecast(sc, runner.forecast_mode(runner.RunSpec(sc.name), sc))
     for name in order:

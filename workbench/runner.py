@@ -546,7 +546,7 @@ def strongest_baseline(spec: RunSpec, scenario: Scenario, *,
         try:
             res, _ = simulate_spec(spec.comparison(name), scenario, fitted=fitted)
         except (SpecError, ValueError) as exc:
-            log.info("strongest baseline: %s left out (%s)", name, exc)
+            log.debug("strongest baseline: %s left out (%s)", name, exc)
             continue
         key = (float(res.metrics["equal_work_cost"]), int(res.metrics["deadline_misses"]))
         if best is None or key < (float(best.metrics["equal_work_cost"]),

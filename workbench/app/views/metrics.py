@@ -83,9 +83,10 @@ class MetricsView(StateView):
                              "Savings and gaps are on equal work: "
                              f"{esc(EQUAL_WORK_BASIS)}. *Above bound*: against the hindsight "
                              "bound (no restarts or transfers: a lower bound on every plan); "
-                             "*vs replay*: against the hindsight plan as replayed (offline, "
-                             "green bar; a reference). Grey bar: asap-home, the reference of "
-                             "the savings. The comparison CSV (Export) has every column. "
+                             "the hindsight plan as replayed is the offline row and the green "
+                             "bar (a reference). Grey bar: asap-home, the reference of the "
+                             "savings. The comparison CSV (Export) has every column (the gap "
+                             "to the replay too). "
                              + note),
             pn.pane.HTML(compare_bars_row(table, currency), sizing_mode="stretch_width",
                          css_classes=["wb-compare-bars"]),
