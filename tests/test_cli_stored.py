@@ -25,7 +25,8 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def _llm_csv(path: Path, model: str, names: tuple[str, ...] = ("j1",)) -> Path:
-    rows = "".join(f"{n},0,{MODELS / model},2048,32,5e8,bf16,4\n" for n in names)
+    # 1024 tokens: within every shipped model's n_positions (gpt2-large stops at 1024).
+    rows = "".join(f"{n},0,{MODELS / model},1024,32,5e8,bf16,4\n" for n in names)
     path.write_text("name,time,model_config,seq_len,global_batch,tokens,precision,gpus\n"
                     + rows)
     return path
