@@ -182,7 +182,7 @@ class Caps:
         return {} if self.carbon_kg is None else {"all": float(self.carbon_kg)}
 
     def power_kw_of(self, datacenter: str) -> float:
-        """The IT power cap of ``datacenter``, kW (``inf`` without one)."""
+        """The grid import cap of ``datacenter``, kW (``inf`` without one)."""
         if self.power_kw is not None:
             return float(self.power_kw)
         return float(self.power_kw_by_dc.get(datacenter, math.inf))

@@ -145,8 +145,8 @@ class HindsightBound:
 
     ``cost`` in the scenario's currency (the jobs' energy charges, through the sites'
     renewables and batteries where they have them) and ``carbon_kg`` the carbon of the
-    bounding plan; ``demand`` the demand charges of its peaks (0 without demand charges:
-    ``cost + demand + site_idle_cost`` bounds the bill's total); ``kind`` says where it
+    bounding plan; ``demand`` the demand charges of its peaks (0 without demand charges);
+    ``kind`` says where it
     comes from (the hindsight LP relaxation, the MILP solved to optimality, or a MILP's dual
     bound at its time limit).
     """
