@@ -152,6 +152,9 @@ class Meter:
         self.slot_buckets = slot_buckets(self.buckets, sc.n_slots)
         self.peaks = [0.0] * len(self.buckets)
         self.peaks_no_jobs = [0.0] * len(self.buckets)
+        supply = sc.supply
+        self.grid_only = frozenset(n for n in self.names if not supply.sources_at(n)
+                                   and supply.battery_at(n) is None)
 
     def available_kwh(self, name: str, t: int) -> list[float]:
         """What each of ``name``'s sources can deliver in slot ``t``, kWh."""
@@ -207,11 +210,8 @@ class Meter:
                 charge(b.period, new) - charge(b.period, self.peaks[i])
                 - charge(b.period, new0) + charge(b.period, self.peaks_no_jobs[i]))
             self.peaks[i], self.peaks_no_jobs[i] = new, new0
-        supply = self.scenario.supply
-        plain = frozenset(n for n in self.names
-                          if not supply.sources_at(n) and supply.battery_at(n) is None)
-        return MeterSlot(sites=sites, no_jobs=none, demand_delta=delta, grid_only=plain,
-                         at_grid=dict(at_grid or {}))
+        return MeterSlot(sites=sites, no_jobs=none, demand_delta=delta,
+                         grid_only=self.grid_only, at_grid=dict(at_grid or {}))
 
     def columns(self, t: int, slot: MeterSlot) -> dict[str, float]:
         """Slot ``t``'s meter as slot-record columns: the fields of
