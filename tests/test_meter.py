@@ -135,7 +135,7 @@ def test_power_caps_are_on_grid_import_and_refused_below_the_idle_load() -> None
         assert res.metrics["deadline_misses"] >= 0
 
 
-def _store_with_runs(tmp_path: Path) -> tuple[Path, dict, Path]:
+def _stored_scenario(tmp_path: Path) -> Path:
     jobs = tuple(training(f"j{i}", home="a", arrival_slot=i, slots_of_work=2.0,
                           deadline_slot=12) for i in range(3)) + (
         inference("svc", home="b", last=12),)
@@ -143,7 +143,7 @@ def _store_with_runs(tmp_path: Path) -> tuple[Path, dict, Path]:
     db = tmp_path / "wb.duckdb"
     with Store(db) as store:
         store.save_scenario(sc)
-    return db, {}, tmp_path
+    return db
 
 
 def test_every_face_shows_the_same_bill_and_saving(tmp_path: Path,
@@ -152,7 +152,7 @@ def test_every_face_shows_the_same_bill_and_saving(tmp_path: Path,
     from workbench.app import derive
     from workbench.io.plan_csv import read_plan_csv
 
-    db, _, out = _store_with_runs(tmp_path)
+    db, out = _stored_scenario(tmp_path), tmp_path
     base = ["--db", str(db)]
     argv = [*base, "plan", "--scenario", "metered", "--no-progress", "--json",
             "--out", str(out / "plan.csv"), "--jobs-out", str(out / "jobs.csv"),
@@ -219,7 +219,7 @@ def test_a_run_stored_before_the_meter_is_billed_again_and_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from workbench import runs as runs_mod
 
-    db, _, _ = _store_with_runs(tmp_path)
+    db = _stored_scenario(tmp_path)
     assert main(["--db", str(db), "plan", "--scenario", "metered", "--no-progress",
                  "--json", "--no-baseline"]) == 0
     now = json.loads(capsys.readouterr().out)

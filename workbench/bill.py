@@ -215,22 +215,24 @@ def compute_bill(sc: Scenario, grid_kwh: NDArray[np.float64], grid_charge: NDArr
 
 
 def has_meter(slots: pd.DataFrame | None, datacenters: Sequence[str]) -> bool:
-    """Whether a slots frame holds the site meter's columns (:data:`SITE_SLOT`; runs
-    simulated since the meter, or recomputed, :func:`workbench.runs.fill_meter`)."""
+    """Whether a slots frame holds the site meter's columns
+    (:data:`workbench.schema.SITE_SLOT`; runs simulated since the meter, or recomputed,
+    :func:`workbench.runs.fill_meter`)."""
     return (slots is not None and bool(datacenters)
             and site_key("no_jobs_grid_kwh", datacenters[0]) in slots.columns)
 
 
 def site_array(slots: pd.DataFrame, field: str, datacenters: Sequence[str]
                ) -> NDArray[np.float64]:
-    """One :data:`SITE_SLOT` field of a slots frame as an array (slots, datacenters)."""
+    """One :data:`workbench.schema.SITE_SLOT` field of a slots frame as an array (slots,
+    datacenters)."""
     return np.column_stack([slots[site_key(field, d)].to_numpy(dtype=float)
                             for d in datacenters])
 
 
 def metered_bills(sc: Scenario, slots: pd.DataFrame) -> tuple[Bill, Bill]:
     """The run's bill and the no-jobs reference's, from a slots frame holding the meter's
-    columns (:func:`has_meter`; :data:`SITE_SLOT`)."""
+    columns (:func:`has_meter`; :data:`workbench.schema.SITE_SLOT`)."""
     names = [d.name for d in sc.datacenters]
 
     def arr(col: str) -> NDArray[np.float64]:
