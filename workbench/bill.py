@@ -120,8 +120,14 @@ def capacity_charges(sc: Scenario | ScenarioView) -> dict[str, float]:
     return out
 
 
-BILL_PARTS: tuple[str, ...] = ("energy", "ppa", "export_credit", "demand", "capacity")
-"""The bill's named parts, in order; ``export_credit`` is subtracted, the rest added."""
+BILL_PARTS: tuple[str, ...] = ("energy", "ppa", "export_credit", "demand", "capacity",
+                                "event_payment", "event_penalty")
+"""The bill's named parts, in order; ``export_credit`` and ``event_payment`` (what grid
+events pay for the kWh shed, :func:`workbench.events.settle`) are subtracted, the rest
+added."""
+
+CREDITS: frozenset[str] = frozenset({"export_credit", "event_payment"})
+"""The parts of :data:`BILL_PARTS` the bill subtracts."""
 
 
 @dataclass(frozen=True)
@@ -142,10 +148,13 @@ class SiteBill:
     peak_kw: float
     peak_time: datetime | None
     share: float
+    event_payment: float = 0.0
+    event_penalty: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.energy + self.ppa - self.export_credit + self.demand + self.capacity
+        return (self.energy + self.ppa - self.export_credit + self.demand + self.capacity
+                - self.event_payment + self.event_penalty)
 
 
 @dataclass(frozen=True)
@@ -282,7 +291,7 @@ def demand_prices(bks: Sequence[Bucket], peaks: Mapping[tuple[str, int, int, int
                      for b in bks], dtype=float)
 
 
-__all__ = ["BILL_KEYS", "BILL_PARTS", "Bill", "Bucket", "SiteBill", "bill_metrics",
+__all__ = ["BILL_KEYS", "BILL_PARTS", "CREDITS", "Bill", "Bucket", "SiteBill", "bill_metrics",
            "buckets", "capacity_charges", "compute_bill", "demand_prices", "has_meter",
            "metered_bills", "month_share", "site_array", "slot_buckets"]
 

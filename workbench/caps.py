@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-STORED_KNOBS = ("carbon_cap_kg", "power_cap_kw")
+from workbench.events import GridEvent
+
+STORED_KNOBS = ("carbon_cap_kg", "power_cap_kw", "grid_events")
 """The names under which a run's stored knobs (``meta["knobs"]``) hold its caps
 (:meth:`Caps.knobs`, read back by :meth:`Caps.from_stored`)."""
 
@@ -58,6 +60,9 @@ class Caps:
         Grid import cap of every datacenter in every slot, kW.
     power_kw_by_dc : mapping datacenter -> float
         Grid import cap per datacenter, kW (exclusive with ``power_kw``).
+    events : tuple of GridEvent
+        Grid events (:mod:`workbench.events`): a lower import limit at one datacenter for
+        some hours, known to a policy from its notice on.
     """
 
     carbon_kg: float | None = None
@@ -65,6 +70,7 @@ class Caps:
     carbon_pct_below_baseline: float | None = None
     power_kw: float | None = None
     power_kw_by_dc: Mapping[str, float] = field(default_factory=dict)
+    events: tuple[GridEvent, ...] = ()
 
     def __post_init__(self) -> None:
         given = [self.carbon_kg is not None, bool(self.carbon_kg_by_dc),
@@ -85,6 +91,10 @@ class Caps:
         object.__setattr__(self, "power_kw_by_dc", {
             str(k): _positive(v, f"power cap of {k}", "kW")
             for k, v in dict(self.power_kw_by_dc).items()})
+        object.__setattr__(self, "events", tuple(self.events))
+        for ev in self.events:
+            if not isinstance(ev, GridEvent):
+                raise ValueError(f"grid events must be GridEvent records, got {ev!r}")
         pct = self.carbon_pct_below_baseline
         if pct is not None:
             if isinstance(pct, bool) or not isinstance(pct, int | float) or not (
@@ -96,7 +106,7 @@ class Caps:
     def __hash__(self) -> int:
         return hash((self.carbon_kg, tuple(sorted(self.carbon_kg_by_dc.items())),
                      self.carbon_pct_below_baseline, self.power_kw,
-                     tuple(sorted(self.power_kw_by_dc.items()))))
+                     tuple(sorted(self.power_kw_by_dc.items())), self.events))
 
     # -- construction from the knobs policies take -----------------------------------------
     @classmethod
@@ -119,7 +129,9 @@ class Caps:
         """The caps a run's stored knobs hold (:data:`STORED_KNOBS`; none: ``Caps()``),
         validated like any other."""
         k = knobs or {}
-        return cls.from_knobs(k.get("carbon_cap_kg"), k.get("power_cap_kw"))
+        caps = cls.from_knobs(k.get("carbon_cap_kg"), k.get("power_cap_kw"))
+        events = tuple(GridEvent.from_dict(e) for e in k.get("grid_events") or ())
+        return replace(caps, events=events) if events else caps
 
     @classmethod
     def parse_carbon(cls, text: str | None, **power: Any) -> Caps:
@@ -149,6 +161,19 @@ class Caps:
     @property
     def has_power(self) -> bool:
         return self.power_kw is not None or bool(self.power_kw_by_dc)
+
+    @property
+    def has_events(self) -> bool:
+        return bool(self.events)
+
+    @property
+    def has_limits(self) -> bool:
+        """Any limit on grid import: a power cap or a grid event."""
+        return self.has_power or self.has_events
+
+    def with_events(self, events: Sequence[GridEvent]) -> Caps:
+        """The same caps with ``events`` (replacing any)."""
+        return replace(self, events=tuple(events))
 
     @property
     def needs_baseline(self) -> bool:
@@ -219,7 +244,7 @@ class Caps:
     def with_carbon_kg(self, carbon_kg: float | None) -> Caps:
         """The same power caps with a fleet budget of ``carbon_kg`` (None: no budget)."""
         return Caps(carbon_kg=carbon_kg, power_kw=self.power_kw,
-                    power_kw_by_dc=self.power_kw_by_dc)
+                    power_kw_by_dc=self.power_kw_by_dc, events=self.events)
 
     def merged(self, other: Caps) -> Caps:
         """The caps of both records (each kind from the one that has it; ``self`` wins
@@ -228,11 +253,14 @@ class Caps:
         power = self if self.has_power else other
         return Caps(carbon_kg=carbon.carbon_kg, carbon_kg_by_dc=carbon.carbon_kg_by_dc,
                     carbon_pct_below_baseline=carbon.carbon_pct_below_baseline,
-                    power_kw=power.power_kw, power_kw_by_dc=power.power_kw_by_dc)
+                    power_kw=power.power_kw, power_kw_by_dc=power.power_kw_by_dc,
+                    events=self.events or other.events)
 
     def power_only(self) -> Caps:
-        """The power caps alone (what a comparison run is metered against)."""
-        return Caps(power_kw=self.power_kw, power_kw_by_dc=self.power_kw_by_dc)
+        """The power caps and grid events alone (what a comparison run is metered
+        against)."""
+        return Caps(power_kw=self.power_kw, power_kw_by_dc=self.power_kw_by_dc,
+                    events=self.events)
 
     def knobs(self) -> dict[str, Any]:
         """The caps as the policies' knobs: ``carbon_cap_kg`` and ``power_cap_kw`` (a number
@@ -251,6 +279,8 @@ class Caps:
             out["power_cap_kw"] = dict(self.power_kw_by_dc)
         elif self.power_kw is not None:
             out["power_cap_kw"] = self.power_kw
+        if self.events:
+            out["grid_events"] = [e.as_dict() for e in self.events]
         return out
 
     def check_names(self, datacenters: Iterable[str]) -> None:
@@ -277,6 +307,8 @@ class Caps:
             parts.append(f"{self.power_kw:g} kW")
         if self.power_kw_by_dc:
             parts.append(", ".join(f"{k} {v:g} kW" for k, v in self.power_kw_by_dc.items()))
+        if self.events:
+            parts.append(f"{len(self.events)} grid event{'s' if len(self.events) > 1 else ''}")
         return "; ".join(parts) or "none"
 
 

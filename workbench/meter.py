@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench import events
 from workbench.bill import buckets, slot_buckets
 from workbench.caps import Caps
 from workbench.model import Scenario, ScenarioView
@@ -61,6 +62,27 @@ def job_power_caps_kw(sc: Scenario | ScenarioView, caps: Caps) -> NDArray[np.flo
     names = [d.name for d in sc.datacenters]
     cap = caps.power_kw_array(names).astype(float)
     return np.maximum(cap - idle_kw(sc), 0.0)
+
+
+def import_limits_kw(sc: Scenario | ScenarioView, caps: Caps, t0: int = 0,
+                     t1: int | None = None, known_at: int | None = None
+                     ) -> NDArray[np.float64]:
+    """Each datacenter's grid import limit (kW) in slots ``[t0, t1)``, shape ``(slots, D)``:
+    its power cap, lower in a grid event's slots (:func:`workbench.events.
+    import_limits_kw`; with ``known_at`` only the events known at that slot); ``inf``
+    where none applies."""
+    names = [d.name for d in sc.datacenters]
+    return events.import_limits_kw(sc, caps.events, caps.power_kw_array(names), t0, t1,
+                                   known_at)
+
+
+def job_power_limits_kw(sc: Scenario | ScenarioView, caps: Caps, t0: int = 0,
+                        t1: int | None = None, known_at: int | None = None
+                        ) -> NDArray[np.float64]:
+    """:func:`job_power_caps_kw` slot by slot, with the grid events known at ``known_at``:
+    the jobs' facility power (kW) each datacenter may draw in slots ``[t0, t1)``, shape
+    ``(slots, D)``."""
+    return np.maximum(import_limits_kw(sc, caps, t0, t1, known_at) - idle_kw(sc), 0.0)
 
 
 def check_import_caps(sc: Scenario | ScenarioView, caps: Caps) -> None:
@@ -127,14 +149,15 @@ class Meter:
     among the slot's rows.
 
     ``price[t, r]``, ``carbon[t, r]`` the true grid price and carbon by region index;
-    ``import_cap_kw`` the grid import caps (kW) charging a battery may not break.
+    ``limit_kw[t, d]`` the grid import limits (kW: power caps and grid events,
+    :func:`import_limits_kw`) that charging a battery may not break (None: none).
     """
 
     scenario: Scenario
     price: NDArray[np.float64]
     carbon: NDArray[np.float64]
     region_index: dict[str, int]
-    import_cap_kw: Mapping[str, float] = field(default_factory=dict)
+    limit_kw: NDArray[np.float64] | None = None
     unattributed: float = 0.0
     """Controllable currency no row has taken yet (carried to the next slot with energy)."""
     unattributed_kg: float = 0.0
@@ -143,6 +166,7 @@ class Meter:
         sc = self.scenario
         self.slot_h = sc.slot_s / 3600.0
         self.names = [d.name for d in sc.datacenters]
+        self.col = {n: i for i, n in enumerate(self.names)}
         self.idle_kwh = dict(zip(self.names, (idle_kw(sc) * self.slot_h).tolist(),
                                  strict=True))
         self.region = {d.name: self.region_index[d.region] for d in sc.datacenters}
@@ -165,7 +189,7 @@ class Meter:
         supply = self.scenario.supply
         sources = supply.sources_at(name)
         r = self.region[name]
-        cap = self.import_cap_kw.get(name, math.inf)
+        cap = math.inf if self.limit_kw is None else float(self.limit_kw[t, self.col[name]])
         return site_balance(
             load_kwh, self.available_kwh(name, t), sources,
             grid_price_per_kwh=float(self.price[t, r]),
@@ -287,4 +311,5 @@ _FROM_NO_JOBS = {"no_jobs_grid_kwh": "grid_kwh", "no_jobs_energy_charge": "energ
 _NO_JOBS_PARTS = ("grid_charge", "ppa_charge", "export_credit")
 
 
-__all__ = ["Meter", "MeterSlot", "check_import_caps", "idle_kw", "job_power_caps_kw"]
+__all__ = ["Meter", "MeterSlot", "check_import_caps", "idle_kw", "import_limits_kw",
+           "job_power_caps_kw", "job_power_limits_kw"]

@@ -28,6 +28,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from workbench import events
+from workbench.bill import site_array
 from workbench.caps import Caps, kg_text
 from workbench.equal_work import bound_equal_work
 from workbench.forecast import FORECAST_MODES, default_forecast_mode
@@ -202,7 +207,7 @@ class RunSpec:
         restart loss where the policy takes them."""
         accepted = policy_knobs(self.policy)
         out = dict(self.knobs)
-        if "caps" in accepted and (caps.has_carbon or caps.has_power):
+        if "caps" in accepted and (caps.has_carbon or caps.has_limits):
             out["caps"] = caps
         if "restart_s" in accepted:
             out["restart_s"] = self.sim.restart_s
@@ -312,7 +317,8 @@ def simulate_spec(
     # Stored: the policy's knobs; the simulator adds every cap it meters (those the policy
     # is given, which it also enforces, and those it is only metered against).
     knobs = {k: v for k, v in kwargs.items() if k != "caps"}
-    given = caps.has_carbon or caps.has_power
+    # Grid events are held by the sites whatever the policy knows of them.
+    given = caps.has_carbon or caps.has_limits
     result = simulate(
         scenario, policy, forecast_mode=mode, forecast_error=spec.forecast.error_in_effect,
         noise=spec.sim.noise, seed=spec.sim.seed, recorders=recorders, progress=progress,
@@ -328,6 +334,54 @@ def simulate_spec(
     if bound is not None:
         result.meta["bound"] = {**bound.as_dict(), **bound_equal_work(bound.as_dict(), scenario)}
     return result, bound
+
+
+# -- grid events ----------------------------------------------------------------------------
+def grid_import_kw(result: RunResult, scenario: Scenario) -> NDArray[np.float64]:
+    """A run's metered grid import, kW, (slots, datacenters)."""
+    return site_array(result.slots, "grid_import_kw", [d.name for d in scenario.datacenters])
+
+
+def settle_events(result: RunResult, twin: RunResult, scenario: Scenario, caps: Caps
+                  ) -> list[dict[str, Any]]:
+    """Report ``result``'s grid events against ``twin`` (the same run without them) in
+    ``result.meta["grid_events"]`` (:func:`workbench.events.report`, with each event's
+    ``extra_cost``: its site's bill above the twin's, and ``new_misses``: the jobs that
+    miss their deadline that the twin meets) and bill their payments and penalties
+    (:func:`workbench.events.settle`). A missed event or a new miss is a run warning."""
+    names = [d.name for d in scenario.datacenters]
+    rows = events.report(scenario, caps.events, grid_import_kw(result, scenario),
+                         grid_import_kw(twin, scenario))
+    missed = set(_missed(result)) - set(_missed(twin))
+    for r in rows:
+        d = r["datacenter"]
+        r["extra_cost"] = float(result.metrics.get(f"bill_total:{d}", 0.0)) - float(
+            twin.metrics.get(f"bill_total:{d}", 0.0))
+        r["new_misses"] = sorted(missed)
+    events.settle(result.metrics, rows, names)
+    result.meta["grid_events"] = rows
+    result.metrics["grid_events_met"] = sum(bool(r["met"]) for r in rows)
+    result.metrics["grid_events"] = len(rows)
+    for r in rows:
+        if not r["met"]:
+            result.warnings.append(
+                f"grid event {r['name']} missed: {r['datacenter']} imported up to "
+                f"{r['max_import_kw']:.1f} kW against its {r['limit_kw']:.1f} kW limit "
+                f"({r['over_kwh']:.1f} kWh over)")
+    if missed:
+        result.warnings.append(
+            f"keeping the grid events made {len(missed)} job(s) miss a deadline the run "
+            f"without them meets: {', '.join(sorted(missed)[:5])}"
+            f"{' ...' if len(missed) > 5 else ''}")
+    result.meta["log"] = "\n".join(result.warnings)
+    return rows
+
+
+def _missed(result: RunResult) -> list[str]:
+    jobs = result.jobs
+    if jobs is None or jobs.empty or "missed" not in jobs:
+        return []
+    return [str(j) for j in jobs.loc[jobs["missed"].fillna(False).astype(bool), "job_id"]]
 
 
 # -- carbon budgets -------------------------------------------------------------------------
@@ -503,8 +557,22 @@ def run_spec(
         if "carbon_first" in policy_knobs(spec.policy) and "carbon_first" not in spec.knobs:
             # The budget cannot be kept: minimise carbon subject to the deadlines.
             run = replace(spec, knobs={**spec.knobs, "carbon_first": True})
+    twin: RunResult | None = None
+    if caps.has_events:
+        # The same run without the events: what they cut (a % cut is of its import), shed
+        # and cost.
+        caps = caps.with_events(events.check_events(scenario, caps.events))
+        twin, _ = simulate_spec(run, scenario, caps=caps.with_events(()), fitted=fitted)
+        caps = caps.with_events(events.resolve_cuts(
+            scenario, caps.events, grid_import_kw(twin, scenario)))
+        try:
+            check_power_caps(scenario, caps)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
     result, bound = simulate_spec(run, scenario, caps=caps, fitted=fitted,
                                   recorders=recorders, progress=progress)
+    if twin is not None:
+        settle_events(result, twin, scenario, caps)
     least = least_carbon(spec, scenario, caps) if cap_kg is not None else None
     if least is not None and cap_kg is not None:
         result.meta["least_carbon"] = least.as_dict()

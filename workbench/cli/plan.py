@@ -26,10 +26,12 @@ from workbench.cli.summary import (
     attribution_lines,
     bill_json,
     bill_lines,
+    event_line,
     jct_lines,
     saving_lines,
 )
 from workbench.equal_work import LikeForLike, like_for_like
+from workbench.events import NOTICE_H_DEFAULT, parse_event
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv, write_sites_csv
 from workbench.model import Scenario
@@ -93,6 +95,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "connection as the site meter reads it (jobs x PUE, idle load, transfers, "
                    "battery charging, less own supply; lookahead, lyapunov, threshold, "
                    "offline plan within it, the simulator keeps it)")
+    p.add_argument("--grid-event", action="append", default=None,
+                   metavar="DC,START,HOURS,LIMIT_KW[,NOTICE_H]",
+                   help="a grid event: DC may import at most LIMIT_KW (or a cut of the "
+                   "plan's own import, e.g. 25%%) for HOURS from START (an ISO time, UTC "
+                   "unless it names its offset, or hours after the horizon's start), "
+                   f"announced NOTICE_H hours ahead (default {NOTICE_H_DEFAULT:g}); "
+                   "repeatable. The policy sees it from its notice on, the site holds it; "
+                   "reported against the same plan without it")
     p.add_argument("--ignore", default=None, metavar="LEVERS",
                    help="plan as if these levers did not exist while the simulator still "
                    "meters and bills them: any of supply,demand-charges,power-limits "
@@ -288,6 +298,8 @@ def _print_summary(
         n = run["power_cap_violations"]
         print(f"  power cap {args.power_cap_kw:g} kW of grid import per datacenter "
               + ("met in every slot" if not n else f"MISSED in {n} datacenter-slot(s)"))
+    for ev in extra.get("grid_events") or ():
+        print(f"  {event_line(ev)}")
     if run_id:
         print(f"  stored as run {run_id} in {stored_in}")
     if args.out:
@@ -306,6 +318,10 @@ def spec_of(args: argparse.Namespace) -> RunSpec:
         caps = Caps.parse_carbon(args.carbon_cap, power_kw=args.power_cap_kw)
     except ValueError as exc:
         raise SpecError(f"--carbon-cap {args.carbon_cap!r}: {exc}") from None
+    try:
+        caps = caps.with_events([parse_event(e) for e in args.grid_event or ()])
+    except ValueError as exc:
+        raise SpecError(f"--grid-event: {exc}") from None
     knobs: dict[str, Any] = {}
     for flag, key in (("V", "V"), ("migration_threshold", "migration_threshold"),
                       ("solver", "solver")):
@@ -426,6 +442,8 @@ def run(args: argparse.Namespace) -> int:
         extra["carbon_cap_kg"] = None
     if args.power_cap_kw is not None:
         extra["power_cap_kw"] = args.power_cap_kw
+    if result.meta.get("grid_events") is not None:
+        extra["grid_events"] = result.meta["grid_events"]
     if outcome.attribution is not None:
         extra["attribution"] = outcome.attribution
     extra["bill_note"] = str(result.metrics.get("bill_note") or "")

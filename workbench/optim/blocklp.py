@@ -109,8 +109,9 @@ class BlockProblem:
         ``C_p``, accelerators per pool.
     slot_s : float
         Slot length, s.
-    power_cap_kw : float array (D,) or None
-        ``Pcap_d`` per datacenter (``inf``: none); None: no power rows.
+    power_cap_kw : float array (D,) or (D, B), or None
+        ``Pcap_d`` per datacenter, or ``Pcap_db`` per datacenter and block (a grid event's
+        lower limit in its blocks), kW (``inf``: none); None: no power rows.
     carbon_group : int array (X,) or None
         Carbon-cap group of each column (-1: not capped); None: no carbon rows.
     carbon_cap_kg : float array (G,)
@@ -237,11 +238,12 @@ def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
     ``P_k = E_k * 3600 / slot_s`` kW (no rows without a power cap)."""
     if prob.power_cap_kw is None:
         return
-    n_b, n_d = prob.n_blocks, prob.power_cap_kw.size
+    cap = prob.power_cap_kw
+    n_b, n_d = prob.n_blocks, cap.shape[0]
+    per_block = np.repeat(cap, n_b) if cap.ndim == 1 else cap.reshape(-1)
     lp.add_rows("power", prob.configs.dc * n_b + prob.block, np.arange(prob.n_x),
                 prob.configs.energy_kwh * 3600.0 / prob.slot_s, n_d * n_b,
-                np.full(n_d * n_b, -np.inf),
-                np.repeat(prob.power_cap_kw, n_b) * np.tile(prob.block_len, n_d))
+                np.full(n_d * n_b, -np.inf), per_block * np.tile(prob.block_len, n_d))
 
 
 def _move_row_groups(prob: BlockProblem, moves: BlockMoves
@@ -471,7 +473,7 @@ def _entity_keys(prob: BlockProblem) -> tuple[
                  np.tile(blocks, prob.pool_capacity.size)),
         "work": (pack_key(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1))}
     if prob.power_cap_kw is not None:
-        n_d = prob.power_cap_kw.size
+        n_d = prob.power_cap_kw.shape[0]
         rows["power"] = (pack_key(0, np.repeat(np.arange(n_d), n_b)), np.tile(blocks, n_d))
     if prob.carbon_cap_kg is not None:
         rows["carbon"] = (pack_key(0, 0, np.arange(prob.carbon_cap_kg.size)),

@@ -86,9 +86,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench import events
 from workbench.caps import Caps
 from workbench.forecast import Forecast
-from workbench.meter import job_power_caps_kw
+from workbench.meter import job_power_caps_kw, job_power_limits_kw
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fastslot import FastSlotSolver
@@ -390,7 +391,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             need=need[train_ids],
             pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
             shortfall_weight=short_w, carbon_slack_weight=slack_w,
-            power_cap_kw=job_power_caps_kw(sc, self.caps) if self.caps.has_power else None,
+            power_cap_kw=self._power_caps(t, bstart, blen),
             moves=moves, keys=self._block_keys(jobs, t, bstart),
             supply=None if ws is None else ws.block)
         sol = self._solve_lp(prob, t)
@@ -410,6 +411,18 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, int(blen.max()),
                   plan.solve_s)
         return plan
+
+    def _power_caps(self, t: int, bstart: NDArray[np.int64], blen: NDArray[np.int64]
+                    ) -> NDArray[np.float64] | None:
+        """The window's power rows: the jobs' power each datacenter may draw under its
+        import cap (D,), or per block (D, B) with the grid events known at ``t`` (the
+        blocks are cut at their edges, :meth:`window_shape`); None without either."""
+        sc = self._sc
+        assert sc is not None
+        if not self.caps.has_events:
+            return job_power_caps_kw(sc, self.caps) if self.caps.has_power else None
+        lim = job_power_limits_kw(sc, self.caps, t, t + int(blen.sum()), known_at=t)
+        return np.minimum.reduceat(lim, bstart, axis=0).T.copy()
 
     def _solve_lp(self, prob: blocklp.BlockProblem, t: int) -> blocklp.BlockSolution:
         """Solve a window LP (warm from the last one's basis when ``warm_start``); raises
@@ -480,7 +493,8 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
     def window_shape(self, state: SlotState) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The window's blocks at ``state.t`` (starts and lengths, slots from ``t``):
         ``fine_slots`` single slots, then blocks of ``block_slots`` doubled until the LP's
-        columns (the jobs' configurations times the blocks) fit ``max_columns``."""
+        columns (the jobs' configurations times the blocks) fit ``max_columns``; cut where a
+        grid event known at ``t`` starts or ends (one limit per block)."""
         if self._sc is None:
             self.reset(state.scenario)
         est = sum(len(self._configs(js.job)) for js in state.jobs
@@ -489,8 +503,11 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         while True:
             bstart, blen = window_blocks(n_win, self.fine_slots, block)
             if est * bstart.size <= self.max_columns or block >= n_win:
-                return bstart, blen
+                break
             block *= 2
+        cuts = events.edges(state.scenario, self.caps.events, state.t, n_win,
+                            known_at=state.t)
+        return events.split_blocks(bstart, n_win, cuts) if cuts else (bstart, blen)
 
     def window_needs(self, state: SlotState) -> tuple[dict[str, float], dict[str, int]]:
         """Each training job's window need (fraction of the job) and window end (slots from
@@ -513,7 +530,9 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         quiet = self._observe(state)
         known = self.plan.mu if self.plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
-        if (self.plan is None or t - self.plan.t0 >= self.replan_slots
+        # A grid event announced this slot is planned for at once.
+        told = any(ev.known_from(sc) == t for ev in self.caps.events)
+        if (self.plan is None or t - self.plan.t0 >= self.replan_slots or told
                 or (new_job and self._replan_for_arrivals(state, quiet))):
             self.replan(state, forecast)
         assert self.plan is not None

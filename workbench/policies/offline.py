@@ -50,9 +50,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench import events
 from workbench.caps import Caps, kg_text
 from workbench.forecast import Forecast
-from workbench.meter import job_power_caps_kw
+from workbench.meter import job_power_caps_kw, job_power_limits_kw
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
@@ -377,6 +378,9 @@ class OfflinePolicy:
         n_blocks = math.ceil(sc.n_slots / block)
         starts = np.arange(n_blocks) * block
         lens = np.minimum(starts + block, sc.n_slots) - starts
+        cuts = events.edges(sc, self.caps.events, 0, sc.n_slots)
+        if cuts:  # one limit per block: cut where a grid event starts or ends
+            starts, lens = events.split_blocks(starts, sc.n_slots, cuts)
         job_of, blk_of, cfg_of, ub = blocklp.block_columns(
             starts, lens, np.array([w[0] for w in wins], dtype=np.int64),
             np.array([w[1] for w in wins], dtype=np.int64),
@@ -402,7 +406,10 @@ class OfflinePolicy:
         groups = self.caps.carbon_groups(names)
         group: NDArray[np.int64] | None = None if groups is None else groups[0][cfg.dc]
         caps_kg: NDArray[np.float64] | None = None if groups is None else groups[1]
-        power = job_power_caps_kw(sc, self.caps) if self.caps.has_power else None
+        power = (None if not self.caps.has_limits
+                 else job_power_caps_kw(sc, self.caps) if not self.caps.has_events
+                 else np.minimum.reduceat(job_power_limits_kw(sc, self.caps), hz.starts,
+                                          axis=0).T.copy())
         pos_c = carb > 1e-12
         lp_cost, lp_carb = cost, carb
         self._ws = None

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from workbench import outcome
 from workbench.caps import Caps
 from workbench.forecast import Forecast
-from workbench.meter import job_power_caps_kw
+from workbench.meter import job_power_limits_kw
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
 from workbench.optim.slot import SlotProblem
@@ -50,9 +50,9 @@ def build_slot_problem(
     """Turn a slot's enumerated options and their weights into a :class:`SlotProblem`.
 
     ``power_kw`` is the option's average facility power over the slot (``opts.power_kw``,
-    what the simulator meters) and each datacenter's cap is ``caps``'s (``inf`` without
-    one); the data an option moves in (``opts.transfer_gb``) use the
-    link from where they come (``opts.transfer_from``).
+    what the simulator meters) and each datacenter's cap is ``caps``'s in this slot, a
+    grid event's included (``inf`` without one); the data an option moves in
+    (``opts.transfer_gb``) use the link from where they come (``opts.transfer_from``).
     """
     sc = state.scenario
     dc_names = [dc.name for dc in sc.datacenters]
@@ -87,7 +87,8 @@ def build_slot_problem(
         dc_labels=tuple(dc_names),
         dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
         power_kw=opts.power_kw,
-        power_cap_kw=job_power_caps_kw(sc, Caps() if caps is None else caps),
+        power_cap_kw=job_power_limits_kw(sc, Caps() if caps is None else caps, state.t,
+                                         state.t + 1)[0],
         link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
         link_index=link_index,
         transfer_gb=transfer_gb,

@@ -21,6 +21,7 @@ from workbench.caps import Caps
 from workbench.chunks import ColumnChunks, QueueTrace
 from workbench.estimate import OnlineEstimator
 from workbench.forecast import FORECAST_MODES, Forecast, forecast
+from workbench.meter import import_limits_kw
 from workbench.model import Scenario, ScenarioView
 from workbench.policies.base import (
     RESIZE_S_DEFAULT,
@@ -153,8 +154,8 @@ def simulate(
     cube = horizon_cube(sc)
     fc_model = _forecast_model(sc, forecast_mode, forecast_model)
     truth = Truth.of(sc, cube, restart_s=restart_s, resize_s=resize_s, noise=noise,
-                     seed=seed, power_cap_kw=None if meter_only or not caps.has_power
-                     else dict(zip(names, caps.power_kw_array(names).tolist(), strict=True)))
+                     seed=seed, limit_kw=None if meter_only or not caps.has_limits
+                     else import_limits_kw(sc, caps))
     runs = _job_runs(sc, noise, seed, ema_alpha)
     meta: dict[str, Any] = {
         "scenario": sc.name, "policy": policy.name, "knobs": {**(knobs or {}), **caps.knobs()},

@@ -309,6 +309,10 @@ def check_power_caps(sc: Scenario, caps: Caps) -> None:
     the caps of the datacenters they may use (each at its least draw), or more than one
     datacenter's cap where they can run nowhere else (each cap less its site's idle
     load)."""
+    if caps.has_events:
+        from workbench.events import check_events, fixed_draw_kw
+
+        check_events(sc, caps.events, fixed_draw_kw(sc, service_floors_kw(sc)))
     if not caps.has_power:
         return
     check_import_caps(sc, caps)

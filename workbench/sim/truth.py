@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import NDArray
 
 from workbench import outcome, perf
 from workbench.estimate import OnlineEstimator, planning_speed_factor
@@ -203,7 +204,9 @@ class Truth:
     resize_s: float
     noise: float
     rng: np.random.Generator
-    power_cap_kw: dict[str, float] = field(default_factory=dict)
+    limit_kw: NDArray[np.float64] | None = None
+    """Per slot and datacenter, the grid import limit it holds (power caps and grid
+    events, kW, ``inf``: none; None: no limit anywhere)."""
     dcs: dict[str, Datacenter] = field(init=False)
     pools: dict[tuple[str, str], GpuPool] = field(init=False)
     meter: Meter = field(init=False)
@@ -214,7 +217,7 @@ class Truth:
         self.dcs = {d.name: d for d in sc.datacenters}
         self.pools = {(p.datacenter, p.gpu_type): p for p in sc.pools}
         self.meter = Meter(sc, self.price, self.carbon, self.region_index,
-                           import_cap_kw=self.power_cap_kw)
+                           limit_kw=self.limit_kw)
 
     @property
     def soc_kwh(self) -> dict[str, float]:
@@ -223,18 +226,19 @@ class Truth:
 
     @classmethod
     def of(cls, sc: Scenario, cube: xr.Dataset, *, restart_s: float, resize_s: float,
-           noise: float, seed: int, power_cap_kw: Mapping[str, float] | None = None
+           noise: float, seed: int, limit_kw: NDArray[np.float64] | None = None
            ) -> Truth:
         """The truth of ``sc`` over its horizon cube (:func:`horizon_cube`); the per-slot
-        noise drawn from the generator seeded ``[seed, 1]``; ``power_cap_kw`` the caps it
-        enforces (finite ones only)."""
+        noise drawn from the generator seeded ``[seed, 1]``; ``limit_kw`` the import limits
+        it holds, (slots, D) kW (:func:`workbench.meter.import_limits_kw`)."""
         regions = [str(r) for r in cube["region"].values]
-        caps = {d: float(v) for d, v in (power_cap_kw or {}).items() if math.isfinite(v)}
+        if limit_kw is not None and not np.isfinite(limit_kw).any():
+            limit_kw = None
         return cls(sc, price=np.asarray(cube["price_per_kwh"].values, dtype=float),
                    carbon=np.asarray(cube["carbon_g_per_kwh"].values, dtype=float),
                    region_index={r: i for i, r in enumerate(regions)}, restart_s=restart_s,
                    resize_s=resize_s, noise=noise, rng=np.random.default_rng([seed, 1]),
-                   power_cap_kw=caps)
+                   limit_kw=limit_kw)
 
     def apply(self, alloc: Allocation, active: list[JobRun], t: int, t_start: datetime
               ) -> SlotApplied:
@@ -248,7 +252,7 @@ class Truth:
         placements: Mapping[str, Placement] = alloc.placements
         etas: dict[str, float] = {}
         trimmed: list[PowerTrim] = []
-        if self.power_cap_kw and placements:
+        if self.limit_kw is not None and placements:
             placements, etas, trimmed = self._within_power_caps(placements, active, t,
                                                                 t_start)
         busy: Counter[tuple[str, str]] = Counter()
@@ -356,7 +360,10 @@ class Truth:
         trimmed: list[PowerTrim] = []
         by_id = {r.job.job_id: r for r in active}
         meter = self.meter
-        for dc, cap in self.power_cap_kw.items():
+        assert self.limit_kw is not None
+        for dc, cap in zip(self.dcs, self.limit_kw[t].tolist(), strict=True):
+            if not math.isfinite(cap):
+                continue
             drawn = meter.import_kw(dc, t, draw[dc])
             if drawn <= cap * (1 + 1e-9):
                 continue
