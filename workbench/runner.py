@@ -378,10 +378,12 @@ def settle_events(result: RunResult, twin: RunResult, scenario: Scenario, caps: 
 
 
 def _missed(result: RunResult) -> list[str]:
+    """The jobs that missed a deadline inside the horizon."""
     jobs = result.jobs
-    if jobs is None or jobs.empty or "missed" not in jobs:
+    if jobs is None or jobs.empty:
         return []
-    return [str(j) for j in jobs.loc[jobs["missed"].fillna(False).astype(bool), "job_id"]]
+    return [str(j) for j, met in zip(jobs["job_id"], jobs["deadline_met"], strict=True)
+            if met is not None and met == met and not bool(met)]
 
 
 # -- carbon budgets -------------------------------------------------------------------------

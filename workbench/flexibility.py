@@ -1,0 +1,216 @@
+"""The flexibility envelope: how many kW each site can shed, when, and at what cost.
+
+For each datacenter ``d`` and each start hour ``s`` of the horizon, an offer answers "hold
+``d``'s grid import ``sheddable_kw`` below the plan's own peak for ``hours`` hours from
+``s``, announced ``notice_h`` hours ahead": what a demand-response contract is signed on.
+
+It is read off the plan the operator would run anyway (the spec's policy without any event,
+one run; its site meter gives the planned import ``p_t``) and the plan's own slack, the
+lever the planners use to keep an event (:mod:`workbench.events`): a training job that runs
+at ``d`` in the window's slots can pause there for the whole window when the plan finishes
+it early enough to absorb the delay, i.e. its planned finish plus the slots it ran in the
+window plus a restart still meets its deadline (a job without a deadline inside the horizon
+can always wait). With ``s_t`` the facility power of those jobs in slot ``t`` (kW), the
+site can hold
+
+    limit = max_t (p_t - s_t)      (never below its idle load plus its must-run services)
+
+so ``sheddable_kw = max_t p_t - limit`` (``planned_import_kw = max_t p_t``). The offer's
+``extra_cost`` prices the deferred work: each paused job's window energy at the site's
+mean grid price between the window's end and its deadline (its own planned energy per
+slot, a restart's energy added) less what it would have paid in the window. Moving work to
+another site, lowering power limits and batteries are not counted (the offer is at most
+what the planner can do, not all of it); contention when the paused jobs catch up is the
+plan's own finish-time slack. How honest and how tight the envelope is, is measured by
+``bench/flexibility.py``: offers planned as events with the look-ahead (kept, no new miss)
+and the most a hindsight LP could shed at the same points.
+
+The cost curve of one point (:func:`cost_curve`) adds the paused jobs cheapest per kW
+first: kW shed against extra cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from workbench.bill import site_array
+from workbench.meter import idle_kw
+from workbench.model import Scenario
+
+OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import_kw",
+                 "sheddable_kw", "limit_kw", "extra_cost", "flexible_jobs")
+"""The columns of an offer (``workbench flexibility --json``'s ``offers`` and its CSV)."""
+
+
+@dataclass(frozen=True)
+class _Pausable:
+    """A training job that can pause at a site through a window: its facility power per
+    slot there (kW, slots of the window) and its deferral's extra cost."""
+
+    job_id: str
+    kw: NDArray[np.float64]
+    extra_cost: float
+
+
+class Envelope:
+    """The envelope of one plan: built once from the plan's run, asked per point.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    plan : DataFrame
+        The run's plan rows (:attr:`workbench.sim.RunResult.plan`).
+    slots : DataFrame
+        The run's slot records with the site meter (:attr:`~workbench.sim.RunResult.slots`).
+    jobs : DataFrame
+        The run's job outcomes (:attr:`~workbench.sim.RunResult.jobs`).
+    restart_s : float
+        Seconds a paused job loses when it resumes.
+    """
+
+    def __init__(self, scenario: Scenario, plan: pd.DataFrame, slots: pd.DataFrame,
+                 jobs: pd.DataFrame, restart_s: float) -> None:
+        sc = scenario
+        self.sc = sc
+        self.names = [d.name for d in sc.datacenters]
+        self.slot_h = sc.slot_s / 3600.0
+        self.import_kw = site_array(slots, "grid_import_kw", self.names)
+        self.price = site_array(slots, "price_per_kwh", self.names)
+        self.floor_kw = self._floors()
+        self.restart_slots = restart_s / sc.slot_s
+        run = plan[(plan["n_gpus"].fillna(0) > 0) & (plan["kind"] == "training")]
+        self.rows = run[["job_id", "slot", "region", "energy_kwh"]].copy()
+        self.rows["kw"] = self.rows["energy_kwh"].astype(float) / self.slot_h
+        finish: dict[str, int] = {}
+        deadline: dict[str, int] = {}
+        for r in jobs.itertuples(index=False):
+            if r.kind != "training":
+                continue
+            finish[str(r.job_id)] = (sc.n_slots if pd.isna(r.finish_time)
+                                     else sc.slot_of(pd.Timestamp(r.finish_time), after=True))
+            # No deadline inside the horizon (deadline_met None): it can always wait.
+            open_ended = r.deadline_met is None or pd.isna(r.deadline_met) or pd.isna(
+                r.deadline)
+            deadline[str(r.job_id)] = (sc.n_slots + 10**9 if open_ended else
+                                       sc.slot_of(pd.Timestamp(r.deadline), after=True))
+        self.finish, self.deadline = finish, deadline
+
+    def _floors(self) -> NDArray[np.float64]:
+        """Per slot and site, what it draws whatever runs (kW): idle load plus the inference
+        services that may run only there."""
+        from workbench.events import fixed_draw_kw
+        from workbench.sim.results import service_floors_kw
+
+        fixed = fixed_draw_kw(self.sc, service_floors_kw(self.sc))
+        return idle_kw(self.sc)[None, :] + np.column_stack([fixed[n] for n in self.names])
+
+    def window(self, datacenter: str, start_slot: int, hours: float) -> tuple[int, int]:
+        a = int(start_slot)
+        return a, min(a + max(int(math.ceil(hours / self.slot_h - 1e-9)), 1), self.sc.n_slots)
+
+    def pausable(self, datacenter: str, a: int, b: int) -> list[_Pausable]:
+        """The training jobs running at ``datacenter`` in slots ``[a, b)`` that the plan
+        can pause there through the window without missing a deadline."""
+        j = self.names.index(datacenter)
+        here = self.rows[(self.rows["region"] == datacenter) & (self.rows["slot"] >= a)
+                         & (self.rows["slot"] < b)]
+        out = []
+        for job_id, rows in here.groupby("job_id", sort=True):
+            ran = len(rows)
+            delay = ran + math.ceil(self.restart_slots)
+            jid = str(job_id)
+            if self.finish.get(jid, self.sc.n_slots) + delay > self.deadline.get(jid, -1):
+                continue
+            kw = np.zeros(b - a)
+            kw[rows["slot"].to_numpy(dtype=np.int64) - a] = rows["kw"].to_numpy(dtype=float)
+            until = min(self.deadline.get(jid, self.sc.n_slots), self.sc.n_slots)
+            later = self.price[b:until, j] if until > b else self.price[b - 1:b, j]
+            now = self.price[a:b, j]
+            kwh = kw * self.slot_h
+            restart_kwh = float(kw[kw > 0].mean()) * self.restart_slots * self.slot_h
+            extra = float(kwh.sum() * later.mean() - (kwh * now).sum()
+                          + restart_kwh * later.mean())
+            out.append(_Pausable(jid, kw, extra))
+        return out
+
+    def offer(self, datacenter: str, start_slot: int, hours: float, notice_h: float
+              ) -> dict[str, Any]:
+        """One offer (:data:`OFFER_COLUMNS`) for ``datacenter`` from slot ``start_slot``."""
+        a, b = self.window(datacenter, start_slot, hours)
+        j = self.names.index(datacenter)
+        p = self.import_kw[a:b, j]
+        jobs = self.pausable(datacenter, a, b)
+        shed = np.sum([x.kw for x in jobs], axis=0) if jobs else np.zeros(b - a)
+        floor = float(self.floor_kw[a:b, j].max())
+        limit = max(float(np.max(p - shed)), floor)
+        peak = float(p.max())
+        return {"datacenter": datacenter,
+                "start": pd.Timestamp(self.sc.slot_starts()[a]).isoformat(),
+                "hours": hours, "notice_hours": notice_h, "planned_import_kw": peak,
+                "sheddable_kw": max(peak - limit, 0.0), "limit_kw": min(limit, peak),
+                "extra_cost": float(sum(x.extra_cost for x in jobs)) if peak > limit else 0.0,
+                "flexible_jobs": len(jobs)}
+
+    def cost_curve(self, datacenter: str, start_slot: int, hours: float
+                   ) -> list[tuple[float, float]]:
+        """``(kW shed, extra cost)`` points, the pausable jobs added cheapest per kW first
+        (the first point ``(0, 0)``)."""
+        a, b = self.window(datacenter, start_slot, hours)
+        j = self.names.index(datacenter)
+        p = self.import_kw[a:b, j]
+        floor = float(self.floor_kw[a:b, j].max())
+        peak = float(p.max())
+        jobs = sorted(self.pausable(datacenter, a, b),
+                      key=lambda x: (x.extra_cost / max(float(x.kw.max()), 1e-9), x.job_id))
+        shed = np.zeros(b - a)
+        cost = 0.0
+        out = [(0.0, 0.0)]
+        for x in jobs:
+            shed += x.kw
+            cost += x.extra_cost
+            limit = max(float(np.max(p - shed)), floor)
+            out.append((max(peak - limit, 0.0), cost))
+        return out
+
+
+def start_slots(sc: Scenario, hours: float, every_h: float = 1.0,
+                first_h: float = 0.0, last_h: float | None = None) -> list[int]:
+    """The window starts: every ``every_h`` hours from ``first_h`` to ``last_h`` (default:
+    the last start whose window fits the horizon)."""
+    slot_h = sc.slot_s / 3600.0
+    n_win = max(int(math.ceil(hours / slot_h - 1e-9)), 1)
+    stop = sc.n_slots - n_win if last_h is None else min(
+        int(round(last_h / slot_h)), sc.n_slots - n_win)
+    step = max(int(round(every_h / slot_h)), 1)
+    return list(range(max(int(round(first_h / slot_h)), 0), stop + 1, step))
+
+
+def offers(envelope: Envelope, hours: float, notice_h: float,
+           datacenters: Sequence[str] | None = None, starts: Sequence[int] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Every offer (:data:`OFFER_COLUMNS`), by datacenter then start."""
+    sc = envelope.sc
+    names = list(datacenters) if datacenters else envelope.names
+    unknown = sorted(set(names) - set(envelope.names))
+    if unknown:
+        raise ValueError(f"unknown datacenter(s) {', '.join(unknown)}; the scenario has "
+                         f"{', '.join(envelope.names)}")
+    slots = list(starts) if starts is not None else start_slots(sc, hours)
+    rows = []
+    total = len(names) * len(slots)
+    for i, d in enumerate(names):
+        for s in slots:
+            rows.append(envelope.offer(d, s, hours, notice_h))
+        if progress is not None:
+            progress((i + 1) * len(slots), total)
+    return pd.DataFrame(rows, columns=list(OFFER_COLUMNS))
+
+
+__all__ = ["OFFER_COLUMNS", "Envelope", "offers", "start_slots"]
