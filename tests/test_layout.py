@@ -1,4 +1,7 @@
-"""The house holds its shape: rooms that fit, arrows one way, no private names borrowed."""
+"""The house holds its shape: functions that fit, arrows one way, no private names borrowed.
+
+A long module that holds one concept is fine (no file-length rule: a concept is split by
+concept, not by line count)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
-MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 120
 
 
@@ -38,18 +40,16 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str,
     return out
 
 
-def test_no_file_above_600_lines_and_no_function_above_120() -> None:
-    big_files, big_functions = [], []
+def test_no_function_above_120_lines() -> None:
+    big_functions = []
     for name, path in _modules().items():
         text = path.read_text()
-        if len(text.splitlines()) > MAX_FILE_LINES:
-            big_files.append(f"{name}: {len(text.splitlines())} lines")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     big_functions.append(f"{name}.{node.name}: {lines} lines")
-    assert big_files == [] and big_functions == []
+    assert big_functions == []
 
 
 def test_no_import_circle() -> None:

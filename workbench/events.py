@@ -22,7 +22,7 @@ without the event, its extra cost, payment and penalty).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -225,30 +225,29 @@ def parse_event(text: str) -> GridEvent:
         except ValueError:
             raise ValueError(f"grid event {text!r}: NOTICE_H {parts[4]!r} is not a number; "
                              f"{form}") from None
-    return GridEvent(datacenter=dc, start=_start(start), hours=h, notice_hours=notice, **lim)
+    return GridEvent(datacenter=dc, start=_start(start), hours=h, notice_hours=notice,
+                     limit_kw=lim.get("limit_kw"), cut_pct=lim.get("cut_pct"))
 
 
 def check_events(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
-                 fixed_kw: Mapping[str, NDArray[np.float64]] | None = None
+                 floor_kw: Mapping[str, NDArray[np.float64]] | None = None
                  ) -> tuple[GridEvent, ...]:
     """The events with their start resolved to a UTC time, checked against the scenario:
-    a known datacenter, a start inside the horizon, and a limit at least the site's idle
-    load plus what the inference services that may run only there draw in the event's
-    slots (``fixed_kw``: per datacenter, per slot, kW; :func:`fixed_draw_kw`).
+    a known datacenter, a start inside the horizon, and a limit at least what the site
+    draws whatever runs in the event's slots (``floor_kw``: per datacenter and slot, kW,
+    its idle load plus the inference services that may run only there,
+    :func:`workbench.sim.results.site_floors_kw`).
 
     Raises
     ------
     ValueError
         Naming the event, what is wrong with the numbers and what to give instead.
     """
-    from workbench.meter import idle_kw
-
     names = [d.name for d in sc.datacenters]
-    idle = dict(zip(names, idle_kw(sc).tolist(), strict=True))
     end = sc.start + timedelta(seconds=sc.slot_s * sc.n_slots)
     out = []
     for ev in events:
-        if ev.datacenter not in idle:
+        if ev.datacenter not in names:
             raise ValueError(f"grid event {ev.label}: unknown datacenter {ev.datacenter!r}; "
                              f"the scenario has {', '.join(names)}")
         s = ev.starts_at(sc)
@@ -257,30 +256,17 @@ def check_events(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
                              f"the horizon {sc.start:%Y-%m-%d %H:%M} - {end:%Y-%m-%d %H:%M} "
                              "UTC; give a start inside it")
         ev = replace(ev, start=s)
-        if ev.limit_kw is not None:
+        if ev.limit_kw is not None and floor_kw is not None:
             a, b = ev.slots(sc)
-            floor = idle[ev.datacenter] + (
-                0.0 if fixed_kw is None else float(np.max(fixed_kw[ev.datacenter][a:b])))
+            floor = float(np.max(floor_kw[ev.datacenter][a:b]))
             if ev.limit_kw < floor - 1e-9:
                 raise ValueError(
                     f"grid event {ev.label}: limit {ev.limit_kw:g} kW is below the "
-                    f"{floor:.2f} kW {ev.datacenter} draws whatever runs (idle load "
-                    f"{idle[ev.datacenter]:.2f} kW plus the inference services that may "
-                    f"run only there); give at least {floor:.2f} kW")
+                    f"{floor:.2f} kW {ev.datacenter} draws whatever runs then (its idle load "
+                    f"plus the inference services that may run only there); give at least "
+                    f"{floor:.2f} kW")
         out.append(ev)
     return tuple(out)
-
-
-def fixed_draw_kw(sc: Scenario, floors: Iterable[tuple[Any, int, int, Mapping[str, float]]]
-                  ) -> dict[str, NDArray[np.float64]]:
-    """Per datacenter and slot, what the inference services that may run only there draw
-    at least (kW), from :func:`workbench.sim.results.service_floors_kw`'s floors."""
-    out = {d.name: np.zeros(sc.n_slots) for d in sc.datacenters}
-    for _job, a, b, where in floors:
-        if len(where) == 1:
-            (d, kw), = where.items()
-            out[d][a:b] += kw
-    return out
 
 
 def import_limits_kw(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
@@ -404,5 +390,5 @@ def settle(metrics: dict[str, Any], rows: Sequence[Mapping[str, Any]],
 
 
 __all__ = ["MET_TOLERANCE", "NOTICE_H_DEFAULT", "GridEvent", "check_events", "edges",
-           "fixed_draw_kw", "import_limits_kw", "parse_event", "report", "resolve_cuts",
+           "import_limits_kw", "parse_event", "report", "resolve_cuts",
            "settle", "split_blocks"]

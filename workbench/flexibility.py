@@ -41,8 +41,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from workbench.bill import site_array
-from workbench.meter import idle_kw
 from workbench.model import Scenario
+from workbench.sim.results import site_floors_kw
 
 OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import_kw",
                  "sheddable_kw", "limit_kw", "extra_cost", "flexible_jobs")
@@ -103,13 +103,9 @@ class Envelope:
         self.finish, self.deadline = finish, deadline
 
     def _floors(self) -> NDArray[np.float64]:
-        """Per slot and site, what it draws whatever runs (kW): idle load plus the inference
-        services that may run only there."""
-        from workbench.events import fixed_draw_kw
-        from workbench.sim.results import service_floors_kw
-
-        fixed = fixed_draw_kw(self.sc, service_floors_kw(self.sc))
-        return idle_kw(self.sc)[None, :] + np.column_stack([fixed[n] for n in self.names])
+        """Per slot and site, what it draws whatever runs (kW, slots x sites)."""
+        floors = site_floors_kw(self.sc)
+        return np.column_stack([floors[n] for n in self.names])
 
     def window(self, datacenter: str, start_slot: int, hours: float) -> tuple[int, int]:
         a = int(start_slot)

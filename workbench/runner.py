@@ -50,7 +50,7 @@ from workbench.policies.offline import LeastCarbon
 from workbench.power_limits import check_menu
 from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
 from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
-from workbench.sim.results import RUN_WARNING, check_power_caps
+from workbench.sim.results import RUN_WARNING, check_power_caps, site_floors_kw
 from workbench.supply import ignore_set
 
 if TYPE_CHECKING:
@@ -563,7 +563,8 @@ def run_spec(
     if caps.has_events:
         # The same run without the events: what they cut (a % cut is of its import), shed
         # and cost.
-        caps = caps.with_events(events.check_events(scenario, caps.events))
+        caps = caps.with_events(events.check_events(scenario, caps.events,
+                                                    site_floors_kw(scenario)))
         twin, _ = simulate_spec(run, scenario, caps=caps.with_events(()), fitted=fitted)
         caps = caps.with_events(events.resolve_cuts(
             scenario, caps.events, grid_import_kw(twin, scenario)))

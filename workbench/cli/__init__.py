@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "run a grid of policies and knobs over seeds on Dask distributed"),
     "frontier": ("workbench.cli.frontier", "cost against carbon of a policy at several carbon "
                  "caps, beside the hindsight bound"),
+    "flexibility": ("workbench.cli.flexibility",
+                    "how many kW each site can shed, when, and what it costs"),
     "predict": ("workbench.cli.compute",
                 "predict a job's step time on a device from its computation graph"),
     "devices": ("workbench.cli.compute", "list or add accelerator specs for the predictor"),

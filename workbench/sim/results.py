@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from workbench.caps import Caps, kg_text
 from workbench.chunks import ColumnChunks, QueueTrace
@@ -301,6 +303,18 @@ def service_floors_kw(sc: Scenario) -> list[tuple[Job, int, int, dict[str, float
     return out
 
 
+def site_floors_kw(sc: Scenario) -> dict[str, NDArray[np.float64]]:
+    """Per datacenter and slot, what the site draws at its meter whatever runs (kW): its
+    idle load plus the least the inference services up that may run only there draw."""
+    out = dict(zip([d.name for d in sc.datacenters],
+                   (np.full(sc.n_slots, kw) for kw in idle_kw(sc).tolist()), strict=True))
+    for _job, a, b, where in service_floors_kw(sc):
+        if len(where) == 1:
+            (d, kw), = where.items()
+            out[d][a:b] += kw
+    return out
+
+
 def check_power_caps(sc: Scenario, caps: Caps) -> None:
     """Refuse grid import caps below a site's idle load plus what the inference services
     alone draw (they run every slot they are up), with the numbers: raise ValueError when
@@ -310,9 +324,9 @@ def check_power_caps(sc: Scenario, caps: Caps) -> None:
     datacenter's cap where they can run nowhere else (each cap less its site's idle
     load)."""
     if caps.has_events:
-        from workbench.events import check_events, fixed_draw_kw
+        from workbench.events import check_events
 
-        check_events(sc, caps.events, fixed_draw_kw(sc, service_floors_kw(sc)))
+        check_events(sc, caps.events, site_floors_kw(sc))
     if not caps.has_power:
         return
     check_import_caps(sc, caps)
