@@ -594,7 +594,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         assert self._sc is not None
         t = state.t
         ridx = [forecast.region_index(dc.region) for dc in self._sc.datacenters]
-        return round_trip_keep(
+        keep = round_trip_keep(
             self._sc, state, opts, coef, mu_opt, price, restart_s=self.restart_s,
             window_h=self.window_h, min_dwell_slots=self.min_dwell_slots,
             # The price alone judges a service's move only where carbon weighs nothing in
@@ -604,3 +604,13 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
             recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
                              < self.min_dwell_slots for js in state.jobs], dtype=bool))
+        # In a grid event's slots a service may leave the event's site whatever its move
+        # saves: the limit may need its power elsewhere.
+        held_at = {ev.datacenter for ev in self.caps.events
+                   if ev.slots(self._sc)[0] <= t < ev.slots(self._sc)[1]}
+        if held_at and len(opts):
+            service = np.array([not state.jobs[int(j)].job.is_training
+                                and state.jobs[int(j)].last_datacenter in held_at
+                                for j in opts.job_index], dtype=bool)
+            keep |= service & np.asarray(opts.moves, dtype=bool)
+        return keep

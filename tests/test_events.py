@@ -1,0 +1,171 @@
+"""Grid events: parsed and checked like every input, unseen before their notice, kept by
+the planners, held by the sites, reported against the same run without them and billed;
+and the flexibility envelope read off the plan."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from workbench.caps import Caps
+from workbench.cli import main
+from workbench.events import GridEvent, check_events, import_limits_kw, parse_event
+from workbench.flexibility import OFFER_COLUMNS, Envelope, offers
+from workbench.runner import RunSpec, run_spec, simulate_spec
+from workbench.scenarios import build_seed3, first_hours
+from workbench.sim.results import site_floors_kw
+
+
+@pytest.fixture(scope="module")
+def short():
+    """seed3's first two days."""
+    return first_hours(build_seed3(), 48.0)
+
+
+def test_an_event_is_parsed_from_its_text_and_bad_text_says_the_form() -> None:
+    ev = parse_event("guangzhou,2025-07-14T14:00,3,60,4")
+    assert (ev.datacenter, ev.hours, ev.limit_kw, ev.notice_hours) == ("guangzhou", 3.0,
+                                                                      60.0, 4.0)
+    cut = parse_event("suzhou,30,3,25%")
+    assert cut.cut_pct == 25.0 and cut.limit_kw is None and cut.start == 30.0
+    assert cut.notice_hours == 2.0
+    for bad, says in (("guangzhou,30,3", "DATACENTER,START"), ("g,30,x,60", "HOURS"),
+                      ("g,30,3,lots", "LIMIT"), ("g,30,-3,60", "hours must be"),
+                      ("g,yesterday,3,60", "ISO time"), ("g,30,3,150%", "cut_pct")):
+        with pytest.raises(ValueError, match=says):
+            parse_event(bad)
+
+
+def test_events_are_checked_against_the_scenario_with_the_numbers(short) -> None:
+    floors = site_floors_kw(short)
+    ok = check_events(short, [GridEvent("guangzhou", 10.0, 3.0, limit_kw=60.0)], floors)
+    assert ok[0].start == short.start + timedelta(hours=10)
+    with pytest.raises(ValueError, match="unknown datacenter 'mars'"):
+        check_events(short, [GridEvent("mars", 10.0, 3.0, limit_kw=60.0)], floors)
+    with pytest.raises(ValueError, match="outside the horizon"):
+        check_events(short, [GridEvent("guangzhou", 60.0, 3.0, limit_kw=60.0)], floors)
+    with pytest.raises(ValueError, match=r"below the 5\d\.\d\d kW guangzhou draws"):
+        check_events(short, [GridEvent("guangzhou", 10.0, 3.0, limit_kw=20.0)], floors)
+
+
+def test_no_policy_sees_an_event_before_its_notice(short) -> None:
+    ev = check_events(short, [GridEvent("suzhou", 10.0, 3.0, limit_kw=40.0,
+                                        notice_hours=2.0)])[0]
+    told = ev.known_from(short)
+    assert told == 8 * 4  # 15-minute slots: two hours before the start
+    before = import_limits_kw(short, [ev], np.full(3, np.inf), known_at=told - 1)
+    after = import_limits_kw(short, [ev], np.full(3, np.inf), known_at=told)
+    assert np.isinf(before).all()
+    a, b = ev.slots(short)
+    assert (a, b) == (40, 52) and np.all(after[a:b, 2] == 40.0) and np.isinf(after[:a]).all()
+
+
+def test_the_stored_caps_hold_the_events() -> None:
+    caps = Caps(power_kw=90.0, events=(GridEvent("suzhou", 10.0, 3.0, limit_kw=40.0,
+                                                 payment_per_kwh=1.5),))
+    back = Caps.from_stored(json.loads(json.dumps(caps.knobs())))
+    assert back == caps and hash(back) == hash(caps)
+    assert "1 grid event" in caps.label
+
+
+@pytest.mark.slow
+def test_the_lookahead_keeps_an_event_and_the_run_reports_and_bills_it(short) -> None:
+    ev = GridEvent("guangzhou", 24.0, 3.0, cut_pct=10.0, notice_hours=2.0,
+                   payment_per_kwh=2.0)
+    out = run_spec(RunSpec(short.name, baseline=False, caps=Caps(events=(ev,))), short)
+    row, = out.result.meta["grid_events"]
+    assert not any("fallback" in w for w in out.result.warnings)
+    assert row["met"] and row["max_import_kw"] <= row["limit_kw"] * (1 + 1e-6)
+    assert row["limit_kw"] == pytest.approx(row["planned_import_kw"] * 0.9)
+    assert row["new_misses"] == [] and row["shed_kwh"] > 0
+    m = out.result.metrics
+    assert m["bill_event_payment"] == pytest.approx(2.0 * row["shed_kwh"])
+    assert m["bill_event_payment:guangzhou"] == pytest.approx(m["bill_event_payment"])
+    parts = (m["bill_energy"] + m["bill_ppa"] - m["bill_export_credit"] + m["bill_demand"]
+             + m["bill_capacity"] - m["bill_event_payment"] + m["bill_event_penalty"])
+    assert m["bill_total"] == pytest.approx(parts)
+    assert m["cost"] == pytest.approx(m["bill_total"] - m["bill_no_jobs_total"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["lyapunov", "greedy", "offline"])
+def test_every_policy_runs_under_an_event_and_the_site_holds_it(short, policy) -> None:
+    """Lyapunov (its slot caps) and the hindsight plan's replay hold it to within what a
+    moving service's transfer draws in its move slot (the site pauses training jobs only);
+    a policy blind to events (greedy) is held by the site pausing its training jobs, and
+    reported as missed where the services it placed there alone break the limit."""
+    ev = GridEvent("guangzhou", 24.0, 3.0, limit_kw=62.0, notice_hours=2.0)
+    out = run_spec(RunSpec(short.name, policy, baseline=False, caps=Caps(events=(ev,))),
+                   short)
+    row, = out.result.meta["grid_events"]
+    if policy == "greedy":
+        plan = out.result.plan
+        during = plan[(plan["slot"] >= 96) & (plan["slot"] < 108)
+                      & (plan["region"] == "guangzhou") & (plan["n_gpus"] > 0)]
+        assert (during["kind"] == "inference").all()  # every training job there paused
+        assert row["met"] or any("grid event" in w and "missed" in w
+                                 for w in out.result.warnings)
+    else:
+        assert row["max_import_kw"] <= row["limit_kw"] * 1.03, row
+        assert row["met"] == (row["over_kwh"] == 0.0)
+
+
+def test_the_cli_takes_events_and_refuses_bad_ones_in_one_line(tmp_path, capsys) -> None:
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "plan", "--scenario", "seed3", "--grid-event",
+                 "guangzhou,30,3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --grid-event") and "\n" not in err
+    assert main(["--db", db, "plan", "--scenario", "seed3", "--grid-event",
+                 "guangzhou,30,3,20"]) == 2
+    assert "below the" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_cli_reports_the_event_in_json(tmp_path, capsys) -> None:
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "plan", "--scenario", "seed3", "--no-baseline",
+                 "--no-strongest", "--json", "--grid-event",
+                 "suzhou,2025-07-14T04:00,3,40,4"]) == 0
+    obj = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    ev, = obj["grid_events"]
+    assert set(ev) >= {"met", "max_import_kw", "limit_kw", "shed_kwh", "extra_cost",
+                       "payment"}
+    assert ev["met"] and ev["limit_kw"] == 40.0 and ev["shed_kwh"] > 0
+    assert obj["bill"]["event_payment"] == 0.0
+
+
+@pytest.mark.slow
+def test_the_envelope_offers_what_the_plan_can_shed_and_an_offer_is_kept(short) -> None:
+    spec = RunSpec(short.name, baseline=False)
+    res, _ = simulate_spec(spec, short)
+    env = Envelope(short, res.plan, res.slots, res.jobs, spec.sim.restart_s)
+    table = offers(env, 3.0, 2.0)
+    assert list(table.columns) == list(OFFER_COLUMNS)
+    assert len(table) == 3 * (48 - 3 + 1)
+    assert (table["sheddable_kw"] >= 0).all()
+    assert (table["limit_kw"] <= table["planned_import_kw"] + 1e-9).all()
+    floors = site_floors_kw(short)
+    for r in table.itertuples():
+        s = short.slot_of(r.start)
+        assert r.limit_kw >= floors[r.datacenter][s:s + 12].max() - 1e-9
+    best = table.loc[table["sheddable_kw"].idxmax()]
+    assert best["sheddable_kw"] > 1.0
+    curve = env.cost_curve(best["datacenter"], short.slot_of(best["start"]), 3.0)
+    assert curve[0] == (0.0, 0.0)
+    assert curve[-1][0] == pytest.approx(best["sheddable_kw"])
+    ev = GridEvent(best["datacenter"], float(short.slot_of(best["start"])) / 4, 3.0,
+                   limit_kw=float(best["limit_kw"]), notice_hours=2.0)
+    out = run_spec(RunSpec(short.name, baseline=False, caps=Caps(events=(ev,))), short)
+    row, = out.result.meta["grid_events"]
+    assert row["new_misses"] == []
+    assert row["max_import_kw"] <= row["limit_kw"] * 1.01
+
+
+def test_flexibility_cli_prints_offers_as_json(tmp_path, capsys) -> None:
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "flexibility", "--datacenter", "mars"]) == 2
+    assert "mars" in capsys.readouterr().err
