@@ -185,6 +185,8 @@ NAME_FIELDS = {
          "turbine_type": "nope", "hub_height_m": 100.0}]),
     ("demand_charges", "datacenter"): lambda c: c.update(demand_charges=[
         {"datacenter": "nope", "price_per_kw_month": 20.0}]),
+    ("grid_events", "datacenter"): lambda c: c.update(grid_events=[
+        {"datacenter": "nope", "start": 1.0, "hours": 1.0, "limit_kw": 5.0}]),
 }
 """Every key of the schema that names something the workbench or the store must know."""
 
@@ -195,7 +197,8 @@ FREE_FIELDS = {("scenario", "name"), ("scenario", "description"), ("scenario", "
                ("jobs.llm", "job_id"), ("jobs.llm", "model_config_path"),
                ("jobs.llm", "purpose"), ("jobs.llm", "precision"), ("jobs.llm", "zero"),
                ("supply", "kind"),
-               ("supply", "name"), ("demand_charges", "name"), ("demand_charges", "urdb")}
+               ("supply", "name"), ("demand_charges", "name"), ("demand_charges", "urdb"),
+               ("grid_events", "start"), ("grid_events", "name")}
 """Text keys that name nothing to look up: new names, free text, times (parsed), a
 currency (a pattern, checked against the series), enums and a timezone (validated by the
 schema), a path (read)."""

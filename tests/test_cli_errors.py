@@ -299,6 +299,8 @@ OUTPUT_FLAGS = [
     (["compute", "train", "--data", "{dir}"], "--collectives-out"),
     (["frontier", "--scenario", "tiny", "--policy", "threshold", "--threads"], "--out"),
     (["fit", "power-limits", "--profiles", "{dir}"], "--out"),
+    (["flexibility", "--scenario", "tiny", "--policy", "asap-home", "--hours", "1",
+      "--notice-h", "0", "--no-progress"], "--out"),
 ]
 """Every output flag of every command, with the arguments it needs besides
 (:func:`test_every_output_flag_is_in_the_table` keeps it complete)."""
@@ -445,7 +447,7 @@ def full_folder(request: pytest.FixtureRequest, tmp_path: Path,
 
 
 FULL_DISK_OUTPUTS = [(argv, flag) for argv, flag in OUTPUT_FLAGS
-                     if argv[0] in ("plan", "runs", "sweep")]
+                     if argv[0] in ("plan", "runs", "sweep", "flexibility")]
 """The output flags whose files the CSV writer writes (fit and compute train need data)."""
 
 

@@ -82,8 +82,11 @@ def test_the_shipped_fits_are_the_fits_of_the_shared_data() -> None:
     shipped = shipped_models()
     for key, m in fitted.items():
         for name in ("c", "k", "a", "b"):
+            # least squares stops at its own tolerance (ftol 1e-8): where the loss is flat
+            # the parameter it stops at moves by ~1e-6 with the machine's BLAS (CI saw
+            # 1.4451838 against the shipped 1.4451803); 1e-4 is still the same fit
             assert getattr(m.params, name) == pytest.approx(
-                getattr(shipped[key].params, name), rel=1e-6)
+                getattr(shipped[key].params, name), rel=1e-4)
 
 
 def _state(sc, menu):  # noqa: ANN001, ANN202

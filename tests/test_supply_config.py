@@ -175,8 +175,8 @@ def test_clear_sky_solar_battery_and_a_flat_demand_charge_build_store_and_plan(
     obj = json.loads(capsys.readouterr().out)
     for run in (obj, obj["baseline"]):
         bill = run["bill"]
-        assert set(bill) == {"energy", "ppa", "export_credit", "demand", "capacity", "total",
-                             "no_jobs_total"}
+        assert set(bill) == {"energy", "ppa", "export_credit", "demand", "capacity",
+                             "event_payment", "event_penalty", "total", "no_jobs_total"}
         assert bill["total"] == pytest.approx(bill["energy"] + bill["ppa"]
                                               - bill["export_credit"] + bill["demand"]
                                               + bill["capacity"])
@@ -198,6 +198,36 @@ def test_clear_sky_solar_battery_and_a_flat_demand_charge_build_store_and_plan(
     assert err.count("\n") == 1 and "unknown lever(s) to ignore 'sun'" in err
     assert main(["--db", db, "plan", "--scenario", "g", "--power-limits", "0.1"]) == 2
     assert "in [0.4, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_grid_events_in_the_toml_are_checked_stored_and_held(
+        store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ev = {"datacenter": "a", "start": "2024-03-04T06:00:00Z", "hours": 2, "limit_kw": 1.5,
+          "notice_hours": 3, "payment_per_kwh": 0.5}
+    cfg = _config()
+    cfg["grid_events"] = [{**ev, "datacenter": "z"}]
+    with pytest.raises(BuildError, match=r"\[\[grid_events\]\] entry 0 datacenter: 'z'"):
+        build_scenario(store, cfg)
+    cfg["grid_events"] = [{**ev, "start": "2024-03-06T06:00:00Z"}]
+    with pytest.raises(BuildError, match="outside the horizon"):
+        build_scenario(store, cfg)
+    cfg["grid_events"] = [{k: v for k, v in ev.items() if k != "limit_kw"}]
+    with pytest.raises(ConfigError, match="give limit_kw .* or cut_pct"):
+        validate_config(cfg)
+    cfg["grid_events"] = [ev]
+    sc = build_scenario(store, cfg)
+    event, = sc.supply.grid_events
+    assert event.start == START.to_pydatetime() + pd.Timedelta(hours=6)
+    store.save_scenario(sc)
+    assert store.load_scenario("g").supply.grid_events == (event,)
+    store.close()
+    db = str(tmp_path / "wb.duckdb")
+    assert main(["--db", db, "plan", "--scenario", "g", "--json", "--no-progress",
+                 "--no-strongest"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    row, = obj["grid_events"]
+    assert row["datacenter"] == "a" and row["limit_kw"] == 1.5 and row["met"]
 
 
 def _csv(tmp_path: Path, name: str, values: np.ndarray, column: str) -> Path:

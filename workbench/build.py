@@ -11,6 +11,7 @@ Nothing is read from the environment and nothing is written until :func:`build_a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import tomllib
@@ -33,6 +34,7 @@ from workbench.config import (
     horizon,
     validate_config,
 )
+from workbench.events import GridEvent, check_events
 from workbench.io.errors import InputError, quoted
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
@@ -385,10 +387,16 @@ def _supply(store: Any, cfg: ScenarioConfig, dcs: Sequence[Datacenter], start: d
                 modelled=e.series is None, origin=origin))
         for i, d in enumerate(cfg.demand_charges):
             charges.append(_demand_charge(cfg, i, d))
-        return Supply(sources=tuple(sources), batteries=tuple(batteries),
-                      demand_charges=tuple(charges))
     except ScenarioError as exc:
         raise BuildError(f"[[supply]]: {exc}") from None
+    events: list[GridEvent] = []
+    for i, ev in enumerate(cfg.grid_events):
+        try:
+            events.append(GridEvent.from_dict(ev.model_dump(exclude_none=True)))
+        except ValueError as exc:
+            raise BuildError(f"[[grid_events]] entry {i}: {exc}") from None
+    return Supply(sources=tuple(sources), batteries=tuple(batteries),
+                  demand_charges=tuple(charges), grid_events=tuple(events))
 
 
 def _demand_charge(cfg: ScenarioConfig, i: int, d: DemandChargeEntry) -> DemandCharge:
@@ -491,13 +499,22 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
     apps = {j.app for j in jobs}
     profiles = profiles_for(store, apps, [p.gpu_type for p in pools]) + llm_profiles
     supply = _supply(store, config, dcs, start, slot_s, n_slots)
-    return Scenario(
+    built = Scenario(
         name=str(name), datacenters=tuple(dcs), pools=tuple(pools),
         links=tuple(_links(config, dcs)),
         jobs=tuple(jobs), profiles=tuple(profiles), grid=cube,
         start=start, slot_s=slot_s, n_slots=n_slots, currency=currency,
         description=sc.description, history=history, supply=supply,
     )
+    if not supply.grid_events:
+        return built
+    from workbench.sim.results import site_floors_kw
+
+    try:  # each start inside the horizon, each limit above what the site always draws
+        events = check_events(built, supply.grid_events, site_floors_kw(built))
+    except ValueError as exc:
+        raise BuildError(f"[[grid_events]]: {exc}") from None
+    return dataclasses.replace(built, supply=dataclasses.replace(supply, grid_events=events))
 
 
 def save_built(store: Any, scenario: Scenario, *, replace: bool = False

@@ -266,6 +266,28 @@ class DemandChargeEntry(_Section):
         "currency per kVA of capacity per month > 0"))
 
 
+class GridEventEntry(_Section):
+    """``[[grid_events]]``: a datacenter asked to hold its grid import under a limit for some
+    hours, announced some hours ahead (:mod:`workbench.events`)."""
+
+    datacenter: str = Field(min_length=1, description="a [[datacenters]] name")
+    start: str | float = Field(description=(
+        "an ISO time (UTC unless it names its offset), e.g. start = \"2025-07-14T14:00\", "
+        "or hours after the horizon's start, e.g. start = 30"))
+    hours: float = Field(gt=0, le=24 * 366, description="how long it lasts, hours > 0")
+    limit_kw: float | None = Field(None, ge=0, le=1e9, description=(
+        "the most the site may import at its meter, kW"))
+    cut_pct: float | None = Field(None, gt=0, le=100, description=(
+        "or a cut of the plan's own import, % in (0, 100]"))
+    notice_hours: float = Field(2.0, ge=0, le=24 * 366, description=(
+        "hours before start that it is announced >= 0"))
+    payment_per_kwh: float = Field(0.0, ge=0, le=1e4, description=(
+        "paid per kWh shed, currency >= 0"))
+    penalty_per_kwh: float = Field(0.0, ge=0, le=1e4, description=(
+        "charged per kWh above the limit, currency >= 0"))
+    name: str | None = Field(None, min_length=1, description="a label")
+
+
 class ScenarioConfig(_Section):
     """A whole scenario config; ``base_dir`` is the config file's folder."""
 
@@ -283,6 +305,8 @@ class ScenarioConfig(_Section):
     supply: list[SupplyEntry] = Field(default_factory=list, description="[[supply]] tables")
     demand_charges: list[DemandChargeEntry] = Field(default_factory=list, description=(
         "[[demand_charges]] tables"))
+    grid_events: list[GridEventEntry] = Field(default_factory=list, description=(
+        "[[grid_events]] tables"))
     base_dir: str = Field(".", alias="_base_dir")
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True,
@@ -292,12 +316,13 @@ class ScenarioConfig(_Section):
 _SECTIONS = {"scenario": "[scenario]", "network": "[network]", "jobs": "[jobs]",
              "datacenters": "[[datacenters]]", "pools": "[[pools]]", "links": "[[links]]",
              "inference": "[[inference]]", "jobs.llm": "[[jobs.llm]]",
-             "supply": "[[supply]]", "demand_charges": "[[demand_charges]]"}
+             "supply": "[[supply]]", "demand_charges": "[[demand_charges]]",
+             "grid_events": "[[grid_events]]"}
 _MODELS: dict[str, type[BaseModel]] = {
     "scenario": ScenarioSection, "network": NetworkSection, "jobs": JobsSection,
     "datacenters": DatacenterEntry, "pools": PoolEntry, "links": LinkEntry,
     "inference": InferenceEntry, "jobs.llm": LlmJobEntry, "supply": SupplyEntry,
-    "demand_charges": DemandChargeEntry,
+    "demand_charges": DemandChargeEntry, "grid_events": GridEventEntry,
 }
 
 
@@ -501,6 +526,11 @@ def validate_config(cfg: Mapping[str, Any], memory_bytes: int | None = None
         _check_supply(i, e, names)
     for i, d in enumerate(config.demand_charges):
         _check_demand(i, d, names)
+    for i, ev in enumerate(config.grid_events):
+        _check_site(f"[[grid_events]] entry {i}", ev.datacenter, names)
+        if (ev.limit_kw is None) == (ev.cut_pct is None):
+            raise ConfigError(f"[[grid_events]] entry {i}: give limit_kw (kW at the meter) or "
+                              "cut_pct (% of the plan's import), one of them")
     return config
 
 

@@ -25,13 +25,33 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from workbench.model import Scenario, ScenarioView, as_utc, slot_index
+from workbench.clock import as_utc, slot_index
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Horizon(Protocol):
+    """What an event needs of the scenario (a :class:`workbench.model.Scenario` or a view
+    of it): its clock and its sites' names. A protocol, so that the supply record can hold
+    events without this module importing the scenario's."""
+
+    @property
+    def start(self) -> datetime: ...
+    @property
+    def slot_s(self) -> float: ...
+    @property
+    def n_slots(self) -> int: ...
+    @property
+    def datacenters(self) -> Sequence[_Named]: ...
 
 NOTICE_H_DEFAULT = 2.0
 """Hours of notice when none is given: the field trials' benchmark (a peak event announced
@@ -123,13 +143,13 @@ class GridEvent:
         return (f"{self.limit_kw:g} kW" if self.limit_kw is not None
                 else f"-{self.cut_pct:g}% of the planned import")
 
-    def starts_at(self, sc: Scenario | ScenarioView) -> datetime:
+    def starts_at(self, sc: Horizon) -> datetime:
         """Its start as a UTC time."""
         if isinstance(self.start, datetime):
             return self.start
         return sc.start + timedelta(hours=float(self.start))
 
-    def slots(self, sc: Scenario | ScenarioView) -> tuple[int, int]:
+    def slots(self, sc: Horizon) -> tuple[int, int]:
         """The slots it covers, ``[a, b)`` (every slot that overlaps it, within the
         horizon)."""
         s = self.starts_at(sc)
@@ -137,7 +157,7 @@ class GridEvent:
         b = slot_index(sc.start, sc.slot_s, s + timedelta(hours=self.hours), after=True)
         return max(a, 0), min(max(b, a + 1), sc.n_slots)
 
-    def known_from(self, sc: Scenario | ScenarioView) -> int:
+    def known_from(self, sc: Horizon) -> int:
         """The first slot at whose start a policy knows of it (the notice rounded up to a
         slot boundary; 0 when announced before the horizon)."""
         notice = self.starts_at(sc) - timedelta(hours=self.notice_hours)
@@ -229,7 +249,7 @@ def parse_event(text: str) -> GridEvent:
                      limit_kw=lim.get("limit_kw"), cut_pct=lim.get("cut_pct"))
 
 
-def check_events(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
+def check_events(sc: Horizon, events: Sequence[GridEvent],
                  floor_kw: Mapping[str, NDArray[np.float64]] | None = None
                  ) -> tuple[GridEvent, ...]:
     """The events with their start resolved to a UTC time, checked against the scenario:
@@ -269,7 +289,7 @@ def check_events(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
     return tuple(out)
 
 
-def import_limits_kw(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
+def import_limits_kw(sc: Horizon, events: Sequence[GridEvent],
                      static_kw: NDArray[np.float64], t0: int = 0, t1: int | None = None,
                      known_at: int | None = None) -> NDArray[np.float64]:
     """Each datacenter's import limit (kW) in slots ``[t0, t1)``, shape ``(slots, D)``: its
@@ -292,7 +312,7 @@ def import_limits_kw(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
     return out
 
 
-def edges(sc: Scenario | ScenarioView, events: Sequence[GridEvent], t: int, n: int,
+def edges(sc: Horizon, events: Sequence[GridEvent], t: int, n: int,
           known_at: int | None = None) -> list[int]:
     """The events' first and end slots within ``(0, n)`` slots from ``t``: where a window's
     blocks must start for each block to have one limit."""
@@ -315,7 +335,7 @@ def split_blocks(starts: NDArray[np.int64], n: int, cuts: Sequence[int]
     return st, np.diff(np.append(st, n)).astype(np.int64)
 
 
-def resolve_cuts(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
+def resolve_cuts(sc: Horizon, events: Sequence[GridEvent],
                  import_kw: NDArray[np.float64]) -> tuple[GridEvent, ...]:
     """The events with each ``cut_pct`` turned into ``limit_kw``: that share off the peak of
     ``import_kw`` (slots, D; the same plan without the events) in the event's slots."""
@@ -331,7 +351,7 @@ def resolve_cuts(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
     return tuple(out)
 
 
-def report(sc: Scenario | ScenarioView, events: Sequence[GridEvent],
+def report(sc: Horizon, events: Sequence[GridEvent],
            import_kw: NDArray[np.float64], without_kw: NDArray[np.float64] | None = None
            ) -> list[dict[str, Any]]:
     """Per event: ``met`` (every slot's import at most the limit), ``max_import_kw``,

@@ -12,12 +12,12 @@ import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 import pandas as pd
 
+from workbench.clock import SLOT_TOLERANCE, as_utc, slot_index  # noqa: F401  (re-exported)
 from workbench.errors import ScenarioError
 from workbench.supply import NO_SUPPLY, Supply
 
@@ -47,36 +47,6 @@ def _non_negative(value: float, what: str) -> None:
         isinstance(value, int | float) and math.isfinite(value) and value >= 0,
         f"{what} must be a non-negative number, got {value!r}",
     )
-
-
-def as_utc(value: datetime | str | np.datetime64) -> datetime:
-    """Return ``value`` as a timezone-aware UTC datetime; naive values are taken as UTC."""
-    if isinstance(value, np.datetime64):
-        value = datetime.fromisoformat(str(value.astype("datetime64[s]")))
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-SLOT_TOLERANCE = 1e-9
-"""Fraction of a slot within which a time counts as lying on the slot boundary it is next to
-(so that a time computed in floating point lands on the boundary it means)."""
-
-
-def slot_index(start: datetime, slot_s: float, when: datetime, *, after: bool = False) -> int:
-    """The slot of ``when`` on the clock that starts at ``start`` with slots of ``slot_s``.
-
-    ``floor((when - start) / slot_s + tol)``: the slot containing ``when``; with ``after``,
-    ``ceil((when - start) / slot_s - tol)``: the first slot starting at or after it (where a
-    job arriving at ``when`` can first run). ``tol`` is :data:`SLOT_TOLERANCE`. Not clipped
-    to the horizon: may be < 0 or >= the number of slots.
-    """
-    offset = (as_utc(when) - start).total_seconds() / slot_s
-    if after:
-        return math.ceil(offset - SLOT_TOLERANCE)
-    return math.floor(offset + SLOT_TOLERANCE)
 
 
 @dataclass(frozen=True)

@@ -269,6 +269,15 @@ def fit_forecast(scenario: Scenario, mode: str) -> ModelForecast | None:
 
 
 # -- running -------------------------------------------------------------------------------
+def with_scenario_events(spec: RunSpec, scenario: Scenario) -> RunSpec:
+    """``spec`` held to the scenario's own grid events (``[[grid_events]]``) besides its
+    own: every run on the scenario meets them, its comparisons are metered against them."""
+    own = scenario.supply.grid_events
+    if not own or all(ev in spec.caps.events for ev in own):
+        return spec
+    return replace(spec, caps=spec.caps.with_events((*own, *spec.caps.events)))
+
+
 def _check(spec: RunSpec, scenario: Scenario) -> None:
     if spec.scenario != scenario.name:
         raise SpecError(f"the spec names scenario {spec.scenario!r} but was given "
@@ -304,6 +313,7 @@ def simulate_spec(
     ValueError
         From the policy's own checks of its knobs (the message says which).
     """
+    spec = with_scenario_events(spec, scenario)
     _check(spec, scenario)
     caps = spec.caps if caps is None else caps
     if caps.needs_baseline:
@@ -527,6 +537,7 @@ def run_spec(
     same :func:`spec_key`, used instead of running the baseline again (and not stored
     again, :func:`save_outcome`).
     """
+    spec = with_scenario_events(spec, scenario)
     _check(spec, scenario)
     mode = forecast_mode(spec, scenario)
     if fitted is None:

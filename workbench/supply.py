@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.errors import ScenarioError
+from workbench.events import GridEvent
 
 SOURCE_KINDS: tuple[str, ...] = ("solar", "wind", "ppa")
 """Kinds of :class:`Source` (a battery is a :class:`Battery`)."""
@@ -288,9 +289,12 @@ class Supply:
     sources: tuple[Source, ...] = ()
     batteries: tuple[Battery, ...] = ()
     demand_charges: tuple[DemandCharge, ...] = ()
+    grid_events: tuple[GridEvent, ...] = ()
+    """The scenario's grid events (``[[grid_events]]``): every run on it is held to them
+    (:func:`workbench.runner.with_scenario_events`)."""
 
     def __post_init__(self) -> None:
-        for name in ("sources", "batteries", "demand_charges"):
+        for name in ("sources", "batteries", "demand_charges", "grid_events"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         names = [s.name for s in self.sources] + [b.name for b in self.batteries] + [
             d.name for d in self.demand_charges]
@@ -341,10 +345,11 @@ class Supply:
         """Raise ScenarioError unless every entry names a datacenter and every source has
         one value per slot."""
         known = set(datacenters)
-        entries: list[Source | Battery | DemandCharge] = [
-            *self.sources, *self.batteries, *self.demand_charges]
+        entries: list[Source | Battery | DemandCharge | GridEvent] = [
+            *self.sources, *self.batteries, *self.demand_charges, *self.grid_events]
         for e in entries:
-            _check(e.datacenter in known, f"supply {e.name!r} names datacenter "
+            label = e.label if isinstance(e, GridEvent) else e.name
+            _check(e.datacenter in known, f"supply {label!r} names datacenter "
                    f"{e.datacenter!r}, which the scenario lacks; known: {sorted(known)}")
         for s in self.sources:
             _check(s.available_kw.size in (0, n_slots), f"supply {s.name!r} has "
@@ -366,7 +371,8 @@ class Supply:
                              f"{', '.join(LEVERS)}")
         return Supply(sources=() if "supply" in drop else self.sources,
                       batteries=() if "supply" in drop else self.batteries,
-                      demand_charges=() if "demand-charges" in drop else self.demand_charges)
+                      demand_charges=() if "demand-charges" in drop else self.demand_charges,
+                      grid_events=self.grid_events)
 
     def available_kw(self, t0: int = 0, t1: int | None = None) -> NDArray[np.float64]:
         """True output of every source over slots ``[t0, t1)``, shape (slots, sources)."""
@@ -420,9 +426,11 @@ def _upper(x: float | None) -> float:
     return math.inf if x is None else float(x)
 
 
-def entry_to_dict(e: Source | Battery | DemandCharge) -> dict[str, object]:
+def entry_to_dict(e: Source | Battery | DemandCharge | GridEvent) -> dict[str, object]:
     """One supply entry as plain JSON values (infinite tier limits as None), without a
     source's output (stored beside it)."""
+    if isinstance(e, GridEvent):
+        return {"type": "grid_event", **e.as_dict()}
     if isinstance(e, Source):
         return {"type": "source", "name": e.name, "datacenter": e.datacenter, "kind": e.kind,
                 "capacity_kw": e.capacity_kw, "price_per_kwh": e.price_per_kwh,
@@ -443,10 +451,12 @@ def entry_to_dict(e: Source | Battery | DemandCharge) -> dict[str, object]:
 
 
 def entry_from_dict(d: dict[str, object], output_kw: Sequence[float] | None = None
-                    ) -> Source | Battery | DemandCharge:
+                    ) -> Source | Battery | DemandCharge | GridEvent:
     """The inverse of :func:`entry_to_dict` (a source with its output)."""
     kind = d["type"]
     fields = {k: v for k, v in d.items() if k != "type"}
+    if kind == "grid_event":
+        return GridEvent.from_dict(fields)
     if kind == "source":
         return Source(available_kw=np.asarray(output_kw or [], dtype=float), **fields)  # type: ignore[arg-type]
     if kind == "battery":

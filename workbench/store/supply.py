@@ -11,6 +11,7 @@ from datetime import datetime
 
 import pandas as pd
 
+from workbench.events import GridEvent
 from workbench.store.base import Connection, StoreBase, insert_frame, naive_utc
 from workbench.supply import Source, Supply, entry_from_dict, entry_to_dict
 
@@ -68,13 +69,16 @@ class SupplyTables(StoreBase):
 def save_supply(con: Connection, scenario: str, supply: Supply) -> None:
     """Write a scenario's supply entries (inside the caller's transaction; the caller has
     deleted the scenario's old rows)."""
-    entries: list[object] = [*supply.sources, *supply.batteries, *supply.demand_charges]
+    entries: list[object] = [*supply.sources, *supply.batteries, *supply.demand_charges,
+                             *supply.grid_events]
     if not entries:
         return
     frame = pd.DataFrame([{
-        "scenario": scenario, "name": e.name, "position": i,  # type: ignore[attr-defined]
+        "scenario": scenario, "position": i,
+        "name": e.label if isinstance(e, GridEvent) else e.name,  # type: ignore[attr-defined]
         "datacenter": e.datacenter, "kind": (  # type: ignore[attr-defined]
-            e.kind if isinstance(e, Source) else type(e).__name__.lower()),
+            e.kind if isinstance(e, Source) else "grid_event" if isinstance(e, GridEvent)
+            else type(e).__name__.lower()),
         "spec": json.dumps(entry_to_dict(e)),  # type: ignore[arg-type]
         "output_kw": json.dumps(e.available_kw.tolist()) if isinstance(e, Source) else None,
     } for i, e in enumerate(entries)])
@@ -87,4 +91,5 @@ def _supply_of(entries: Iterable[object]) -> Supply:
     items = list(entries)
     return Supply(sources=tuple(e for e in items if isinstance(e, Source)),
                   batteries=tuple(e for e in items if isinstance(e, Battery)),
-                  demand_charges=tuple(e for e in items if isinstance(e, DemandCharge)))
+                  demand_charges=tuple(e for e in items if isinstance(e, DemandCharge)),
+                  grid_events=tuple(e for e in items if isinstance(e, GridEvent)))
