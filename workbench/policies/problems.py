@@ -49,8 +49,10 @@ def build_slot_problem(
 ) -> SlotProblem:
     """Turn a slot's enumerated options and their weights into a :class:`SlotProblem`.
 
-    ``power_kw`` is the option's average facility power over the slot (``opts.power_kw``,
-    what the simulator meters) and each datacenter's cap is ``caps``'s in this slot, a
+    ``power_kw`` is what the option adds to its datacenter's meter over the slot: its
+    average facility power (``opts.power_kw``) and the destination half of its transfer
+    energy (the meter reads both, :class:`workbench.sim.truth.Truth`); each datacenter's
+    cap is ``caps``'s in this slot, a
     grid event's included (``inf`` without one); the data an option moves in
     (``opts.transfer_gb``) use the link from where they come (``opts.transfer_from``).
     """
@@ -74,6 +76,9 @@ def build_slot_problem(
             # What crosses the link in this slot: a longer transfer spans several slots.
             transfer_gb[k] = min(float(opts.transfer_gb[k]),
                                  lk.bandwidth_gbps * sc.slot_s / 8.0)
+    # opts.energy_kwh is the option's facility energy with its transfer at both ends.
+    slot_h = sc.slot_s / 3600.0
+    transfer_dst_kw = np.maximum(opts.energy_kwh / slot_h - opts.power_kw, 0.0) / 2.0
     return SlotProblem(
         job_ids=tuple(js.job.job_id for js in state.jobs),
         job_index=opts.job_index,
@@ -86,7 +91,7 @@ def build_slot_problem(
         pool_capacity=np.array([p.count for p in sc.pools], dtype=np.int64),
         dc_labels=tuple(dc_names),
         dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
-        power_kw=opts.power_kw,
+        power_kw=opts.power_kw + transfer_dst_kw,
         power_cap_kw=job_power_limits_kw(sc, Caps() if caps is None else caps, state.t,
                                          state.t + 1)[0],
         link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),

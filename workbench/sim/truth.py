@@ -332,7 +332,8 @@ class Truth:
         its jobs' true facility energy in the slot (:func:`workbench.outcome.slot_outcome`
         at the truth, transfers' halves at both ends) over the slot's hours, plus its idle
         load, less what its own sources deliver (a battery's discharge is not counted on).
-        Where it exceeds the cap, training jobs placed there pause until it fits: first
+        Where it exceeds the cap, training jobs that draw there (placed there, or moving away
+        with half their transfer there) pause until it fits: first
         those the allocation starts, resumes or moves here this slot (its marginal
         decisions), then those that ran here in the last slot, the most power first within
         each. Inference services are never paused (a cap below the idle load plus what
@@ -367,8 +368,10 @@ class Truth:
             drawn = meter.import_kw(dc, t, draw[dc])
             if drawn <= cap * (1 + 1e-9):
                 continue
-            here = [j for j in kept if placements[j].datacenter == dc
-                    and by_id[j].job.is_training]
+            # Training jobs that draw here: those placed here and those whose move away
+            # leaves half its transfer here (paused, a job does not move).
+            here = [j for j in kept if by_id[j].job.is_training
+                    and any(d == dc and kw > 0 for d, kw in kw_of[j])]
             here.sort(key=lambda j: (by_id[j].placement == placements[j],
                                      -sum(kw for d, kw in kw_of[j] if d == dc), j))
             for j in here:
