@@ -390,7 +390,8 @@ def settle(metrics: dict[str, Any], rows: Sequence[Mapping[str, Any]],
            datacenters: Sequence[str]) -> None:
     """Add the events' payments and penalties to a run's bill (in place): the parts
     ``bill_event_payment`` (a credit) and ``bill_event_penalty``, per datacenter and in
-    total, with ``bill_total`` and the plan's part ``cost`` moved by them."""
+    total, with ``bill_total``, the plan's part ``cost`` and its ``equal_work_cost`` moved
+    by them."""
     pay = dict.fromkeys(datacenters, 0.0)
     pen = dict.fromkeys(datacenters, 0.0)
     for r in rows:
@@ -404,7 +405,7 @@ def settle(metrics: dict[str, Any], rows: Sequence[Mapping[str, Any]],
     net = sum(pen.values()) - sum(pay.values())
     metrics["bill_event_payment"] = sum(pay.values())
     metrics["bill_event_penalty"] = sum(pen.values())
-    for key in ("bill_total", "cost"):
+    for key in ("bill_total", "cost", "equal_work_cost"):
         if metrics.get(key) is not None:
             metrics[key] = float(metrics[key]) + net
 

@@ -496,8 +496,10 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
         demand       = D_b - D_p             D: demand and capacity charges above the
                                              no-jobs meter's
 
-    with ``C = cost - D``. The same with carbon intensity for ``carbon_kg`` (without
-    ``demand``). The parts add up to ``cost_b - cost_p`` (up to float rounding) when both
+    and, where a run had grid events, ``events = N_b - N_p`` (``N``: the events' penalties
+    less their payments, :func:`workbench.events.settle`), with ``C = cost - D - N``. The
+    same with carbon intensity for ``carbon_kg`` (without ``demand`` and ``events``). The
+    parts add up to ``cost_b - cost_p`` (up to float rounding) when both
     runs carry their metrics, else to the saving at the grid's price; kg likewise.
 
     Parameters
@@ -509,11 +511,12 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     Returns
     -------
     dict
-        ``{"cost": {efficiency, temporal, spatial, movement, power_limits, supply, demand},
-        "carbon_kg": {... without demand}}``, in the scenario's currency and in kg; positive
-        parts save, negative parts cost. The green levers' parts are there only when the
-        scenario has supply or demand charges or a run drew under a power limit (without
-        them the four parts are the whole split, as before the levers existed).
+        ``{"cost": {efficiency, temporal, spatial, movement, power_limits, supply, demand,
+        events}, "carbon_kg": {... without demand and events}}``, in the scenario's currency
+        and in kg; positive parts save, negative parts cost. The green levers' parts are
+        there only when the scenario has supply or demand charges or a run drew under a
+        power limit (without them the four parts are the whole split, as before the levers
+        existed), ``events`` only where a run had grid events.
     """
     p_plan = _frames(result)["plan"]
     b_plan = _frames(baseline)["plan"]
@@ -547,14 +550,23 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
 
             def through_meter(m: Mapping[str, Any], g: float, d: float, k: str = key,
                               sc: float = scale) -> float:
-                return g / sc - (float(m[k]) - d) if k in m else 0.0
+                net = _event_net(m) if k == "cost" else 0.0
+                return g / sc - (float(m[k]) - d - net) if k in m else 0.0
 
             parts["supply"] = (through_meter(m_p, g_p, demand_p)
                                - through_meter(m_b, g_b, demand_b))
             if key == "cost":
                 parts["demand"] = demand_b - demand_p
+        if key == "cost" and (m_p.get("grid_events") or m_b.get("grid_events")):
+            parts["events"] = _event_net(m_b) - _event_net(m_p)
         out[key] = parts
     return out
+
+
+def _event_net(m: Mapping[str, Any]) -> float:
+    """A run's grid-event penalties less its payments (0 without events)."""
+    return (float(m.get("bill_event_penalty", 0.0) or 0.0)
+            - float(m.get("bill_event_payment", 0.0) or 0.0))
 
 
 def _controllable_demand(m: Mapping[str, Any]) -> float:

@@ -356,17 +356,21 @@ def settle_events(result: RunResult, twin: RunResult, scenario: Scenario, caps: 
                   ) -> list[dict[str, Any]]:
     """Report ``result``'s grid events against ``twin`` (the same run without them) in
     ``result.meta["grid_events"]`` (:func:`workbench.events.report`, with each event's
-    ``extra_cost``: its site's bill above the twin's, and ``new_misses``: the jobs that
+    ``extra_cost``: the run's cost on equal work above the twin's, before the events'
+    payments and penalties, shared among the events by the kWh each shed, and
+    ``new_misses``: the jobs that
     miss their deadline that the twin meets) and bill their payments and penalties
     (:func:`workbench.events.settle`). A missed event or a new miss is a run warning."""
     names = [d.name for d in scenario.datacenters]
     rows = events.report(scenario, caps.events, grid_import_kw(result, scenario),
                          grid_import_kw(twin, scenario))
     missed = set(_missed(result)) - set(_missed(twin))
-    for r in rows:
-        d = r["datacenter"]
-        r["extra_cost"] = float(result.metrics.get(f"bill_total:{d}", 0.0)) - float(
-            twin.metrics.get(f"bill_total:{d}", 0.0))
+    # Work an event moves to another site or past the horizon is paid there: the cost of
+    # keeping the events is the fleet's, on equal work, before their payments.
+    extra = float(result.metrics["equal_work_cost"]) - float(twin.metrics["equal_work_cost"])
+    shed = [max(float(r["shed_kwh"]), 0.0) for r in rows]
+    for r, s in zip(rows, shed, strict=True):
+        r["extra_cost"] = extra * (s / sum(shed) if sum(shed) > 0 else 1.0 / len(rows))
         r["new_misses"] = sorted(missed)
     events.settle(result.metrics, rows, names)
     result.meta["grid_events"] = rows

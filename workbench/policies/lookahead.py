@@ -107,7 +107,7 @@ from workbench.policies.completion import (
     must_run,
     urgency,
 )
-from workbench.policies.migration import round_trip_keep
+from workbench.policies.migration import event_exits, round_trip_keep
 from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacing
 from workbench.policies.plan_slot import plan_coefficients, plan_placements, with_plan
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
@@ -604,13 +604,4 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
             recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
                              < self.min_dwell_slots for js in state.jobs], dtype=bool))
-        # In a grid event's slots a service may leave the event's site whatever its move
-        # saves: the limit may need its power elsewhere.
-        held_at = {ev.datacenter for ev in self.caps.events
-                   if ev.slots(self._sc)[0] <= t < ev.slots(self._sc)[1]}
-        if held_at and len(opts):
-            service = np.array([not state.jobs[int(j)].job.is_training
-                                and state.jobs[int(j)].last_datacenter in held_at
-                                for j in opts.job_index], dtype=bool)
-            keep |= service & np.asarray(opts.moves, dtype=bool)
-        return keep
+        return keep | event_exits(self._sc, state, opts, self.caps.events)

@@ -94,6 +94,7 @@ from workbench.policies.base import (
 from workbench.policies.completion import COMPLETION_MARGIN_DEFAULT
 from workbench.policies.migration import (
     advantage_slots,
+    event_exits,
     held_gain,
     moves_that_pay,
     one_way_move_cost,
@@ -314,7 +315,7 @@ refine_batch, extra_constraints, solver
             sb = stay_best[opts.job_index]
             margin = coef - sb > self.migration_threshold * np.abs(sb)
             keep &= ~opts.moves | margin | ~np.isfinite(sb)
-        return keep, stay_best
+        return keep | event_exits(sc, state, opts, self.caps.events), stay_best
 
     def describe(self) -> dict[str, Any]:
         """The knobs, for run logs."""

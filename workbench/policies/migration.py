@@ -162,6 +162,21 @@ def moves_that_pay(
     return keep, stay_best
 
 
+def event_exits(sc: Any, state: Any, opts: SlotOptions, events: Any) -> NDArray[np.bool_]:
+    """The options that move an inference service away from a site in one of its grid
+    events' slots (``events``: :class:`workbench.events.GridEvent` records the policy
+    knows): such a move stays in the slot decision whatever it saves, since the event's
+    limit may need the service's power elsewhere (held, the service alone may break it)."""
+    t = state.t
+    held_at = {ev.datacenter for ev in events if ev.slots(sc)[0] <= t < ev.slots(sc)[1]}
+    if not held_at or not len(opts):
+        return np.zeros(len(opts), dtype=bool)
+    service = np.array([not state.jobs[int(j)].job.is_training
+                        and state.jobs[int(j)].last_datacenter in held_at
+                        for j in opts.job_index], dtype=bool)
+    return service & np.asarray(opts.moves, dtype=bool)
+
+
 def round_trip_keep(
     sc: Any, state: Any, opts: SlotOptions, coef: NDArray[np.float64],
     mu_opt: NDArray[np.float64], price: Mapping[str, float], *, restart_s: float,
