@@ -3,13 +3,13 @@
 Usage::
 
     cd bench && PYTHONPATH=.. python flexibility.py [--parts honesty,tightness,emerald,timing]
-        [--samples 12] [--points 20] [--hours 3] [--notice-h 2] [--data ../../shared/data]
+        [--samples 5] [--points 20] [--hours 3] [--notice-h 2] [--data ../../shared/data]
 
 Four parts, each printed with what it measured:
 
 - ``honesty`` (seed3): the envelope of the default plan (:mod:`workbench.flexibility`),
-  then ``--samples`` offers drawn at random (seed 0) among those with at least 0.5 kW to
-  shed, each planned as a grid event at its offered limit with its notice
+  then ``--samples`` offers per site drawn at random (seed 0) among those with at least
+  0.5 kW to shed, each planned as a grid event at its offered limit with its notice
   (:func:`workbench.runner.run_spec`, the look-ahead): kept or not, the largest import
   against the limit, new deadline misses, the offered against the measured extra cost.
   Each site's largest offer against its planned job load then (import less idle load and
@@ -95,7 +95,8 @@ def honesty(args: argparse.Namespace) -> None:
               f"{100 * best['sheddable_kw'] / max(load, 1e-9):.0f}% of its planned job load "
               f"{load:.1f} kW then")
     pool = table[table["sheddable_kw"] >= 0.5]
-    pick = pool.sample(min(args.samples, len(pool)), random_state=0)
+    pick = pd.concat([rows.sample(min(args.samples, len(rows)), random_state=0)
+                      for _, rows in pool.groupby("datacenter", sort=True)])
     rows = []
     for r in pick.itertuples():
         ev = GridEvent(r.datacenter, pd.Timestamp(r.start).to_pydatetime(), args.hours,
@@ -249,7 +250,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default=",".join(PARTS))
-    ap.add_argument("--samples", type=int, default=12)
+    ap.add_argument("--samples", type=int, default=5, help="offers per site (honesty)")
     ap.add_argument("--points", type=int, default=20)
     ap.add_argument("--hours", type=float, default=3.0)
     ap.add_argument("--notice-h", type=float, default=2.0)

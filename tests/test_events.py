@@ -193,8 +193,24 @@ def test_the_envelope_offers_what_the_plan_can_shed_and_an_offer_is_kept(short) 
                    limit_kw=float(best["limit_kw"]), notice_hours=2.0)
     out = run_spec(RunSpec(short.name, baseline=False, caps=Caps(events=(ev,))), short)
     row, = out.result.meta["grid_events"]
-    assert row["new_misses"] == []
-    assert row["max_import_kw"] <= row["limit_kw"] * 1.01
+    assert row["new_misses"] == [] and row["met"], row
+
+
+@pytest.mark.slow
+def test_a_service_that_may_run_elsewhere_is_a_lever_where_the_plan_leaves_room(short) -> None:
+    spec = RunSpec(short.name, baseline=False)
+    res, _ = simulate_spec(spec, short)
+    env = Envelope(short, res.plan, res.slots, res.jobs, spec.sim.restart_s)
+    found = [(d, a) for d in env.names for a in range(0, short.n_slots - 12, 8)
+             if env.movable(d, a, a + 12)]
+    assert found
+    d, a = found[0]
+    for lever in env.movable(d, a, a + 12):
+        _job, where = env.elsewhere[lever.job_id]
+        assert d in where and len(where) > 1 and lever.kw.max() > 0
+    # With no GPU free anywhere else in the plan, no service can leave.
+    env.free = {k: np.zeros_like(v) for k, v in env.free.items()}
+    assert env.movable(d, a, a + 12) == []
 
 
 def test_flexibility_cli_prints_offers_as_json(tmp_path, capsys) -> None:

@@ -5,28 +5,36 @@ For each datacenter ``d`` and each start hour ``s`` of the horizon, an offer ans
 ``s``, announced ``notice_h`` hours ahead": what a demand-response contract is signed on.
 
 It is read off the plan the operator would run anyway (the spec's policy without any event,
-one run; its site meter gives the planned import ``p_t``) and the plan's own slack, the
-lever the planners use to keep an event (:mod:`workbench.events`): a training job that runs
-at ``d`` in the window's slots can pause there for the whole window when the plan finishes
-it early enough to absorb the delay, i.e. its planned finish plus the slots it ran in the
-window plus a restart still meets its deadline (a job without a deadline inside the horizon
-can always wait). With ``s_t`` the facility power of those jobs in slot ``t`` (kW), the
-site can hold
+one run; its site meter gives the planned import ``p_t``) and two levers the planners use to
+keep an event (:mod:`workbench.events`):
 
-    limit = max_t (p_t - s_t)      (never below its idle load plus its must-run services)
+- a training job that runs at ``d`` in the window's slots can pause there for the whole
+  window when the plan finishes it early enough to absorb the delay, i.e. its planned
+  finish plus the slots it ran in the window plus a restart still meets its deadline (a
+  job without a deadline inside the horizon can always wait);
+- an inference service that runs at ``d`` and may run at another site (its latency bound,
+  a pool of its GPU type) can move there for the window where the plan leaves enough GPUs
+  free there through it (each pool's free GPUs given once).
+
+With ``s_t`` the facility power of those jobs in slot ``t`` (kW), the site can hold
+
+    limit = max_t (p_t - s_t) + m   (never below its idle load plus its must-run services)
+
+(``m``: the half of a moved service's checkpoint transfer the site draws as it leaves)
 
 so ``sheddable_kw = max_t p_t - limit`` (``planned_import_kw = max_t p_t``). The offer's
-``extra_cost`` prices the deferred work: each paused job's window energy at the site's
-mean grid price between the window's end and its deadline (its own planned energy per
-slot, a restart's energy added) less what it would have paid in the window. Moving work to
-another site, lowering power limits and batteries are not counted (the offer is at most
-what the planner can do, not all of it); contention when the paused jobs catch up is the
-plan's own finish-time slack. How honest and how tight the envelope is, is measured by
-``bench/flexibility.py``: offers planned as events with the look-ahead (kept, no new miss)
-and the most a hindsight LP could shed at the same points.
+``extra_cost`` prices each lever: a paused job's window energy at the site's mean grid
+price between the window's end and its deadline (its own planned energy per slot, a
+restart's energy added) less what it would have paid in the window; a moved service's
+window energy at the other site's price less this one's, and its checkpoint's transfer there
+and back. Moving training jobs to other sites, lower power limits and batteries are not
+counted (the offer is at most what the planner can do, not all of it); contention when the
+paused jobs catch up is the plan's own finish-time slack. How honest and how tight the
+envelope is, is measured by ``bench/flexibility.py``: offers planned as events with the
+look-ahead (kept, no new miss) and the most the hindsight plan sheds at the same points.
 
-The cost curve of one point (:func:`cost_curve`) adds the paused jobs cheapest per kW
-first: kW shed against extra cost.
+The cost curve of one point (:func:`cost_curve`) adds the levers cheapest per kW first:
+kW shed against extra cost.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from numpy.typing import NDArray
 
 from workbench.bill import site_array
 from workbench.model import Scenario
-from workbench.sim.results import site_floors_kw
+from workbench.sim.results import service_floors_kw, site_floors_kw
 
 OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import_kw",
                  "sheddable_kw", "limit_kw", "extra_cost", "flexible_jobs")
@@ -50,13 +58,16 @@ OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import
 
 
 @dataclass(frozen=True)
-class _Pausable:
-    """A training job that can pause at a site through a window: its facility power per
-    slot there (kW, slots of the window) and its deferral's extra cost."""
+class _Lever:
+    """A job a site can shed through a window (a paused training job, a moved service): its
+    facility power per slot there (kW, slots of the window) and the extra cost."""
 
     job_id: str
     kw: NDArray[np.float64]
     extra_cost: float
+    move_kw: float = 0.0
+    """What the site draws more in the slot the job leaves (a moved service's transfer half
+    there, kW): the limit leaves room for it."""
 
 
 class Envelope:
@@ -85,9 +96,23 @@ class Envelope:
         self.price = site_array(slots, "price_per_kwh", self.names)
         self.floor_kw = self._floors()
         self.restart_slots = restart_s / sc.slot_s
-        run = plan[(plan["n_gpus"].fillna(0) > 0) & (plan["kind"] == "training")]
+        placed = plan[plan["n_gpus"].fillna(0) > 0]
+        run = placed[placed["kind"] == "training"]
         self.rows = run[["job_id", "slot", "region", "energy_kwh"]].copy()
         self.rows["kw"] = self.rows["energy_kwh"].astype(float) / self.slot_h
+        served = placed[placed["kind"] == "inference"]
+        self.services = served[["job_id", "slot", "region", "energy_kwh", "n_gpus"]].copy()
+        self.services["kw"] = self.services["energy_kwh"].astype(float) / self.slot_h
+        # GPUs each pool has free per slot in the plan: where a service can go.
+        self.free: dict[tuple[str, str], NDArray[np.int64]] = {}
+        for p in sc.pools:
+            at = placed[(placed["region"] == p.datacenter) & (placed["gpu_type"] == p.gpu_type)]
+            busy = np.bincount(at["slot"].to_numpy(dtype=np.int64),
+                               weights=at["n_gpus"].to_numpy(dtype=float),
+                               minlength=sc.n_slots)[:sc.n_slots]
+            self.free[(p.datacenter, p.gpu_type)] = p.count - busy.astype(np.int64)
+        self.elsewhere = {job.job_id: (job, where)
+                          for job, _a, _b, where in service_floors_kw(sc) if len(where) > 1}
         finish: dict[str, int] = {}
         deadline: dict[str, int] = {}
         for r in jobs.itertuples(index=False):
@@ -111,7 +136,7 @@ class Envelope:
         a = int(start_slot)
         return a, min(a + max(int(math.ceil(hours / self.slot_h - 1e-9)), 1), self.sc.n_slots)
 
-    def pausable(self, datacenter: str, a: int, b: int) -> list[_Pausable]:
+    def pausable(self, datacenter: str, a: int, b: int) -> list[_Lever]:
         """The training jobs running at ``datacenter`` in slots ``[a, b)`` that the plan
         can pause there through the window without missing a deadline."""
         j = self.names.index(datacenter)
@@ -133,8 +158,57 @@ class Envelope:
             restart_kwh = float(kw[kw > 0].mean()) * self.restart_slots * self.slot_h
             extra = float(kwh.sum() * later.mean() - (kwh * now).sum()
                           + restart_kwh * later.mean())
-            out.append(_Pausable(jid, kw, extra))
+            out.append(_Lever(jid, kw, extra))
         return out
+
+    def movable(self, datacenter: str, a: int, b: int) -> list[_Lever]:
+        """The inference services running at ``datacenter`` in slots ``[a, b)`` that the plan
+        leaves room for at another site they may run in (its latency bound, a pool of their
+        GPU type with enough GPUs free in the plan through the window, each pool's free GPUs
+        taken once): their power there, and as extra cost their window energy at the other
+        site's price less this one's plus their checkpoint's transfer there and back."""
+        j = self.names.index(datacenter)
+        here = self.services[(self.services["region"] == datacenter)
+                             & (self.services["slot"] >= a) & (self.services["slot"] < b)]
+        taken: dict[tuple[str, str], int] = {}
+        out = []
+        for job_id, rows in here.groupby("job_id", sort=True):
+            jid = str(job_id)
+            if jid not in self.elsewhere:
+                continue
+            job, where = self.elsewhere[jid]
+            n = int(rows["n_gpus"].max())
+            dest = None
+            for other in sorted(where, key=lambda d: (where[d], d)):
+                if other == datacenter or self.sc.link(datacenter, other) is None:
+                    continue
+                for p in self.sc.pools_at(other):
+                    key = (p.datacenter, p.gpu_type)
+                    if job.allows(p.gpu_type) and int(
+                            self.free[key][a:b].min()) - taken.get(key, 0) >= n:
+                        dest = (other, key)
+                        break
+                if dest is not None:
+                    break
+            if dest is None:
+                continue
+            other, key = dest
+            taken[key] = taken.get(key, 0) + n
+            kw = np.zeros(b - a)
+            kw[rows["slot"].to_numpy(dtype=np.int64) - a] = rows["kw"].to_numpy(dtype=float)
+            link = self.sc.link(datacenter, other)
+            assert link is not None
+            moved_kwh = 2 * job.checkpoint_gb * link.transfer_energy_kwh_per_gb
+            o = self.names.index(other)
+            kwh = kw * self.slot_h
+            extra = float((kwh * (self.price[a:b, o] - self.price[a:b, j])).sum()
+                          + moved_kwh * self.price[a:b, j].mean())
+            out.append(_Lever(jid, kw, extra, move_kw=moved_kwh / 4 / self.slot_h))
+        return out
+
+    def _levers(self, datacenter: str, a: int, b: int) -> list[_Lever]:
+        """Every job the site can shed in ``[a, b)``: paused training jobs, moved services."""
+        return self.pausable(datacenter, a, b) + self.movable(datacenter, a, b)
 
     def offer(self, datacenter: str, start_slot: int, hours: float, notice_h: float
               ) -> dict[str, Any]:
@@ -142,10 +216,10 @@ class Envelope:
         a, b = self.window(datacenter, start_slot, hours)
         j = self.names.index(datacenter)
         p = self.import_kw[a:b, j]
-        jobs = self.pausable(datacenter, a, b)
+        jobs = self._levers(datacenter, a, b)
         shed = np.sum([x.kw for x in jobs], axis=0) if jobs else np.zeros(b - a)
         floor = float(self.floor_kw[a:b, j].max())
-        limit = max(float(np.max(p - shed)), floor)
+        limit = max(float(np.max(p - shed)), floor) + sum(x.move_kw for x in jobs)
         peak = float(p.max())
         return {"datacenter": datacenter,
                 "start": pd.Timestamp(self.sc.slot_starts()[a]).isoformat(),
@@ -163,15 +237,17 @@ class Envelope:
         p = self.import_kw[a:b, j]
         floor = float(self.floor_kw[a:b, j].max())
         peak = float(p.max())
-        jobs = sorted(self.pausable(datacenter, a, b),
+        jobs = sorted(self._levers(datacenter, a, b),
                       key=lambda x: (x.extra_cost / max(float(x.kw.max()), 1e-9), x.job_id))
         shed = np.zeros(b - a)
         cost = 0.0
         out = [(0.0, 0.0)]
+        move = 0.0
         for x in jobs:
             shed += x.kw
             cost += x.extra_cost
-            limit = max(float(np.max(p - shed)), floor)
+            move += x.move_kw
+            limit = max(float(np.max(p - shed)), floor) + move
             out.append((max(peak - limit, 0.0), cost))
         return out
 
