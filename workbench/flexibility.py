@@ -50,6 +50,7 @@ from numpy.typing import NDArray
 
 from workbench.bill import site_array
 from workbench.model import Scenario
+from workbench.outcome import move_charges
 from workbench.sim.results import service_floors_kw, site_floors_kw
 
 OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import_kw",
@@ -101,7 +102,8 @@ class Envelope:
         self.rows = run[["job_id", "slot", "region", "energy_kwh"]].copy()
         self.rows["kw"] = self.rows["energy_kwh"].astype(float) / self.slot_h
         served = placed[placed["kind"] == "inference"]
-        self.services = served[["job_id", "slot", "region", "energy_kwh", "n_gpus"]].copy()
+        self.services = served[["job_id", "slot", "region", "energy_kwh", "n_gpus",
+                                "gpu_type"]].copy()
         self.services["kw"] = self.services["energy_kwh"].astype(float) / self.slot_h
         # GPUs each pool has free per slot in the plan: where a service can go.
         self.free: dict[tuple[str, str], NDArray[np.int64]] = {}
@@ -196,14 +198,24 @@ class Envelope:
             taken[key] = taken.get(key, 0) + n
             kw = np.zeros(b - a)
             kw[rows["slot"].to_numpy(dtype=np.int64) - a] = rows["kw"].to_numpy(dtype=float)
-            link = self.sc.link(datacenter, other)
-            assert link is not None
-            moved_kwh = 2 * job.checkpoint_gb * link.transfer_energy_kwh_per_gb
+            # The move there and back as the simulator charges it (its data and checkpoint
+            # from here, the most it can carry); half of the way out is drawn here.
+            here_gpu = str(rows["gpu_type"].iloc[0])
+            out_ch = move_charges(job, other, key[1], n, previous=(datacenter, here_gpu, n),
+                                  checkpoint_at=datacenter, data_at=(datacenter,),
+                                  pending_s=0.0, link=self.sc.link)
+            back = move_charges(job, datacenter, here_gpu, n, previous=(other, key[1], n),
+                                checkpoint_at=other, data_at=(other,), pending_s=0.0,
+                                link=self.sc.link)
+            if out_ch is None or back is None:
+                continue
+            left_kwh = sum(kwh for dc, kwh in out_ch.source_kwh if dc == datacenter)
             o = self.names.index(other)
             kwh = kw * self.slot_h
             extra = float((kwh * (self.price[a:b, o] - self.price[a:b, j])).sum()
-                          + moved_kwh * self.price[a:b, j].mean())
-            out.append(_Lever(jid, kw, extra, move_kw=moved_kwh / 4 / self.slot_h))
+                          + (out_ch.transfer_kwh + back.transfer_kwh)
+                          * self.price[a:b, j].mean())
+            out.append(_Lever(jid, kw, extra, move_kw=left_kwh / self.slot_h))
         return out
 
     def _levers(self, datacenter: str, a: int, b: int) -> list[_Lever]:
