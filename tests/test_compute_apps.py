@@ -137,3 +137,17 @@ def test_the_choice_is_the_held_out_comparison(shared_data: Path) -> None:
             multi = e.loc[(app, CONFIGS[1])] if (app, CONFIGS[1]) in e.index else None
             assert (one["kernel_median"] >= one["graph_median"]
                     or (multi is not None and multi["kernel_median"] > multi["graph_median"]))
+
+
+def test_kernel_shapes_survive_json_and_graphs_without_them_stay_as_before() -> None:
+    from workbench.compute.graph import GraphError, Op, graph_from_dict, graph_to_dict
+
+    g = load_graph("yolov3")
+    assert graph_from_dict(graph_to_dict(g)) == g
+    assert all(op.dims for op in g.ops)
+    bare = Op("x", "gemm", 2.0, 8.0)
+    assert "dims" not in graph_to_dict(g.__class__("bare", (bare,)))["ops"][0]
+    with pytest.raises(GraphError, match="dims"):
+        Op("y", "conv", 1.0, 1.0, dims=(3, -1))
+    with pytest.raises(AppKernelError, match="no kernel shapes"):
+        app_step_graph(g.__class__("bare", (bare,)), 1)
