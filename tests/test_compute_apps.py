@@ -151,3 +151,29 @@ def test_kernel_shapes_survive_json_and_graphs_without_them_stay_as_before() -> 
         Op("y", "conv", 1.0, 1.0, dims=(3, -1))
     with pytest.raises(AppKernelError, match="no kernel shapes"):
         app_step_graph(g.__class__("bare", (bare,)), 1)
+
+
+def test_an_app_and_a_model_config_meet_in_the_same_kernel_model() -> None:
+    """The Pollux BERT app through the kernel path and BERT-base from its config through the
+    transformer path (the LLM jobs') run the same GEMMs and come within 5 % of each other:
+    one kernel-level predictor serves both kinds of job."""
+    from workbench.compute.opgraph import build_step_graph
+    from workbench.compute.step import kernel_times
+    from workbench.compute.transformer import model_spec
+
+    cfg = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+           "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
+           "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu"}
+    llm = build_step_graph(model_spec(cfg, "bert-base"), "train", 384, 8,
+                           head="classification")
+    app = app_step_graph(load_graph("bert"), 8)
+    for phase in ("forward", "backward"):
+        for kind in ("linear", "bmm"):
+            assert app.flops(phase, kind) == pytest.approx(llm.flops(phase, kind), rel=1e-6)
+    kp = KernelPath.shipped()
+    for dev in ("T4", "V100", "A100"):
+        d = BUILTIN_DEVICES[dev]
+        t_app = kernel_compute_s(load_graph("bert"), d, 8, kp.model, kp.terms)
+        times = kernel_times(llm, d, kp.model)
+        t_llm = sum(times.phase_s(kp.terms, p) for p in ("forward", "backward", "optimizer"))
+        assert t_app == pytest.approx(t_llm, rel=0.05), dev
