@@ -181,8 +181,8 @@ def _add_op(b: KernelBuilder, op: Op, batch: int, first: bool) -> None:
         passes = ("forward", "dW") if first else ("forward", "dX", "dW")
         for part in passes:
             b.emit(op.name if part == "forward" else f"{op.name}.{part}", "conv",
-                 "forward" if part == "forward" else "backward", (batch, *d), float(f[0]),
-                 float(by[0]))
+                   "forward" if part == "forward" else "backward", (batch, *d), float(f[0]),
+                   float(by[0]))
     elif op.kind == "gemm" and len(d) == 3:
         rows, k, n = d
         b.linear(op.name, batch * rows, k, n, bias=op.param_bytes > FP32_BYTES * k * n)
@@ -217,7 +217,7 @@ def app_step_graph(graph: Graph, local_batch: int) -> StepGraph:
         n = op.param_bytes / FP32_BYTES
         if n >= 1:
             b.emit(f"{op.name}.update", "elementwise", "optimizer", (int(n),), 3.0 * n,
-                 copies * FP32_BYTES * n, graph.optimizer)
+                   copies * FP32_BYTES * n, graph.optimizer)
     params = graph.param_bytes / FP32_BYTES
     return StepGraph(graph.name, "train", 1, int(local_batch), "fp32", 1,
                      tuple(merge_kernels(b.out)), {"total": params, "local": params})

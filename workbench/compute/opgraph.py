@@ -150,7 +150,7 @@ class KernelBuilder:
         self.local += n / split * self.repeat
         if self.train and self.acc:
             self.emit("grad_accumulate", "elementwise", "backward", (max(1, int(n / split)),),
-                    n / split, 3 * self.w * n / split, "binary")
+                      n / split, 3 * self.w * n / split, "binary")
 
     def linear(self, name: str, m: int, k: int, n: int, bias: bool = True, split: int = 1,
                shared: bool = False, row_parallel: bool = False) -> None:
@@ -159,12 +159,12 @@ class KernelBuilder:
         ``row_parallel``, whose bias is then whole); ``shared``: tied to another weight."""
         w = self.w
         self.emit(name, "linear", "forward", (1, m, n, k), 2.0 * m * n * k,
-                w * (m * k + k * n + m * n + (n if bias else 0)))
+                  w * (m * k + k * n + m * n + (n if bias else 0)))
         if self.train:
             self.emit(name + ".dX", "linear", "backward", (1, m, k, n), 2.0 * m * n * k,
-                    w * (m * n + n * k + m * k))
+                      w * (m * n + n * k + m * k))
             self.emit(name + ".dW", "linear", "backward", (1, n, k, m), 2.0 * m * n * k,
-                    w * (k * m + m * n + k * n))
+                      w * (k * m + m * n + k * n))
         b_full = (n if row_parallel else n * split) if bias else 0
         self._param((0 if shared else k * n * split) + b_full, split)
 
@@ -172,12 +172,12 @@ class KernelBuilder:
         """``b`` products ``C[m, n] = A[m, k] B[k, n]``."""
         w = self.w
         self.emit(name, "bmm", "forward", (b, m, n, k), 2.0 * b * m * n * k,
-                w * b * (m * k + k * n + m * n))
+                  w * b * (m * k + k * n + m * n))
         if self.train:
             self.emit(name + ".dA", "bmm", "backward", (b, m, k, n), 2.0 * b * m * n * k,
-                    w * b * (m * n + n * k + m * k))
+                      w * b * (m * n + n * k + m * k))
             self.emit(name + ".dB", "bmm", "backward", (b, k, n, m), 2.0 * b * m * n * k,
-                    w * b * (k * m + m * n + k * n))
+                      w * b * (k * m + m * n + k * n))
 
     def ew(self, name: str, op: str, numel: int, n_in: int = 1) -> None:
         """An element-wise kernel over ``numel`` outputs reading ``n_in`` full tensors
@@ -186,19 +186,19 @@ class KernelBuilder:
         w = self.w
         cost = "binary" if n_in >= 2 else ("copy" if op == "copy" else "unary")
         self.emit(name, "elementwise", "forward", (numel,), numel, w * numel * (n_in + 1),
-                op if op in _ACT_OPS else cost)
+                  op if op in _ACT_OPS else cost)
         if not self.train or op in _NO_GRAD_OPS:
             return
         if op in _TWO_GRAD_OPS and n_in >= 2:
             for g in ("dA", "dB"):
                 self.emit(f"{name}.{g}", "elementwise", "backward", (numel,), numel,
-                        3 * w * numel, "binary")
+                          3 * w * numel, "binary")
         elif op in ("mulu", "divu", "copy"):
             self.emit(name + ".d", "elementwise", "backward", (numel,), numel, 2 * w * numel,
-                    "copy" if op == "copy" else "unary")
+                      "copy" if op == "copy" else "unary")
         else:
             self.emit(name + ".d", "elementwise", "backward", (numel,), 2 * numel,
-                    3 * w * numel, "binary")
+                      3 * w * numel, "binary")
 
     def dropout(self, name: str, numel: int, p: float = 0.1) -> None:
         """Training only (eval mode launches nothing): mask and scale; backward a multiply."""
@@ -209,10 +209,10 @@ class KernelBuilder:
         """LayerNorm over ``cols``: one kernel each way."""
         w = self.w
         self.emit(name, "ln", "forward", (rows, cols), 5.0 * rows * cols,
-                w * (2 * rows * cols + 2 * cols))
+                  w * (2 * rows * cols + 2 * cols))
         if self.train:
             self.emit(name + ".d", "ln", "backward", (rows, cols), 8.0 * rows * cols,
-                    w * (3 * rows * cols + 2 * cols))
+                      w * (3 * rows * cols + 2 * cols))
         self._param(2 * cols)
 
     def rms_norm(self, name: str, rows: int, cols: int) -> None:
@@ -230,18 +230,18 @@ class KernelBuilder:
         """A row reduction (mean) over ``cols``: an ``ln``-kind kernel reading one tensor."""
         w = self.w
         self.emit(name, "ln", "forward", (rows, cols), 1.0 * rows * cols,
-                w * (rows * cols + rows))
+                  w * (rows * cols + rows))
         if self.train:
             self.emit(name + ".d", "elementwise", "backward", (rows * cols,), rows * cols,
-                    w * (rows * cols + rows), "unary")
+                      w * (rows * cols + rows), "unary")
 
     def softmax(self, name: str, rows: int, cols: int) -> None:  # backward reads y and dY
         w = self.w
         self.emit(name, "softmax", "forward", (rows, cols), 5.0 * rows * cols,
-                2 * w * rows * cols)
+                  2 * w * rows * cols)
         if self.train:
             self.emit(name + ".d", "softmax", "backward", (rows, cols), 4.0 * rows * cols,
-                    3 * w * rows * cols)
+                      3 * w * rows * cols)
 
     def embedding(self, name: str, tokens: int, rows: int, width: int, split: int = 1
                   ) -> None:
@@ -250,12 +250,12 @@ class KernelBuilder:
         w = self.w
         local_rows = _vocab_split(rows, split)
         self.emit(name, "elementwise", "forward", (tokens * width,), 0.0,
-                w * 2 * tokens * width + 8 * tokens, "copy")
+                  w * 2 * tokens * width + 8 * tokens, "copy")
         if self.train:
             self.emit(name + ".zero", "elementwise", "backward", (local_rows * width,), 0.0,
-                    w * local_rows * width, "copy")
+                      w * local_rows * width, "copy")
             self.emit(name + ".scatter", "elementwise", "backward", (tokens * width,),
-                    tokens * width, w * 3 * tokens * width, "binary")
+                      tokens * width, w * 3 * tokens * width, "binary")
         self._param(rows * width, split)
 
     def loss(self, rows: int, classes: int) -> None:
@@ -265,7 +265,7 @@ class KernelBuilder:
             return
         self.softmax("loss.log_softmax", rows, classes)
         self.emit("loss.nll.zero", "elementwise", "backward", (rows * classes,), 0.0,
-                self.w * rows * classes, "copy")
+                  self.w * rows * classes, "copy")
 
     def allreduce(self) -> None:
         """One tensor-parallel activation all-reduce (forward; backward mirrors it)."""
@@ -569,7 +569,7 @@ def build_step_graph(spec: ModelSpec, mode: str, seq_len: int, batch: int,
         _decoder_only(b, spec, batch, seq_len, tp, head)
     if mode == "train" and optimizer == "adam":
         b.emit("adam", "elementwise", "optimizer", (max(1, int(b.local)),), 10.0 * b.local,
-             ADAM_BYTES_PER_PARAM * b.local, "adam")
+               ADAM_BYTES_PER_PARAM * b.local, "adam")
     params = dict(b.params)
     params["total"] = sum(params.values())
     params["local"] = b.local
