@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/llm_steps.py [--vidur ../shared/data/profiles/vidur/network]
 
-Prints four tables (docs/profiles.md, "LLM steps on several GPUs"):
+Prints six parts (docs/profiles.md, "LLM steps on several GPUs"):
 
 1. the NCCL collective terms fitted on Vidur's measurements with each server held out of
    the fit (median and 90th-percentile relative error of its rows, messages >= 64 KiB);
@@ -15,7 +15,9 @@ Prints four tables (docs/profiles.md, "LLM steps on several GPUs"):
 5. the FP32-trained kernel model on Vidur's FP16 GEMMs of six Llama-family decoder layers on
    an NVIDIA A40, a device and a precision the kernel model never saw (QKV, output, gated
    up and down projections by tokens and tensor-parallel degree; timed one op at a time, so
-   compared with the kernel prediction before the back-to-back launch terms).
+   compared with the kernel prediction before the back-to-back launch terms);
+6. every measured NeuSight step asked of ``predict`` on its own device, memory check
+   included: how many are refused (issue 34: none may be).
 """
 
 from __future__ import annotations
@@ -185,6 +187,28 @@ def a40_gemms(folder: Path) -> None:
               f"{100 * np.median(np.abs(sel['roof'] - 1)):>16.1f}")
 
 
+def refused(neusight: Path) -> None:
+    """6: the measured steps through ``predict`` (memory check included) on their device."""
+    from workbench.compute.devices import BUILTIN_DEVICES
+    from workbench.compute.llm import load_predictor, predict_from_config
+    from workbench.compute.neusight import model_config, read_step_times
+    from workbench.compute.step import DeviceMemoryError
+    from workbench.compute.transformer import model_spec
+
+    rows = read_step_times(neusight)
+    pred = load_predictor()
+    out = []
+    for r in rows.itertuples():
+        spec = model_spec(model_config(neusight, r.model), r.model)
+        try:
+            predict_from_config(spec, r.mode, int(r.seq_len), int(r.batch),
+                                BUILTIN_DEVICES[r.device], predictor=pred)
+        except DeviceMemoryError as exc:
+            out.append(f"  {r.device} {r.model} {r.mode} {r.seq_len}x{r.batch}: {exc}")
+    print(f"\n6. measured NeuSight steps refused on their own device: {len(out)} of {len(rows)}")
+    print("\n".join(out))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vidur", type=Path,
@@ -200,6 +224,9 @@ def main() -> None:
     a40 = args.vidur.parent / "compute" / "a40"
     if a40.is_dir():
         a40_gemms(a40)
+    neusight = args.vidur.parent.parent / "neusight"
+    if neusight.is_dir():
+        refused(neusight)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ A100; Switch-XL inference): the first call with the shipped kernel model and ste
 read from disk (what one ``workbench predict --model-config`` does after its imports) and
 the median of ``--repeat`` further calls with them loaded; the baseline is
 ``workbench.compute.predict.predict_step`` for the imagenet graph (the ``predict --app``
-path) timed the same way. Target: one call under 1 s.
+path of the graph model) timed the same way; cifar10 through the apps' kernel path
+(``workbench.compute.apps.predict_app_step``) beside them. Target: one call under 1 s.
 """
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ def main() -> None:
              ("llama-2-7b inference b1 s2048", MODELS / "llama-2-7b.json", "inference", 2048, 1),
              ("switch-xl inference b2 s512", None, "inference", 512, 2)]
     worst = 0.0
+
+    def kernel_app() -> None:  # an app through the kernel path (cifar10's), model read included
+        from workbench.compute.apps import predict_app_step
+
+        predict_app_step(load_graph("cifar10"), a100, 8, 128, load_coefficients(),
+                         predictor="kernel")
+
+    first, warm = _time(kernel_app, args.repeat)
+    worst = max(worst, first, warm)
+    print(f"{'cifar10 app, kernel path, 8 x A100 b128':<40}{1e3 * first:>10.0f}"
+          f"{1e3 * warm:>10.0f}{warm / base:>15.1f}")
     for name, cfg, mode, seq, batch in cases:
         def cold(cfg: Path | None = cfg, mode: str = mode, seq: int = seq,
                  batch: int = batch) -> None:

@@ -53,10 +53,11 @@ class _B:
         self.last: str | None = None
 
     def add(self, name: str, kind: str, flops: float, act: float, params: float = 0.0,
-            kernels: int = 1, inputs: tuple[str, ...] | None = None) -> str:
+            kernels: int = 1, inputs: tuple[str, ...] | None = None,
+            dims: tuple[int, ...] = ()) -> str:
         ins = inputs if inputs is not None else ((self.last,) if self.last else ())
         self.ops.append(Op(name, kind, float(flops), float(act), float(params), kernels,
-                           tuple(ins)))
+                           tuple(ins), tuple(int(d) for d in dims)))
         self.last = name
         return name
 
@@ -66,22 +67,27 @@ class _B:
         kh = kh or k
         ho, wo = (h + stride - 1) // stride, (w + stride - 1) // stride
         out = cout * ho * wo
+        # kernel shape (square only; "same" padding k // 2 gives the ceil(h / stride) above)
+        shape = (cin, cout, k, h, stride, k // 2) if (kh == k and h == w) else ()
         o = self.add(name, "conv", 2.0 * out * cin * k * kh, F * (cin * h * w + out),
-                     F * cout * cin * k * kh, inputs=inputs)
+                     F * cout * cin * k * kh, inputs=inputs, dims=shape)
         if bn:
-            o = self.add(name + ".bn", "norm", 5.0 * out, 2 * F * out, 2 * F * cout)
+            o = self.add(name + ".bn", "norm", 5.0 * out, 2 * F * out, 2 * F * cout,
+                         dims=(cout, ho * wo))
         if act:
-            o = self.add(name + ".relu", "elementwise", out, 2 * F * out)
+            o = self.add(name + ".relu", "elementwise", out, 2 * F * out, dims=(out,))
         return o, ho, wo
 
     def linear(self, name: str, tokens: int, fin: int, fout: int, bias: bool = True,
                inputs: tuple[str, ...] | None = None) -> str:
         return self.add(name, "gemm", 2.0 * tokens * fin * fout, F * tokens * (fin + fout),
-                        F * (fin * fout + (fout if bias else 0)), inputs=inputs)
+                        F * (fin * fout + (fout if bias else 0)), inputs=inputs,
+                        dims=(tokens, fin, fout))
 
     def ew(self, name: str, n: float, reads: int = 1, inputs: tuple[str, ...] | None = None
            ) -> str:
-        return self.add(name, "elementwise", n, F * n * (reads + 1), inputs=inputs)
+        return self.add(name, "elementwise", n, F * n * (reads + 1), inputs=inputs,
+                        dims=(int(n),))
 
 
 def resnet(name: str, blocks: list[int], bottleneck: bool, hw: int, classes: int,
@@ -92,7 +98,7 @@ def resnet(name: str, blocks: list[int], bottleneck: bool, hw: int, classes: int
     else:
         o, h, w = b.conv("stem", 3, 64, 7, hw, hw, stride=2)
         b.add("stem.pool", "pool", 9 * 64 * (h // 2) * (w // 2),
-              F * 64 * (h * w + (h // 2) * (w // 2)))
+              F * 64 * (h * w + (h // 2) * (w // 2)), dims=(64 * h * w,))
         h, w = h // 2, w // 2
     cin = 64
     for s, n in enumerate(blocks):
@@ -116,11 +122,11 @@ def resnet(name: str, blocks: list[int], bottleneck: bool, hw: int, classes: int
                                     inputs=(x,))
             n_out = cout * h2 * w2
             b.ew(p + ".add", n_out, reads=2, inputs=(o3, skip))
-            b.add(p + ".relu", "elementwise", n_out, 2 * F * n_out)
+            b.add(p + ".relu", "elementwise", n_out, 2 * F * n_out, dims=(n_out,))
             cin, h, w = cout, h2, w2
-    b.add("pool", "pool", cin * h * w, F * (cin * h * w + cin))
+    b.add("pool", "pool", cin * h * w, F * (cin * h * w + cin), dims=(cin * h * w,))
     b.linear("fc", 1, cin, classes)
-    b.add("loss", "softmax", 5 * classes, 2 * F * classes)
+    b.add("loss", "softmax", 5 * classes, 2 * F * classes, dims=(1, classes))
     return Graph(name, tuple(b.ops), reference_batch=32, optimizer="sgd")
 
 
@@ -128,33 +134,37 @@ def bert(name: str = "bert", seq: int = 384, layers: int = 12, d: int = 768,
          heads: int = 12, ffn: int = 3072, vocab: int = 30522) -> Graph:
     b = _B()
     t = seq
-    b.add("embed", "embedding", 3 * t * d, F * 4 * t * d, F * (vocab + 512 + 2) * d)
-    b.add("embed.ln", "norm", 5 * t * d, 2 * F * t * d, 2 * F * d)
+    b.add("embed", "embedding", 3 * t * d, F * 4 * t * d, F * (vocab + 512 + 2) * d,
+          dims=(t, vocab, d))
+    b.add("embed.ln", "norm", 5 * t * d, 2 * F * t * d, 2 * F * d, dims=(t, d))
     for i in range(layers):
         p = f"enc{i}"
         x = b.last
         assert x is not None
         b.linear(p + ".qkv", t, d, 3 * d)
         b.ew(p + ".qkv_t", 3 * t * d)  # heads split: transpose + contiguous copy
-        b.add(p + ".scores", "gemm", 2.0 * t * t * d, F * (2 * t * d + heads * t * t))
+        b.add(p + ".scores", "gemm", 2.0 * t * t * d, F * (2 * t * d + heads * t * t),
+              dims=(heads, t, t, d // heads))
         b.ew(p + ".scale", heads * t * t)
         b.ew(p + ".mask", heads * t * t, reads=2)
-        b.add(p + ".softmax", "softmax", 5.0 * heads * t * t, 2 * F * heads * t * t)
+        b.add(p + ".softmax", "softmax", 5.0 * heads * t * t, 2 * F * heads * t * t,
+              dims=(heads * t, t))
         b.ew(p + ".attn_drop", heads * t * t)
-        b.add(p + ".context", "gemm", 2.0 * t * t * d, F * (heads * t * t + 2 * t * d))
+        b.add(p + ".context", "gemm", 2.0 * t * t * d, F * (heads * t * t + 2 * t * d),
+              dims=(heads, t, d // heads, t))
         b.ew(p + ".ctx_t", t * d)  # heads merged: transpose + contiguous copy
         b.linear(p + ".proj", t, d, d)
         o = b.ew(p + ".drop1", t * d)
         b.ew(p + ".add1", t * d, reads=2, inputs=(o, x))
-        y = b.add(p + ".ln1", "norm", 5 * t * d, 2 * F * t * d, 2 * F * d)
+        y = b.add(p + ".ln1", "norm", 5 * t * d, 2 * F * t * d, 2 * F * d, dims=(t, d))
         b.linear(p + ".ffn1", t, d, ffn)
         b.ew(p + ".gelu", t * ffn)
         b.linear(p + ".ffn2", t, ffn, d)
         o = b.ew(p + ".drop2", t * d)
         b.ew(p + ".add2", t * d, reads=2, inputs=(o, y))
-        b.add(p + ".ln2", "norm", 5 * t * d, 2 * F * t * d, 2 * F * d)
+        b.add(p + ".ln2", "norm", 5 * t * d, 2 * F * t * d, 2 * F * d, dims=(t, d))
     b.linear("span_head", t, d, 2)
-    b.add("loss", "softmax", 10 * t, 4 * F * t)
+    b.add("loss", "softmax", 10 * t, 4 * F * t, dims=(2, t))
     return Graph(name, tuple(b.ops), reference_batch=8, optimizer="adam")
 
 
@@ -213,11 +223,12 @@ def yolov3(hw: int = 416, classes: int = 20) -> Graph:
         branch = o
         o, _, _ = b.conv(f"h{k}.out0", width, width * 2, 3, hs, ws)
         b.conv(f"h{k}.det", width * 2, out_ch, 1, hs, ws, bn=False, act=False)
-        b.add(f"h{k}.yolo", "elementwise", 10.0 * out_ch * hs * ws, 2 * F * out_ch * hs * ws)
+        b.add(f"h{k}.yolo", "elementwise", 10.0 * out_ch * hs * ws, 2 * F * out_ch * hs * ws,
+              dims=(out_ch * hs * ws,))
         if k < 2:
             u, _, _ = b.conv(f"h{k}.route", width, width // 2, 1, hs, ws, inputs=(branch,))
             up = b.add(f"h{k}.up", "elementwise", (width // 2) * hs * ws * 4,
-                       F * (width // 2) * hs * ws * 5)
+                       F * (width // 2) * hs * ws * 5, dims=((width // 2) * hs * ws * 4,))
             up_c = width // 2
     return Graph("yolov3", tuple(b.ops), reference_batch=8, optimizer="sgd")
 
@@ -226,10 +237,10 @@ def ncf(users: int = 6040, items: int = 3706, factor: int = 32, layers: int = 3)
     b = _B()
     mlp_emb = factor * 2 ** (layers - 1)
     g = b.add("gmf.embed", "embedding", 0, F * 2 * factor * 2, F * (users + items) * factor,
-              inputs=())
+              inputs=(), dims=(2, users + items, factor))
     gm = b.ew("gmf.mul", factor, reads=2, inputs=(g,))
     m = b.add("mlp.embed", "embedding", 0, F * 2 * mlp_emb * 2, F * (users + items) * mlp_emb,
-              inputs=())
+              inputs=(), dims=(2, users + items, mlp_emb))
     fin = 2 * mlp_emb
     for i in range(layers):
         fout = fin // 2
@@ -237,7 +248,7 @@ def ncf(users: int = 6040, items: int = 3706, factor: int = 32, layers: int = 3)
         m = b.ew(f"mlp{i}.relu", fout)
         fin = fout
     b.linear("predict", 1, fin + factor, 1, inputs=(gm, m))
-    b.add("loss", "elementwise", 10, F * 4)
+    b.add("loss", "elementwise", 10, F * 4, dims=(1,))
     return Graph("ncf", tuple(b.ops), reference_batch=256, optimizer="adam")
 
 

@@ -33,9 +33,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.compute.apps import (
+    AppChoice,
+    KernelPath,
+    chosen_predictor,
+    predict_app_step,
+    read_app_predictors,
+)
 from workbench.compute.devices import DeviceSpec, device
 from workbench.compute.graph import Graph, load_graph
-from workbench.compute.predict import Coefficients, load_coefficients, predict_step
+from workbench.compute.predict import Coefficients, load_coefficients
 from workbench.fit import (
     POLLUX_APPS,
     ZEUS_NETWORK_FOR_APP,
@@ -171,18 +178,22 @@ def with_energy_from(profile: JobProfile, energy_fit: EnergyFit | None) -> JobPr
 
 
 def predicted_timings(graph: Graph, dev: DeviceSpec, coef: Coefficients, max_local_batch: int,
-                      gpus_per_node: int) -> pd.DataFrame:
+                      gpus_per_node: int, choices: dict[str, AppChoice] | None = None
+                      ) -> pd.DataFrame:
     """Predicted step-time rows in the layout of :func:`workbench.fit.read_pollux_timings`
     on 1, 2, 4, ... GPUs of one node and on 2 and 4 full nodes, at local batches from 1 to
-    ``max_local_batch`` (geometric grid). ``sync_time = step - compute`` (the part of the
-    step the compute does not cover, as Pollux measures it)."""
+    ``max_local_batch`` (geometric grid), by the app's predictor
+    (:func:`workbench.compute.apps.predict_app_step`). ``sync_time = step - compute`` (the
+    part of the step the compute does not cover, as Pollux measures it)."""
+    ch = choices if choices is not None else read_app_predictors()
+    kp = KernelPath.shipped() if chosen_predictor(graph, ch) == "kernel" else None
     counts = sorted({n for n in (1, 2, 4, 8, 16) if n <= gpus_per_node} | {gpus_per_node})
     placements = [(n, 1) for n in counts] + [(2 * gpus_per_node, 2), (4 * gpus_per_node, 4)]
     batches = sorted({int(round(b)) for b in np.geomspace(1, max(max_local_batch, 2), 8)})
     rows = []
     for n, k in placements:
         for b in batches:
-            p = predict_step(graph, dev, n, b, coef, nodes=k)
+            p = predict_app_step(graph, dev, n, b, coef, nodes=k, kernel_path=kp, choices=ch)
             rows.append({"source": "predicted", "num_nodes": k, "num_replicas": n,
                          "local_bsz": b, "step_time": p.step_time_s,
                          "sync_time": max(p.step_time_s - p.compute_s, 0.0)})
@@ -190,40 +201,53 @@ def predicted_timings(graph: Graph, dev: DeviceSpec, coef: Coefficients, max_loc
 
 
 def predict_throughput(app: str, gpu_type: str, max_local_batch: int,
-                       coef: Coefficients | None = None, graph: Graph | None = None
+                       coef: Coefficients | None = None, graph: Graph | None = None,
+                       choices: dict[str, AppChoice] | None = None
                        ) -> tuple[ThroughputParams, pd.DataFrame]:
-    """Pollux parameters fitted to the predictor's timings of ``app`` on ``gpu_type``."""
+    """Pollux parameters fitted to the predictor's timings of ``app`` on ``gpu_type``
+    (``choices``: the per-app predictor table, the shipped one by default)."""
     c = coef if coef is not None else load_coefficients()
     g = graph if graph is not None else load_graph(app)
     dev = device(gpu_type)
-    rows = predicted_timings(g, dev, c, max_local_batch, dev.gpus_per_node)
+    rows = predicted_timings(g, dev, c, max_local_batch, dev.gpus_per_node, choices)
     return fit_throughput_params(rows), rows
 
 
-def profile_interval(coef: Coefficients) -> tuple[float, float]:
-    """``(lo, hi)`` step-time factors: the union of the 1-GPU and multi-GPU ranges."""
-    lo = min(coef.interval_1gpu[0], coef.interval_multi[0], 0.0)
-    hi = max(coef.interval_1gpu[1], coef.interval_multi[1], 0.0)
+def profile_interval(coef: Coefficients, choice: AppChoice | None = None
+                     ) -> tuple[float, float]:
+    """``(lo, hi)`` step-time factors: the union of the 1-GPU and multi-GPU ranges of the
+    app's predictor (the kernel model's from ``choice`` where it serves the app)."""
+    i1, im = coef.interval_1gpu, coef.interval_multi
+    if choice is not None and choice.predictor == "kernel":
+        i1, im = choice.interval_1gpu or i1, choice.interval_multi or im
+    lo = min(i1[0], im[0], 0.0)
+    hi = max(i1[1], im[1], 0.0)
     return math.exp(lo), math.exp(hi)
 
 
 def predict_profile(app: str, efficiency: EfficiencyParams, energy_fit: EnergyFit | None,
                     target: str, coef: Coefficients | None = None,
-                    reference: str = REFERENCE_GPU) -> JobProfile:
-    """A predicted :class:`JobProfile` of ``app`` on ``target``.
+                    reference: str = REFERENCE_GPU,
+                    choices: dict[str, AppChoice] | None = None) -> JobProfile:
+    """A predicted :class:`JobProfile` of ``app`` on ``target``, by the app's predictor
+    (``choices``, the shipped table by default; :mod:`workbench.compute.apps`).
 
     ``efficiency`` is the app's efficiency fit on ``reference``; its per-GPU batch cap is
     rescaled to the target's memory first, and the throughput grid spans it.
     """
     c = coef if coef is not None else load_coefficients()
+    ch = choices if choices is not None else read_app_predictors()
     ep = derive_efficiency(efficiency, target, reference)
-    tp, rows = predict_throughput(app, target, ep.max_local_batch, c)
+    tp, rows = predict_throughput(app, target, ep.max_local_batch, c, choices=ch)
     pred = placement_iteration_time(tp, rows["num_nodes"], rows["num_replicas"],
                                     rows["local_bsz"])
     fit_err = float(np.median(np.abs(pred - rows["step_time"]) / rows["step_time"]))
-    lo, hi = profile_interval(c)
+    choice = ch.get(app)
+    which = chosen_predictor(load_graph(app), ch)
+    lo, hi = profile_interval(c, choice if which == "kernel" else None)
     dev = device(target)
-    src = (f"throughput: predicted from the {app} graph on {dev.name} "
+    src = (f"throughput: predicted from the {app} graph"
+           f"{' by the kernel-level model' if which == 'kernel' else ''} on {dev.name} "
            f"({dev.fp32_tflops:g} TF FP32, {dev.mem_bw_gb_s:g} GB/s; Pollux form fitted to "
            f"the predictions, median APE {100 * fit_err:.1f}%), 90% interval x{lo:.2f}..x{hi:.2f}")
     placeholder = EnergyParams(a1_w=0.0, a2_w_per_sps=0.0, max_power_w=dev.tdp_w)

@@ -165,7 +165,8 @@ def _store_devices(db: str) -> dict[str, DeviceSpec]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from workbench.compute.predict import compute_time_s, load_coefficients, predict_step
+    from workbench.compute.apps import KernelPath, chosen_predictor, predict_app_step
+    from workbench.compute.predict import StepPrediction, load_coefficients
 
     if args.model_config is not None:
         return _predict_model(args)
@@ -188,8 +189,18 @@ def _predict(args: argparse.Namespace) -> int:
         else:
             graph = load_graph(args.app)
         coef = load_coefficients()
+        # the app's predictor (workbench/data/compute/app_predictors.json); the kernel path
+        # is FP32 only, so other precisions take the graph model
+        which = chosen_predictor(graph) if args.precision == "fp32" else "graph"
+        kp = KernelPath.shipped() if which == "kernel" else None
     except (ValueError, UnknownDeviceError, GraphError, FileNotFoundError) as exc:
         return _fail(str(exc))
+
+    def step(n: int, b: int, k: int = 1, cal: float = 1.0) -> StepPrediction:
+        return predict_app_step(graph, dev, n, b, coef, nodes=k, predictor=which,
+                                kernel_path=kp, inter_node_gbit_s=args.inter_node_gbit_s,
+                                calibration=cal, precision=args.precision)
+
     cal, n_meas = 1.0, 0
     if args.app and not args.no_calibration and Path(args.db).exists():
         from workbench.compute.measure import calibration_from_store
@@ -198,17 +209,14 @@ def _predict(args: argparse.Namespace) -> int:
         with Store(args.db, read_only=True) as store:
             if (store.schema_version() or 0) >= 3:
                 cal, n_meas = calibration_from_store(
-                    store, args.app, dev.name,
-                    lambda b: compute_time_s(graph, dev, b, coef, args.precision))
-    rows = [predict_step(graph, dev, n, b, coef, nodes=k, precision=args.precision,
-                         inter_node_gbit_s=args.inter_node_gbit_s, calibration=cal)
-            for n in gpus for b in batches]
+                    store, args.app, dev.name, lambda b: step(1, b).compute_s)
+    rows = [step(n, b, k, cal) for n in gpus for b in batches]
     if args.json:
         print(json.dumps([r.row() for r in rows]))
         return 0
     label = f"calibrated by {n_meas} stored measurement(s), x{cal:.3f}" if n_meas else \
         "predicted (no measurement on this device)"
-    print(f"{graph.name} on {dev.name}, {k} node(s), {args.precision}: {label}")
+    print(f"{graph.name} on {dev.name}, {k} node(s), {args.precision}, {which} model: {label}")
     print(f"{'gpus':>5}{'local_batch':>12}{'step_time_s':>13}{'5-95% interval_s':>22}"
           f"{'compute_s':>11}{'sync_s':>9}")
     for r in rows:

@@ -13,9 +13,12 @@
   kernel-level predictor trained on NeuSight's kernels (:mod:`~workbench.compute.neusight`);
 * :mod:`~workbench.compute.step`, :mod:`~workbench.compute.step_train`: kernels to a step,
   single GPU, data/tensor/pipeline parallel, with its interval;
-* :mod:`~workbench.compute.llm`: LLM job records and the critical-batch efficiency.
+* :mod:`~workbench.compute.llm`: LLM job records and the critical-batch efficiency;
+* :mod:`~workbench.compute.apps`, :mod:`~workbench.compute.app_train`: the Pollux apps
+  through one entry point, by the graph or the kernel model as measured on held-out devices.
 """
 
+from workbench.compute.apps import AppChoice, predict_app_step, read_app_predictors
 from workbench.compute.devices import (
     BUILTIN_DEVICES,
     DeviceSpec,
@@ -45,6 +48,7 @@ from workbench.compute.transformer import (
 
 __all__ = [
     "BUILTIN_DEVICES",
+    "AppChoice",
     "Coefficients",
     "DeviceMemoryError",
     "DeviceSpec",
@@ -69,9 +73,11 @@ __all__ = [
     "load_predictor",
     "model_spec",
     "normalise_device_name",
+    "predict_app_step",
     "predict_from_config",
     "predict_grid",
     "predict_step",
     "predict_transformer",
+    "read_app_predictors",
     "roofline_time_s",
 ]

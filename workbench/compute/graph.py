@@ -64,6 +64,15 @@ class Op:
         Device kernels launched by the forward operation.
     inputs : tuple of str
         Names of the operations whose output it reads (the graph's edges).
+    dims : tuple of int
+        The kernel's shape for one sample, where known, read by the kernel-level path
+        (:mod:`workbench.compute.apps`); empty where not (ONNX imports, recurrent layers).
+        By kind: ``conv`` ``(C_in, C_out, k, H, stride, pad)`` (square image and filter);
+        ``gemm`` ``(rows, K, N)`` for a layer with weights (``rows x K`` times ``K x N``)
+        or ``(products, M, N, K)`` for batched products of activations; ``norm`` and
+        ``softmax`` ``(rows, cols)`` (a BatchNorm's rows are its channels, its columns a
+        channel's pixels); ``embedding`` ``(lookups, table rows, width)``; the rest
+        ``(elements,)``. A batch of ``b`` multiplies the first entry (``conv``: the batch).
     """
 
     name: str
@@ -73,6 +82,7 @@ class Op:
     param_bytes: float = 0.0
     kernels: int = 1
     inputs: tuple[str, ...] = ()
+    dims: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in OP_KINDS:
@@ -83,6 +93,8 @@ class Op:
                 raise GraphError(f"op {self.name!r}: {f} must be finite and >= 0, got {v!r}")
         if self.kernels < 1:
             raise GraphError(f"op {self.name!r}: kernels must be >= 1, got {self.kernels}")
+        if any(int(d) < 0 for d in self.dims):
+            raise GraphError(f"op {self.name!r}: dims must be >= 0, got {self.dims}")
 
 
 @dataclass(frozen=True)
@@ -167,8 +179,15 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
         "optimizer": g.optimizer,
         "description": g.description,
         "meta": dict(g.meta),
-        "ops": [{**asdict(op), "inputs": list(op.inputs)} for op in g.ops],
+        "ops": [_op_dict(op) for op in g.ops],
     }
+
+
+def _op_dict(op: Op) -> dict[str, Any]:
+    d = {**asdict(op), "inputs": list(op.inputs), "dims": list(op.dims)}
+    if not op.dims:
+        del d["dims"]  # graphs without kernel shapes are written as before
+    return d
 
 
 def graph_from_dict(d: Mapping[str, Any]) -> Graph:
@@ -182,7 +201,8 @@ def graph_from_dict(d: Mapping[str, Any]) -> Graph:
                flops_per_sample=float(o["flops_per_sample"]),
                act_bytes_per_sample=float(o["act_bytes_per_sample"]),
                param_bytes=float(o.get("param_bytes", 0.0)), kernels=int(o.get("kernels", 1)),
-               inputs=tuple(str(i) for i in o.get("inputs", ())))
+               inputs=tuple(str(i) for i in o.get("inputs", ())),
+               dims=tuple(int(x) for x in o.get("dims", ())))
             for o in d["ops"]
         )
         return Graph(name=str(d["name"]), ops=ops, reference_batch=int(d["reference_batch"]),

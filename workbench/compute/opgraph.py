@@ -66,9 +66,10 @@ class Kernel:
         if self.kind not in KERNEL_KINDS or self.phase not in PHASES:
             raise ValueError(f"kernel {self.name!r}: kind {self.kind!r} / phase "
                              f"{self.phase!r} unknown")
-        if self.count < 1 or min(self.dims, default=1) < 1:
+        sizes = self.dims[:6] if self.kind == "conv" else self.dims  # a conv's pad may be 0
+        if self.count < 1 or min(sizes, default=1) < 1 or min(self.dims, default=0) < 0:
             raise ValueError(f"kernel {self.name!r}: dims {self.dims} and count {self.count} "
-                             "must be >= 1")
+                             "must be >= 1 (a convolution's padding >= 0)")
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,9 @@ _NO_GRAD_OPS, _TWO_GRAD_OPS = frozenset({"add", "addu"}), frozenset({"mul", "div
 _ACT_OPS = frozenset({"gelu", "relu", "tanh", "silu", "pow", "rsqrt", "exp"})
 
 
-class _Builder:
-    """Collects forward kernels with their backward kernels and parameter tallies."""
+class KernelBuilder:
+    """Collects forward kernels with their backward kernels and parameter tallies (the
+    transformer families here; the Pollux apps' kernels in :mod:`workbench.compute.apps`)."""
 
     def __init__(self, w: int, train: bool, accumulate_grads: bool, tp: int) -> None:
         self.w, self.train, self.acc, self.tp = w, train, accumulate_grads, tp
@@ -137,8 +139,9 @@ class _Builder:
         self.in_block = False
 
     # ---- emit helpers
-    def _k(self, name: str, kind: str, phase: str, dims: tuple[int, ...], flops: float,
-           nbytes: float, op: str = "") -> None:
+    def emit(self, name: str, kind: str, phase: str, dims: tuple[int, ...], flops: float,
+             nbytes: float, op: str = "") -> None:
+        """One kernel as it is, no backward added."""
         self.out.append(Kernel(name, kind, phase, tuple(int(d) for d in dims), float(flops),
                                float(nbytes), self.repeat, op, self.in_block))
 
@@ -146,8 +149,8 @@ class _Builder:
         self.params[self.group] += n * self.repeat
         self.local += n / split * self.repeat
         if self.train and self.acc:
-            self._k("grad_accumulate", "elementwise", "backward", (max(1, int(n / split)),),
-                    n / split, 3 * self.w * n / split, "binary")
+            self.emit("grad_accumulate", "elementwise", "backward", (max(1, int(n / split)),),
+                      n / split, 3 * self.w * n / split, "binary")
 
     def linear(self, name: str, m: int, k: int, n: int, bias: bool = True, split: int = 1,
                shared: bool = False, row_parallel: bool = False) -> None:
@@ -155,26 +158,26 @@ class _Builder:
         weight is split over (already applied to ``n``, or to ``k`` when
         ``row_parallel``, whose bias is then whole); ``shared``: tied to another weight."""
         w = self.w
-        self._k(name, "linear", "forward", (1, m, n, k), 2.0 * m * n * k,
-                w * (m * k + k * n + m * n + (n if bias else 0)))
+        self.emit(name, "linear", "forward", (1, m, n, k), 2.0 * m * n * k,
+                  w * (m * k + k * n + m * n + (n if bias else 0)))
         if self.train:
-            self._k(name + ".dX", "linear", "backward", (1, m, k, n), 2.0 * m * n * k,
-                    w * (m * n + n * k + m * k))
-            self._k(name + ".dW", "linear", "backward", (1, n, k, m), 2.0 * m * n * k,
-                    w * (k * m + m * n + k * n))
+            self.emit(name + ".dX", "linear", "backward", (1, m, k, n), 2.0 * m * n * k,
+                      w * (m * n + n * k + m * k))
+            self.emit(name + ".dW", "linear", "backward", (1, n, k, m), 2.0 * m * n * k,
+                      w * (k * m + m * n + k * n))
         b_full = (n if row_parallel else n * split) if bias else 0
         self._param((0 if shared else k * n * split) + b_full, split)
 
     def bmm(self, name: str, b: int, m: int, n: int, k: int) -> None:
         """``b`` products ``C[m, n] = A[m, k] B[k, n]``."""
         w = self.w
-        self._k(name, "bmm", "forward", (b, m, n, k), 2.0 * b * m * n * k,
-                w * b * (m * k + k * n + m * n))
+        self.emit(name, "bmm", "forward", (b, m, n, k), 2.0 * b * m * n * k,
+                  w * b * (m * k + k * n + m * n))
         if self.train:
-            self._k(name + ".dA", "bmm", "backward", (b, m, k, n), 2.0 * b * m * n * k,
-                    w * b * (m * n + n * k + m * k))
-            self._k(name + ".dB", "bmm", "backward", (b, k, n, m), 2.0 * b * m * n * k,
-                    w * b * (k * m + m * n + k * n))
+            self.emit(name + ".dA", "bmm", "backward", (b, m, k, n), 2.0 * b * m * n * k,
+                      w * b * (m * n + n * k + m * k))
+            self.emit(name + ".dB", "bmm", "backward", (b, k, n, m), 2.0 * b * m * n * k,
+                      w * b * (k * m + m * n + k * n))
 
     def ew(self, name: str, op: str, numel: int, n_in: int = 1) -> None:
         """An element-wise kernel over ``numel`` outputs reading ``n_in`` full tensors
@@ -182,20 +185,20 @@ class _Builder:
         an activation name, ``copy``)."""
         w = self.w
         cost = "binary" if n_in >= 2 else ("copy" if op == "copy" else "unary")
-        self._k(name, "elementwise", "forward", (numel,), numel, w * numel * (n_in + 1),
-                op if op in _ACT_OPS else cost)
+        self.emit(name, "elementwise", "forward", (numel,), numel, w * numel * (n_in + 1),
+                  op if op in _ACT_OPS else cost)
         if not self.train or op in _NO_GRAD_OPS:
             return
         if op in _TWO_GRAD_OPS and n_in >= 2:
             for g in ("dA", "dB"):
-                self._k(f"{name}.{g}", "elementwise", "backward", (numel,), numel,
-                        3 * w * numel, "binary")
+                self.emit(f"{name}.{g}", "elementwise", "backward", (numel,), numel,
+                          3 * w * numel, "binary")
         elif op in ("mulu", "divu", "copy"):
-            self._k(name + ".d", "elementwise", "backward", (numel,), numel, 2 * w * numel,
-                    "copy" if op == "copy" else "unary")
+            self.emit(name + ".d", "elementwise", "backward", (numel,), numel, 2 * w * numel,
+                      "copy" if op == "copy" else "unary")
         else:
-            self._k(name + ".d", "elementwise", "backward", (numel,), 2 * numel,
-                    3 * w * numel, "binary")
+            self.emit(name + ".d", "elementwise", "backward", (numel,), 2 * numel,
+                      3 * w * numel, "binary")
 
     def dropout(self, name: str, numel: int, p: float = 0.1) -> None:
         """Training only (eval mode launches nothing): mask and scale; backward a multiply."""
@@ -205,11 +208,11 @@ class _Builder:
     def norm(self, name: str, rows: int, cols: int) -> None:
         """LayerNorm over ``cols``: one kernel each way."""
         w = self.w
-        self._k(name, "ln", "forward", (rows, cols), 5.0 * rows * cols,
-                w * (2 * rows * cols + 2 * cols))
+        self.emit(name, "ln", "forward", (rows, cols), 5.0 * rows * cols,
+                  w * (2 * rows * cols + 2 * cols))
         if self.train:
-            self._k(name + ".d", "ln", "backward", (rows, cols), 8.0 * rows * cols,
-                    w * (3 * rows * cols + 2 * cols))
+            self.emit(name + ".d", "ln", "backward", (rows, cols), 8.0 * rows * cols,
+                      w * (3 * rows * cols + 2 * cols))
         self._param(2 * cols)
 
     def rms_norm(self, name: str, rows: int, cols: int) -> None:
@@ -226,19 +229,19 @@ class _Builder:
     def norm_reduce(self, name: str, rows: int, cols: int) -> None:
         """A row reduction (mean) over ``cols``: an ``ln``-kind kernel reading one tensor."""
         w = self.w
-        self._k(name, "ln", "forward", (rows, cols), 1.0 * rows * cols,
-                w * (rows * cols + rows))
+        self.emit(name, "ln", "forward", (rows, cols), 1.0 * rows * cols,
+                  w * (rows * cols + rows))
         if self.train:
-            self._k(name + ".d", "elementwise", "backward", (rows * cols,), rows * cols,
-                    w * (rows * cols + rows), "unary")
+            self.emit(name + ".d", "elementwise", "backward", (rows * cols,), rows * cols,
+                      w * (rows * cols + rows), "unary")
 
     def softmax(self, name: str, rows: int, cols: int) -> None:  # backward reads y and dY
         w = self.w
-        self._k(name, "softmax", "forward", (rows, cols), 5.0 * rows * cols,
-                2 * w * rows * cols)
+        self.emit(name, "softmax", "forward", (rows, cols), 5.0 * rows * cols,
+                  2 * w * rows * cols)
         if self.train:
-            self._k(name + ".d", "softmax", "backward", (rows, cols), 4.0 * rows * cols,
-                    3 * w * rows * cols)
+            self.emit(name + ".d", "softmax", "backward", (rows, cols), 4.0 * rows * cols,
+                      3 * w * rows * cols)
 
     def embedding(self, name: str, tokens: int, rows: int, width: int, split: int = 1
                   ) -> None:
@@ -246,13 +249,13 @@ class _Builder:
         vocabulary); backward zero-fills the table's gradient and scatter-adds into it."""
         w = self.w
         local_rows = _vocab_split(rows, split)
-        self._k(name, "elementwise", "forward", (tokens * width,), 0.0,
-                w * 2 * tokens * width + 8 * tokens, "copy")
+        self.emit(name, "elementwise", "forward", (tokens * width,), 0.0,
+                  w * 2 * tokens * width + 8 * tokens, "copy")
         if self.train:
-            self._k(name + ".zero", "elementwise", "backward", (local_rows * width,), 0.0,
-                    w * local_rows * width, "copy")
-            self._k(name + ".scatter", "elementwise", "backward", (tokens * width,),
-                    tokens * width, w * 3 * tokens * width, "binary")
+            self.emit(name + ".zero", "elementwise", "backward", (local_rows * width,), 0.0,
+                      w * local_rows * width, "copy")
+            self.emit(name + ".scatter", "elementwise", "backward", (tokens * width,),
+                      tokens * width, w * 3 * tokens * width, "binary")
         self._param(rows * width, split)
 
     def loss(self, rows: int, classes: int) -> None:
@@ -261,8 +264,8 @@ class _Builder:
         if not self.train:
             return
         self.softmax("loss.log_softmax", rows, classes)
-        self._k("loss.nll.zero", "elementwise", "backward", (rows * classes,), 0.0,
-                self.w * rows * classes, "copy")
+        self.emit("loss.nll.zero", "elementwise", "backward", (rows * classes,), 0.0,
+                  self.w * rows * classes, "copy")
 
     def allreduce(self) -> None:
         """One tensor-parallel activation all-reduce (forward; backward mirrors it)."""
@@ -278,7 +281,7 @@ _GELU_NEW = (("half", "mulu", 1), ("cube", "pow", 1), ("coef", "mulu", 1), ("inn
 kernels in eager PyTorch (name, op, inputs)."""
 
 
-def _activation(b: _Builder, s: ModelSpec, name: str, numel: int) -> None:
+def _activation(b: KernelBuilder, s: ModelSpec, name: str, numel: int) -> None:
     if s.activation == "gelu_new":
         for part, op, n_in in _GELU_NEW:
             b.ew(f"{name}.{part}", op, numel, n_in)
@@ -290,7 +293,7 @@ def _activation(b: _Builder, s: ModelSpec, name: str, numel: int) -> None:
         b.ew(name, s.activation, numel)
 
 
-def _attention(b: _Builder, s: ModelSpec, p: str, t: int, batch: int, q_len: int,
+def _attention(b: KernelBuilder, s: ModelSpec, p: str, t: int, batch: int, q_len: int,
                kv_len: int, tp: int, *, fused_qkv: bool, scale: str, mask: str,
                rotary: bool = False, q_tokens: int | None = None) -> None:
     """Self- (or cross-) attention: projections, scores, mask, softmax, values, output."""
@@ -338,7 +341,7 @@ def _attention(b: _Builder, s: ModelSpec, p: str, t: int, batch: int, q_len: int
     b.allreduce()
 
 
-def _mlp(b: _Builder, s: ModelSpec, p: str, t: int, tp: int) -> None:
+def _mlp(b: KernelBuilder, s: ModelSpec, p: str, t: int, tp: int) -> None:
     h, f = s.hidden, s.ffn // tp
     bias = s.family not in ("llama", "switch")
     if s.family == "llama":
@@ -356,7 +359,7 @@ def _mlp(b: _Builder, s: ModelSpec, p: str, t: int, tp: int) -> None:
     b.allreduce()
 
 
-def _moe(b: _Builder, s: ModelSpec, p: str, t: int, batch: int, seq: int, tp: int) -> None:
+def _moe(b: KernelBuilder, s: ModelSpec, p: str, t: int, batch: int, seq: int, tp: int) -> None:
     """Switch's sparse MLP (HF ``SwitchTransformersSparseMLP``): a router, then each expert
     takes at most ``expert_capacity`` tokens of every sequence (routing assumed uniform:
     ``min(capacity, ceil(s / E))`` tokens per sequence per expert)."""
@@ -374,7 +377,7 @@ def _moe(b: _Builder, s: ModelSpec, p: str, t: int, batch: int, seq: int, tp: in
     b.allreduce()
 
 
-def _decoder_only(b: _Builder, s: ModelSpec, batch: int, seq: int, tp: int, head: str
+def _decoder_only(b: KernelBuilder, s: ModelSpec, batch: int, seq: int, tp: int, head: str
                   ) -> None:
     t, h = batch * seq, s.hidden
     fam = s.family
@@ -415,7 +418,7 @@ def _decoder_only(b: _Builder, s: ModelSpec, batch: int, seq: int, tp: int, head
     b.loss(t, v)
 
 
-def _layer(b: _Builder, s: ModelSpec, p: str, t: int, batch: int, seq: int, tp: int
+def _layer(b: KernelBuilder, s: ModelSpec, p: str, t: int, batch: int, seq: int, tp: int
               ) -> None:
     """One block of a decoder-only or encoder-only model (pre- or post-norm per family)."""
     h = s.hidden
@@ -450,7 +453,7 @@ def _layer(b: _Builder, s: ModelSpec, p: str, t: int, batch: int, seq: int, tp: 
     b.ew(p + ".mlp_residual", "add", t * h, 2)
 
 
-def _bert_head(b: _Builder, s: ModelSpec, t: int, batch: int, tp: int, head: str) -> None:
+def _bert_head(b: KernelBuilder, s: ModelSpec, t: int, batch: int, tp: int, head: str) -> None:
     """BERT's heads: ``lm`` (masked-LM: transform, norm, tied decoder), ``classification``
     (pooler and a two-class classifier), ``pretraining`` (both, the classifier being the
     next-sentence head; ``BertForPreTraining``)."""
@@ -478,7 +481,7 @@ def _vocab_split(vocab: int, tp: int) -> int:
     return -(-vocab // tp)
 
 
-def _switch(b: _Builder, s: ModelSpec, batch: int, seq: int, tp: int) -> None:
+def _switch(b: KernelBuilder, s: ModelSpec, batch: int, seq: int, tp: int) -> None:
     """Switch Transformer (encoder-decoder, T5 blocks, a sparse MLP every
     ``sparse_step``-th block; the decoder reads ``seq`` tokens too)."""
     t, h = batch * seq, s.hidden
@@ -559,14 +562,14 @@ def build_step_graph(spec: ModelSpec, mode: str, seq_len: int, batch: int,
     if tp < 1 or bad:
         raise ValueError(f"tensor-parallel degree {tp} must divide the model's "
                          f"{', '.join(bad) or 'dimensions'}; pick a divisor")
-    b = _Builder(DTYPE_BYTES[precision], mode == "train", accumulate_grads, tp)
+    b = KernelBuilder(DTYPE_BYTES[precision], mode == "train", accumulate_grads, tp)
     if spec.family == "switch":
         _switch(b, spec, batch, seq_len, tp)
     else:
         _decoder_only(b, spec, batch, seq_len, tp, head)
     if mode == "train" and optimizer == "adam":
-        b._k("adam", "elementwise", "optimizer", (max(1, int(b.local)),), 10.0 * b.local,
-             ADAM_BYTES_PER_PARAM * b.local, "adam")
+        b.emit("adam", "elementwise", "optimizer", (max(1, int(b.local)),), 10.0 * b.local,
+               ADAM_BYTES_PER_PARAM * b.local, "adam")
     params = dict(b.params)
     params["total"] = sum(params.values())
     params["local"] = b.local
