@@ -484,6 +484,8 @@ def offers_heatmap(frame: pd.DataFrame, tz: str = "UTC", currency: str = "") -> 
         **CALM, cmap="Greens", colorbar=True, clim=(0.0, max(float(
             frame["sheddable_kw"].max()), 1e-9)), responsive=True,
         height=110 + 38 * len(sites), tools=["hover", "tap"], line_color="white",
+        # The chosen offer is named beside the chart (a tapped cell is not always it).
+        nonselection_alpha=1.0,
         invert_yaxis=True, title="kW each site can shed below its planned import "
         "(click a cell)", xlabel=f"event start ({tz})", ylabel="")
 
