@@ -4,6 +4,7 @@ run and its report, and the Supply chart marks the events a run held, live and s
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -77,6 +78,17 @@ def test_the_offers_are_the_clis_for_the_shown_run_live_and_stored(
                       "guangzhou")
     pd.testing.assert_frame_equal(one.reset_index(drop=True), cli, check_dtype=False)
     s.flex_site = ""
+
+
+def test_the_offers_read_in_a_worker_thread_are_the_same(
+        planned: tuple[Path, WorkbenchState]) -> None:
+    _, s = planned
+    s.param.update(flex_hours=3.0, flex_notice_h=2.0, flex_site="")
+    here = s.compute_offers()
+    there = asyncio.run(s.compute_offers_async())
+    assert here is not None and there is not None
+    pd.testing.assert_frame_equal(here, there)
+    assert s.stage == ""
 
 
 @pytest.mark.parametrize(("field", "value", "says"), [
@@ -159,6 +171,9 @@ def test_planning_the_best_offer_keeps_it_and_the_supply_chart_marks_it(
     assert row["met"] == (row["max_import_kw"] <= row["limit_kw"] * (1 + 1e-6) + 1e-9)
     assert row["shed_kwh"] > 0
     assert s.run_info["run_id"] != base_id  # stored as a run of its own
+    from workbench.runs import knobs_text
+
+    assert "1 grid event" in knobs_text(s.run_info)  # the banner and `runs show` say so
     # The same as the CLI's plan --grid-event with the offer's numbers.
     assert main(["--db", str(db), "plan", "--scenario", "mini", "--no-baseline",
                  "--no-strongest", "--json", "--grid-event",

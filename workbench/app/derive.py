@@ -640,7 +640,7 @@ def event_rows(result: Any, scenario: Any) -> list[dict[str, Any]]:
     rows = result.meta.get("grid_events")
     if rows:
         return [dict(r) for r in rows]
-    held = run_events(result.meta)
+    held = tuple(e for e in run_events(result.meta) if e.limit_kw is not None)
     names = [d.name for d in scenario.datacenters]
     if not held or result.slots is None or site_key("grid_import_kw", names[0]) not in (
             result.slots):

@@ -619,39 +619,64 @@ class WorkbenchState(param.Parameterized):
         start hour, ``flex_hours`` long at ``flex_notice_h`` hours' notice
         (:func:`workbench.flexibility.offers`). The best offer is picked. A refusal (no run,
         bad hours, a run already holding events) is said in one line; returns None."""
+        job = self._offers_job()
+        return None if job is None else self._show_offers(*job())
+
+    async def compute_offers_async(self) -> pd.DataFrame | None:
+        """:meth:`compute_offers` with the envelope read in a worker thread (a large fleet
+        takes seconds); the event loop keeps serving the sessions."""
+        job = self._offers_job()
+        if job is None:
+            return None
+        self.stage = "reading the flexibility envelope…"
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(None, job)
+        finally:
+            self.stage = ""
+        return None if self.closed else self._show_offers(*found)
+
+    def _offers_job(self) -> Callable[[], tuple[Any, ...]] | None:
+        """The envelope's reading as a function that touches no parameter (safe in a worker
+        thread), or None after saying why it is refused."""
         why = self._offers_refusal()
-        if why:
+        res, sc0 = self.result, self.scenario
+        if not why and res is not None and sc0 is not None:
+            hours, notice = float(self.flex_hours), float(self.flex_notice_h)
+            sc = stored_runs.at_slot(sc0, int(res.meta.get("slot_s") or sc0.slot_s))
+            starts = start_slots(sc, hours)
+            if not starts:
+                why = (f"{hours:g}-hour events do not fit the horizon of {sc.name} "
+                       f"({sc.n_slots * sc.slot_s / 3600:g} h)")
+        if why or res is None or sc0 is None:
             self.say(f"flexibility: {why}", "danger")
             return None
-        res, hours, notice = self.result, float(self.flex_hours), float(self.flex_notice_h)
-        assert res is not None and self.scenario is not None
-        sc = stored_runs.at_slot(self.scenario, int(res.meta.get("slot_s") or
-                                                    self.scenario.slot_s))
-        starts = start_slots(sc, hours)
-        if not starts:
-            self.say(f"flexibility: {hours:g}-hour events do not fit the horizon of "
-                     f"{sc.name} ({sc.n_slots * sc.slot_s / 3600:g} h)", "danger")
-            return None
-        try:
-            env = Envelope.of_run(sc, res)
-            table = envelope_offers(env, hours, notice, [self.flex_site] if self.flex_site
-                                    else None, starts)
-        except (ValueError, KeyError) as exc:
-            self.say(f"flexibility: the shown run's plan cannot be read: {exc}", "danger")
+        sites = [self.flex_site] if self.flex_site else None
+        made = {"run_id": self.run_info.get("run_id"), "label": stored_runs.label(
+            self.run_info) if self.run_info else res.policy, "policy": res.policy,
+                "slot_s": sc.slot_s, "hours": hours, "notice_hours": notice}
+
+        def job() -> tuple[Any, ...]:
+            try:
+                env = Envelope.of_run(sc, res)
+                return env, envelope_offers(env, hours, notice, sites, starts), made, ""
+            except (ValueError, KeyError) as exc:
+                return None, None, made, f"the shown run's plan cannot be read: {exc}"
+
+        return job
+
+    def _show_offers(self, env: Envelope | None, table: pd.DataFrame | None,
+                     made: dict[str, Any], error: str) -> pd.DataFrame | None:
+        """Publish the offers read by :meth:`_offers_job` (the largest picked)."""
+        if env is None or table is None:
+            self.say(f"flexibility: {error}", "danger")
             return None
         self.envelope = env
         best = table.loc[table["sheddable_kw"].idxmax()] if len(table) else None
-        self.param.update(
-            offers=table, offers_from={
-                "run_id": self.run_info.get("run_id"), "label": stored_runs.label(
-                    self.run_info) if self.run_info else res.policy,
-                "policy": res.policy, "slot_s": sc.slot_s, "hours": hours,
-                "notice_hours": notice},
-            flex_pick={} if best is None else {"datacenter": str(best["datacenter"]),
-                                               "start": str(best["start"])})
+        self.param.update(offers=table, offers_from=made, flex_pick={} if best is None else {
+            "datacenter": str(best["datacenter"]), "start": str(best["start"])})
         offering = int((table["sheddable_kw"] > 0).sum())
-        self.say(f"flexibility: {len(table)} offers of {hours:g}-hour events at "
-                 f"{notice:g} h notice, {offering} with kW to shed", "info")
+        self.say(f"flexibility: {len(table)} offers of {made['hours']:g}-hour events at "
+                 f"{made['notice_hours']:g} h notice, {offering} with kW to shed", "info")
         return table
 
     def _offers_refusal(self) -> str:

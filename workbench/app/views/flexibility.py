@@ -43,7 +43,7 @@ class FlexibilityView(StateView):
         self.site = pn.widgets.Select(label="Sites", width=180, css_classes=["wb-flex-site"])
         self.compute_button = pn.widgets.Button(label="Compute offers", color="primary",
                                                 width=160, css_classes=["wb-flex-compute"])
-        self.compute_button.on_click(lambda _e: s.compute_offers())
+        self.compute_button.on_click(self._on_compute)
         self.pick_site = pn.widgets.Select(label="Offer of", width=180,
                                            css_classes=["wb-flex-pick-site"])
         self.pick_start = pn.widgets.Select(label="starting", width=230,
@@ -114,6 +114,13 @@ class FlexibilityView(StateView):
         offer = self.s.picked_offer()
         self.plan_button.disabled = (self.s.running or offer is None
                                      or float(offer["sheddable_kw"]) <= 0)
+
+    async def _on_compute(self, _event: Any) -> None:
+        self.compute_button.param.update(loading=True, disabled=True)
+        try:
+            await self.s.compute_offers_async()
+        finally:
+            self.compute_button.param.update(loading=False, disabled=False)
 
     async def _on_plan(self, _event: Any) -> None:
         await self.s.run_async(self.s.compute_event)
