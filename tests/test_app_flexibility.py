@@ -250,3 +250,35 @@ def test_the_tab_renders_and_its_csv_is_the_offers(planned: tuple[Path, Workbenc
     assert app.s.flex_pick == {"datacenter": pick["datacenter"], "start": row["start"]}
     for pane in (view._heatmap(), view._offer(), view._report()):
         pn.panel(pane).get_root()
+
+
+@pytest.mark.slow
+def test_a_scenarios_own_events_are_held_reported_and_marked_by_an_app_run(
+        tmp_path: Path, seed3: Scenario) -> None:
+    """A scenario with ``[[grid_events]]``: the app's run holds them, reports them against
+    the same run without them (its own progress row), and the Supply chart marks them; its
+    offers are still read (the events are the scenario's, not added to the run)."""
+    import dataclasses
+
+    from workbench.events import GridEvent
+
+    sc = _mini(seed3)
+    event = GridEvent("guangzhou", 4.0, 3.0, cut_pct=2.0, notice_hours=2.0)
+    sc = dataclasses.replace(sc, name="mini-ev", supply=dataclasses.replace(
+        sc.supply, grid_events=(event,)))
+    db = tmp_path / "wb.duckdb"
+    with Store(db) as store:
+        store.save_scenario(sc)
+    s = WorkbenchState(db_path=str(db), scenario_name="mini-ev", baseline_policies=[],
+                       shared=SharedCache())
+    res = s.run()
+    assert res is not None, s.message
+    row, = res.meta["grid_events"]
+    assert row["datacenter"] == "guangzhou" and row["shed_kwh"] is not None
+    assert row["limit_kw"] == pytest.approx(row["planned_import_kw"] * 0.98)
+    assert [r["policy"] for r in s.progress_rows] == [f"{s.policy} without the events",
+                                                      s.policy]
+    windows = derive.event_windows(derive.run_events(res.meta), s.scenario, "guangzhou")
+    assert len(windows) == 1 and windows["start"].iloc[0] == pd.Timestamp(
+        s.scenario.start) + pd.Timedelta(hours=4)
+    assert s.compute_offers() is not None, s.message

@@ -70,6 +70,8 @@ class FlexibilityView(StateView):
         sc = self.s.scenario
         names = [] if sc is None else [d.name for d in sc.datacenters]
         keep = self.s.flex_site if self.s.flex_site in names else EVERY_SITE
+        if keep == EVERY_SITE:
+            self.s.flex_site = ""  # a site of the previous scenario
         self.site.param.update(options=[EVERY_SITE, *names], value=keep)
 
     def _site_chosen(self, event: Any) -> None:
