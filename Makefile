@@ -50,7 +50,8 @@ lock:
 	$(BIN)/python -m pytest -q
 
 # JupyterLab on the tutorials (installs the `notebooks` extra on first use).
-# FULL_WEEK=1 makes 01_quickstart plan the whole seed3 week instead of two days.
+# FULL_WEEK=1 makes 01_quickstart and 04_grid_flexibility plan the whole seed3 week instead
+# of two days.
 notebooks: $(STAMP)
 	@echo "== Installing the notebooks extra (JupyterLab)"
 	$(BIN)/pip install --progress-bar on -c $(LOCK) -e ".[notebooks]"

@@ -716,3 +716,105 @@ def test_the_grid_tab_shows_that_it_is_loading(page: object, server: str) -> Non
     assert seen_loading, "no loading indicator before the Grid tab's charts"
     assert pg.locator(".wb-tab-loading").count() == 0  # type: ignore[attr-defined]
     pg.context.close()  # type: ignore[attr-defined]
+
+
+# -- issue 33: the Flexibility tab and grid events on the Supply chart ----------------------
+
+def test_the_flexibility_tab_draws_the_offers_and_plans_one_as_a_kept_event(
+        page: object, server: str, stored: tuple[Path, dict[str, object]],
+        tmp_path: Path) -> None:
+    """A stored look-ahead run: the Flexibility tab computes its offers (the heatmap drawn,
+    nothing cut at 1366x768), a click on a cell picks another offer, the best offer planned
+    as a grid event shows the verdict the library gives the same event (``run_spec`` with
+    it, as ``plan --grid-event``) with its numbers, and the Supply chart of the event's site
+    shades its window and draws its limit."""
+    import pandas as pd
+
+    from workbench.app.plots import EVENT_COLOR
+    from workbench.caps import Caps
+    from workbench.events import GridEvent
+    from workbench.flexibility import Envelope, offers
+    from workbench.runner import RunSpec, run_spec, save_outcome
+
+    sc = first_hours(build_seed3(), 24, arrivals_h=6, name="zz-flex")
+    _save_scenario(stored[0], sc)
+    base = run_spec(RunSpec("zz-flex", "lookahead", baseline=False), sc)
+    run_id = _while_held(lambda: save_outcome(base, stored[0])).run_ids[-1]
+    table = offers(Envelope.of_run(sc, base.result), 3.0, 2.0)
+    best = table.loc[table["sheddable_kw"].idxmax()]
+    event = GridEvent(str(best["datacenter"]), pd.Timestamp(best["start"]).to_pydatetime(),
+                      3.0, limit_kw=float(best["limit_kw"]), notice_hours=2.0)
+    want, = run_spec(RunSpec("zz-flex", "lookahead", baseline=False,
+                             caps=Caps(events=(event,))), sc).result.meta["grid_events"]
+
+    pg = _new_page(page, server)
+    _wait_for(pg.locator("#wb-run-banner"), run_id)  # type: ignore[attr-defined]
+    _tab(pg, "Flexibility")
+    pg.locator(".wb-flex-compute button").click()  # type: ignore[attr-defined]
+    note = _wait_for(pg.locator(".wb-flex-note p"), "with kW to shed")  # type: ignore[attr-defined]
+    assert f"{int((table['sheddable_kw'] > 0).sum())} of {len(table)}" in note
+    heatmap = pg.locator(".wb-flex-heatmap canvas").first  # type: ignore[attr-defined]
+    heatmap.wait_for()
+    offer = _wait_for(pg.locator(".wb-flex-offer p"), "kW shed")  # type: ignore[attr-defined]
+    assert f"{best['sheddable_kw']:,.1f} kW shed" in offer
+    pg.locator(".wb-flex-curve canvas").first.wait_for()  # type: ignore[attr-defined]
+    time.sleep(1.0)
+    pg.screenshot(path=str(ARTIFACTS / "browser_1366_flexibility.png"), full_page=True)  # type: ignore[attr-defined]
+    cut = pg.locator(".wb-flex-note p, .wb-flex-offer p, .wb-flex-pick-site label, "  # type: ignore[attr-defined]
+                     ".wb-flex-pick-start label").evaluate_all(CUT_JS)
+    assert cut == [], f"flexibility: {cut}"
+    # A click in the heatmap's middle picks that cell's offer (another site, a later start).
+    start = pg.locator(".wb-flex-pick-start select").first  # type: ignore[attr-defined]
+    chosen = start.input_value()
+    box = heatmap.bounding_box()
+    pg.mouse.click(box["x"] + box["width"] * 0.55, box["y"] + box["height"] * 0.5)  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 30
+    while start.input_value() == chosen:
+        assert time.monotonic() < deadline, "a click on the heatmap picked no offer"
+        time.sleep(0.3)
+    # Back to the best offer, then plan it.
+    pg.locator(".wb-flex-pick-site select").first.select_option(str(best["datacenter"]))  # type: ignore[attr-defined]
+    local = pd.Timestamp(best["start"]).tz_convert("Asia/Shanghai")  # the sites' zone
+    start.select_option(label=f"{local:%a %m-%d %H:%M}")
+    _wait_for(pg.locator(".wb-flex-offer p"), f"{best['sheddable_kw']:,.1f} kW shed")  # type: ignore[attr-defined]
+    plan = pg.locator(".wb-flex-plan button")  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 30
+    while plan.is_disabled():
+        assert time.monotonic() < deadline, "Plan this event stayed disabled"
+        time.sleep(0.3)
+    plan.click()
+    verdict = "kept" if want["met"] else "MISSED"
+    report = _wait_for(pg.locator(".wb-event-report p"), f"{verdict}, import up to",  # type: ignore[attr-defined]
+                       timeout_s=600)
+    assert f"up to {want['max_import_kw']:,.1f} kW against its {want['limit_kw']:,.1f} kW" in (
+        report)
+    assert f"{want['shed_kwh']:,.1f} kWh shed" in report
+    assert "no new deadline miss" in report
+    pg.locator(".wb-event-table .tabulator-row").first.wait_for()  # type: ignore[attr-defined]
+    time.sleep(1.0)
+    pg.screenshot(path=str(ARTIFACTS / "browser_1366_flexibility_event.png"), full_page=True)  # type: ignore[attr-defined]
+    cut = pg.locator(".wb-event-report p, .wb-event-table .tabulator-col-title, "  # type: ignore[attr-defined]
+                     ".wb-event-table .tabulator-cell").evaluate_all(CUT_JS)
+    assert cut == [], f"event report: {cut}"
+    assert pg.locator(".wb-event-table .tabulator-tableholder").evaluate_all(  # type: ignore[attr-defined]
+        SIDE_SCROLL_JS) == 0
+    # The Supply chart of the event's site: its window shaded, its limit a red line.
+    _tab(pg, "Supply")
+    site = pg.locator(".wb-supply-site select").first  # type: ignore[attr-defined]
+    site.wait_for()
+    site.select_option(str(best["datacenter"]))
+    chart = pg.locator(".wb-supply-chart").first  # type: ignore[attr-defined]
+    chart.locator("canvas").first.wait_for()
+    from PIL import Image
+
+    deadline = time.monotonic() + 60
+    while True:
+        chart.screenshot(path=str(tmp_path / "event.png"))
+        rgb = Image.open(tmp_path / "event.png").convert("RGB")
+        shade, line = int(_near(rgb, EVENT_COLOR, 0.12, tol=6).sum()), int(  # type: ignore[attr-defined]
+            _near(rgb, EVENT_COLOR, 1.0, tol=30).sum())
+        if shade > 200 and line > 40:
+            break
+        assert time.monotonic() < deadline, f"the event is not marked: {shade}, {line}"
+        time.sleep(1.0)
+    pg.context.close()  # type: ignore[attr-defined]

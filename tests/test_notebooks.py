@@ -28,7 +28,7 @@ def _execute(path: Path, cwd: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["01_quickstart.ipynb", "02_v_tradeoff.ipynb",
-                                  "03_real_grid.ipynb"])
+                                  "03_real_grid.ipynb", "04_grid_flexibility.ipynb"])
 def test_notebook_runs(name: str) -> None:
     out = "".join(_execute(NOTEBOOKS / name, NOTEBOOKS))
     # 01 printed a TqdmWarning ("IProgress not found"): the extras bring ipywidgets.

@@ -62,6 +62,12 @@ _LAZY: dict[str, str] = {
     "run_spec": "workbench.runner",
     "simulate_spec": "workbench.runner",
     "save_outcome": "workbench.runner",
+    # grid events and the flexibility envelope
+    "GridEvent": "workbench.events",
+    "parse_event": "workbench.events",
+    "Envelope": "workbench.flexibility",
+    "offers": "workbench.flexibility",
+    "OFFER_COLUMNS": "workbench.flexibility",
     "MemoryRecorder": "workbench.recorders",
     "CsvRecorder": "workbench.recorders",
     "DuckDBRecorder": "workbench.recorders",

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -50,8 +50,11 @@ from numpy.typing import NDArray
 
 from workbench.bill import site_array
 from workbench.model import Scenario
-from workbench.outcome import move_charges
+from workbench.outcome import RESTART_S_DEFAULT, move_charges
 from workbench.sim.results import service_floors_kw, site_floors_kw
+
+if TYPE_CHECKING:
+    from workbench.sim import RunResult
 
 OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import_kw",
                  "sheddable_kw", "limit_kw", "extra_cost", "flexible_jobs")
@@ -82,7 +85,8 @@ class Envelope:
     slots : DataFrame
         The run's slot records with the site meter (:attr:`~workbench.sim.RunResult.slots`).
     jobs : DataFrame
-        The run's job outcomes (:attr:`~workbench.sim.RunResult.jobs`).
+        The run's job outcomes (:attr:`~workbench.sim.RunResult.jobs`); empty (a stored
+        run keeps none): read from the plan's finish rows (:func:`plan_job_outcomes`).
     restart_s : float
         Seconds a paused job loses when it resumes.
     """
@@ -97,6 +101,10 @@ class Envelope:
         self.price = site_array(slots, "price_per_kwh", self.names)
         self.floor_kw = self._floors()
         self.restart_slots = restart_s / sc.slot_s
+        if "slot" not in plan:  # a stored plan: the slot from its start
+            plan = plan.assign(slot=_slots_of(sc, plan["slot_start"]))
+        if jobs is None or jobs.empty:
+            jobs = plan_job_outcomes(plan, sc)
         placed = plan[plan["n_gpus"].fillna(0) > 0]
         run = placed[placed["kind"] == "training"]
         self.rows = run[["job_id", "slot", "region", "energy_kwh"]].copy()
@@ -128,6 +136,16 @@ class Envelope:
             deadline[str(r.job_id)] = (sc.n_slots + 10**9 if open_ended else
                                        sc.slot_of(pd.Timestamp(r.deadline), after=True))
         self.finish, self.deadline = finish, deadline
+
+    @classmethod
+    def of_run(cls, scenario: Scenario, result: RunResult) -> Envelope:
+        """The envelope of a run as planned or as stored (:func:`workbench.runs.
+        load_result`: no job outcomes, its plan without slot numbers), with the restart
+        seconds the run was simulated with. ``scenario`` at the run's slot length."""
+        restart_s = result.meta.get("restart_s")
+        if restart_s is None:
+            restart_s = (result.meta.get("knobs") or {}).get("restart_s", RESTART_S_DEFAULT)
+        return cls(scenario, result.plan, result.slots, result.jobs, float(restart_s))
 
     def _floors(self) -> NDArray[np.float64]:
         """Per slot and site, what it draws whatever runs (kW, slots x sites)."""
@@ -264,6 +282,44 @@ class Envelope:
         return out
 
 
+def _slots_of(sc: Scenario, times: pd.Series) -> NDArray[np.int64]:
+    """The slot index of each UTC time (a slot's start)."""
+    t = pd.to_datetime(times, utc=True)
+    start = pd.Timestamp(sc.start)
+    start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+    return np.asarray(np.floor((t - start).dt.total_seconds() / sc.slot_s + 1e-9),
+                      dtype=np.int64)
+
+
+def plan_job_outcomes(plan: pd.DataFrame, sc: Scenario) -> pd.DataFrame:
+    """What the envelope needs of each training job's outcome, from a plan alone (a stored
+    run keeps no job outcomes): ``job_id``, ``kind``, ``finish_time`` (the end of its
+    finish row's slot: NaT when it did not finish), ``deadline`` and ``deadline_met``
+    (None without a deadline, or unfinished with its deadline after the horizon), as
+    :attr:`workbench.sim.RunResult.jobs` has them."""
+    fin = plan[plan["action"] == "finish"]
+    done = dict(zip(fin["job_id"].astype(str), pd.to_datetime(fin["slot_end"], utc=True),
+                    strict=True))
+    end = pd.Timestamp(sc.end)
+    end = end.tz_localize("UTC") if end.tzinfo is None else end
+    rows = []
+    for j in sc.jobs:
+        if not j.is_training:
+            continue
+        when = done.get(str(j.job_id))
+        deadline = None if j.deadline is None else pd.Timestamp(j.deadline)
+        met: bool | None = None
+        if deadline is not None and when is not None:
+            met = bool(when <= deadline)
+        elif deadline is not None and deadline <= end:
+            met = False
+        rows.append({"job_id": str(j.job_id), "kind": "training",
+                     "finish_time": pd.NaT if when is None else when,
+                     "deadline": deadline, "deadline_met": met})
+    return pd.DataFrame(rows, columns=["job_id", "kind", "finish_time", "deadline",
+                                       "deadline_met"])
+
+
 def start_slots(sc: Scenario, hours: float, every_h: float = 1.0,
                 first_h: float = 0.0, last_h: float | None = None) -> list[int]:
     """The window starts: every ``every_h`` hours from ``first_h`` to ``last_h`` (default:
@@ -297,4 +353,4 @@ def offers(envelope: Envelope, hours: float, notice_h: float,
     return pd.DataFrame(rows, columns=list(OFFER_COLUMNS))
 
 
-__all__ = ["OFFER_COLUMNS", "Envelope", "offers", "start_slots"]
+__all__ = ["OFFER_COLUMNS", "Envelope", "offers", "plan_job_outcomes", "start_slots"]

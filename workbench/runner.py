@@ -391,6 +391,37 @@ def settle_events(result: RunResult, twin: RunResult, scenario: Scenario, caps: 
     return rows
 
 
+def event_twin(spec: RunSpec, scenario: Scenario, caps: Caps, *,
+               fitted: ModelForecast | None = None, recorders: Sequence[Recorder] = ()
+               ) -> tuple[Caps, RunResult | None]:
+    """For caps with grid events: the events checked against the scenario (a known site, a
+    start inside the horizon, a limit above the site's floor), the same run without them
+    (the twin: what they cut, a % cut being of its import, shed and cost) and the caps with
+    every cut resolved to kW. Without events: ``(caps, None)``. Every face that plans
+    events goes through here, then :func:`simulate_spec` with the returned caps and
+    :func:`settle_events` against the twin.
+
+    Raises
+    ------
+    ValueError
+        An event the scenario refuses (its message names the event and the numbers);
+        SpecError for a limit below what the services alone draw.
+    """
+    if not caps.has_events:
+        return caps, None
+    caps = caps.with_events(events.check_events(scenario, caps.events,
+                                                site_floors_kw(scenario)))
+    twin, _ = simulate_spec(spec, scenario, caps=caps.with_events(()), fitted=fitted,
+                            recorders=recorders)
+    caps = caps.with_events(events.resolve_cuts(
+        scenario, caps.events, grid_import_kw(twin, scenario)))
+    try:
+        check_power_caps(scenario, caps)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    return caps, twin
+
+
 def _missed(result: RunResult) -> list[str]:
     """The jobs that missed a deadline inside the horizon."""
     jobs = result.jobs
@@ -574,19 +605,7 @@ def run_spec(
         if "carbon_first" in policy_knobs(spec.policy) and "carbon_first" not in spec.knobs:
             # The budget cannot be kept: minimise carbon subject to the deadlines.
             run = replace(spec, knobs={**spec.knobs, "carbon_first": True})
-    twin: RunResult | None = None
-    if caps.has_events:
-        # The same run without the events: what they cut (a % cut is of its import), shed
-        # and cost.
-        caps = caps.with_events(events.check_events(scenario, caps.events,
-                                                    site_floors_kw(scenario)))
-        twin, _ = simulate_spec(run, scenario, caps=caps.with_events(()), fitted=fitted)
-        caps = caps.with_events(events.resolve_cuts(
-            scenario, caps.events, grid_import_kw(twin, scenario)))
-        try:
-            check_power_caps(scenario, caps)
-        except ValueError as exc:
-            raise SpecError(str(exc)) from None
+    caps, twin = event_twin(run, scenario, caps, fitted=fitted)
     result, bound = simulate_spec(run, scenario, caps=caps, fitted=fitted,
                                   recorders=recorders, progress=progress)
     if twin is not None:
@@ -676,11 +695,14 @@ __all__ = [
     "SpecError",
     "budget_note",
     "budget_verdict",
+    "event_twin",
     "fit_forecast",
     "least_carbon",
     "forecast_mode",
     "run_spec",
     "save_outcome",
+    "settle_events",
     "simulate_spec",
     "spec_key",
+    "with_scenario_events",
 ]

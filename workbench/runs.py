@@ -228,7 +228,8 @@ def _kg(value: Any) -> str:
 
 
 def knobs_text(info: Mapping[str, Any]) -> str:
-    """One line saying what made a run: policy, V, caps, GPU menu, forecast and slot."""
+    """One line saying what made a run: policy, V, caps, grid events, GPU menu, forecast and
+    slot."""
     k = run_settings(info)
     parts = [str(info.get("policy", "?"))]
     if "V" in k:
@@ -241,6 +242,9 @@ def knobs_text(info: Mapping[str, Any]) -> str:
         parts.append(f"carbon cap {_kg(cap)} kg")
     if k.get("power_cap_kw") is not None:
         parts.append(f"power cap {float(k['power_cap_kw']):,.0f} kW")
+    events = k.get("grid_events") or []
+    if events:
+        parts.append(f"{len(events)} grid event{'s' if len(events) > 1 else ''}")
     if "migration_threshold" in k:
         parts.append(f"migration threshold {float(k['migration_threshold']):g}")
     if k.get("gpu_counts"):

@@ -15,6 +15,7 @@ import xarray as xr
 from workbench.bill import BILL_PARTS
 from workbench.caps import Caps
 from workbench.equal_work import LikeForLike, like_for_like
+from workbench.events import GridEvent, report
 from workbench.policies import POLICY_NAMES
 from workbench.quote import QUOTE_ORDERS, sort_quote  # noqa: F401 - the app's names
 from workbench.runs import REFERENCE_POLICY, run_settings
@@ -598,3 +599,97 @@ def bill_table(metrics: Mapping[str, Any], datacenters: Iterable[str],
     rows.append(["all", *(float(metrics.get(f"bill_{p}") or 0.0) for p in BILL_PARTS),
                  float(metrics["bill_total"]), math.nan, ""])
     return pd.DataFrame(rows, columns=cols)
+
+
+# -- grid events and the flexibility envelope --------------------------------------------
+def run_events(meta: Mapping[str, Any]) -> tuple[GridEvent, ...]:
+    """The grid events a run held, from its knobs: the caps it ran under, as the store keeps
+    them and ``runs show`` lists them (:meth:`workbench.caps.Caps.from_stored`; each
+    event's limit resolved to kW, the scenario's own events included).
+
+    Raises ValueError for stored events the library refuses (the message names them)."""
+    return Caps.from_stored(meta.get("knobs") or {}).events
+
+
+EVENT_WINDOW_COLUMNS: tuple[str, ...] = ("datacenter", "name", "start", "end", "limit_kw")
+"""Columns of :func:`event_windows` (times UTC)."""
+
+
+def event_windows(events: Iterable[GridEvent], scenario: Any,
+                  datacenter: str | None = None) -> pd.DataFrame:
+    """Each event's window (UTC) and import limit (kW) at its site, those of ``datacenter``
+    alone when given: what the Supply chart shades."""
+    rows = []
+    for ev in events:
+        if datacenter is not None and ev.datacenter != datacenter:
+            continue
+        start = pd.Timestamp(ev.starts_at(scenario))
+        rows.append({"datacenter": ev.datacenter, "name": ev.label, "start": start,
+                     "end": start + pd.Timedelta(hours=float(ev.hours)),
+                     "limit_kw": float(ev.limit_kw) if ev.limit_kw is not None else math.nan})
+    return pd.DataFrame(rows, columns=list(EVENT_WINDOW_COLUMNS))
+
+
+def event_rows(result: Any, scenario: Any) -> list[dict[str, Any]]:
+    """A run's grid events with their verdicts: the run's own report when it was planned in
+    this server (``meta["grid_events"]``, :func:`workbench.runner.settle_events`: shed kWh,
+    extra cost and payment against the same run without the events), else, for a stored
+    run, :func:`workbench.events.report` of its events on its stored meter (met and the
+    largest import against the limit; what was shed is unknown without the twin: None).
+    Empty when the run held no event."""
+    rows = result.meta.get("grid_events")
+    if rows:
+        return [dict(r) for r in rows]
+    held = tuple(e for e in run_events(result.meta) if e.limit_kw is not None)
+    names = [d.name for d in scenario.datacenters]
+    if not held or result.slots is None or site_key("grid_import_kw", names[0]) not in (
+            result.slots):
+        return []
+    from workbench.bill import site_array
+
+    return report(scenario, held, site_array(result.slots, "grid_import_kw", names))
+
+
+EVENT_TABLE_COLUMNS: tuple[str, ...] = (
+    "event", "datacenter", "start ({tz})", "hours", "notice (h)", "limit (kW)",
+    "max import (kW)", "kept", "shed (kWh)", "extra cost ({c})", "payment ({c})",
+    "new misses")
+"""Columns of :func:`event_table` (``{c}`` the currency, ``{tz}`` the zone)."""
+
+
+def event_table(rows: Iterable[Mapping[str, Any]], currency: str, tz: str = "UTC"
+                ) -> pd.DataFrame:
+    """The events' report (:func:`event_rows`) as the app shows it: one row per event, kept
+    or MISSED, the largest import against the limit, and against the same run without the
+    event the kWh shed, the extra cost and the payment (empty where unknown)."""
+    cols = [c.format(c=currency, tz=tz) for c in EVENT_TABLE_COLUMNS]
+    out = []
+    for r in rows:
+        start = pd.Timestamp(r["start"])
+        start = start.tz_localize("UTC") if start.tzinfo is None else start
+        misses = r.get("new_misses")
+        out.append([r["name"], r["datacenter"], f"{start.tz_convert(tz):%Y-%m-%d %H:%M}",
+                    float(r["hours"]), float(r["notice_hours"]), float(r["limit_kw"]),
+                    float(r["max_import_kw"]), "kept" if r["met"] else "MISSED",
+                    _maybe(r.get("shed_kwh")), _maybe(r.get("extra_cost")),
+                    _maybe(r.get("payment")),
+                    "" if misses is None else (", ".join(misses) or "none")])
+    return pd.DataFrame(out, columns=cols)
+
+
+def _maybe(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def offers_frame(offers: pd.DataFrame, tz: str = "UTC") -> pd.DataFrame:
+    """The offers (:data:`workbench.flexibility.OFFER_COLUMNS`) with ``start_local``, each
+    start as wall-clock time in ``tz`` (naive: bokeh draws it as it is): the heatmap's
+    table."""
+    t = pd.to_datetime(offers["start"], utc=True)
+    return offers.assign(start_local=t.dt.tz_convert(tz).dt.tz_localize(None))
+
+
+def cost_curve_frame(points: Iterable[tuple[float, float]]) -> pd.DataFrame:
+    """:meth:`workbench.flexibility.Envelope.cost_curve`'s points as a table: ``kw_shed``,
+    ``extra_cost``."""
+    return pd.DataFrame(list(points), columns=["kw_shed", "extra_cost"], dtype=float)

@@ -426,11 +426,18 @@ SUPPLY_COLORS: dict[str, str] = {"renewables": "#2ca02c", "battery": "#9467bd",
 """The supply chart's colours (renewables green, battery purple, grid grey)."""
 
 
-def supply_stack(frame: pd.DataFrame, datacenter: str, tz: str = "UTC") -> hv.Element:
+EVENT_COLOR = "#d62728"
+"""Grid events on the Supply chart: their windows shaded and their limits drawn in it."""
+
+
+def supply_stack(frame: pd.DataFrame, datacenter: str, tz: str = "UTC",
+                 events: pd.DataFrame | None = None) -> hv.Element:
     """One datacenter's supply over time (:func:`workbench.app.derive.supply_frame`, times
     wall-clock in ``tz``): renewables, battery discharge and grid stacked (they meet the load
     plus the battery's charging), curtailed renewable power on top in pale green, and the
-    load as a black line."""
+    load as a black line. ``events`` (:func:`workbench.app.derive.event_windows`, times
+    wall-clock in ``tz``): each grid event's window shaded and its import limit a dashed
+    red line over it."""
     if frame.empty:
         return _empty("no supply recorded for this run (stored before supply existed)")
     names = ["renewables", "battery", "grid", "curtailed"]
@@ -443,6 +450,52 @@ def supply_stack(frame: pd.DataFrame, datacenter: str, tz: str = "UTC") -> hv.El
         color="black", line_width=1.4, interpolation="steps-post", tools=["hover"],
         hover_tooltips=[("time", "@time{%a %m-%d %H:%M}"), ("load kW", "@load{0.0}")],
         hover_formatters={"@time": "datetime"})
-    return (areas * load).opts(
+    chart = areas * load
+    if events is not None and not events.empty:
+        spans = [hv.VSpan(r.start, r.end).opts(color=EVENT_COLOR, alpha=0.12, line_width=0)
+                 for r in events.itertuples(index=False)]
+        limits = hv.Segments(
+            events.assign(y=events["limit_kw"]), [("start", f"time ({tz})"), ("y", "kW"),
+                                                  "end", "limit_kw"],
+            vdims=["name"], label="event limit").opts(
+            color=EVENT_COLOR, line_width=2, line_dash="dashed", tools=["hover"],
+            hover_tooltips=[("grid event", "@name"), ("limit kW", "@limit_kw{0.0}")])
+        chart = hv.Overlay([*spans, *chart, limits])
+    return chart.opts(
         **CALM, responsive=True, height=280, legend_position="right",
-        title=f"{datacenter}: supply (kW) against the load")
+        title=f"{datacenter}: supply (kW) against the load"
+        + ("" if events is None or events.empty else "; grid events shaded"))
+
+
+def offers_heatmap(frame: pd.DataFrame, tz: str = "UTC", currency: str = "") -> hv.Element:
+    """The flexibility envelope: sheddable kW by site (rows) and start hour (columns,
+    wall-clock in ``tz``; :func:`workbench.app.derive.offers_frame`). Hover: the plan's
+    peak, the limit the site holds and the extra cost."""
+    if frame.empty:
+        return _empty("no offers: compute them from a run")
+    cur = f" ({currency})" if currency else ""
+    sites = list(dict.fromkeys(frame["datacenter"]))
+    hm = hv.HeatMap(
+        frame, [("start_local", f"start ({tz})"), ("datacenter", "datacenter")],
+        [("sheddable_kw", "sheddable kW"), ("planned_import_kw", "planned kW"),
+         ("limit_kw", "held at kW"), ("extra_cost", f"extra cost{cur}"),
+         ("flexible_jobs", "jobs paused")])
+    return hm.opts(
+        **CALM, cmap="Greens", colorbar=True, clim=(0.0, max(float(
+            frame["sheddable_kw"].max()), 1e-9)), responsive=True,
+        height=110 + 38 * len(sites), tools=["hover", "tap"], line_color="white",
+        # The chosen offer is named beside the chart (a tapped cell is not always it).
+        nonselection_alpha=1.0,
+        invert_yaxis=True, title="kW each site can shed below its planned import "
+        "(click a cell)", xlabel=f"event start ({tz})", ylabel="")
+
+
+def cost_curve(frame: pd.DataFrame, title: str, currency: str = "") -> hv.Element:
+    """One offer's cost curve (:func:`workbench.app.derive.cost_curve_frame`): kW shed
+    against the extra cost, the pausable jobs added cheapest per kW first."""
+    if len(frame) <= 1:
+        return _empty("no job there can pause through this window: nothing to shed")
+    dims = [("kw_shed", "kW shed")], [("extra_cost", f"extra cost ({currency})")]
+    return (hv.Curve(frame, *dims).opts(color="#2ca02c", line_width=2)
+            * hv.Scatter(frame, *dims).opts(size=7, color="#2ca02c", tools=["hover"])
+            ).opts(**CALM, responsive=True, height=260, title=title)

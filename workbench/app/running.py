@@ -233,7 +233,10 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
     Errors a user can fix come back in :attr:`RunOutcome.error`, a cancelled run as
     ``cancelled``; a comparison that fails or is cancelled is a note, the run stands.
     """
-    spec, sc = request.spec, request.scenario
+    sc = request.scenario
+    # The scenario's own grid events and the request's: held by the run, reported against
+    # the same run without them (the twin), as `plan --grid-event` does.
+    spec = runner.with_scenario_events(request.spec, sc)
     base = runner.BASELINE
     # A percentage carbon cap is resolved against asap-home's carbon: that run goes first.
     first = ([base] if spec.caps.needs_baseline and not shared.comparisons(request.key, [base])
@@ -243,8 +246,10 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
     todo = [b for b in request.comparisons
             if b not in first and b not in shared.comparisons(request.key, [b])
             and unsuitable(b, sc) is None]
-    progress.begin([*first, spec.policy, *todo], sc.n_slots,
-                   f"running {(first or [spec.policy])[0]} over {sc.n_slots} slots")
+    twin_row = [f"{spec.policy} without the events"] if spec.caps.has_events else []
+    progress.begin([*first, *twin_row, spec.policy, *todo], sc.n_slots,
+                   f"running {(first or twin_row or [spec.policy])[0]} over {sc.n_slots} "
+                   "slots")
     notes: list[str] = []
     try:
         # The model forecast is fitted once, for the run and its comparisons alike.
@@ -259,16 +264,25 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
                     f"the carbon cap of {spec.caps.label} below {base} needs {base}'s carbon, "
                     f"and {base} did not run: {'; '.join(notes) or 'unknown reason'}"))
             caps = spec.caps.resolved(float(asap.metrics["carbon_kg"]))
-            progress.next_policy(len(first), f"running {spec.policy} over {sc.n_slots} slots")
+            progress.next_policy(len(first), f"running {(twin_row or [spec.policy])[0]} "
+                                 f"over {sc.n_slots} slots")
+        caps, twin = runner.event_twin(spec, sc, spec.caps if caps is None else caps,
+                                       fitted=fitted, recorders=[progress.recorder()])
+        if twin is not None:
+            progress.next_policy(len(first) + 1, f"running {spec.policy} holding the grid "
+                                 f"events over {sc.n_slots} slots")
         result, _ = runner.simulate_spec(spec, sc, caps=caps, fitted=fitted,
                                          recorders=[progress.recorder()])
+        if twin is not None:
+            runner.settle_events(result, twin, sc, caps)
     except RunCancelled:
         return RunOutcome(result=None, cancelled=True,
                           error=f"{spec.policy} run cancelled; the results shown are the "
                           "previous run's")
     except RUN_ERRORS as exc:
         return RunOutcome(result=None, error=f"{spec.policy} failed: {exc}")
-    notes += _run_comparisons(request, todo, fitted, shared, progress, offset=len(first) + 1)
+    notes += _run_comparisons(request, todo, fitted, shared, progress,
+                              offset=len(first) + len(twin_row) + 1)
     kept = shared.comparisons(request.key, request.comparisons)
     _attach(result, kept, sc)
     outcome = RunOutcome(result=result, notes=notes,

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -48,6 +49,9 @@ from workbench.app.running import (
 from workbench.app.shared import SERVER_CACHE, ComparisonKey, SharedCache
 from workbench.caps import Caps
 from workbench.cubes import CubeError
+from workbench.events import GridEvent
+from workbench.flexibility import Envelope, start_slots
+from workbench.flexibility import offers as envelope_offers
 from workbench.forecast import FORECAST_MODES
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs, unsuitable
@@ -108,6 +112,20 @@ class WorkbenchState(param.Parameterized):
     tradeoff = param.DataFrame(default=None, allow_None=True,
                                doc="V sweep of the scenario from the store")
     last_quote = param.ClassSelector(class_=Quote, default=None, allow_None=True)
+    flex_hours = param.Number(default=3.0, label="Event hours",
+                              doc="How long each offered event lasts (checked by "
+                              "compute_offers: in (0, 168])")
+    flex_notice_h = param.Number(default=2.0, label="Notice (h)",
+                                 doc="Hours of notice of each offered event (checked by "
+                                 "compute_offers: in [0, 168])")
+    flex_site = param.String(default="", doc="Only this datacenter's offers (empty: every "
+                             "site; workbench flexibility --datacenter)")
+    offers = param.DataFrame(default=None, allow_None=True,
+                             doc="The flexibility envelope's offers of the run named in "
+                             "offers_from (workbench.flexibility.OFFER_COLUMNS)")
+    offers_from = param.Dict(default={}, doc="The run the offers are read off: run_id, "
+                             "label, policy, slot_s; and hours, notice_hours")
+    flex_pick = param.Dict(default={}, doc="The chosen offer: datacenter, start (ISO, UTC)")
     running = param.Boolean(default=False)
     progress = param.Integer(default=0, bounds=(0, None))
     progress_max = param.Integer(default=1, bounds=(1, None))
@@ -142,6 +160,8 @@ class WorkbenchState(param.Parameterized):
         self.run_progress = RunProgress(self.publisher)
         """The running computation's progress (it publishes the progress parameters)."""
         self._open: dict[int, Store] = {}
+        self.envelope: Envelope | None = None
+        """The flexibility envelope the offers were read from (:meth:`compute_offers`)."""
         self.fingerprint = ""
         """:meth:`Store.scenario_fingerprint` of the loaded scenario (keys the comparison
         runs shared between sessions)."""
@@ -211,8 +231,10 @@ class WorkbenchState(param.Parameterized):
         self.param.tz.objects = zones
         # The zone shown stays when the new scenario has it; else the zone most sites are in.
         keep = self.tz in zones and self.tz != "UTC"
+        self.envelope = None
         self.param.update(scenario=scenario, result=None, baselines={}, bound={},
-                          run_info={}, compare_ids=[],
+                          run_info={}, compare_ids=[], offers=None, offers_from={},
+                          flex_pick={},
                           tz=self.tz if keep else default_zone(scenario.datacenters,
                                                                scenario.start))
         if set(self.carbon_caps_kg) != {d.name for d in scenario.datacenters}:
@@ -384,18 +406,22 @@ class WorkbenchState(param.Parameterized):
 
         self.say(*run_summary(res, self.tz or "UTC", notes))
 
-    def run(self) -> RunResult | None:
-        """Run synchronously (tests, notebooks); returns the new result or None on error."""
+    def run(self, compute: Callable[[], RunOutcome] | None = None) -> RunResult | None:
+        """Run synchronously (tests, notebooks); returns the new result or None on error.
+        ``compute``: what to run (default :meth:`compute`, the sidebar's run;
+        :meth:`compute_event` plans the chosen offer)."""
         self.running = True
         try:
-            outcome = self.compute()
+            outcome = (compute or self.compute)()
         finally:
             self.running = False
         self.apply(outcome)
         return outcome.result
 
-    async def run_async(self) -> RunResult | None:
-        """Run in a worker thread; the event loop keeps serving this and other sessions.
+    async def run_async(self, compute: Callable[[], RunOutcome] | None = None
+                        ) -> RunResult | None:
+        """Run in a worker thread (``compute`` as for :meth:`run`); the event loop keeps
+        serving this and other sessions.
 
         A session closed meanwhile (:meth:`close_session`) gets nothing published: the run
         finishes and is stored (with *Save runs in the store*), and the next visitor opens
@@ -405,7 +431,7 @@ class WorkbenchState(param.Parameterized):
         self.running = True
         try:
             loop = asyncio.get_running_loop()
-            outcome = await loop.run_in_executor(None, self.compute)
+            outcome = await loop.run_in_executor(None, compute or self.compute)
         finally:
             if not self.closed:
                 self.running = False
@@ -585,6 +611,179 @@ class WorkbenchState(param.Parameterized):
                      f"{best['cost']:.2f} {q.currency} (the Quote tab ranks by your choice)",
                      "success")
         return q
+
+    # -- flexibility ---------------------------------------------------------------------
+    def compute_offers(self) -> pd.DataFrame | None:
+        """The flexibility envelope of the shown run (:meth:`workbench.flexibility.Envelope.
+        of_run`, the function ``workbench flexibility`` reads): every site's offer for each
+        start hour, ``flex_hours`` long at ``flex_notice_h`` hours' notice
+        (:func:`workbench.flexibility.offers`). The best offer is picked. A refusal (no run,
+        bad hours, a run already holding events) is said in one line; returns None."""
+        job = self._offers_job()
+        return None if job is None else self._show_offers(*job())
+
+    async def compute_offers_async(self) -> pd.DataFrame | None:
+        """:meth:`compute_offers` with the envelope read in a worker thread (a large fleet
+        takes seconds); the event loop keeps serving the sessions."""
+        job = self._offers_job()
+        if job is None:
+            return None
+        self.stage = "reading the flexibility envelope…"
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(None, job)
+        finally:
+            self.stage = ""
+        return None if self.closed else self._show_offers(*found)
+
+    def _offers_job(self) -> Callable[[], tuple[Any, ...]] | None:
+        """The envelope's reading as a function that touches no parameter (safe in a worker
+        thread), or None after saying why it is refused."""
+        why = self._offers_refusal()
+        res, sc0 = self.result, self.scenario
+        if not why and res is not None and sc0 is not None:
+            hours, notice = float(self.flex_hours), float(self.flex_notice_h)
+            sc = stored_runs.at_slot(sc0, int(res.meta.get("slot_s") or sc0.slot_s))
+            starts = start_slots(sc, hours)
+            if not starts:
+                why = (f"{hours:g}-hour events do not fit the horizon of {sc.name} "
+                       f"({sc.n_slots * sc.slot_s / 3600:g} h)")
+        if why or res is None or sc0 is None:
+            self.say(f"flexibility: {why}", "danger")
+            return None
+        sites = [self.flex_site] if self.flex_site else None
+        made = {"run_id": self.run_info.get("run_id"), "label": stored_runs.label(
+            self.run_info) if self.run_info else res.policy, "policy": res.policy,
+                "slot_s": sc.slot_s, "hours": hours, "notice_hours": notice}
+
+        def job() -> tuple[Any, ...]:
+            try:
+                env = Envelope.of_run(sc, res)
+                return env, envelope_offers(env, hours, notice, sites, starts), made, ""
+            except (ValueError, KeyError) as exc:
+                return None, None, made, f"the shown run's plan cannot be read: {exc}"
+
+        return job
+
+    def _show_offers(self, env: Envelope | None, table: pd.DataFrame | None,
+                     made: dict[str, Any], error: str) -> pd.DataFrame | None:
+        """Publish the offers read by :meth:`_offers_job` (the largest picked)."""
+        if env is None or table is None:
+            self.say(f"flexibility: {error}", "danger")
+            return None
+        self.envelope = env
+        best = table.loc[table["sheddable_kw"].idxmax()] if len(table) else None
+        self.param.update(offers=table, offers_from=made, flex_pick={} if best is None else {
+            "datacenter": str(best["datacenter"]), "start": str(best["start"])})
+        offering = int((table["sheddable_kw"] > 0).sum())
+        self.say(f"flexibility: {len(table)} offers of {made['hours']:g}-hour events at "
+                 f"{made['notice_hours']:g} h notice, {offering} with kW to shed", "info")
+        return table
+
+    def _offers_refusal(self) -> str:
+        """Why the shown run's envelope cannot be read now, or ``""``."""
+        res, sc = self.result, self.scenario
+        hours, notice = self.flex_hours, self.flex_notice_h
+        if hours is None or not 0 < float(hours) <= 168:
+            return f"event hours must be in (0, 168], got {hours}"
+        if notice is None or not 0 <= float(notice) <= 168:
+            return f"notice hours must be in [0, 168], got {notice}"
+        if res is None or sc is None:
+            return "no run shown: run one or load one in the Runs tab first"
+        names = [d.name for d in sc.datacenters]
+        if self.flex_site and self.flex_site not in names:
+            return f"site {self.flex_site!r} is not in {sc.name}; it has {', '.join(names)}"
+        if res.meta.get("scenario") not in (None, sc.name):
+            return f"the shown run is of {res.meta.get('scenario')}, not of {sc.name}"
+        try:
+            held = len(self.shown_events())
+        except ValueError as exc:
+            return f"the shown run's grid events cannot be read: {exc}"
+        if held > len(sc.supply.grid_events):
+            return (f"the shown run holds {held} grid event(s): offers are read off the plan "
+                    "without them; open or run one without events (Runs tab, or Run)")
+        return ""
+
+    def shown_events(self) -> tuple[GridEvent, ...]:
+        """The grid events the shown run held (:func:`workbench.app.derive.run_events`)."""
+        from workbench.app.derive import run_events
+
+        return () if self.result is None else run_events(self.result.meta)
+
+    def pick_offer(self, datacenter: str, start: Any) -> None:
+        """Choose the offer of ``datacenter`` whose start is nearest ``start`` (a time: UTC
+        when naive, or an ISO text)."""
+        table = self.offers
+        if table is None or table.empty:
+            return
+        rows = table[table["datacenter"] == datacenter]
+        if rows.empty:
+            return
+        when = pd.Timestamp(start)
+        when = when.tz_localize("UTC") if when.tzinfo is None else when
+        gap = (pd.to_datetime(rows["start"], utc=True) - when).abs()
+        self.flex_pick = {"datacenter": datacenter,
+                          "start": str(rows.loc[gap.idxmin(), "start"])}
+
+    def picked_offer(self) -> dict[str, Any] | None:
+        """The chosen offer's row, or None."""
+        table, pick = self.offers, self.flex_pick
+        if table is None or not pick:
+            return None
+        rows = table[(table["datacenter"] == pick["datacenter"])
+                     & (table["start"] == pick["start"])]
+        return None if rows.empty else rows.iloc[[0]].to_dict("records")[0]
+
+    def picked_curve(self) -> list[tuple[float, float]]:
+        """The chosen offer's cost curve (:meth:`workbench.flexibility.Envelope.
+        cost_curve`), or ``[]``."""
+        offer, env = self.picked_offer(), self.envelope
+        if offer is None or env is None:
+            return []
+        slot = env.sc.slot_of(pd.Timestamp(offer["start"]).to_pydatetime())
+        return env.cost_curve(str(offer["datacenter"]), slot, float(offer["hours"]))
+
+    def event_request(self) -> RunRequest:
+        """The chosen offer planned as a grid event: the sidebar's run (which made, or was
+        restored from, the run the offers are read off) holding one more event at the
+        offer's limit, notice and hours, as ``plan --grid-event DC,START,HOURS,LIMIT_KW,
+        NOTICE_H`` plans it; no comparison runs (its reference is the same run without
+        the event). Raises ValueError naming what to fix."""
+        offer = self.picked_offer()
+        if offer is None:
+            raise ValueError("no offer chosen: compute the offers and pick a cell")
+        if float(offer["sheddable_kw"]) <= 0:
+            raise ValueError(f"{offer['datacenter']} has no kW to shed from {offer['start']}"
+                             ": pick a cell with sheddable kW")
+        request = self.run_request()
+        made = self.offers_from
+        if request.spec.policy != made.get("policy"):
+            raise ValueError(f"the sidebar's policy {request.spec.policy} is not the one the "
+                             f"offers were read off ({made.get('policy')}): pick it again "
+                             "or compute the offers of this run")
+        if request.scenario.slot_s != made.get("slot_s"):
+            raise ValueError("the sidebar's slot length differs from the run the offers "
+                             "were read off: set it back or compute the offers again")
+        event = GridEvent(datacenter=str(offer["datacenter"]),
+                          start=pd.Timestamp(offer["start"]).to_pydatetime(),
+                          hours=float(offer["hours"]), limit_kw=float(offer["limit_kw"]),
+                          notice_hours=float(offer["notice_hours"]))
+        caps = request.spec.caps.with_events((*request.spec.caps.events, event))
+        return replace(request, spec=replace(request.spec, caps=caps), comparisons=(),
+                       key=replace(request.key, metered=caps.power_only()))
+
+    def compute_event(self) -> RunOutcome:
+        """Plan the chosen offer as a grid event (:meth:`event_request`) through the app's
+        run (:func:`workbench.app.running.run_with_comparisons`: progress, Cancel, stored
+        like any run); safe in a worker thread, like :meth:`compute`."""
+        errors = self.blocking_errors()
+        if errors:
+            return RunOutcome(result=None, error="fix the inputs first: " + "; ".join(
+                f"{k}: {v}" for k, v in errors.items()))
+        try:
+            request = self.event_request()
+        except RUN_ERRORS as exc:
+            return RunOutcome(result=None, error=f"cannot plan the event: {exc}")
+        return run_with_comparisons(request, self.shared, self.run_progress)
 
     def _store_failed(self, exc: StoreError, consequence: str) -> None:
         """Keep a store problem on screen (``store_error``, the sidebar's red box) and in

@@ -3,12 +3,14 @@
 Views hold widgets and layout only; every number they show comes from the state object or
 from :mod:`workbench.app.derive`, every HTML fragment from :mod:`workbench.app.markup`. One
 module per tab (:mod:`.metrics`, :mod:`.plan`, :mod:`.migrations`, :mod:`.runs`,
-:mod:`.grid`, :mod:`.quote`, :mod:`.export`), the sidebar and progress panel
+:mod:`.grid`, :mod:`.supply`, :mod:`.flexibility`, :mod:`.quote`,
+:mod:`.export`), the sidebar and progress panel
 (:mod:`.sidebar`), what they share (:mod:`.common`); :class:`WorkbenchApp` puts them
 together and :func:`create_app` builds one per browser session (:mod:`.page`).
 """
 
 from workbench.app.views.export import ExportView
+from workbench.app.views.flexibility import FlexibilityView
 from workbench.app.views.grid import ForecastPane, GridView
 from workbench.app.views.metrics import MetricsView
 from workbench.app.views.migrations import MigrationsView
@@ -20,6 +22,7 @@ from workbench.app.views.sidebar import ProgressPanel, Sidebar
 
 __all__ = [
     "ExportView",
+    "FlexibilityView",
     "ForecastPane",
     "GridView",
     "MetricsView",

@@ -14,6 +14,7 @@ from workbench.app.running import quiet_closed_sockets
 from workbench.app.state import WorkbenchState
 from workbench.app.views.common import StateView
 from workbench.app.views.export import ExportView
+from workbench.app.views.flexibility import FlexibilityView
 from workbench.app.views.grid import GridView
 from workbench.app.views.metrics import MetricsView
 from workbench.app.views.migrations import MigrationsView
@@ -40,7 +41,8 @@ class WorkbenchApp(StateView):
         self.views: dict[str, Viewer] = {
             "Metrics": MetricsView(state=s), "Plan": PlanView(state=s),
             "Migrations": MigrationsView(state=s), "Runs": RunsView(state=s),
-            "Grid": GridView(state=s), "Supply": SupplyView(state=s), "Quote": QuoteView(state=s),
+            "Grid": GridView(state=s), "Supply": SupplyView(state=s),
+            "Flexibility": FlexibilityView(state=s), "Quote": QuoteView(state=s),
             "Export": ExportView(state=s),
         }
         # A tab's content is built when it is first shown (a placeholder until then), so

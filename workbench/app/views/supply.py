@@ -89,8 +89,20 @@ class SupplyView(StateView):
         frame = derive.supply_frame(res.slots, site, float(res.meta.get("slot_s", sc.slot_s)))
         if not frame.empty:
             frame = frame.assign(time=zone_times(frame["time"], tz))
-        return pn.pane.HoloViews(plots.supply_stack(frame, site, tz),
-                                 sizing_mode="stretch_width", css_classes=["wb-supply-chart"])
+        note = None
+        try:  # the events the run held, from its stored caps (as `runs show` lists them)
+            events = derive.event_windows(derive.run_events(res.meta), sc, site)
+        except ValueError as exc:
+            events, note = None, f"The run's grid events cannot be read: {esc(exc)}"
+        if events is not None and not events.empty:
+            events = events.assign(start=zone_times(events["start"], tz),
+                                   end=zone_times(events["end"], tz))
+        chart = pn.pane.HoloViews(plots.supply_stack(frame, site, tz, events),
+                                  sizing_mode="stretch_width", css_classes=["wb-supply-chart"])
+        if note is None:
+            return chart
+        return pn.Column(pn.pane.Markdown(note, styles={"color": "#b00020"}), chart,
+                         sizing_mode="stretch_width")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(
@@ -99,8 +111,9 @@ class SupplyView(StateView):
             pn.pane.Markdown("**Supply against the load:** renewables, battery discharge and "
                              "grid import stacked (they meet the load and the battery's "
                              "charging), curtailed renewable power on top; the black line is "
-                             "the site's load at its meter (its jobs and its idle load). Times "
-                             "in the sidebar's *Times in*."),
+                             "the site's load at its meter (its jobs and its idle load); a grid "
+                             "event the run held is shaded red, its import limit dashed. "
+                             "Times in the sidebar's *Times in*."),
             self.site,
             pn.panel(self._chart, sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
