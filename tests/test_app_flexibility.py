@@ -160,15 +160,12 @@ def test_planning_the_best_offer_keeps_it_and_the_supply_chart_marks_it(
     base_id = s.run_info["run_id"]
     res = s.run(s.compute_event)
     assert res is not None, s.message
-    # The plan --grid-event report: the event held (to within 1 %: a service moving in
-    # during it draws its transfer above the limit, the library's report says MISSED then),
-    # with no new deadline miss.
+    # The plan --grid-event report: the event kept, with no new deadline miss.
     row, = res.meta["grid_events"]
     assert (row["datacenter"], row["limit_kw"]) == (offer["datacenter"], offer["limit_kw"])
     assert pd.Timestamp(row["start"]) == pd.Timestamp(offer["start"])
     assert row["new_misses"] == []
-    assert row["max_import_kw"] <= row["limit_kw"] * 1.01
-    assert row["met"] == (row["max_import_kw"] <= row["limit_kw"] * (1 + 1e-6) + 1e-9)
+    assert row["met"] and row["max_import_kw"] <= row["limit_kw"] * (1 + 1e-6) + 1e-9, row
     assert row["shed_kwh"] > 0
     assert s.run_info["run_id"] != base_id  # stored as a run of its own
     from workbench.runs import knobs_text
