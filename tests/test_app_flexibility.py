@@ -199,7 +199,7 @@ def test_planning_the_best_offer_keeps_it_and_the_supply_chart_marks_it(
     assert {"VSpan", "Segments", "Area", "Curve"} <= kinds
     assert not derive.event_windows(derive.run_events(res.meta), s.scenario,
                                     "nowhere").size
-    # Reopened from the store: the events from its stored caps, the verdict from its meter.
+    # Reopened from the store: the events from its stored caps, the report stored with it.
     fresh = WorkbenchState(db_path=str(db), scenario_name="mini", baseline_policies=[],
                            shared=SharedCache())
     fresh.load_run(s.run_info["run_id"])
@@ -208,7 +208,7 @@ def test_planning_the_best_offer_keeps_it_and_the_supply_chart_marks_it(
     assert again["met"] == row["met"]
     assert again["limit_kw"] == pytest.approx(offer["limit_kw"])
     assert again["max_import_kw"] == pytest.approx(row["max_import_kw"])
-    assert again["shed_kwh"] is None  # the run without the event is not stored
+    assert again == row
     assert len(derive.event_windows(derive.run_events(fresh.result.meta), fresh.scenario,
                                     offer["datacenter"])) == 1
 

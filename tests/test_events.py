@@ -168,6 +168,13 @@ def test_the_cli_reports_the_event_in_json(tmp_path, capsys) -> None:
                        "payment"}
     assert ev["met"] and ev["limit_kw"] == 40.0 and ev["shed_kwh"] > 0
     assert obj["bill"]["event_payment"] == 0.0
+    # The report is stored with the run: runs show prints the same.
+    assert main(["--db", db, "runs", "show", obj["run_id"], "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["grid_events"] == obj["grid_events"]
+    assert main(["--db", db, "runs", "show", obj["run_id"]]) == 0
+    assert "grid event suzhou@2025-07-14T04:00 (3 h, 4 h notice): kept" in (
+        capsys.readouterr().out)
 
 
 @pytest.mark.slow

@@ -631,12 +631,12 @@ def event_windows(events: Iterable[GridEvent], scenario: Any,
 
 
 def event_rows(result: Any, scenario: Any) -> list[dict[str, Any]]:
-    """A run's grid events with their verdicts: the run's own report when it was planned in
-    this server (``meta["grid_events"]``, :func:`workbench.runner.settle_events`: shed kWh,
-    extra cost and payment against the same run without the events), else, for a stored
-    run, :func:`workbench.events.report` of its events on its stored meter (met and the
-    largest import against the limit; what was shed is unknown without the twin: None).
-    Empty when the run held no event."""
+    """A run's grid events with their verdicts: the run's own report (``meta
+    ["grid_events"]``, :func:`workbench.runner.settle_events`: shed kWh, extra cost and
+    payment against the same run without the events; stored with the run), else, for a
+    run stored before the report was kept, :func:`workbench.events.report` of its events
+    on its stored meter (met and the largest import against the limit; what was shed is
+    unknown without the twin: None). Empty when the run held no event."""
     rows = result.meta.get("grid_events")
     if rows:
         return [dict(r) for r in rows]

@@ -108,7 +108,13 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     # Here, not at the top: `runs list` starts without the planners `plan` imports.
-    from workbench.cli.summary import attribution_lines, bill_json, bill_text, saving_lines
+    from workbench.cli.summary import (
+        attribution_lines,
+        bill_json,
+        bill_text,
+        event_line,
+        saving_lines,
+    )
 
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)
@@ -139,7 +145,7 @@ def _show(args: argparse.Namespace) -> int:
                "plan_rows": n_plan, "migrations": n_mig, "warnings": warnings,
                "bill": bill_json(metrics),
                "attribution": att, "attribution_missing": why or None,
-               "bound": bound,
+               "bound": bound, "grid_events": result.meta.get("grid_events"),
                "like_for_like": like_for_like(metrics, base, bound).as_dict()}
         print(json.dumps(obj, default=str))
         return 0
@@ -166,6 +172,8 @@ def _show(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for line in attribution_lines(att, bound, cur, cmp):
         print(f"  {line}")
+    for ev in result.meta.get("grid_events") or ():
+        print(f"  {event_line(ev)}")
     for w in warnings:
         print(f"  warning: {w}")
     return 0

@@ -19,10 +19,12 @@ from workbench.store.schema import MIGRATIONS, PLAN_ROWS
 
 RUN_SETTINGS: tuple[str, ...] = (
     "forecast_mode", "forecast_error", "noise", "seed", "restart_s", "resize_s", "slot_s",
-    "n_slots", "ignore", "power_limits", "spec_key", "carbon_cap_pct",
+    "n_slots", "ignore", "power_limits", "spec_key", "carbon_cap_pct", "grid_events",
 )
 """Keys of a run's ``meta`` kept in the ``settings`` column (what made the run, besides
-the policy's knobs; ``spec_key`` a stored baseline's :func:`workbench.runner.spec_key`)."""
+the policy's knobs; ``spec_key`` a stored baseline's :func:`workbench.runner.spec_key`;
+``grid_events`` the events' report against the run without them,
+:func:`workbench.runner.settle_events`)."""
 
 RUN_SUMMARY_METRICS: tuple[str, ...] = (
     "cost", "carbon_kg", "energy_kwh", "deadline_misses", "jobs_unfinished", "migrations",
