@@ -271,9 +271,10 @@ class GridEventEntry(_Section):
     hours, announced some hours ahead (:mod:`workbench.events`)."""
 
     datacenter: str = Field(min_length=1, description="a [[datacenters]] name")
-    start: str | float = Field(description=(
-        "an ISO time (UTC unless it names its offset), e.g. start = \"2025-07-14T14:00\", "
-        "or hours after the horizon's start, e.g. start = 30"))
+    start: str | datetime | float = Field(description=(
+        "an ISO time (UTC unless it names its offset), e.g. start = \"2025-07-14T14:00\" "
+        "or start = 2025-07-14T14:00:00Z, or hours after the horizon's start, e.g. "
+        "start = 30"))
     hours: float = Field(gt=0, le=24 * 366, description="how long it lasts, hours > 0")
     limit_kw: float | None = Field(None, ge=0, le=1e9, description=(
         "the most the site may import at its meter, kW"))

@@ -198,7 +198,7 @@ class GridEvent:
 
 def _start(value: Any) -> datetime | float:
     if isinstance(value, datetime):
-        return value
+        return as_utc(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     text = str(value).strip()

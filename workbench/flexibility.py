@@ -33,7 +33,7 @@ paused jobs catch up is the plan's own finish-time slack. How honest and how tig
 envelope is, is measured by ``bench/flexibility.py``: offers planned as events with the
 look-ahead (kept, no new miss) and the most the hindsight plan sheds at the same points.
 
-The cost curve of one point (:func:`cost_curve`) adds the levers cheapest per kW first:
+The cost curve of one point (:meth:`Envelope.cost_curve`) adds the levers cheapest per kW first:
 kW shed against extra cost.
 """
 
@@ -134,7 +134,7 @@ class Envelope:
             open_ended = r.deadline_met is None or pd.isna(r.deadline_met) or pd.isna(
                 r.deadline)
             deadline[str(r.job_id)] = (sc.n_slots + 10**9 if open_ended else
-                                       sc.slot_of(pd.Timestamp(r.deadline), after=True))
+                                       sc.slot_of(pd.Timestamp(r.deadline)))
         self.finish, self.deadline = finish, deadline
 
     @classmethod
@@ -175,7 +175,8 @@ class Envelope:
             later = self.price[b:until, j] if until > b else self.price[b - 1:b, j]
             now = self.price[a:b, j]
             kwh = kw * self.slot_h
-            restart_kwh = float(kw[kw > 0].mean()) * self.restart_slots * self.slot_h
+            restart_kwh = (float(kw[kw > 0].mean()) * self.restart_slots * self.slot_h
+                           if (kw > 0).any() else 0.0)
             extra = float(kwh.sum() * later.mean() - (kwh * now).sum()
                           + restart_kwh * later.mean())
             out.append(_Lever(jid, kw, extra))
@@ -260,8 +261,8 @@ class Envelope:
 
     def cost_curve(self, datacenter: str, start_slot: int, hours: float
                    ) -> list[tuple[float, float]]:
-        """``(kW shed, extra cost)`` points, the pausable jobs added cheapest per kW first
-        (the first point ``(0, 0)``)."""
+        """``(kW shed, extra cost)`` points, the levers (paused jobs, moved services) added
+        cheapest per kW first (the first point ``(0, 0)``)."""
         a, b = self.window(datacenter, start_slot, hours)
         j = self.names.index(datacenter)
         p = self.import_kw[a:b, j]

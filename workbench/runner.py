@@ -269,11 +269,22 @@ def fit_forecast(scenario: Scenario, mode: str) -> ModelForecast | None:
 
 
 # -- running -------------------------------------------------------------------------------
-def with_scenario_events(spec: RunSpec, scenario: Scenario) -> RunSpec:
+def with_scenario_events(spec: RunSpec, scenario: Scenario, *, limits_only: bool = False
+                         ) -> RunSpec:
     """``spec`` held to the scenario's own grid events (``[[grid_events]]``) besides its
-    own: every run on the scenario meets them, its comparisons are metered against them."""
-    own = scenario.supply.grid_events
-    if not own or all(ev in spec.caps.events for ev in own):
+    own: every run on the scenario meets them. With ``limits_only`` those given as a limit
+    in kW alone: a cut (% of the plan's own import) is resolved against the run without it,
+    which :func:`run_spec` runs (:func:`event_twin`), not a comparison run.
+
+    An event the spec already holds (the same site, start and hours, as given or resolved)
+    is not added again."""
+    def key(ev: events.GridEvent) -> tuple[str, Any, float]:
+        return ev.datacenter, ev.starts_at(scenario), ev.hours
+
+    held = {key(ev) for ev in spec.caps.events}
+    own = [ev for ev in scenario.supply.grid_events if key(ev) not in held
+           and (ev.limit_kw is not None or not limits_only)]
+    if not own:
         return spec
     return replace(spec, caps=spec.caps.with_events((*own, *spec.caps.events)))
 
@@ -313,11 +324,15 @@ def simulate_spec(
     ValueError
         From the policy's own checks of its knobs (the message says which).
     """
-    spec = with_scenario_events(spec, scenario)
+    spec = with_scenario_events(spec, scenario, limits_only=True)
     _check(spec, scenario)
     caps = spec.caps if caps is None else caps
     if caps.needs_baseline:
         raise SpecError("a percentage carbon cap needs the baseline: use run_spec")
+    cut = [ev.label for ev in caps.events if ev.limit_kw is None]
+    if cut:
+        raise SpecError(f"grid event {cut[0]}: a cut is of the plan's own import, resolved "
+                        "against the run without it: use run_spec (or give limit_kw)")
     mode = forecast_mode(spec, scenario)
     if fitted is None:
         fitted = fit_forecast(scenario, mode)

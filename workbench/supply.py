@@ -297,7 +297,7 @@ class Supply:
         for name in ("sources", "batteries", "demand_charges", "grid_events"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         names = [s.name for s in self.sources] + [b.name for b in self.batteries] + [
-            d.name for d in self.demand_charges]
+            d.name for d in self.demand_charges] + [e.label for e in self.grid_events]
         seen: set[str] = set()
         for n in names:
             _check(n not in seen, f"supply entries share the name {n!r}; give each its own")

@@ -479,7 +479,7 @@ def offers_heatmap(frame: pd.DataFrame, tz: str = "UTC", currency: str = "") -> 
         frame, [("start_local", f"start ({tz})"), ("datacenter", "datacenter")],
         [("sheddable_kw", "sheddable kW"), ("planned_import_kw", "planned kW"),
          ("limit_kw", "held at kW"), ("extra_cost", f"extra cost{cur}"),
-         ("flexible_jobs", "jobs paused")])
+         ("flexible_jobs", "jobs paused or moved")])
     return hm.opts(
         **CALM, cmap="Greens", colorbar=True, clim=(0.0, max(float(
             frame["sheddable_kw"].max()), 1e-9)), responsive=True,
@@ -492,9 +492,9 @@ def offers_heatmap(frame: pd.DataFrame, tz: str = "UTC", currency: str = "") -> 
 
 def cost_curve(frame: pd.DataFrame, title: str, currency: str = "") -> hv.Element:
     """One offer's cost curve (:func:`workbench.app.derive.cost_curve_frame`): kW shed
-    against the extra cost, the pausable jobs added cheapest per kW first."""
+    against the extra cost, the jobs paused or moved, added cheapest per kW first."""
     if len(frame) <= 1:
-        return _empty("no job there can pause through this window: nothing to shed")
+        return _empty("no job there can pause or move through this window: nothing to shed")
     dims = [("kw_shed", "kW shed")], [("extra_cost", f"extra cost ({currency})")]
     return (hv.Curve(frame, *dims).opts(color="#2ca02c", line_width=2)
             * hv.Scatter(frame, *dims).opts(size=7, color="#2ca02c", tools=["hover"])

@@ -74,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
         spec = RunSpec(scenario.name, args.policy, baseline=False,
                        forecast=ForecastSettings(mode=args.forecast, error=args.forecast_error))
         if progress_wanted(args):
-            print(f"planning {scenario.name} with {args.policy} (no event) ...",
+            held = ("no event" if not scenario.supply.grid_events else
+                    "held to the scenario's own grid events given in kW")
+            print(f"planning {scenario.name} with {args.policy} ({held}) ...",
                   file=sys.stderr)
         result, _ = simulate_spec(spec, scenario)
     except (SpecError, ValueError) as exc:

@@ -20,12 +20,13 @@ would move it there and back (only a service that cannot stay where it is moves 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from workbench.events import GridEvent, Horizon
 from workbench.model import Link
 from workbench.policies.base import SlotOptions
 
@@ -162,13 +163,15 @@ def moves_that_pay(
     return keep, stay_best
 
 
-def event_exits(sc: Any, state: Any, opts: SlotOptions, events: Any) -> NDArray[np.bool_]:
+def event_exits(sc: Horizon, state: Any, opts: SlotOptions, events: Sequence[GridEvent]
+                ) -> NDArray[np.bool_]:
     """The options that move an inference service away from a site in one of its grid
-    events' slots (``events``: :class:`workbench.events.GridEvent` records the policy
-    knows): such a move stays in the slot decision whatever it saves, since the event's
-    limit may need the service's power elsewhere (held, the service alone may break it)."""
+    events' slots, the event announced by then (:meth:`GridEvent.known_from`): such a move
+    stays in the slot decision whatever it saves, since the event's limit may need the
+    service's power elsewhere (held, the service alone may break it)."""
     t = state.t
-    held_at = {ev.datacenter for ev in events if ev.slots(sc)[0] <= t < ev.slots(sc)[1]}
+    held_at = {ev.datacenter for ev in events
+               if ev.known_from(sc) <= t and ev.slots(sc)[0] <= t < ev.slots(sc)[1]}
     if not held_at or not len(opts):
         return np.zeros(len(opts), dtype=bool)
     service = np.array([not state.jobs[int(j)].job.is_training

@@ -93,7 +93,7 @@ def build_slot_problem(
         dc_index=np.array([dc_pos[str(d)] for d in opts.datacenter], dtype=np.int64),
         power_kw=opts.power_kw + transfer_dst_kw,
         power_cap_kw=job_power_limits_kw(sc, Caps() if caps is None else caps, state.t,
-                                         state.t + 1)[0],
+                                         state.t + 1, known_at=state.t)[0],
         link_labels=tuple(f"{lk.src}<->{lk.dst}" for lk in sc.links),
         link_index=link_index,
         transfer_gb=transfer_gb,
