@@ -33,8 +33,14 @@ paused jobs catch up is the plan's own finish-time slack. How honest and how tig
 envelope is, is measured by ``bench/flexibility.py``: offers planned as events with the
 look-ahead (kept, no new miss) and the most the hindsight plan sheds at the same points.
 
-The cost curve of one point (:meth:`Envelope.cost_curve`) adds the levers cheapest per kW first:
-kW shed against extra cost.
+The cost curve of one point (:meth:`Envelope.cost_curve`) adds the levers cheapest per kW
+first: kW shed against extra cost.
+
+Two things an offer is not. It does not depend on the notice (recorded with it): pausing a
+job or moving a service needs no preparation, so the same kW are offered at any notice the
+slot clock allows. And it is read off the plan's own run (its meter, prices and finish
+times as they came out): a quote made after planning the horizon, not a forecast of a
+horizon still to plan.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from workbench.bill import site_array
+from workbench.clock import SLOT_TOLERANCE
 from workbench.model import Scenario
 from workbench.outcome import RESTART_S_DEFAULT, move_charges
 from workbench.sim.results import service_floors_kw, site_floors_kw
@@ -248,9 +255,8 @@ class Envelope:
         j = self.names.index(datacenter)
         p = self.import_kw[a:b, j]
         jobs = self._levers(datacenter, a, b)
-        shed = np.sum([x.kw for x in jobs], axis=0) if jobs else np.zeros(b - a)
         floor = float(self.floor_kw[a:b, j].max())
-        limit = max(float(np.max(p - shed)), floor) + sum(x.move_kw for x in jobs)
+        limit = _limit(p, jobs, floor)
         peak = float(p.max())
         return {"datacenter": datacenter,
                 "start": pd.Timestamp(self.sc.slot_starts()[a]).isoformat(),
@@ -270,17 +276,18 @@ class Envelope:
         peak = float(p.max())
         jobs = sorted(self._levers(datacenter, a, b),
                       key=lambda x: (x.extra_cost / max(float(x.kw.max()), 1e-9), x.job_id))
-        shed = np.zeros(b - a)
-        cost = 0.0
         out = [(0.0, 0.0)]
-        move = 0.0
-        for x in jobs:
-            shed += x.kw
-            cost += x.extra_cost
-            move += x.move_kw
-            limit = max(float(np.max(p - shed)), floor) + move
-            out.append((max(peak - limit, 0.0), cost))
+        for k in range(1, len(jobs) + 1):
+            limit = _limit(p, jobs[:k], floor)
+            out.append((max(peak - limit, 0.0), float(sum(x.extra_cost for x in jobs[:k]))))
         return out
+
+
+def _limit(planned_kw: NDArray[np.float64], levers: Sequence[_Lever], floor: float) -> float:
+    """The import limit a site holds with ``levers`` shed: ``max_t (p_t - s_t)``, never
+    below its floor, plus the room its moved services' leaving transfers take."""
+    shed = np.sum([x.kw for x in levers], axis=0) if levers else 0.0
+    return max(float(np.max(planned_kw - shed)), floor) + sum(x.move_kw for x in levers)
 
 
 def _slots_of(sc: Scenario, times: pd.Series) -> NDArray[np.int64]:
@@ -288,7 +295,7 @@ def _slots_of(sc: Scenario, times: pd.Series) -> NDArray[np.int64]:
     t = pd.to_datetime(times, utc=True)
     start = pd.Timestamp(sc.start)
     start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
-    return np.asarray(np.floor((t - start).dt.total_seconds() / sc.slot_s + 1e-9),
+    return np.asarray(np.floor((t - start).dt.total_seconds() / sc.slot_s + SLOT_TOLERANCE),
                       dtype=np.int64)
 
 
