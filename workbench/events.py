@@ -410,6 +410,32 @@ def settle(metrics: dict[str, Any], rows: Sequence[Mapping[str, Any]],
             metrics[key] = float(metrics[key]) + net
 
 
+def event_line(row: Mapping[str, Any], currency: str = "") -> str:
+    """One event's report row (:func:`report`, settled by
+    :func:`workbench.runner.settle_events`) in one line, as every face prints it: the
+    verdict, the largest import against the limit and, where known, what was shed against
+    the run without it, its extra cost, payment, penalty and the new deadline misses."""
+    cur = f" {currency}" if currency else ""
+    verdict = "kept" if row["met"] else "MISSED"
+    text = (f"grid event {row['name']} ({row['hours']:g} h, {row['notice_hours']:g} h "
+            f"notice): {verdict}, import up to {row['max_import_kw']:,.1f} kW against its "
+            f"{row['limit_kw']:,.1f} kW limit")
+    if row.get("shed_kwh") is not None:
+        text += (f"; planned {row['planned_import_kw']:,.1f} kW without it, "
+                 f"{row['shed_kwh']:,.1f} kWh shed")
+    if row.get("extra_cost") is not None:
+        text += f", extra cost {row['extra_cost']:,.2f}{cur}"
+    if row.get("payment"):
+        text += f", paid {row['payment']:,.2f}{cur}"
+    if row.get("penalty"):
+        text += f", penalty {row['penalty']:,.2f}{cur}"
+    if row.get("new_misses"):
+        text += f"; {len(row['new_misses'])} new deadline miss(es)"
+    elif row.get("new_misses") is not None:
+        text += "; no new deadline miss"
+    return text
+
+
 __all__ = ["MET_TOLERANCE", "NOTICE_H_DEFAULT", "GridEvent", "check_events", "edges",
-           "import_limits_kw", "parse_event", "report", "resolve_cuts",
+           "event_line", "import_limits_kw", "parse_event", "report", "resolve_cuts",
            "settle", "split_blocks"]

@@ -26,12 +26,11 @@ from workbench.cli.summary import (
     attribution_lines,
     bill_json,
     bill_lines,
-    event_line,
     jct_lines,
     saving_lines,
 )
 from workbench.equal_work import LikeForLike, like_for_like
-from workbench.events import NOTICE_H_DEFAULT, parse_event
+from workbench.events import NOTICE_H_DEFAULT, event_line, parse_event
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv, write_sites_csv
 from workbench.model import Scenario

@@ -108,13 +108,8 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     # Here, not at the top: `runs list` starts without the planners `plan` imports.
-    from workbench.cli.summary import (
-        attribution_lines,
-        bill_json,
-        bill_text,
-        event_line,
-        saving_lines,
-    )
+    from workbench.cli.summary import attribution_lines, bill_json, bill_text, saving_lines
+    from workbench.events import event_line
 
     with Store(args.db, read_only=True) as store:
         rid = store.resolve_run(args.run)

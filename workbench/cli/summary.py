@@ -125,26 +125,6 @@ def bill_lines(run: Mapping[str, Any], base: Mapping[str, Any] | None, note: str
     return lines
 
 
-def event_line(ev: Mapping[str, Any]) -> str:
-    """One grid event's verdict (:func:`workbench.events.report`'s row) in one line."""
-    verdict = "kept" if ev["met"] else "MISSED"
-    text = (f"grid event {ev['name']} ({ev['hours']:g} h, {ev['notice_hours']:g} h notice): "
-            f"{verdict}, import up to {ev['max_import_kw']:,.1f} kW against "
-            f"{ev['limit_kw']:,.1f} kW")
-    if ev.get("shed_kwh") is not None:
-        text += (f"; planned {ev['planned_import_kw']:,.1f} kW without it, "
-                 f"{ev['shed_kwh']:,.1f} kWh shed")
-    if ev.get("extra_cost") is not None:
-        text += f", extra cost {ev['extra_cost']:,.2f}"
-    if ev.get("payment"):
-        text += f", paid {ev['payment']:,.2f}"
-    if ev.get("penalty"):
-        text += f", penalty {ev['penalty']:,.2f}"
-    if ev.get("new_misses"):
-        text += f"; {len(ev['new_misses'])} new deadline miss(es)"
-    return text
-
-
 def bill_text(bill: Mapping[str, Any]) -> str:
     """A bill's parts in one line: ``energy 1.00 + ppa ... = total; running no job ...``
     (parts that are 0 left out; the export credit subtracted)."""

@@ -14,6 +14,7 @@ import param
 from workbench.app import derive, plots
 from workbench.app.markup import esc
 from workbench.app.views.common import StateView, data_table, no_run, run_banner
+from workbench.events import event_line
 from workbench.flexibility import OFFER_COLUMNS
 from workbench.io.plan_csv import write_csv
 
@@ -180,7 +181,7 @@ class FlexibilityView(StateView):
                 f"{float(offer['hours']):g} h at {float(offer['notice_hours']):g} h notice: "
                 f"planned peak {float(offer['planned_import_kw']):,.1f} kW, held at "
                 f"{float(offer['limit_kw']):,.1f} kW, so **{float(offer['sheddable_kw']):,.1f}"
-                f" kW shed** by pausing {int(offer['flexible_jobs'])} job(s), extra cost "
+                f" kW shed** by pausing or moving {int(offer['flexible_jobs'])} job(s), extra cost "
                 f"{float(offer['extra_cost']):,.2f} {esc(cur)}.")
         curve = derive.cost_curve_frame(self.s.picked_curve())
         title = f"{offer['datacenter']} from {start:%a %H:%M}: kW shed against extra cost"
@@ -204,20 +205,8 @@ class FlexibilityView(StateView):
             return pn.pane.Markdown("The shown run holds no grid event.",
                                     css_classes=["wb-event-report"])
         cur = str(res.metrics.get("currency", sc.currency))
-        lines = []
-        for r in rows:
-            verdict = "kept" if r["met"] else "MISSED"
-            line = (f"Grid event **{esc(r['name'])}**: **{verdict}**, import up to "
-                    f"{float(r['max_import_kw']):,.1f} kW against its "
-                    f"{float(r['limit_kw']):,.1f} kW limit")
-            if r.get("shed_kwh") is not None:
-                line += (f"; {float(r['shed_kwh']):,.1f} kWh shed against the same run "
-                         f"without it, extra cost {float(r.get('extra_cost') or 0):,.2f} "
-                         f"{esc(cur)}, payment {float(r.get('payment') or 0):,.2f} {esc(cur)}")
-            if r.get("new_misses") is not None:
-                line += (f"; {len(r['new_misses'])} new deadline miss(es)" if r["new_misses"]
-                         else "; no new deadline miss")
-            lines.append(line + ".")
+        # The line the CLI prints (plan, runs show), from the same report rows.
+        lines = [esc(event_line(r, cur)) + "." for r in rows]
         table = derive.event_table(rows, cur, self.s.tz or "UTC")
         return pn.Column(pn.pane.Markdown("\n\n".join(lines), css_classes=["wb-event-report"]),
                          data_table(table.round(2), css_classes=["wb-event-table"]),
