@@ -124,6 +124,28 @@ def test_greedy_dispatch_charges_from_surplus_and_discharges_into_a_deficit() ->
     assert night.energy_charge == pytest.approx(1.0) and night.carbon_kg == pytest.approx(0.5)
 
 
+def test_under_an_import_cap_the_battery_discharges_what_keeps_it_whatever_the_decision(
+) -> None:
+    bat = Battery("b", "a", 10.0, 40.0, 1.0, soc_initial=0.5, soc_min=0.0)
+    src = _sources(1, [0.0], [False])
+    kw = dict(grid_price_per_kwh=1.0, grid_carbon_g_per_kwh=500, slot_h=H, battery=bat)
+    # 8 kWh of load, 1 from the sun, a 4 kWh cap: 3 must come from the battery, even when
+    # the planner asked for 1 kWh or to charge (the greedy dispatch gives all it has).
+    greedy = site_balance(8.0, [1.0], src, soc_kwh=5.0, import_cap_kwh=4.0, **kw)
+    assert greedy.discharge_kwh == pytest.approx(5.0) and greedy.grid_kwh == pytest.approx(2.0)
+    for decision in (1.0 / H, -2.0 / H):
+        got = site_balance(8.0, [1.0], src, soc_kwh=5.0, import_cap_kwh=4.0, battery_kw=decision,
+                           **kw)
+        assert got.grid_kwh == pytest.approx(4.0) and got.charge_kwh == 0.0
+        assert got.discharge_kwh == pytest.approx(3.0)
+    # A battery that cannot cover it gives what it has; the grid takes the rest.
+    low = site_balance(8.0, [1.0], src, soc_kwh=1.0, import_cap_kwh=4.0, battery_kw=0.0, **kw)
+    assert low.discharge_kwh == pytest.approx(1.0) and low.grid_kwh == pytest.approx(6.0)
+    # Within the cap the decision stands.
+    free = site_balance(3.0, [1.0], src, soc_kwh=5.0, import_cap_kwh=4.0, battery_kw=0.0, **kw)
+    assert free.discharge_kwh == 0.0 and free.grid_kwh == pytest.approx(2.0)
+
+
 def test_merit_order_take_or_pay_first_and_what_it_costs() -> None:
     solar = Source("pv", "a", "solar", 10.0, np.zeros(1), price_per_kwh=0.05)
     ppa = Source("ppa", "a", "ppa", 10.0, np.zeros(1), price_per_kwh=0.2, take_or_pay=True,

@@ -198,13 +198,16 @@ class Meter:
             export_price_per_kwh=supply.export_price(name) if sources else None,
             import_cap_kwh=cap * self.slot_h)
 
-    def import_kw(self, name: str, t: int, jobs_kw: float) -> float:
-        """Grid import (kW) of ``name`` in slot ``t`` if its jobs draw ``jobs_kw`` of
-        facility power, before any battery discharge (:func:`site_balance`'s grid
-        without a battery: the load less all its sources can deliver): what the simulator
-        keeps a cap against."""
+    def import_kw(self, name: str, t: int, jobs_kw: float,
+                  battery_kw: float | None = None) -> float:
+        """Grid import (kW) the meter would read at ``name`` in slot ``t`` if its jobs drew
+        ``jobs_kw`` of facility power under the battery decision ``battery_kw`` (None: the
+        greedy dispatch): :func:`site_balance`'s grid from the battery's state of charge
+        now, its own sources and, under an import cap, the discharge its controller makes
+        to keep it. What the simulator keeps a cap against; nothing is metered."""
         load = jobs_kw * self.slot_h + self.idle_kwh[name]
-        return max(load - sum(self.available_kwh(name, t)), 0.0) / self.slot_h
+        site = self._balance(name, t, load, self.soc.get(name, 0.0), battery_kw)
+        return site.grid_kwh / self.slot_h
 
     def read(self, t: int, jobs_kwh: Mapping[str, float],
              battery_kw: Mapping[str, float],

@@ -28,7 +28,8 @@ Model (:func:`_add_objective`; the rows, one function each, :func:`_add_constrai
     s.t. sum_k x[j,b,k] <= len_jb            training job j, block b  (one at a time)
          sum_k x[j,b,k]  = len_jb            inference job j, block b (its active slots)
          sum n_k x[j,b,k] <= C_p len_b       pool p, block b          (shared capacity)
-         sum P_k x[j,b,k] <= Pcap_d len_b    datacenter d, block b    (power cap, kW)
+         sum P_k x[j,b,k] <= Pcap_d len_b    datacenter d, block b    (power cap, kW;
+                                             at a site with own supply: its grid import)
          sum_{k at d} x[j,b,k] <= len_jb m[j,d]                       (move before running)
          sum r_k x[j,.,k] - l_jd m[j,d] + short_j >= need_j           (work, training j)
          sum_{x in g} g_x x - s <= cap_g     carbon group g           (carbon cap, kg)
@@ -191,7 +192,29 @@ def _add_variables(lp: SparseLp, prob: BlockProblem) -> None:
     if prob.exact:
         lp.add_columns("z", np.ones(prob.n_x), integral=True)
     if prob.supply is not None:
-        supplylp.add_columns(lp, prob.supply, prob.block_len)
+        supplylp.add_columns(lp, prob.supply, prob.block_len, _grid_cap_kwh(prob))
+
+
+def _power_cap_db(prob: BlockProblem) -> NDArray[np.float64] | None:
+    """``Pcap_db`` (D, B), kW; None without power rows."""
+    if prob.power_cap_kw is None:
+        return None
+    cap = prob.power_cap_kw
+    return (np.repeat(cap[:, None], prob.n_blocks, axis=1) if cap.ndim == 1
+            else np.asarray(cap, dtype=float))
+
+
+def _grid_cap_kwh(prob: BlockProblem) -> NDArray[np.float64] | None:
+    """The grid import bound of each balanced site with own supply (S, B), kWh: its power
+    cap moves from the jobs' power row to its grid column, so that its sources and battery
+    may serve the jobs beyond it (``Pcap_db len_b h``; ``inf`` elsewhere). None: no caps."""
+    cap = _power_cap_db(prob)
+    if cap is None or prob.supply is None:
+        return None
+    sb = prob.supply
+    own = supplylp.own_supply(sb)
+    h = prob.slot_s / 3600.0
+    return np.where(own[:, None], cap[sb.site_dc] * prob.block_len[None, :] * h, np.inf)
 
 
 def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
@@ -235,12 +258,17 @@ def _add_pool_rows(lp: SparseLp, prob: BlockProblem) -> None:
 
 def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
     """``sum P_k x[j,b,k] <= Pcap_d len_b`` per datacenter and block, with
-    ``P_k = E_k * 3600 / slot_s`` kW (no rows without a power cap)."""
-    if prob.power_cap_kw is None:
+    ``P_k = E_k * 3600 / slot_s`` kW (no rows without a power cap; a balanced site with own
+    supply keeps its cap on its grid column instead, :func:`_grid_cap_kwh`)."""
+    cap = _power_cap_db(prob)
+    if cap is None:
         return
-    cap = prob.power_cap_kw
+    if prob.supply is not None:
+        sb = prob.supply
+        cap = cap.copy()
+        cap[sb.site_dc[supplylp.own_supply(sb)]] = np.inf
     n_b, n_d = prob.n_blocks, cap.shape[0]
-    per_block = np.repeat(cap, n_b) if cap.ndim == 1 else cap.reshape(-1)
+    per_block = cap.reshape(-1)
     lp.add_rows("power", prob.configs.dc * n_b + prob.block, np.arange(prob.n_x),
                 prob.configs.energy_kwh * 3600.0 / prob.slot_s, n_d * n_b,
                 np.full(n_d * n_b, -np.inf), per_block * np.tile(prob.block_len, n_d))

@@ -7,7 +7,9 @@ balance, where it comes from its renewables, its battery or the grid, and the bi
 period's peak grid import is a variable. Columns, per site ``s``, source ``r`` and block
 ``b`` (kWh over the block unless said)::
 
-    grid[s,b]      >= 0                      cost p[b,s] (+ q c[b,s]: carbon price)
+    grid[s,b]      in [0, Gcap[s,b]]         cost p[b,s] (+ q c[b,s]: carbon price); Gcap
+                                             the site's import cap less its idle load over
+                                             the block (inf without one)
     ren[r,b]       in [0, A[r,b]]            cost its marginal price (0 take-or-pay)
     export[s,b]    >= 0                      cost -export price (sites that sell surplus)
     charge[s,b]    in [0, P_s len_b h]       battery sites
@@ -123,10 +125,22 @@ def _grid(lp: SparseLp, sb: SupplyBlock, name: str) -> NDArray[np.int64]:
     return np.arange(sl.start, sl.stop).reshape(sb.n_sites, sb.n_blocks)
 
 
-def add_columns(lp: SparseLp, sb: SupplyBlock, block_len: NDArray[np.int64]) -> None:
-    """The columns ``grid, ren, export, charge, discharge, soc, peak`` with their bounds."""
+def own_supply(sb: SupplyBlock) -> NDArray[np.bool_]:
+    """The sites with own supply (S,): a battery or a source (a balanced site may have only
+    a demand charge)."""
+    own = sb.battery.copy()
+    own[sb.source_site] = True
+    return own
+
+
+def add_columns(lp: SparseLp, sb: SupplyBlock, block_len: NDArray[np.int64],
+                grid_cap_kwh: NDArray[np.float64] | None = None) -> None:
+    """The columns ``grid, ren, export, charge, discharge, soc, peak`` with their bounds;
+    ``grid_cap_kwh`` (S, B) bounds the grid import (a power cap or a grid event's limit at
+    the site's connection, less its idle load, over the block; None: unbounded)."""
     s_n, b_n = sb.n_sites, sb.n_blocks
-    lp.add_columns("grid", np.full(s_n * b_n, np.inf))
+    lp.add_columns("grid", np.full(s_n * b_n, np.inf) if grid_cap_kwh is None
+                   else np.asarray(grid_cap_kwh, dtype=float).reshape(-1))
     lp.add_columns("ren", sb.available_kwh.T.reshape(-1))
     sells = np.isfinite(sb.export_price)
     lp.add_columns("export", np.where(sells[:, None], np.inf, 0.0).repeat(b_n, axis=1)
@@ -315,4 +329,4 @@ def extract(lp: SparseLp, res: HighsResult, sb: SupplyBlock) -> SupplySolution:
 
 
 __all__ = ["SupplyBlock", "SupplySolution", "add_columns", "add_rows", "carbon_entries",
-           "extract", "set_costs"]
+           "extract", "own_supply", "set_costs"]

@@ -20,6 +20,16 @@ the **greedy dispatch** of the site's own controller applies: a renewable surplu
 battery, a deficit discharges it (self-consumption, as far as power and state of charge
 allow); it never charges from the grid.
 
+**Import cap.** Under a grid import cap (a power cap at the connection or a grid event's
+limit, ``import_cap_kwh``) the site's controller charges no more than the cap leaves and,
+whatever the decision, discharges at least what keeps the import within it, as far as the
+battery allows::
+
+    discharge >= min(load - available - cap h, P_bat h, (soc - soc_min) eta)
+
+what a real site's battery controller does against its connection's limit (it reacts to the
+slot's metered load, no forecast involved). The load itself is never cut here.
+
 **Dispatch of the rest.** The load plus charging, less discharge, is the *net* demand; the
 sources serve it in merit order (take-or-pay first, at marginal price 0, then by price,
 carbon and name); the grid supplies what is left. Surplus renewable power is exported at the
@@ -157,8 +167,9 @@ def site_balance(
         Price paid for exported surplus; None: surplus is curtailed.
     import_cap_kwh : float
         Grid import allowed over the slot (a power cap at the connection times the slot's
-        hours): charging the battery is cut so as not to import above it (the load itself
-        is never cut here: the simulator keeps the jobs within the cap before).
+        hours): charging the battery is cut so as not to import above it and the battery
+        discharges what keeps the import within it (the load itself is never cut here: the
+        simulator keeps the jobs within what the cap and the battery allow before).
     """
     load = max(float(load_kwh), 0.0)
     avail = [max(float(a), 0.0) for a in available_kwh]
@@ -179,6 +190,10 @@ def site_balance(
         if charge > 0 and math.isfinite(import_cap_kwh):
             # Charging may take what renewables leave and the grid up to the cap.
             charge = min(charge, max(total + import_cap_kwh - load, 0.0))
+        over = load + charge - discharge - total - import_cap_kwh
+        if over > 0:
+            # The site's controller keeps the cap with the battery first.
+            discharge = min(discharge + over, can_discharge)
     net = load + charge - discharge
     used = [0.0] * len(avail)
     left = net

@@ -73,6 +73,7 @@ from workbench.policies.supplyplan import (
     SupplyPlanner,
     WindowSupply,
     site_load_kw,
+    slot_caps,
 )
 
 log = logging.getLogger(__name__)
@@ -590,11 +591,12 @@ class OfflinePolicy:
                 reasons[js.job.job_id] = "behind the plan near its deadline (top-up)"
             coef[rows] = np.where(opts.progress[rows] > 0, 1.0 + base + 2.0 * match
                                   + 1.0 * same_dc, -1.0)
-        prob = build_slot_problem(state, opts, coef, self.caps)
+        sp = self._supply_plan
+        prob = build_slot_problem(state, opts, coef, self.caps if sp is None else
+                                  slot_caps(sc, sp, t, state.soc_kwh, self.caps))
         chosen = greedy_choice(prob, priority=prio)
         placements = {state.jobs[int(opts.job_index[k])].job.job_id: opts.placement(int(k))
                       for k in np.flatnonzero(chosen)}
-        sp = self._supply_plan
         battery: dict[str, float] = {}
         if sp is not None:
             # The batteries keep the grid at the plan's level for the load placed here (a

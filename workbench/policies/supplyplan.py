@@ -22,6 +22,7 @@ policies use none of this: the simulator applies the site's greedy dispatch
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from numpy.typing import NDArray
 
 from workbench.bill import Bucket, buckets
 from workbench.caps import Caps
-from workbench.meter import idle_kw
+from workbench.meter import idle_kw, import_limits_kw
 from workbench.model import Scenario, ScenarioView
 from workbench.optim.slot import SlotProblem
 from workbench.optim.supplylp import SupplyBlock, SupplySolution
@@ -280,13 +281,41 @@ class SupplyPlan:
         return out
 
 
+def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, float],
+              caps: Caps) -> Caps:
+    """The import limits slot ``t``'s decision keeps, as a caps record of that slot alone:
+    each datacenter's power cap and the grid events known at ``t``
+    (:func:`workbench.meter.import_limits_kw`), raised at a site with own supply by what
+    its sources and battery can give in the slot beyond the plan's charging
+    (:meth:`SupplyPlan.own_supply_kwh` over the slot's hours): the jobs may draw that much
+    more, the battery discharging it (the planner's decision, :meth:`SupplyPlan.battery_kw`,
+    and the site's controller, :func:`workbench.outcome.supply.site_balance`). ``caps``
+    itself without a limit there."""
+    if not caps.has_limits:
+        return caps
+    supply = sc.supply
+    names = [d.name for d in sc.datacenters]
+    limit = dict(zip(names, import_limits_kw(sc, caps, t, t + 1, known_at=t)[0].tolist(),
+                     strict=True))
+    own = [n for n in sp.names if math.isfinite(limit[n])
+           and (supply.battery_at(n) is not None or supply.sources_at(n))]
+    if not own:
+        return caps
+    batteries = {n: b for n in own if (b := supply.battery_at(n)) is not None}
+    extra = sp.own_supply_kwh(t, soc_kwh, batteries)
+    h = float(sc.slot_s) / 3600.0
+    merged = {n: v + (extra[n] / h if n in own else 0.0) for n, v in limit.items()
+              if math.isfinite(v)}
+    return dataclasses.replace(caps, power_kw=None, power_kw_by_dc=merged, events=())
+
+
 def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int,
-                     price: Mapping[str, float], carbon: Mapping[str, float], caps: Caps
-                     ) -> tuple[SlotOptions, Caps]:
+                     price: Mapping[str, float], carbon: Mapping[str, float], caps: Caps,
+                     soc_kwh: Mapping[str, float]) -> tuple[SlotOptions, Caps]:
     """The slot's options priced at the plan's value of energy at balanced sites, and the
-    caps with each demand-charged site's power cap lowered to the plan's
-    (:meth:`SupplyPlan.power_caps_kw`, at least what its inference services draw, so that
-    the slot stays feasible).
+    caps of the slot (:func:`slot_caps`: own supply counted) with each demand-charged site's
+    power cap lowered to the plan's (:meth:`SupplyPlan.power_caps_kw`, at least what its
+    inference services draw, so that the slot stays feasible).
 
     An option's energy in its own datacenter ``E_d`` (:func:`site_energy_kwh`) is
     repriced, at the region's grid price ``p_d`` and carbon intensity ``c_d`` (g/kWh)::
@@ -310,6 +339,7 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
             cost[rows] += (v - float(price[region[name]])) * at_d[rows]
             kg[rows] -= float(carbon[region[name]]) * at_d[rows] / 1000.0
     opts = dataclasses.replace(opts, cost=cost, carbon_kg=kg)
+    caps = slot_caps(sc, sp, t, soc_kwh, caps)
     planned = sp.power_caps_kw(t)
     if not planned:
         return opts, caps
@@ -432,4 +462,4 @@ def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
 
 __all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply",
            "own_supply_problem", "prefer_progress", "site_energy_kwh", "site_load_kw",
-           "supplied_options"]
+           "slot_caps", "supplied_options"]

@@ -101,7 +101,8 @@ class SupplyWindow:
         sp = self._supply_plan
         if sp is None or self._sc is None:
             return opts, self.caps
-        return supplied_options(self._sc, opts, sp, state.t, price, carbon, self.caps)
+        return supplied_options(self._sc, opts, sp, state.t, price, carbon, self.caps,
+                                state.soc_kwh)
 
     def _solve_slot(self, state: SlotState, opts: SlotOptions, prob: SlotProblem,
                     keep: NDArray[np.bool_], prio: NDArray[np.float64],

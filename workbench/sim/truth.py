@@ -254,7 +254,7 @@ class Truth:
         trimmed: list[PowerTrim] = []
         if self.limit_kw is not None and placements:
             placements, etas, trimmed = self._within_power_caps(placements, active, t,
-                                                                t_start)
+                                                                t_start, alloc.battery_kw)
         busy: Counter[tuple[str, str]] = Counter()
         for placed in placements.values():
             busy[(placed.datacenter, placed.gpu_type)] += placed.n_gpus
@@ -323,7 +323,7 @@ class Truth:
 
     def _within_power_caps(
         self, placements: Mapping[str, Placement], active: list[JobRun], t: int,
-        t_start: datetime,
+        t_start: datetime, battery_kw: Mapping[str, float],
     ) -> tuple[dict[str, Placement], dict[str, float], list[PowerTrim]]:
         """The placements trimmed to the enforced power caps, with the throughput noise
         drawn for each running training job, and what was trimmed.
@@ -331,7 +331,9 @@ class Truth:
         Each datacenter's grid import is what the meter reads (:meth:`Meter.import_kw`):
         its jobs' true facility energy in the slot (:func:`workbench.outcome.slot_outcome`
         at the truth, transfers' halves at both ends) over the slot's hours, plus its idle
-        load, less what its own sources deliver (a battery's discharge is not counted on).
+        load, less what its own sources and its battery deliver (the allocation's battery
+        decision, and the discharge the site's controller adds to keep the cap,
+        :func:`workbench.outcome.supply.site_balance`).
         Where it exceeds the cap, training jobs that draw there (placed there, or moving away
         with half their transfer there) pause until it fits: first
         those the allocation starts, resumes or moves here this slot (its marginal
@@ -365,7 +367,8 @@ class Truth:
         for dc, cap in zip(self.dcs, self.limit_kw[t].tolist(), strict=True):
             if not math.isfinite(cap):
                 continue
-            drawn = meter.import_kw(dc, t, draw[dc])
+            bat = battery_kw.get(dc)
+            drawn = meter.import_kw(dc, t, draw[dc], bat)
             if drawn <= cap * (1 + 1e-9):
                 continue
             # Training jobs that draw here: those placed here and those whose move away
@@ -375,7 +378,7 @@ class Truth:
             here.sort(key=lambda j: (by_id[j].placement == placements[j],
                                      -sum(kw for d, kw in kw_of[j] if d == dc), j))
             for j in here:
-                if meter.import_kw(dc, t, draw[dc]) <= cap * (1 + 1e-9):
+                if meter.import_kw(dc, t, draw[dc], bat) <= cap * (1 + 1e-9):
                     break
                 del kept[j]
                 for d, kw in kw_of[j]:
