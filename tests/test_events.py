@@ -28,6 +28,13 @@ def short():
     return first_hours(build_seed3(), 48.0)
 
 
+@pytest.fixture(scope="module")
+def with_battery(short):
+    """seed3's first two days with a 200 kWh, 40 kW battery at guangzhou."""
+    bat = Battery("gz-bat", "guangzhou", energy_kwh=200.0, power_kw=40.0)
+    return replace(short, supply=replace(short.supply, batteries=(bat,)))
+
+
 def test_an_event_is_parsed_from_its_text_and_bad_text_says_the_form() -> None:
     ev = parse_event("guangzhou,2025-07-14T14:00,3,60,4")
     assert (ev.datacenter, ev.hours, ev.limit_kw, ev.notice_hours) == ("guangzhou", 3.0,
@@ -289,12 +296,11 @@ def test_a_scenario_cut_event_holds_its_run_and_leaves_the_comparisons_running(s
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["lookahead", "offline"])
-def test_a_battery_is_a_lever_the_planners_use_to_keep_an_event(short, policy) -> None:
+def test_a_battery_is_a_lever_the_planners_use_to_keep_an_event(with_battery, policy) -> None:
     """A battery at the event's site lets the jobs draw beyond the limit less the idle load:
     the plan discharges it in the event's slots, the import stays at the limit, and no
     deadline the run without the event meets is missed."""
-    bat = Battery("gz-bat", "guangzhou", energy_kwh=200.0, power_kw=40.0)
-    sc = replace(short, supply=replace(short.supply, batteries=(bat,)))
+    sc = with_battery
     ev = GridEvent("guangzhou", 24.0, 3.0, limit_kw=58.0, notice_hours=2.0)
     out = run_spec(RunSpec(sc.name, policy=policy, baseline=False, caps=Caps(events=(ev,))),
                    sc)
@@ -307,3 +313,34 @@ def test_a_battery_is_a_lever_the_planners_use_to_keep_an_event(short, policy) -
     # The battery served the site in the event: its load went above the limit.
     assert dis.sum() > 1.0 and load.max() > 58.0 + 1.0
     assert not out.result.metrics.get("power_trims")
+
+
+def test_a_battery_lowers_the_limit_an_event_may_ask_by_what_it_can_give(with_battery) -> None:
+    from workbench.sim.results import check_scenario_events
+
+    # 57.19 kW drawn whatever runs; the battery gives min(40, 180 kWh * eta / 3 h) = 40 kW.
+    ok, = check_scenario_events(with_battery, [GridEvent("guangzhou", 10.0, 3.0,
+                                                         limit_kw=20.0)])
+    assert ok.limit_kw == 20.0
+    with pytest.raises(ValueError, match=r"less the 40\.00 kW its battery can give for 3 h"):
+        check_scenario_events(with_battery, [GridEvent("guangzhou", 10.0, 3.0, limit_kw=10.0)])
+    # A longer event: the energy, not the power, bounds it (180 * 0.9487 / 10 h = 17.08 kW).
+    with pytest.raises(ValueError, match=r"give at least 40\.1\d kW"):
+        check_scenario_events(with_battery, [GridEvent("guangzhou", 10.0, 10.0, limit_kw=30.0)])
+
+
+@pytest.mark.slow
+def test_the_envelope_counts_the_battery_and_its_offers_are_kept(with_battery) -> None:
+    sc = with_battery
+    spec = RunSpec(sc.name, baseline=False)
+    res, _ = simulate_spec(spec, sc)
+    env = Envelope(sc, res.plan, res.slots, res.jobs, spec.sim.restart_s)
+    gz = offers(env, 3.0, 2.0, datacenters=["guangzhou"])
+    assert (gz["battery_kw"] > 1.0).mean() > 0.5 and (gz["battery_kw"] <= 40.0 + 1e-9).all()
+    for i in (3, 27):  # the evening and the night after, each with a full battery's power
+        r = gz.iloc[i]
+        ev = GridEvent("guangzhou", float(sc.slot_of(r["start"])) / 4, 3.0,
+                       limit_kw=float(r["limit_kw"]), notice_hours=2.0)
+        out = run_spec(RunSpec(sc.name, baseline=False, caps=Caps(events=(ev,))), sc)
+        row, = out.result.meta["grid_events"]
+        assert row["met"] and row["new_misses"] == [], (r.to_dict(), row)

@@ -34,7 +34,7 @@ from workbench.config import (
     horizon,
     validate_config,
 )
-from workbench.events import GridEvent, check_events
+from workbench.events import GridEvent
 from workbench.io.errors import InputError, quoted
 from workbench.io.jobs import job_sets, load_job_set
 from workbench.io.latency import latency_ms, read_latency_matrix
@@ -508,10 +508,10 @@ def build_scenario(store: Any, cfg: Mapping[str, Any] | ScenarioConfig,
     )
     if not supply.grid_events:
         return built
-    from workbench.sim.results import site_floors_kw
+    from workbench.sim.results import check_scenario_events
 
     try:  # each start inside the horizon, each limit above what the site always draws
-        events = check_events(built, supply.grid_events, site_floors_kw(built))
+        events = check_scenario_events(built, supply.grid_events)
     except ValueError as exc:
         raise BuildError(f"[[grid_events]]: {exc}") from None
     return dataclasses.replace(built, supply=dataclasses.replace(supply, grid_events=events))

@@ -250,13 +250,16 @@ def parse_event(text: str) -> GridEvent:
 
 
 def check_events(sc: Horizon, events: Sequence[GridEvent],
-                 floor_kw: Mapping[str, NDArray[np.float64]] | None = None
+                 floor_kw: Mapping[str, NDArray[np.float64]] | None = None,
+                 storage: Mapping[str, tuple[float, float]] | None = None
                  ) -> tuple[GridEvent, ...]:
     """The events with their start resolved to a UTC time, checked against the scenario:
     a known datacenter, a start inside the horizon, and a limit at least what the site
     draws whatever runs in the event's slots (``floor_kw``: per datacenter and slot, kW,
     its idle load plus the inference services that may run only there,
-    :func:`workbench.sim.results.site_floors_kw`).
+    :func:`workbench.sim.results.site_floors_kw`) less what its battery could give through
+    the event (``storage``: per datacenter its power, kW, and the energy it delivers from
+    full, kWh; ``min(power, energy / hours)``).
 
     Raises
     ------
@@ -279,12 +282,16 @@ def check_events(sc: Horizon, events: Sequence[GridEvent],
         if ev.limit_kw is not None and floor_kw is not None:
             a, b = ev.slots(sc)
             floor = float(np.max(floor_kw[ev.datacenter][a:b]))
-            if ev.limit_kw < floor - 1e-9:
+            power, energy = (storage or {}).get(ev.datacenter, (0.0, 0.0))
+            bat = min(power, energy / ev.hours)
+            if ev.limit_kw < floor - bat - 1e-9:
+                by = f", less the {bat:.2f} kW its battery can give for {ev.hours:g} h" \
+                    if bat > 0 else ""
                 raise ValueError(
                     f"grid event {ev.label}: limit {ev.limit_kw:g} kW is below the "
                     f"{floor:.2f} kW {ev.datacenter} draws whatever runs then (its idle load "
-                    f"plus the inference services that may run only there); give at least "
-                    f"{floor:.2f} kW")
+                    f"plus the inference services that may run only there{by}); give at "
+                    f"least {floor - bat:.2f} kW")
         out.append(ev)
     return tuple(out)
 

@@ -5,7 +5,7 @@ For each datacenter ``d`` and each start hour ``s`` of the horizon, an offer ans
 ``s``, announced ``notice_h`` hours ahead": what a demand-response contract is signed on.
 
 It is read off the plan the operator would run anyway (the spec's policy without any event,
-one run; its site meter gives the planned import ``p_t``) and two levers the planners use to
+one run; its site meter gives the planned import ``p_t``) and the levers the planners use to
 keep an event (:mod:`workbench.events`):
 
 - a training job that runs at ``d`` in the window's slots can pause there for the whole
@@ -16,7 +16,8 @@ keep an event (:mod:`workbench.events`):
   a pool of its GPU type) can move there for the window where the plan leaves enough GPUs
   free there through it (each pool's free GPUs given once).
 
-With ``s_t`` the facility power of those jobs in slot ``t`` (kW), the site can hold
+With ``s_t`` the facility power of those jobs in slot ``t`` and the battery's extra
+discharge (kW), the site can hold
 
     limit = max_t (p_t - s_t) + m   (never below its idle load plus its must-run services)
 
@@ -27,11 +28,14 @@ so ``sheddable_kw = max_t p_t - limit`` (``planned_import_kw = max_t p_t``). The
 price between the window's end and its deadline (its own planned energy per slot, a
 restart's energy added) less what it would have paid in the window; a moved service's
 window energy at the other site's price less this one's, and its checkpoint's transfer there
-and back. Moving training jobs to other sites, lower power limits and batteries are not
-counted (the offer is at most what the planner can do, not all of it); contention when the
-paused jobs catch up is the plan's own finish-time slack. How honest and how tight the
-envelope is, is measured by ``bench/flexibility.py``: offers planned as events with the
-look-ahead (kept, no new miss) and the most the hindsight plan sheds at the same points.
+and back. A third lever is the site's battery (:meth:`Envelope.battery`): what it can
+discharge beyond the plan through the window from the plan's state of charge, its cost the
+recharge after the window (``battery_kw`` of the offer). Moving training jobs to other sites
+and lower power limits are not counted (the offer is at most what the planner can do, not
+all of it); contention when the paused jobs catch up is the plan's own finish-time slack.
+How honest and how tight the envelope is, is measured by ``bench/flexibility.py``: offers
+planned as events with the look-ahead (kept, no new miss) and the most the hindsight plan
+sheds at the same points.
 
 The cost curve of one point (:meth:`Envelope.cost_curve`) adds the levers cheapest per kW
 first: kW shed against extra cost.
@@ -64,7 +68,7 @@ if TYPE_CHECKING:
     from workbench.sim import RunResult
 
 OFFER_COLUMNS = ("datacenter", "start", "hours", "notice_hours", "planned_import_kw",
-                 "sheddable_kw", "limit_kw", "extra_cost", "flexible_jobs")
+                 "sheddable_kw", "limit_kw", "extra_cost", "flexible_jobs", "battery_kw")
 """The columns of an offer (``workbench flexibility --json``'s ``offers`` and its CSV)."""
 
 
@@ -79,6 +83,11 @@ class _Lever:
     move_kw: float = 0.0
     """What the site draws more in the slot the job leaves (a moved service's transfer half
     there, kW): the limit leaves room for it."""
+
+    @property
+    def battery(self) -> bool:
+        """The site's battery (:meth:`Envelope.battery`), not a job."""
+        return self.job_id.startswith("battery ")
 
 
 class Envelope:
@@ -106,6 +115,9 @@ class Envelope:
         self.slot_h = sc.slot_s / 3600.0
         self.import_kw = site_array(slots, "grid_import_kw", self.names)
         self.price = site_array(slots, "price_per_kwh", self.names)
+        if sc.supply.batteries:
+            self.soc_kwh = site_array(slots, "soc_kwh", self.names)
+            self.discharge_kwh = site_array(slots, "discharge_kwh", self.names)
         self.floor_kw = self._floors()
         self.restart_slots = restart_s / sc.slot_s
         if "slot" not in plan:  # a stored plan: the slot from its start
@@ -158,6 +170,18 @@ class Envelope:
         """Per slot and site, what it draws whatever runs (kW, slots x sites)."""
         floors = site_floors_kw(self.sc)
         return np.column_stack([floors[n] for n in self.names])
+
+    def _floor(self, j: int, a: int, b: int, levers: Sequence[_Lever]) -> float:
+        """The least import site ``j`` can hold through ``[a, b)`` (kW): what it draws
+        whatever runs, less its battery's planned discharge and the extra ``levers`` take
+        from it."""
+        floor = self.floor_kw[a:b, j].copy()
+        if self.sc.supply.batteries:
+            floor -= self.discharge_kwh[a:b, j] / self.slot_h
+            for x in levers:
+                if x.battery:
+                    floor -= x.kw
+        return float(floor.max())
 
     def window(self, datacenter: str, start_slot: int, hours: float) -> tuple[int, int]:
         a = int(start_slot)
@@ -244,9 +268,39 @@ class Envelope:
             out.append(_Lever(jid, kw, extra, move_kw=left_kwh / self.slot_h))
         return out
 
+    def battery(self, datacenter: str, a: int, b: int) -> _Lever | None:
+        """The site's battery discharging a constant ``e`` kW more than the plan through
+        ``[a, b)`` (None: no battery, or none to spare). From the planned state of charge
+        ``s_0`` at the window's start and the planned discharge ``d_t`` (kWh) in it::
+
+            e = min(P - max_t d_t / h, ((s_0 - soc_min) eta - sum_t d_t) / (n h))
+
+        (the planned charging in the window is not counted on). Its extra cost: the energy
+        recharged in the day after the window at the site's mean price there, through the
+        round trip, less what the shed import would have paid."""
+        bat = self.sc.supply.battery_at(datacenter)
+        if bat is None:
+            return None
+        j = self.names.index(datacenter)
+        h, n = self.slot_h, b - a
+        soc0 = bat.soc_initial_kwh if a == 0 else float(self.soc_kwh[a - 1, j])
+        planned = self.discharge_kwh[a:b, j]
+        e = min(bat.power_kw - float(planned.max()) / h,
+                ((soc0 - bat.soc_min_kwh) * bat.eta - float(planned.sum())) / (n * h))
+        if e <= 1e-9:
+            return None
+        kwh = e * h * n
+        later = self.price[b:min(b + int(round(24 / h)), self.sc.n_slots), j]
+        later = later if later.size else self.price[b - 1:b, j]
+        extra = float(kwh / bat.eta**2 * later.mean() - e * h * self.price[a:b, j].sum())
+        return _Lever(f"battery {bat.name}", np.full(n, e), extra)
+
     def _levers(self, datacenter: str, a: int, b: int) -> list[_Lever]:
-        """Every job the site can shed in ``[a, b)``: paused training jobs, moved services."""
-        return self.pausable(datacenter, a, b) + self.movable(datacenter, a, b)
+        """Every lever the site has in ``[a, b)``: paused training jobs, moved services, its
+        battery."""
+        bat = self.battery(datacenter, a, b)
+        return (self.pausable(datacenter, a, b) + self.movable(datacenter, a, b)
+                + ([] if bat is None else [bat]))
 
     def offer(self, datacenter: str, start_slot: int, hours: float, notice_h: float
               ) -> dict[str, Any]:
@@ -255,15 +309,17 @@ class Envelope:
         j = self.names.index(datacenter)
         p = self.import_kw[a:b, j]
         jobs = self._levers(datacenter, a, b)
-        floor = float(self.floor_kw[a:b, j].max())
+        floor = self._floor(j, a, b, jobs)
         limit = _limit(p, jobs, floor)
         peak = float(p.max())
+        bat = [x for x in jobs if x.battery]
         return {"datacenter": datacenter,
                 "start": pd.Timestamp(self.sc.slot_starts()[a]).isoformat(),
                 "hours": hours, "notice_hours": notice_h, "planned_import_kw": peak,
                 "sheddable_kw": max(peak - limit, 0.0), "limit_kw": min(limit, peak),
                 "extra_cost": float(sum(x.extra_cost for x in jobs)) if peak > limit else 0.0,
-                "flexible_jobs": len(jobs)}
+                "flexible_jobs": len(jobs) - len(bat),
+                "battery_kw": float(bat[0].kw[0]) if bat and peak > limit else 0.0}
 
     def cost_curve(self, datacenter: str, start_slot: int, hours: float
                    ) -> list[tuple[float, float]]:
@@ -272,13 +328,12 @@ class Envelope:
         a, b = self.window(datacenter, start_slot, hours)
         j = self.names.index(datacenter)
         p = self.import_kw[a:b, j]
-        floor = float(self.floor_kw[a:b, j].max())
         peak = float(p.max())
         jobs = sorted(self._levers(datacenter, a, b),
                       key=lambda x: (x.extra_cost / max(float(x.kw.max()), 1e-9), x.job_id))
         out = [(0.0, 0.0)]
         for k in range(1, len(jobs) + 1):
-            limit = _limit(p, jobs[:k], floor)
+            limit = _limit(p, jobs[:k], self._floor(j, a, b, jobs[:k]))
             out.append((max(peak - limit, 0.0), float(sum(x.extra_cost for x in jobs[:k]))))
         return out
 

@@ -50,7 +50,7 @@ from workbench.policies.offline import LeastCarbon
 from workbench.power_limits import check_menu
 from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
 from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
-from workbench.sim.results import RUN_WARNING, check_power_caps, site_floors_kw
+from workbench.sim.results import RUN_WARNING, check_power_caps, check_scenario_events
 from workbench.supply import ignore_set
 
 if TYPE_CHECKING:
@@ -424,8 +424,7 @@ def event_twin(spec: RunSpec, scenario: Scenario, caps: Caps, *,
     """
     if not caps.has_events:
         return caps, None
-    caps = caps.with_events(events.check_events(scenario, caps.events,
-                                                site_floors_kw(scenario)))
+    caps = caps.with_events(check_scenario_events(scenario, caps.events))
     twin, _ = simulate_spec(spec, scenario, caps=caps.with_events(()), fitted=fitted,
                             recorders=recorders)
     caps = caps.with_events(events.resolve_cuts(

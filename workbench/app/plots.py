@@ -479,7 +479,7 @@ def offers_heatmap(frame: pd.DataFrame, tz: str = "UTC", currency: str = "") -> 
         frame, [("start_local", f"start ({tz})"), ("datacenter", "datacenter")],
         [("sheddable_kw", "sheddable kW"), ("planned_import_kw", "planned kW"),
          ("limit_kw", "held at kW"), ("extra_cost", f"extra cost{cur}"),
-         ("flexible_jobs", "jobs paused or moved")])
+         ("flexible_jobs", "jobs paused or moved"), ("battery_kw", "battery kW")])
     return hm.opts(
         **CALM, cmap="Greens", colorbar=True, clim=(0.0, max(float(
             frame["sheddable_kw"].max()), 1e-9)), responsive=True,

@@ -256,6 +256,26 @@ class SupplyPlan:
             out[n] = max(ren + stock - max(-float(per[i]), 0.0), 0.0)
         return out
 
+    def planned_own_kw(self, t: int, soc_kwh: Mapping[str, float],
+                       batteries: Mapping[str, Battery]) -> dict[str, float]:
+        """What each balanced site's own supply gives in slot ``t`` by the plan (kW): the
+        forecast of its sources and its battery's planned discharge, at most what the
+        battery holds now (its metered ``soc_kwh``)::
+
+            R_d(t) + min(max(battery_plan(t), 0), min(P h, (soc - soc_min) eta) / h)"""
+        b = self._block(t)
+        row = min(max(t - self.t0, 0), self.renewable_kw.shape[0] - 1)
+        per = self.battery_kwh[:, b] / (float(self.block_len[b]) * self.slot_h)
+        out: dict[str, float] = {}
+        for i, n in enumerate(self.names):
+            ren = (float(self.renewable_kw[row, self.source_site == i].sum())
+                   if self.renewable_kw.size else 0.0)
+            bat = batteries.get(n)
+            can = 0.0 if bat is None else battery_limits(
+                bat, float(soc_kwh.get(n, bat.soc_initial_kwh)), self.slot_h)[1] / self.slot_h
+            out[n] = ren + min(max(float(per[i]), 0.0), can)
+        return out
+
     def energy_value(self, t: int) -> dict[str, float]:
         """Each balanced site's marginal value of energy in slot ``t`` (currency/kWh)."""
         b = self._block(t)
@@ -286,11 +306,11 @@ def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, fl
     """The import limits slot ``t``'s decision keeps, as a caps record of that slot alone:
     each datacenter's power cap and the grid events known at ``t``
     (:func:`workbench.meter.import_limits_kw`), raised at a site with own supply by what
-    its sources and battery can give in the slot beyond the plan's charging
-    (:meth:`SupplyPlan.own_supply_kwh` over the slot's hours): the jobs may draw that much
-    more, the battery discharging it (the planner's decision, :meth:`SupplyPlan.battery_kw`,
-    and the site's controller, :func:`workbench.outcome.supply.site_balance`). ``caps``
-    itself without a limit there."""
+    its sources and battery give in the slot by the plan (:meth:`SupplyPlan.planned_own_kw`:
+    the slot draws no more of the battery than the plan, which keeps the rest for the
+    slots after; the site's controller covers a shortfall of the sources as far as the
+    battery holds, :func:`workbench.outcome.supply.site_balance`). ``caps`` itself without
+    a limit there."""
     if not caps.has_limits:
         return caps
     supply = sc.supply
@@ -302,9 +322,8 @@ def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, fl
     if not own:
         return caps
     batteries = {n: b for n in own if (b := supply.battery_at(n)) is not None}
-    extra = sp.own_supply_kwh(t, soc_kwh, batteries)
-    h = float(sc.slot_s) / 3600.0
-    merged = {n: v + (extra[n] / h if n in own else 0.0) for n, v in limit.items()
+    extra = sp.planned_own_kw(t, soc_kwh, batteries)
+    merged = {n: v + (extra[n] if n in own else 0.0) for n, v in limit.items()
               if math.isfinite(v)}
     return dataclasses.replace(caps, power_kw=None, power_kw_by_dc=merged, events=())
 

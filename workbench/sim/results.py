@@ -23,6 +23,7 @@ from workbench.policies.base import Policy
 from workbench.schema import JOB_OUTCOME, PLAN_ROW, PLAN_STORED_COLUMNS
 
 if TYPE_CHECKING:
+    from workbench.events import GridEvent
     from workbench.sim.truth import JobRun, PowerTrim
 
 log = logging.getLogger(__name__)
@@ -315,6 +316,16 @@ def site_floors_kw(sc: Scenario) -> dict[str, NDArray[np.float64]]:
     return out
 
 
+def check_scenario_events(sc: Scenario, events: Sequence[GridEvent]) -> tuple[GridEvent, ...]:
+    """:func:`workbench.events.check_events` with the site's floors
+    (:func:`site_floors_kw`) and its batteries' reach (power, and the energy each delivers
+    from full)."""
+    from workbench.events import check_events
+
+    storage = {b.datacenter: (b.power_kw, b.usable_kwh * b.eta) for b in sc.supply.batteries}
+    return check_events(sc, events, site_floors_kw(sc), storage)
+
+
 def check_power_caps(sc: Scenario, caps: Caps) -> None:
     """Refuse grid import caps below a site's idle load plus what the inference services
     alone draw (they run every slot they are up), with the numbers: raise ValueError when
@@ -324,9 +335,7 @@ def check_power_caps(sc: Scenario, caps: Caps) -> None:
     datacenter's cap where they can run nowhere else (each cap less its site's idle
     load)."""
     if caps.has_events:
-        from workbench.events import check_events
-
-        check_events(sc, caps.events, site_floors_kw(sc))
+        check_scenario_events(sc, caps.events)
     if not caps.has_power:
         return
     check_import_caps(sc, caps)

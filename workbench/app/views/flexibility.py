@@ -181,8 +181,10 @@ class FlexibilityView(StateView):
                 f"{float(offer['hours']):g} h at {float(offer['notice_hours']):g} h notice: "
                 f"planned peak {float(offer['planned_import_kw']):,.1f} kW, held at "
                 f"{float(offer['limit_kw']):,.1f} kW, so **{float(offer['sheddable_kw']):,.1f}"
-                f" kW shed** by pausing or moving {int(offer['flexible_jobs'])} job(s), extra cost "
-                f"{float(offer['extra_cost']):,.2f} {esc(cur)}.")
+                f" kW shed** by pausing or moving {int(offer['flexible_jobs'])} job(s)"
+                + (f" and {float(offer['battery_kw']):,.1f} kW from the battery"
+                   if float(offer.get("battery_kw", 0.0) or 0.0) > 0 else "")
+                + f", extra cost {float(offer['extra_cost']):,.2f} {esc(cur)}.")
         curve = derive.cost_curve_frame(self.s.picked_curve())
         title = f"{offer['datacenter']} from {start:%a %H:%M}: kW shed against extra cost"
         return pn.Column(pn.pane.Markdown(text, css_classes=["wb-flex-offer"]),
