@@ -15,7 +15,7 @@ from workbench.caps import Caps
 from workbench.cli import main
 from workbench.events import GridEvent, check_events, import_limits_kw, parse_event
 from workbench.flexibility import OFFER_COLUMNS, Envelope, offers
-from workbench.runner import RunSpec, run_spec, simulate_spec
+from workbench.runner import RunSpec, SpecError, run_spec, simulate_spec
 from workbench.scenarios import build_seed3, first_hours
 from workbench.schema import site_key
 from workbench.sim.results import site_floors_kw
@@ -327,6 +327,14 @@ def test_a_battery_lowers_the_limit_an_event_may_ask_by_what_it_can_give(with_ba
     # A longer event: the energy, not the power, bounds it (180 * 0.9487 / 10 h = 17.08 kW).
     with pytest.raises(ValueError, match=r"give at least 40\.1\d kW"):
         check_scenario_events(with_battery, [GridEvent("guangzhou", 10.0, 10.0, limit_kw=30.0)])
+    # A policy that leaves the battery to the site's greedy dispatch cannot count on it.
+    with pytest.raises(ValueError, match="lyapunov does not plan the batteries"):
+        check_scenario_events(with_battery, [GridEvent("guangzhou", 10.0, 3.0, limit_kw=20.0)],
+                              "lyapunov")
+    spec = RunSpec(with_battery.name, policy="greedy", baseline=False,
+                   caps=Caps(events=(GridEvent("guangzhou", 10.0, 3.0, limit_kw=20.0),)))
+    with pytest.raises(SpecError, match="greedy does not plan the batteries"):
+        run_spec(spec, with_battery)
 
 
 @pytest.mark.slow

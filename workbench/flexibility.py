@@ -105,12 +105,17 @@ class Envelope:
         run keeps none): read from the plan's finish rows (:func:`plan_job_outcomes`).
     restart_s : float
         Seconds a paused job loses when it resumes.
+    batteries : bool
+        Whether the batteries are a lever: the plan's policy plans them
+        (:func:`workbench.policies.plans_batteries`); a policy that does not leaves them
+        to the sites' greedy dispatch, which holds no charge for an event.
     """
 
     def __init__(self, scenario: Scenario, plan: pd.DataFrame, slots: pd.DataFrame,
-                 jobs: pd.DataFrame, restart_s: float) -> None:
+                 jobs: pd.DataFrame, restart_s: float, batteries: bool = True) -> None:
         sc = scenario
         self.sc = sc
+        self.batteries = batteries
         self.names = [d.name for d in sc.datacenters]
         self.slot_h = sc.slot_s / 3600.0
         self.import_kw = site_array(slots, "grid_import_kw", self.names)
@@ -161,10 +166,14 @@ class Envelope:
         """The envelope of a run as planned or as stored (:func:`workbench.runs.
         load_result`: no job outcomes, its plan without slot numbers), with the restart
         seconds the run was simulated with. ``scenario`` at the run's slot length."""
+        from workbench.policies import POLICY_NAMES, plans_batteries
+
         restart_s = result.meta.get("restart_s")
         if restart_s is None:
             restart_s = (result.meta.get("knobs") or {}).get("restart_s", RESTART_S_DEFAULT)
-        return cls(scenario, result.plan, result.slots, result.jobs, float(restart_s))
+        policy = str(result.meta.get("policy", ""))
+        return cls(scenario, result.plan, result.slots, result.jobs, float(restart_s),
+                   batteries=policy in POLICY_NAMES and plans_batteries(policy))
 
     def _floors(self) -> NDArray[np.float64]:
         """Per slot and site, what it draws whatever runs (kW, slots x sites)."""
@@ -176,7 +185,7 @@ class Envelope:
         whatever runs, less its battery's planned discharge and the extra ``levers`` take
         from it."""
         floor = self.floor_kw[a:b, j].copy()
-        if self.sc.supply.batteries:
+        if self.sc.supply.batteries and self.batteries:
             floor -= self.discharge_kwh[a:b, j] / self.slot_h
             for x in levers:
                 if x.battery:
@@ -279,7 +288,7 @@ class Envelope:
         recharged in the day after the window at the site's mean price there, through the
         round trip, less what the shed import would have paid."""
         bat = self.sc.supply.battery_at(datacenter)
-        if bat is None:
+        if bat is None or not self.batteries:
             return None
         j = self.names.index(datacenter)
         h, n = self.slot_h, b - a

@@ -300,7 +300,7 @@ def _check(spec: RunSpec, scenario: Scenario) -> None:
         spec.caps.check_names(d.name for d in scenario.datacenters)
         # Before any run (the baseline's too): a power cap below what the inference
         # services alone draw cannot be kept.
-        check_power_caps(scenario, spec.caps)
+        check_power_caps(scenario, spec.caps, spec.policy)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
 
@@ -424,7 +424,7 @@ def event_twin(spec: RunSpec, scenario: Scenario, caps: Caps, *,
     """
     if not caps.has_events:
         return caps, None
-    caps = caps.with_events(check_scenario_events(scenario, caps.events))
+    caps = caps.with_events(check_scenario_events(scenario, caps.events, spec.policy))
     twin, _ = simulate_spec(spec, scenario, caps=caps.with_events(()), fitted=fitted,
                             recorders=recorders)
     caps = caps.with_events(events.resolve_cuts(

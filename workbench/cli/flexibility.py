@@ -55,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.flexibility import Envelope, offers, start_slots
     from workbench.io.plan_csv import write_csv
+    from workbench.policies import plans_batteries
     from workbench.runner import ForecastSettings, RunSpec, SpecError, simulate_spec
 
     bad = check_outputs([("--out", args.out)], args.db) if args.out else None
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         result, _ = simulate_spec(spec, scenario)
     except (SpecError, ValueError) as exc:
         return fail(exc)
-    env = Envelope(scenario, result.plan, result.slots, result.jobs, spec.sim.restart_s)
+    env = Envelope(scenario, result.plan, result.slots, result.jobs, spec.sim.restart_s,
+                   batteries=plans_batteries(spec.policy))
 
     def told(done: int, total: int) -> None:
         print(f"\roffers {done}/{total}", end="" if done < total else "\n", file=sys.stderr)

@@ -60,6 +60,13 @@ def policy_class(name: str) -> Callable[..., Policy]:
     return cls
 
 
+def plans_batteries(name: str) -> bool:
+    """Whether the policy registered under ``name`` plans the sites' batteries (a class
+    attribute ``plans_batteries``): only such a policy keeps a grid event below what a site
+    draws whatever runs, by discharging its battery through it."""
+    return bool(getattr(policy_class(name), "plans_batteries", False))
+
+
 def unsuitable(name: str, scenario: Scenario) -> str | None:
     """Why the policy registered under ``name`` makes no plan of its own on ``scenario``
     (it would run as another policy does, e.g. ``follow-renewables`` without on-site
@@ -96,4 +103,4 @@ def make_policy(name: str, truth: Scenario | None = None, **knobs: Any) -> Polic
 
 
 __all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "make_policy", "needs_truth",
-           "policy_class", "policy_knobs", "unsuitable"]
+           "plans_batteries", "policy_class", "policy_knobs", "unsuitable"]

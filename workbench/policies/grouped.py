@@ -179,6 +179,8 @@ class GroupedLookahead(NoHindsightBound):
     """
 
     name = "lookahead-groups"
+    plans_batteries = True
+    """Each group's look-ahead plans its sites' batteries."""
 
     def __init__(
         self,

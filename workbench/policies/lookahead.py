@@ -193,6 +193,9 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
     """
 
     name = "lookahead"
+    plans_batteries = True
+    """The window plans the sites' batteries (:meth:`~workbench.policies.supplyplan.
+    SupplyPlanner.block`)."""
 
     def __init__(
         self,

@@ -284,6 +284,8 @@ class OfflinePolicy:
     """
 
     name = "offline"
+    plans_batteries = True
+    """The horizon's block LP plans the sites' batteries."""
 
     def __init__(
         self,

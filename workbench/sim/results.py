@@ -316,26 +316,40 @@ def site_floors_kw(sc: Scenario) -> dict[str, NDArray[np.float64]]:
     return out
 
 
-def check_scenario_events(sc: Scenario, events: Sequence[GridEvent]) -> tuple[GridEvent, ...]:
+def check_scenario_events(sc: Scenario, events: Sequence[GridEvent],
+                          policy: str | None = None) -> tuple[GridEvent, ...]:
     """:func:`workbench.events.check_events` with the site's floors
     (:func:`site_floors_kw`) and its batteries' reach (power, and the energy each delivers
-    from full)."""
+    from full), counted for a ``policy`` that plans the batteries
+    (:func:`workbench.policies.plans_batteries`; None: any policy, as when a scenario is
+    built)."""
     from workbench.events import check_events
+    from workbench.policies import plans_batteries
 
-    storage = {b.datacenter: (b.power_kw, b.usable_kwh * b.eta) for b in sc.supply.batteries}
-    return check_events(sc, events, site_floors_kw(sc), storage)
+    if policy is None or plans_batteries(policy):
+        storage = {b.datacenter: (b.power_kw, b.usable_kwh * b.eta)
+                   for b in sc.supply.batteries}
+        return check_events(sc, events, site_floors_kw(sc), storage)
+    try:
+        return check_events(sc, events, site_floors_kw(sc))
+    except ValueError as exc:
+        if not sc.supply.batteries:
+            raise
+        raise ValueError(f"{exc} ({policy} does not plan the batteries: only lookahead, "
+                         "lookahead-groups and offline keep an event below that with "
+                         "one)") from None
 
 
-def check_power_caps(sc: Scenario, caps: Caps) -> None:
+def check_power_caps(sc: Scenario, caps: Caps, policy: str | None = None) -> None:
     """Refuse grid import caps below a site's idle load plus what the inference services
     alone draw (they run every slot they are up), with the numbers: raise ValueError when
     a cap is below the idle load (:func:`workbench.meter.check_import_caps`), a service
     fits under no cap where it may run, or in a slot where the services up draw more than
     the caps of the datacenters they may use (each at its least draw), or more than one
     datacenter's cap where they can run nowhere else (each cap less its site's idle
-    load)."""
+    load). Grid events are checked for ``policy`` (:func:`check_scenario_events`)."""
     if caps.has_events:
-        check_scenario_events(sc, caps.events)
+        check_scenario_events(sc, caps.events, policy)
     if not caps.has_power:
         return
     check_import_caps(sc, caps)
