@@ -352,3 +352,26 @@ def test_the_envelope_counts_the_battery_and_its_offers_are_kept(with_battery) -
         out = run_spec(RunSpec(sc.name, baseline=False, caps=Caps(events=(ev,))), sc)
         row, = out.result.meta["grid_events"]
         assert row["met"] and row["new_misses"] == [], (r.to_dict(), row)
+
+
+@pytest.mark.slow
+def test_a_comparison_neither_holds_nor_claims_the_runs_event_and_pairs_with_its_baseline(
+        short) -> None:
+    from workbench.runs import same_settings
+
+    ev = GridEvent("guangzhou", 24.0, 3.0, limit_kw=60.0, notice_hours=2.0)
+    spec = RunSpec(short.name, caps=Caps(power_kw=500.0, events=(ev,)))
+    assert spec.comparison("asap-home").metered == Caps(power_kw=500.0)
+    out = run_spec(spec, short)
+    assert out.baseline is not None
+    held = Caps.from_stored(out.result.meta["knobs"])
+    base = Caps.from_stored(out.baseline.meta["knobs"])
+    assert held.events and not base.events and base.power_kw == 500.0
+    plain, _ = simulate_spec(RunSpec(short.name, policy="asap-home", baseline=False,
+                                     metered=Caps(power_kw=500.0)), short)
+    assert plain.metrics["cost"] == out.baseline.metrics["cost"]
+    # A stored asap-home run under the same power cap is the event run's reference.
+    info = {"forecast_mode": "perfect", "knobs": json.dumps(out.result.meta["knobs"])}
+    for ref in (out.baseline, plain):
+        assert same_settings(info, {"forecast_mode": "perfect",
+                                    "knobs": json.dumps(ref.meta["knobs"])})

@@ -257,10 +257,17 @@ class Caps:
                     events=self.events or other.events)
 
     def power_only(self) -> Caps:
-        """The power caps and grid events alone (what a comparison run is metered
-        against)."""
+        """The power caps and grid events alone (the limits on the sites' import)."""
         return Caps(power_kw=self.power_kw, power_kw_by_dc=self.power_kw_by_dc,
                     events=self.events)
+
+    def metered(self) -> Caps:
+        """The power caps alone: what a comparison run is metered against (its import
+        against each cap, reported). A grid event the spec gives is the planned run's:
+        a comparison neither holds it nor is reported on it, so it is not its cap (a
+        scenario's own events hold every run, :func:`workbench.runner.
+        with_scenario_events`)."""
+        return Caps(power_kw=self.power_kw, power_kw_by_dc=self.power_kw_by_dc)
 
     def knobs(self) -> dict[str, Any]:
         """The caps as the policies' knobs: ``carbon_cap_kg`` and ``power_cap_kw`` (a number

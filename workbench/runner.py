@@ -196,7 +196,7 @@ class RunSpec:
         forecast and simulator settings, metered against the same power caps (a baseline
         does not honour them: their violations are reported)."""
         return RunSpec(scenario=self.scenario, policy=policy, forecast=self.forecast,
-                       sim=self.sim, baseline=False, metered=self.caps.power_only())
+                       sim=self.sim, baseline=False, metered=self.caps.metered())
 
     def ignoring(self, levers: frozenset[str]) -> RunSpec:
         """The same run planned without ``levers`` (``--ignore``), without a baseline."""

@@ -351,7 +351,7 @@ def same_settings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def _power_caps(info: Mapping[str, Any]) -> Caps:
     try:
-        return Caps.from_stored(_parse(info.get("knobs"))).power_only()
+        return Caps.from_stored(_parse(info.get("knobs"))).metered()
     except ValueError:
         return Caps()
 

@@ -360,7 +360,7 @@ class WorkbenchState(param.Parameterized):
         spec = self.run_spec(sc)
         key = ComparisonKey(db_path=self.db_path, scenario=sc.name,
                             fingerprint=self.fingerprint, slot_s=sc.slot_s, n_slots=sc.n_slots,
-                            forecast_mode=spec.forecast.mode, metered=spec.caps.power_only(),
+                            forecast_mode=spec.forecast.mode, metered=spec.caps.metered(),
                             forecast_error=spec.forecast.error_in_effect)
         return RunRequest(spec=spec, scenario=sc, key=key, db_path=self.db_path,
                           comparisons=tuple(b for b in self.baseline_policies
@@ -769,7 +769,7 @@ class WorkbenchState(param.Parameterized):
                           notice_hours=float(offer["notice_hours"]))
         caps = request.spec.caps.with_events((*request.spec.caps.events, event))
         return replace(request, spec=replace(request.spec, caps=caps), comparisons=(),
-                       key=replace(request.key, metered=caps.power_only()))
+                       key=replace(request.key, metered=caps.metered()))
 
     def compute_event(self) -> RunOutcome:
         """Plan the chosen offer as a grid event (:meth:`event_request`) through the app's
