@@ -2,10 +2,11 @@
 
 Usage::
 
-    cd bench && PYTHONPATH=.. python flexibility.py [--parts honesty,tightness,emerald,timing]
+    cd bench && PYTHONPATH=.. python flexibility.py
+        [--parts honesty,tightness,emerald,battery,timing]
         [--samples 5] [--points 20] [--hours 3] [--notice-h 2] [--data ../../shared/data]
 
-Four parts, each printed with what it measured:
+Five parts, each printed with what it measured:
 
 - ``honesty`` (seed3): the envelope of the default plan (:mod:`workbench.flexibility`),
   then ``--samples`` offers per site drawn at random (seed 0) among those with at least
@@ -25,6 +26,11 @@ Four parts, each printed with what it measured:
   busiest site's 3-hour window of highest job load, announced 2 hours ahead, held 25 %
   of its peak job load below its planned peak import; the look-ahead's run with the event
   (kept? misses? extra cost) and the hindsight plan's with and without it.
+- ``battery`` (the four-zone scenario, its busiest site given a battery of a quarter of
+  its mean import for four hours, at 90 % round trip): the envelope of the look-ahead's
+  plan with the battery against the same plan's offers without counting it (median and
+  most kW per start hour at that site), then ``--samples`` of the battery's offers
+  (at least 1 kW of it) planned as events: kept, new misses, offered and measured cost.
 - ``timing``: the envelope's run time (every site x every start hour) beside the time of
   the plan it is read from, in the same process: seed3, the four-zone scenario and a
   50-site fleet of :func:`workbench.fleet.build_fleet` (2,000 jobs, 24 h at 15-min slots,
@@ -61,7 +67,7 @@ from workbench.scenarios import build_seed3
 from workbench.sim import RunResult
 from workbench.sim.results import site_floors_kw
 
-PARTS = ("honesty", "tightness", "emerald", "timing")
+PARTS = ("honesty", "tightness", "emerald", "battery", "timing")
 FOUR_ZONE = "asia-eu-jul-burst"
 
 
@@ -228,6 +234,52 @@ def emerald(args: argparse.Namespace, tmp: Path) -> None:
               f"{g['extra_cost']:.2f} {sc.currency} (the run's cost {m['cost']:.2f})")
 
 
+def battery(args: argparse.Namespace, tmp: Path) -> None:
+    import dataclasses
+
+    from workbench.supply import Battery
+
+    base = _four_zone(Path(args.data), tmp)
+    env0, res0, _ = _envelope(base)
+    names = [d.name for d in base.datacenters]
+    imp = grid_import_kw(res0, base)
+    busiest = names[int(np.argmax(imp.mean(axis=0)))]
+    kw = 0.25 * float(imp[:, names.index(busiest)].mean())
+    bat = Battery(f"{busiest}-bat", busiest, energy_kwh=4 * kw, power_kw=kw)
+    sc = dataclasses.replace(base, supply=dataclasses.replace(
+        base.supply, batteries=(*base.supply.batteries, bat)))
+    env, res, _ = _envelope(sc)
+    with_bat = offers(env, args.hours, args.notice_h, datacenters=[busiest])
+    env.batteries = False
+    without = offers(env, args.hours, args.notice_h, datacenters=[busiest])
+    env.batteries = True
+    print(f"{FOUR_ZONE}: a {bat.energy_kwh:.0f} kWh, {bat.power_kw:.1f} kW battery at "
+          f"{busiest}; the look-ahead's cost {res.metrics['cost']:.2f} {sc.currency} "
+          f"({res0.metrics['cost']:.2f} without it); {len(with_bat)} start hours")
+    for label, t in (("with the battery", with_bat), ("jobs alone", without)):
+        print(f"  {label}: sheddable median {t['sheddable_kw'].median():.1f} kW, most "
+              f"{t['sheddable_kw'].max():.1f} kW, offers > 0.5 kW at "
+              f"{int((t['sheddable_kw'] > 0.5).sum())} of {len(t)} hours")
+    pool = with_bat[with_bat["battery_kw"] >= 1.0]
+    rows = []
+    for r in pool.sample(min(args.samples, len(pool)), random_state=0).itertuples():
+        ev = GridEvent(busiest, pd.Timestamp(r.start).to_pydatetime(), args.hours,
+                       limit_kw=float(r.limit_kw), notice_hours=args.notice_h)
+        out = run_spec(RunSpec(sc.name, baseline=False, caps=Caps(events=(ev,))), sc)
+        g, = out.result.meta["grid_events"]
+        rows.append({"start": r.start[5:16], "offer_kw": round(r.sheddable_kw, 2),
+                     "battery_kw": round(r.battery_kw, 2), "limit_kw": round(r.limit_kw, 2),
+                     "max_import_kw": round(g["max_import_kw"], 3), "met": g["met"],
+                     "new_misses": len(g["new_misses"]),
+                     "offered_cost": round(r.extra_cost, 2),
+                     "measured_cost": round(g["extra_cost"], 2)})
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        print(frame.to_string(index=False))
+        print(f"kept {int(frame['met'].sum())}/{len(frame)}, no new miss "
+              f"{int((frame['new_misses'] == 0).sum())}/{len(frame)}")
+
+
 def timing(args: argparse.Namespace, tmp: Path) -> None:
     from workbench.fleet import build_fleet
 
@@ -270,6 +322,8 @@ def main() -> None:
                 tightness(args)
             elif part == "emerald":
                 emerald(args, Path(tmp))
+            elif part == "battery":
+                battery(args, Path(tmp))
             else:
                 timing(args, Path(tmp))
 
