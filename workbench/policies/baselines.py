@@ -49,6 +49,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
+from workbench.units import G_PER_KG
 
 __all__ = ["AsapHome", "CarbonScaling", "CheapestAtArrival", "GoodputOnly", "WaitForCheap"]
 
@@ -415,7 +416,7 @@ class CarbonScaling(_WithinSlack):
         dp = np.diff(np.concatenate(([0.0], progress)))
         de = np.diff(np.concatenate(([0.0], energy)))
         # score[s, i]: progress per kg CO2 of the i-th step in slot s.
-        score = dp[None, :] / np.maximum(de[None, :] * carbon[:, None] / 1000.0, 1e-12)
+        score = dp[None, :] / np.maximum(de[None, :] * carbon[:, None] / G_PER_KG, 1e-12)
         score[:, dp <= 0] = -np.inf
         score = np.minimum.accumulate(score, axis=1)
         s_idx, i_idx = np.meshgrid(np.arange(w), np.arange(dp.size), indexing="ij")
