@@ -174,7 +174,7 @@ def simulate(
     wall0 = _time.perf_counter()
 
     def told(t: int) -> Forecast:
-        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
+        fc = forecast(cube, t, mode=forecast_mode, error=forecast_error, seed=seed, model=fc_model)
         if planned_supply.sources:  # what the policy believes its renewables deliver
             fc = replace(fc, renewable_kw=forecast_output(
                 planned_supply, t, sc.n_slots, forecast_mode, sc.slot_s))
