@@ -117,6 +117,10 @@ class SlotState:
         default_factory=dict)
     """Per demand charge line (:attr:`workbench.bill.Bucket.key`), the largest grid import
     metered so far, kW: what the site already pays for."""
+    resize_s: float = RESIZE_S_DEFAULT
+    """Seconds the run loses when a job changes its GPU count in the same pool (the
+    simulator's ``resize_s``, ``--resize-s``): what :func:`slot_options` predicts a resize
+    costs."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +279,7 @@ def slot_options(
     carbon_g_per_kwh: Mapping[str, float],
     gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
     restart_s: float = RESTART_S_DEFAULT,
-    resize_s: float = RESIZE_S_DEFAULT,
+    resize_s: float | None = None,
 ) -> SlotOptions:
     """Enumerate every feasible option of every active job for one slot.
 
@@ -287,7 +291,7 @@ def slot_options(
         Override a job's GPU-count menu (the operator's configuration menus).
     restart_s, resize_s : float
         Seconds lost on a start, resume, move or GPU-type change, and on a GPU-count
-        change in the same pool (:func:`workbench.outcome.move_charges`).
+        change in the same pool (:func:`workbench.outcome.move_charges`; None: ``state.resize_s``).
 
     Notes
     -----
@@ -309,6 +313,7 @@ def slot_options(
     GPU count), with identical values.
     """
     sc = state.scenario
+    resize_s = state.resize_s if resize_s is None else resize_s
     slot_s = float(sc.slot_s)
     dcs = sc.datacenters
     pools = sc.pools

@@ -436,7 +436,8 @@ class CarbonScaling(_WithinSlack):
         carbons = {r: float(forecast.carbon_g_per_kwh[0, i])
                    for i, r in enumerate(forecast.regions)}
         train = training_jobs(state)
-        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train))
+        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train),
+                        resize_s=state.resize_s)
         opts = slot_options(sub, prices, carbons, restart_s=self.restart_s)
         horizon = forecast.carbon_g_per_kwh.shape[0]
         wishes = []
@@ -505,7 +506,8 @@ class GoodputOnly(NoHindsightBound):
         if not train:
             return Allocation(placements=placements)
         zeros: Mapping[str, float] = {r: 0.0 for r in forecast.regions}
-        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train))
+        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train),
+                        resize_s=state.resize_s)
         opts = slot_options(sub, zeros, zeros, restart_s=self.restart_s)
         per_gpu = opts.progress / np.maximum(opts.n_gpus, 1)
         chosen: dict[int, int] = {}

@@ -13,7 +13,7 @@ import numpy as np
 
 from workbench import outcome as _outcome
 from workbench.model import Datacenter, GpuPool
-from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
+from workbench.outcome import RESTART_S_DEFAULT
 from workbench.policies.base import JobState, SlotOptions, SlotState
 from workbench.policies.limits import with_power_limits
 from workbench.units import G_PER_KG, W_PER_KW
@@ -32,7 +32,7 @@ def slot_options_scalar(
     carbon_g_per_kwh: Mapping[str, float],
     gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
     restart_s: float = RESTART_S_DEFAULT,
-    resize_s: float = RESIZE_S_DEFAULT,
+    resize_s: float | None = None,
 ) -> SlotOptions:
     """Enumerate every feasible option of every active job for one slot, one
     :func:`workbench.outcome.slot_outcome` call per option (loops: job, datacenter, pool,
@@ -43,6 +43,7 @@ def slot_options_scalar(
     + sum_s E_s p_s`` over the sending ends ``s`` of its transfers (carbon likewise, kg).
     """
     sc = state.scenario
+    resize_s = state.resize_s if resize_s is None else resize_s
     slot_s = float(sc.slot_s)
     region_of = {dc.name: dc.region for dc in sc.datacenters}
     cols: dict[str, list[object]] = {k: [] for k in _COLUMNS}

@@ -282,7 +282,7 @@ class _Accumulated:
             carbon_kg_so_far=self.carbon_kg, cost_so_far=self.cost,
             carbon_kg_by_dc_so_far=dict(self.carbon_kg_by_dc),
             soc_kwh={b.datacenter: truth.soc_kwh[b.datacenter]
-                     for b in view.supply.batteries},
+                     for b in view.supply.batteries}, resize_s=truth.resize_s,
             peak_kw_so_far=({b.key: kw for b, kw in zip(truth.meter.buckets, truth.meter.peaks,
                                                         strict=True)}
                             if view.supply.demand_charges else {}))
