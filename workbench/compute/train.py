@@ -305,7 +305,7 @@ _THETA0 = np.log([1.0, 1.0, 1.0, 1.0, 1e-5, 1e-3])  # conv, gemm, rnn, memory, l
 TIE_COMPUTE_SCALES = False
 STEP_LOSS = "soft_l1"  # robust loss of the aggregation fit (scipy's ``loss``, scale 0.3 in
 # log): host-bound NCF steps and the P100's slow DeepSpeech2 runs pull the global terms less;
-# chosen over plain least squares by leave-one-app-out error (54 % -> 46 % median, 1 GPU)
+# chosen over plain least squares by leave-one-app-out error (docs/profiles.md)
 _PRIOR = np.array([1.0, 1.0, 1.0, 1.0, 0.05, 0.05])  # pull of each log term to its prior
 
 

@@ -179,7 +179,8 @@ class SparseLp:
 
     def pass_to(self, h: highspy.Highs) -> None:
         """Pass the model to ``h`` as arrays (the same model as :meth:`highs_lp`, without
-        building a ``HighsLp`` attribute by attribute: 7 times faster at 15,000 columns).
+        building a ``HighsLp`` attribute by attribute, which is much slower on large
+        windows: ``bench/window_lp.py``).
 
         Raises
         ------
