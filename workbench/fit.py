@@ -172,7 +172,7 @@ def placement_iteration_time(
     """Seconds per iteration for an explicit placement.
 
     ``T_comp = alpha_c + beta_c * b`` with local batch ``b``; ``T_sync`` is 0 on one GPU,
-    ``alpha_n + beta_n * (n - 2)`` on one node and ``alpha_r + beta_r * (n - 2)`` across
+    ``alpha_r + beta_r * (n - 2)`` on one node and ``alpha_n + beta_n * (n - 2)`` across
     nodes (``n`` replicas, :func:`workbench.perf.sync_time`); ``T_iter =
     (T_comp^g + T_sync^g)^(1/g)`` (:func:`workbench.perf.overlap_time`). Unlike
     :func:`workbench.perf.iteration_time`, the node count is given, not implied by packing.
@@ -193,10 +193,10 @@ def _unpack(x: FloatArray) -> ThroughputParams:
     return ThroughputParams(
         alpha_c=float(a[0]),
         beta_c=float(a[1]),
-        alpha_n=float(a[2]),
-        beta_n=float(a[3]),
-        alpha_r=float(a[4]),
-        beta_r=float(a[5]),
+        alpha_r=float(a[2]),
+        beta_r=float(a[3]),
+        alpha_n=float(a[4]),
+        beta_n=float(a[5]),
         gamma=float(x[6]),
     )
 
@@ -208,7 +208,7 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
 
         sum_rows (log T_comp_pred - log(step_time - sync_time))^2
       + sum_rows (log T_iter_pred - log step_time)^2
-      + 1e-3 * (gamma - 1)^2 + 1e-2 * ((beta_n/alpha_n)^2 + (beta_r/alpha_r)^2)
+      + 1e-3 * (gamma - 1)^2 + 1e-2 * ((beta_r/alpha_r)^2 + (beta_n/alpha_n)^2)
 
     (the regularisers are Pollux's: prefer little overlap and optimistic scaling). Terms
     with no supporting rows (no multi-node rows, no more than two replicas) stay at ~0.
@@ -269,8 +269,8 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
         r2 = np.log(placement_iteration_time(p, nn, nr, b)) - log_step
         reg = [
             np.sqrt(1e-3) * (p.gamma - 1.0),
-            np.sqrt(1e-2) * p.beta_n / max(p.alpha_n, 1e-12),
             np.sqrt(1e-2) * p.beta_r / max(p.alpha_r, 1e-12),
+            np.sqrt(1e-2) * p.beta_n / max(p.alpha_n, 1e-12),
         ]
         return np.concatenate([w * r1, w * r2, reg])
 
@@ -299,7 +299,7 @@ class ThroughputFit:
     app : str
         Application name (the folder name).
     params : ThroughputParams
-        Fitted parameters (``alpha_n, beta_n`` intra-node, ``alpha_r, beta_r`` inter-node).
+        Fitted parameters (``alpha_r, beta_r`` intra-node, ``alpha_n, beta_n`` inter-node).
     efficiency : EfficiencyParams
         Batch bounds and the ``phi`` trajectory from the validation files.
     mape : float
