@@ -65,6 +65,21 @@ def test_throughput_fit_recovers_known_parameters() -> None:
     assert mape(pred, rows.step_time) < 0.01
 
 
+def test_one_node_rows_keep_pollux_prior_on_crossing_nodes() -> None:
+    """Without multi-node rows the inter-node terms are Pollux's prior, 1.1 times the
+    intra-node ones: a placement across nodes is never predicted to sync for free."""
+    rows = _synthetic_timings(TRUE)
+    one_node = rows[rows.num_nodes == 1]
+    fit = fit_throughput_params(one_node)
+    assert fit.alpha_n == pytest.approx(1.1 * fit.alpha_r, rel=1e-12)
+    assert fit.beta_n == pytest.approx(1.1 * fit.beta_r, rel=1e-12)
+    same = placement_iteration_time(fit, 1, 4, 64)
+    across = placement_iteration_time(fit, 2, 4, 64)
+    assert across > same
+    with_nodes = fit_throughput_params(rows)  # measured: the data decide
+    assert with_nodes.alpha_n == pytest.approx(TRUE.alpha_n, rel=0.15)
+
+
 def test_throughput_fit_tolerates_noise() -> None:
     rows = _synthetic_timings(TRUE, noise=0.05, seed=1)
     fit = fit_throughput_params(rows)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
 
@@ -187,6 +187,11 @@ def placement_iteration_time(
 
 _LOG_FLOOR = -25.0  # exp(-25) ~ 1e-11 s: "absent" in practice
 
+INTER_NODE_PRIOR = 1.1
+"""Pollux's prior for a profile without multi-node rows: crossing nodes syncs at least this
+many times slower than staying in one (``alpha_n >= 1.1 alpha_r``, ``beta_n >= 1.1
+beta_r``), never for free."""
+
 
 def _unpack(x: FloatArray) -> ThroughputParams:
     a = np.exp(x[:6])
@@ -211,7 +216,10 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
       + 1e-3 * (gamma - 1)^2 + 1e-2 * ((beta_r/alpha_r)^2 + (beta_n/alpha_n)^2)
 
     (the regularisers are Pollux's: prefer little overlap and optimistic scaling). Terms
-    with no supporting rows (no multi-node rows, no more than two replicas) stay at ~0.
+    with no supporting rows (no multi-node rows, no more than two replicas) stay at ~0,
+    except that without multi-node rows the inter-node terms take Pollux's prior
+    (:data:`INTER_NODE_PRIOR`): ``alpha_n = max(alpha_n, 1.1 alpha_r)``, ``beta_n``
+    likewise.
 
     Parameters
     ----------
@@ -286,6 +294,9 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
             best = res
     assert best is not None
     params = _unpack(full(best.x))
+    if not has_inter:  # no row says what crossing nodes costs: never less than one node
+        params = replace(params, alpha_n=max(params.alpha_n, INTER_NODE_PRIOR * params.alpha_r),
+                         beta_n=max(params.beta_n, INTER_NODE_PRIOR * params.beta_r))
     log.debug("fitted %s (cost %.4g)", params, best.cost)
     return params
 
