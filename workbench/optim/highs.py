@@ -2,7 +2,7 @@
 
 Every array model of the workbench reaches HiGHS through here: the slot MILP's fast path
 (:mod:`workbench.optim.fastslot`) and the block LP (:mod:`workbench.optim.blocklp`). (The
-readable Pyomo reference, :mod:`workbench.optim.slot`, goes through Pyomo's HiGHS interface.)
+Pyomo model, :mod:`workbench.optim.slotpyomo`, goes through the solver Pyomo is given.)
 
 A model is::
 
