@@ -2,8 +2,8 @@
 
 :class:`SlotProblem` holds one slot's problem as arrays over an option axis. Two paths solve
 the same model: the fast path (:mod:`workbench.optim.fastslot`, HiGHS arrays, the default)
-and the readable Pyomo model (:mod:`workbench.optim.slotpyomo`). This module imports neither
-HiGHS nor Pyomo.
+and the Pyomo model (:mod:`workbench.optim.slotpyomo`), which any solver Pyomo drives can
+solve (:func:`pyomo_solver`). This module imports neither HiGHS nor Pyomo.
 
 Maths, with binaries ``z[k]`` (option ``k`` of job ``j(k)`` is chosen)::
 
@@ -25,6 +25,7 @@ A notebook adds a what-if constraint through the ``extra_constraints`` hook
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -37,6 +38,38 @@ if TYPE_CHECKING:
 
 ExtraConstraints = Callable[["pyo.ConcreteModel"], None]
 """A what-if hook: receives the built Pyomo model (sets ``J, K, P, D, L``, binaries ``z``)."""
+
+FAST = "fast"
+"""The slot solver that solves the model as HiGHS arrays (:mod:`workbench.optim.fastslot`)."""
+
+PYOMO = "pyomo"
+"""The slot solver that builds the Pyomo model; ``pyomo:NAME`` hands it to Pyomo's
+``SolverFactory(NAME)`` (``highs``, ``cbc``, ``glpk``, ``gurobi``...)."""
+
+PYOMO_DEFAULT = "highs"
+"""The Pyomo solver of a plain ``pyomo`` (HiGHS through Pyomo's interface)."""
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+
+
+def pyomo_solver(solver: str) -> str | None:
+    """The Pyomo solver name a slot-solver choice names: None for ``"fast"``,
+    :data:`PYOMO_DEFAULT` for ``"pyomo"``, ``NAME`` for ``"pyomo:NAME"``.
+
+    Raises
+    ------
+    ValueError
+        For any other text (the message lists the forms).
+    """
+    if solver == FAST:
+        return None
+    if solver == PYOMO:
+        return PYOMO_DEFAULT
+    head, sep, name = solver.partition(":")
+    if head == PYOMO and sep and _NAME.fullmatch(name):
+        return name
+    raise ValueError(f"unknown slot solver {solver!r}; use fast, pyomo or pyomo:NAME with "
+                     "NAME a solver Pyomo drives (pyomo:highs, pyomo:cbc, pyomo:gurobi)")
 
 
 @dataclass(frozen=True)

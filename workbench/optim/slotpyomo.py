@@ -3,7 +3,7 @@ named phases, for any solver Pyomo drives.
 
 The model is pure: :func:`create_slot_model` builds it from the arrays of a
 :class:`~workbench.optim.slot.SlotProblem`, :func:`solve_slot_model` solves it with the
-HiGHS (``SolverFactory('highs')``) and checks the termination
+Pyomo solver named (``SolverFactory(name)``, HiGHS by default) and checks the termination
 condition, :func:`extract_choice` reads the chosen options back as an array with the same
 option coordinate as the input. The ``extra_constraints`` hook (a callable ``model ->
 None``) is applied before solving.
@@ -11,10 +11,14 @@ None``) is applied before solving.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -22,13 +26,60 @@ from numpy.typing import NDArray
 from pyomo.opt import TerminationCondition
 
 from workbench.optim.info import SolveInfo
-from workbench.optim.slot import ExtraConstraints, SlotProblem
+from workbench.optim.slot import PYOMO_DEFAULT, ExtraConstraints, SlotProblem
+
+log = logging.getLogger(__name__)
 
 _OK = {TerminationCondition.optimal, TerminationCondition.locallyOptimal}
 
 # Pyomo's HiGHS interface redirects the process's stdout/stderr file descriptors while it
 # solves; two threads doing so at once deadlock or raise. Solves are therefore serialised.
 _SOLVE_LOCK = threading.Lock()
+
+_OPTIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "highs": ("mip_rel_gap", "time_limit", {"output_flag": False}),
+    "appsi_highs": ("mip_rel_gap", "time_limit", {"output_flag": False}),
+    "cbc": ("ratioGap", "seconds", {}),
+    "glpk": ("mipgap", "tmlim", {}),
+    "gurobi": ("MIPGap", "TimeLimit", {}),
+    "gurobi_direct": ("MIPGap", "TimeLimit", {}),
+    "gurobi_persistent": ("MIPGap", "TimeLimit", {}),
+    "cplex": ("mipgap", "timelimit", {}),
+    "scip": ("limits/gap", "limits/time", {}),
+}
+"""Per Pyomo solver: its names for the relative MIP gap and the time limit (s), and other
+options it is given. Another solver gets no options (a warning says so)."""
+
+
+@contextmanager
+def _pyomo_quiet() -> Iterator[None]:
+    """Pyomo logs a traceback when a solver's executable is missing: one line says it."""
+    logger = logging.getLogger("pyomo")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def check_available(name: str) -> None:
+    """Raise ValueError (one line) unless Pyomo can run its solver ``name`` here."""
+    with _pyomo_quiet():
+        available = bool(pyo.SolverFactory(name).available(exception_flag=False))
+    if not available:
+        raise ValueError(f"--solver pyomo:{name}: Pyomo finds no solver {name!r} on this "
+                         "machine (install it, or use --solver pyomo:highs or fast)")
+
+
+def solver_options(name: str, mip_rel_gap: float, time_limit_s: float) -> dict[str, Any]:
+    """The options the Pyomo solver ``name`` is given (:data:`_OPTIONS`)."""
+    if name not in _OPTIONS:
+        log.warning("Pyomo solver %r: the MIP gap and time limit are not passed (options "
+                    "known for %s)", name, ", ".join(sorted(_OPTIONS)))
+        return {}
+    gap, limit, other = _OPTIONS[name]
+    return {gap: float(mip_rel_gap), limit: float(time_limit_s), **other}
 
 
 def _groups(index: NDArray[np.int64], size: int) -> list[list[int]]:
@@ -129,26 +180,24 @@ def solve_slot_model(
     mip_rel_gap: float = 1e-3,
     time_limit_s: float = 10.0,
     extra_constraints: ExtraConstraints | None = None,
+    solver: str = PYOMO_DEFAULT,
 ) -> SolveInfo:
-    """Solve with HiGHS (``SolverFactory('highs')``); load the solution only when optimal.
+    """Solve with ``SolverFactory(solver)`` (HiGHS by default); load the solution only when
+    optimal.
 
     Returns
     -------
     SolveInfo
-        ``status`` is HiGHS's termination condition; ``objective`` is set only when a
+        ``status`` is the solver's termination condition; ``objective`` is set only when a
         solution was loaded. The caller decides what to do when it is not optimal.
     """
     if extra_constraints is not None:
         extra_constraints(m)
-    solver = pyo.SolverFactory("highs")
+    opt = pyo.SolverFactory(solver)
     t0 = time.perf_counter()
     with _SOLVE_LOCK:
-        results = solver.solve(
-            m,
-            load_solutions=False,
-            options={"mip_rel_gap": float(mip_rel_gap), "time_limit": float(time_limit_s),
-                     "output_flag": False},
-        )
+        results = opt.solve(m, load_solutions=False,
+                            options=solver_options(solver, mip_rel_gap, time_limit_s))
     solve_s = time.perf_counter() - t0
     cond = results.solver.termination_condition
     if cond not in _OK or len(results.solution) == 0:
@@ -174,15 +223,17 @@ def solve_slot_problem(
     mip_rel_gap: float = 1e-3,
     time_limit_s: float = 10.0,
     extra_constraints: ExtraConstraints | None = None,
+    solver: str = PYOMO_DEFAULT,
 ) -> tuple[NDArray[np.bool_] | None, SolveInfo]:
-    """Create, solve and extract in one call; the choice is None when the solve failed."""
+    """Create, solve (with the Pyomo solver ``solver``) and extract in one call; the choice
+    is None when the solve failed."""
     t0 = time.perf_counter()
     if prob.n_options == 0:
         # Nothing to decide (no active job has an option): the empty choice is optimal.
         return np.zeros(0, dtype=bool), SolveInfo(status="empty", solve_s=0.0, objective=0.0)
     m = create_slot_model(prob)
     info = solve_slot_model(m, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
-                            extra_constraints=extra_constraints)
+                            extra_constraints=extra_constraints, solver=solver)
     info = replace(info, solve_s=time.perf_counter() - t0)
     if info.objective is None:
         return None, info
