@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from common import RESULTS, write_table  # noqa: E402
 
-from workbench.optim import slot  # noqa: E402
+from workbench.optim import slot, slotpyomo  # noqa: E402
 from workbench.optim.fastslot import FastSlotSolver  # noqa: E402
 from workbench.optim.slotarrays import lp_bound, relative_gap  # noqa: E402
 
@@ -51,11 +51,11 @@ PYOMO_MAX_OPTIONS = 100_000
 
 def pyomo_path(prob: slot.SlotProblem, time_limit_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
-    m = slot.create_slot_model(prob)
+    m = slotpyomo.create_slot_model(prob)
     t1 = time.perf_counter()
-    info = slot.solve_slot_model(m, mip_rel_gap=1e-3, time_limit_s=time_limit_s)
+    info = slotpyomo.solve_slot_model(m, mip_rel_gap=1e-3, time_limit_s=time_limit_s)
     t2 = time.perf_counter()
-    choice = slot.extract_choice(m) if info.objective is not None else None
+    choice = slotpyomo.extract_choice(m) if info.objective is not None else None
     t3 = time.perf_counter()
     obj = float(prob.coef[choice].sum()) if choice is not None else None
     return {"build_s": t1 - t0, "solve_s": t2 - t1, "extract_s": t3 - t2, "objective": obj,

@@ -32,8 +32,8 @@ def profile(app: str = "toy", gpu_type: str = "A100", speed: float = 1.0) -> per
         app=app,
         gpu_type=gpu_type,
         throughput=perf.ThroughputParams(
-            alpha_c=0.05 / speed, beta_c=0.002 / speed, alpha_n=0.02, beta_n=0.005,
-            alpha_r=0.05, beta_r=0.01, gamma=1.5),
+            alpha_c=0.05 / speed, beta_c=0.002 / speed, alpha_r=0.02, beta_r=0.005,
+            alpha_n=0.05, beta_n=0.01, gamma=1.5),
         efficiency=perf.EfficiencyParams(
             m0=128, min_batch=64, max_batch=2048, max_local_batch=256,
             phi_progress=(0.0, 1.0), phi_values=(200.0, 2000.0)),

@@ -22,8 +22,8 @@ def profile(app: str = "toy", gpu_type: str = "A100", speed: float = 1.0) -> Job
         app=app,
         gpu_type=gpu_type,
         throughput=ThroughputParams(
-            alpha_c=0.05 / speed, beta_c=0.002 / speed, alpha_n=0.01, beta_n=0.002,
-            alpha_r=0.05, beta_r=0.01, gamma=2.0,
+            alpha_c=0.05 / speed, beta_c=0.002 / speed, alpha_r=0.01, beta_r=0.002,
+            alpha_n=0.05, beta_n=0.01, gamma=2.0,
         ),
         efficiency=EfficiencyParams(
             m0=128, min_batch=64, max_batch=2048, max_local_batch=512,

@@ -193,6 +193,9 @@ def test_plan_reports_a_missed_carbon_cap(db, capsys) -> None:
 @pytest.mark.parametrize("argv, what", [
     (["--restart-s", "-1"], "--restart-s"), (["--resize-s", "nan"], "--resize-s"),
     (["--power-cap-kw", "nan"], "--power-cap-kw"), (["--power-cap-kw", "-5"], "--power-cap-kw"),
+    (["--policy", "lyapunov", "--solver", "pyomo:"], "--solver"),
+    (["--policy", "lyapunov", "--solver", "cplex"], "--solver"),
+    (["--policy", "lyapunov", "--solver", "pyomo:no_such_solver"], "--solver pyomo:no_such"),
 ])
 def test_bad_accounting_knobs_are_one_line_errors(db, capsys, argv, what) -> None:
     rc = main(["--db", str(db), "plan", "--scenario", "tiny", "--no-progress", *argv])

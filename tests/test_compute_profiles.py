@@ -76,3 +76,25 @@ def test_stored_measurements_override_the_prediction(tmp_path: Path,
     assert float(iteration_time(prof.throughput, 1, 128)) == pytest.approx(0.0168, rel=0.05)
     assert main(["--db", str(db), "compute", "fit", "--app", "bert", "--gpu", "A100"]) == 2
     assert "fewer than 3 stored measurements" in capsys.readouterr().err
+
+
+def test_profiles_written_under_the_old_sync_names_are_read_swapped(tmp_path: Path) -> None:
+    """Before the sync terms took Pollux's names (``alpha_n, beta_n`` inter-node), the two
+    pairs were the other way round: a version-1 document and a stored profile without the
+    ``sync_names`` mark are read with them swapped, so the same placement takes as long."""
+    from workbench.perf import profiles_from_json
+
+    p = _shipped("bert", "H800")
+    tp = p.throughput
+    old = profile_to_dict(p)
+    old["throughput"] |= {"alpha_n": tp.alpha_r, "beta_n": tp.beta_r,
+                          "alpha_r": tp.alpha_n, "beta_r": tp.beta_n}
+    assert profiles_from_json({"schema_version": 1, "profiles": [old]}) == [p]
+    with Store(tmp_path / "s.duckdb") as store:
+        store.save_profiles([p])
+        params = json.loads(store.con.execute("SELECT params FROM profiles").fetchone()[0])
+        assert params.pop("sync_names") == "pollux"
+        params["throughput"] = old["throughput"]
+        store.con.execute("UPDATE profiles SET params = ?", [json.dumps(params)])
+        assert store.load_profiles() == [p]
+    assert tp.alpha_n > tp.alpha_r  # crossing nodes costs more than staying in one

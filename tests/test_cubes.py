@@ -144,7 +144,7 @@ def test_forecast_modes() -> None:
     times = pd.date_range("2025-07-01", periods=n, freq="15min")
     price = np.column_stack([np.arange(n, dtype=float) + 1.0])
     ds = cubes.make_cube(times, ["a"], price, price * 2, "CNY", 900)
-    perfect = forecast(ds, 100, 10)
+    perfect = forecast(ds, 100, 10, mode="perfect")
     np.testing.assert_allclose(perfect.price_per_kwh[:, 0], price[100:110, 0])
     naive = forecast(ds, 100, 10, mode="seasonal-naive")
     assert naive.price_per_kwh[0, 0] == price[100, 0]
@@ -159,6 +159,16 @@ def test_forecast_modes() -> None:
     assert 0.05 < rel.std() < 0.4
     with pytest.raises(ValueError, match="unknown forecast mode"):
         forecast(ds, 0, mode="oracle")
+
+
+def test_forecast_has_no_default_mode() -> None:
+    """Hindsight (``perfect``) is never what a caller gets by leaving the mode out."""
+    times = pd.date_range("2025-07-01", periods=8, freq="15min")
+    ds = cubes.make_cube(times, ["a"], np.ones((8, 1)), np.ones((8, 1)), "CNY", 900)
+    with pytest.raises(TypeError, match="mode"):
+        forecast(ds, 0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        forecast(ds, 0, None, "perfect")  # type: ignore[misc]
 
 
 def test_noisy_forecast_keeps_the_sign_of_prices() -> None:
@@ -213,7 +223,7 @@ def test_default_forecast_is_the_tariff_for_a_tariff_and_seasonal_naive_for_a_ma
     assert price_kind(market) == "market"
     assert default_forecast_mode(dataclasses.replace(seed3, grid=market)) == "seasonal-naive"
     # The tariff mode tells the published prices exactly, carbon only seasonal naive.
-    fc = forecast(seed3.grid.isel(time=slice(0, seed3.n_slots)), 100, None, "tariff")
+    fc = forecast(seed3.grid.isel(time=slice(0, seed3.n_slots)), 100, None, mode="tariff")
     truth = seed3.grid["price_per_kwh"].values[100:seed3.n_slots]
     assert np.array_equal(fc.price_per_kwh, truth)
     assert not np.array_equal(fc.carbon_g_per_kwh,

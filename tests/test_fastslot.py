@@ -8,8 +8,8 @@ import pytest
 from helpers_policies import perturbed, problem, synthetic_slot_problem
 
 from workbench.optim.fastslot import FastSlotSolver, solve_slot_problem_fast
-from workbench.optim.slot import solve_slot_problem
 from workbench.optim.slotarrays import build_arrays, lp_bound, relative_gap
+from workbench.optim.slotpyomo import solve_slot_problem
 
 
 @pytest.mark.parametrize("method", ["auto", "lp-repair", "mip"])
@@ -154,3 +154,17 @@ def test_extra_constraints_hook_goes_to_the_pyomo_reference() -> None:
 def test_unknown_method_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown method"):
         FastSlotSolver(method="magic")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("module", ["workbench.policies.lookahead", "workbench.optim.fastslot",
+                                    "workbench.optim.fallback", "workbench.policies.lyapunov"])
+def test_the_fast_path_does_not_import_pyomo(module: str) -> None:
+    """The slot problem lives outside the Pyomo model: planning on the fast path (the
+    default) never loads Pyomo (checked in a process of its own)."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('pyomo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -36,8 +36,8 @@ needs_data = pytest.mark.skipif(
     not PROFILES.is_dir(), reason=f"real data folder {PROFILES} is absent (CI always has it)"
 )
 
-TRUE = ThroughputParams(alpha_c=0.02, beta_c=7e-4, alpha_n=0.03, beta_n=2e-4,
-                        alpha_r=0.12, beta_r=2.6e-3, gamma=1.9)
+TRUE = ThroughputParams(alpha_c=0.02, beta_c=7e-4, alpha_r=0.03, beta_r=2e-4,
+                        alpha_n=0.12, beta_n=2.6e-3, gamma=1.9)
 
 
 def _synthetic_timings(p: ThroughputParams, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
@@ -58,11 +58,26 @@ def test_throughput_fit_recovers_known_parameters() -> None:
     fit = fit_throughput_params(_synthetic_timings(TRUE))
     assert fit.alpha_c == pytest.approx(TRUE.alpha_c, rel=0.05)
     assert fit.beta_c == pytest.approx(TRUE.beta_c, rel=0.05)
-    assert fit.alpha_r == pytest.approx(TRUE.alpha_r, rel=0.15)
+    assert fit.alpha_n == pytest.approx(TRUE.alpha_n, rel=0.15)
     assert fit.gamma == pytest.approx(TRUE.gamma, rel=0.15)
     rows = _synthetic_timings(TRUE)
     pred = placement_iteration_time(fit, rows.num_nodes, rows.num_replicas, rows.local_bsz)
     assert mape(pred, rows.step_time) < 0.01
+
+
+def test_one_node_rows_keep_pollux_prior_on_crossing_nodes() -> None:
+    """Without multi-node rows the inter-node terms are Pollux's prior, 1.1 times the
+    intra-node ones: a placement across nodes is never predicted to sync for free."""
+    rows = _synthetic_timings(TRUE)
+    one_node = rows[rows.num_nodes == 1]
+    fit = fit_throughput_params(one_node)
+    assert fit.alpha_n == pytest.approx(1.1 * fit.alpha_r, rel=1e-12)
+    assert fit.beta_n == pytest.approx(1.1 * fit.beta_r, rel=1e-12)
+    same = placement_iteration_time(fit, 1, 4, 64)
+    across = placement_iteration_time(fit, 2, 4, 64)
+    assert across > same
+    with_nodes = fit_throughput_params(rows)  # measured: the data decide
+    assert with_nodes.alpha_n == pytest.approx(TRUE.alpha_n, rel=0.15)
 
 
 def test_throughput_fit_tolerates_noise() -> None:
@@ -97,8 +112,8 @@ def test_derivation_factors() -> None:
     h = derive_throughput(TRUE, "H800")
     s = GPU_SPECS["H800"]
     assert h.beta_c == pytest.approx(TRUE.beta_c / s.compute_speed)
-    assert h.alpha_n == pytest.approx(TRUE.alpha_n / s.intra_sync_speed)
-    assert h.alpha_r == pytest.approx(TRUE.alpha_r / s.inter_sync_speed)
+    assert h.alpha_r == pytest.approx(TRUE.alpha_r / s.intra_sync_speed)
+    assert h.alpha_n == pytest.approx(TRUE.alpha_n / s.inter_sync_speed)
     eff = EfficiencyParams(8, 8, 512, 8, (0.0,), (10.0,))
     assert derive_efficiency(eff, "A100").max_local_batch == 40  # 80 GB / 16 GB
     e = derive_energy(0.2, 0.9, 1000.0, "A100")

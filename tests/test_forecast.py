@@ -212,12 +212,12 @@ def test_model_mode_forecasts_from_the_history_and_the_run_says_so(seed3) -> Non
     fm = fit_scenario(sc)
     assert fm.origins[0] == pd.Timestamp(sc.start).tz_convert(None).floor("D")
     cube = sc.grid
-    fc = forecast(cube, 4, None, "model", model=fm)
+    fc = forecast(cube, 4, None, mode="model", model=fm)
     assert fc.mode == "model" and fc.price_per_kwh.shape == (cube.sizes["time"] - 4, 3)
     np.testing.assert_array_equal(fc.price_per_kwh[0], cube["price_per_kwh"].values[4])
     assert np.isfinite(fc.carbon_g_per_kwh).all() and (fc.carbon_g_per_kwh >= 0).all()
     with pytest.raises(ValueError, match="needs the fitted forecasts"):
-        forecast(cube, 4, None, "model")
+        forecast(cube, 4, None, mode="model")
     from workbench.policies import make_policy
 
     run = simulate(sc, make_policy("wait-for-cheap"), forecast_mode="model")
@@ -373,7 +373,7 @@ def test_the_default_plan_uses_the_model_forecast_on_any_slot_length(
         sc = store.load_scenario("s")
     assert sc.slot_s == minutes * 60 and default_forecast_mode(sc) == "model"
     fm = fit_scenario(sc)
-    fc = forecast(sc.grid, 1, None, "model", model=fm)
+    fc = forecast(sc.grid, 1, None, mode="model", model=fm)
     assert fc.price_per_kwh.shape == (sc.n_slots - 1, 2) and np.isfinite(fc.price_per_kwh).all()
     capsys.readouterr()
     assert main(["--db", str(db), "plan", "--scenario", "s", "--no-progress", "--json"]) == 0

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.optim.fallback import greedy_choice
-from workbench.optim.slot import (
-    SlotProblem,
+from workbench.optim.slot import SlotProblem
+from workbench.optim.slotpyomo import (
     create_slot_model,
     extract_choice,
     solve_slot_model,

@@ -39,17 +39,17 @@ small = st.floats(0.0, 1e-2)
 @st.composite
 def throughput_params(draw: st.DrawFn) -> ThroughputParams:
     """Random parameters; crossing nodes is never cheaper than staying in one."""
-    alpha_n, beta_n = draw(pos) / 10, draw(small)
+    alpha_r, beta_r = draw(pos) / 10, draw(small)
     return ThroughputParams(
         alpha_c=draw(pos) / 10, beta_c=draw(st.floats(1e-6, 1e-2)),
-        alpha_n=alpha_n, beta_n=beta_n,
-        alpha_r=alpha_n + draw(pos), beta_r=beta_n + draw(small),
+        alpha_r=alpha_r, beta_r=beta_r,
+        alpha_n=alpha_r + draw(pos), beta_n=beta_r + draw(small),
         gamma=draw(st.floats(1.0, 10.0)),
     )
 
 
 def _profile(tp: ThroughputParams | None = None, phi: float = 500.0) -> JobProfile:
-    tp = tp or ThroughputParams(0.02, 7e-4, 0.03, 2e-4, 0.12, 2.6e-3, 1.9)
+    tp = tp or ThroughputParams(0.02, 7e-4, 0.12, 2.6e-3, 0.03, 2e-4, 1.9)
     eff = EfficiencyParams(m0=128, min_batch=128, max_batch=4096, max_local_batch=512,
                            phi_progress=(0.0, 1.0), phi_values=(phi, phi * 100))
     return JobProfile("toy", "T4", tp, eff, EnergyParams(20.0, 0.02, 70.0))
@@ -227,8 +227,8 @@ def test_profiles_json_round_trip(tmp_path) -> None:
 def test_scaled_divides_time_terms() -> None:
     tp = _profile().throughput
     s = tp.scaled(2.0, intra_sync_speed=4.0, inter_sync_speed=8.0)
-    assert s.alpha_c == tp.alpha_c / 2 and s.beta_n == tp.beta_n / 4
-    assert s.alpha_r == tp.alpha_r / 8 and s.gamma == tp.gamma
-    assert tp.scaled(2.0).alpha_n == tp.alpha_n  # the old one-argument form keeps sync
+    assert s.alpha_c == tp.alpha_c / 2 and s.beta_r == tp.beta_r / 4
+    assert s.alpha_n == tp.alpha_n / 8 and s.gamma == tp.gamma
+    assert tp.scaled(2.0).alpha_r == tp.alpha_r  # the old one-argument form keeps sync
     with pytest.raises(ValueError):
         tp.scaled(0.0)

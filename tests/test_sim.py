@@ -112,6 +112,25 @@ def test_restart_is_lost_on_start_and_resume_not_while_running() -> None:
         "a", "", 0, 0.0)
 
 
+def test_the_policy_predicts_a_resize_at_the_runs_resize_seconds() -> None:
+    """``--resize-s`` reaches the policy: the state it sees carries the run's resize seconds,
+    and the options it predicts from that state lose them on a change of GPU count."""
+    from workbench.policies.base import slot_options
+
+    sc = tiny_scenario([training("j", slots_of_work=10.0, counts=(1, 2))], n_slots=2)
+    pol = Scripted({0: {"j": on("a", 1)}, 1: {"j": on("a", 2)}})
+    res = simulate(sc, pol, forecast_mode=default_forecast_mode(sc), resize_s=300.0)
+    rows = res.plan[res.plan["job_id"] == "j"]
+    assert rows["lost_s"].tolist()[1] == 300.0  # what the simulator charges
+    state = pol.seen[1]
+    assert state.resize_s == 300.0
+    regions = [dc.region for dc in sc.datacenters]
+    opts = slot_options(state, dict.fromkeys(regions, 0.1), dict.fromkeys(regions, 400.0))
+    lost = {(str(d), int(n)): float(s) for d, n, s in zip(
+        opts.datacenter, opts.n_gpus, opts.lost_s, strict=True) if d == "a"}
+    assert lost[("a", 1)] == 0.0 and lost[("a", 2)] == 300.0
+
+
 def test_migration_loses_transfer_and_restart_and_is_recorded() -> None:
     sc = tiny_scenario([training("j", slots_of_work=10.0)], n_slots=2)
     pol = Scripted({0: {"j": on("a")}, 1: {"j": on("b")}})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers_policies import problem
 
-from workbench.optim.slot import solve_slot_problem
+from workbench.optim.slotpyomo import solve_slot_problem
 from workbench.policies.supplyplan import SupplyPlan, own_supply_problem
 from workbench.supply import Battery
 

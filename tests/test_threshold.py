@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pandas as pd
 import pyomo.environ as pyo
 import pytest
 from helpers_policies import (
@@ -238,8 +239,16 @@ def test_fast_solver_matches_the_pyomo_reference_over_a_run() -> None:
                     forecast_mode=default_forecast_mode(sc))
     assert fast.metrics["deadline_misses"] == ref.metrics["deadline_misses"]
     assert fast.metrics["cost"] == pytest.approx(ref.metrics["cost"], rel=0.02)
-    with pytest.raises(ValueError, match="solver must be one of"):
+    # Any solver Pyomo drives, named: pyomo:highs is the same model and solver as pyomo.
+    named = simulate(sc, make_policy("threshold", solver="pyomo:highs"),
+                     forecast_mode=default_forecast_mode(sc))
+    cols = ["slot", "job_id", "region", "gpu_type", "n_gpus", "batch_size"]
+    pd.testing.assert_frame_equal(named.plan[cols], ref.plan[cols])
+    pd.testing.assert_frame_equal(named.plan[cols], fast.plan[cols])
+    with pytest.raises(ValueError, match="unknown slot solver"):
         make_policy("threshold", solver="cplex")
+    with pytest.raises(ValueError, match="Pyomo finds no solver 'no_such_solver'"):
+        make_policy("threshold", solver="pyomo:no_such_solver")
 
 
 @pytest.mark.slow

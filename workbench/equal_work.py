@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.model import Job, Scenario
+from workbench.units import G_PER_KG
 
 EQUAL_WORK_BASIS = ("equal work: the training work a run left undone is charged at its "
                     "least energy at home, at the home datacenter's mean price (and carbon) "
@@ -85,7 +86,7 @@ def work_prices(scenario: Scenario, jobs: Iterable[Job]) -> dict[str, tuple[floa
             least = min((c.energy_kwh / c.rate for c in configs), default=math.nan)
             per_sample[key] = least / job.work_samples
         kwh = per_sample[key] * job.work_samples
-        out[job.job_id] = (kwh * price[job.home], kwh * carbon[job.home] / 1000.0)
+        out[job.job_id] = (kwh * price[job.home], kwh * carbon[job.home] / G_PER_KG)
     return out
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
 
@@ -172,7 +172,7 @@ def placement_iteration_time(
     """Seconds per iteration for an explicit placement.
 
     ``T_comp = alpha_c + beta_c * b`` with local batch ``b``; ``T_sync`` is 0 on one GPU,
-    ``alpha_n + beta_n * (n - 2)`` on one node and ``alpha_r + beta_r * (n - 2)`` across
+    ``alpha_r + beta_r * (n - 2)`` on one node and ``alpha_n + beta_n * (n - 2)`` across
     nodes (``n`` replicas, :func:`workbench.perf.sync_time`); ``T_iter =
     (T_comp^g + T_sync^g)^(1/g)`` (:func:`workbench.perf.overlap_time`). Unlike
     :func:`workbench.perf.iteration_time`, the node count is given, not implied by packing.
@@ -187,16 +187,21 @@ def placement_iteration_time(
 
 _LOG_FLOOR = -25.0  # exp(-25) ~ 1e-11 s: "absent" in practice
 
+INTER_NODE_PRIOR = 1.1
+"""Pollux's prior for a profile without multi-node rows: crossing nodes syncs at least this
+many times slower than staying in one (``alpha_n >= 1.1 alpha_r``, ``beta_n >= 1.1
+beta_r``), never for free."""
+
 
 def _unpack(x: FloatArray) -> ThroughputParams:
     a = np.exp(x[:6])
     return ThroughputParams(
         alpha_c=float(a[0]),
         beta_c=float(a[1]),
-        alpha_n=float(a[2]),
-        beta_n=float(a[3]),
-        alpha_r=float(a[4]),
-        beta_r=float(a[5]),
+        alpha_r=float(a[2]),
+        beta_r=float(a[3]),
+        alpha_n=float(a[4]),
+        beta_n=float(a[5]),
         gamma=float(x[6]),
     )
 
@@ -208,10 +213,13 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
 
         sum_rows (log T_comp_pred - log(step_time - sync_time))^2
       + sum_rows (log T_iter_pred - log step_time)^2
-      + 1e-3 * (gamma - 1)^2 + 1e-2 * ((beta_n/alpha_n)^2 + (beta_r/alpha_r)^2)
+      + 1e-3 * (gamma - 1)^2 + 1e-2 * ((beta_r/alpha_r)^2 + (beta_n/alpha_n)^2)
 
     (the regularisers are Pollux's: prefer little overlap and optimistic scaling). Terms
-    with no supporting rows (no multi-node rows, no more than two replicas) stay at ~0.
+    with no supporting rows (no multi-node rows, no more than two replicas) stay at ~0,
+    except that without multi-node rows the inter-node terms take Pollux's prior
+    (:data:`INTER_NODE_PRIOR`): ``alpha_n = max(alpha_n, 1.1 alpha_r)``, ``beta_n``
+    likewise.
 
     Parameters
     ----------
@@ -269,8 +277,8 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
         r2 = np.log(placement_iteration_time(p, nn, nr, b)) - log_step
         reg = [
             np.sqrt(1e-3) * (p.gamma - 1.0),
-            np.sqrt(1e-2) * p.beta_n / max(p.alpha_n, 1e-12),
             np.sqrt(1e-2) * p.beta_r / max(p.alpha_r, 1e-12),
+            np.sqrt(1e-2) * p.beta_n / max(p.alpha_n, 1e-12),
         ]
         return np.concatenate([w * r1, w * r2, reg])
 
@@ -286,6 +294,9 @@ def fit_throughput_params(timings: pd.DataFrame) -> ThroughputParams:
             best = res
     assert best is not None
     params = _unpack(full(best.x))
+    if not has_inter:  # no row says what crossing nodes costs: never less than one node
+        params = replace(params, alpha_n=max(params.alpha_n, INTER_NODE_PRIOR * params.alpha_r),
+                         beta_n=max(params.beta_n, INTER_NODE_PRIOR * params.beta_r))
     log.debug("fitted %s (cost %.4g)", params, best.cost)
     return params
 
@@ -299,7 +310,7 @@ class ThroughputFit:
     app : str
         Application name (the folder name).
     params : ThroughputParams
-        Fitted parameters (``alpha_n, beta_n`` intra-node, ``alpha_r, beta_r`` inter-node).
+        Fitted parameters (``alpha_r, beta_r`` intra-node, ``alpha_n, beta_n`` inter-node).
     efficiency : EfficiencyParams
         Batch bounds and the ``phi`` trajectory from the validation files.
     mape : float

@@ -111,7 +111,7 @@ def derive_throughput(p: ThroughputParams, target: str,
     """Throughput parameters on ``target`` from parameters measured on ``reference``.
 
     ``alpha_c, beta_c`` are divided by ``s_c = speed_t / speed_r``; intra-node
-    ``alpha_n, beta_n`` by the intra-node sync ratio, inter-node ``alpha_r, beta_r`` by the
+    ``alpha_r, beta_r`` by the intra-node sync ratio, inter-node ``alpha_n, beta_n`` by the
     inter-node one; ``gamma`` is kept.
     """
     t, r = gpu_spec(target), gpu_spec(reference)

@@ -525,7 +525,7 @@ def attribute_savings(result: Any, baseline: Any, scenario: Scenario
     out: dict[str, dict[str, float]] = {}
     for key, var, scale, at_grid in (
             ("cost", "price_per_kwh", 1.0, "cost_at_grid_price"),
-            ("carbon_kg", "carbon_g_per_kwh", 1000.0, "carbon_kg_at_grid_intensity")):
+            ("carbon_kg", "carbon_g_per_kwh", G_PER_KG, "carbon_kg_at_grid_intensity")):
         e_b = float(b_plan["energy_kwh"].sum())
         e_p, own_at_p, own_at_h, rows_p = _own_and_home(p_plan, scenario, var)
         rows_b = float((b_plan["cost"] if key == "cost" else b_plan["carbon_kg"] * G_PER_KG)

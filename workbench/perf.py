@@ -8,8 +8,8 @@ Throughput (Pollux, OSDI'21), for ``n`` GPUs and global batch ``m``::
 
     T_comp = alpha_c + beta_c * m / n
     T_sync = 0                                 if n == 1
-             alpha_n + beta_n * (n - 2)        if n <= gpus_per_node  (one node)
-             alpha_r + beta_r * (n - 2)        otherwise              (across nodes)
+             alpha_r + beta_r * (n - 2)        if n <= gpus_per_node  (one node)
+             alpha_n + beta_n * (n - 2)        otherwise              (across nodes)
     T_iter = (T_comp**gamma + T_sync**gamma) ** (1 / gamma)
     X      = m / T_iter                                                 samples/s
 
@@ -48,9 +48,10 @@ class ThroughputParams:
     beta_c : float
         Compute time per sample of local batch, s/sample.
     alpha_n, beta_n : float
-        Intra-node all-reduce time, s: ``T_sync = alpha_n + beta_n * (n - 2)``.
+        Inter-node all-reduce time, s: ``T_sync = alpha_n + beta_n * (n - 2)`` (Pollux's
+        names: ``n`` across nodes, ``r`` among the replicas of one node).
     alpha_r, beta_r : float
-        Inter-node all-reduce time, s: ``T_sync = alpha_r + beta_r * (n - 2)``.
+        Intra-node all-reduce time, s: ``T_sync = alpha_r + beta_r * (n - 2)``.
     gamma : float
         Overlap of compute and sync (>= 1): ``T_iter = (T_comp^g + T_sync^g)^(1/g)``;
         1 means no overlap, large values mean full overlap.
@@ -77,8 +78,8 @@ class ThroughputParams:
     ) -> ThroughputParams:
         """Parameters of a GPU ``speed`` times faster at compute.
 
-        ``alpha_c, beta_c`` are divided by ``speed``; the intra-node (``alpha_n, beta_n``)
-        and inter-node (``alpha_r, beta_r``) sync terms by ``intra_sync_speed`` and
+        ``alpha_c, beta_c`` are divided by ``speed``; the intra-node (``alpha_r, beta_r``)
+        and inter-node (``alpha_n, beta_n``) sync terms by ``intra_sync_speed`` and
         ``inter_sync_speed`` (1 by default: sync unchanged).
         """
         for name, v in (("speed", speed), ("intra_sync_speed", intra_sync_speed),
@@ -88,10 +89,10 @@ class ThroughputParams:
         return ThroughputParams(
             alpha_c=self.alpha_c / speed,
             beta_c=self.beta_c / speed,
-            alpha_n=self.alpha_n / intra_sync_speed,
-            beta_n=self.beta_n / intra_sync_speed,
-            alpha_r=self.alpha_r / inter_sync_speed,
-            beta_r=self.beta_r / inter_sync_speed,
+            alpha_n=self.alpha_n / inter_sync_speed,
+            beta_n=self.beta_n / inter_sync_speed,
+            alpha_r=self.alpha_r / intra_sync_speed,
+            beta_r=self.beta_r / intra_sync_speed,
             gamma=self.gamma,
         )
 
@@ -210,12 +211,12 @@ def overlap_time(t_comp: Any, t_sync: Any, gamma: float) -> Any:
 
 def sync_time(p: ThroughputParams, n: ArrayLike, multi_node: ArrayLike) -> FloatArray:
     """All-reduce time ``T_sync`` of ``n`` replicas, s: 0 for ``n = 1``, else
-    ``alpha_n + beta_n (n - 2)`` on one node and ``alpha_r + beta_r (n - 2)`` where
+    ``alpha_r + beta_r (n - 2)`` on one node and ``alpha_n + beta_n (n - 2)`` where
     ``multi_node`` is true."""
     n_arr = np.asarray(n, dtype=float)
     retro = np.maximum(n_arr - 2.0, 0.0)
-    intra = p.alpha_n + p.beta_n * retro
-    inter = p.alpha_r + p.beta_r * retro
+    intra = p.alpha_r + p.beta_r * retro
+    inter = p.alpha_n + p.beta_n * retro
     return np.where(n_arr <= 1, 0.0, np.where(np.asarray(multi_node, dtype=bool), inter, intra))
 
 
@@ -355,7 +356,12 @@ def best_batch(
 
 # --------------------------------------------------------------------------- serialisation
 
-PROFILES_SCHEMA_VERSION = 1
+PROFILES_SCHEMA_VERSION = 2
+"""Version 2 writes the sync terms under Pollux's names (``alpha_n, beta_n`` inter-node);
+version 1 had the two pairs the other way round and is still read (:func:`throughput_from_dict`)."""
+
+_OLD_SYNC_NAMES = {"alpha_n": "alpha_r", "beta_n": "beta_r", "alpha_r": "alpha_n",
+                   "beta_r": "beta_n"}
 
 
 def profile_to_dict(profile: JobProfile) -> dict[str, Any]:
@@ -376,8 +382,23 @@ def profile_to_dict(profile: JobProfile) -> dict[str, Any]:
     }
 
 
-def profile_from_dict(d: Mapping[str, Any]) -> JobProfile:
-    """Inverse of :func:`profile_to_dict`; validation errors name the offending profile."""
+def throughput_from_dict(d: Mapping[str, Any], *, pollux_names: bool = True
+                         ) -> ThroughputParams:
+    """:class:`ThroughputParams` from its plain-JSON form.
+
+    ``pollux_names`` False reads a record written before the sync terms took Pollux's names
+    (``profiles.json`` version 1, a store's profile without ``"sync_names"``): its
+    ``alpha_n, beta_n`` were the intra-node pair and ``alpha_r, beta_r`` the inter-node one.
+    """
+    values = {k: float(v) for k, v in d.items()}
+    if not pollux_names:
+        values = {_OLD_SYNC_NAMES.get(k, k): v for k, v in values.items()}
+    return ThroughputParams(**values)
+
+
+def profile_from_dict(d: Mapping[str, Any], *, pollux_names: bool = True) -> JobProfile:
+    """Inverse of :func:`profile_to_dict`; validation errors name the offending profile.
+    ``pollux_names``: see :func:`throughput_from_dict`."""
     try:
         eff = dict(d["efficiency"])
         eff["phi_progress"] = tuple(float(x) for x in eff["phi_progress"])
@@ -385,7 +406,7 @@ def profile_from_dict(d: Mapping[str, Any]) -> JobProfile:
         return JobProfile(
             app=str(d["app"]),
             gpu_type=str(d["gpu_type"]),
-            throughput=ThroughputParams(**{k: float(v) for k, v in d["throughput"].items()}),
+            throughput=throughput_from_dict(d["throughput"], pollux_names=pollux_names),
             efficiency=EfficiencyParams(**eff),
             energy=EnergyParams(**{k: float(v) for k, v in d["energy"].items()}),
             derived=bool(d.get("derived", False)),
@@ -403,7 +424,7 @@ def _interval(v: Any) -> tuple[float, float] | None:
 
 
 def profiles_to_json(profiles: Iterable[JobProfile]) -> dict[str, Any]:
-    """Document ``{"schema_version": 1, "profiles": [...]}`` for ``data/profiles.json``."""
+    """Document ``{"schema_version": 2, "profiles": [...]}`` for ``data/profiles.json``."""
     return {
         "schema_version": PROFILES_SCHEMA_VERSION,
         "profiles": [profile_to_dict(p) for p in profiles],
@@ -411,14 +432,14 @@ def profiles_to_json(profiles: Iterable[JobProfile]) -> dict[str, Any]:
 
 
 def profiles_from_json(doc: Mapping[str, Any]) -> list[JobProfile]:
-    """Profiles from a document written by :func:`profiles_to_json`."""
+    """Profiles from a document written by :func:`profiles_to_json` (this version or 1)."""
     version = doc.get("schema_version")
-    if version != PROFILES_SCHEMA_VERSION:
+    if version not in (1, PROFILES_SCHEMA_VERSION):
         raise ValueError(
-            f"profiles document has schema_version {version!r}; this workbench reads "
+            f"profiles document has schema_version {version!r}; this workbench reads 1 and "
             f"{PROFILES_SCHEMA_VERSION} (regenerate it with `workbench fit defaults`)"
         )
-    return [profile_from_dict(p) for p in doc["profiles"]]
+    return [profile_from_dict(p, pollux_names=version != 1) for p in doc["profiles"]]
 
 
 def default_profiles_path() -> Path:

@@ -59,8 +59,7 @@ measurements reach 0.33 (A40, 100 of 300 W) to 0.5 (P100, 125 of 250 W)."""
 DEFAULT_MENU: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
 """The menu of power limits a run offers when asked for one without fractions (``--power-limits
 default``): full power and five lower limits in steps of a tenth of each GPU's maximum board
-power (on seed3 the default policy saves 5.3 % of its energy with it, 4.8 % with the coarser
-1, 0.85, 0.7, 0.55: ``docs/results.md``)."""
+power (against a coarser menu: ``docs/results.md``, section 10)."""
 
 ZEUS_GPUS: tuple[str, ...] = ("a40", "p100", "rtx6000", "v100")
 """The GPUs with Zeus power traces (``summary_power_<gpu>.csv``)."""

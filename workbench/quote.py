@@ -335,7 +335,8 @@ def quote(
         from workbench.forecast.scenario import fit_scenario
 
         fc_model = fit_scenario(sc)
-    fc = forecast(cube, t0, None, forecast_mode, forecast_error, seed, fc_model)
+    fc = forecast(cube, t0, None, mode=forecast_mode, error=forecast_error, seed=seed,
+                  model=fc_model)
     r_index = {r: i for i, r in enumerate(fc.regions)}
     price = fc.price_per_kwh  # row k is slot t0 + k
     carbon = fc.carbon_g_per_kwh

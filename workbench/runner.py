@@ -474,8 +474,8 @@ def known_at_start(spec: RunSpec, scenario: Scenario, fitted: ModelForecast | No
     from workbench.sim.truth import horizon_cube
 
     cube = horizon_cube(scenario)
-    fc = forecast(cube, 0, None, forecast_mode(spec, scenario), spec.forecast.error_in_effect,
-                  spec.sim.seed, fitted)
+    fc = forecast(cube, 0, None, mode=forecast_mode(spec, scenario),
+                  error=spec.forecast.error_in_effect, seed=spec.sim.seed, model=fitted)
     told = cube.copy(deep=True)
     regions = [str(r) for r in cube["region"].values]
     for var, values in (("price_per_kwh", fc.price_per_kwh),

@@ -2,8 +2,8 @@
 
 The workbench keeps energy in kWh, power in W (GPUs) or kW (datacenters), carbon in kg CO2
 (intensities in gCO2/kWh), prices in ``<currency>/kWh`` and times in UTC. The factors between
-them are named here (:data:`G_PER_KG`, :data:`J_PER_KWH`, :data:`W_PER_KW`), so that a
-conversion reads ``grams / G_PER_KG``, never a bare ``/ 1000``.
+them are named here (:data:`G_PER_KG`, :data:`J_PER_KWH`, :data:`W_PER_KW`, :data:`MS_PER_S`,
+:data:`KILO`), so that a conversion reads ``grams / G_PER_KG``, never a bare ``/ 1000``.
 
 Grid signals arrive in other units: :func:`carbon_factor` and :func:`price_factor` turn them
 into ``gCO2/kWh`` and ``<currency>/kWh``. Carbon units are ``<mass>/<energy>`` with mass
@@ -25,6 +25,13 @@ J_PER_KWH = 3.6e6
 
 W_PER_KW = 1000.0
 """Watts per kilowatt: ``kW = W / W_PER_KW``."""
+
+MS_PER_S = 1000.0
+"""Milliseconds per second: ``s = ms / MS_PER_S``."""
+
+KILO = 1000.0
+"""One SI prefix step (milli to unit, mega to giga, giga to tera): ``W = mW / KILO``,
+``GHz = MHz / KILO``, ``TFLOPS = GFLOPS / KILO``."""
 
 LB_TO_G = 453.59237
 """Grams per avoirdupois pound (exact)."""

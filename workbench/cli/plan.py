@@ -34,6 +34,7 @@ from workbench.events import NOTICE_H_DEFAULT, event_line, parse_event
 from workbench.io.errors import output_error
 from workbench.io.plan_csv import write_jobs_csv, write_migrations_csv, write_sites_csv
 from workbench.model import Scenario
+from workbench.optim.slot import pyomo_solver
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
 from workbench.policies.base import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies.lyapunov import V_MAX
@@ -68,6 +69,16 @@ baseline. ``bill`` is the bill from the site meter (:mod:`workbench.bill`): its 
 the part the plan controls, and ``carbon_kg`` likewise (``site_carbon_kg`` the whole)."""
 
 _MAX_WARNINGS = 10
+
+
+def _slot_solver(text: str) -> str:
+    """``--solver``: fast, pyomo or pyomo:NAME (:func:`workbench.optim.slot.pyomo_solver`);
+    whether Pyomo has solver NAME is checked when the policy is made."""
+    try:
+        pyomo_solver(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -110,9 +121,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="menu of GPU power limits the policy may choose from, fractions of "
                    "each GPU's maximum board power in [0.4, 1] (e.g. 0.85,0.7,0.55; "
                    "'default' for 1,0.9,0.8,0.7,0.6,0.5; full power is always on the menu)")
-    p.add_argument("--solver", default=None, choices=("pyomo", "fast"),
-                   help="lyapunov's slot solver: the highspy array fast path (default) or the "
-                   "Pyomo reference MILP")
+    p.add_argument("--solver", default=None, type=_slot_solver, metavar="SOLVER",
+                   help="lyapunov's and threshold's slot solver: fast (the highspy array fast "
+                   "path, lyapunov's default), pyomo (the Pyomo MILP with HiGHS) or pyomo:NAME "
+                   "(the Pyomo MILP with any solver Pyomo drives: pyomo:highs, pyomo:cbc, "
+                   "pyomo:glpk, pyomo:gurobi)")
     add_forecast_args(p)
     p.add_argument("--noise", type=number(0, 10), default=0.0,
                    help="log-normal sigma of hidden throughput errors and measurement noise")

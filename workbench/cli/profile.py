@@ -8,7 +8,7 @@ import sys
 
 from workbench.cli._args import number
 from workbench.measure import NoGpuError, ProfileResult, profile_command, profile_for
-from workbench.units import J_PER_KWH
+from workbench.units import J_PER_KWH, MS_PER_S
 
 NO_GPU_EXIT = 3
 """Exit status when no NVIDIA GPU or driver is available."""
@@ -57,7 +57,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.interval_ms <= 0 or (args.duration is not None and args.duration <= 0):
         print("error: --interval-ms and --duration must be positive", file=sys.stderr)
         return 2
-    interval = args.interval_ms / 1000.0
+    interval = args.interval_ms / MS_PER_S
     rc = 0
     try:
         if cmd:

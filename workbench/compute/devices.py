@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from workbench.units import KILO
+
 
 class UnknownDeviceError(KeyError):
     """A device name that matches no known device; ``str()`` lists the known ones."""
@@ -161,8 +163,8 @@ class DeviceSpec:
         per SM and the clock (1.5 GHz where that is unknown too)."""
         if self.sms:
             return int(self.sms)
-        clock_ghz = (self.clock_mhz or 1500.0) / 1e3
-        return max(1, int(round(self.fp32_tflops * 1e3 / (2 * 128 * clock_ghz))))
+        clock_ghz = (self.clock_mhz or 1500.0) / KILO
+        return max(1, int(round(self.fp32_tflops * KILO / (2 * 128 * clock_ghz))))
 
     @property
     def l2_bytes(self) -> float:
@@ -457,7 +459,7 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
         return float(v)
 
     dev_str = str(doc["Device"])
-    fp32 = num("SingleFLOPsVEC" if "SingleFLOPsVEC" in doc else "SingleFLOPs") / 1e3
+    fp32 = num("SingleFLOPsVEC" if "SingleFLOPsVEC" in doc else "SingleFLOPs") / KILO
     mem, bw = num("Dev_Mem"), num("Mem_Bw")
     sms, clock, l2 = num("Num_Sm"), num("Freq"), num("L2Cache")
     if not sms.is_integer():
@@ -472,7 +474,7 @@ def device_from_neusight(doc: Mapping[str, Any], known: Mapping[str, DeviceSpec]
                                 "clock_mhz")}
     if "SingleFLOPsMM" in doc:
         sources["fp32_tflops"] += (f"; vector peak; matrix-core FP32 "
-                                   f"{num('SingleFLOPsMM') / 1e3:g} TF")
+                                   f"{num('SingleFLOPsMM') / KILO:g} TF")
     assumed: list[str] = []
     vendor = "amd" if "amd" in dev_str.lower() else (
         "huawei" if "ascend" in dev_str.lower() else "nvidia")

@@ -48,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.compute.devices import DeviceSpec
+from workbench.units import KILO
 
 FloatArray = NDArray[np.float64]
 
@@ -156,7 +157,7 @@ def kernel_features(kind: str, dims: NDArray[np.int64], flops: FloatArray,
                 np.array([2.0 if o in BINARY else 1.0 for o in ops]),
                 np.array([1.0 if o in TRANSCENDENTAL else 0.0 for o in ops])]
     cols += [np.log10(f / by / ridge), np.log10(t_roof)]
-    dev_cols = {"tdp": math.log10(dev.tdp_w), "clock": (dev.clock_mhz or 1500.0) / 1e3,
+    dev_cols = {"tdp": math.log10(dev.tdp_w), "clock": (dev.clock_mhz or 1500.0) / KILO,
                 "peak_sm": math.log10(peak / sms), "bw": math.log10(dev.mem_bw_gb_s * 1e9)}
     for name in device_features:
         if name == "l2":

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.compute.devices import BUILTIN_DEVICES, normalise_device_name
+from workbench.units import MS_PER_S
 
 DEVICE_FILES: Mapping[str, str] = {
     "Tesla_P4": "P4", "Tesla_P100-PCIE-16GB": "P100", "Tesla_T4": "T4",
@@ -91,7 +92,7 @@ def read_kernels(folder: Path | str, ops: tuple[str, ...] = KERNEL_FOLDERS) -> p
         for f in sorted((root / "kernels" / op).glob("*.csv.gz")):
             d = pd.read_csv(f)
             dev = _device(f.name.removesuffix(".csv.gz"))
-            out = pd.DataFrame({"device": dev, "time_s": d["Latency"].to_numpy(float) / 1e3})
+            out = pd.DataFrame({"device": dev, "time_s": d["Latency"].to_numpy(float) / MS_PER_S})
             if op in ("linear", "bmm"):
                 # The launch grids show an M x K result reduced over N (a 128x64 tile grid
                 # of ceil(K/128) x ceil(M/64)): in Kernel's (B, rows, cols, reduction) order.
@@ -133,9 +134,9 @@ def read_step_times(folder: Path | str, fusion: bool = False) -> pd.DataFrame:
         rows.append({"device": _device(f.parent.name), "model": m.group("model"),
                      "mode": "train" if m.group("mode") == "train" else "inference",
                      "seq_len": int(m.group("seq")), "batch": int(m.group("batch")),
-                     "step_time_s": float(j["e2e_latency"]) / 1e3,
-                     "forward_s": float(j["fw_latency"]) / 1e3,
-                     "backward_s": float(j["bwall_latency"]) / 1e3})
+                     "step_time_s": float(j["e2e_latency"]) / MS_PER_S,
+                     "forward_s": float(j["fw_latency"]) / MS_PER_S,
+                     "backward_s": float(j["bwall_latency"]) / MS_PER_S})
     if not rows:
         raise NeuSightDataError(f"no step-time files under {root / 'step_times'}")
     return pd.DataFrame(rows)

@@ -41,6 +41,7 @@ from workbench.compute.predict import (
     sync_time_s,
 )
 from workbench.perf import overlap_time
+from workbench.units import MS_PER_S
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ def _deepbench_row(section: str, cols: Mapping[str, int], r: list[Any]) -> dict[
         assert m and n and k and t
         return {"kind": "gemm", "m": m, "n": n, "k": k,
                 "flops": 2 * m * n * k, "bytes": 4 * (m * k + k * n + m * n),
-                "kernels": 1.0, "passes": 1, "time_s": t / 1e3}
+                "kernels": 1.0, "passes": 1, "time_s": t / MS_PER_S}
     if section == "conv":
         w, h, c, n, k = get("w"), get("h"), get("c"), get("n"), get("k")
         s_, r_ = get("s"), get("r")
@@ -174,7 +175,7 @@ def _deepbench_row(section: str, cols: Mapping[str, int], r: list[Any]) -> dict[
         by = 4 * (n * c * h * w + k * c * r_ * s_ + n * k * p * q)
         passes = 3 if bin_ is not None else 2
         return {"kind": "conv", "flops": flops, "bytes": by, "kernels": 1.0, "passes": passes,
-                "time_s": total / 1e3 / passes}
+                "time_s": total / MS_PER_S / passes}
     if section.startswith("rnn-"):
         gates = _RNN_GATES.get(section[4:])
         hid, n, steps = get("hidden units"), get("n"), get("timesteps")
@@ -186,10 +187,10 @@ def _deepbench_row(section: str, cols: Mapping[str, int], r: list[Any]) -> dict[
         if None in (gates, hid, n, steps, fwd, tf, total):
             return None
         assert gates and hid and n and steps and fwd and tf and total
-        flops = tf * 1e12 * fwd / 1e3
+        flops = tf * 1e12 * fwd / MS_PER_S
         by = 4 * (gates * hid * 2 * hid + steps * n * (2 * hid + 2 * gates * hid))
         return {"kind": "rnn", "flops": flops, "bytes": by, "kernels": 2.0 * steps,
-                "passes": 3, "time_s": total / 1e3 / 3}
+                "passes": 3, "time_s": total / MS_PER_S / 3}
     return None
 
 
@@ -304,7 +305,7 @@ _THETA0 = np.log([1.0, 1.0, 1.0, 1.0, 1e-5, 1e-3])  # conv, gemm, rnn, memory, l
 TIE_COMPUTE_SCALES = False
 STEP_LOSS = "soft_l1"  # robust loss of the aggregation fit (scipy's ``loss``, scale 0.3 in
 # log): host-bound NCF steps and the P100's slow DeepSpeech2 runs pull the global terms less;
-# chosen over plain least squares by leave-one-app-out error (54 % -> 46 % median, 1 GPU)
+# chosen over plain least squares by leave-one-app-out error (docs/profiles.md)
 _PRIOR = np.array([1.0, 1.0, 1.0, 1.0, 0.05, 0.05])  # pull of each log term to its prior
 
 

@@ -51,14 +51,17 @@ def forecast(
     cube: xr.Dataset,
     t: int,
     horizon_slots: int | None = None,
-    mode: str = "perfect",
+    *,
+    mode: str,
     error: float = 0.0,
     seed: int = 0,
     model: ModelForecast | None = None,
 ) -> Forecast:
     """What a scheduler at slot ``t`` believes about the slots ``t, t+1, ...``.
 
-    Row 0 is always the true current value (it is metered now). Modes:
+    Row 0 is always the true current value (it is metered now). ``mode`` has no default:
+    a run's honest mode is :func:`default_forecast_mode`'s, and ``"perfect"`` is hindsight,
+    only ever asked for by name. Modes:
 
     - ``perfect``: the true future (a what-if: nobody knows it).
     - ``tariff``: prices as published (a time-of-use tariff *is* its own exact forecast),

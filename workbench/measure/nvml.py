@@ -22,6 +22,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from workbench.units import KILO
+
 log = logging.getLogger(__name__)
 
 SAMPLE_COLUMNS = ("t_s", "gpu_index", "power_w", "energy_j", "util_pct", "mem_used_mb",
@@ -109,8 +111,8 @@ class NvmlBackend:
                 return float("nan")
 
         return GpuSample(
-            power_w=opt(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
-            energy_j=opt(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),
+            power_w=opt(lambda: nv.nvmlDeviceGetPowerUsage(h) / KILO),
+            energy_j=opt(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h) / KILO),
             util_pct=opt(lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu),
             mem_used_mb=opt(lambda: nv.nvmlDeviceGetMemoryInfo(h).used / 2**20),
             sm_clock_mhz=opt(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),

@@ -8,7 +8,7 @@ The result is feasible by construction, though not optimal. Constraints added th
 MILP's ``extra_constraints`` hook are not known to it.
 
 :func:`solve_or_greedy` is how a per-slot policy decides a slot: the slot MILP (the fast
-path or the Pyomo reference), and the greedy answer when that fails or times out, reported
+path or the Pyomo model), and the greedy answer when that fails or times out, reported
 as a fallback in the returned :class:`~workbench.optim.info.SolveInfo`.
 """
 
@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from workbench.optim.fastslot import FastSlotSolver
 from workbench.optim.info import SolveInfo
-from workbench.optim.slot import ExtraConstraints, SlotProblem, solve_slot_problem
+from workbench.optim.slot import ExtraConstraints, SlotProblem, pyomo_solver
 
 log = logging.getLogger(__name__)
 
@@ -110,22 +110,26 @@ def solve_or_greedy(
     """The option rows a per-slot policy runs, and how the solve went.
 
     The slot MILP over the ``keep`` options, by the fast path (``solver="fast"``, ``fast``
-    keeps its state between slots) or the Pyomo reference model; when that fails or times
-    out, the greedy feasible allocation (:func:`greedy_choice`, ``priority`` per job),
-    reported as a fallback in the returned :class:`SolveInfo`.
+    keeps its state between slots) or the Pyomo model (``"pyomo"`` or ``"pyomo:NAME"``,
+    :func:`workbench.optim.slot.pyomo_solver`); when that fails or times out, the greedy
+    feasible allocation (:func:`greedy_choice`, ``priority`` per job), reported as a
+    fallback in the returned :class:`SolveInfo`.
     """
     rows = np.flatnonzero(keep)
     sub = prob.subset(keep)
     t0 = time.perf_counter()
     chosen: NDArray[np.int64] | None
-    if solver == "fast":
+    name = pyomo_solver(solver)
+    if name is None:
         full, info = fast(prob, keep=keep, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
                           extra_constraints=extra_constraints)
         chosen = None if full is None else np.flatnonzero(full)
     else:
+        from workbench.optim.slotpyomo import solve_slot_problem  # Pyomo only on this path
+
         choice, info = solve_slot_problem(sub, mip_rel_gap=mip_rel_gap,
                                           time_limit_s=time_limit_s,
-                                          extra_constraints=extra_constraints)
+                                          extra_constraints=extra_constraints, solver=name)
         chosen = None if choice is None else rows[choice]
     if chosen is None:
         msg = (f"slot {t}: MILP {info.status} ({info.message}); "

@@ -1,6 +1,6 @@
 """The fast path of the per-slot assignment MILP: successive slots solved as HiGHS arrays.
 
-:mod:`workbench.optim.slot` stays the readable reference formulation (Pyomo). The fast path
+:mod:`workbench.optim.slotpyomo` is the readable Pyomo formulation. The fast path
 solves the *same* model (:mod:`workbench.optim.slotarrays`: the matrix, its LP bound, the
 repair; the maths there) and offers three ways to solve it:
 
@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from workbench.optim.highs import new_highs, solve, termination_name
 from workbench.optim.info import SolveInfo
-from workbench.optim.slot import ExtraConstraints, SlotProblem, solve_slot_problem
+from workbench.optim.slot import ExtraConstraints, SlotProblem
 from workbench.optim.slotarrays import (
     INT_TOL,
     SlotArrays,
@@ -80,7 +80,7 @@ class FastSolveReport:
 @dataclass
 class FastSlotSolver:
     """Solve successive slot problems fast; a drop-in for
-    :func:`~workbench.optim.slot.solve_slot_problem`.
+    :func:`~workbench.optim.slotpyomo.solve_slot_problem`.
 
     Parameters
     ----------
@@ -145,7 +145,8 @@ class FastSlotSolver:
         time_limit_s: float = 10.0,
         extra_constraints: ExtraConstraints | None = None,
     ) -> tuple[NDArray[np.bool_] | None, SolveInfo]:
-        """Solve one slot; same contract as :func:`workbench.optim.slot.solve_slot_problem`.
+        """Solve one slot; same contract as
+        :func:`workbench.optim.slotpyomo.solve_slot_problem`.
 
         Returns
         -------
@@ -162,6 +163,9 @@ class FastSlotSolver:
             return np.zeros(prob.n_options, dtype=bool), SolveInfo(status="empty", solve_s=0.0,
                                                                    objective=0.0)
         if extra_constraints is not None:
+            # The hook acts on the Pyomo model: only then is Pyomo imported.
+            from workbench.optim.slotpyomo import solve_slot_problem
+
             sub = prob if keep is None else prob.subset(keep)
             choice, info = solve_slot_problem(sub, mip_rel_gap=mip_rel_gap,
                                               time_limit_s=time_limit_s,
@@ -419,7 +423,8 @@ def solve_slot_problem_fast(
     time_limit_s: float = 10.0,
     extra_constraints: ExtraConstraints | None = None,
 ) -> tuple[NDArray[np.bool_] | None, SolveInfo]:
-    """One-shot fast solve (no state kept); same contract as ``slot.solve_slot_problem``."""
+    """One-shot fast solve (no state kept); same contract as
+    ``slotpyomo.solve_slot_problem``."""
     solver = FastSlotSolver(method=method, reuse=False)
     return solver(prob, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
                   extra_constraints=extra_constraints)

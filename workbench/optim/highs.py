@@ -2,7 +2,7 @@
 
 Every array model of the workbench reaches HiGHS through here: the slot MILP's fast path
 (:mod:`workbench.optim.fastslot`) and the block LP (:mod:`workbench.optim.blocklp`). (The
-readable Pyomo reference, :mod:`workbench.optim.slot`, goes through Pyomo's HiGHS interface.)
+Pyomo model, :mod:`workbench.optim.slotpyomo`, goes through the solver Pyomo is given.)
 
 A model is::
 
@@ -179,7 +179,8 @@ class SparseLp:
 
     def pass_to(self, h: highspy.Highs) -> None:
         """Pass the model to ``h`` as arrays (the same model as :meth:`highs_lp`, without
-        building a ``HighsLp`` attribute by attribute: 7 times faster at 15,000 columns).
+        building a ``HighsLp`` attribute by attribute, which is much slower on large
+        windows: ``bench/window_lp.py``).
 
         Raises
         ------

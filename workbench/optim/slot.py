@@ -1,10 +1,9 @@
-"""The per-slot assignment MILP of the per-slot policies, built in Pyomo in named phases.
+"""The per-slot assignment MILP of the per-slot policies: its data and its maths.
 
-The model is pure: :func:`create_slot_model` builds it from the arrays of a
-:class:`SlotProblem`, :func:`solve_slot_model` solves it with HiGHS and checks the
-termination condition, :func:`extract_choice` reads the chosen options back as an array
-with the same option coordinate as the input. A notebook adds a what-if constraint through
-the ``extra_constraints`` hook (a callable ``model -> None`` applied before solving).
+:class:`SlotProblem` holds one slot's problem as arrays over an option axis. Two paths solve
+the same model: the fast path (:mod:`workbench.optim.fastslot`, HiGHS arrays, the default)
+and the Pyomo model (:mod:`workbench.optim.slotpyomo`), which any solver Pyomo drives can
+solve (:func:`pyomo_solver`). This module imports neither HiGHS nor Pyomo.
 
 Maths, with binaries ``z[k]`` (option ``k`` of job ``j(k)`` is chosen)::
 
@@ -19,31 +18,58 @@ Maths, with binaries ``z[k]`` (option ``k`` of job ``j(k)`` is chosen)::
 A *supply row* bounds the energy its options draw from a site's own supply (renewables and
 battery) in the slot; a planner that splits a site's options into a copy on that supply
 and a copy on the grid uses it (:func:`workbench.policies.supplyplan.own_supply_problem`).
+
+A notebook adds a what-if constraint through the ``extra_constraints`` hook
+(:data:`ExtraConstraints`, applied to the Pyomo model before solving).
 """
 
 from __future__ import annotations
 
-import math
-import threading
-import time
+import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyomo.environ as pyo
 from numpy.typing import NDArray
-from pyomo.opt import TerminationCondition
 
-from workbench.optim.info import SolveInfo
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
 
-ExtraConstraints = Callable[[pyo.ConcreteModel], None]
-"""A what-if hook: receives the built model (sets ``J, K, P, D, L``, binaries ``z``)."""
+ExtraConstraints = Callable[["pyo.ConcreteModel"], None]
+"""A what-if hook: receives the built Pyomo model (sets ``J, K, P, D, L``, binaries ``z``)."""
 
-_OK = {TerminationCondition.optimal, TerminationCondition.locallyOptimal}
+FAST = "fast"
+"""The slot solver that solves the model as HiGHS arrays (:mod:`workbench.optim.fastslot`)."""
 
-# Pyomo's HiGHS interface redirects the process's stdout/stderr file descriptors while it
-# solves; two threads doing so at once deadlock or raise. Solves are therefore serialised.
-_SOLVE_LOCK = threading.Lock()
+PYOMO = "pyomo"
+"""The slot solver that builds the Pyomo model; ``pyomo:NAME`` hands it to Pyomo's
+``SolverFactory(NAME)`` (``highs``, ``cbc``, ``glpk``, ``gurobi``...)."""
+
+PYOMO_DEFAULT = "highs"
+"""The Pyomo solver of a plain ``pyomo`` (HiGHS through Pyomo's interface)."""
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+
+
+def pyomo_solver(solver: str) -> str | None:
+    """The Pyomo solver name a slot-solver choice names: None for ``"fast"``,
+    :data:`PYOMO_DEFAULT` for ``"pyomo"``, ``NAME`` for ``"pyomo:NAME"``.
+
+    Raises
+    ------
+    ValueError
+        For any other text (the message lists the forms).
+    """
+    if solver == FAST:
+        return None
+    if solver == PYOMO:
+        return PYOMO_DEFAULT
+    head, sep, name = solver.partition(":")
+    if head == PYOMO and sep and _NAME.fullmatch(name):
+        return name
+    raise ValueError(f"unknown slot solver {solver!r}; use fast, pyomo or pyomo:NAME with "
+                     "NAME a solver Pyomo drives (pyomo:highs, pyomo:cbc, pyomo:gurobi)")
 
 
 @dataclass(frozen=True)
@@ -185,161 +211,3 @@ class SlotProblem:
         if np.any(gb > self.link_capacity_gb + tol):
             return False
         return not np.any(self.supply_used_kwh(chosen) > self.supply_cap_kwh + tol)
-
-
-def _groups(index: NDArray[np.int64], size: int) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in range(size)]
-    for k, i in enumerate(index.tolist()):
-        if i >= 0:
-            out[i].append(k)
-    return out
-
-
-def _add_sets(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Sets: jobs ``J``, options ``K``, pools ``P``, datacenters ``D``, links ``L``, supply
-    rows ``S``."""
-    m.J = pyo.Set(initialize=range(len(prob.job_ids)), ordered=True)
-    m.K = pyo.Set(initialize=range(prob.n_options), ordered=True)
-    m.P = pyo.Set(initialize=range(len(prob.pool_labels)), ordered=True)
-    m.D = pyo.Set(initialize=range(len(prob.dc_labels)), ordered=True)
-    m.L = pyo.Set(initialize=range(len(prob.link_labels)), ordered=True)
-    m.S = pyo.Set(initialize=range(len(prob.supply_labels)), ordered=True)
-
-
-def _add_variables(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Variables: ``z[k]`` in {0, 1}, option ``k`` is chosen."""
-    m.z = pyo.Var(m.K, domain=pyo.Binary)
-
-
-def _add_constraints(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Constraints, a row where it can bind::
-
-        sum_{k in K_j} z[k] <= 1   (= 1 for an inference job)    one choice per job j
-        sum_{k in K_p} n[k] z[k] <= C[p]                         pool p, when over-asked
-        sum_{k in K_d} P[k] z[k] <= Pcap[d]                      datacenter d, finite cap
-        sum_{k in K_l} gb[k] z[k] <= B[l] D / 8                  link l
-        sum_{k in K_s} e[k] z[k] <= H[s]                         supply row s
-    """
-    by_job = _groups(prob.job_index, len(prob.job_ids))
-    by_pool = _groups(prob.pool_index, len(prob.pool_labels))
-    by_dc = _groups(prob.dc_index, len(prob.dc_labels))
-    by_link = _groups(prob.link_index, len(prob.link_labels))
-    by_supply = _groups(prob.supply_index, len(prob.supply_labels))
-    z = m.z
-
-    def one_choice(mm: pyo.ConcreteModel, j: int) -> object:
-        if not by_job[j]:
-            return pyo.Constraint.Skip
-        total = sum(z[k] for k in by_job[j])
-        return total == 1 if prob.must_place[j] else total <= 1
-
-    def capacity(mm: pyo.ConcreteModel, p: int) -> object:
-        if not by_pool[p] or int(prob.n_gpus[by_pool[p]].sum()) <= prob.pool_capacity[p]:
-            return pyo.Constraint.Skip
-        return sum(int(prob.n_gpus[k]) * z[k] for k in by_pool[p]) <= int(prob.pool_capacity[p])
-
-    def power(mm: pyo.ConcreteModel, d: int) -> object:
-        cap = float(prob.power_cap_kw[d])
-        if not by_dc[d] or not math.isfinite(cap):
-            return pyo.Constraint.Skip
-        return sum(float(prob.power_kw[k]) * z[k] for k in by_dc[d]) <= cap
-
-    def link(mm: pyo.ConcreteModel, lk: int) -> object:
-        if not by_link[lk]:
-            return pyo.Constraint.Skip
-        return (sum(float(prob.transfer_gb[k]) * z[k] for k in by_link[lk])
-                <= float(prob.link_capacity_gb[lk]))
-
-    def own_supply(mm: pyo.ConcreteModel, s: int) -> object:
-        if not by_supply[s]:
-            return pyo.Constraint.Skip
-        return (sum(float(prob.supply_kwh[k]) * z[k] for k in by_supply[s])
-                <= float(prob.supply_cap_kwh[s]))
-
-    m.one_choice = pyo.Constraint(m.J, rule=one_choice)
-    m.capacity = pyo.Constraint(m.P, rule=capacity)
-    m.power_cap = pyo.Constraint(m.D, rule=power)
-    m.link_volume = pyo.Constraint(m.L, rule=link)
-    m.own_supply = pyo.Constraint(m.S, rule=own_supply)
-
-
-def _add_objective(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Objective: maximise ``sum_k coef[k] * z[k]``."""
-    coef = prob.coef.tolist()
-    m.obj = pyo.Objective(expr=sum(coef[k] * m.z[k] for k in m.K), sense=pyo.maximize)
-
-
-def create_slot_model(prob: SlotProblem) -> pyo.ConcreteModel:
-    """Build the slot MILP (see the module docstring) in four named phases."""
-    m = pyo.ConcreteModel(name="slot_assignment")
-    _add_sets(m, prob)
-    _add_variables(m, prob)
-    _add_constraints(m, prob)
-    _add_objective(m, prob)
-    return m
-
-
-def solve_slot_model(
-    m: pyo.ConcreteModel,
-    *,
-    mip_rel_gap: float = 1e-3,
-    time_limit_s: float = 10.0,
-    extra_constraints: ExtraConstraints | None = None,
-) -> SolveInfo:
-    """Solve with HiGHS (``SolverFactory('highs')``); load the solution only when optimal.
-
-    Returns
-    -------
-    SolveInfo
-        ``status`` is HiGHS's termination condition; ``objective`` is set only when a
-        solution was loaded. The caller decides what to do when it is not optimal.
-    """
-    if extra_constraints is not None:
-        extra_constraints(m)
-    solver = pyo.SolverFactory("highs")
-    t0 = time.perf_counter()
-    with _SOLVE_LOCK:
-        results = solver.solve(
-            m,
-            load_solutions=False,
-            options={"mip_rel_gap": float(mip_rel_gap), "time_limit": float(time_limit_s),
-                     "output_flag": False},
-        )
-    solve_s = time.perf_counter() - t0
-    cond = results.solver.termination_condition
-    if cond not in _OK or len(results.solution) == 0:
-        msg = str(getattr(results.solver, "termination_message", "") or cond)
-        return SolveInfo(status=str(cond), solve_s=solve_s, message=msg)
-    m.solutions.load_from(results)
-    gap = None
-    lb, ub = results.problem.lower_bound, results.problem.upper_bound
-    if lb is not None and ub is not None and math.isfinite(lb) and math.isfinite(ub):
-        gap = abs(ub - lb) / max(abs(ub), 1e-9)
-    return SolveInfo(status=str(cond), solve_s=solve_s, objective=float(pyo.value(m.obj)),
-                     gap=gap)
-
-
-def extract_choice(m: pyo.ConcreteModel) -> NDArray[np.bool_]:
-    """Chosen options as a boolean array over the option axis of the problem."""
-    return np.array([(m.z[k].value or 0.0) > 0.5 for k in m.K], dtype=bool)
-
-
-def solve_slot_problem(
-    prob: SlotProblem,
-    *,
-    mip_rel_gap: float = 1e-3,
-    time_limit_s: float = 10.0,
-    extra_constraints: ExtraConstraints | None = None,
-) -> tuple[NDArray[np.bool_] | None, SolveInfo]:
-    """Create, solve and extract in one call; the choice is None when the solve failed."""
-    t0 = time.perf_counter()
-    if prob.n_options == 0:
-        # Nothing to decide (no active job has an option): the empty choice is optimal.
-        return np.zeros(0, dtype=bool), SolveInfo(status="empty", solve_s=0.0, objective=0.0)
-    m = create_slot_model(prob)
-    info = solve_slot_model(m, mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
-                            extra_constraints=extra_constraints)
-    info = replace(info, solve_s=time.perf_counter() - t0)
-    if info.objective is None:
-        return None, info
-    return extract_choice(m), info

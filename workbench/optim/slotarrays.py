@@ -1,7 +1,7 @@
 """The slot MILP as HiGHS arrays: the model, its LP bound and the repair of an LP solution.
 
-:func:`build_arrays` builds the *same* model as the Pyomo reference
-(:mod:`workbench.optim.slot`) from the same :class:`~workbench.optim.slot.SlotProblem`
+:func:`build_arrays` builds the *same* model as the Pyomo one
+(:mod:`workbench.optim.slotpyomo`) from the same :class:`~workbench.optim.slot.SlotProblem`
 arrays, as a sparse column-wise matrix for HiGHS (:func:`slot_lp`); the fast path
 (:mod:`workbench.optim.fastslot`) solves it.
 

@@ -59,6 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.supply import Battery, Source
+from workbench.units import G_PER_KG
 
 TOLERANCE = 1e-9
 """kWh by which a state of charge may stray from its bounds in floating point and still
@@ -220,7 +221,7 @@ def site_balance(
         renewable_to_load_kwh=to_load, grid_to_load_kwh=load - discharge - to_load,
         curtailed_kwh=surplus - exported, exported_kwh=exported, charge_kwh=charge,
         discharge_kwh=discharge, grid_kwh=grid, soc_kwh=soc_end if battery is not None else 0.0,
-        energy_charge=grid_charge + ppa_charge - export_credit, carbon_kg=carbon_g / 1000.0,
+        energy_charge=grid_charge + ppa_charge - export_credit, carbon_kg=carbon_g / G_PER_KG,
         grid_charge=grid_charge, ppa_charge=ppa_charge, export_credit=export_credit)
 
 

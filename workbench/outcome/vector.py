@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from workbench import perf
 from workbench.outcome.slot import grid_throughput
+from workbench.units import J_PER_KWH, W_PER_KW
 
 FloatArray = NDArray[np.float64]
 
@@ -88,12 +89,12 @@ def training_slot_outcomes(
     progress = np.where(finishes, remaining, rate * useful)
     used = np.where(finishes, np.minimum(lost + to_finish, slot_s), slot_s)
     p_w = np.minimum(n_gpus * a1_w + a2_w_per_sps * x, n_gpus * max_power_w)
-    it_kwh = p_w / 3.6e6 * pue
+    it_kwh = p_w / J_PER_KWH * pue
     return SlotOutcomes(
         progress=progress, it_power_w=p_w, used_s=used, lost_s=lost, pending_s=pending,
         energy_kwh=it_kwh * used + transfer_kwh / 2.0,
         movement_kwh=it_kwh * lost + transfer_kwh, finishes=finishes,
-        power_kw=p_w * used / slot_s * pue / 1000.0, rate_per_s=rate)
+        power_kw=p_w * used / slot_s * pue / W_PER_KW, rate_per_s=rate)
 
 
 def best_batches_grouped(

@@ -29,6 +29,7 @@ from workbench.optim.info import SolveInfo
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.outcome import vector as _vector
 from workbench.policies.limits import with_power_limits
+from workbench.units import G_PER_KG, W_PER_KW
 
 __all__ = ["RESIZE_S_DEFAULT", "RESTART_S_DEFAULT"]
 
@@ -116,6 +117,10 @@ class SlotState:
         default_factory=dict)
     """Per demand charge line (:attr:`workbench.bill.Bucket.key`), the largest grid import
     metered so far, kW: what the site already pays for."""
+    resize_s: float = RESIZE_S_DEFAULT
+    """Seconds the run loses when a job changes its GPU count in the same pool (the
+    simulator's ``resize_s``, ``--resize-s``): what :func:`slot_options` predicts a resize
+    costs."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +279,7 @@ def slot_options(
     carbon_g_per_kwh: Mapping[str, float],
     gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
     restart_s: float = RESTART_S_DEFAULT,
-    resize_s: float = RESIZE_S_DEFAULT,
+    resize_s: float | None = None,
 ) -> SlotOptions:
     """Enumerate every feasible option of every active job for one slot.
 
@@ -286,7 +291,7 @@ def slot_options(
         Override a job's GPU-count menu (the operator's configuration menus).
     restart_s, resize_s : float
         Seconds lost on a start, resume, move or GPU-type change, and on a GPU-count
-        change in the same pool (:func:`workbench.outcome.move_charges`).
+        change in the same pool (:func:`workbench.outcome.move_charges`; None: ``state.resize_s``).
 
     Notes
     -----
@@ -308,6 +313,7 @@ def slot_options(
     GPU count), with identical values.
     """
     sc = state.scenario
+    resize_s = state.resize_s if resize_s is None else resize_s
     slot_s = float(sc.slot_s)
     dcs = sc.datacenters
     pools = sc.pools
@@ -376,7 +382,7 @@ def slot_options(
         progress=progress,
         energy_kwh=energy + src[rep, 2],
         cost=energy * price_d[row_d] + src[rep, 0],
-        carbon_kg=energy * carbon_d[row_d] / 1000.0 + src[rep, 1],
+        carbon_kg=energy * carbon_d[row_d] / G_PER_KG + src[rep, 1],
         moves=np.asarray(pairs.moves, dtype=bool)[rep],
         transfer_s=np.array([c.transfer_s for c in pairs.charges], dtype=float)[rep],
         lost_s=lost,
@@ -440,7 +446,7 @@ def _training_outcomes(
         a2 = np.array([p.energy.a2_w_per_sps for p in profs], dtype=float)[prof_of]
         p_w = np.minimum(n * a1 + a2 * (x * est), n * np.array(
             [p.energy.max_power_w for p in profs], dtype=float)[prof_of])
-        p_kw = p_w * out.used_s / float(sc.slot_s) * pue / 1000.0
+        p_kw = p_w * out.used_s / float(sc.slot_s) * pue / W_PER_KW
         out = replace(out, power_kw=np.where(faster, p_kw, out.power_kw))
     return out, m
 
@@ -503,7 +509,7 @@ def _option_pairs(
                     pending_s=js.pending_s, link=sc.link)
                 got = charged[ckey] = (ch, None if ch is None else [
                     sum(kwh * float(price_per_kwh[region_of[s]]) for s, kwh in ch.source_kwh),
-                    sum(kwh * float(carbon_g_per_kwh[region_of[s]]) / 1000.0
+                    sum(kwh * float(carbon_g_per_kwh[region_of[s]]) / G_PER_KG
                         for s, kwh in ch.source_kwh),
                     sum(kwh for _, kwh in ch.source_kwh)] if ch.source_kwh else [0.0, 0.0, 0.0])
             ch, src = got

@@ -49,6 +49,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
+from workbench.units import G_PER_KG
 
 __all__ = ["AsapHome", "CarbonScaling", "CheapestAtArrival", "GoodputOnly", "WaitForCheap"]
 
@@ -415,7 +416,7 @@ class CarbonScaling(_WithinSlack):
         dp = np.diff(np.concatenate(([0.0], progress)))
         de = np.diff(np.concatenate(([0.0], energy)))
         # score[s, i]: progress per kg CO2 of the i-th step in slot s.
-        score = dp[None, :] / np.maximum(de[None, :] * carbon[:, None] / 1000.0, 1e-12)
+        score = dp[None, :] / np.maximum(de[None, :] * carbon[:, None] / G_PER_KG, 1e-12)
         score[:, dp <= 0] = -np.inf
         score = np.minimum.accumulate(score, axis=1)
         s_idx, i_idx = np.meshgrid(np.arange(w), np.arange(dp.size), indexing="ij")
@@ -435,7 +436,8 @@ class CarbonScaling(_WithinSlack):
         carbons = {r: float(forecast.carbon_g_per_kwh[0, i])
                    for i, r in enumerate(forecast.regions)}
         train = training_jobs(state)
-        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train))
+        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train),
+                        resize_s=state.resize_s)
         opts = slot_options(sub, prices, carbons, restart_s=self.restart_s)
         horizon = forecast.carbon_g_per_kwh.shape[0]
         wishes = []
@@ -504,7 +506,8 @@ class GoodputOnly(NoHindsightBound):
         if not train:
             return Allocation(placements=placements)
         zeros: Mapping[str, float] = {r: 0.0 for r in forecast.regions}
-        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train))
+        sub = SlotState(scenario=sc, t=state.t, time=state.time, jobs=tuple(train),
+                        resize_s=state.resize_s)
         opts = slot_options(sub, zeros, zeros, restart_s=self.restart_s)
         per_gpu = opts.progress / np.maximum(opts.n_gpus, 1)
         chosen: dict[int, int] = {}

@@ -75,10 +75,11 @@ log = logging.getLogger(__name__)
 
 COMPLETION_MARGIN_DEFAULT = 0.1
 """Default safety margin ``m``: a tenth of a job's life (arrival to deadline) kept in hand,
-like the look-ahead's pace line (``window.PACE_MARGIN``). With a margin on the run time
-instead (10 % of ``R_j / r_k``), three Philly jobs of the battery missed at V >= 10: their
-planning speed fell 2.5x one slot before their deadline (the slow end of their predicted
-profile's interval, :func:`workbench.estimate.planning_speed_factor`), before they ever ran."""
+like the look-ahead's pace line (``window.PACE_MARGIN``). Not a margin on the run time
+(a share of ``R_j / r_k``): a job's planning speed can fall sharply just before its
+deadline (the slow end of its predicted profile's interval,
+:func:`workbench.estimate.planning_speed_factor`), before it ever ran, and a margin on its
+run time falls with it (docs/results.md, section 7)."""
 
 _MAX_TIMELINE_SLOTS = 100_000
 

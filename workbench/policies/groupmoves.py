@@ -52,6 +52,7 @@ from workbench.optim.blocklp import ConfigArrays
 from workbench.policies.base import JobState
 from workbench.policies.problems import job_configs
 from workbench.policies.window import block_forecast, transfer_price
+from workbench.units import G_PER_KG
 
 FILL_LIMIT = 0.8
 """Share of the GPU-slots a plan leaves free in a pool and block that moves may fill."""
@@ -164,7 +165,7 @@ def _class_items(prices: GroupPrices, cf: ClassConfigs, carbon_price_per_kg: flo
     (inf cost and 0 samples in a block without a configuration)."""
     n_b = prices.block_start.size
     per_slot = (cf.energy[:, None] * (prices.price[:, cf.dc].T
-                                      + carbon_price_per_kg * prices.carbon[:, cf.dc].T / 1000.0)
+                                      + carbon_price_per_kg * prices.carbon[:, cf.dc].T / G_PER_KG)
                 + cf.n_gpus[:, None] * prices.pool_price[cf.pool])
     if with_room:
         per_slot = np.where(prices.free[cf.pool] > 0, per_slot, np.inf)

@@ -29,6 +29,7 @@ import numpy as np
 
 from workbench import outcome
 from workbench.power_limits import limit_factors
+from workbench.units import G_PER_KG
 
 _ARRAYS = ("job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
            "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
@@ -83,7 +84,7 @@ def with_power_limits(opts: Any, state: Any, price_per_kwh: Mapping[str, float],
             extra["energy_kwh"][-1] = o.energy_kwh + transfer
             extra["cost"][-1] = float(opts.cost[k]) + (o.energy_kwh - it_kwh) * price
             extra["carbon_kg"][-1] = float(opts.carbon_kg[k]) + (
-                o.energy_kwh - it_kwh) * carbon / 1000.0
+                o.energy_kwh - it_kwh) * carbon / G_PER_KG
             extra["movement_kwh"][-1] = o.movement_kwh + transfer
             extra["power_kw"][-1] = o.power_kw
             extra["rate_per_s"][-1] = float(opts.rate_per_s[k]) / r_t

@@ -103,6 +103,7 @@ from workbench.policies.migration import (
 from workbench.policies.problems import current_prices
 from workbench.policies.slotqueues import GLOBAL as _GLOBAL
 from workbench.policies.slotqueues import SOLVERS, SlotQueuePolicy
+from workbench.units import G_PER_KG
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def job_cost_scale(opts: SlotOptions, j: int, mean_abs_price: float) -> float | 
 
 def carbon_price(forecast: Forecast) -> float:
     """``lambda``: mean absolute forecast price over mean forecast carbon (currency per kg)."""
-    kg = float(np.mean(np.abs(forecast.carbon_g_per_kwh))) / 1000.0
+    kg = float(np.mean(np.abs(forecast.carbon_g_per_kwh))) / G_PER_KG
     return float(np.mean(np.abs(forecast.price_per_kwh))) / max(kg, 1e-9)
 
 
@@ -308,7 +309,7 @@ refine_batch, extra_constraints, solver
         fc = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[:, ridx]
         z = self._carbon_queue(names)
         lam = carbon_price(forecast) if self._Z else 0.0
-        per_kwh = self.V * fp + lam * z[None, :] * fc / 1000.0
+        per_kwh = self.V * fp + lam * z[None, :] * fc / G_PER_KG
         held = held_gain(per_kwh, origin, dest, self.min_dwell_slots) > 0
         keep, stay_best = moves_that_pay(opts, coef, one_way, dwell, finishes, recent, held)
         if self.migration_threshold > 0:

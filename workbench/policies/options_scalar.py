@@ -13,9 +13,10 @@ import numpy as np
 
 from workbench import outcome as _outcome
 from workbench.model import Datacenter, GpuPool
-from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
+from workbench.outcome import RESTART_S_DEFAULT
 from workbench.policies.base import JobState, SlotOptions, SlotState
 from workbench.policies.limits import with_power_limits
+from workbench.units import G_PER_KG, W_PER_KW
 
 _COLUMNS = ("job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progress",
             "energy_kwh", "cost", "carbon_kg", "moves", "transfer_s", "lost_s", "transfer_gb",
@@ -31,7 +32,7 @@ def slot_options_scalar(
     carbon_g_per_kwh: Mapping[str, float],
     gpu_counts: Mapping[str, tuple[int, ...]] | None = None,
     restart_s: float = RESTART_S_DEFAULT,
-    resize_s: float = RESIZE_S_DEFAULT,
+    resize_s: float | None = None,
 ) -> SlotOptions:
     """Enumerate every feasible option of every active job for one slot, one
     :func:`workbench.outcome.slot_outcome` call per option (loops: job, datacenter, pool,
@@ -42,6 +43,7 @@ def slot_options_scalar(
     + sum_s E_s p_s`` over the sending ends ``s`` of its transfers (carbon likewise, kg).
     """
     sc = state.scenario
+    resize_s = state.resize_s if resize_s is None else resize_s
     slot_s = float(sc.slot_s)
     region_of = {dc.name: dc.region for dc in sc.datacenters}
     cols: dict[str, list[object]] = {k: [] for k in _COLUMNS}
@@ -70,7 +72,7 @@ def slot_options_scalar(
             if ch is None:
                 continue
             src_cost = sum(kwh * float(price_per_kwh[region_of[d]]) for d, kwh in ch.source_kwh)
-            src_carb = sum(kwh * float(carbon_g_per_kwh[region_of[d]]) / 1000.0
+            src_carb = sum(kwh * float(carbon_g_per_kwh[region_of[d]]) / G_PER_KG
                            for d, kwh in ch.source_kwh)
             src_kwh = sum(kwh for _, kwh in ch.source_kwh)
             for pool in sc.pools_at(dc.name):
@@ -86,7 +88,7 @@ def slot_options_scalar(
                            "n_gpus": n, "batch_size": m, "progress": out.progress,
                            "energy_kwh": out.energy_kwh + src_kwh,
                            "cost": out.energy_kwh * price + src_cost,
-                           "carbon_kg": out.energy_kwh * carbon / 1000.0 + src_carb,
+                           "carbon_kg": out.energy_kwh * carbon / G_PER_KG + src_carb,
                            "moves": moves, "transfer_s": ch.transfer_s, "lost_s": out.lost_s,
                            "transfer_gb": ch.transfer_gb,
                            "transfer_from": ch.sources[0] if ch.sources else "",
@@ -130,5 +132,5 @@ def _option(state: SlotState, js: JobState, dc: Datacenter, pool: GpuPool, n: in
         # Against a power cap the draw at the estimated speed, not at the planning
         # margin's slower one.
         p_w = float(_outcome.training_power_w(prof, n, x * speed))
-        out = replace(out, power_kw=p_w * out.used_s / slot_s * dc.pue / 1000.0)
+        out = replace(out, power_kw=p_w * out.used_s / slot_s * dc.pue / W_PER_KW)
     return out, m, rate

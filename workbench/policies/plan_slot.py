@@ -15,9 +15,8 @@ slots, so it is the plan's decision for this very slot); an inference service's 
 
 The share is the plan's for the slot, not a quota of slots over the re-plan period: with a
 quota, a job the plan runs in the period's last, cheapest slots had its bonus in the first,
-dearer ones and ran there (seed3: 935.48 against 930.31 CNY; the green-power scenario of
-``examples/green_power.toml``: green share 0.712 against 0.885, work pulled out of the
-sunny slots the plan gave it).
+dearer ones and ran there, and work was pulled out of the sunny slots the plan gave it
+(docs/results.md, section 1).
 """
 
 from __future__ import annotations

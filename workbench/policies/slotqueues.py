@@ -34,7 +34,7 @@ from workbench.caps import Caps
 from workbench.model import ScenarioView
 from workbench.optim.fallback import solve_or_greedy
 from workbench.optim.fastslot import FastSlotSolver
-from workbench.optim.slot import ExtraConstraints
+from workbench.optim.slot import ExtraConstraints, pyomo_solver
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
@@ -50,7 +50,8 @@ from workbench.policies.completion import check_margin, must_run, urgency
 from workbench.policies.problems import build_slot_problem
 
 SOLVERS = ("pyomo", "fast")
-"""Slot solvers: the readable Pyomo reference model, or the array fast path
+"""Slot solvers: the Pyomo model (``pyomo``, HiGHS through Pyomo; ``pyomo:NAME`` any solver
+Pyomo drives, :func:`workbench.optim.slot.pyomo_solver`), or the array fast path
 (:class:`workbench.optim.fastslot.FastSlotSolver`: LP relaxation, repair, exact polish)."""
 
 GLOBAL = "global"
@@ -78,9 +79,10 @@ class SlotQueuePolicy(NoHindsightBound):
         Fine-tune each running job's batch size by golden-section search.
     extra_constraints : callable(model) -> None, optional
         What-if hook applied to every slot's Pyomo model before solving.
-    solver : {"pyomo", "fast"}
-        ``"fast"`` solves the MILP as arrays with highspy; ``"pyomo"`` the readable reference
-        model (same optimum). A what-if hook always goes through the Pyomo model.
+    solver : {"pyomo", "pyomo:NAME", "fast"}
+        ``"fast"`` solves the MILP as arrays with highspy; ``"pyomo"`` the readable Pyomo
+        model with HiGHS, ``"pyomo:NAME"`` with Pyomo's ``SolverFactory(NAME)`` (same
+        optimum). A what-if hook always goes through the Pyomo model.
     completion_margin : float, optional
         Apply the completion rule (:mod:`workbench.policies.completion`: a job whose slack
         runs out must run) with this share of run time kept in hand; None: no rule.
@@ -106,8 +108,11 @@ class SlotQueuePolicy(NoHindsightBound):
         solver: str = "fast",
         completion_margin: float | None = None,
     ) -> None:
-        if solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+        name = pyomo_solver(solver)
+        if name is not None:
+            from workbench.optim.slotpyomo import check_available  # Pyomo only when asked
+
+            check_available(name)
         if not (isinstance(V, int | float) and math.isfinite(V) and V > 0):
             raise ValueError(f"V must be a positive number, got {V!r}; try {self.V_HINT}")
         if not (math.isfinite(restart_s) and restart_s >= 0):

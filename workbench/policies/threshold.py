@@ -76,6 +76,7 @@ from workbench.policies.base import (
 from workbench.policies.problems import current_prices
 from workbench.policies.slotqueues import GLOBAL as _GLOBAL
 from workbench.policies.slotqueues import SOLVERS, SlotQueuePolicy
+from workbench.units import G_PER_KG
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ refine_batch, extra_constraints, solver
         if not self._Z:
             return lam
         pbar = float(np.mean(forecast.price_per_kwh)) / max(
-            float(np.mean(forecast.carbon_g_per_kwh)) / 1000.0, 1e-9)
+            float(np.mean(forecast.carbon_g_per_kwh)) / G_PER_KG, 1e-9)
         for i, dc in enumerate(sc.datacenters):
             key = _GLOBAL if _GLOBAL in self._Z else dc.name
             if key in self._Z:
@@ -229,7 +230,7 @@ refine_batch, extra_constraints, solver
         else:
             fp = np.vstack([price[:1], np.repeat(self._ema_price[None, :], horizon - 1, 0)])
             fc = np.vstack([carbon[:1], np.repeat(self._ema_carbon[None, :], horizon - 1, 0)])
-        return fp + lam[None, :] * fc / 1000.0
+        return fp + lam[None, :] * fc / G_PER_KG
 
     def _net_coef(
         self,

@@ -174,7 +174,7 @@ def simulate(
     wall0 = _time.perf_counter()
 
     def told(t: int) -> Forecast:
-        fc = forecast(cube, t, None, forecast_mode, forecast_error, seed, fc_model)
+        fc = forecast(cube, t, mode=forecast_mode, error=forecast_error, seed=seed, model=fc_model)
         if planned_supply.sources:  # what the policy believes its renewables deliver
             fc = replace(fc, renewable_kw=forecast_output(
                 planned_supply, t, sc.n_slots, forecast_mode, sc.slot_s))
@@ -282,7 +282,7 @@ class _Accumulated:
             carbon_kg_so_far=self.carbon_kg, cost_so_far=self.cost,
             carbon_kg_by_dc_so_far=dict(self.carbon_kg_by_dc),
             soc_kwh={b.datacenter: truth.soc_kwh[b.datacenter]
-                     for b in view.supply.batteries},
+                     for b in view.supply.batteries}, resize_s=truth.resize_s,
             peak_kw_so_far=({b.key: kw for b, kw in zip(truth.meter.buckets, truth.meter.peaks,
                                                         strict=True)}
                             if view.supply.demand_charges else {}))

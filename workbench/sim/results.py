@@ -21,6 +21,7 @@ from workbench.model import Job, Scenario
 from workbench.outcome import service_power_w
 from workbench.policies.base import Policy
 from workbench.schema import JOB_OUTCOME, PLAN_ROW, PLAN_STORED_COLUMNS
+from workbench.units import W_PER_KW
 
 if TYPE_CHECKING:
     from workbench.events import GridEvent
@@ -297,7 +298,7 @@ def service_floors_kw(sc: Scenario) -> list[tuple[Job, int, int, dict[str, float
                 continue
             for pool in sc.pools_at(dc.name):
                 if job.allows(pool.gpu_type) and job.requested_gpus <= pool.count:
-                    kw = service_power_w(job, pool) * dc.pue / 1000.0
+                    kw = service_power_w(job, pool) * dc.pue / W_PER_KW
                     where[dc.name] = min(where.get(dc.name, math.inf), kw)
         if b > a and where:
             out.append((job, a, b, where))

@@ -53,9 +53,9 @@ class GridTables(StoreBase):
     def _one_thread(self, wanted: bool) -> Iterator[None]:
         """Run a block on one DuckDB thread (``wanted``), then restore the setting.
 
-        For large grid writes: with two threads a 2 M-row import peaked at 435-559 MB over
-        nine runs (the primary-key index), with one at 434-443 MB over eight, in about the
-        same time on the shared two cores (docs/results.md, section 9).
+        For large grid writes: with two threads the primary-key index makes an import's
+        peak memory vary from run to run, with one it holds steady, in about the same time
+        (docs/results.md, section 9).
         """
         if not wanted:
             yield
@@ -196,9 +196,8 @@ def merge_grid(con: Connection, select: str, params: list[object], regions: list
 
     A file whose rows meet no stored (region, time) -- the usual first import -- is a plain
     ``INSERT``. Otherwise the stored rows it meets are updated in place and only the new
-    ones inserted: ``INSERT ... ON CONFLICT DO UPDATE`` gives the same rows but takes about
-    1.6x the memory of a plain insert into the primary-key index (2 M rows on a bare table
-    with the same key: +420 MB against +260 MB; docs/results.md, section 9).
+    ones inserted: ``INSERT ... ON CONFLICT DO UPDATE`` gives the same rows but takes more
+    memory than a plain insert into the primary-key index (docs/results.md, section 9).
     """
     staged = (f"(SELECT {select} FROM _grid_in) AS i(time_utc, region, price_per_kwh, "
               "currency, carbon_g_per_kwh, source)")

@@ -17,7 +17,7 @@ def upsert_profiles(con: Connection, profiles: Iterable[Any]) -> int:
     """Insert or replace profiles inside the caller's transaction; returns how many."""
     rows = [
         {"app": p.app, "gpu_type": p.gpu_type,
-         "params": json.dumps({"throughput": asdict(p.throughput),
+         "params": json.dumps({"throughput": asdict(p.throughput), "sync_names": "pollux",
                                "efficiency": asdict(p.efficiency),
                                "energy": asdict(p.energy),
                                "step_time_interval": getattr(p, "step_time_interval", None)}),
@@ -38,7 +38,7 @@ class ProfileTables(StoreBase):
 
     def load_profiles(self) -> list[Any]:
         """Every stored profile as :class:`workbench.perf.JobProfile`."""
-        from workbench.perf import EfficiencyParams, EnergyParams, JobProfile, ThroughputParams
+        from workbench.perf import EfficiencyParams, EnergyParams, JobProfile, throughput_from_dict
 
         out = []
         for app, gpu, params, source, derived in self.con.execute(
@@ -49,7 +49,10 @@ class ProfileTables(StoreBase):
             eff["phi_progress"] = tuple(eff["phi_progress"])
             eff["phi_values"] = tuple(eff["phi_values"])
             out.append(JobProfile(
-                app=app, gpu_type=gpu, throughput=ThroughputParams(**d["throughput"]),
+                app=app, gpu_type=gpu,
+                # A profile stored before the sync terms took Pollux's names lacks the mark.
+                throughput=throughput_from_dict(d["throughput"],
+                                                pollux_names=d.get("sync_names") == "pollux"),
                 efficiency=EfficiencyParams(**eff), energy=EnergyParams(**d["energy"]),
                 derived=bool(derived), source=source or "",
                 step_time_interval=(None if d.get("step_time_interval") is None

@@ -92,9 +92,9 @@ class WorkbenchApp(StateView):
         """A served page: a title bar, the knobs in a sidebar, progress and tabs in the main
         area, each scrolling on its own (so Run stays in reach while a long tab scrolls).
 
-        Plain Panel layouts rather than a Panel template: on the 2-core box a
-        FastListTemplate's scripts and styles cost 1.5-2 s of every first page
-        (``bench/app_pages.py`` serves such a floor page beside the app).
+        Plain Panel layouts rather than a Panel template: a FastListTemplate's scripts and
+        styles slow every first page (``bench/app_pages.py`` serves such a floor page
+        beside the app; docs/app.md).
         """
         header = pn.pane.HTML(title_html(self.title),
                               styles={"background": "#1f6f8b", "color": "white"},
