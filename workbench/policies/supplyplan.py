@@ -38,6 +38,7 @@ from workbench.optim.supplylp import SupplyBlock, SupplySolution
 from workbench.outcome.supply import battery_limits
 from workbench.policies.base import SlotOptions
 from workbench.supply import Battery
+from workbench.units import G_PER_KG
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class SupplyPlanner:
             site_dc=np.array([names.index(n) for n in sites], dtype=np.int64),
             source_site=np.array([site_of[s.datacenter] for s in sup.sources], dtype=np.int64),
             source_cost=np.array([s.marginal_price_per_kwh for s in sup.sources], dtype=float),
-            source_carbon_kg=np.array([s.carbon_g_per_kwh / 1000.0 for s in sup.sources],
+            source_carbon_kg=np.array([s.carbon_g_per_kwh / G_PER_KG for s in sup.sources],
                                       dtype=float),
             export_price=np.array([np.nan if (e := sup.export_price(n)) is None else e
                                    for n in sites], dtype=float),
@@ -118,7 +119,7 @@ class SupplyPlanner:
         d = self.site_dc
         n_b = block_start.size
         f = np.ones(n_b) if tie is None else tie
-        cost = (price[:, d] + carbon_price_per_kg * carbon_g[:, d] / 1000.0) * f[:, None]
+        cost = (price[:, d] + carbon_price_per_kg * carbon_g[:, d] / G_PER_KG) * f[:, None]
         avail = np.zeros((n_b, self.source_site.size))
         if self.source_site.size:
             cum = np.concatenate([np.zeros((1, renewable_kw.shape[1])),
@@ -144,7 +145,7 @@ class SupplyPlanner:
                             else b.rates.marginal_price(b.period, fl)) * b.share
                            for b, fl in zip(kept, floors, strict=True)], dtype=float)
         sb = SupplyBlock(
-            site_dc=d, grid_cost=cost, grid_carbon_kg=carbon_g[:, d] / 1000.0,
+            site_dc=d, grid_cost=cost, grid_carbon_kg=carbon_g[:, d] / G_PER_KG,
             source_site=self.source_site, available_kwh=avail, source_cost=self.source_cost,
             source_carbon_kg=self.source_carbon_kg, export_price=self.export_price,
             battery=self.battery, power_kwh=self.power_kw * h, eta=self.eta, soc0=soc0,
@@ -356,7 +357,7 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
         for name, v in value.items():
             rows = opts.datacenter == name
             cost[rows] += (v - float(price[region[name]])) * at_d[rows]
-            kg[rows] -= float(carbon[region[name]]) * at_d[rows] / 1000.0
+            kg[rows] -= float(carbon[region[name]]) * at_d[rows] / G_PER_KG
     opts = dataclasses.replace(opts, cost=cost, carbon_kg=kg)
     caps = slot_caps(sc, sp, t, soc_kwh, caps)
     planned = sp.power_caps_kw(t)
