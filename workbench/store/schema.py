@@ -26,7 +26,7 @@ from workbench.store.errors import StoreError
 
 log = logging.getLogger("workbench.store")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version 1: scenarios, sites, pools, links, grid, jobs, profiles, runs.
 Version 2: adds the NVML profiler tables and the ``derived`` flag on profiles.
 Version 3: jobs' dataset sizes, scenarios' price kind, plan rows' data moved and time lost,
@@ -42,7 +42,11 @@ Version 7: on-site supply (:mod:`workbench.supply`): ``energy_series`` (generati
 irradiance and wind speed series a site's renewables read), ``supply`` (each scenario's
 sources with their output, batteries and demand charges); plan rows keep the GPU power limit
 they ran under, the split of their energy between renewables, battery and grid, and the
-energy the power limit saved. Rows stored before have NULL there."""
+energy the power limit saved. Rows stored before have NULL there.
+Version 8: no new table; a profile's throughput parameters are stored under Pollux's names
+for the sync terms (``alpha_n``, ``beta_n`` inter-node), marked ``"sync_names": "pollux"``
+(one stored before has no mark and is read swapped, :mod:`workbench.store.profiles`): a
+workbench of version 7 would read the new ones swapped, so it refuses the file."""
 
 _SQL_TYPES = {"text": "VARCHAR", "json": "VARCHAR", "time": "TIMESTAMP", "int": "INTEGER",
               "float": "DOUBLE", "bool": "BOOLEAN"}
