@@ -97,23 +97,32 @@ def _state(sc, menu):  # noqa: ANN001, ANN202
     return SlotState(scenario=view, t=0, time=START, jobs=tuple(r.state(START) for r in runs))
 
 
-def test_slot_options_offer_each_limit_of_the_menu_through_the_one_slot_model() -> None:
+def test_slot_options_offer_the_menus_most_efficient_limit_through_the_one_slot_model(
+) -> None:
     sc = tiny_scenario([training("j", slots_of_work=4.0, gpus=2, counts=(2,))])
     price, carbon = {"ra": 1.0, "rb": 0.5}, {"ra": 600.0, "rb": 300.0}
     plain = slot_options(_state(sc, ()), price, carbon)
     menu = slot_options(_state(sc, (1.0, 0.8, 0.6)), price, carbon)
-    assert len(menu) == 3 * len(plain) and not plain.power_limit_w.size
+    # The menu pruned per job and slot: full power and the limit of least energy per work.
+    assert len(menu) == 2 * len(plain) and not plain.power_limit_w.size
     full = np.isnan(menu.power_limit_w)
     np.testing.assert_array_equal(menu.progress[full], plain.progress)
     np.testing.assert_array_equal(menu.cost[full], plain.cost)
     for k in np.flatnonzero(~full):
-        base = k - (1 if menu.power_limit_w[k] == 320.0 else 2)
-        assert menu.power_limit_w[k] in (320.0, 240.0)
+        base = k - 1
+        limit_w = float(menu.power_limit_w[k])
+        assert limit_w in (320.0, 240.0)
         assert menu.progress[k] < menu.progress[base]
         assert menu.power_kw[k] < menu.power_kw[base]
         assert menu.cost[k] < menu.cost[base]
-        assert menu.placement(int(k)).power_limit_w == menu.power_limit_w[k]
-    # Rows of a job stay together, each full-power row followed by its limited rows.
+        assert menu.placement(int(k)).power_limit_w == limit_w
+    # The kept limit does the work on the least energy of the menu's limits, each offered
+    # alone beside full power.
+    alone = {f: slot_options(_state(sc, (1.0, f)), price, carbon) for f in (0.8, 0.6)}
+    per_work = {f: o.power_kw[1::2] / o.progress[1::2] for f, o in alone.items()}
+    best = np.where(per_work[0.8] <= per_work[0.6], 320.0, 240.0)
+    np.testing.assert_array_equal(menu.power_limit_w[~full], best)
+    # Rows of a job stay together, each full-power row followed by its limited row.
     assert (np.diff(menu.job_index) >= 0).all()
 
 
