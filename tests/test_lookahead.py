@@ -208,7 +208,7 @@ def test_a_paused_job_ahead_of_its_line_is_not_asked_for_a_restarts_work() -> No
                       phi=200.0)
         return float(pol._window_jobs([js], cfgs, 9, 4)[2][0])
 
-    restart = pol.restart_s / sc.slot_s * max(c.rate for c in cfgs[0])
+    restart = pol.config.restart_s / sc.slot_s * max(c.rate for c in cfgs[0])
     on_line = 1.0 - 9.0 / 45.0
     assert need(0.5) == 0.0                                   # ahead of its line: no need
     assert need(on_line) == pytest.approx(4.0 / 45.0 + restart)  # runs: pays its restart
