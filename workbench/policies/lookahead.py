@@ -124,7 +124,6 @@ from workbench.policies.window import (
     block_forecast,
     pace_need,
     restart_work,
-    slot_of,
     window_blocks,
     window_moves,
     window_plan,
@@ -445,7 +444,7 @@ class LookaheadPolicy(NoHindsightBound):
         """Slots from ``t`` to the job's deadline (the horizon's end if none), at least 1."""
         assert self._sc is not None
         end = (self._sc.n_slots if js.job.deadline is None
-               else slot_of(self._sc, js.job.deadline))
+               else self._sc.slot_of(js.job.deadline))
         return max(end - t, 1)
 
     # -- the window LP -------------------------------------------------------------------
@@ -579,7 +578,7 @@ class LookaheadPolicy(NoHindsightBound):
             if job.is_training:
                 left = self._slots_left(js, t) - self.config.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
-                need[j] = pace_need(js.remaining, slot_of(sc, job.arrival), t, left,
+                need[j] = pace_need(js.remaining, sc.slot_of(job.arrival), t, left,
                                     n_win)
                 if need[j] > 0:
                     # The LP has no restarts: charge the one a paused job pays to resume
@@ -588,7 +587,7 @@ class LookaheadPolicy(NoHindsightBound):
                 origin.append(js.last_datacenter or job.home)
             else:
                 assert job.end is not None
-                e = int(np.clip(slot_of(sc, job.end) - t, 1, n_win))
+                e = int(np.clip(sc.slot_of(job.end) - t, 1, n_win))
                 origin.append(None)
             ends[j] = e
             o = origin[j]

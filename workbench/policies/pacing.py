@@ -41,7 +41,7 @@ from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
 from workbench.policies.base import JobState, SlotState
 from workbench.policies.offline import required_share
-from workbench.policies.window import restart_work, slot_of
+from workbench.policies.window import restart_work
 
 SHORT_WEIGHT = 1e3
 """Shortfall and carbon-slack weight factor of the look-ahead's window LPs."""
@@ -221,7 +221,7 @@ class BudgetPacer:
             else:
                 assert js.job.end is not None
                 kw, ka = e * c_win[dc], e * c_after[dc]
-                stop = min(slot_of(sc, js.job.end), sc.n_slots) - t
+                stop = min(sc.slot_of(js.job.end), sc.n_slots) - t
                 w_amt, a_amt = float(ends[j]), float(max(stop - ends[j], 0))
             gw, ga = group_of[dc[int(np.argmin(kw))]], group_of[dc[int(np.argmin(ka))]]
             if gw >= 0:
@@ -357,7 +357,7 @@ class BudgetPacer:
         deadline, or for a deadline beyond the horizon what is due by the horizon's end
         (:meth:`horizon_due`) and the slots to it."""
         sc = self.sc
-        end = sc.n_slots if js.job.deadline is None else slot_of(sc, js.job.deadline)
+        end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
         if end <= sc.n_slots:
             return js.remaining, max(end - t, 1)
         return self.horizon_due(js), max(sc.n_slots - t, 1)

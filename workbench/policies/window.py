@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -134,12 +133,6 @@ def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np
     st = np.asarray(starts, dtype=np.int64)
     ln = np.diff(np.append(st, n)).astype(np.int64)
     return st, ln
-
-
-def slot_of(sc: ScenarioView, when: Any) -> int:
-    """The slot of ``sc`` that time ``when`` falls in (counted from its start; a time on a
-    slot's edge belongs to the slot it starts)."""
-    return math.floor((when - sc.start).total_seconds() / sc.slot_s + 1e-9)
 
 
 def restart_work(js: JobState, cfgs: Sequence[BlockConfig], restart_s: float,
