@@ -80,7 +80,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -351,10 +351,8 @@ class LookaheadPolicy(NoHindsightBound):
 
     @classmethod
     def of(cls, config: LookaheadConfig, caps: Caps | None = None) -> LookaheadPolicy:
-        """The look-ahead of an already validated ``config`` under ``caps``."""
-        policy = cls(caps=caps)
-        policy.config = config
-        return policy
+        """The look-ahead of ``config`` under ``caps``."""
+        return cls(caps=caps, **{f.name: getattr(config, f.name) for f in fields(config)})
 
     @property
     def plan(self) -> WindowPlan | None:
@@ -508,7 +506,7 @@ class LookaheadPolicy(NoHindsightBound):
             supply=None if ws is None else ws.block)
         sol = self._solve_lp(prob, t)
         lam: dict[str, float] = {}
-        if parts is not None and need_b is not None:  # carbon budgets: _budget_problem
+        if parts is not None and need_b is not None:  # carbon budgets: budget_problem
             budget = self.pacer.budget_problem(prob, sol, parts, cfg.dc, need_b[train_ids],
                                           min(n_win / max(sc.n_slots - t, 1), 1.0))
             if budget is not None:
