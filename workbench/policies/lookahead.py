@@ -89,7 +89,6 @@ from numpy.typing import NDArray
 from workbench import events
 from workbench.caps import Caps
 from workbench.forecast import Forecast
-from workbench.meter import job_power_caps_kw, job_power_limits_kw
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.fallback import solve_or_greedy
@@ -106,6 +105,7 @@ from workbench.policies.base import (
     as_caps,
     slot_options,
 )
+from workbench.policies.blockproblem import block_power_caps, block_problem, column_prices
 from workbench.policies.completion import (
     COMPLETION_MARGIN_DEFAULT,
     check_margin,
@@ -460,7 +460,6 @@ class LookaheadPolicy(NoHindsightBound):
         assert sc is not None
         t0c = time.perf_counter()
         t = state.t
-        slot_s = float(sc.slot_s)
         n_win = self.window_slots(t)
         dcs = [dc.name for dc in sc.datacenters]
         jobs = [js for js in state.jobs if not js.job.is_training or js.remaining > 1e-9]
@@ -477,11 +476,9 @@ class LookaheadPolicy(NoHindsightBound):
         # With the online speed estimate the job needs fewer (or more) slots for its work;
         # the energy per slot stays the modelled one.
         rate = cfg.rate * scale
-        price_x = bprice[blk_of, cfg.dc] if job_of.size else np.zeros(0)
-        carb_x = cfg.energy_kwh * (bcarbon[blk_of, cfg.dc] if job_of.size
-                                   else np.zeros(0)) / 1000.0
+        energy_x, carb_x = column_prices(cfg, blk_of, bprice, bcarbon)
         # Among equally cheap slots the earliest wins (1e-4 per slot): no procrastination.
-        cost_x = (cfg.energy_kwh * price_x + q * carb_x) * (1.0 + 1e-4 * bstart[blk_of])
+        cost_x = (energy_x + q * carb_x) * (1.0 + 1e-4 * bstart[blk_of])
         training = np.array([js.job.is_training for js in jobs], dtype=bool)
         train_ids = np.flatnonzero(training)
         tr = training[job_of] if job_of.size else np.zeros(0, dtype=bool)
@@ -490,20 +487,18 @@ class LookaheadPolicy(NoHindsightBound):
                                               n_win, self.caps)
         short_w = blocklp.penalty_weight(cost_x[tr] / np.maximum(rate[tr], 1e-12),
                                          SHORT_WEIGHT)
-        slack_w = blocklp.penalty_weight(
-            cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), SHORT_WEIGHT)
-        ws, lp_cost, lp_carb = self.supply.window_supply(
-            state, forecast, bstart, blen, rows_fc, bprice, bcarbon, cfg.dc, cost_x, carb_x,
+        slack_w = blocklp.penalty_weight(energy_x / np.maximum(carb_x, 1e-12), SHORT_WEIGHT)
+        ws = self.supply.window_supply(
+            state, forecast, bstart, blen, rows_fc, bprice, bcarbon,
             carbon_group=None if parts is None else parts[0], carbon_price_per_kg=q)
-        prob = blocklp.BlockProblem(
-            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=lp_cost, configs=cfg,
-            rate=rate, carbon_kg=lp_carb, must_run=~training, work_jobs=train_ids,
-            need=need[train_ids],
-            pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
+        prob = block_problem(
+            sc, block_len=blen, job=job_of, block=blk_of, slots=ubx, configs=cfg, rate=rate,
+            cost=cost_x, carbon_kg=carb_x, training=training, need=need[train_ids],
             shortfall_weight=short_w, carbon_slack_weight=slack_w,
-            power_cap_kw=self._power_caps(t, bstart, blen),
-            moves=moves, keys=self._block_keys(jobs, t, bstart),
-            supply=None if ws is None else ws.block)
+            power_cap_kw=block_power_caps(sc, self.caps, bstart, t, t + int(blen.sum()),
+                                          known_at=t),
+            supply=None if ws is None else ws.block, moves=moves,
+            keys=self._block_keys(jobs, t, bstart))
         sol = self._solve_lp(prob, t)
         lam: dict[str, float] = {}
         if parts is not None and need_b is not None:  # carbon budgets: budget_problem
@@ -521,18 +516,6 @@ class LookaheadPolicy(NoHindsightBound):
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, int(blen.max()),
                   plan.solve_s)
         return plan
-
-    def _power_caps(self, t: int, bstart: NDArray[np.int64], blen: NDArray[np.int64]
-                    ) -> NDArray[np.float64] | None:
-        """The window's power rows: the jobs' power each datacenter may draw under its
-        import cap (D,), or per block (D, B) with the grid events known at ``t`` (the
-        blocks are cut at their edges, :meth:`window_shape`); None without either."""
-        sc = self._sc
-        assert sc is not None
-        if not self.caps.has_events:
-            return job_power_caps_kw(sc, self.caps) if self.caps.has_power else None
-        lim = job_power_limits_kw(sc, self.caps, t, t + int(blen.sum()), known_at=t)
-        return np.minimum.reduceat(lim, bstart, axis=0).T.copy()
 
     def _solve_lp(self, prob: blocklp.BlockProblem, t: int) -> blocklp.BlockSolution:
         """Solve a window LP (warm from the last one's basis when ``warm_start``); raises

@@ -54,16 +54,15 @@ class SupplyCoordinator:
     def window_supply(
         self, state: SlotState, forecast: Forecast, bstart: NDArray[np.int64],
         blen: NDArray[np.int64], rows_fc: NDArray[np.int64], bprice: NDArray[np.float64],
-        bcarbon: NDArray[np.float64], cfg_dc: NDArray[np.int64], cost_x: NDArray[np.float64],
-        carb_x: NDArray[np.float64], *, carbon_group: NDArray[np.int64] | None,
+        bcarbon: NDArray[np.float64], *, carbon_group: NDArray[np.int64] | None,
         carbon_price_per_kg: float,
-    ) -> tuple[WindowSupply | None, NDArray[np.float64], NDArray[np.float64]]:
-        """The window LP's supply block (None without supply) and its columns' cost and
-        carbon: the balanced sites' energy goes through their renewables, battery and grid,
-        so their columns carry neither (``carbon_group`` the datacenters' budget groups)."""
+    ) -> WindowSupply | None:
+        """The window LP's supply block (None without supply): the balanced sites' energy
+        goes through their renewables, battery and grid (``carbon_group`` the datacenters'
+        budget groups)."""
         sc = self.sc
         if self.planner is None:
-            return None, cost_x, carb_x
+            return None
         t, n_win = state.t, int(rows_fc.size)
         ws = self.planner.block(
             t0=t, block_start=bstart, block_len=blen,
@@ -74,8 +73,7 @@ class SupplyCoordinator:
             tie=(1.0 + 1e-4 * bstart).astype(float),
             # Energy left in the battery is worth something only before the horizon ends.
             terminal=t + n_win < sc.n_slots, carbon_group=carbon_group)
-        bal = ws.block.site_of_dc(len(sc.datacenters))[cfg_dc] >= 0
-        return ws, np.where(bal, 0.0, cost_x), np.where(bal, 0.0, carb_x)
+        return ws
 
     def options(self, state: SlotState, opts: SlotOptions, price: Mapping[str, float],
                 carbon: Mapping[str, float], caps: Caps) -> tuple[SlotOptions, Caps]:
