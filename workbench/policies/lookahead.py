@@ -3,7 +3,9 @@
 Every ``replan_slots`` slots (and whenever a job arrives that the plan does not know), an LP
 over the next ``window_h`` hours of the forecast plans all waiting and running jobs together,
 sharing pool capacity, power caps and the carbon budget among them. The LP is the block LP
-of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this data:
+of :mod:`workbench.optim.blocklp` (its rows and their maths there; assembled by
+:func:`workbench.policies.blockproblem.block_problem`, as the hindsight plan's), with this
+data:
 
 - blocks ``b``: the first ``fine_slots`` slots one by one, then ``block_slots`` slots per
   block (:func:`~workbench.policies.window.window_blocks`; coarser when the model would
