@@ -16,7 +16,7 @@ from workbench.fleet import build_fleet
 from workbench.model import Scenario
 from workbench.policies.base import Allocation, Forecast, SlotState
 from workbench.policies.grouped import GroupedLookahead, datacenter_groups, group_view
-from workbench.policies.lookahead import LookaheadPolicy
+from workbench.policies.lookahead import LookaheadConfig, LookaheadPolicy
 from workbench.sim import simulate
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -231,10 +231,10 @@ def test_no_wall_clock_limit_by_default_and_a_round_undone(fleet: Scenario) -> N
     decision depend on the machine's load); a group's re-plan kept for undoing comes back."""
     policy = GroupedLookahead(group_size=3)
     policy.reset(fleet.view())
-    assert all(math.isinf(p.policy.time_limit_s) for p in policy._planners)
+    assert all(math.isinf(p.policy.config.time_limit_s) for p in policy._planners)
     limited = GroupedLookahead(group_size=3, time_limit_s=5.0)
     limited.reset(fleet.view())
-    assert all(p.policy.time_limit_s == 5.0 for p in limited._planners)
+    assert all(p.policy.config.time_limit_s == 5.0 for p in limited._planners)
 
     from workbench.scenarios import first_hours
 
@@ -344,7 +344,7 @@ def test_a_groups_first_plan_of_a_slot_is_cold_and_its_rounds_warm(
     solve = LookaheadPolicy.solve_window
 
     def watch(self: LookaheadPolicy, state: SlotState, forecast: Forecast) -> Any:
-        warm_at_solve.append(self._basis is not None)
+        warm_at_solve.append(self.window.basis is not None)
         return solve(self, state, forecast)
 
     monkeypatch.setattr(LookaheadPolicy, "solve_window", watch)
@@ -352,7 +352,7 @@ def test_a_groups_first_plan_of_a_slot_is_cold_and_its_rounds_warm(
 
     class Watch(GroupedLookahead):
         def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
-            planner = GroupPlanner(sc.view(), {"warm_start": True})
+            planner = GroupPlanner(sc.view(), LookaheadConfig(warm_start=True), Caps())
             for _ in range(2):
                 planner.plan(state, forecast)
             seen.append((state.t, planner.policy.replans > 0))

@@ -99,20 +99,12 @@ def test_no_module_imports_another_modules_private_name() -> None:
     assert borrowed == []
 
 
-_BARE_FACTORS_LEFT = {
-    "workbench.policies.lookahead", "workbench.policies.offline", "workbench.policies.pacing",
-    "workbench.policies.supplywindow",
-}
-"""Modules being restructured (issue 36) that still divide by a bare 1000: the list only
-shrinks."""
-
-
 def test_unit_conversions_use_the_named_factors() -> None:
     """``/ 1000`` and ``3.6e6`` are written :mod:`workbench.units`'s names (``G_PER_KG``,
     ``W_PER_KW``, ``J_PER_KWH``, ``MS_PER_S``, ``KILO``), not bare numbers."""
     bare = []
     for name, path in _modules().items():
-        if name == "workbench.units" or name in _BARE_FACTORS_LEFT:
+        if name == "workbench.units":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value == 3.6e6:
@@ -121,3 +113,149 @@ def test_unit_conversions_use_the_named_factors() -> None:
                   and isinstance(node.right, ast.Constant) and node.right.value == 1000):
                 bare.append(f"{name}:{node.lineno} / 1000")
     assert bare == []
+
+
+# -- cohesion: parts, not mixins ------------------------------------------------------------
+_INTERFACE_BASES = {"ABC", "Protocol"}
+_RECORD_BASES = {"NamedTuple", "TypedDict", "BaseModel"}
+
+
+def _base_names(cls: ast.ClassDef) -> set[str]:
+    """The last dotted part of each base (``Protocol[T]`` -> ``Protocol``) and metaclass."""
+    exprs = [*cls.bases, *(k.value for k in cls.keywords if k.arg == "metaclass")]
+    return {ast.unparse(e.value if isinstance(e, ast.Subscript) else e).rsplit(".", 1)[-1]
+            for e in exprs}
+
+
+def _is_interface(cls: ast.ClassDef) -> bool:
+    """An abstract interface: a class deriving from ``abc.ABC`` or ``typing.Protocol`` (or
+    made by ``ABCMeta``)."""
+    return bool(_base_names(cls) & (_INTERFACE_BASES | {"ABCMeta"}))
+
+
+def _is_record(cls: ast.ClassDef) -> bool:
+    """A record whose annotations are its fields: a dataclass, NamedTuple, TypedDict or
+    pydantic model."""
+    decorated = any(ast.unparse(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1]
+                    == "dataclass" for d in cls.decorator_list)
+    return decorated or bool(_base_names(cls) & _RECORD_BASES)
+
+
+def _declared_not_assigned(cls: ast.ClassDef) -> list[str]:
+    """The attributes ``cls`` declares by a bare annotation (``name: T`` with no value) and
+    never assigns (``self.name = ...``) in its own methods: what another class must provide."""
+    declared = [s.target.id for s in cls.body
+                if isinstance(s, ast.AnnAssign) and s.value is None
+                and isinstance(s.target, ast.Name)]
+    assigned = set()
+    for node in ast.walk(cls):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        for t in targets:
+            for sub in ast.walk(t):
+                if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                        and sub.value.id == "self"):
+                    assigned.add(sub.attr)
+    return [n for n in declared if n not in assigned]
+
+
+def mixin_declarations(sources: dict[str, str]) -> list[str]:
+    """``module.Class: names`` for each class that another class derives from and that
+    declares attributes it never assigns (a mixin reading its host's state), unless it is
+    an abstract interface or a record."""
+    classes = [(mod, node) for mod, text in sources.items()
+               for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ClassDef)]
+    used_as_base = {b for _, c in classes for b in _base_names(c)}
+    out = []
+    for mod, cls in classes:
+        if cls.name not in used_as_base or _is_interface(cls) or _is_record(cls):
+            continue
+        names = _declared_not_assigned(cls)
+        if names:
+            out.append(f"{mod}.{cls.name}: {', '.join(names)}")
+    return out
+
+
+def _raises_not_implemented(fn: ast.AST) -> bool:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                return True
+    return False
+
+
+def not_implemented_stubs(sources: dict[str, str]) -> list[str]:
+    """``module.function`` for each function that raises NotImplementedError outside an
+    abstract interface: neither a method of an ABC or Protocol class nor decorated
+    ``@abstractmethod``."""
+    out = []
+    for mod, text in sources.items():
+        tree = ast.parse(text)
+        owner = {id(f): c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                 for f in c.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            cls = owner.get(id(fn))
+            abstract = any(ast.unparse(d).rsplit(".", 1)[-1] == "abstractmethod"
+                           for d in fn.decorator_list)
+            if (_raises_not_implemented(fn) and not abstract
+                    and not (cls is not None and _is_interface(cls))):
+                out.append(f"{mod}.{fn.name}")
+    return out
+
+
+_MIXIN = """
+class Pacing:
+    caps: object
+    def budget(self):
+        return self.caps
+class Plain:
+    count: int
+    def __init__(self):
+        self.count = 0
+class Policy(Pacing, Plain):
+    def __init__(self):
+        self.caps = None
+"""
+_INTERFACES = """
+import abc
+from dataclasses import dataclass
+from typing import Protocol
+class Facts(Protocol):
+    name: str
+    def label(self) -> str:
+        raise NotImplementedError
+class Solver(abc.ABC):
+    @abc.abstractmethod
+    def solve(self): raise NotImplementedError
+@dataclass(frozen=True)
+class Record:
+    n: int
+class Derived(Record, Facts):
+    def lookup(self):
+        raise NotImplementedError
+"""
+
+
+def test_the_cohesion_checks_tell_a_mixin_from_an_interface() -> None:
+    assert mixin_declarations({"m": _MIXIN}) == ["m.Pacing: caps"]
+    assert mixin_declarations({"m": _INTERFACES}) == []
+    assert not_implemented_stubs({"m": _INTERFACES}) == ["m.lookup"]
+
+
+def test_no_mixin_declares_another_classs_attributes() -> None:
+    """A part owns its state (a record it assigns) and is handed what it needs; a class
+    that others derive from declares no attribute for them to provide, unless it is an
+    abstract interface."""
+    sources = {name: path.read_text() for name, path in _modules().items()}
+    assert mixin_declarations(sources) == []
+
+
+def test_no_not_implemented_stub_outside_an_abstract_interface() -> None:
+    sources = {name: path.read_text() for name, path in _modules().items()}
+    assert not_implemented_stubs(sources) == []

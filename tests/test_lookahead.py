@@ -208,7 +208,7 @@ def test_a_paused_job_ahead_of_its_line_is_not_asked_for_a_restarts_work() -> No
                       phi=200.0)
         return float(pol._window_jobs([js], cfgs, 9, 4)[2][0])
 
-    restart = pol.restart_s / sc.slot_s * max(c.rate for c in cfgs[0])
+    restart = pol.config.restart_s / sc.slot_s * max(c.rate for c in cfgs[0])
     on_line = 1.0 - 9.0 / 45.0
     assert need(0.5) == 0.0                                   # ahead of its line: no need
     assert need(on_line) == pytest.approx(4.0 / 45.0 + restart)  # runs: pays its restart
@@ -277,3 +277,49 @@ def test_work_that_can_wait_runs_on_the_sun_not_on_the_grid_at_night(
     else:
         assert s[site_key("discharge_kwh", "a")].iloc[:8].sum() > 10 * s[
             site_key("grid_kwh", "a")].iloc[:8].sum()
+
+
+def test_undo_restores_the_records_a_replan_changes() -> None:
+    """``restore_plan`` puts back the window state, the pacing's record of the plans and the
+    supply plan that ``kept_plan`` copied; what was observed (arrivals) stays."""
+    from workbench.caps import Caps
+
+    jobs = [training_job("j1", "a", 2.0, deadline_slot=8),
+            training_job("j2", "b", 2.0, arrival_slot=1, deadline_slot=9)]
+    sc = tiny_scenario(jobs, prices=[[1.0, 2.0]] * 12, n_slots=12)
+    pol = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0, caps=Caps(carbon_kg=50.0))
+    pol.reset(sc.view())
+
+    def state(t: int, js: list) -> SlotState:
+        return SlotState(scenario=sc.view(), t=t, time=sc.start + timedelta(
+            seconds=sc.slot_s * t), jobs=tuple(JobState(
+                job=j, remaining=1.0, placement=None, last_datacenter=j.home, phi=200.0)
+                for j in js))
+
+    first = pol.replan(state(0, jobs[:1]), perfect_forecast(sc, 0))
+    kept = pol.kept_plan()
+    eta = pol.pacer.plans.eta_num.copy()
+    pol.replan(state(1, jobs), perfect_forecast(sc, 1))
+    assert pol.plan is not first and pol.replans == 2
+    pol.restore_plan(kept)
+    assert pol.plan is first and pol.replans == 1
+    assert pol.window == kept.window and pol.window is not kept.window
+    np.testing.assert_array_equal(pol.pacer.plans.eta_num, eta)
+    assert pol.pacer.plans.planned == kept.pace.planned
+    assert pol.tracker.notes.seen == {"j1", "j2"}  # observations are not undone
+
+
+@pytest.mark.parametrize("knobs", [
+    {"window_h": 0.0}, {"fine_slots": 0}, {"max_columns": 0}, {"arrival_replan_slots": 0},
+    {"min_dwell_slots": -1}, {"time_limit_s": 0.0}, {"mip_rel_gap": -1.0},
+    {"completion_margin": -0.1},
+])
+def test_the_config_is_validated_once_where_it_is_made(knobs: dict[str, object]) -> None:
+    from workbench.policies.lookahead import LookaheadConfig
+
+    with pytest.raises(ValueError):
+        LookaheadConfig(**knobs)  # type: ignore[arg-type]
+    cfg = LookaheadConfig(window_h=6, restart_s=0, warm_start=1)  # type: ignore[arg-type]
+    assert (cfg.window_h, cfg.restart_s, cfg.warm_start) == (6.0, 0.0, True)
+    assert LookaheadPolicy.of(cfg).config == cfg
+    assert cfg.slots(900.0) == type(cfg.slots(900.0))(replan=4, fine=4, block=4, min_dwell=8)

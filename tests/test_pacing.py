@@ -90,12 +90,12 @@ def test_a_budget_asks_only_the_work_due_within_the_horizon() -> None:
     job = training_job("j1", "a", 20.0, deadline_slot=40)
     pol = _policy([job], 20, 50.0)
     cfgs = [pol._configs(job)]
-    restart = pol.restart_s / pol._sc.slot_s * max(c.rate for c in cfgs[0])  # type: ignore
+    restart = pol.config.restart_s / pol._sc.slot_s * max(c.rate for c in cfgs[0])  # type: ignore
 
     def needs(remaining: float, pace: float, paused: bool = True) -> float:
         js = JobState(job=job, remaining=remaining, phi=200.0, last_datacenter="a",
                       placement=None if paused else Placement("a", "A100", 1, 128))
-        return float(pol._budget_needs([js], cfgs, np.array([pace]))[0])
+        return float(pol.pacer.budget_needs([js], cfgs, np.array([pace]))[0])
 
     assert needs(1.0, 0.9) == pytest.approx(0.5 + restart)  # capped at what is due
     assert needs(1.0, 0.2) == pytest.approx(0.2)             # its pace asks less
@@ -103,17 +103,17 @@ def test_a_budget_asks_only_the_work_due_within_the_horizon() -> None:
     assert needs(0.7, 0.9, paused=False) == pytest.approx(0.2)
     # The slot's urgency counts the same work against the slots to the horizon's end.
     js = JobState(job=job, remaining=0.7, placement=None, last_datacenter="a", phi=200.0)
-    assert pol._due_work(js, 15) == (pytest.approx(0.2), 5)
+    assert pol.pacer.due_work(js, 15) == (pytest.approx(0.2), 5)
     inside = training_job("j2", "a", 5.0, deadline_slot=12)
     js2 = JobState(job=inside, remaining=0.4, placement=None, last_datacenter="a", phi=200.0)
-    assert pol._due_work(js2, 10) == (pytest.approx(0.4), 2)
+    assert pol.pacer.due_work(js2, 10) == (pytest.approx(0.4), 2)
 
 
 def test_without_a_budget_the_window_asks_its_pace() -> None:
     job = training_job("j1", "a", 20.0, deadline_slot=40)
     pol = _policy([job], 20, None)
-    assert pol._budget_parts(None, None, [], [], np.zeros(0), np.zeros(0, dtype=np.int64),
-                             4) == (None, None)  # type: ignore[arg-type]
+    assert pol.pacer.budget_parts(None, None, [], [], np.zeros(0),  # type: ignore[arg-type]
+                                  np.zeros(0, dtype=np.int64), 4, pol.caps) == (None, None)
 
 
 def test_the_meter_charges_work_done_early_at_the_plans_own_kg() -> None:
@@ -130,18 +130,18 @@ def test_the_meter_charges_work_done_early_at_the_plans_own_kg() -> None:
     def slot(t: int, remaining: dict[str, float], kg_so_far: float) -> None:
         jobs = tuple(JobState(job=j, remaining=remaining[j.job_id], placement=None,
                               last_datacenter="a", phi=200.0) for j in (job, other))
-        pol._meter_overrun(SlotState(scenario=sc, t=t, time=sc.start + timedelta(
-            seconds=sc.slot_s * t), jobs=jobs, carbon_kg_so_far=kg_so_far))
+        pol.pacer.meter_overrun(SlotState(scenario=sc, t=t, time=sc.start + timedelta(
+            seconds=sc.slot_s * t), jobs=jobs, carbon_kg_so_far=kg_so_far), pol.caps)
 
     slot(0, {"j1": 1.0, "j2": 1.0}, 0.0)
     # The plan: services 1 kg per slot, j1 at 2 kg per unit of work; j2 not planned.
-    pol._planned = {t: (1.0, {"j1": 2.0}) for t in range(3)}
+    pol.pacer.plans.planned = {t: (1.0, {"j1": 2.0}) for t in range(3)}
     slot(1, {"j1": 0.8, "j2": 1.0}, 1.4)            # 0.2 work: 1 + 0.4 kg, as planned
-    assert pol._overrun == pytest.approx([1.4, 1.4])
+    assert pol.pacer.meter.overrun == pytest.approx([1.4, 1.4])
     slot(2, {"j1": 0.6, "j2": 1.0}, 1.4 + 2.0)      # 0.2 work for 2 kg: 1.4 planned
-    assert pol._overrun == pytest.approx([3.4, 2.8])
+    assert pol.pacer.meter.overrun == pytest.approx([3.4, 2.8])
     slot(3, {"j1": 0.6, "j2": 0.9}, 5.0)            # j2 ran off plan: not counted
-    assert pol._overrun == pytest.approx([3.4, 2.8])
+    assert pol.pacer.meter.overrun == pytest.approx([3.4, 2.8])
 
 
 @pytest.mark.parametrize("budget_kg", [1e6, 1e-3])

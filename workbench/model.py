@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import pandas as pd
 
@@ -272,9 +272,10 @@ class Job:
         return not self.gpu_types or gpu_type in self.gpu_types
 
 
-class _StaticFacts:
-    """Lookups on a scenario's static description, shared by :class:`Scenario` and
-    :class:`ScenarioView` (one implementation)."""
+class _StaticFacts(Protocol):
+    """A scenario's static description (the interface :class:`Scenario` and
+    :class:`ScenarioView` implement, each a record with these fields) and the lookups on
+    it, one implementation for both."""
 
     name: str
     datacenters: tuple[Datacenter, ...]

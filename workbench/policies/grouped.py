@@ -88,7 +88,7 @@ from workbench.policies.groupmoves import (
     own_usage,
 )
 from workbench.policies.groupplanner import GroupPlanner, GroupReport
-from workbench.policies.lookahead import LookaheadPolicy, slots_per_hour
+from workbench.policies.lookahead import LookaheadConfig, slots_per_hour
 
 log = logging.getLogger(__name__)
 
@@ -173,9 +173,10 @@ class GroupedLookahead(NoHindsightBound):
         never depends on the machine's load (module docstring).
     window_h, replan_slots, carbon_price_per_kg, restart_s, max_columns,
     arrival_replan_slots, warm_start :
-        Each group's look-ahead knobs (:class:`~workbench.policies.lookahead.LookaheadPolicy`;
-        ``max_columns`` per group; ``warm_start`` on by default: a round re-solves the
-        window its group has just solved, from that basis).
+        Each group's look-ahead knobs, held as one
+        :class:`~workbench.policies.lookahead.LookaheadConfig` (``lookahead``; the others
+        at its defaults; ``max_columns`` per group; ``warm_start`` on by default: a round
+        re-solves the window its group has just solved, from that basis).
     """
 
     name = "lookahead-groups"
@@ -229,30 +230,18 @@ class GroupedLookahead(NoHindsightBound):
         self.scheduler = scheduler
         self.workers = workers
         self.caps = as_caps(caps)
-        self.restart_s = float(restart_s)
-        self.carbon_price_per_kg = float(carbon_price_per_kg)
-        self.knobs: dict[str, Any] = {
-            "window_h": window_h, "replan_slots": replan_slots,
-            "carbon_price_per_kg": carbon_price_per_kg, "restart_s": restart_s,
-            "max_columns": max_columns, "arrival_replan_slots": arrival_replan_slots,
-            "warm_start": warm_start,
-            "time_limit_s": math.inf if time_limit_s is None else time_limit_s}
-        LookaheadPolicy(**self.knobs)  # the knobs' own checks, now
+        self.lookahead = LookaheadConfig(
+            window_h=window_h, replan_slots=replan_slots,
+            carbon_price_per_kg=carbon_price_per_kg, restart_s=restart_s,
+            max_columns=max_columns, arrival_replan_slots=arrival_replan_slots,
+            warm_start=warm_start,
+            time_limit_s=math.inf if time_limit_s is None else time_limit_s)
         self._client: Any = None
         self._cluster: Any = None
         self._planners: list[Any] = []
         self._sc: ScenarioView | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
-        return {"policy": self.name, "group_size": self.group_size,
-                "groups": len(getattr(self, "groups", [])),
-                "reassign_gain": self.reassign_gain,
-                "opening": self.opening, "coordinate_rounds": self.coordinate_rounds,
-                "coordinate_tol": self.coordinate_tol, "balance": self.balance,
-                "scheduler": self.scheduler,
-                "workers": self.workers, **self.caps.knobs(), **self.knobs}
-
     def reset(self, scenario: ScenarioView) -> None:
         """Group the sites, place one look-ahead per group (on the cluster already started,
         if any), forget every assignment."""
@@ -289,15 +278,16 @@ class GroupedLookahead(NoHindsightBound):
         self._planners = []
 
     def _start_planners(self) -> None:
-        knobs = [{**self.knobs, "caps": self._group_cap(g)} for g in range(len(self.groups))]
+        caps = [self._group_cap(g) for g in range(len(self.groups))]
         if self.scheduler is None and self.workers == 0:
-            self._planners = [GroupPlanner(v, k) for v, k in zip(self.views, knobs,
-                                                                  strict=True)]
+            self._planners = [GroupPlanner(v, self.lookahead, c)
+                              for v, c in zip(self.views, caps, strict=True)]
             return
         if self._client is None:
             self._connect()
-        futures = [self._client.submit(GroupPlanner, v, k, actor=True, pure=False)
-                   for v, k in zip(self.views, knobs, strict=True)]
+        futures = [self._client.submit(GroupPlanner, v, self.lookahead, c, actor=True,
+                                       pure=False)
+                   for v, c in zip(self.views, caps, strict=True)]
         self._planners = [f.result() for f in futures]
 
     def _connect(self) -> None:
@@ -351,7 +341,7 @@ class GroupedLookahead(NoHindsightBound):
         for js in state.jobs:
             if js.job.job_id not in self._assign:
                 self._assign[js.job.job_id] = self._group_of_dc.get(js.job.home, 0)
-        period = self.knobs["replan_slots"] or slots_per_hour(state.scenario.slot_s)
+        period = self.lookahead.replan_slots or slots_per_hour(state.scenario.slot_s)
         if self._last_coordination is None or state.t - self._last_coordination >= period:
             self._share_carbon()
             self._coordinate(state, forecast)
@@ -504,7 +494,7 @@ class GroupedLookahead(NoHindsightBound):
             return []
         none = [np.zeros((len(v.pools), b.size)) for v, (_, _, b, _) in zip(self.views, got,
                                                                                strict=True)]
-        used = own_usage(jobs, prices(none), self._classes(), self.carbon_price_per_kg)
+        used = own_usage(jobs, prices(none), self._classes(), self.lookahead.carbon_price_per_kg)
         return self._moves(state, prices(used), needs, ends)
 
     def _capacity(self, g: int) -> NDArray[np.float64]:
@@ -535,7 +525,7 @@ class GroupedLookahead(NoHindsightBound):
             job_class=np.array([self._class_of(js.job) for js in movable], dtype=np.int64),
             group=group, need=need, end=end,
             scale=np.array([js.throughput_scale for js in movable], dtype=float),
-            data=MoveData.of(sc, movable, self.restart_s)), movable
+            data=MoveData.of(sc, movable, self.lookahead.restart_s)), movable
 
     def _moves(self, state: SlotState, prices: Sequence[GroupPrices],
                needs: Sequence[Mapping[str, float]], ends: Sequence[Mapping[str, int]]
@@ -548,7 +538,7 @@ class GroupedLookahead(NoHindsightBound):
         if jobs is None:
             return []
         chosen = choose_moves(jobs, prices, self._classes(), self.groups, float(sc.slot_s),
-                              self.carbon_price_per_kg, self.reassign_gain, self.balance)
+                              self.lookahead.carbon_price_per_kg, self.reassign_gain, self.balance)
         return [(movable[m.job].job.job_id, m.dst) for m in chosen]
 
     def _share_carbon(self) -> None:

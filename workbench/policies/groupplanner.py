@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,7 +14,7 @@ from numpy.typing import NDArray
 from workbench.caps import Caps
 from workbench.model import ScenarioView
 from workbench.policies.base import Allocation, Forecast, SlotState
-from workbench.policies.lookahead import LookaheadPolicy
+from workbench.policies.lookahead import KeptPlan, LookaheadConfig, LookaheadPolicy
 
 
 @dataclass(frozen=True)
@@ -41,13 +40,14 @@ class GroupReport:
 
 
 class GroupPlanner:
-    """One group's look-ahead (a Dask actor, or a plain object in this process)."""
+    """One group's look-ahead of ``config`` under ``caps`` on its ``view`` of the scenario
+    (a Dask actor, or a plain object in this process)."""
 
-    def __init__(self, view: ScenarioView, knobs: Mapping[str, Any]) -> None:
+    def __init__(self, view: ScenarioView, config: LookaheadConfig, caps: Caps) -> None:
         self.view = view
-        self.policy = LookaheadPolicy(**knobs)
+        self.policy = LookaheadPolicy.of(config, caps)
         self.policy.reset(view)
-        self._kept: tuple[Any, ...] | None = None
+        self._kept: KeptPlan | None = None
         self._planned_t = -1
 
     def set_caps(self, caps: Caps) -> None:

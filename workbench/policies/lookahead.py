@@ -3,7 +3,9 @@
 Every ``replan_slots`` slots (and whenever a job arrives that the plan does not know), an LP
 over the next ``window_h`` hours of the forecast plans all waiting and running jobs together,
 sharing pool capacity, power caps and the carbon budget among them. The LP is the block LP
-of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this data:
+of :mod:`workbench.optim.blocklp` (its rows and their maths there; assembled by
+:func:`workbench.policies.blockproblem.block_problem`, as the hindsight plan's), with this
+data:
 
 - blocks ``b``: the first ``fine_slots`` slots one by one, then ``block_slots`` slots per
   block (:func:`~workbench.policies.window.window_blocks`; coarser when the model would
@@ -26,7 +28,7 @@ of :mod:`workbench.optim.blocklp` (its rows and their maths there), with this da
 - the power cap per datacenter and block; shortfall and carbon slack weigh 1000 times the
   dearest cost of a job's work and of a kg.
 
-**Carbon budgets** are paced by :class:`~workbench.policies.pacing.BudgetPacing` (a window
+**Carbon budgets** are paced by :class:`~workbench.policies.pacing.BudgetPacer` (a window
 whose uncapped plan keeps its share of the budget plans as if uncapped); the carbon rows'
 duals ``lambda_d`` (currency per kg, at most the window's average price of a kg cut) join
 ``q`` in the slot decision below.
@@ -80,7 +82,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -89,18 +91,23 @@ from numpy.typing import NDArray
 from workbench import events
 from workbench.caps import Caps
 from workbench.forecast import Forecast
-from workbench.meter import job_power_caps_kw, job_power_limits_kw
 from workbench.model import Job, ScenarioView
 from workbench.optim import blocklp
+from workbench.optim.fallback import solve_or_greedy
 from workbench.optim.fastslot import FastSlotSolver
+from workbench.optim.info import SolveInfo
+from workbench.optim.slot import SlotProblem
 from workbench.policies.base import (
     RESTART_S_DEFAULT,
     Allocation,
     JobState,
     NoHindsightBound,
+    SlotOptions,
     SlotState,
     as_caps,
+    slot_options,
 )
+from workbench.policies.blockproblem import block_power_caps, block_problem, column_prices
 from workbench.policies.completion import (
     COMPLETION_MARGIN_DEFAULT,
     check_margin,
@@ -108,15 +115,17 @@ from workbench.policies.completion import (
     urgency,
 )
 from workbench.policies.migration import event_exits, round_trip_keep
-from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacing
+from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacer, PacePlan
 from workbench.policies.plan_slot import plan_coefficients, plan_placements, with_plan
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
-from workbench.policies.replanning import ReplanRules
-from workbench.policies.supplywindow import SupplyWindow
+from workbench.policies.replanning import ReplanTracker
+from workbench.policies.supplyplan import SupplyPlan
+from workbench.policies.supplywindow import SupplyCoordinator
 from workbench.policies.window import (
     WindowPlan,
     block_forecast,
     pace_need,
+    restart_work,
     window_blocks,
     window_moves,
     window_plan,
@@ -131,8 +140,11 @@ def slots_per_hour(slot_s: float) -> int:
     return max(int(round(3600 / slot_s)), 1)
 
 
-class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound):
-    """Contention-aware receding-horizon planner (see the module docstring for the maths).
+@dataclass(frozen=True)
+class LookaheadConfig:
+    """The look-ahead's knobs, validated once, here (:class:`LookaheadPolicy` takes them
+    as keywords; :class:`~workbench.policies.grouped.GroupedLookahead` holds one for its
+    groups). Numbers are stored as ``float``, flags as ``bool``.
 
     Parameters
     ----------
@@ -144,15 +156,12 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
     fine_slots, block_slots : int, optional
         The first ``fine_slots`` slots are planned one by one, later ones in blocks of
         ``block_slots``; default one hour's worth of slots each.
-    caps : Caps, optional
-        Carbon budget over the horizon, kg (each window gets the remaining budget's share)
-        and facility power cap per datacenter and slot, kW (hard in the slot MILP).
     carbon_price_per_kg : float
         Optional internal carbon price (currency/kg) added to the energy cost.
     carbon_first : bool
         Under a binding carbon budget, cut carbon at any price (the window's least carbon
         before cost, work before both) instead of at most the window's average price of a
-        kg cut (:meth:`~workbench.policies.pacing.BudgetPacing._budget_problem`). The
+        kg cut (:meth:`~workbench.policies.pacing.BudgetPacer.budget_problem`). The
         runner sets it for a budget below the least carbon achievable with every deadline
         met: the planner then minimises carbon subject to the deadlines.
     gpu_counts : tuple of int, optional
@@ -192,6 +201,119 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         vertex) can differ.
     """
 
+    window_h: float = 24.0
+    replan_slots: int | None = None
+    fine_slots: int | None = None
+    block_slots: int | None = None
+    carbon_price_per_kg: float = 0.0
+    carbon_first: bool = False
+    gpu_counts: tuple[int, ...] | None = None
+    restart_s: float = RESTART_S_DEFAULT
+    deadline_margin_slots: int = 2
+    min_dwell_slots: int | None = None
+    max_columns: int = 60_000
+    arrival_replan_slots: int | None = None
+    time_limit_s: float = 30.0
+    mip_rel_gap: float = 1e-3
+    warm_start: bool = False
+    presolve: bool = False
+    completion_margin: float | None = COMPLETION_MARGIN_DEFAULT
+
+    def __post_init__(self) -> None:
+        window_h = self.window_h
+        if not (math.isfinite(window_h) and window_h > 0):
+            raise ValueError(f"window_h must be a positive number of hours, got {window_h!r}")
+        for v, what in ((self.replan_slots, "replan_slots"), (self.fine_slots, "fine_slots"),
+                        (self.block_slots, "block_slots"), (self.max_columns, "max_columns"),
+                        (self.arrival_replan_slots, "arrival_replan_slots")):
+            if v is not None and not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{what} must be an integer >= 1, got {v!r}")
+        for v, what in ((self.deadline_margin_slots, "deadline_margin_slots"),
+                        (self.min_dwell_slots, "min_dwell_slots")):
+            if v is not None and not (isinstance(v, int) and v >= 0):
+                raise ValueError(f"{what} must be an integer >= 0, got {v!r}")
+        q = self.carbon_price_per_kg
+        if not (math.isfinite(q) and q >= 0):
+            raise ValueError(f"carbon_price_per_kg must be >= 0, got {q!r}")
+        if not (math.isfinite(self.restart_s) and self.restart_s >= 0):
+            raise ValueError(f"restart_s must be >= 0 seconds, got {self.restart_s!r}")
+        if not (self.time_limit_s > 0 and self.mip_rel_gap >= 0):
+            raise ValueError("time_limit_s must be > 0 and mip_rel_gap >= 0")
+        margin = self.completion_margin
+        for name, value in (("window_h", float(window_h)), ("carbon_price_per_kg", float(q)),
+                            ("carbon_first", bool(self.carbon_first)),
+                            ("restart_s", float(self.restart_s)),
+                            ("time_limit_s", float(self.time_limit_s)),
+                            ("mip_rel_gap", float(self.mip_rel_gap)),
+                            ("warm_start", bool(self.warm_start)),
+                            ("presolve", bool(self.presolve)),
+                            ("completion_margin",
+                             None if margin is None else check_margin(margin))):
+            object.__setattr__(self, name, value)
+
+    def slots(self, slot_s: float) -> WindowSlots:
+        """The slot knobs on a clock of ``slot_s`` seconds, each ``None`` at its default:
+        one hour's worth of slots (the minimum dwell: two)."""
+        hour = slots_per_hour(slot_s)
+        replan, fine, block = (hour if v is None else v
+                               for v in (self.replan_slots, self.fine_slots, self.block_slots))
+        return WindowSlots(replan=replan, fine=fine, block=block,
+                           min_dwell=2 * hour if self.min_dwell_slots is None
+                           else self.min_dwell_slots)
+
+
+@dataclass(frozen=True)
+class WindowSlots:
+    """The look-ahead's slot knobs on a scenario's clock (:meth:`LookaheadConfig.slots`):
+    the re-plan period, the window's first single slots, its block length and a job's
+    minimum dwell after a move."""
+
+    replan: int
+    fine: int
+    block: int
+    min_dwell: int
+
+
+@dataclass
+class WindowState:
+    """What the look-ahead's window planning holds: the plan in force, the simplex basis of
+    its last window LP (for a warm start), the number of window LPs solved and the last
+    failure (slot, HiGHS's message; ``(-1, "")`` none)."""
+
+    plan: WindowPlan | None = None
+    basis: blocklp.BlockBasis | None = None
+    replans: int = 0
+    lp_failed: tuple[int, str] = (-1, "")
+
+
+@dataclass(frozen=True)
+class KeptPlan:
+    """What a re-plan changes, kept to be restored (:meth:`LookaheadPolicy.kept_plan`): the
+    window state, the pacing's record of the plans and the supply plan. What the look-ahead
+    observed (arrivals, moves, the meter) is no part of it."""
+
+    window: WindowState
+    pace: PacePlan
+    supply: SupplyPlan | None
+
+
+class LookaheadPolicy(NoHindsightBound):
+    """Contention-aware receding-horizon planner (see the module docstring for the maths),
+    composed of its parts: the window planning (its state a :class:`WindowState`), a
+    :class:`~workbench.policies.pacing.BudgetPacer` (carbon budgets), a
+    :class:`~workbench.policies.supplywindow.SupplyCoordinator` (the site supply) and a
+    :class:`~workbench.policies.replanning.ReplanTracker` (arrivals and moves), made at
+    :meth:`reset`; each slot decided by the slot MILP from the plan.
+
+    Parameters
+    ----------
+    caps : Caps, optional
+        Carbon budget over the horizon, kg (each window gets the remaining budget's share)
+        and facility power cap per datacenter and slot, kW (hard in the slot MILP).
+    **knobs
+        The fields of :class:`LookaheadConfig` (each documented there).
+    """
+
     name = "lookahead"
     plans_batteries = True
     """The window plans the sites' batteries (:meth:`~workbench.policies.supplyplan.
@@ -219,91 +341,84 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         presolve: bool = False,
         completion_margin: float | None = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
-        if not (math.isfinite(window_h) and window_h > 0):
-            raise ValueError(f"window_h must be a positive number of hours, got {window_h!r}")
-        for v, what in ((replan_slots, "replan_slots"), (fine_slots, "fine_slots"),
-                        (block_slots, "block_slots"), (max_columns, "max_columns"),
-                        (arrival_replan_slots, "arrival_replan_slots")):
-            if v is not None and not (isinstance(v, int) and v >= 1):
-                raise ValueError(f"{what} must be an integer >= 1, got {v!r}")
-        for v, what in ((deadline_margin_slots, "deadline_margin_slots"),
-                        (min_dwell_slots, "min_dwell_slots")):
-            if v is not None and not (isinstance(v, int) and v >= 0):
-                raise ValueError(f"{what} must be an integer >= 0, got {v!r}")
-        if not (math.isfinite(carbon_price_per_kg) and carbon_price_per_kg >= 0):
-            raise ValueError(f"carbon_price_per_kg must be >= 0, got {carbon_price_per_kg!r}")
-        if not (math.isfinite(restart_s) and restart_s >= 0):
-            raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
-        if not (time_limit_s > 0 and mip_rel_gap >= 0):
-            raise ValueError("time_limit_s must be > 0 and mip_rel_gap >= 0")
+        self.config = LookaheadConfig(
+            window_h=window_h, replan_slots=replan_slots, fine_slots=fine_slots,
+            block_slots=block_slots, carbon_price_per_kg=carbon_price_per_kg,
+            carbon_first=carbon_first, gpu_counts=gpu_counts, restart_s=restart_s,
+            deadline_margin_slots=deadline_margin_slots, min_dwell_slots=min_dwell_slots,
+            max_columns=max_columns, arrival_replan_slots=arrival_replan_slots,
+            time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, warm_start=warm_start,
+            presolve=presolve, completion_margin=completion_margin)
         self.caps = as_caps(caps)
-        self.window_h = float(window_h)
-        self._knob_slots = (replan_slots, fine_slots, block_slots)
-        self.replan_slots = self.fine_slots = self.block_slots = 1
-        self.carbon_price_per_kg = float(carbon_price_per_kg)
-        self.carbon_first = bool(carbon_first)
-        self.gpu_counts = gpu_counts
-        self.restart_s = float(restart_s)
-        self.deadline_margin_slots = deadline_margin_slots
-        self._min_dwell_knob = min_dwell_slots
-        self.min_dwell_slots = 0
-        self.max_columns = max_columns
-        self.arrival_replan_slots = arrival_replan_slots
-        self.time_limit_s = float(time_limit_s)
-        self.mip_rel_gap = float(mip_rel_gap)
-        self.warm_start = bool(warm_start)
-        self.presolve = bool(presolve)
-        self.completion_margin = (None if completion_margin is None
-                                  else check_margin(completion_margin))
         self._fast = FastSlotSolver()
         self._sc: ScenarioView | None = None
-        self.plan: WindowPlan | None = None
-        self.replans = 0
+        self.window = WindowState()
+
+    @classmethod
+    def of(cls, config: LookaheadConfig, caps: Caps | None = None) -> LookaheadPolicy:
+        """The look-ahead of ``config`` under ``caps``."""
+        return cls(caps=caps, **{f.name: getattr(config, f.name) for f in fields(config)})
+
+    @property
+    def plan(self) -> WindowPlan | None:
+        """The window plan in force (None before the first)."""
+        return self.window.plan
+
+    @property
+    def replans(self) -> int:
+        """Window LPs solved since :meth:`reset`."""
+        return self.window.replans
 
     # -- lifecycle -----------------------------------------------------------------------
     def reset(self, scenario: ScenarioView) -> None:
-        """Forget the plan; keep the static facts of ``scenario`` (never its grid or jobs)."""
+        """Forget the plan; keep the static facts of ``scenario`` (never its grid or jobs):
+        the parts start afresh on it."""
+        cfg = self.config
         self._sc = scenario
-        hour = slots_per_hour(scenario.slot_s)
-        self.replan_slots, self.fine_slots, self.block_slots = (
-            hour if v is None else v for v in self._knob_slots)
-        self.min_dwell_slots = (2 * hour if self._min_dwell_knob is None
-                                else self._min_dwell_knob)
+        self.slots = cfg.slots(scenario.slot_s)
         self._fast.reset()
         self._cfgs: dict[str, list[blocklp.BlockConfig]] = {}
         self._cfg_arrays: dict[str, blocklp.ConfigArrays] = {}
-        self._moved_at: dict[str, int] = {}
-        self._reset_pacing()
-        self._where: dict[str, str] = {}
-        self.plan = None
-        self.replans = 0
-        self._basis: blocklp.BlockBasis | None = None
         self._job_keys: dict[str, int] = {}
-        self._seen: set[str] = set()
-        self._last_arrival = -(10**9)
-        self._lp_failed: tuple[int, str] = (-1, "")
-        self._observed_t = -1
-        self._quiet = True
-        self._reset_supply(scenario)
+        self.window = WindowState()
+        self.pacer = BudgetPacer(scenario, self.caps, restart_s=cfg.restart_s,
+                                 carbon_first=cfg.carbon_first, time_limit_s=cfg.time_limit_s,
+                                 presolve=cfg.presolve)
+        self.supply = SupplyCoordinator(scenario)
+        self.tracker = ReplanTracker(self.slots.replan, cfg.arrival_replan_slots)
         self.caps.check_names(dc.name for dc in scenario.datacenters)
 
-    def describe(self) -> dict[str, Any]:
-        """The knobs, for run logs."""
-        return {"policy": self.name, "window_h": self.window_h,
-                "replan_slots": self.replan_slots,
-                "arrival_replan_slots": self.arrival_replan_slots,
-                **self.caps.knobs(),
-                "carbon_price_per_kg": self.carbon_price_per_kg,
-                "restart_s": self.restart_s, "min_dwell_slots": self.min_dwell_slots,
-                "warm_start": self.warm_start, "presolve": self.presolve,
-                "completion_margin": self.completion_margin}
+    def kept_plan(self) -> KeptPlan:
+        """What a re-plan changes (the window state, the pacing's record of the plans, the
+        supply plan), for :meth:`restore_plan` to undo a re-plan with."""
+        return KeptPlan(window=replace(self.window), pace=self.pacer.plans.copy(),
+                        supply=self.supply.plan)
+
+    def restore_plan(self, kept: KeptPlan) -> None:
+        """Back to the plan :meth:`kept_plan` returned (a coordinator undoing a round)."""
+        self.window = replace(kept.window)
+        self.pacer.plans = kept.pace.copy()
+        self.supply.plan = kept.supply
+
+    def forget_basis(self) -> None:
+        """Solve the next window LP cold (a coordinator re-planning a window that has
+        changed too much since its last solve for that basis to help)."""
+        self.window.basis = None
+
+    def _observe(self, state: SlotState) -> None:
+        """Note the slot's jobs (:meth:`ReplanTracker.observe
+        <workbench.policies.replanning.ReplanTracker.observe>`) and, at the slot's first
+        call, its metered carbon (:meth:`BudgetPacer.meter_overrun
+        <workbench.policies.pacing.BudgetPacer.meter_overrun>`)."""
+        if self.tracker.observe(state):
+            self.pacer.meter_overrun(state, self.caps)
 
     # -- static helpers ------------------------------------------------------------------
     def _configs(self, job: Job) -> list[blocklp.BlockConfig]:
         got = self._cfgs.get(job.job_id)
         if got is None:
             assert self._sc is not None
-            menu = self.gpu_counts if job.is_training else None
+            menu = self.config.gpu_counts if job.is_training else None
             got = job_configs(self._sc, job, menu)
             self._cfgs[job.job_id] = got
         return got
@@ -322,21 +437,17 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         offsets = np.cumsum([0] + [len(c) for c in cfgs])[:-1].astype(np.int64)
         return offsets, blocklp.ConfigArrays.stack(parts)
 
-    def _slot_index(self, when: Any) -> int:
-        assert self._sc is not None
-        return math.floor((when - self._sc.start).total_seconds() / self._sc.slot_s + 1e-9)
-
     def window_slots(self, t: int) -> int:
         """Slots in the window from slot ``t`` (``window_h``, to the horizon's end)."""
         assert self._sc is not None
-        n = int(round(self.window_h * 3600 / float(self._sc.slot_s)))
+        n = int(round(self.config.window_h * 3600 / float(self._sc.slot_s)))
         return max(min(n, self._sc.n_slots - t), 1)
 
     def _slots_left(self, js: JobState, t: int) -> int:
         """Slots from ``t`` to the job's deadline (the horizon's end if none), at least 1."""
         assert self._sc is not None
         end = (self._sc.n_slots if js.job.deadline is None
-               else self._slot_index(js.job.deadline))
+               else self._sc.slot_of(js.job.deadline))
         return max(end - t, 1)
 
     # -- the window LP -------------------------------------------------------------------
@@ -354,14 +465,13 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         assert sc is not None
         t0c = time.perf_counter()
         t = state.t
-        slot_s = float(sc.slot_s)
         n_win = self.window_slots(t)
         dcs = [dc.name for dc in sc.datacenters]
         jobs = [js for js in state.jobs if not js.job.is_training or js.remaining > 1e-9]
         cfgs = [self._configs(js.job) for js in jobs]
         bstart, blen = self.window_shape(state)
         rows_fc, bprice, bcarbon = block_forecast(forecast, sc, bstart, blen)
-        q = self.carbon_price_per_kg
+        q = self.config.carbon_price_per_kg
         ends, allowed, need, origin = self._window_jobs(jobs, cfgs, t, n_win)
         job_of, blk_of, cfg_of, ubx = blocklp.block_columns(
             bstart, blen, np.zeros(len(jobs), dtype=np.int64), ends, allowed)
@@ -371,78 +481,64 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         # With the online speed estimate the job needs fewer (or more) slots for its work;
         # the energy per slot stays the modelled one.
         rate = cfg.rate * scale
-        price_x = bprice[blk_of, cfg.dc] if job_of.size else np.zeros(0)
-        carb_x = cfg.energy_kwh * (bcarbon[blk_of, cfg.dc] if job_of.size
-                                   else np.zeros(0)) / 1000.0
+        energy_x, carb_x = column_prices(cfg, blk_of, bprice, bcarbon)
         # Among equally cheap slots the earliest wins (1e-4 per slot): no procrastination.
-        cost_x = (cfg.energy_kwh * price_x + q * carb_x) * (1.0 + 1e-4 * bstart[blk_of])
+        cost_x = (energy_x + q * carb_x) * (1.0 + 1e-4 * bstart[blk_of])
         training = np.array([js.job.is_training for js in jobs], dtype=bool)
         train_ids = np.flatnonzero(training)
         tr = training[job_of] if job_of.size else np.zeros(0, dtype=bool)
         moves = window_moves(sc, jobs, origin, job_of, cfg.dc, rate, bprice)
-        need_b, parts = self._budget_parts(state, forecast, jobs, cfgs, need, ends, n_win)
+        need_b, parts = self.pacer.budget_parts(state, forecast, jobs, cfgs, need, ends,
+                                              n_win, self.caps)
         short_w = blocklp.penalty_weight(cost_x[tr] / np.maximum(rate[tr], 1e-12),
                                          SHORT_WEIGHT)
-        slack_w = blocklp.penalty_weight(
-            cfg.energy_kwh * price_x / np.maximum(carb_x, 1e-12), SHORT_WEIGHT)
-        ws, lp_cost, lp_carb = self._window_supply(
-            state, forecast, bstart, blen, rows_fc, bprice, bcarbon, cfg.dc, cost_x, carb_x,
-            carbon_group=None if parts is None else parts[0])
-        prob = blocklp.BlockProblem(
-            block_len=blen, job=job_of, block=blk_of, slots=ubx, cost=lp_cost, configs=cfg,
-            rate=rate, carbon_kg=lp_carb, must_run=~training, work_jobs=train_ids,
-            need=need[train_ids],
-            pool_capacity=np.array([p.count for p in sc.pools], dtype=float), slot_s=slot_s,
+        slack_w = blocklp.penalty_weight(energy_x / np.maximum(carb_x, 1e-12), SHORT_WEIGHT)
+        ws = self.supply.window_supply(
+            state, forecast, bstart, blen, rows_fc, bprice, bcarbon,
+            carbon_group=None if parts is None else parts[0], carbon_price_per_kg=q)
+        prob = block_problem(
+            sc, block_len=blen, job=job_of, block=blk_of, slots=ubx, configs=cfg, rate=rate,
+            cost=cost_x, carbon_kg=carb_x, training=training, need=need[train_ids],
             shortfall_weight=short_w, carbon_slack_weight=slack_w,
-            power_cap_kw=self._power_caps(t, bstart, blen),
-            moves=moves, keys=self._block_keys(jobs, t, bstart),
-            supply=None if ws is None else ws.block)
+            power_cap_kw=block_power_caps(sc, self.caps, bstart, t, t + int(blen.sum()),
+                                          known_at=t),
+            supply=None if ws is None else ws.block, moves=moves,
+            keys=self._block_keys(jobs, t, bstart))
         sol = self._solve_lp(prob, t)
         lam: dict[str, float] = {}
-        if parts is not None and need_b is not None:  # carbon budgets: _budget_problem
-            budget = self._budget_problem(prob, sol, parts, cfg.dc, need_b[train_ids],
+        if parts is not None and need_b is not None:  # carbon budgets: budget_problem
+            budget = self.pacer.budget_problem(prob, sol, parts, cfg.dc, need_b[train_ids],
                                           min(n_win / max(sc.n_slots - t, 1), 1.0))
             if budget is not None:
                 prob, sol = budget, self._solve_lp(budget, t)
                 lam = {d: float(sol.carbon_price[g]) if g >= 0 and sol.carbon_price.size
                        else 0.0 for d, g in zip(dcs, parts[0].tolist(), strict=True)}
-            self._note_plan(t, jobs, prob, sol.x, carb_x, self.replan_slots)
+            self.pacer.note_plan(t, jobs, prob, sol.x, carb_x, self.slots.replan)
         plan = window_plan(t, jobs, cfgs, prob, cfg_of, bstart, sol, ends)
         plan = replace(plan, solve_s=time.perf_counter() - t0c, carbon_price_by_dc=lam)
-        plan = self._read_supply(ws, sol, plan)
+        plan = self.supply.read(ws, sol, plan)
         log.debug("look-ahead at slot %d: %d jobs, %d columns, %d blocks of up to %d slots, "
                   "%.2f s", t, len(jobs), plan.n_columns, bstart.size, int(blen.max()),
                   plan.solve_s)
         return plan
 
-    def _power_caps(self, t: int, bstart: NDArray[np.int64], blen: NDArray[np.int64]
-                    ) -> NDArray[np.float64] | None:
-        """The window's power rows: the jobs' power each datacenter may draw under its
-        import cap (D,), or per block (D, B) with the grid events known at ``t`` (the
-        blocks are cut at their edges, :meth:`window_shape`); None without either."""
-        sc = self._sc
-        assert sc is not None
-        if not self.caps.has_events:
-            return job_power_caps_kw(sc, self.caps) if self.caps.has_power else None
-        lim = job_power_limits_kw(sc, self.caps, t, t + int(blen.sum()), known_at=t)
-        return np.minimum.reduceat(lim, bstart, axis=0).T.copy()
-
     def _solve_lp(self, prob: blocklp.BlockProblem, t: int) -> blocklp.BlockSolution:
         """Solve a window LP (warm from the last one's basis when ``warm_start``); raises
         RuntimeError when HiGHS does not solve it to optimality."""
-        sol = blocklp.solve_block_problem(prob, time_limit_s=self.time_limit_s,
-                                          warm=self._basis, keep_basis=self.warm_start,
-                                          presolve=self.presolve)
+        cfg = self.config
+        sol = blocklp.solve_block_problem(prob, time_limit_s=cfg.time_limit_s,
+                                          warm=self.window.basis, keep_basis=cfg.warm_start,
+                                          presolve=cfg.presolve)
         if not (sol.optimal and sol.complete):
             raise RuntimeError(f"look-ahead LP at slot {t} not solved: HiGHS {sol.status}")
-        self._basis = sol.basis
+        self.window.basis = sol.basis
         return sol
 
     def _block_keys(self, jobs: list[JobState], t: int, bstart: NDArray[np.int64]
                     ) -> blocklp.BlockKeys | None:
         """Each job's stable key (first seen, first numbered) and the blocks' absolute first
         slots: what the warm start matches by (None when it is off)."""
-        if not self.warm_start:
+        if not self.config.warm_start:
             return None
         keys = self._job_keys
         return blocklp.BlockKeys(
@@ -466,32 +562,24 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         for j, (js, cf) in enumerate(zip(jobs, cfgs, strict=True)):
             job = js.job
             if job.is_training:
-                left = self._slots_left(js, t) - self.deadline_margin_slots
+                left = self._slots_left(js, t) - self.config.deadline_margin_slots
                 e = int(np.clip(left, 1, n_win))
-                need[j] = pace_need(js.remaining, self._slot_index(job.arrival), t, left,
+                need[j] = pace_need(js.remaining, sc.slot_of(job.arrival), t, left,
                                     n_win)
                 if need[j] > 0:
                     # The LP has no restarts: charge the one a paused job pays to resume
                     # (only when the window needs its work: a job with no need stays paused).
-                    need[j] += self._restart_work(js, cf)
+                    need[j] += restart_work(js, cf, self.config.restart_s, sc.slot_s)
                 origin.append(js.last_datacenter or job.home)
             else:
                 assert job.end is not None
-                e = int(np.clip(self._slot_index(job.end) - t, 1, n_win))
+                e = int(np.clip(sc.slot_of(job.end) - t, 1, n_win))
                 origin.append(None)
             ends[j] = e
             o = origin[j]
             allowed.append(np.array([o is None or c.datacenter == o or sc.link(
                 str(o), c.datacenter) is not None for c in cf], dtype=bool))
         return ends, allowed, need, origin
-
-    def _restart_work(self, js: JobState, cfgs: list[blocklp.BlockConfig]) -> float:
-        """Work (fraction of the job) paused job ``js`` loses to a restart on its fastest
-        configuration, ``restart_s / slot_s * max_k r_k`` (0 for a running job)."""
-        assert self._sc is not None
-        if js.placement is not None:
-            return 0.0
-        return self.restart_s / self._sc.slot_s * max((c.rate for c in cfgs), default=0.0)
 
     def window_shape(self, state: SlotState) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The window's blocks at ``state.t`` (starts and lengths, slots from ``t``):
@@ -502,10 +590,10 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             self.reset(state.scenario)
         est = sum(len(self._configs(js.job)) for js in state.jobs
                   if not js.job.is_training or js.remaining > 1e-9)
-        n_win, block = self.window_slots(state.t), self.block_slots
+        n_win, block = self.window_slots(state.t), self.slots.block
         while True:
-            bstart, blen = window_blocks(n_win, self.fine_slots, block)
-            if est * bstart.size <= self.max_columns or block >= n_win:
+            bstart, blen = window_blocks(n_win, self.slots.fine, block)
+            if est * bstart.size <= self.config.max_columns or block >= n_win:
                 break
             block *= 2
         cuts = events.edges(state.scenario, self.caps.events, state.t, n_win,
@@ -529,33 +617,35 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             self.reset(state.scenario)
         sc = self._sc
         assert sc is not None
+        cfg = self.config
         t = state.t
-        quiet = self._observe(state)
-        known = self.plan.mu if self.plan is not None else {}
+        self._observe(state)
+        plan = self.window.plan
+        known = plan.mu if plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
         # A grid event announced this slot is planned for at once.
         told = any(ev.known_from(sc) == t for ev in self.caps.events)
-        if (self.plan is None or t - self.plan.t0 >= self.replan_slots or told
-                or (new_job and self._replan_for_arrivals(state, quiet))):
-            self.replan(state, forecast)
-        assert self.plan is not None
-        lp_failed = self._lp_failed[1] if self._lp_failed[0] == t else ""
-        plan = self.plan
+        if (plan is None or t - plan.t0 >= self.slots.replan or told
+                or (new_job and self.tracker.replan_for_arrivals(t, plan.t0))):
+            plan = self.replan(state, forecast)
+        failed_t, failed = self.window.lp_failed
+        lp_failed = failed if failed_t == t else ""
         price, carbon = current_prices(sc, forecast)
         opts, power_cap = self._slot_options(state, price, carbon)
         n_jobs = len(state.jobs)
+        supply_plan = self.supply.plan
         coef, mu_opt, pmax, urgent, prio = plan_coefficients(
             state, opts, plan, self._configs, self._slots_left,
-            carbon_price_per_kg=self.carbon_price_per_kg,
-            wait_unpriced=(self.arrival_replan_slots is None and not lp_failed
+            carbon_price_per_kg=cfg.carbon_price_per_kg,
+            wait_unpriced=(cfg.arrival_replan_slots is None and not lp_failed
                            and plan.status != "failed"),
-            balanced_sites=None if self._supply_plan is None else self._supply_plan.names,
-            due_work=self._due_work if plan.carbon_price_by_dc else None)
+            balanced_sites=None if supply_plan is None else supply_plan.names,
+            due_work=self.pacer.due_work if plan.carbon_price_by_dc else None)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, price, forecast)
         prob = build_slot_problem(state, opts, coef, power_cap)
         forced = np.zeros(n_jobs, dtype=bool)
-        if self.completion_margin is not None and len(opts):
-            urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
+        if cfg.completion_margin is not None and len(opts):
+            urg = urgency(state, opts, restart_s=cfg.restart_s, margin=cfg.completion_margin)
             prob, keep, forced = must_run(prob, keep, opts.progress, urg)
         chosen, info = self._solve_slot(state, opts, prob, keep, prio, price, carbon,
                                         plan.carbon_price_by_dc)
@@ -565,7 +655,7 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
         info = with_plan(info, plan, t, lp_failed)
         return Allocation(placements=placements, solve=info, expected_gain=gains,
                           reasons=reasons, queues=queues,
-                          battery_kw=self._battery_kw(opts, chosen, t, price))
+                          battery_kw=self.supply.battery_kw(opts, chosen, t, price))
 
     def replan(self, state: SlotState, forecast: Forecast) -> WindowPlan:
         """Plan the window at slot ``state.t`` now, for this slot's decision (a coordinator
@@ -577,34 +667,66 @@ class LookaheadPolicy(BudgetPacing, SupplyWindow, ReplanRules, NoHindsightBound)
             self.reset(state.scenario)
         t = state.t
         self._observe(state)
+        win = self.window
         try:
-            self.plan = self.solve_window(state, forecast)
-            self.replans += 1
-            self._lp_failed = (t, "")
+            win.plan = self.solve_window(state, forecast)
+            win.replans += 1
+            win.lp_failed = (t, "")
         except RuntimeError as exc:
             # Reported through SolveInfo.fallback (the run's warnings), never silent: the
             # previous plan stays; jobs it does not know run at their cheapest option.
-            self._lp_failed = (t, str(exc))
+            win.lp_failed = (t, str(exc))
             log.debug(str(exc))
-            if self.plan is None:
-                self.plan = WindowPlan.failed(t)
-        return self.plan
+            if win.plan is None:
+                win.plan = WindowPlan.failed(t)
+        return win.plan
+
+    # -- the slot ------------------------------------------------------------------------
+    def _slot_options(self, state: SlotState, price: Mapping[str, float],
+                      carbon: Mapping[str, float]) -> tuple[SlotOptions, Caps]:
+        """The slot's options (the GPU-count menu, the power limits) and the caps the slot
+        MILP keeps, priced by the supply plan
+        (:meth:`~workbench.policies.supplywindow.SupplyCoordinator.options`)."""
+        menu = self.config.gpu_counts
+        opts = slot_options(state, price, carbon, restart_s=self.config.restart_s,
+                            gpu_counts=None if menu is None else {
+                                js.job.job_id: tuple(menu) for js in state.jobs
+                                if js.job.is_training})
+        return self.supply.options(state, opts, price, carbon, self.caps)
+
+    def _solve_slot(self, state: SlotState, opts: SlotOptions, prob: SlotProblem,
+                    keep: NDArray[np.bool_], prio: NDArray[np.float64],
+                    price: Mapping[str, float], carbon: Mapping[str, float],
+                    carbon_price_by_dc: Mapping[str, float]
+                    ) -> tuple[NDArray[np.int64], SolveInfo]:
+        """The slot MILP (:func:`~workbench.optim.fallback.solve_or_greedy` over the ``keep``
+        options; ``prio`` the greedy fallback's order) with the balanced sites' own supply
+        (:meth:`~workbench.policies.supplywindow.SupplyCoordinator.slot_problem`): the
+        chosen rows of ``prob`` and how the solve went."""
+        cfg = self.config
+        prob, keep, origin = self.supply.slot_problem(
+            state, opts, prob, keep, price, carbon, carbon_price_by_dc, cfg.carbon_price_per_kg)
+        chosen, info = solve_or_greedy(prob, keep, prio, t=state.t, solver="fast",
+                                       fast=self._fast, mip_rel_gap=cfg.mip_rel_gap,
+                                       time_limit_s=cfg.time_limit_s)
+        return origin[chosen], info
 
     def _round_trip_filter(self, state: SlotState, opts: Any, coef: NDArray[np.float64],
                            mu_opt: NDArray[np.float64], price: Mapping[str, float],
                            forecast: Forecast) -> NDArray[np.bool_]:
         """The options whose move pays for its round trip (:func:`round_trip_keep`)."""
         assert self._sc is not None
+        cfg, dwell, moved_at = self.config, self.slots.min_dwell, self.tracker.notes.moved_at
         t = state.t
         ridx = [forecast.region_index(dc.region) for dc in self._sc.datacenters]
         keep = round_trip_keep(
-            self._sc, state, opts, coef, mu_opt, price, restart_s=self.restart_s,
-            window_h=self.window_h, min_dwell_slots=self.min_dwell_slots,
+            self._sc, state, opts, coef, mu_opt, price, restart_s=cfg.restart_s,
+            window_h=cfg.window_h, min_dwell_slots=dwell,
             # The price alone judges a service's move only where carbon weighs nothing in
             # the plan (no carbon budget or price): else a cleaner, dearer site may win.
-            ahead_price=None if self.caps.has_carbon or self.carbon_price_per_kg > 0
+            ahead_price=None if self.caps.has_carbon or cfg.carbon_price_per_kg > 0
             else np.asarray(forecast.price_per_kwh, dtype=float)[:, ridx],
             left=np.array([self._slots_left(js, t) for js in state.jobs], dtype=float),
-            recent=np.array([t - self._moved_at.get(js.job.job_id, -10**9)
-                             < self.min_dwell_slots for js in state.jobs], dtype=bool))
+            recent=np.array([t - moved_at.get(js.job.job_id, -10**9)
+                             < dwell for js in state.jobs], dtype=bool))
         return keep | event_exits(self._sc, state, opts, self.caps.events)

@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -317,10 +316,3 @@ refine_batch, extra_constraints, solver
             margin = coef - sb > self.migration_threshold * np.abs(sb)
             keep &= ~opts.moves | margin | ~np.isfinite(sb)
         return keep | event_exits(sc, state, opts, self.caps.events), stay_best
-
-    def describe(self) -> dict[str, Any]:
-        """The knobs, for run logs."""
-        return {**super().describe(), "kappa": "per job (currency per whole job)",
-                "migration_threshold": self.migration_threshold,
-                "min_dwell_slots": self.min_dwell_slots,
-                "completion_margin": self.completion_margin}

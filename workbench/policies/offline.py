@@ -53,7 +53,6 @@ from numpy.typing import NDArray
 from workbench import events
 from workbench.caps import Caps, kg_text
 from workbench.forecast import Forecast
-from workbench.meter import job_power_caps_kw, job_power_limits_kw
 from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
@@ -67,6 +66,7 @@ from workbench.policies.base import (
     as_caps,
     slot_options,
 )
+from workbench.policies.blockproblem import block_power_caps, block_problem, column_prices
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
 from workbench.policies.supplyplan import (
     SupplyPlan,
@@ -400,8 +400,7 @@ class OfflinePolicy:
         work due in its window, the caps over the horizon; exact (binaries per slot) when
         blocks are single slots and the model has at most ``exact_max_columns`` columns."""
         cfg = blocklp.ConfigArrays.of(hz.flat).take(hz.gcfg)
-        cost = cfg.energy_kwh * hz.bprice[hz.blk_of, cfg.dc]
-        carb = cfg.energy_kwh * hz.bcarbon[hz.blk_of, cfg.dc] / 1000.0
+        cost, carb = column_prices(cfg, hz.blk_of, hz.bprice, hz.bcarbon)
         training = np.array([j.is_training for j in hz.jobs], dtype=bool)
         train_ids = np.flatnonzero(training)
         tr = training[hz.job_of]
@@ -409,12 +408,7 @@ class OfflinePolicy:
         groups = self.caps.carbon_groups(names)
         group: NDArray[np.int64] | None = None if groups is None else groups[0][cfg.dc]
         caps_kg: NDArray[np.float64] | None = None if groups is None else groups[1]
-        power = (None if not self.caps.has_limits
-                 else job_power_caps_kw(sc, self.caps) if not self.caps.has_events
-                 else np.minimum.reduceat(job_power_limits_kw(sc, self.caps), hz.starts,
-                                          axis=0).T.copy())
         pos_c = carb > 1e-12
-        lp_cost, lp_carb = cost, carb
         self._ws = None
         planner = SupplyPlanner.of(sc)
         if planner is not None:
@@ -426,23 +420,20 @@ class OfflinePolicy:
                 renewable_kw=sc.supply.available_kw(0, sc.n_slots), price=hz.bprice,
                 carbon_g=hz.bcarbon, carbon_group=dc_group, lowest_tier=True)
             self._planner = planner
-            bal = self._ws.block.site_of_dc(len(names))[cfg.dc] >= 0
-            lp_cost = np.where(bal, 0.0, cost)
-            lp_carb = np.where(bal, 0.0, carb)
-        return blocklp.BlockProblem(
-            block_len=hz.lens, job=hz.job_of, block=hz.blk_of, slots=hz.ub, cost=lp_cost,
-            configs=cfg, rate=cfg.rate, carbon_kg=lp_carb, must_run=~training,
-            work_jobs=train_ids, need=np.array([hz.wins[j][2] for j in train_ids]),
-            pool_capacity=np.array([p.count for p in sc.pools], dtype=float),
-            slot_s=float(sc.slot_s),
+        return block_problem(
+            sc, block_len=hz.lens, job=hz.job_of, block=hz.blk_of, slots=hz.ub, configs=cfg,
+            rate=cfg.rate, cost=cost, carbon_kg=carb, training=training,
+            need=np.array([hz.wins[j][2] for j in train_ids]),
             # Separate weights: a shortfall is a fraction of a job, the slack kilograms.
             shortfall_weight=blocklp.penalty_weight(
                 cost[tr] / np.maximum(cfg.rate[tr], 1e-12), SHORTFALL_FACTOR),
             carbon_slack_weight=blocklp.penalty_weight(cost[pos_c] / carb[pos_c],
                                                        CARBON_SLACK_FACTOR),
-            power_cap_kw=power, carbon_group=group, carbon_cap_kg=caps_kg,
+            power_cap_kw=block_power_caps(sc, self.caps, hz.starts),
+            supply=None if self._ws is None else self._ws.block,
+            carbon_group=group, carbon_cap_kg=caps_kg,
             exact=self.block_slots == 1 and hz.job_of.size <= self.exact_max_columns,
-            row_order=_ROW_ORDER, supply=None if self._ws is None else self._ws.block)
+            row_order=_ROW_ORDER)
 
     def _keepable_budgets(self, prob: blocklp.BlockProblem, hz: _Horizon
                           ) -> blocklp.BlockProblem:

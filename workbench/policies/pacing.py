@@ -3,14 +3,14 @@
 **Carbon budgets** (:class:`~workbench.caps.Caps`, for the fleet or per datacenter) are
 paced against the forecast and the meter: each window gets the budget left (less what was
 metered so far) shared between the window and the rest of the horizon by the least carbon
-each must emit (:meth:`BudgetPacing._window_budgets`, :meth:`BudgetPacing._budget_problem`),
+each must emit (:meth:`BudgetPacer.window_budgets`, :meth:`BudgetPacer.budget_problem`),
 never below the window's own least carbon.
 
 - **The work a budget pays for.** Under a budget a window asks of each training job no
-  more than what is still due within the horizon (:meth:`BudgetPacing._budget_needs`: for
+  more than what is still due within the horizon (:meth:`BudgetPacer.budget_needs`: for
   a deadline beyond the horizon the share of the job's window inside it, pro rata, as the
   hindsight bound and the completion rule count it), and the slot's urgency test counts
-  the same work against the slots to the horizon's end (:meth:`BudgetPacing._due_work`).
+  the same work against the slots to the horizon's end (:meth:`BudgetPacer.due_work`).
 - **A budget that the window keeps anyway** changes nothing: the window's uncapped plan is
   kept when it emits no more than the window's share, so a budget that never binds plans
   exactly as uncapped.
@@ -22,15 +22,14 @@ never below the window's own least carbon.
   buys the cuts that cost what the window's cuts cost on average, never the last
   kilograms of the least-carbon plan at any price (measured: ``docs/results.md``, caps).
 - **The meter.** ``phi``, the metered carbon over what the plans would have emitted for the
-  work actually done (:meth:`BudgetPacing._meter_overrun`), scales the budget left into
+  work actually done (:meth:`BudgetPacer.meter_overrun`), scales the budget left into
   the plan's kilograms.
 """
 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,6 +41,8 @@ from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
 from workbench.policies.base import JobState, SlotState
 from workbench.policies.offline import required_share
+from workbench.policies.window import restart_work
+from workbench.units import G_PER_KG
 
 SHORT_WEIGHT = 1e3
 """Shortfall and carbon-slack weight factor of the look-ahead's window LPs."""
@@ -104,50 +105,71 @@ def abatement_price(cheapest: WindowEnd, cleanest: WindowEnd) -> float:
     return max(cleanest.cost - cheapest.cost, 0.0) / cut if cut > 1e-9 else 0.0
 
 
-class BudgetPacing:
-    """The look-ahead's carbon-budget pacing (a mixin of
-    :class:`~workbench.policies.lookahead.LookaheadPolicy`, whose state it reads)."""
+@dataclass
+class PacePlan:
+    """What the window plans said, for the pacing (undone with a re-plan): per slot of each
+    plan's first re-plan period what it emits whatever the work and each training job's kg
+    per unit of work (:meth:`BudgetPacer.note_plan`), and the running sums of ``eta``, the
+    windows' least carbon over their estimated demand per budget group
+    (:meth:`BudgetPacer.budget_problem`)."""
 
-    caps: Caps
-    carbon_first: bool
-    time_limit_s: float
-    presolve: bool
-    _sc: ScenarioView | None
-    _overrun: list[float]
-    _eta_num: NDArray[np.float64]
-    _eta_den: NDArray[np.float64]
-    _seen_kg: dict[str, tuple[int, float]]
-    _planned: dict[int, tuple[float, dict[str, float]]]
-    _remaining: dict[str, float]
-    _last_kg: float
+    planned: dict[int, tuple[float, dict[str, float]]]
+    eta_num: NDArray[np.float64]
+    eta_den: NDArray[np.float64]
 
-    def _slot_index(self, when: Any) -> int:
-        raise NotImplementedError
+    @staticmethod
+    def empty(n_groups: int) -> PacePlan:
+        """No plan yet, ``n_groups`` budget groups."""
+        return PacePlan(planned={}, eta_num=np.zeros(n_groups), eta_den=np.zeros(n_groups))
 
-    def _restart_work(self, js: JobState, cfgs: list[blocklp.BlockConfig]) -> float:
-        raise NotImplementedError
+    def copy(self) -> PacePlan:
+        """A copy that later plans do not change."""
+        return PacePlan(planned=dict(self.planned), eta_num=self.eta_num.copy(),
+                        eta_den=self.eta_den.copy())
 
-    def _reset_pacing(self) -> None:
-        """Forget what was emitted, planned and learnt of the budgets (at ``reset``)."""
-        self._seen_kg = {}
-        self._planned = {}
-        self._remaining = {}
-        self._overrun = [0.0, 0.0]
-        self._last_kg = 0.0
-        n_g = len(self.caps.carbon_scopes()) if self.caps.has_carbon else 0
-        self._eta_num = np.zeros(n_g)
-        self._eta_den = np.zeros(n_g)
 
-    def _window_budgets(
+@dataclass
+class PaceMeter:
+    """What the pacing has observed (never undone): each training job's least carbon when
+    first seen and its budget group (the demand arrivals brought), the jobs' remaining work
+    and the metered carbon at the last slot, and the sums of ``phi`` (metered kg, planned
+    kg; :meth:`BudgetPacer.meter_overrun`)."""
+
+    seen_kg: dict[str, tuple[int, float]] = field(default_factory=dict)
+    remaining: dict[str, float] = field(default_factory=dict)
+    overrun: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    last_kg: float = 0.0
+
+
+class BudgetPacer:
+    """The look-ahead's carbon-budget pacing (see the module docstring) on scenario ``sc``:
+    what it observed (:class:`PaceMeter`) and what the plans said (:class:`PacePlan`).
+
+    ``restart_s`` (seconds lost on a restart), ``carbon_first``, ``time_limit_s`` and
+    ``presolve`` are the look-ahead's (:class:`~workbench.policies.lookahead.
+    LookaheadConfig`); the caps are passed to each call (a coordinator may change them).
+    """
+
+    def __init__(self, sc: ScenarioView, caps: Caps, *, restart_s: float, carbon_first: bool,
+                 time_limit_s: float, presolve: bool) -> None:
+        self.sc = sc
+        self.restart_s = restart_s
+        self.carbon_first = carbon_first
+        self.time_limit_s = time_limit_s
+        self.presolve = presolve
+        self.meter = PaceMeter()
+        self.plans = PacePlan.empty(len(caps.carbon_scopes()) if caps.has_carbon else 0)
+
+    def window_budgets(
         self, state: SlotState, forecast: Forecast, jobs: list[JobState],
         cfgs: list[list[blocklp.BlockConfig]], need: NDArray[np.float64],
-        ends: NDArray[np.int64], n_win: int,
+        ends: NDArray[np.int64], n_win: int, caps: Caps,
     ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
                NDArray[np.float64]] | None:
         """What the window's carbon budgets are made of: per datacenter its budget group
         (-1: none) and per group the budget left (kg), the window's least-carbon demand
         ``D_w`` and the rest's ``D_a`` (kg, the forecast's estimate); None without a
-        budget. :meth:`_budget_problem` makes the budgets from them.
+        budget. :meth:`budget_problem` makes the budgets from them.
 
         Each budget's remainder ``B - E`` (``E`` the carbon metered so far in its scope) is
         to be shared between the window and the rest of the horizon in proportion to the
@@ -170,15 +192,14 @@ class BudgetPacing:
         window: the policy sees no future arrival, and a burst looks like the start of a
         stream until it ends. Without demand, the time share ``n_win / slots left``.
         """
-        sc = self._sc
-        assert sc is not None
+        sc = self.sc
         dcs = [dc.name for dc in sc.datacenters]
-        groups = self.caps.carbon_groups(dcs)
+        groups = caps.carbon_groups(dcs)
         if groups is None:
             return None
         group_of, cap = groups
         ridx = [forecast.region_index(dc.region) for dc in sc.datacenters]
-        fc = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[:, ridx] / 1000.0
+        fc = np.asarray(forecast.carbon_g_per_kwh, dtype=float)[:, ridx] / G_PER_KG
         c_win = fc[:n_win].mean(axis=0)
         c_after = fc[n_win:].mean(axis=0) if fc.shape[0] > n_win else c_win
         t = state.t
@@ -197,21 +218,21 @@ class BudgetPacing:
                     continue
                 kw = np.where(ok, e * c_win[dc] / np.maximum(r, 1e-12), np.inf)
                 ka = np.where(ok, e * c_after[dc] / np.maximum(r, 1e-12), np.inf)
-                w_amt, a_amt = need[j], max(self._horizon_due(js) - need[j], 0.0)
+                w_amt, a_amt = need[j], max(self.horizon_due(js) - need[j], 0.0)
             else:
                 assert js.job.end is not None
                 kw, ka = e * c_win[dc], e * c_after[dc]
-                stop = min(self._slot_index(js.job.end), sc.n_slots) - t
+                stop = min(sc.slot_of(js.job.end), sc.n_slots) - t
                 w_amt, a_amt = float(ends[j]), float(max(stop - ends[j], 0))
             gw, ga = group_of[dc[int(np.argmin(kw))]], group_of[dc[int(np.argmin(ka))]]
             if gw >= 0:
                 d_win[gw] += w_amt * float(np.min(kw))
             if ga >= 0:
                 d_after[ga] += a_amt * float(np.min(ka))
-            if js.job.is_training and jid not in self._seen_kg:
+            if js.job.is_training and jid not in self.meter.seen_kg:
                 # Its whole demand when first seen: what arrivals have brought so far.
-                self._seen_kg[jid] = (int(ga), (w_amt + a_amt) * float(np.min(ka)))
-        if self.caps.carbon_kg_by_dc:
+                self.meter.seen_kg[jid] = (int(ga), (w_amt + a_amt) * float(np.min(ka)))
+        if caps.carbon_kg_by_dc:
             spent = np.array([float(state.carbon_kg_by_dc_so_far.get(d, 0.0))
                               for d, g in zip(dcs, group_of.tolist(), strict=True) if g >= 0])
         else:
@@ -220,43 +241,45 @@ class BudgetPacing:
         # Jobs still to come, extrapolated from the demand arrived so far per slot (at
         # first from a few slots: an early over-reserve costs a few hours at least carbon).
         seen = np.zeros(cap.size)
-        for g, kg in self._seen_kg.values():
+        for g, kg in self.meter.seen_kg.values():
             if g >= 0:
                 seen[g] += kg
         to_come = seen / (t + 1) * max(sc.n_slots - t - n_win, 0)
         return group_of, left, d_win, d_after + to_come
 
-    def _budget_parts(
+    def budget_parts(
         self, state: SlotState, forecast: Forecast, jobs: list[JobState],
         cfgs: list[list[blocklp.BlockConfig]], need: NDArray[np.float64],
-        ends: NDArray[np.int64], n_win: int,
+        ends: NDArray[np.int64], n_win: int, caps: Caps,
     ) -> tuple[NDArray[np.float64] | None, tuple[NDArray[np.int64], NDArray[np.float64],
                                                  NDArray[np.float64], NDArray[np.float64]]
                | None]:
-        """Under a carbon budget, the window's budget needs (:meth:`_budget_needs`) and what
-        its budgets are made of (:meth:`_window_budgets`, from those needs); (None, None)
+        """Under a carbon budget, the window's budget needs (:meth:`budget_needs`) and what
+        its budgets are made of (:meth:`window_budgets`, from those needs); (None, None)
         without one."""
-        if not self.caps.has_carbon:
+        if not caps.has_carbon:
             return None, None
-        need_b = self._budget_needs(jobs, cfgs, need)
-        return need_b, self._window_budgets(state, forecast, jobs, cfgs, need_b, ends, n_win)
+        need_b = self.budget_needs(jobs, cfgs, need)
+        return need_b, self.window_budgets(state, forecast, jobs, cfgs, need_b, ends, n_win,
+                                            caps)
 
-    def _budget_needs(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]],
+    def budget_needs(self, jobs: list[JobState], cfgs: list[list[blocklp.BlockConfig]],
                       need: NDArray[np.float64]) -> NDArray[np.float64]:
         """The work (fraction of each job) a window may ask under a carbon budget: the
         look-ahead's ``need`` (its pace line, a paused job's restart included), at most
-        what is still due within the horizon (:meth:`_horizon_due`, a paused job's restart
+        what is still due within the horizon (:meth:`horizon_due`, a paused job's restart
         on top), nothing when nothing is due. The budget is the horizon's: work due after
         it (the part of a job's window beyond the horizon, pro rata as the hindsight bound
         and the completion rule count it) is not spent on it. 0 for inference services."""
         out = np.zeros(len(jobs))
         for j, (js, cf) in enumerate(zip(jobs, cfgs, strict=True)):
             if js.job.is_training:
-                due = self._horizon_due(js)
-                out[j] = min(need[j], due + self._restart_work(js, cf)) if due > 0 else 0.0
+                due = self.horizon_due(js)
+                lost = restart_work(js, cf, self.restart_s, self.sc.slot_s)
+                out[j] = min(need[j], due + lost) if due > 0 else 0.0
         return out
 
-    def _budget_problem(
+    def budget_problem(
         self, prob: blocklp.BlockProblem, free: blocklp.BlockSolution,
         parts: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
                      NDArray[np.float64]],
@@ -266,9 +289,9 @@ class BudgetPacing:
         (of ``prob``) keeps the window's share of every budget: the window then plans as
         if uncapped.
 
-        ``parts`` are :meth:`_window_budgets`'s (each datacenter's group, the budget left
+        ``parts`` are :meth:`window_budgets`'s (each datacenter's group, the budget left
         and the demand estimates), ``dc_x`` each column's datacenter, ``need`` the work
-        rows' budget needs (:meth:`_budget_needs`). The window's budget is its own least
+        rows' budget needs (:meth:`budget_needs`). The window's budget is its own least
         carbon ``L_w`` (:func:`least_carbon_plan` with those needs: capacity, moves and
         what each job may use included) and the rest's demand scaled by the ratio seen so
         far of ``L_w`` to ``D_w`` (``eta``: what contention and the configurations a job
@@ -279,7 +302,7 @@ class BudgetPacing:
         never below ``L_w``: what a window overspends comes out of later windows' ``left``;
         without demand, ``left / phi * time_share``. ``phi`` is the ratio so far of the
         metered carbon to what the plans would have emitted for the same work (in
-        [1, 1.5], :meth:`_meter_overrun`): what the plan does not see comes out of the
+        [1, 1.5], :meth:`meter_overrun`): what the plan does not see comes out of the
         budget too.
 
         When ``free`` exceeds ``B_w`` in a group, the LP gets the budget rows with their
@@ -302,11 +325,12 @@ class BudgetPacing:
         cleanest = WindowEnd.of(probe, least_carbon_plan(probe, self.time_limit_s,
                                                          self.presolve), group_x, n_g)
         least = cleanest.carbon_kg
-        got, planned = self._overrun
+        got, planned = self.meter.overrun
         phi = float(np.clip(got / planned, 1.0, 1.5)) if planned > 1e-9 else 1.0
-        self._eta_num += least
-        self._eta_den += d_win
-        eta = np.where(self._eta_den > 1e-12, self._eta_num / np.maximum(self._eta_den, 1e-12),
+        plans = self.plans
+        plans.eta_num += least
+        plans.eta_den += d_win
+        eta = np.where(plans.eta_den > 1e-12, plans.eta_num / np.maximum(plans.eta_den, 1e-12),
                        1.0)
         total = least + eta * d_rest
         share = np.where(total > 1e-12, least / np.maximum(total, 1e-12), time_share)
@@ -328,32 +352,30 @@ class BudgetPacing:
         return replace(probe, carbon_group=group_x, carbon_cap_kg=kg,
                        carbon_slack_weight=lbar, shortfall_weight=short)
 
-    def _due_work(self, js: JobState, t: int) -> tuple[float, int]:
+    def due_work(self, js: JobState, t: int) -> tuple[float, int]:
         """Under a carbon budget, the work training job ``js`` must still do and the slots it
         has for it, for the slot's urgency test: its remaining work and the slots to its
         deadline, or for a deadline beyond the horizon what is due by the horizon's end
-        (:meth:`_horizon_due`) and the slots to it."""
-        sc = self._sc
-        assert sc is not None
-        end = sc.n_slots if js.job.deadline is None else self._slot_index(js.job.deadline)
+        (:meth:`horizon_due`) and the slots to it."""
+        sc = self.sc
+        end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
         if end <= sc.n_slots:
             return js.remaining, max(end - t, 1)
-        return self._horizon_due(js), max(sc.n_slots - t, 1)
+        return self.horizon_due(js), max(sc.n_slots - t, 1)
 
-    def _horizon_due(self, js: JobState) -> float:
+    def horizon_due(self, js: JobState) -> float:
         """Work of training job ``js`` still due within the horizon, ``max(R - (1 - s), 0)``
         with ``s`` its :func:`~workbench.policies.offline.required_share` (the share of its
         window inside the horizon)."""
-        assert self._sc is not None
-        return max(js.remaining - (1.0 - required_share(self._sc, js.job)), 0.0)
+        return max(js.remaining - (1.0 - required_share(self.sc, js.job)), 0.0)
 
     # -- the meter against the plan ---------------------------------------------------
-    def _note_plan(self, t: int, jobs: list[JobState], prob: blocklp.BlockProblem,
+    def note_plan(self, t: int, jobs: list[JobState], prob: blocklp.BlockProblem,
                    x: NDArray[np.float64], carb_x: NDArray[np.float64], period: int) -> None:
         """Keep, for each slot of the plan's first ``period`` slots, what the plan emits in
         it whatever the work (the inference services' kg per slot) and each training job's
         kg per unit of work over the period (``carb_x`` the columns' carbon per slot run, at
-        the forecast's intensities): :meth:`_meter_overrun` compares the meter with them."""
+        the forecast's intensities): :meth:`meter_overrun` compares the meter with them."""
         blen = prob.block_len
         bstart = np.concatenate([[0], np.cumsum(blen)[:-1]])
         inside = bstart[prob.block] < period
@@ -367,9 +389,9 @@ class BudgetPacing:
                     for j in np.flatnonzero(work > 1e-12).tolist()}
         for b in np.flatnonzero(bstart < period).tolist():
             for k in range(int(blen[b])):
-                self._planned[t + int(bstart[b]) + k] = (float(per_block[b]), per_work)
+                self.plans.planned[t + int(bstart[b]) + k] = (float(per_block[b]), per_work)
 
-    def _meter_overrun(self, state: SlotState) -> None:
+    def meter_overrun(self, state: SlotState, caps: Caps) -> None:
         """Add the last slot's metered carbon and what the plan would have emitted for the
         work actually done in it to the sums of ``phi`` (the restarts, transfers, integral
         choices and forecast errors the window LP does not see)::
@@ -381,14 +403,14 @@ class BudgetPacing:
         work before and after). Work done earlier or later than the plan said is no
         overrun: it is charged at the plan's own kg per unit. A slot in which a job ran
         that the plan gave no work is not counted."""
-        if not self.caps.has_carbon:
+        if not caps.has_carbon:
             return
-        rec = self._planned.pop(state.t - 1, None)
-        metered = state.carbon_kg_so_far - self._last_kg
-        self._last_kg = state.carbon_kg_so_far
+        rec = self.plans.planned.pop(state.t - 1, None)
+        metered = state.carbon_kg_so_far - self.meter.last_kg
+        self.meter.last_kg = state.carbon_kg_so_far
         now = {js.job.job_id: js.remaining for js in state.jobs if js.job.is_training}
-        done = {j: r - now.get(j, 0.0) for j, r in self._remaining.items()}
-        self._remaining = now
+        done = {j: r - now.get(j, 0.0) for j, r in self.meter.remaining.items()}
+        self.meter.remaining = now
         if rec is None:
             return
         fixed, per_work = rec
@@ -397,5 +419,5 @@ class BudgetPacing:
             return
         planned = fixed + sum(per_work[j] * w for j, w in ran.items())
         if planned > 0:
-            self._overrun[0] += metered
-            self._overrun[1] += planned
+            self.meter.overrun[0] += metered
+            self.meter.overrun[1] += planned

@@ -1,98 +1,79 @@
-"""What the look-ahead notes each slot and when it re-plans (a mixin of
-:class:`~workbench.policies.lookahead.LookaheadPolicy`, whose state it reads): the jobs'
-moves and arrivals, a cold solve a coordinator asks for, and a plan kept to be restored (a
-coordinator undoing a round of :class:`~workbench.policies.grouped.GroupedLookahead`)."""
+"""What the look-ahead notes each slot and when new jobs re-plan its window:
+:class:`ReplanTracker`, with its record :class:`SlotNotes` (the jobs' moves and arrivals;
+observations, which a coordinator undoing a re-plan never undoes)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-from numpy.typing import NDArray
+from dataclasses import dataclass, field
 
 from workbench.policies.base import SlotState
-from workbench.policies.window import WindowPlan
 
 
-class ReplanRules:
-    """The look-ahead's slot bookkeeping and re-plan rules (see the module docstring)."""
+@dataclass
+class SlotNotes:
+    """What the look-ahead has seen of the jobs: the training jobs seen so far and the slot
+    of the latest first sighting (``last_arrival``), each job's datacenter at its last
+    sighting and the slot of its latest move, the slot last observed and whether no new job
+    arrived in the re-plan period before it (``quiet``)."""
 
-    plan: WindowPlan | None
-    replans: int
-    replan_slots: int
-    arrival_replan_slots: int | None
-    _basis: Any
-    _supply_plan: Any
-    _planned: dict[int, tuple[float, dict[str, float]]]
-    _lp_failed: tuple[int, str]
-    _observed_t: int
-    _quiet: bool
-    _last_arrival: int
-    _seen: set[str]
-    _where: dict[str, str]
-    _moved_at: dict[str, int]
-    _eta_num: NDArray[np.float64]
-    _eta_den: NDArray[np.float64]
+    seen: set[str] = field(default_factory=set)
+    last_arrival: int = -(10**9)
+    where: dict[str, str] = field(default_factory=dict)
+    moved_at: dict[str, int] = field(default_factory=dict)
+    observed_t: int = -1
+    quiet: bool = True
 
-    def _meter_overrun(self, state: SlotState) -> None:
-        raise NotImplementedError
 
-    def kept_plan(self) -> tuple[Any, ...]:
-        """What a re-plan changes (the plan, its basis and supply plan, what the plan
-        emits per slot for the meter, the budget pacing's running sums), for
-        :meth:`restore_plan` to undo a re-plan with."""
-        return (self.plan, self._basis, self._supply_plan, dict(self._planned), self.replans,
-                self._lp_failed, self._eta_num.copy(), self._eta_den.copy())
+class ReplanTracker:
+    """The look-ahead's slot bookkeeping and its re-plan rule for new jobs, with a
+    re-plan period of ``replan_slots`` slots and the rule's ``arrival_replan_slots``
+    (:class:`~workbench.policies.lookahead.LookaheadConfig`)."""
 
-    def restore_plan(self, kept: tuple[Any, ...]) -> None:
-        """Back to the plan :meth:`kept_plan` returned (a coordinator undoing a round)."""
-        (self.plan, self._basis, self._supply_plan, planned, self.replans,
-         self._lp_failed, eta_num, eta_den) = kept
-        self._planned = dict(planned)
-        self._eta_num, self._eta_den = eta_num.copy(), eta_den.copy()
+    def __init__(self, replan_slots: int, arrival_replan_slots: int | None) -> None:
+        self.replan_slots = replan_slots
+        self.arrival_replan_slots = arrival_replan_slots
+        self.notes = SlotNotes()
 
-    def forget_basis(self) -> None:
-        """Solve the next window LP cold (a coordinator re-planning a window that has
-        changed too much since its last solve for that basis to help)."""
-        self._basis = None
-
-    def _observe(self, state: SlotState) -> bool:
-        """Note the slot's jobs (moves, arrivals) and, once per slot, the metered carbon;
-        whether no new job arrived in the ``replan_slots`` slots before this one (``quiet``,
-        judged at the slot's first call: a coordinator may re-plan a slot more than once)."""
-        if self._observed_t != state.t:
-            self._observed_t = state.t
-            self._quiet = state.t - self._last_arrival > self.replan_slots
-            self._meter_overrun(state)
+    def observe(self, state: SlotState) -> bool:
+        """Note the slot's jobs (moves, arrivals); whether this is the slot's first call
+        (the caller then reads the slot's meter). ``notes.quiet``: whether no new job
+        arrived in the ``replan_slots`` slots before this one, judged at the slot's first
+        call (a coordinator may re-plan a slot more than once)."""
+        notes = self.notes
+        first = notes.observed_t != state.t
+        if first:
+            notes.observed_t = state.t
+            notes.quiet = state.t - notes.last_arrival > self.replan_slots
         self._track_moves(state)
         self._track_arrivals(state)
-        return self._quiet
+        return first
 
-    def _replan_for_arrivals(self, state: SlotState, quiet: bool) -> bool:
-        """Whether the new jobs of this slot re-plan the window now: with
-        ``arrival_replan_slots`` K, once K slots have passed since the last plan; by default,
-        when no new job arrived in the ``replan_slots`` slots before this one (``quiet``)."""
-        assert self.plan is not None
+    def replan_for_arrivals(self, t: int, plan_t0: int) -> bool:
+        """Whether the new jobs of slot ``t`` re-plan the window (made at ``plan_t0``) now:
+        with ``arrival_replan_slots`` K, once K slots have passed since the last plan; by
+        default, when no new job arrived in the ``replan_slots`` slots before this one
+        (``notes.quiet``)."""
         if self.arrival_replan_slots is not None:
-            return state.t - self.plan.t0 >= self.arrival_replan_slots
-        return quiet
+            return t - plan_t0 >= self.arrival_replan_slots
+        return self.notes.quiet
 
     def _track_arrivals(self, state: SlotState) -> None:
         """Note the training jobs first seen in this slot."""
         fresh = [js.job.job_id for js in state.jobs
-                 if js.job.is_training and js.job.job_id not in self._seen]
+                 if js.job.is_training and js.job.job_id not in self.notes.seen]
         if fresh:
-            self._seen.update(fresh)
-            self._last_arrival = state.t
+            self.notes.seen.update(fresh)
+            self.notes.last_arrival = state.t
 
     def _track_moves(self, state: SlotState) -> None:
         """Remember the slot of each job's latest move (its checkpoint changed place)."""
+        where, moved_at = self.notes.where, self.notes.moved_at
         for js in state.jobs:
             jid = js.job.job_id
             d = js.last_datacenter
             if d is None:
                 continue
-            prev = self._where.get(jid)
+            prev = where.get(jid)
             if prev is not None and prev != d:
-                self._moved_at[jid] = state.t - 1
-            self._where[jid] = d
+                moved_at[jid] = state.t - 1
+            where[jid] = d

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -377,9 +376,3 @@ class SlotQueuePolicy(NoHindsightBound):
                    if p.datacenter == pl.datacenter and p.gpu_type == pl.gpu_type)
         m = perf.best_batch(prof, pl.n_gpus, js.progress, gpus_per_node=gpn, phi=js.phi)
         return Placement(pl.datacenter, pl.gpu_type, pl.n_gpus, int(m))
-
-    def describe(self) -> dict[str, Any]:
-        """The knobs, for run logs."""
-        return {"policy": self.name, "V": self.V, **self.caps.knobs(),
-                "gpu_counts": self.gpu_counts,
-                "restart_s": self.restart_s, "solver": self.solver}

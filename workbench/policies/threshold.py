@@ -56,7 +56,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -318,11 +317,6 @@ refine_batch, extra_constraints, solver
         drop = both & (_relative_gain(move_best, stay_best) <= self.migration_threshold)
         keep[drop[opts.job_index] & opts.moves] = False
         return keep, stay_best
-
-    def describe(self) -> dict[str, Any]:
-        """The knobs, for run logs."""
-        return {**super().describe(), "migration_threshold": self.migration_threshold,
-                "use_forecast": self.use_forecast}
 
 
 def _relative_gain(move: ArrayLike, stay: ArrayLike) -> NDArray[np.float64]:

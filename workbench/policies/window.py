@@ -135,6 +135,16 @@ def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np
     return st, ln
 
 
+def restart_work(js: JobState, cfgs: Sequence[BlockConfig], restart_s: float,
+                 slot_s: float) -> float:
+    """Work (fraction of the job) paused job ``js`` loses to a restart on its fastest
+    configuration, ``restart_s / slot_s * max_k r_k`` (0 for a running job): the window LP
+    has no restarts, so a paused job's need carries one."""
+    if js.placement is not None:
+        return 0.0
+    return restart_s / slot_s * max((c.rate for c in cfgs), default=0.0)
+
+
 def pace_need(remaining: float, arrival_slot: int, t: int, left: int, n_win: int) -> float:
     """Work (fraction of the job) the window of ``n_win`` slots from ``t`` must do, ``left``
     slots from ``t`` to the deadline (less the margin): all of it when that falls inside
