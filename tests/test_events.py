@@ -337,6 +337,38 @@ def test_a_battery_lowers_the_limit_an_event_may_ask_by_what_it_can_give(with_ba
         run_spec(spec, with_battery)
 
 
+def test_the_battery_counts_only_what_it_can_hold_by_the_event(short) -> None:
+    """A battery near its floor at the start gives an event an hour later only what an
+    hour's charge delivers: 40 kW x 0.9487 x 1 h = 37.95 kWh, x 0.9487 over 3 h = 12.00 kW."""
+    from workbench.sim.results import check_scenario_events
+
+    low = Battery("gz-bat", "guangzhou", energy_kwh=200.0, power_kw=40.0, soc_initial=0.1)
+    sc = replace(short, supply=replace(short.supply, batteries=(low,)))
+    with pytest.raises(ValueError, match=r"less the 12\.00 kW its battery can give for 3 h "
+                                         r"from what it can hold by then\); give at least "
+                                         r"45\.19 kW"):
+        check_scenario_events(sc, [GridEvent("guangzhou", 1.0, 3.0, limit_kw=20.0)])
+    check_scenario_events(sc, [GridEvent("guangzhou", 1.0, 3.0, limit_kw=45.2)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["lookahead", "offline"])
+def test_an_event_below_the_idle_load_is_planned_on_the_battery(short, policy) -> None:
+    """A limit 10 kW below guangzhou's 56 kW idle load: the plans charge the battery
+    before the event and serve the idle load beyond the limit from it (the block LP's
+    ``D[s,b]``), with no slot falling back and no deadline missed."""
+    low = Battery("gz-bat", "guangzhou", energy_kwh=200.0, power_kw=40.0, soc_initial=0.1)
+    sc = replace(short, supply=replace(short.supply, batteries=(low,)))
+    ev = GridEvent("guangzhou", 1.0, 3.0, limit_kw=46.0, notice_hours=1.0)
+    out = run_spec(RunSpec(sc.name, policy=policy, baseline=False, caps=Caps(events=(ev,))),
+                   sc)
+    row, = out.result.meta["grid_events"]
+    assert row["met"] and row["new_misses"] == [] and row["max_import_kw"] <= 46.0 + 1e-6
+    assert not [w for w in out.result.warnings if "fallback" in w]
+    a, b = ev.slots(sc)
+    assert out.result.slots[site_key("charge_kwh", "guangzhou")].to_numpy()[:a].sum() > 30.0
+
+
 @pytest.mark.slow
 def test_the_envelope_counts_the_battery_and_its_offers_are_kept(with_battery) -> None:
     sc = with_battery

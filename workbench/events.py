@@ -22,7 +22,7 @@ without the event, its extra cost, payment and penalty).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -251,15 +251,15 @@ def parse_event(text: str) -> GridEvent:
 
 def check_events(sc: Horizon, events: Sequence[GridEvent],
                  floor_kw: Mapping[str, NDArray[np.float64]] | None = None,
-                 storage: Mapping[str, tuple[float, float]] | None = None
+                 storage: Mapping[str, Callable[[float, float], float]] | None = None
                  ) -> tuple[GridEvent, ...]:
     """The events with their start resolved to a UTC time, checked against the scenario:
     a known datacenter, a start inside the horizon, and a limit at least what the site
     draws whatever runs in the event's slots (``floor_kw``: per datacenter and slot, kW,
     its idle load plus the inference services that may run only there,
     :func:`workbench.sim.results.site_floors_kw`) less what its battery could give through
-    the event (``storage``: per datacenter its power, kW, and the energy it delivers from
-    full, kWh; ``min(power, energy / hours)``).
+    the event (``storage``: per datacenter, the kW given an event's hours and its start's
+    hours after the run's start, :meth:`workbench.supply.Battery.deliverable_kw`).
 
     Raises
     ------
@@ -282,11 +282,12 @@ def check_events(sc: Horizon, events: Sequence[GridEvent],
         if ev.limit_kw is not None and floor_kw is not None:
             a, b = ev.slots(sc)
             floor = float(np.max(floor_kw[ev.datacenter][a:b]))
-            power, energy = (storage or {}).get(ev.datacenter, (0.0, 0.0))
-            bat = min(power, energy / ev.hours)
+            give = (storage or {}).get(ev.datacenter)
+            lead_h = (s - sc.start) / timedelta(hours=1)
+            bat = 0.0 if give is None else give(ev.hours, lead_h)
             if ev.limit_kw < floor - bat - 1e-9:
-                by = f", less the {bat:.2f} kW its battery can give for {ev.hours:g} h" \
-                    if bat > 0 else ""
+                by = (f", less the {bat:.2f} kW its battery can give for {ev.hours:g} h "
+                      "from what it can hold by then") if bat > 0 else ""
                 raise ValueError(
                     f"grid event {ev.label}: limit {ev.limit_kw:g} kW is below the "
                     f"{floor:.2f} kW {ev.datacenter} draws whatever runs then (its idle load "

@@ -187,6 +187,17 @@ class Battery:
         """``(soc_max - soc_min) * energy_kwh``: one full cycle's energy."""
         return self.soc_max_kwh - self.soc_min_kwh
 
+    def deliverable_kw(self, hours: float, lead_h: float) -> float:
+        """The most power the battery can hold through an event of ``hours`` that starts
+        ``lead_h`` hours after the run's start: its power, or the energy it can hold by then
+        delivered over the event, whichever is less. The energy is what it holds above its
+        floor at the start plus ``lead_h`` hours of charging at full power (an upper bound:
+        the charge needs room at the meter), at most one full cycle, times the one-way
+        efficiency out."""
+        held = min(self.usable_kwh, max(self.soc_initial_kwh - self.soc_min_kwh, 0.0)
+                   + self.power_kw * self.eta * max(lead_h, 0.0))
+        return min(self.power_kw, held * self.eta / hours)
+
 
 @dataclass(frozen=True)
 class DemandStructure:

@@ -78,6 +78,11 @@ from workbench.optim.warm import BlockBasis, keep_basis, map_basis, pack_key
 ROW_ORDER = ("choice", "pool", "power", "move", "work", "carbon")
 """The row blocks of the block LP, in the order of the module docstring."""
 
+OVER_FACTOR = 10.0
+"""A kWh imported beyond a limit at a site with own supply (:mod:`workbench.optim.supplylp`'s
+``over``) weighs this many times the shortfall weight (a whole job's work undone): the
+plan keeps every limit it can, and stays a plan where it cannot."""
+
 
 @dataclass(frozen=True)
 class BlockProblem:
@@ -112,7 +117,10 @@ class BlockProblem:
         Slot length, s.
     power_cap_kw : float array (D,) or (D, B), or None
         ``Pcap_d`` per datacenter, or ``Pcap_db`` per datacenter and block (a grid event's
-        lower limit in its blocks), kW (``inf``: none); None: no power rows.
+        lower limit in its blocks), kW (``inf``: none); None: no power rows. Below 0 where
+        an event limits a site's import below its idle load: a site with own supply then
+        serves the rest of its idle load from it (:mod:`workbench.optim.supplylp`'s
+        ``D[s,b]``); elsewhere it counts as 0.
     carbon_group : int array (X,) or None
         Carbon-cap group of each column (-1: not capped); None: no carbon rows.
     carbon_cap_kg : float array (G,)
@@ -204,10 +212,10 @@ def _power_cap_db(prob: BlockProblem) -> NDArray[np.float64] | None:
             else np.asarray(cap, dtype=float))
 
 
-def _grid_cap_kwh(prob: BlockProblem) -> NDArray[np.float64] | None:
-    """The grid import bound of each balanced site with own supply (S, B), kWh: its power
-    cap moves from the jobs' power row to its grid column, so that its sources and battery
-    may serve the jobs beyond it (``Pcap_db len_b h``; ``inf`` elsewhere). None: no caps."""
+def _own_cap_kwh(prob: BlockProblem) -> NDArray[np.float64] | None:
+    """``Pcap_db len_b h`` of each balanced site with own supply (S, B), kWh (``inf``
+    elsewhere; negative where a grid event's limit lies below the site's idle load); None:
+    no caps."""
     cap = _power_cap_db(prob)
     if cap is None or prob.supply is None:
         return None
@@ -215,6 +223,25 @@ def _grid_cap_kwh(prob: BlockProblem) -> NDArray[np.float64] | None:
     own = supplylp.own_supply(sb)
     h = prob.slot_s / 3600.0
     return np.where(own[:, None], cap[sb.site_dc] * prob.block_len[None, :] * h, np.inf)
+
+
+def _grid_cap_kwh(prob: BlockProblem) -> NDArray[np.float64] | None:
+    """The grid import bound of each balanced site with own supply (S, B), kWh: its power
+    cap moves from the jobs' power row to its grid column, so that its sources and battery
+    may serve the jobs beyond it (``max(Pcap_db, 0) len_b h``; ``inf`` elsewhere). None: no
+    caps."""
+    cap = _own_cap_kwh(prob)
+    return None if cap is None else np.maximum(cap, 0.0)
+
+
+def _idle_deficit_kwh(prob: BlockProblem) -> NDArray[np.float64] | None:
+    """``D[s,b]`` (S, B), kWh: the idle load a site's own supply must serve where a grid
+    event's limit lies below it (``max(-Pcap_db, 0) len_b h``, :mod:`workbench.optim.
+    supplylp`); None: none anywhere."""
+    cap = _own_cap_kwh(prob)
+    if cap is None or not np.any(cap < 0):
+        return None
+    return np.maximum(-cap, 0.0)
 
 
 def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
@@ -225,7 +252,7 @@ def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
     lp.set_cost("short", prob.shortfall_weight)
     lp.set_cost("slack", prob.carbon_slack_weight)
     if prob.supply is not None:
-        supplylp.set_costs(lp, prob.supply)
+        supplylp.set_costs(lp, prob.supply, OVER_FACTOR * prob.shortfall_weight)
 
 
 def _job_blocks(prob: BlockProblem) -> tuple[NDArray[np.int64], NDArray[np.int64],
@@ -268,7 +295,7 @@ def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
         cap = cap.copy()
         cap[sb.site_dc[supplylp.own_supply(sb)]] = np.inf
     n_b, n_d = prob.n_blocks, cap.shape[0]
-    per_block = cap.reshape(-1)
+    per_block = np.maximum(cap, 0.0).reshape(-1)
     lp.add_rows("power", prob.configs.dc * n_b + prob.block, np.arange(prob.n_x),
                 prob.configs.energy_kwh * 3600.0 / prob.slot_s, n_d * n_b,
                 np.full(n_d * n_b, -np.inf), per_block * np.tile(prob.block_len, n_d))
@@ -364,7 +391,7 @@ def _add_constraints(lp: SparseLp, prob: BlockProblem) -> None:
         _ROW_BUILDERS[name](lp, prob)
     if prob.supply is not None:
         supplylp.add_rows(lp, prob.supply, prob.configs.dc, prob.block,
-                          prob.configs.energy_kwh, prob.block_len)
+                          prob.configs.energy_kwh, prob.block_len, _idle_deficit_kwh(prob))
     if prob.exact:
         _add_exact_rows(lp, prob)
 

@@ -17,15 +17,26 @@ period's peak grid import is a variable. Columns, per site ``s``, source ``r`` a
     soc[s,b]       in [0, hi_s - lo_s]       state of charge at the block's end, above lo_s
     peak[k]        >= 0                      per demand charge line k: kW above the peak
                                              already metered, cost its price per kW
+    over[s,b]      >= 0 where Gcap is finite  import beyond the limit, cost w_over (far
+                                             above any job's work): what no lever can keep
+                                             (a battery emptier than planned when an event
+                                             is told) is bought there, the rest of the plan
+                                             stays, and the meter reports the limit missed
 
 and rows::
 
-    sum_{x at s} E_x x + charge + export - sum_{r at s} ren - discharge - grid = 0   balance
+    sum_{x at s} E_x x + charge + export - sum_{r at s} ren - discharge - grid - over
+                                                                                   = -D[s,b]
+                                                                                   balance
     soc[s,b] - soc[s,b-1] - eta charge[s,b] + discharge[s,b] / eta = 0             (b = 0:
                                                               = soc0_s - lo_s)       battery
     export[s,b] - sum_{r at s} ren[r,b] <= 0                  (only renewables are sold)
     peak[k] - grid[s,b] / (len_b h) >= base_s - floor_k       blocks b of line k     peak
 
+``D[s,b]`` is 0 but where a grid event limits the site's import below its idle load (a
+limit the check lets through by what its battery can give,
+:func:`workbench.sim.results.check_scenario_events`): the site's own supply then serves
+that much of the idle load too (``Gcap`` is 0 there), and the import holds the limit.
 The balance row's dual (negated) is the marginal value of energy at the site in the block
 (currency/kWh): what the look-ahead prices its slot's options at. Carbon of a balanced site
 is its grid import's and its sources' (``c[b,s] grid + c_r ren``), entered in the carbon
@@ -135,9 +146,10 @@ def own_supply(sb: SupplyBlock) -> NDArray[np.bool_]:
 
 def add_columns(lp: SparseLp, sb: SupplyBlock, block_len: NDArray[np.int64],
                 grid_cap_kwh: NDArray[np.float64] | None = None) -> None:
-    """The columns ``grid, ren, export, charge, discharge, soc, peak`` with their bounds;
-    ``grid_cap_kwh`` (S, B) bounds the grid import (a power cap or a grid event's limit at
-    the site's connection, less its idle load, over the block; None: unbounded)."""
+    """The columns ``grid, ren, export, charge, discharge, soc, peak`` (and ``over``,
+    with caps) with their bounds; ``grid_cap_kwh`` (S, B) bounds the grid import (a power
+    cap or a grid event's limit at the site's connection, less its idle load, over the
+    block; None: unbounded)."""
     s_n, b_n = sb.n_sites, sb.n_blocks
     lp.add_columns("grid", np.full(s_n * b_n, np.inf) if grid_cap_kwh is None
                    else np.asarray(grid_cap_kwh, dtype=float).reshape(-1))
@@ -152,11 +164,14 @@ def add_columns(lp: SparseLp, sb: SupplyBlock, block_len: NDArray[np.int64],
     room = np.where(sb.battery, sb.soc_hi - sb.soc_lo, 0.0)
     lp.add_columns("soc", np.repeat(room, b_n))
     lp.add_columns("peak", np.full(sb.line_site.size, np.inf))
+    if grid_cap_kwh is not None:
+        lp.add_columns("over", np.where(np.isfinite(grid_cap_kwh), np.inf, 0.0).reshape(-1))
 
 
-def set_costs(lp: SparseLp, sb: SupplyBlock) -> None:
+def set_costs(lp: SparseLp, sb: SupplyBlock, over_weight: float) -> None:
     """Grid at its cost, sources at their marginal price, export at minus its price, the
-    last state of charge at minus its terminal value, peaks at their price per kW."""
+    last state of charge at minus its terminal value, peaks at their price per kW, import
+    beyond a limit at ``over_weight`` per kWh."""
     b_n = sb.n_blocks
     lp.set_cost("grid", sb.grid_cost.T.reshape(-1))
     lp.set_cost("ren", np.repeat(sb.source_cost, b_n))
@@ -165,13 +180,18 @@ def set_costs(lp: SparseLp, sb: SupplyBlock) -> None:
     soc[:, -1] = -np.where(sb.battery, sb.terminal_value, 0.0)
     lp.set_cost("soc", soc.reshape(-1))
     lp.set_cost("peak", sb.line_price)
+    if "over" in lp.cols:
+        lp.set_cost("over", over_weight)
 
 
 def add_rows(lp: SparseLp, sb: SupplyBlock, x_dc: NDArray[np.int64],
              x_block: NDArray[np.int64], x_kwh: NDArray[np.float64],
-             block_len: NDArray[np.int64]) -> None:
+             block_len: NDArray[np.int64], deficit_kwh: NDArray[np.float64] | None = None
+             ) -> None:
     """The balance, battery, export and peak rows (see the module docstring); ``x_dc``,
-    ``x_block``, ``x_kwh`` give each job column's datacenter, block and kWh per slot run."""
+    ``x_block``, ``x_kwh`` give each job column's datacenter, block and kWh per slot run;
+    ``deficit_kwh`` (S, B) the idle load the site's own supply must serve where its import
+    limit lies below it (``D[s,b]``; None: none)."""
     s_n, b_n = sb.n_sites, sb.n_blocks
     site = sb.site_of_dc(int(max(x_dc.max(initial=0), sb.site_dc.max(initial=0))) + 1)
     grid, charge, dis = _grid(lp, sb, "grid"), _grid(lp, sb, "charge"), _grid(lp, sb,
@@ -184,7 +204,10 @@ def add_rows(lp: SparseLp, sb: SupplyBlock, x_dc: NDArray[np.int64],
     rows = [key[site[x_dc[on]], x_block[on]]]
     cols = [lp.cols["x"].start + np.flatnonzero(on)]
     vals = [x_kwh[on]]
-    for group, sign in ((charge, 1.0), (export, 1.0), (dis, -1.0), (grid, -1.0)):
+    groups = [(charge, 1.0), (export, 1.0), (dis, -1.0), (grid, -1.0)]
+    if "over" in lp.cols:
+        groups.append((_grid(lp, sb, "over"), -1.0))
+    for group, sign in groups:
         rows.append(key.reshape(-1))
         cols.append(group.reshape(-1))
         vals.append(np.full(s_n * b_n, sign))
@@ -192,8 +215,9 @@ def add_rows(lp: SparseLp, sb: SupplyBlock, x_dc: NDArray[np.int64],
         rows.append(key[s])
         cols.append(ren[r])
         vals.append(-np.ones(b_n))
+    rhs = np.zeros(s_n * b_n) if deficit_kwh is None else -deficit_kwh.reshape(-1)
     lp.add_rows("balance", np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                s_n * b_n, np.zeros(s_n * b_n), np.zeros(s_n * b_n))
+                s_n * b_n, rhs, rhs.copy())
     # battery[s, b]: soc - soc_prev - eta charge + discharge / eta = (b = 0: soc0 - lo)
     eta = np.where(sb.battery, sb.eta, 1.0)[:, None].repeat(b_n, axis=1)
     prev = np.where(np.arange(b_n)[None, :] > 0, np.roll(soc, 1, axis=1), -1)
@@ -323,7 +347,9 @@ def extract(lp: SparseLp, res: HighsResult, sb: SupplyBlock) -> SupplySolution:
     value = (-np.asarray(duals[lp.rows["balance"]], dtype=float).reshape(s_n, b_n)
              if duals is not None else np.full((s_n, b_n), np.nan))
     return SupplySolution(
-        grid=get("grid", s_n), ren=get("ren", sb.source_site.size), export=get("export", s_n),
+        # Import beyond a limit (``over``) is import all the same.
+        grid=get("grid", s_n) + (get("over", s_n) if "over" in lp.cols else 0.0),
+        ren=get("ren", sb.source_site.size), export=get("export", s_n),
         charge=get("charge", s_n), discharge=get("discharge", s_n), soc=get("soc", s_n),
         peak_kw=np.asarray(x[lp.cols["peak"]], dtype=float), energy_value=value)
 

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.caps import Caps
-from workbench.meter import job_power_caps_kw, job_power_limits_kw
+from workbench.meter import idle_kw, import_limits_kw, job_power_caps_kw
 from workbench.model import Scenario, ScenarioView
 from workbench.optim.blocklp import (
     ROW_ORDER,
@@ -50,11 +50,13 @@ def block_power_caps(sc: Scenario | ScenarioView, caps: Caps, block_start: NDArr
                      ) -> NDArray[np.float64] | None:
     """The power rows: the jobs' power (kW) each datacenter may draw under its import cap
     (D,), or with grid events per block (D, B), the least limit of each block's slots
-    (slots ``[t0, t1)`` from ``block_start``; the events known at ``known_at``, None: all);
-    None without a power cap or an event."""
+    (slots ``[t0, t1)`` from ``block_start``; the events known at ``known_at``, None: all),
+    less the idle load (below 0 where an event's limit lies below it: a battery must serve
+    the rest, :class:`~workbench.optim.blocklp.BlockProblem`); None without a power cap or
+    an event."""
     if not caps.has_events:
         return job_power_caps_kw(sc, caps) if caps.has_power else None
-    lim = job_power_limits_kw(sc, caps, t0, t1, known_at=known_at)
+    lim = import_limits_kw(sc, caps, t0, t1, known_at=known_at) - idle_kw(sc)
     return np.minimum.reduceat(lim, block_start, axis=0).T.copy()
 
 

@@ -320,16 +320,17 @@ def site_floors_kw(sc: Scenario) -> dict[str, NDArray[np.float64]]:
 def check_scenario_events(sc: Scenario, events: Sequence[GridEvent],
                           policy: str | None = None) -> tuple[GridEvent, ...]:
     """:func:`workbench.events.check_events` with the site's floors
-    (:func:`site_floors_kw`) and its batteries' reach (power, and the energy each delivers
-    from full), counted for a ``policy`` that plans the batteries
+    (:func:`site_floors_kw`) and its batteries' reach (power, and the energy each can hold
+    by the event's start, :meth:`~workbench.supply.Battery.deliverable_kw`), counted for a
+    ``policy`` that plans the batteries
     (:func:`workbench.policies.plans_batteries`; None: any policy, as when a scenario is
     built)."""
     from workbench.events import check_events
     from workbench.policies import plans_batteries
 
     if policy is None or plans_batteries(policy):
-        storage = {b.datacenter: (b.power_kw, b.usable_kwh * b.eta)
-                   for b in sc.supply.batteries}
+        # One battery per site (the supply's check).
+        storage = {b.datacenter: b.deliverable_kw for b in sc.supply.batteries}
         return check_events(sc, events, site_floors_kw(sc), storage)
     try:
         return check_events(sc, events, site_floors_kw(sc))
