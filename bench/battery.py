@@ -51,6 +51,7 @@ from common import RESULTS, run_policy, write_table
 
 from workbench import runner
 from workbench.cli import main as cli
+from workbench.cli._args import parse_power_limits
 from workbench.model import Scenario
 from workbench.policies import unsuitable
 from workbench.policies.base import HindsightBound
@@ -354,7 +355,8 @@ def captured(asap: float, cost: float, bound: float) -> float:
 
 
 def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
-                 default: str) -> list[dict[str, Any]]:
+                 default: str, power_limits: tuple[float, ...] | None = None
+                 ) -> list[dict[str, Any]]:
     mode = forecast_mode(sc)
     # The model forecast is fitted once per scenario, shared by its policies' runs.
     fitted = runner.fit_forecast(sc, mode)
@@ -365,7 +367,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
     order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")
                                         and unsuitable(p, sc) is None]
     for pol_name in order:
-        res, wall, bound_of = run_policy(sc, pol_name, fitted)
+        res, wall, bound_of = run_policy(sc, pol_name, fitted, power_limits)
         if bound_of is not None:
             off_bound = bound_of
         runs[pol_name] = (res.metrics, wall)
@@ -374,6 +376,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
         print(f"  {name:>20} {pol_name:>20}: cost {m['cost']:10.2f}  carbon "
               f"{m['carbon_kg']:9.1f} kg  misses {m['deadline_misses']:3d}  round trips "
               f"{m.get('round_trips', 0):3d}  {wall:6.1f} s", file=sys.stderr, flush=True)
+    menu = runner.RunSpec(sc.name).power_limits if power_limits is None else power_limits
     asap = float(runs["asap-home"][0]["cost"])
     off_m, _ = runs["offline"]
     assert off_bound is not None, "the hindsight plan reports its bound"
@@ -396,7 +399,8 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
             "required_short": shorts[pol_name],
             "undone_work": float(m["unfinished_work_jobs"]),
             "migrations": int(m["migrations"]), "forecast": mode,
-            "bound_kind": off_bound.kind,
+            "bound_kind": off_bound.kind, "slots": sc.n_slots,
+            "power_limits": ",".join(f"{f:g}" for f in menu) or "none",
         })
     return rows
 
@@ -454,6 +458,10 @@ def main() -> None:
     ap.add_argument("--lyapunov-V", default="",
                     help="comma-separated V values: run only lyapunov at each V and write "
                     "docs/results/battery_v.* (is the default V within 5 %% of the best?)")
+    ap.add_argument("--power-limits", default=None,
+                    help="the GPU power-limit menu every policy gets ('default', fractions, or "
+                    "none; as `workbench plan --power-limits`; unset: the runs' default, the "
+                    "default menu); the hindsight bound (its LP) stays at full power")
     ap.add_argument("--update", default="",
                     help="re-run only these policies (with asap-home and offline for the bound) "
                     "and replace their rows in docs/results/battery.csv")
@@ -468,6 +476,10 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown scenarios {unknown}; choose from {', '.join(specs)}")
     policies = [p for p in args.policies.split(",") if p]
+    try:
+        menu = None if args.power_limits is None else parse_power_limits(args.power_limits)
+    except ValueError as exc:
+        sys.exit(str(exc))
     if args.update:
         policies = [p for p in args.update.split(",") if p]
     tmp = Path(tempfile.mkdtemp(prefix="wb-battery-"))
@@ -481,7 +493,7 @@ def main() -> None:
     default = default_policy()
     rows: list[dict[str, Any]] = []
     for n in names:
-        rows += run_scenario(n, built[n], policies, default)
+        rows += run_scenario(n, built[n], policies, default, menu)
     total = time.perf_counter() - t0
     table = pd.DataFrame(rows)
     if args.json:

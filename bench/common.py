@@ -6,6 +6,7 @@ process and write them to ``docs/results/``. Run them from the repository root.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -37,11 +38,15 @@ where no run drew under a GPU power limit)."""
 
 
 def run_policy(scenario: Scenario, name: str, fitted: ModelForecast | None = None,
+               power_limits: tuple[float, ...] | None = None,
                **knobs: Any) -> tuple[RunResult, float, HindsightBound | None]:
     """Simulate ``name`` with ``knobs`` through the runner (the honest default forecast;
-    ``fitted`` its model forecast, fitted once per scenario by the caller); returns the run,
-    its wall time and its hindsight bound (None but for ``offline``)."""
+    ``fitted`` its model forecast, fitted once per scenario by the caller; ``power_limits``
+    the GPU power-limit menu, None: the run's default); returns the run, its wall time and
+    its hindsight bound (None but for ``offline``)."""
     spec = RunSpec(scenario.name, name, knobs=knobs, baseline=False)
+    if power_limits is not None:
+        spec = dataclasses.replace(spec, power_limits=power_limits)
     t0 = time.perf_counter()
     result, bound = simulate_spec(spec, scenario, fitted=fitted)
     return result, time.perf_counter() - t0, bound

@@ -170,7 +170,9 @@ def test_plan_json_reports_forecast_bound_attribution_and_jobs(db, tmp_path, cap
     assert bound["cost"] <= obj["cost"] + 1e-9  # a lower bound of what the replay is charged
     att = obj["attribution"]
     assert set(att) == {"cost", "carbon_kg"}
-    assert set(att["cost"]) == {"efficiency", "temporal", "spatial", "movement"}
+    # The default menu of GPU power limits brings the levers' parts.
+    assert set(att["cost"]) == {"efficiency", "temporal", "spatial", "movement",
+                                "power_limits", "supply", "demand"}
     assert sum(att["cost"].values()) == pytest.approx(obj["baseline"]["cost"] - obj["cost"])
     assert sum(att["carbon_kg"].values()) == pytest.approx(
         obj["baseline"]["carbon_kg"] - obj["carbon_kg"])

@@ -47,7 +47,7 @@ from workbench.policies import (
 )
 from workbench.policies.base import HindsightBound, Policy
 from workbench.policies.offline import LeastCarbon
-from workbench.power_limits import check_menu
+from workbench.power_limits import DEFAULT_MENU, check_menu
 from workbench.recorders import LOCK_WAIT_S, SavedRuns, save_results
 from workbench.sim import EMA_ALPHA_DEFAULT, Recorder, RunResult, simulate
 from workbench.sim.results import RUN_WARNING, check_power_caps, check_scenario_events
@@ -151,8 +151,10 @@ class RunSpec:
         still meters and bills them: what planning with a lever is worth.
     power_limits : tuple of float
         The menu of GPU power limits the policy may choose from, fractions of each GPU's
-        maximum board power (empty: full power only;
-        :func:`workbench.power_limits.check_menu`).
+        maximum board power (:func:`workbench.power_limits.check_menu`). Default
+        :data:`~workbench.power_limits.DEFAULT_MENU`, which the slot decision prunes per
+        job and slot to full power and the most efficient limit
+        (:mod:`workbench.policies.limits`); empty: full power only.
     """
 
     scenario: str
@@ -164,7 +166,7 @@ class RunSpec:
     baseline: bool = True
     metered: Caps = field(default_factory=Caps)
     ignore: frozenset[str] = frozenset()
-    power_limits: tuple[float, ...] = ()
+    power_limits: tuple[float, ...] = DEFAULT_MENU
 
     def __post_init__(self) -> None:
         try:

@@ -117,10 +117,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="plan as if these levers did not exist while the simulator still "
                    "meters and bills them: any of supply,demand-charges,power-limits "
                    "(comma-separated)")
-    p.add_argument("--power-limits", default=None, metavar="FRACTIONS",
+    p.add_argument("--power-limits", default="default", metavar="FRACTIONS",
                    help="menu of GPU power limits the policy may choose from, fractions of "
                    "each GPU's maximum board power in [0.4, 1] (e.g. 0.85,0.7,0.55; "
-                   "'default' for 1,0.9,0.8,0.7,0.6,0.5; full power is always on the menu)")
+                   "default: 'default', 1,0.9,0.8,0.7,0.6,0.5, pruned per job and slot to "
+                   "full power and the most efficient limit; 'none': full power only; full "
+                   "power is always on the menu)")
     p.add_argument("--solver", default=None, type=_slot_solver, metavar="SOLVER",
                    help="lyapunov's and threshold's slot solver: fast (the highspy array fast "
                    "path, lyapunov's default), pyomo (the Pyomo MILP with HiGHS) or pyomo:NAME "
