@@ -70,7 +70,7 @@ def test_supply_row_binds_and_the_grid_copy_takes_the_rest() -> None:
     assert not prob.is_feasible(both)  # 6 kWh on a 4 kWh supply
     g = greedy_choice(prob)
     assert prob.is_feasible(g)
-    assert prob.supply_used_kwh(g).tolist() == [3.0]
+    assert prob.residual(g)["own_supply"].tolist() == [1.0]  # 3 of 4 kWh drawn
 
 
 def test_phases_hook_and_failure_status() -> None:
