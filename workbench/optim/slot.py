@@ -81,6 +81,19 @@ def pyomo_solver(solver: str) -> str | None:
                      "NAME a solver Pyomo drives (pyomo:highs, pyomo:cbc, pyomo:gurobi)")
 
 
+def _row_sums(index: NDArray[np.int64], coef: NDArray[np.float64],
+              chosen: NDArray[np.bool_] | None, n_rows: int) -> NDArray[np.float64]:
+    """``sum coef[k, m] * z[k]`` per row over the entries ``index[k, m] = r`` (-1: none),
+    ``z`` the ``chosen`` options (None: all)."""
+    weights = coef if chosen is None else coef * np.asarray(chosen, dtype=bool)[:, None]
+    on = index >= 0
+    if on.all():  # no padding: no copy
+        return np.asarray(np.bincount(index.ravel(), weights=weights.ravel(),
+                                      minlength=n_rows), dtype=float)
+    return np.asarray(np.bincount(index[on], weights=weights[on], minlength=n_rows),
+                      dtype=float)
+
+
 @dataclass(frozen=True)
 class SlotRows:
     """One family of rows of the slot MILP::
@@ -122,11 +135,7 @@ class SlotRows:
 
     def used(self, chosen: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
         """``sum coef * z`` per row for the ``chosen`` options (None: every option), (R,)."""
-        on = self.index >= 0
-        if chosen is not None:
-            on &= chosen[:, None]
-        return np.asarray(np.bincount(self.index[on], weights=self.coef[on],
-                                      minlength=self.n_rows), dtype=float)
+        return _row_sums(self.index, self.coef, chosen, self.n_rows)
 
     def built(self) -> NDArray[np.bool_]:
         """The rows the MILP has (see ``binding_only``), (R,)."""
@@ -160,9 +169,7 @@ class StackedRows:
 
     def used(self, chosen: NDArray[np.bool_]) -> NDArray[np.float64]:
         """``sum value * z`` per stacked row for the ``chosen`` options, (R,)."""
-        on = (self.index >= 0) & chosen[:, None]
-        return np.asarray(np.bincount(self.index[on], weights=self.value[on],
-                                      minlength=self.upper.size), dtype=float)
+        return _row_sums(self.index, self.value, chosen, self.upper.size)
 
     def fits(self, left: NDArray[np.float64], ks: NDArray[np.int64],
              tol: float) -> NDArray[np.bool_]:
