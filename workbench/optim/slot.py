@@ -201,7 +201,7 @@ def stack_rows(families: Sequence[SlotRows],
         value.append(fam.coef)
         lower.append(fam.lower[keep])
         upper.append(fam.upper[keep])
-    return StackedRows(index=np.hstack(index), value=np.hstack(value).astype(float),
+    return StackedRows(index=np.hstack(index), value=np.asarray(np.hstack(value), dtype=float),
                        lower=np.concatenate(lower), upper=np.concatenate(upper),
                        row_of=row_of)
 
@@ -332,25 +332,31 @@ class SlotProblem:
         k = self.n_options
 
         def capacity(cap: NDArray[Any]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-            return np.full(cap.size, -np.inf), cap.astype(float)
+            return np.full(cap.size, -np.inf), np.asarray(cap, dtype=float)
 
-        power_index = np.hstack([self.dc_index[:, None], self.src_dc_index])
-        power_coef = np.hstack([self.power_kw[:, None], self.src_power_kw])
+        def column(a: NDArray[Any]) -> NDArray[Any]:
+            return a.reshape(k, 1)  # a view: one entry per option
+
+        power_index, power_coef = column(self.dc_index), column(
+            np.asarray(self.power_kw, dtype=float))
+        if self.src_dc_index.shape[1]:  # sending halves: entries in a second row
+            power_index = np.hstack([power_index, self.src_dc_index])
+            power_coef = np.hstack([power_coef, self.src_power_kw.astype(float)])
         return (
-            SlotRows("one_choice", "J", self.job_index[:, None], np.ones((k, 1)),
+            SlotRows("one_choice", "J", column(self.job_index), np.ones((k, 1)),
                      np.where(self.must_place, 1.0, -np.inf), np.ones(len(self.job_ids)),
                      binding_only=False),
-            SlotRows("capacity", "P", self.pool_index[:, None],
-                     self.n_gpus[:, None].astype(float), *capacity(self.pool_capacity),
+            SlotRows("capacity", "P", column(self.pool_index),
+                     column(self.n_gpus.astype(float)), *capacity(self.pool_capacity),
                      "pool_capacity"),
-            SlotRows("power_cap", "D", power_index, power_coef.astype(float),
+            SlotRows("power_cap", "D", power_index, power_coef,
                      *capacity(self.power_cap_kw), "power_cap_kw", binding_only=False),
-            SlotRows("link_volume", "L", self.link_index[:, None],
-                     self.transfer_gb[:, None].astype(float), *capacity(self.link_capacity_gb),
-                     "link_capacity_gb"),
-            SlotRows("own_supply", "S", self.supply_index[:, None],
-                     self.supply_kwh[:, None].astype(float), *capacity(self.supply_cap_kwh),
-                     "supply_cap_kwh"),
+            SlotRows("link_volume", "L", column(self.link_index),
+                     column(np.asarray(self.transfer_gb, dtype=float)),
+                     *capacity(self.link_capacity_gb), "link_capacity_gb"),
+            SlotRows("own_supply", "S", column(self.supply_index),
+                     column(np.asarray(self.supply_kwh, dtype=float)),
+                     *capacity(self.supply_cap_kwh), "supply_cap_kwh"),
         )
 
     def residual(self, chosen: NDArray[np.bool_]) -> dict[str, NDArray[np.float64]]:
