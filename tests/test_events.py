@@ -407,3 +407,54 @@ def test_a_comparison_neither_holds_nor_claims_the_runs_event_and_pairs_with_its
     for ref in (out.baseline, plain):
         assert same_settings(info, {"forecast_mode": "perfect",
                                     "knobs": json.dumps(ref.meta["knobs"])})
+
+
+def test_a_source_sites_cap_limits_a_move_out_of_it_by_its_sending_half() -> None:
+    """Issue 33: a move's sending half is metered at the site the data leave (the meter's
+    split, ``transfer_charges``' ``source_kwh``), so the slot decision counts it in that
+    site's power row: job ``m`` moves its 200 GB checkpoint from ``a`` to ``b`` (2 kWh of
+    transfer, 1 kWh at each end, 4 kW over the slot), job ``k`` runs at ``a`` under a cap
+    that holds ``k`` but not ``k`` and the sending half; counting only the destination's
+    half, the decision ran both and ``a`` drew over its cap."""
+    from helpers_sim import tiny_scenario, training
+
+    from workbench.meter import idle_kw, job_power_limits_kw
+    from workbench.optim.fastslot import solve_slot_problem_fast
+    from workbench.outcome import transfer_charges
+    from workbench.policies.base import JobState, SlotState, slot_options
+    from workbench.policies.problems import build_slot_problem
+
+    mover = replace(training("m", counts=(1,)), checkpoint_gb=200.0)
+    stayer = training("k", counts=(1,))
+    sc = tiny_scenario([mover, stayer])
+    state = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=(  # type: ignore[arg-type]
+        JobState(job=mover, remaining=1.0, placement=None, last_datacenter="a", phi=200.0),
+        JobState(job=stayer, remaining=1.0, placement=None, last_datacenter=None, phi=200.0)))
+    opts = slot_options(state, {"ra": 1.0, "rb": 0.5}, {"ra": 600.0, "rb": 300.0})
+    at_b = opts.datacenter == "b"
+    # m is worth running only at b, k only at a.
+    coef = np.where(at_b == (opts.job_index == 0), 1.0, -1.0)
+    k_at_a = int(np.flatnonzero((opts.job_index == 1) & ~at_b)[0])
+    m_at_b = int(np.flatnonzero((opts.job_index == 0) & at_b)[0])
+    half_kwh = dict(transfer_charges(mover, "b", checkpoint_at="a", data_at=(), pending_s=0.0,
+                                     link=sc.link).source_kwh)["a"]
+    assert half_kwh == pytest.approx(200.0 * 0.01 / 2.0)
+    send_kw = half_kwh / (sc.slot_s / 3600.0)
+    cap_a = float(idle_kw(sc)[0]) + float(opts.power_kw[k_at_a]) + send_kw / 2.0
+    caps = Caps(power_kw_by_dc={"a": cap_a})
+    prob = build_slot_problem(state, opts, coef, caps)
+    assert prob.dc_labels[prob.src_dc_index[m_at_b, 0]] == "a"
+    assert prob.src_power_kw[m_at_b, 0] == pytest.approx(send_kw)
+    assert (prob.src_dc_index[~at_b] == -1).all()  # staying at a (or starting) sends nothing
+    limit_a = float(job_power_limits_kw(sc, caps, 0, 1, known_at=0)[0, 0])
+    blind = replace(prob, src_dc_index=np.zeros((prob.n_options, 0), dtype=np.int64),
+                    src_power_kw=np.zeros((prob.n_options, 0)))
+    before, _ = solve_slot_problem_fast(blind, mip_rel_gap=0.0)
+    after, _ = solve_slot_problem_fast(prob, mip_rel_gap=0.0)
+    assert before is not None and after is not None
+    assert before[k_at_a] and before[m_at_b]  # both: a draws k and the sending half
+    drawn_before = prob.power_cap_kw[0] - prob.residual(before)["power_cap"][0]
+    assert drawn_before > limit_a + send_kw / 4.0
+    assert not prob.is_feasible(before) and prob.is_feasible(after)
+    assert int(after.sum()) == 1
+    assert prob.residual(after)["power_cap"][0] >= -1e-9

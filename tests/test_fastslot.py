@@ -58,14 +58,14 @@ def test_supply_row_binds_as_in_the_reference(method: str) -> None:
     assert choice is not None and choice.tolist() == [False, True, True, False]
     assert info.objective == pytest.approx(1.2)
     arr = build_arrays(prob)
-    assert arr.supply_row.tolist() == [arr.n_job_rows]  # one supply row, after the jobs'
+    assert arr.row_of["own_supply"].tolist() == [arr.n_job_rows]  # one supply row, after the jobs'
 
 
 def test_arrays_skip_rows_that_cannot_bind_and_reduce_non_positive_options() -> None:
     prob = problem([0, 0, 1], [2.0, -1.0, 1.0], [0, 1, 1], [1, 1, 1], [1, 8], [False, False])
     arr = build_arrays(prob)
     # Two job rows, pool 0 cannot bind (1 GPU asked, 1 there), pool 1 neither (2 of 8).
-    assert arr.n_rows == 2 and arr.pool_row.tolist() == [-1, -1]
+    assert arr.n_rows == 2 and arr.row_of["capacity"].tolist() == [-1, -1]
     assert arr.col_upper.tolist() == [1.0, 0.0, 1.0]
 
 

@@ -2,8 +2,9 @@
 
 :func:`greedy_choice` walks the jobs once, inference services first, then training jobs in
 descending ``priority``; each job takes its best-``coef`` option that still fits every
-built-in constraint of :class:`~workbench.optim.slot.SlotProblem` (pool capacity, power
-caps, link volume, supply rows). A training job takes an option only when its ``coef`` is positive.
+built-in constraint of :class:`~workbench.optim.slot.SlotProblem` (every row family of
+:meth:`~workbench.optim.slot.SlotProblem.rows`: pool capacity, power caps, link volume,
+supply rows). A training job takes an option only when its ``coef`` is positive.
 The result is feasible by construction, though not optimal. Constraints added through the
 MILP's ``extra_constraints`` hook are not known to it.
 
@@ -22,7 +23,7 @@ from numpy.typing import NDArray
 
 from workbench.optim.fastslot import FastSlotSolver
 from workbench.optim.info import SolveInfo
-from workbench.optim.slot import ExtraConstraints, SlotProblem, pyomo_solver
+from workbench.optim.slot import ExtraConstraints, SlotProblem, pyomo_solver, stack_rows
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,8 @@ def greedy_choice(
     chosen = np.zeros(prob.n_options, dtype=bool)
     if prob.n_options == 0:
         return chosen
-    free_gpus = prob.pool_capacity.astype(float).copy()
-    free_kw = prob.power_cap_kw.astype(float).copy()
-    free_gb = prob.link_capacity_gb.astype(float).copy()
-    free_kwh = prob.supply_cap_kwh.astype(float).copy()
+    st = stack_rows(prob.rows())
+    left = st.upper.copy()
     order_rows = np.argsort(prob.job_index, kind="stable")
     bounds = np.searchsorted(prob.job_index[order_rows], np.arange(n_jobs + 1))
     best = np.full(n_jobs, -np.inf)
@@ -68,30 +67,16 @@ def greedy_choice(
         if rows.size == 0:
             continue
         rows = rows[np.argsort(-prob.coef[rows], kind="stable")]
-        for k in rows:
-            if not must[j] and prob.coef[k] <= 0:
-                break
-            p, d, lk = prob.pool_index[k], prob.dc_index[k], prob.link_index[k]
-            if prob.n_gpus[k] > free_gpus[p] + 1e-9 or prob.power_kw[k] > free_kw[d] + 1e-9:
-                continue
-            if lk >= 0 and prob.transfer_gb[k] > free_gb[lk] + 1e-9:
-                continue
-            s = prob.supply_index[k]
-            if s >= 0 and prob.supply_kwh[k] > free_kwh[s] + 1e-9:
-                continue
-            chosen[k] = True
-            free_gpus[p] -= prob.n_gpus[k]
-            free_kw[d] -= prob.power_kw[k]
-            if lk >= 0:
-                free_gb[lk] -= prob.transfer_gb[k]
-            if s >= 0:
-                free_kwh[s] -= prob.supply_kwh[k]
-            break
-        else:
-            if must[j]:
-                # Reported by the simulator as unserved inference, once per run.
-                log.debug("greedy: no feasible option left for must-place job %s",
-                          prob.job_ids[j])
+        if not must[j]:
+            rows = rows[prob.coef[rows] > 0]
+        hit = np.flatnonzero(st.fits(left, rows, 1e-9))
+        if hit.size:
+            chosen[rows[hit[0]]] = True
+            st.draw(left, int(rows[hit[0]]))
+        elif must[j]:
+            # Reported by the simulator as unserved inference, once per run.
+            log.debug("greedy: no feasible option left for must-place job %s",
+                      prob.job_ids[j])
     return chosen
 
 

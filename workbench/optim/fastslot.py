@@ -344,20 +344,7 @@ class FastSlotSolver:
         if not sub_keep.any():
             return None
         fixed = incumbent & ~free[prob.job_index]
-        c = fixed.astype(float)
-        moving = prob.link_index >= 0
-        sub = replace(
-            prob.subset(sub_keep),
-            pool_capacity=prob.pool_capacity - np.rint(np.bincount(
-                prob.pool_index, weights=c * prob.n_gpus,
-                minlength=len(prob.pool_labels))).astype(np.int64),
-            power_cap_kw=prob.power_cap_kw - np.bincount(
-                prob.dc_index, weights=c * prob.power_kw, minlength=len(prob.dc_labels)),
-            link_capacity_gb=prob.link_capacity_gb - np.bincount(
-                prob.link_index[moving], weights=(c * prob.transfer_gb)[moving],
-                minlength=len(prob.link_labels)),
-            supply_cap_kwh=prob.supply_cap_kwh - prob.supply_used_kwh(fixed),
-        )
+        sub = prob.with_room_left(fixed).subset(sub_keep)
         sarr = build_arrays(sub)
         schoice, _ = self._solve_mip(sub, sarr, 1e-4, time_left_s, 0.0,
                                      start=incumbent[sub_keep])

@@ -2,7 +2,8 @@
 
 :func:`build_arrays` builds the *same* model as the Pyomo one
 (:mod:`workbench.optim.slotpyomo`) from the same :class:`~workbench.optim.slot.SlotProblem`
-arrays, as a sparse column-wise matrix for HiGHS (:func:`slot_lp`); the fast path
+arrays, as a sparse column-wise matrix for HiGHS (:func:`slot_lp`), from the row families
+:meth:`~workbench.optim.slot.SlotProblem.rows` defines once; the fast path
 (:mod:`workbench.optim.fastslot`) solves it.
 
 Maths (identical to the reference; binaries ``z[k]``, option ``k`` of job ``j(k)``)::
@@ -11,7 +12,8 @@ Maths (identical to the reference; binaries ``z[k]``, option ``k`` of job ``j(k)
     s.t.  sum_{k in K_j} z[k] <= 1          training job j
           sum_{k in K_j} z[k]  = 1          inference job j (must place)
           sum_{k in K_p} n[k] z[k] <= C[p]   pool p        (only when it can bind)
-          sum_{k in K_d} P[k] z[k] <= Pcap[d] datacenter d (finite caps only)
+          sum_{k in K_d} P[k] z[k]
+            + sum_{k in M_d} Ps[k] z[k] <= Pcap[d] datacenter d (finite caps only)
           sum_{k in K_l} gb[k] z[k] <= B[l]  link l         (only when it can bind)
           sum_{k in K_s} e[k] z[k] <= H[s]   supply row s   (only when it can bind)
 
@@ -29,14 +31,14 @@ losing optimality; such columns get the upper bound 0.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import highspy
 import numpy as np
 from numpy.typing import NDArray
 
 from workbench.optim.highs import highs_lp, new_highs, solve
-from workbench.optim.slot import SlotProblem
+from workbench.optim.slot import SlotProblem, stack_rows
 
 INT_TOL = 1e-6
 """An LP value at least ``1 - INT_TOL`` counts as 1 (the option is kept by the repair)."""
@@ -56,11 +58,10 @@ class SlotArrays:
         CSC matrix: entries of column ``k`` are ``index[start[k]:start[k+1]]``.
     row_lower, row_upper : float arrays (R,)
         Row bounds (``-inf``/``inf`` where open).
-    n_job_rows : int
-        The first rows are one-choice rows, one per job that has options.
-    pool_row, dc_row, link_row, supply_row : int arrays (P,), (D,), (L,), (S,)
-        Row of each pool, datacenter, link and supply row, ``-1`` when it has no row
-        (cannot bind).
+    row_of : dict label -> int array
+        Per row family (:meth:`~workbench.optim.slot.SlotProblem.rows`), the matrix row of
+        each of its rows, ``-1`` where it has none (cannot bind). The first rows are the
+        one-choice rows, one per job that has options.
     structure_key : str
         Digest of everything but ``coef`` and ``col_upper``: equal keys, same matrix.
     """
@@ -72,12 +73,8 @@ class SlotArrays:
     value: NDArray[np.float64]
     row_lower: NDArray[np.float64]
     row_upper: NDArray[np.float64]
-    n_job_rows: int
-    pool_row: NDArray[np.int64]
-    dc_row: NDArray[np.int64]
-    link_row: NDArray[np.int64]
+    row_of: dict[str, NDArray[np.int64]]
     structure_key: str
-    supply_row: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_cols(self) -> int:
@@ -87,6 +84,11 @@ class SlotArrays:
     def n_rows(self) -> int:
         return int(self.row_lower.size)
 
+    @property
+    def n_job_rows(self) -> int:
+        """The one-choice rows (the first rows)."""
+        return int(np.count_nonzero(self.row_of["one_choice"] >= 0))
+
 
 def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> SlotArrays:
     """Build the slot MILP of ``prob`` as sparse arrays: one column ``z[k]`` per option,
@@ -94,7 +96,8 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
 
         sum_{k in K_j} z[k] <= 1   (>= 1 too for a must-place job)   job j with options
         sum_{k in K_p} n[k] z[k] <= C[p]       pool p whose options ask for more than C[p]
-        sum_{k in K_d} P[k] z[k] <= Pcap[d]    datacenter d with options and a finite cap
+        sum_{k in K_d} P[k] z[k]
+          + sum_{k in M_d} Ps[k] z[k] <= Pcap[d]  datacenter d with entries and a finite cap
         sum_{k in K_l} gb[k] z[k] <= B[l]      link l whose options could move more than B[l]
         sum_{k in K_s} e[k] z[k] <= H[s]       supply row s whose options could draw more
 
@@ -109,7 +112,6 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
         the previous basis.
     """
     n_k = prob.n_options
-    n_j = len(prob.job_ids)
     coef = np.asarray(prob.coef, dtype=float)
     upper = np.ones(n_k)
     if keep is not None:
@@ -119,68 +121,21 @@ def build_arrays(prob: SlotProblem, keep: NDArray[np.bool_] | None = None) -> Sl
     # Exact reduction: a non-positive option of a job that may pause is never needed.
     upper[(coef <= 0) & ~prob.must_place[prob.job_index]] = 0.0
 
-    has_opts = np.bincount(prob.job_index, minlength=n_j) > 0
-    job_row = np.full(n_j, -1, dtype=np.int64)
-    job_row[has_opts] = np.arange(int(has_opts.sum()))
-    n_rows = int(has_opts.sum())
-    lower_parts = [np.where(prob.must_place[has_opts], 1.0, -np.inf)]
-    upper_parts = [np.ones(n_rows)]
-
-    def coupling(cap: NDArray[np.float64], binds: NDArray[np.bool_]) -> NDArray[np.int64]:
-        """Add one ``<= cap`` row per entry where ``binds``; return each entry's row or -1."""
-        nonlocal n_rows
-        row = np.full(cap.size, -1, dtype=np.int64)
-        count = int(binds.sum())
-        row[binds] = n_rows + np.arange(count)
-        n_rows += count
-        lower_parts.append(np.full(count, -np.inf))
-        upper_parts.append(cap[binds].astype(float))
-        return row
-
-    n_p = len(prob.pool_labels)
-    pool_use = np.bincount(prob.pool_index, weights=prob.n_gpus.astype(float), minlength=n_p)
-    pool_row = coupling(prob.pool_capacity.astype(float), pool_use > prob.pool_capacity)
-    n_d = len(prob.dc_labels)
-    dc_has = np.bincount(prob.dc_index, minlength=n_d) > 0
-    dc_row = coupling(prob.power_cap_kw.astype(float), dc_has & np.isfinite(prob.power_cap_kw))
-    n_l = len(prob.link_labels)
-    moving = prob.link_index >= 0
-    link_use = np.bincount(prob.link_index[moving], weights=prob.transfer_gb[moving],
-                           minlength=n_l)
-    link_row = coupling(prob.link_capacity_gb.astype(float), link_use > prob.link_capacity_gb)
-    inside = prob.supply_index >= 0
-    supply_use = np.bincount(prob.supply_index[inside], weights=prob.supply_kwh[inside],
-                             minlength=len(prob.supply_labels))
-    supply_row = coupling(prob.supply_cap_kwh.astype(float), supply_use > prob.supply_cap_kwh)
-
-    rows = np.full((n_k, 5), -1, dtype=np.int64)
-    vals = np.zeros((n_k, 5))
-    rows[:, 0] = job_row[prob.job_index]
-    vals[:, 0] = 1.0
-    rows[:, 1] = pool_row[prob.pool_index]
-    vals[:, 1] = prob.n_gpus
-    rows[:, 2] = dc_row[prob.dc_index]
-    vals[:, 2] = prob.power_kw
-    rows[moving, 3] = link_row[prob.link_index[moving]]
-    vals[:, 3] = prob.transfer_gb
-    rows[inside, 4] = supply_row[prob.supply_index[inside]]
-    vals[:, 4] = prob.supply_kwh
-    present = rows >= 0
+    families = prob.rows()
+    st = stack_rows(families, [fam.built() for fam in families])
+    present = st.index >= 0
     counts = present.sum(axis=1)
     start = np.zeros(n_k + 1, dtype=np.int32)
     np.cumsum(counts, out=start[1:])
-    index = rows[present].astype(np.int32)
-    value = vals[present]
-    row_lower = np.concatenate(lower_parts)
-    row_upper = np.concatenate(upper_parts)
+    index = st.index[present].astype(np.int32)
+    value = st.value[present]
     digest = hashlib.blake2b(digest_size=16)
-    for arr in (start, index, value, row_lower, row_upper):
+    for arr in (start, index, value, st.lower, st.upper):
         digest.update(np.ascontiguousarray(arr).tobytes())
     return SlotArrays(
         coef=coef, col_upper=upper, start=start, index=index, value=value,
-        row_lower=row_lower, row_upper=row_upper, n_job_rows=int(has_opts.sum()),
-        pool_row=pool_row, dc_row=dc_row, link_row=link_row,
-        structure_key=digest.hexdigest(), supply_row=supply_row,
+        row_lower=st.lower, row_upper=st.upper, row_of=st.row_of,
+        structure_key=digest.hexdigest(),
     )
 
 
@@ -228,8 +183,8 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
 
     Keeps every option with ``x >= 1 - 1e-6``; then places, job by job (must-place jobs
     first, then by largest weight), the jobs left fractional or unplaced on their best
-    option that fits in the residual pool, power, link and supply capacity. Weights ``<= 0`` are
-    only taken for must-place jobs.
+    option that fits in every row's residual capacity (:meth:`SlotProblem.rows`). Weights
+    ``<= 0`` are only taken for must-place jobs.
 
     Returns
     -------
@@ -245,16 +200,8 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
     placed = np.bincount(prob.job_index[chosen], minlength=n_j) > 0
     n_frac = int(np.sum((mass > INT_TOL) & ~placed))
 
-    c = chosen.astype(float)
-    pool_res = prob.pool_capacity.astype(float) - np.bincount(
-        prob.pool_index, weights=c * prob.n_gpus, minlength=len(prob.pool_labels))
-    dc_res = prob.power_cap_kw.astype(float) - np.bincount(
-        prob.dc_index, weights=c * prob.power_kw, minlength=len(prob.dc_labels))
-    moving = prob.link_index >= 0
-    link_res = prob.link_capacity_gb.astype(float) - np.bincount(
-        prob.link_index[moving], weights=(c * prob.transfer_gb)[moving],
-        minlength=len(prob.link_labels))
-    supply_res = prob.supply_cap_kwh.astype(float) - prob.supply_used_kwh(chosen)
+    st = stack_rows(prob.rows())
+    left = st.upper - st.used(chosen)
 
     cand = allowed & ~placed[prob.job_index]
     cand &= (arr.coef > 0) | prob.must_place[prob.job_index]
@@ -268,30 +215,16 @@ def repair(prob: SlotProblem, arr: SlotArrays, x: NDArray[np.float64]
     bounds = np.append(first, rows.size)
     best = arr.coef[rows[first]]
     job_order = np.lexsort((-best, ~prob.must_place[jobs]))
-    tol = 1e-9
     for jpos in job_order.tolist():
         ks = rows[bounds[jpos]:bounds[jpos + 1]]
-        fits = (prob.n_gpus[ks] <= pool_res[prob.pool_index[ks]] + tol)
-        fits &= prob.power_kw[ks] <= dc_res[prob.dc_index[ks]] + tol
-        li = prob.link_index[ks]
-        mv = li >= 0
-        fits[mv] &= prob.transfer_gb[ks[mv]] <= link_res[li[mv]] + tol
-        si = prob.supply_index[ks]
-        on = si >= 0
-        fits[on] &= prob.supply_kwh[ks[on]] <= supply_res[si[on]] + tol
-        hit = np.flatnonzero(fits)
+        hit = np.flatnonzero(st.fits(left, ks, 1e-9))
         if hit.size == 0:
             if prob.must_place[jobs[jpos]]:
                 return None, n_frac
             continue
         k = int(ks[hit[0]])
         chosen[k] = True
-        pool_res[prob.pool_index[k]] -= prob.n_gpus[k]
-        dc_res[prob.dc_index[k]] -= prob.power_kw[k]
-        if prob.link_index[k] >= 0:
-            link_res[prob.link_index[k]] -= prob.transfer_gb[k]
-        if prob.supply_index[k] >= 0:
-            supply_res[prob.supply_index[k]] -= prob.supply_kwh[k]
+        st.draw(left, k)
     return chosen, n_frac
 
 

@@ -2,7 +2,9 @@
 named phases, for any solver Pyomo drives.
 
 The model is pure: :func:`create_slot_model` builds it from the arrays of a
-:class:`~workbench.optim.slot.SlotProblem`, :func:`solve_slot_model` solves it with the
+:class:`~workbench.optim.slot.SlotProblem` (its row families,
+:meth:`~workbench.optim.slot.SlotProblem.rows`, the same the fast path's matrix is built
+from), :func:`solve_slot_model` solves it with the
 Pyomo solver named (``SolverFactory(name)``, HiGHS by default) and checks the termination
 condition, :func:`extract_choice` reads the chosen options back as an array with the same
 option coordinate as the input. The ``extra_constraints`` hook (a callable ``model ->
@@ -15,7 +17,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -26,7 +28,7 @@ from numpy.typing import NDArray
 from pyomo.opt import TerminationCondition
 
 from workbench.optim.info import SolveInfo
-from workbench.optim.slot import PYOMO_DEFAULT, ExtraConstraints, SlotProblem
+from workbench.optim.slot import PYOMO_DEFAULT, ExtraConstraints, SlotProblem, SlotRows
 
 log = logging.getLogger(__name__)
 
@@ -82,23 +84,22 @@ def solver_options(name: str, mip_rel_gap: float, time_limit_s: float) -> dict[s
     return {gap: float(mip_rel_gap), limit: float(time_limit_s), **other}
 
 
-def _groups(index: NDArray[np.int64], size: int) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in range(size)]
-    for k, i in enumerate(index.tolist()):
-        if i >= 0:
-            out[i].append(k)
+def _terms(fam: SlotRows) -> list[list[tuple[int, float]]]:
+    """Each row's (option, coefficient) entries."""
+    out: list[list[tuple[int, float]]] = [[] for _ in range(fam.n_rows)]
+    ks, ms = np.nonzero(fam.index >= 0)
+    for k, r, c in zip(ks.tolist(), fam.index[ks, ms].tolist(), fam.coef[ks, ms].tolist(),
+                       strict=True):
+        out[r].append((k, c))
     return out
 
 
-def _add_sets(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Sets: jobs ``J``, options ``K``, pools ``P``, datacenters ``D``, links ``L``, supply
-    rows ``S``."""
-    m.J = pyo.Set(initialize=range(len(prob.job_ids)), ordered=True)
+def _add_sets(m: pyo.ConcreteModel, prob: SlotProblem, families: Sequence[SlotRows]) -> None:
+    """Sets: options ``K`` and the rows of each family: jobs ``J``, pools ``P``,
+    datacenters ``D``, links ``L``, supply rows ``S``."""
     m.K = pyo.Set(initialize=range(prob.n_options), ordered=True)
-    m.P = pyo.Set(initialize=range(len(prob.pool_labels)), ordered=True)
-    m.D = pyo.Set(initialize=range(len(prob.dc_labels)), ordered=True)
-    m.L = pyo.Set(initialize=range(len(prob.link_labels)), ordered=True)
-    m.S = pyo.Set(initialize=range(len(prob.supply_labels)), ordered=True)
+    for fam in families:
+        m.add_component(fam.axis, pyo.Set(initialize=range(fam.n_rows), ordered=True))
 
 
 def _add_variables(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
@@ -106,56 +107,32 @@ def _add_variables(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
     m.z = pyo.Var(m.K, domain=pyo.Binary)
 
 
-def _add_constraints(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
-    """Constraints, a row where it can bind::
+def _add_constraints(m: pyo.ConcreteModel, families: Sequence[SlotRows]) -> None:
+    """Constraints: one per row family (named by its label, over its set), a row where the
+    family builds one (:meth:`~workbench.optim.slot.SlotRows.built`)::
 
-        sum_{k in K_j} z[k] <= 1   (= 1 for an inference job)    one choice per job j
-        sum_{k in K_p} n[k] z[k] <= C[p]                         pool p, when over-asked
-        sum_{k in K_d} P[k] z[k] <= Pcap[d]                      datacenter d, finite cap
-        sum_{k in K_l} gb[k] z[k] <= B[l] D / 8                  link l
-        sum_{k in K_s} e[k] z[k] <= H[s]                         supply row s
+        lower[r] <= sum_{(k, m): index[k, m] = r} coef[k, m] z[k] <= upper[r]
+
+    that is ``one_choice`` (``<= 1``, ``= 1`` for an inference job), ``capacity`` (pools),
+    ``power_cap`` (datacenters, sending halves included), ``link_volume``, ``own_supply``.
     """
-    by_job = _groups(prob.job_index, len(prob.job_ids))
-    by_pool = _groups(prob.pool_index, len(prob.pool_labels))
-    by_dc = _groups(prob.dc_index, len(prob.dc_labels))
-    by_link = _groups(prob.link_index, len(prob.link_labels))
-    by_supply = _groups(prob.supply_index, len(prob.supply_labels))
     z = m.z
+    for fam in families:
+        terms, built = _terms(fam), fam.built()
+        lower, upper = fam.lower.tolist(), fam.upper.tolist()
 
-    def one_choice(mm: pyo.ConcreteModel, j: int) -> object:
-        if not by_job[j]:
-            return pyo.Constraint.Skip
-        total = sum(z[k] for k in by_job[j])
-        return total == 1 if prob.must_place[j] else total <= 1
+        def row(mm: pyo.ConcreteModel, r: int, terms: list[list[tuple[int, float]]] = terms,
+                built: NDArray[np.bool_] = built, lower: list[float] = lower,
+                upper: list[float] = upper) -> object:
+            if not built[r]:
+                return pyo.Constraint.Skip
+            total = sum(c * z[k] for k, c in terms[r])
+            if lower[r] == upper[r]:
+                return total == upper[r]
+            return (None if math.isinf(lower[r]) else lower[r], total,
+                    None if math.isinf(upper[r]) else upper[r])
 
-    def capacity(mm: pyo.ConcreteModel, p: int) -> object:
-        if not by_pool[p] or int(prob.n_gpus[by_pool[p]].sum()) <= prob.pool_capacity[p]:
-            return pyo.Constraint.Skip
-        return sum(int(prob.n_gpus[k]) * z[k] for k in by_pool[p]) <= int(prob.pool_capacity[p])
-
-    def power(mm: pyo.ConcreteModel, d: int) -> object:
-        cap = float(prob.power_cap_kw[d])
-        if not by_dc[d] or not math.isfinite(cap):
-            return pyo.Constraint.Skip
-        return sum(float(prob.power_kw[k]) * z[k] for k in by_dc[d]) <= cap
-
-    def link(mm: pyo.ConcreteModel, lk: int) -> object:
-        if not by_link[lk]:
-            return pyo.Constraint.Skip
-        return (sum(float(prob.transfer_gb[k]) * z[k] for k in by_link[lk])
-                <= float(prob.link_capacity_gb[lk]))
-
-    def own_supply(mm: pyo.ConcreteModel, s: int) -> object:
-        if not by_supply[s]:
-            return pyo.Constraint.Skip
-        return (sum(float(prob.supply_kwh[k]) * z[k] for k in by_supply[s])
-                <= float(prob.supply_cap_kwh[s]))
-
-    m.one_choice = pyo.Constraint(m.J, rule=one_choice)
-    m.capacity = pyo.Constraint(m.P, rule=capacity)
-    m.power_cap = pyo.Constraint(m.D, rule=power)
-    m.link_volume = pyo.Constraint(m.L, rule=link)
-    m.own_supply = pyo.Constraint(m.S, rule=own_supply)
+        m.add_component(fam.label, pyo.Constraint(m.component(fam.axis), rule=row))
 
 
 def _add_objective(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
@@ -167,9 +144,10 @@ def _add_objective(m: pyo.ConcreteModel, prob: SlotProblem) -> None:
 def create_slot_model(prob: SlotProblem) -> pyo.ConcreteModel:
     """Build the slot MILP (see the module docstring) in four named phases."""
     m = pyo.ConcreteModel(name="slot_assignment")
-    _add_sets(m, prob)
+    families = prob.rows()
+    _add_sets(m, prob, families)
     _add_variables(m, prob)
-    _add_constraints(m, prob)
+    _add_constraints(m, families)
     _add_objective(m, prob)
     return m
 

@@ -12,6 +12,7 @@ configurations with their trajectory-averaged rates for the block LP
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,9 +52,10 @@ def build_slot_problem(
 
     ``power_kw`` is what the option adds to its datacenter's meter over the slot: its
     average facility power (``opts.power_kw``) and the destination half of its transfer
-    energy (the meter reads both, :class:`workbench.sim.truth.Truth`); each datacenter's
-    cap is ``caps``'s in this slot, a
-    grid event's included (``inf`` without one); the data an option moves in
+    energy; the sending half is metered at the datacenter the data leave
+    (:func:`_sending_halves`: ``src_dc_index``, ``src_power_kw``), as the meter reads both
+    (:class:`workbench.sim.truth.Truth`); each datacenter's cap is ``caps``'s in this slot,
+    a grid event's included (``inf`` without one); the data an option moves in
     (``opts.transfer_gb``) use the link from where they come (``opts.transfer_from``).
     """
     sc = state.scenario
@@ -79,6 +81,7 @@ def build_slot_problem(
     # opts.energy_kwh is the option's facility energy with its transfer at both ends.
     slot_h = sc.slot_s / 3600.0
     transfer_dst_kw = np.maximum(opts.energy_kwh / slot_h - opts.power_kw, 0.0) / 2.0
+    src_dc_index, src_power_kw = _sending_halves(opts, dc_pos, sc)
     return SlotProblem(
         job_ids=tuple(js.job.job_id for js in state.jobs),
         job_index=opts.job_index,
@@ -98,7 +101,56 @@ def build_slot_problem(
         link_index=link_index,
         transfer_gb=transfer_gb,
         link_capacity_gb=np.array([lk.bandwidth_gbps * sc.slot_s / 8.0 for lk in sc.links]),
+        src_dc_index=src_dc_index,
+        src_power_kw=src_power_kw,
     )
+
+
+def _sending_halves(opts: SlotOptions, dc_pos: Mapping[str, int], sc: ScenarioView
+                    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Where each option's transfer draws its sending half, and that half as power, kW.
+
+    The meter splits a transfer's energy ``E = gb x e_link`` between its two ends, ``E / 2``
+    at each (:func:`workbench.outcome.transfer_charges`' ``source_kwh``, the same charges
+    the truth meters); the sending half at datacenter ``s`` is ``sum E / 2`` over the data
+    that leave ``s`` (a dataset and a checkpoint may leave two sites), over the slot's
+    hours: ``Ps = source_kwh[s] / (slot_s / 3600)``.
+
+    Returns
+    -------
+    src_dc_index : int array (K, M)
+        The sending datacenters of each option (-1: none); ``M`` is the most any option
+        has (0 when none moves data).
+    src_power_kw : float array (K, M)
+    """
+    slot_h = sc.slot_s / 3600.0
+    moving = np.flatnonzero(opts.transfer_gb > 0)
+    pair_of: dict[tuple[int, str], int] = {}
+    halves: list[tuple[tuple[str, float], ...]] = []
+    row_pair = np.zeros(moving.size, dtype=np.int64)
+    for i, k in enumerate(moving.tolist()):
+        key = (int(opts.job_index[k]), str(opts.datacenter[k]))
+        pair = pair_of.get(key)
+        if pair is None:
+            js = opts.jobs[key[0]]
+            ch = outcome.transfer_charges(js.job, key[1], checkpoint_at=js.last_datacenter,
+                                          data_at=js.data_at, pending_s=js.pending_s,
+                                          link=sc.link)
+            pair = pair_of[key] = len(halves)
+            halves.append(() if ch is None else ch.source_kwh)
+        row_pair[i] = pair
+    m = max((len(h) for h in halves), default=0)
+    pair_dc = np.full((len(halves), m), -1, dtype=np.int64)
+    pair_kw = np.zeros((len(halves), m))
+    for pair, h in enumerate(halves):
+        for i, (dc, kwh) in enumerate(h):
+            pair_dc[pair, i] = dc_pos[dc]
+            pair_kw[pair, i] = kwh / slot_h
+    src_dc_index = np.full((len(opts), m), -1, dtype=np.int64)
+    src_power_kw = np.zeros((len(opts), m))
+    src_dc_index[moving] = pair_dc[row_pair]
+    src_power_kw[moving] = pair_kw[row_pair]
+    return src_dc_index, src_power_kw
 
 
 def job_configs(sc: Scenario | ScenarioView, job: Job,

@@ -424,12 +424,9 @@ def own_supply_problem(
     e_d = np.asarray(site_kwh, dtype=float)
     gap = np.array([float(grid_cost[n]) - value[n] for n in labels])
     idx = np.concatenate([np.arange(k_n, dtype=np.int64), dup])
+    copies = prob.take(idx)  # the grid copies: option rows duplicated
     tiered = dataclasses.replace(
-        prob, job_index=prob.job_index[idx],
-        coef=np.concatenate([prob.coef, prob.coef[dup] - gap[site[dup]] * e_d[dup]]),
-        pool_index=prob.pool_index[idx], n_gpus=prob.n_gpus[idx],
-        dc_index=prob.dc_index[idx], power_kw=prob.power_kw[idx],
-        link_index=prob.link_index[idx], transfer_gb=prob.transfer_gb[idx],
+        copies, coef=np.concatenate([prob.coef, prob.coef[dup] - gap[site[dup]] * e_d[dup]]),
         supply_labels=labels,
         supply_index=np.concatenate([site, np.full(dup.size, -1, dtype=np.int64)]),
         supply_kwh=np.concatenate([np.where(site >= 0, e_d, 0.0), np.zeros(dup.size)]),
