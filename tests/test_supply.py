@@ -368,6 +368,6 @@ def test_the_parts_of_a_saving_add_up_to_the_bills_total_with_the_levers() -> No
     # Without supply, demand charges or limits: the four parts of before, and no others.
     plain = dataclasses.replace(sc, supply=Supply())
     b0, _ = simulate_spec(RunSpec("tiny", "asap-home", baseline=False), plain)
-    r0, _ = simulate_spec(RunSpec("tiny", "lookahead", baseline=False), plain)
+    r0, _ = simulate_spec(RunSpec("tiny", "lookahead", baseline=False, power_limits=()), plain)
     assert set(attribute_savings(r0, b0, plain)["cost"]) == {
         "efficiency", "temporal", "spatial", "movement"}

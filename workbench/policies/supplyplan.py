@@ -264,17 +264,32 @@ class SupplyPlan:
         battery holds now (its metered ``soc_kwh``)::
 
             R_d(t) + min(max(battery_plan(t), 0), min(P h, (soc - soc_min) eta) / h)"""
-        b = self._block(t)
+        per = self.battery_kwh[:, self._block(t)] / (
+            float(self.block_len[self._block(t)]) * self.slot_h)
+        return {n: ren + min(max(float(per[self.names.index(n)]), 0.0), can)
+                for n, (ren, can) in self._own_kw(t, soc_kwh, batteries).items()}
+
+    def most_own_kw(self, t: int, soc_kwh: Mapping[str, float],
+                    batteries: Mapping[str, Battery]) -> dict[str, float]:
+        """The most each balanced site's own supply can give in slot ``t`` (kW): the
+        forecast of its sources and all its battery can discharge now (what the site's
+        controller gives to keep an import limit, :func:`workbench.outcome.supply.
+        site_balance`), whatever the plan keeps for later."""
+        return {n: ren + can for n, (ren, can) in self._own_kw(t, soc_kwh, batteries).items()}
+
+    def _own_kw(self, t: int, soc_kwh: Mapping[str, float],
+                batteries: Mapping[str, Battery]) -> dict[str, tuple[float, float]]:
+        """Per balanced site, its sources' forecast and its battery's most discharge in
+        slot ``t`` from its metered ``soc_kwh`` (kW)."""
         row = min(max(t - self.t0, 0), self.renewable_kw.shape[0] - 1)
-        per = self.battery_kwh[:, b] / (float(self.block_len[b]) * self.slot_h)
-        out: dict[str, float] = {}
+        out: dict[str, tuple[float, float]] = {}
         for i, n in enumerate(self.names):
             ren = (float(self.renewable_kw[row, self.source_site == i].sum())
                    if self.renewable_kw.size else 0.0)
             bat = batteries.get(n)
             can = 0.0 if bat is None else battery_limits(
                 bat, float(soc_kwh.get(n, bat.soc_initial_kwh)), self.slot_h)[1] / self.slot_h
-            out[n] = ren + min(max(float(per[i]), 0.0), can)
+            out[n] = (ren, can)
         return out
 
     def energy_value(self, t: int) -> dict[str, float]:
@@ -303,15 +318,17 @@ class SupplyPlan:
 
 
 def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, float],
-              caps: Caps) -> Caps:
+              caps: Caps, services_kw: Mapping[str, float] | None = None) -> Caps:
     """The import limits slot ``t``'s decision keeps, as a caps record of that slot alone:
     each datacenter's power cap and the grid events known at ``t``
     (:func:`workbench.meter.import_limits_kw`), raised at a site with own supply by what
     its sources and battery give in the slot by the plan (:meth:`SupplyPlan.planned_own_kw`:
     the slot draws no more of the battery than the plan, which keeps the rest for the
     slots after; the site's controller covers a shortfall of the sources as far as the
-    battery holds, :func:`workbench.outcome.supply.site_balance`). ``caps`` itself without
-    a limit there."""
+    battery holds, :func:`workbench.outcome.supply.site_balance`), and further, up to all
+    the battery can give now (:meth:`SupplyPlan.most_own_kw`), as far as the inference
+    services may need there (``services_kw``, :func:`services_kw`: they run whatever the
+    plan kept, so the slot stays feasible). ``caps`` itself without a limit there."""
     if not caps.has_limits:
         return caps
     supply = sc.supply
@@ -324,6 +341,12 @@ def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, fl
         return caps
     batteries = {n: b for n in own if (b := supply.battery_at(n)) is not None}
     extra = sp.planned_own_kw(t, soc_kwh, batteries)
+    if services_kw:
+        most = sp.most_own_kw(t, soc_kwh, batteries)
+        idle = dict(zip(names, idle_kw(sc).tolist(), strict=True))
+        for n in own:
+            need = services_kw.get(n, 0.0) - (limit[n] - idle[n])
+            extra[n] = max(extra[n], min(most[n], need))
     merged = {n: v + (extra[n] if n in own else 0.0) for n, v in limit.items()
               if math.isfinite(v)}
     return dataclasses.replace(caps, power_kw=None, power_kw_by_dc=merged, events=())
@@ -359,7 +382,7 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
             cost[rows] += (v - float(price[region[name]])) * at_d[rows]
             kg[rows] -= float(carbon[region[name]]) * at_d[rows] / G_PER_KG
     opts = dataclasses.replace(opts, cost=cost, carbon_kg=kg)
-    caps = slot_caps(sc, sp, t, soc_kwh, caps)
+    caps = slot_caps(sc, sp, t, soc_kwh, caps, services_kw(opts, float(sc.slot_s)))
     planned = sp.power_caps_kw(t)
     if not planned:
         return opts, caps
@@ -465,6 +488,31 @@ def site_energy_kwh(opts: SlotOptions, slot_s: float) -> NDArray[np.float64]:
     return it + (np.asarray(opts.energy_kwh, dtype=float) - it) / 2.0
 
 
+def services_kw(opts: SlotOptions, slot_s: float) -> dict[str, float]:
+    """The most the inference services may draw at each datacenter in the slot, kW: per
+    service and datacenter the largest of its options' draws there (:func:`site_energy_kwh`
+    at its own site, the sending half of a move at the site it leaves), summed over the
+    services (an upper bound: a service runs at one of its sites)."""
+    if not len(opts):
+        return {}
+    h = slot_s / 3600.0
+    at_d = site_energy_kwh(opts, slot_s) / h
+    sent = (np.asarray(opts.energy_kwh, dtype=float) / h - at_d)
+    most: dict[tuple[int, str], float] = {}
+    for k in range(len(opts)):
+        if opts.jobs[int(opts.job_index[k])].job.is_training:
+            continue
+        j = int(opts.job_index[k])
+        for d, kw in ((str(opts.datacenter[k]), float(at_d[k])),
+                      (str(opts.transfer_from[k]), float(sent[k]))):
+            if d and kw > 0:
+                most[(j, d)] = max(most.get((j, d), 0.0), kw)
+    out: dict[str, float] = {}
+    for (_, d), kw in most.items():
+        out[d] = out.get(d, 0.0) + kw
+    return out
+
+
 def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
                  ) -> dict[str, float]:
     """The chosen options' average power at their datacenters, kW: ``E_d`` of
@@ -478,5 +526,5 @@ def site_load_kw(opts: SlotOptions, chosen: NDArray[np.int64], slot_s: float
 
 
 __all__ = ["SupplyPlan", "SupplyPlanner", "WindowSupply",
-           "own_supply_problem", "prefer_progress", "site_energy_kwh", "site_load_kw",
-           "slot_caps", "supplied_options"]
+           "own_supply_problem", "prefer_progress", "services_kw", "site_energy_kwh",
+           "site_load_kw", "slot_caps", "supplied_options"]
