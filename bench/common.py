@@ -18,7 +18,7 @@ from workbench.forecast import ModelForecast
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario
 from workbench.policies.base import HindsightBound
-from workbench.runner import RunSpec, simulate_spec
+from workbench.runner import ForecastSettings, RunSpec, simulate_spec
 from workbench.sim import RunResult
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
@@ -40,8 +40,10 @@ def run_policy(scenario: Scenario, name: str, fitted: ModelForecast | None = Non
                **knobs: Any) -> tuple[RunResult, float, HindsightBound | None]:
     """Simulate ``name`` with ``knobs`` through the runner (the honest default forecast;
     ``fitted`` its model forecast, fitted once per scenario by the caller); returns the run,
-    its wall time and its hindsight bound (None but for ``offline``)."""
-    spec = RunSpec(scenario.name, name, knobs=knobs, baseline=False)
+    its wall time and its hindsight bound (None but for ``offline``). The spec's forecaster
+    is ``fitted``'s."""
+    told = ForecastSettings() if fitted is None else ForecastSettings(model=fitted.model)
+    spec = RunSpec(scenario.name, name, knobs=knobs, forecast=told, baseline=False)
     t0 = time.perf_counter()
     result, bound = simulate_spec(spec, scenario, fitted=fitted)
     return result, time.perf_counter() - t0, bound
