@@ -161,3 +161,16 @@ def test_fit_forecast_fits_the_named_forecaster(seed3) -> None:
     spec = RunSpec(sc.name, "asap-home", forecast=ForecastSettings(mode="model"))
     with pytest.raises(SpecError, match="the fitted forecast is 'lear'"):
         simulate_spec(spec, sc, fitted=fm)
+
+
+def test_the_app_hands_its_forecaster_to_the_run_and_keys_comparisons_by_it() -> None:
+    from workbench.app.shared import ComparisonKey
+    from workbench.app.state import WorkbenchState
+
+    state = WorkbenchState(db_path="none.duckdb")
+    assert state.forecast_settings().model == "auto"
+    state.forecast_model = "auto-lear"
+    assert state.forecast_settings() == ForecastSettings(mode=None, error=0.0, model="auto-lear")
+    base = {"db_path": "a", "scenario": "s", "fingerprint": "f", "slot_s": 900, "n_slots": 8,
+            "forecast_mode": None, "forecast_error": 0.0}
+    assert ComparisonKey(**base) != ComparisonKey(**base, forecast_model="lear")
