@@ -73,7 +73,7 @@ def test_lasso_aic_keeps_the_true_inputs_and_drops_noise() -> None:
     assert np.abs(np.delete(beta, [0, 3])).max() < 0.05
 
 
-def test_lear_is_deterministic_and_reads_only_the_past() -> None:
+def test_lear_is_deterministic() -> None:
     y = _ar_days(60)
     cal = _cal(len(y))
     o = 24 * 50
