@@ -43,6 +43,8 @@ SUSTAIN = {"US-CAL-CISO": "America/Los_Angeles", "US-TEX-ERCO": "America/Chicago
            "US-MIDA-PJM": "America/New_York", "DE-LU": "Europe/Berlin",
            "JP-TK": "Asia/Tokyo", "SG": "Asia/Singapore"}
 EMAPS = {"ES": "Europe/Madrid", "NO": "Europe/Oslo", "BR": "America/Sao_Paulo"}
+SHORT = {"seasonal-naive": "naive", "seasonal-naive-weekly": "weekly"}
+"""The weight columns' names (``w_naive``, ``w_weekly``, ``w_harmonic``, ``w_gbm``, ``w_lear``)."""
 
 
 def build(data: Path, store: Store) -> list[tuple[str, str, int]]:
@@ -130,7 +132,8 @@ def main() -> None:
                         "mae_ratio": r.mae / r.mae_seasonal_naive, "rmse": r.rmse,
                         "mape": np.nan if r.mape is None else r.mape,
                         "coverage_80": r.coverage_80, "origins": r.origins,
-                        **{f"w_{c}": wc for c, wc in zip(CANDIDATES, w, strict=True)},
+                        **{f"w_{SHORT.get(c, c)}": wc
+                           for c, wc in zip(CANDIDATES, w, strict=True)},
                         "wall_s": wall,
                     })
                     print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
