@@ -4,6 +4,7 @@ Usage::
 
     python bench/battery.py [--data ../shared/data] [--quick] [--only NAME,...]
                             [--policies P,...] [--json] [--db-dir DIR]
+                            [--forecast-model auto|lear|auto-lear|...]
 
 Each scenario is built the way a user would: the grid series and job traces are imported into
 a scratch DuckDB store with ``workbench import ...`` and the scenario with
@@ -11,7 +12,9 @@ a scratch DuckDB store with ``workbench import ...`` and the scenario with
 :data:`SCENARIOS`). Every policy runs with an honest forecast: the product's default
 (``workbench.forecast.default_forecast_mode``: the tariff itself for tariff prices; for market
 prices the backtested ``model`` forecast where 28 days of history precede the week, else
-yesterday's prices, ``seasonal-naive``), fitted once per scenario.
+yesterday's prices, ``seasonal-naive``), fitted once per scenario. ``--forecast-model`` picks
+the ``model`` forecast's forecaster (default ``auto``; another writes no results file: compare
+its printed rows, e.g. ``--only us3-jul-burst --policies lookahead --forecast-model lear``).
 
 For each scenario and policy: cost, carbon, deadline misses, round trips, wall time; the
 hindsight bound (``offline``'s LP/MILP optimum) and its replay; and::
@@ -52,6 +55,7 @@ from common import RESULTS, run_policy, write_table
 from workbench import runner
 from workbench.cli import main as cli
 from workbench.cli._args import parse_power_limits
+from workbench.forecast import DEFAULT_MODEL, MODELS
 from workbench.model import Scenario
 from workbench.policies import unsuitable
 from workbench.policies.base import HindsightBound
@@ -355,11 +359,11 @@ def captured(asap: float, cost: float, bound: float) -> float:
 
 
 def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
-                 default: str, power_limits: tuple[float, ...] | None = None
-                 ) -> list[dict[str, Any]]:
+                 default: str, power_limits: tuple[float, ...] | None = None,
+                 forecast_model: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
     mode = forecast_mode(sc)
     # The model forecast is fitted once per scenario, shared by its policies' runs.
-    fitted = runner.fit_forecast(sc, mode)
+    fitted = runner.fit_forecast(sc, mode, forecast_model)
     runs: dict[str, tuple[dict[str, Any], float]] = {}
     shorts: dict[str, float] = {}
     off_bound: HindsightBound | None = None
@@ -399,6 +403,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
             "required_short": shorts[pol_name],
             "undone_work": float(m["unfinished_work_jobs"]),
             "migrations": int(m["migrations"]), "forecast": mode,
+            "forecast_model": forecast_model if mode == "model" else "",
             "bound_kind": off_bound.kind, "slots": sc.n_slots,
             "power_limits": ",".join(f"{f:g}" for f in menu) or "none",
         })
@@ -455,6 +460,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--forecast-model", default=DEFAULT_MODEL, choices=MODELS,
+                    help=f"forecaster of the model forecast (default {DEFAULT_MODEL}; another "
+                    "writes no results file)")
     ap.add_argument("--lyapunov-V", default="",
                     help="comma-separated V values: run only lyapunov at each V and write "
                     "docs/results/battery_v.* (is the default V within 5 %% of the best?)")
@@ -493,7 +501,7 @@ def main() -> None:
     default = default_policy()
     rows: list[dict[str, Any]] = []
     for n in names:
-        rows += run_scenario(n, built[n], policies, default, menu)
+        rows += run_scenario(n, built[n], policies, default, menu, args.forecast_model)
     total = time.perf_counter() - t0
     table = pd.DataFrame(rows)
     if args.json:
@@ -514,7 +522,8 @@ def main() -> None:
             order) if c.name == "policy" else c.map({n: i for i, n in enumerate(specs)}),
             kind="stable").reset_index(drop=True)
         names = list(dict.fromkeys(table.scenario))
-    elif args.only or args.policies != ",".join(POLICIES):
+    elif args.only or args.policies != ",".join(POLICIES) or \
+            args.forecast_model != DEFAULT_MODEL:
         return
     summary = _summary(table, default)
     cmd = " --quick" if args.quick else f" --update {args.update}" if args.update else ""

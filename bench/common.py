@@ -19,7 +19,7 @@ from workbench.forecast import ModelForecast
 from workbench.metrics import attribute_savings
 from workbench.model import Scenario
 from workbench.policies.base import HindsightBound
-from workbench.runner import RunSpec, simulate_spec
+from workbench.runner import ForecastSettings, RunSpec, simulate_spec
 from workbench.sim import RunResult
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
@@ -43,8 +43,9 @@ def run_policy(scenario: Scenario, name: str, fitted: ModelForecast | None = Non
     """Simulate ``name`` with ``knobs`` through the runner (the honest default forecast;
     ``fitted`` its model forecast, fitted once per scenario by the caller; ``power_limits``
     the GPU power-limit menu, None: the run's default); returns the run, its wall time and
-    its hindsight bound (None but for ``offline``)."""
-    spec = RunSpec(scenario.name, name, knobs=knobs, baseline=False)
+    its hindsight bound (None but for ``offline``). The spec's forecaster is ``fitted``'s."""
+    told = ForecastSettings() if fitted is None else ForecastSettings(model=fitted.model)
+    spec = RunSpec(scenario.name, name, knobs=knobs, forecast=told, baseline=False)
     if power_limits is not None:
         spec = dataclasses.replace(spec, power_limits=power_limits)
     t0 = time.perf_counter()

@@ -1,6 +1,7 @@
 """Day-ahead forecast backtests over every grid zone in the shared data.
 
-Usage: ``python bench/forecast.py [--data ../shared/data] [--db PATH] [--horizon-h 24]``.
+Usage: ``python bench/forecast.py [--data ../shared/data] [--db PATH] [--horizon-h 24]
+[--models auto,lear,auto-lear]``.
 
 Imports into a scratch store the six SustainCluster 2023 zones (price and carbon) and the
 Electricity Maps 2022 hourly carbon of ES, NO and BR, then backtests the default model
@@ -10,6 +11,14 @@ series. Prints and writes ``docs/results/forecast.{csv,md}`` (one row per zone, 
 quarter, with the MAE ratio to the daily seasonal naive), ``docs/results/forecast.png``
 (forecast band vs truth for a sample week) and the time of one full-year backtest of a zone
 (price and carbon) against the time of the same quarter, measured in this process.
+
+With ``--models`` naming more than ``auto`` (any of ``workbench.forecast.MODELS``), each
+model is backtested on the same zone-quarters instead, and ``docs/results/forecast-models.
+{csv,md}`` hold, per zone-quarter and model, the MAE ratio to the seasonal naive and the
+CPU seconds per forecast (process time of the backtest over its origins, the warm-up
+origins' fits included) as a ratio to ``auto``'s on the same zone-quarter; the notes give
+each model's median ratio per kind (median over zones of each zone's two quarters, as
+above) and its median CPU ratio.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import numpy as np
 import pandas as pd
 from common import RESULTS, write_table
 
-from workbench.forecast import BacktestResult, backtest
+from workbench.forecast import CANDIDATES, DEFAULT_MODEL, MODELS, BacktestResult, backtest
 from workbench.io.grid import import_grid
 from workbench.store import Store
 
@@ -34,6 +43,8 @@ SUSTAIN = {"US-CAL-CISO": "America/Los_Angeles", "US-TEX-ERCO": "America/Chicago
            "US-MIDA-PJM": "America/New_York", "DE-LU": "Europe/Berlin",
            "JP-TK": "Asia/Tokyo", "SG": "Asia/Singapore"}
 EMAPS = {"ES": "Europe/Madrid", "NO": "Europe/Oslo", "BR": "America/Sao_Paulo"}
+SHORT = {"seasonal-naive": "naive", "seasonal-naive-weekly": "weekly"}
+"""The weight columns' names (``w_naive``, ``w_weekly``, ``w_harmonic``, ``w_gbm``, ``w_lear``)."""
 
 
 def build(data: Path, store: Store) -> list[tuple[str, str, int]]:
@@ -88,7 +99,16 @@ def main() -> None:
     ap.add_argument("--db", type=Path, default=None, help="scratch store (default: temp file)")
     ap.add_argument("--horizon-h", type=int, default=24)
     ap.add_argument("--zones", nargs="*", default=None, help="only these zones")
+    ap.add_argument("--models", default=DEFAULT_MODEL,
+                    help=f"comma-separated models to compare (of {', '.join(MODELS)})")
     args = ap.parse_args()
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        sys.exit(f"unknown models {unknown}; use some of {', '.join(MODELS)}")
+    if models != [DEFAULT_MODEL]:
+        compare(args, models)
+        return
     logging.basicConfig(level=logging.WARNING)
     if not args.data.is_dir():
         sys.exit(f"no shared data at {args.data}; pass --data")
@@ -112,7 +132,8 @@ def main() -> None:
                         "mae_ratio": r.mae / r.mae_seasonal_naive, "rmse": r.rmse,
                         "mape": np.nan if r.mape is None else r.mape,
                         "coverage_80": r.coverage_80, "origins": r.origins,
-                        "w_naive": w[0], "w_weekly": w[1], "w_harmonic": w[2], "w_gbm": w[3],
+                        **{f"w_{SHORT.get(c, c)}": wc
+                           for c, wc in zip(CANDIDATES, w, strict=True)},
                         "wall_s": wall,
                     })
                     print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
@@ -147,13 +168,69 @@ def main() -> None:
                  "on the 2-core machine; wall time depends on what else shares it)")
     notes.append("horizon: next 24 h from each 00:00 UTC origin; MAE in the series' unit; MAPE "
                  "(a fraction) only where every true value stays >= 10 % of the mean |value|")
-    notes.append("w_*: mean weight of each candidate in the auto combination over the origins")
+    notes.append("w_*: mean weight of each candidate in the auto combination over the origins "
+                 "(w_lear 0: LEAR is a member of auto-lear, not of auto)")
     for n in notes:
         print(n)
     write_table(table, "forecast", "Day-ahead forecast backtests (default model vs seasonal "
                 "naive)", notes)
     if samples:
         sample_week_plot(samples, RESULTS / "forecast.png")
+
+
+def compare(args: argparse.Namespace, models: list[str]) -> None:
+    """Backtest each of ``models`` on every zone-quarter; MAE ratio and CPU per forecast."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or Path(tmp) / "forecast.duckdb"
+        with Store(db) as store:
+            todo = build(args.data, store)
+            if args.zones:
+                todo = [t for t in todo if t[0] in args.zones]
+            rows = []
+            for zone, kind, year in todo:
+                tz = SUSTAIN.get(zone) or EMAPS[zone]
+                for label, (start, end) in quarters(year).items():
+                    line = [f"{zone} {kind} {year} {label}:"]
+                    for model in models:
+                        c0 = time.process_time()
+                        r = backtest(store, zone, kind, start, end, args.horizon_h,
+                                     model=model, timezone=tz)
+                        cpu = time.process_time() - c0
+                        rows.append({"zone": zone, "kind": kind, "quarter": f"{year} {label}",
+                                     "model": model, "mae": r.mae,
+                                     "mae_seasonal_naive": r.mae_seasonal_naive,
+                                     "mae_ratio": r.mae / r.mae_seasonal_naive,
+                                     "coverage_80": r.coverage_80, "origins": r.origins,
+                                     "cpu_s_per_forecast": cpu / r.origins})
+                        line.append(f"{model} {rows[-1]['mae_ratio']:.3f} "
+                                    f"({rows[-1]['cpu_s_per_forecast']:.3f} s)")
+                    print(" ".join(line), flush=True)
+    table = pd.DataFrame(rows)
+    if DEFAULT_MODEL in models:
+        base = table[table.model == DEFAULT_MODEL].set_index(["zone", "kind", "quarter"])
+        key = pd.MultiIndex.from_frame(table[["zone", "kind", "quarter"]])
+        table["cpu_ratio_to_auto"] = (table.cpu_s_per_forecast.to_numpy()
+                                      / base.cpu_s_per_forecast.reindex(key).to_numpy())
+    notes = []
+    for model in models:
+        sub = table[table.model == model]
+        parts = []
+        for kind in ("price", "carbon"):
+            k = sub[sub.kind == kind]
+            if not k.empty:
+                med = float(k.groupby("zone").mae_ratio.median().median())
+                parts.append(f"{kind} median MAE ratio {med:.3f} "
+                             f"(worst {k.mae_ratio.max():.3f})")
+        cpu = f"CPU {sub.cpu_s_per_forecast.median():.3f} s per forecast"
+        if "cpu_ratio_to_auto" in sub:
+            cpu += f", {sub.cpu_ratio_to_auto.median():.2f}x auto's (median)"
+        notes.append(f"{model}: " + "; ".join(parts) + f"; {cpu}")
+    notes.append("MAE ratio: the model's MAE over the daily seasonal naive's at the same "
+                 "origins (next 24 h from each 00:00 UTC); per-kind medians over zones of each "
+                 "zone's two quarters")
+    for n in notes:
+        print(n)
+    write_table(table, "forecast-models", "Day-ahead forecast backtests per model", notes)
 
 
 if __name__ == "__main__":

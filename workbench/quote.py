@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 from workbench import outcome, perf
-from workbench.forecast import FORECAST_MODES, default_forecast_mode, forecast
+from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, default_forecast_mode, forecast
 from workbench.model import Datacenter, GpuPool, Job, Scenario, as_utc
 from workbench.outcome import RESTART_S_DEFAULT
 from workbench.power_limits import check_menu, limit_factors
@@ -262,6 +262,7 @@ def quote(
     forecast_mode: str | None = None,
     forecast_error: float = 0.0,
     seed: int = 0,
+    forecast_model: str = DEFAULT_MODEL,
     occupancy: pd.DataFrame | None = None,
     restart_s: float = RESTART_S,
     power_limits: Sequence[float] = (),
@@ -282,6 +283,8 @@ def quote(
         arrival slot); None (default): the honest
         :func:`workbench.forecast.default_forecast_mode`; ``"perfect"`` prices against the
         cube itself (a what-if).
+    forecast_model : str
+        The forecaster of mode ``"model"`` (:data:`workbench.forecast.MODELS`).
     occupancy : DataFrame, optional
         GPUs already busy per slot (``gpus_busy:<dc>/<gpu>`` columns, one row per slot).
     restart_s : float
@@ -334,7 +337,7 @@ def quote(
     if forecast_mode == "model":
         from workbench.forecast.scenario import fit_scenario
 
-        fc_model = fit_scenario(sc)
+        fc_model = fit_scenario(sc, forecast_model)
     fc = forecast(cube, t0, None, mode=forecast_mode, error=forecast_error, seed=seed,
                   model=fc_model)
     r_index = {r: i for i, r in enumerate(fc.regions)}

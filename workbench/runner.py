@@ -35,7 +35,7 @@ from workbench import events
 from workbench.bill import site_array
 from workbench.caps import Caps, kg_text
 from workbench.equal_work import bound_equal_work
-from workbench.forecast import FORECAST_MODES, default_forecast_mode
+from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, MODELS, default_forecast_mode
 from workbench.metrics import attribute_savings
 from workbench.outcome import RESIZE_S_DEFAULT, RESTART_S_DEFAULT
 from workbench.policies import (
@@ -81,11 +81,14 @@ class ForecastSettings:
 
     ``mode`` one of :data:`workbench.forecast.FORECAST_MODES`, or None for the honest default
     (:func:`forecast_mode`); ``error`` the relative error of the ``noisy`` forecast (None:
-    :data:`FORECAST_ERROR_DEFAULT` for ``noisy``, 0 otherwise).
+    :data:`FORECAST_ERROR_DEFAULT` for ``noisy``, 0 otherwise); ``model`` the forecaster of
+    the ``model`` mode, one of :data:`workbench.forecast.MODELS` (default
+    :data:`workbench.forecast.DEFAULT_MODEL`; docs/results.md section 8 says why).
     """
 
     mode: str | None = None
     error: float | None = None
+    model: str = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in FORECAST_MODES:
@@ -93,6 +96,9 @@ class ForecastSettings:
                             f"{', '.join(FORECAST_MODES)}")
         if self.error is not None and not (math.isfinite(self.error) and self.error >= 0):
             raise SpecError(f"forecast error must be a finite number >= 0, got {self.error!r}")
+        if self.model not in MODELS:
+            raise SpecError(f"unknown forecast model {self.model!r}; use one of "
+                            f"{', '.join(MODELS)}")
 
     @property
     def error_in_effect(self) -> float:
@@ -260,14 +266,22 @@ def forecast_mode(spec: RunSpec, scenario: Scenario) -> str:
     return spec.forecast.mode or default_forecast_mode(scenario)
 
 
-def fit_forecast(scenario: Scenario, mode: str) -> ModelForecast | None:
-    """The model forecast fitted on the scenario's history for mode ``"model"`` (None for
-    every other mode): fit once, hand it to every run of the scenario."""
+def fit_forecast(scenario: Scenario, mode: str, model: str = DEFAULT_MODEL
+                 ) -> ModelForecast | None:
+    """The ``model`` forecaster fitted on the scenario's history for mode ``"model"`` (None
+    for every other mode): fit once, hand it to every run of the scenario."""
     if mode != "model":
         return None
     from workbench.forecast import fit_scenario
 
-    return fit_scenario(scenario)
+    return fit_scenario(scenario, model)
+
+
+def _check_fitted(spec: RunSpec, fitted: ModelForecast | None) -> None:
+    if fitted is not None and fitted.model != spec.forecast.model:
+        raise SpecError(f"the fitted forecast is {fitted.model!r} but the spec asks for "
+                        f"{spec.forecast.model!r}: fit it with fit_forecast(scenario, mode, "
+                        "spec.forecast.model)")
 
 
 # -- running -------------------------------------------------------------------------------
@@ -336,8 +350,9 @@ def simulate_spec(
         raise SpecError(f"grid event {cut[0]}: a cut is of the plan's own import, resolved "
                         "against the run without it: use run_spec (or give limit_kw)")
     mode = forecast_mode(spec, scenario)
+    _check_fitted(spec, fitted)
     if fitted is None:
-        fitted = fit_forecast(scenario, mode)
+        fitted = fit_forecast(scenario, mode, spec.forecast.model)
     kwargs = spec.policy_kwargs(caps)
     # A hindsight policy plans on the truth less the levers it is to ignore.
     policy: Policy = make_policy(spec.policy, truth=scenario.without(spec.ignore), **kwargs)
@@ -556,12 +571,15 @@ def spec_key(spec: RunSpec, scenario: Scenario, fingerprint: str) -> str:
 
     mode = forecast_mode(spec, scenario)
     error = ForecastSettings(mode, spec.forecast.error).error_in_effect
+    # The forecaster only matters where it is used; other modes keep their earlier keys.
+    told = [mode, error] + ([spec.forecast.model] if mode == "model"
+                            and spec.forecast.model != DEFAULT_MODEL else [])
     what = {
         "fingerprint": fingerprint, "scenario": scenario.name,
         "start": str(scenario.start), "slot_s": scenario.slot_s, "n_slots": scenario.n_slots,
         "policy": spec.policy, "knobs": sorted((k, repr(v)) for k, v in spec.knobs.items()),
         "caps": repr(spec.caps), "metered": repr(spec.metered),
-        "forecast": [mode, error], "sim": repr(spec.sim), "ignore": sorted(spec.ignore),
+        "forecast": told, "sim": repr(spec.sim), "ignore": sorted(spec.ignore),
         "power_limits": list(spec.power_limits), "version": __version__,
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
@@ -591,8 +609,9 @@ def run_spec(
     spec = with_scenario_events(spec, scenario)
     _check(spec, scenario)
     mode = forecast_mode(spec, scenario)
+    _check_fitted(spec, fitted)
     if fitted is None:
-        fitted = fit_forecast(scenario, mode)
+        fitted = fit_forecast(scenario, mode, spec.forecast.model)
     base: RunResult | None = None
     base_id: str | None = None
     if (spec.baseline or spec.caps.needs_baseline) and stored_baseline is not None:

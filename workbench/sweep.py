@@ -228,7 +228,7 @@ def run_sweep(
         # The forecast is decided and fitted once for the whole grid.
         mode = runner.forecast_mode(RunSpec(scenario.name, forecast=forecast), scenario)
         forecast = replace(forecast, mode=mode)
-        fitted = runner.fit_forecast(scenario, mode)
+        fitted = runner.fit_forecast(scenario, mode, forecast.model)
         fc_future = client.scatter(fitted, broadcast=True) if fitted is not None else None
         base_pts = [p for p in points if p.policy == BASELINE and not p.knobs]
         rest = [p for p in points if p not in base_pts]

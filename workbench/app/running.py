@@ -253,7 +253,7 @@ def run_with_comparisons(request: RunRequest, shared: SharedCache,
     notes: list[str] = []
     try:
         # The model forecast is fitted once, for the run and its comparisons alike.
-        fitted = runner.fit_forecast(sc, runner.forecast_mode(spec, sc))
+        fitted = runner.fit_forecast(sc, runner.forecast_mode(spec, sc), spec.forecast.model)
         caps = None
         if spec.caps.needs_baseline:
             notes += _run_comparisons(request, first, fitted, shared, progress, offset=0)

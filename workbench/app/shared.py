@@ -22,6 +22,7 @@ import pandas as pd
 
 from workbench import scenarios
 from workbench.caps import Caps
+from workbench.forecast import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from workbench.model import Scenario
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ComparisonKey:
     """What a comparison run of a scenario depends on: the store file, the scenario as
-    stored (its name and fingerprint), the slot grid it was planned on, the forecast and
-    the power caps it is metered against (a run is compared only with runs under its
-    own caps)."""
+    stored (its name and fingerprint), the slot grid it was planned on, the forecast (mode,
+    error and forecaster) and the power caps it is metered against (a run is compared only
+    with runs under its own caps)."""
 
     db_path: str
     scenario: str
@@ -44,6 +45,7 @@ class ComparisonKey:
     forecast_mode: str | None
     forecast_error: float
     metered: Caps = field(default_factory=Caps)
+    forecast_model: str = DEFAULT_MODEL
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from workbench.cubes import CubeError
 from workbench.events import GridEvent
 from workbench.flexibility import Envelope, start_slots
 from workbench.flexibility import offers as envelope_offers
-from workbench.forecast import FORECAST_MODES
+from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, MODELS
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs, unsuitable
 from workbench.quote import JobSpec, Quote, quote
@@ -98,6 +98,9 @@ class WorkbenchState(param.Parameterized):
         default=HONEST_FORECAST, objects=[HONEST_FORECAST, *FORECAST_MODES], label="Forecast",
         doc="what policies are told of future prices; 'perfect' is a what-if")
     forecast_error = param.Number(default=0.1, label="Forecast error")
+    forecast_model: param.Selector[str] = param.Selector(
+        default=DEFAULT_MODEL, objects=list(MODELS), label="Forecast model",
+        doc="the forecaster of the 'model' forecast (docs/results.md section 8)")
     baseline_policies = param.ListSelector(default=list(BASELINES), objects=list(BASELINES),
                                            label="Compare with")
     save_runs = param.Boolean(default=True, label="Save runs in the store")
@@ -297,7 +300,7 @@ class WorkbenchState(param.Parameterized):
         noisy = self.forecast_mode == "noisy"
         return ForecastSettings(
             mode=None if self.forecast_mode == HONEST_FORECAST else self.forecast_mode,
-            error=float(self.forecast_error) if noisy else 0.0)
+            error=float(self.forecast_error) if noisy else 0.0, model=self.forecast_model)
 
     # -- validation ----------------------------------------------------------------------
     def enter(self, knob: str, text: str) -> str:
@@ -361,7 +364,8 @@ class WorkbenchState(param.Parameterized):
         key = ComparisonKey(db_path=self.db_path, scenario=sc.name,
                             fingerprint=self.fingerprint, slot_s=sc.slot_s, n_slots=sc.n_slots,
                             forecast_mode=spec.forecast.mode, metered=spec.caps.metered(),
-                            forecast_error=spec.forecast.error_in_effect)
+                            forecast_error=spec.forecast.error_in_effect,
+                            forecast_model=spec.forecast.model)
         return RunRequest(spec=spec, scenario=sc, key=key, db_path=self.db_path,
                           comparisons=tuple(b for b in self.baseline_policies
                                             if b != self.policy), save=bool(self.save_runs))
@@ -595,7 +599,8 @@ class WorkbenchState(param.Parameterized):
             fc = self.forecast_settings()
             q = quote(sc, spec, carbon_price_per_kg=carbon_price_per_kg,
                       occupancy=occupancy, forecast_mode=fc.mode,
-                      forecast_error=fc.error_in_effect, power_limits=power_limits)
+                      forecast_error=fc.error_in_effect, forecast_model=fc.model,
+                      power_limits=power_limits)
         except RUN_ERRORS as exc:
             self.say(f"quote failed: {exc}", "danger")
             return None

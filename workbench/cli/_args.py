@@ -13,7 +13,10 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from workbench.runner import ForecastSettings
 
 
 def fail(message: object) -> int:
@@ -154,9 +157,10 @@ def zone_name(text: str) -> str:
 
 
 def add_forecast_args(p: argparse.ArgumentParser) -> None:
-    """``--forecast`` and ``--forecast-error``, as ``plan`` and ``sweep`` take them."""
+    """``--forecast``, ``--forecast-error`` and ``--forecast-model``, as ``plan`` and
+    ``sweep`` take them."""
     # Imported here: every command loads this module, not all of them need the cubes.
-    from workbench.forecast import FORECAST_MODES
+    from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, MODELS
 
     p.add_argument("--forecast", default=None, choices=FORECAST_MODES,
                    help="what policies are told about future price and carbon (default: "
@@ -165,6 +169,10 @@ def add_forecast_args(p: argparse.ArgumentParser) -> None:
                    "naive; 'perfect' is a what-if)")
     p.add_argument("--forecast-error", type=number(0, 10), default=None,
                    help="relative error of --forecast noisy (default 0.1)")
+    p.add_argument("--forecast-model", default=DEFAULT_MODEL, choices=MODELS,
+                   help="the forecaster of --forecast model (default "
+                   f"{DEFAULT_MODEL}: candidates combined by their past errors; 'lear' the "
+                   "LASSO autoregression of epftoolbox, 'auto-lear' auto with LEAR a member)")
 
 
 def add_cluster_args(p: argparse.ArgumentParser) -> None:
@@ -176,6 +184,14 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
                    help="workers of the local cluster (default 2)")
     p.add_argument("--threads", action="store_true",
                    help="run in this process, one run at a time (debugging)")
+
+
+def forecast_settings(args: argparse.Namespace) -> ForecastSettings:
+    """``--forecast``, ``--forecast-error`` and ``--forecast-model`` as the runner's record."""
+    from workbench.runner import ForecastSettings
+
+    return ForecastSettings(mode=args.forecast, error=args.forecast_error,
+                            model=args.forecast_model)
 
 
 def forecast_error(args: argparse.Namespace) -> float:

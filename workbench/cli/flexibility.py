@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, fail, number
+from workbench.cli._args import add_forecast_args, fail, forecast_settings, number
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.flexibility import Envelope, offers, start_slots
     from workbench.io.plan_csv import write_csv
     from workbench.policies import plans_batteries
-    from workbench.runner import ForecastSettings, RunSpec, SpecError, simulate_spec
+    from workbench.runner import RunSpec, SpecError, simulate_spec
 
     bad = check_outputs([("--out", args.out)], args.db) if args.out else None
     if bad:
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--hours {args.hours:g}: longer than the horizon of {scenario.name}")
     try:
         spec = RunSpec(scenario.name, args.policy, baseline=False,
-                       forecast=ForecastSettings(mode=args.forecast, error=args.forecast_error))
+                       forecast=forecast_settings(args))
         if progress_wanted(args):
             held = ("no event" if not scenario.supply.grid_events else
                     "held to the scenario's own grid events given in kW")

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted, quiet_loggers
-from workbench.cli._args import add_cluster_args, add_forecast_args, fail
+from workbench.cli._args import add_cluster_args, add_forecast_args, fail, forecast_settings
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.cli.sweep import warn_once
 from workbench.io.plan_csv import write_csv
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES
-from workbench.runner import ForecastSettings, RunSpec, least_carbon
+from workbench.runner import RunSpec, least_carbon
 from workbench.sweep import SweepError, frontier_points, frontier_table, run_sweep
 
 
@@ -88,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         table = run_sweep(scenario, points, db=args.db, scheduler_address=args.scheduler,
                           n_workers=args.workers, processes=not args.threads,
-                          forecast=ForecastSettings(mode=args.forecast,
-                                                    error=args.forecast_error),
+                          forecast=forecast_settings(args),
                           progress=progress_wanted(args))
     except SweepError as exc:
         return fail(exc)

@@ -19,7 +19,13 @@ from typing import Any
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted
-from workbench.cli._args import add_forecast_args, fail, number, parse_power_limits
+from workbench.cli._args import (
+    add_forecast_args,
+    fail,
+    forecast_settings,
+    number,
+    parse_power_limits,
+)
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.cli.summary import (
@@ -42,7 +48,6 @@ from workbench.policies.offline import LEAST_CARBON_LABEL
 from workbench.recorders import LOCK_WAIT_S, CsvRecorder
 from workbench.runner import (
     BASELINE,
-    ForecastSettings,
     RunSpec,
     SimSettings,
     SpecError,
@@ -347,7 +352,7 @@ def spec_of(args: argparse.Namespace) -> RunSpec:
         raise SpecError(f"--ignore {args.ignore!r}: {exc}") from None
     return RunSpec(
         scenario=args.scenario, policy=args.policy, knobs=knobs, caps=caps,
-        forecast=ForecastSettings(mode=args.forecast, error=args.forecast_error),
+        forecast=forecast_settings(args),
         sim=SimSettings(noise=args.noise, seed=args.seed, restart_s=args.restart_s,
                         resize_s=args.resize_s),
         baseline=not args.no_baseline, ignore=ignore,

@@ -131,6 +131,7 @@ def _quote(args: argparse.Namespace) -> int:
         menu = parse_power_limits(args.power_limits)
         result = quote(scenario, spec, carbon_price_per_kg=args.carbon_price,
                        forecast_mode=args.forecast, forecast_error=forecast_error(args),
+                       forecast_model=args.forecast_model,
                        power_limits=menu)
     except (QuoteError, ValueError) as exc:
         return fail(exc)

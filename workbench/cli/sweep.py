@@ -21,12 +21,18 @@ import pandas as pd
 
 from workbench.caps import Caps
 from workbench.cli import progress_wanted, quiet_loggers
-from workbench.cli._args import add_cluster_args, add_forecast_args, fail, number
+from workbench.cli._args import (
+    add_cluster_args,
+    add_forecast_args,
+    fail,
+    forecast_settings,
+    number,
+)
 from workbench.cli._outputs import check_outputs
 from workbench.cli.scenario import load_or_build
 from workbench.policies import POLICY_NAMES
 from workbench.policies.lyapunov import V_MAX
-from workbench.runner import ForecastSettings, SimSettings
+from workbench.runner import SimSettings
 from workbench.sweep import SweepError, run_sweep, sweep_points
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -105,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(exc)
     noise = args.noise if args.noise is not None else (0.1 if args.seeds > 1 else 0.0)
-    forecast = ForecastSettings(mode=args.forecast, error=args.forecast_error)
+    forecast = forecast_settings(args)
     sim = SimSettings(noise=noise)
     scenario = load_or_build(args.db, args.scenario)
     import distributed  # noqa: F401 - its import sets its loggers to INFO: quiet them again

@@ -1,7 +1,8 @@
 """Forecasts of electricity price, carbon intensity and job arrivals, built to be planned on.
 
 Every model is trained only on data before its forecast origin (rolling origin). See
-:mod:`workbench.forecast.models` (the candidates), :mod:`workbench.forecast.rolling`
+:mod:`workbench.forecast.models` (the candidates; LEAR in :mod:`workbench.forecast.lear`),
+:mod:`workbench.forecast.rolling`
 (selection and combination by past errors, quantiles), :mod:`workbench.forecast.backtest`
 (scores against stored series), :mod:`workbench.forecast.scenario` (the planner's ``model``
 mode) and :mod:`workbench.forecast.arrivals` (job arrivals).
@@ -31,6 +32,7 @@ from workbench.forecast.backtest import (
     series_input,
 )
 from workbench.forecast.calendar import Calendar, calendar, holiday_country
+from workbench.forecast.lear import LearModel, fit_lear, lear
 from workbench.forecast.modes import (
     FORECAST_MODES,
     Forecast,
@@ -39,6 +41,7 @@ from workbench.forecast.modes import (
 )
 from workbench.forecast.rolling import (
     CANDIDATES,
+    COMBINATIONS,
     DEFAULT_MODEL,
     MODELS,
     QUANTILES,
@@ -57,11 +60,12 @@ from workbench.forecast.scenario import (
 
 __all__ = [
     "FORECAST_MODES", "Forecast", "default_forecast_mode", "forecast",
-    "CANDIDATES", "DEFAULT_MODEL", "KINDS", "MIN_HISTORY_DAYS", "MODELS", "QUANTILES",
+    "CANDIDATES", "COMBINATIONS", "DEFAULT_MODEL", "KINDS", "MIN_HISTORY_DAYS", "MODELS",
+    "QUANTILES",
     "ArrivalBacktest", "ArrivalModel", "BacktestResult", "Calendar", "ForecastError",
-    "ModelForecast", "RollingForecast", "SeriesInput",
+    "LearModel", "ModelForecast", "RollingForecast", "SeriesInput",
     "backtest", "backtest_arrivals", "backtest_series", "band_frame", "calendar",
-    "daily_origins", "fit_arrivals", "fit_scenario", "has_history", "history_days",
-    "holiday_country", "read_trace", "rolling_forecast", "score", "series_input",
+    "daily_origins", "fit_arrivals", "fit_lear", "fit_scenario", "has_history", "history_days",
+    "holiday_country", "lear", "read_trace", "rolling_forecast", "score", "series_input",
     "trace_jobs",
 ]

@@ -6,9 +6,11 @@ At origin ``o`` (an hour index), candidate ``c`` gives a path ``f_c[o, 0..H-1]``
 once its whole path is observed (``j + H <= o``). Over the last ``window`` scored origins:
 
 - ``MAE_c = mean |y[j + k] - f_c[j, k]|``; a candidate needs ``min_scored`` scored origins;
-- ``auto`` weights ``w_c = MAE_c^-2 / sum MAE^-2`` over the candidates with
-  ``MAE_c <= 1.25 min MAE`` (Bates-Granger inverse-error weights among the near-best), so the
-  combination leans on whatever has forecast this series best lately, naive included;
+- ``auto`` weights ``w_c = MAE_c^-2 / sum MAE^-2`` over its members (:data:`COMBINATIONS`)
+  with ``MAE_c <= 1.25 min MAE`` (Bates-Granger inverse-error weights among the near-best), so
+  the combination leans on whatever has forecast this series best lately, naive included;
+  ``auto-lear`` weights the same way with LEAR (:mod:`workbench.forecast.lear`) one more
+  member;
 - the band adds quantiles of the issued forecast's own past errors ``e = y - f`` (pooled over
   each day of lead) to the point forecast: ``q10 = f + min(Q_{a/2}(e), 0)``, ``q50 = f``,
   ``q90 = f + max(Q_{1-a/2}(e), 0)``, so ``q10 <= q50 <= q90`` always. The level ``a`` starts
@@ -17,7 +19,12 @@ once its whole path is observed (``j + H <= o``). Over the last ``window`` score
   Gibbs and Candes 2021), so the band's long-run coverage tracks 80 % when errors drift.
 
 Before ``min_scored`` origins are scored, the forecast is the daily seasonal naive and the band
-comes from its in-sample errors over the last week.
+comes from its in-sample errors over the last week. A candidate without a path at an origin
+(``gbm`` before 14 training origins, ``lear`` before :data:`~workbench.forecast.lear.LEAR_MIN_H`
+hours of history) is not scored there: a combination does without it, a named model gives the
+seasonal naive until it has ``min_scored`` scored origins (logged). Both learnt models are
+refitted weekly (``gbm`` on the last 120 days, ``lear`` on its calibration windows) and
+issue a fresh forecast from the latest data every day.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import pandas as pd
 
 from workbench.cubes import CubeError
 from workbench.forecast.calendar import Calendar
+from workbench.forecast.lear import LEAR_MIN_H, LearModel, fit_lear
 from workbench.forecast.models import (
     DAY_H,
     MIN_LAG_H,
@@ -44,8 +52,13 @@ from workbench.forecast.models import (
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = ("seasonal-naive", "seasonal-naive-weekly", "harmonic", "gbm")
-MODELS = ("auto", *CANDIDATES)
+CANDIDATES = ("seasonal-naive", "seasonal-naive-weekly", "harmonic", "gbm", "lear")
+COMBINATIONS: dict[str, tuple[str, ...]] = {
+    "auto": ("seasonal-naive", "seasonal-naive-weekly", "harmonic", "gbm"),
+    "auto-lear": CANDIDATES,
+}
+"""Each combination's members: candidates weighted by their own past errors."""
+MODELS = (*COMBINATIONS, *CANDIDATES)
 DEFAULT_MODEL = "auto"
 QUANTILES = (0.1, 0.5, 0.9)
 WINDOW_ORIGINS = 28
@@ -53,6 +66,7 @@ MIN_SCORED = 7
 GBM_REFIT_H = 7 * DAY_H
 GBM_TRAIN_H = 120 * DAY_H
 GBM_MIN_TRAIN = 14
+LEAR_REFIT_H = 7 * DAY_H
 NEAR_BEST = 1.25
 ALPHA = 0.2  # 1 - the band's target coverage (10 % .. 90 %)
 ACI_GAMMA = 0.03
@@ -134,19 +148,62 @@ def _mae(errors: dict[str, np.ndarray]) -> np.ndarray:
 def _weights(errors: dict[str, np.ndarray], model: str) -> np.ndarray | None:
     """Weights over CANDIDATES from their per-origin MAE rows (NaN: no forecast)."""
     mae = _mae(errors)
-    if model != "auto":
+    if model not in COMBINATIONS:
         i = CANDIDATES.index(model)
         if not np.isfinite(mae[i]):
             return None
         w = np.zeros(len(CANDIDATES))
         w[i] = 1.0
         return w
+    members = np.array([c in COMBINATIONS[model] for c in CANDIDATES])
+    mae = np.where(members, mae, np.nan)
     if not np.isfinite(mae).any():
         return None
     best = float(np.nanmin(mae))
     near = np.isfinite(mae) & (mae <= NEAR_BEST * best)
     w = np.where(near, 1.0 / np.maximum(mae, 1e-12) ** 2, 0.0)
     return np.asarray(w / w.sum(), dtype=float)
+
+
+
+@dataclass
+class _Fitted:
+    """The learnt candidates of one rolling run, refitted as they age (``gbm`` every
+    :data:`GBM_REFIT_H`, ``lear`` every :data:`LEAR_REFIT_H` hours)."""
+
+    gbm: GbmModel | None = None
+    lear: LearModel | None = None
+
+    def issue(self, c: str, series: SeriesInput, y: Array, x: Array | None, o: int,
+              horizon_h: int) -> Array:
+        """Candidate ``c``'s path at origin ``o`` from ``y[:o]`` (and ``x[:o]``); all NaN
+        where the candidate cannot forecast yet."""
+        past = y[:o]
+        xp = None if x is None else x[:o]
+        if c == "seasonal-naive":
+            return seasonal_naive(past, horizon_h, DAY_H)
+        if c == "seasonal-naive-weekly":
+            return seasonal_naive(past, horizon_h, WEEK_H)
+        if c == "harmonic":
+            t0 = int(series.index[0].value // 3_600_000_000_000) + o
+            return harmonic(past, horizon_h, t0)
+        if c == "gbm":
+            if self.gbm is None or o - self.gbm.fitted_before >= GBM_REFIT_H:
+                lo = max(MIN_LAG_H, o - GBM_TRAIN_H)
+                # Daily origins o' = o - 24 j whose whole path lies before o.
+                first = o - DAY_H * int(np.ceil(horizon_h / DAY_H))
+                train = np.arange(first, lo - 1, -DAY_H)[::-1]
+                if len(train) >= GBM_MIN_TRAIN:
+                    self.gbm = fit_gbm(past, xp, series.calendar, horizon_h, train)
+            if self.gbm is not None:
+                return self.gbm.predict(past, xp, series.calendar, horizon_h)
+        if c == "lear":
+            if o >= LEAR_MIN_H and (self.lear is None
+                                    or o - self.lear.fitted_before >= LEAR_REFIT_H):
+                self.lear = fit_lear(past, series.calendar)
+            if self.lear is not None:
+                return self.lear.predict(past, horizon_h, series.calendar)
+        return np.full(horizon_h, np.nan)
 
 
 def rolling_forecast(
@@ -216,32 +273,15 @@ def _rolling(
     q50 = np.full((n, horizon_h), np.nan)
     q90 = np.full((n, horizon_h), np.nan)
     weights = np.zeros((n, len(CANDIDATES)))
-    gbm: GbmModel | None = None
-    want = CANDIDATES if model == "auto" else ("seasonal-naive", model)
+    fitted = _Fitted()
+    want = COMBINATIONS.get(model, ("seasonal-naive", model))
     alpha = ALPHA
     scored_upto = 0  # origins every[:scored_upto] have their MAE filled
     blocks = np.arange(horizon_h) // DAY_H
     for i, o in enumerate(every):
         past = y[:o]
-        xp = None if x is None else x[:o]
         for c in want:
-            if c == "seasonal-naive":
-                paths[c][i] = seasonal_naive(past, horizon_h, DAY_H)
-            elif c == "seasonal-naive-weekly":
-                paths[c][i] = seasonal_naive(past, horizon_h, WEEK_H)
-            elif c == "harmonic":
-                t0 = int(series.index[0].value // 3_600_000_000_000) + int(o)
-                paths[c][i] = harmonic(past, horizon_h, t0)
-            elif c == "gbm":
-                if gbm is None or o - gbm.fitted_before >= GBM_REFIT_H:
-                    lo = max(MIN_LAG_H, o - GBM_TRAIN_H)
-                    # Daily origins o' = o - 24 j whose whole path lies before o.
-                    first = o - DAY_H * int(np.ceil(horizon_h / DAY_H))
-                    train = np.arange(first, lo - 1, -DAY_H)[::-1]
-                    if len(train) >= GBM_MIN_TRAIN:
-                        gbm = fit_gbm(past, xp, series.calendar, horizon_h, train)
-                if gbm is not None:
-                    paths[c][i] = gbm.predict(past, xp, series.calendar, horizon_h)
+            paths[c][i] = fitted.issue(c, series, y, x, int(o), horizon_h)
         # Score the origins whose paths are now fully observed.
         while scored_upto < i and every[scored_upto] + horizon_h <= o:
             j = scored_upto
@@ -282,6 +322,12 @@ def _rolling(
         q10[i], q50[i], q90[i] = lo, point, hi
         weights[i] = w
     keep = slice(n_warm, n)
+    if model not in COMBINATIONS:
+        short = int((weights[keep, CANDIDATES.index(model)] == 0).sum())
+        if short:
+            log.info("%s: %s had too little history or too few scored origins at %d of %d "
+                     "origins; the seasonal naive stands in there", series.name, model,
+                     short, len(idx))
     return RollingForecast(
         name=series.name, model=model, horizon_h=horizon_h, origins=idx,
         q10=q10[keep], q50=q50[keep], q90=q90[keep],

@@ -130,6 +130,7 @@ class Sidebar(StateView):
             pn.widgets.RadioButtonGroup.from_param(s.param.slot_minutes, label="Slot (min)"),
             pn.widgets.Select.from_param(s.param.forecast_mode),
             self.forecast_error, error_pane(s, "forecast_error"),
+            pn.widgets.Select.from_param(s.param.forecast_model),
             pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
             pn.pane.Markdown(pn.bind(_not_compared, s.param.baseline_policies,
                                      s.param.scenario),
