@@ -115,9 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "forecast.duckdb"
         with Store(db) as store:
-            todo = build(args.data, store)
-            if args.zones:
-                todo = [t for t in todo if t[0] in args.zones]
+            todo = _series(args, store)
             rows, samples = [], {}
             for zone, kind, year in todo:
                 tz = SUSTAIN.get(zone) or EMAPS[zone]
@@ -178,14 +176,18 @@ def main() -> None:
         sample_week_plot(samples, RESULTS / "forecast.png")
 
 
+def _series(args: argparse.Namespace, store: Store) -> list[tuple[str, str, int]]:
+    """The (zone, kind, year) series imported into ``store``, only ``--zones`` if given."""
+    todo = build(args.data, store)
+    return [t for t in todo if t[0] in args.zones] if args.zones else todo
+
+
 def compare(args: argparse.Namespace, models: list[str]) -> None:
     """Backtest each of ``models`` on every zone-quarter; MAE ratio and CPU per forecast."""
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "forecast.duckdb"
         with Store(db) as store:
-            todo = build(args.data, store)
-            if args.zones:
-                todo = [t for t in todo if t[0] in args.zones]
+            todo = _series(args, store)
             rows = []
             for zone, kind, year in todo:
                 tz = SUSTAIN.get(zone) or EMAPS[zone]
