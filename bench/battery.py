@@ -5,6 +5,7 @@ Usage::
     python bench/battery.py [--data ../shared/data] [--quick] [--only NAME,...]
                             [--policies P,...] [--json] [--db-dir DIR]
                             [--forecast-model auto|lear|auto-lear|...]
+                            [--forecast-mode perfect|...] [--power-limits MENU]
 
 Each scenario is built the way a user would: the grid series and job traces are imported into
 a scratch DuckDB store with ``workbench import ...`` and the scenario with
@@ -55,7 +56,7 @@ from common import RESULTS, run_policy, write_table
 from workbench import runner
 from workbench.cli import main as cli
 from workbench.cli._args import parse_power_limits
-from workbench.forecast import DEFAULT_MODEL, MODELS
+from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, MODELS
 from workbench.model import Scenario
 from workbench.policies import unsuitable
 from workbench.policies.base import HindsightBound
@@ -360,8 +361,9 @@ def captured(asap: float, cost: float, bound: float) -> float:
 
 def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
                  default: str, power_limits: tuple[float, ...] | None = None,
-                 forecast_model: str = DEFAULT_MODEL) -> list[dict[str, Any]]:
-    mode = forecast_mode(sc)
+                 forecast_model: str = DEFAULT_MODEL, what_if: str | None = None
+                 ) -> list[dict[str, Any]]:
+    mode = forecast_mode(sc) if what_if is None else what_if
     # The model forecast is fitted once per scenario, shared by its policies' runs.
     fitted = runner.fit_forecast(sc, mode, forecast_model)
     runs: dict[str, tuple[dict[str, Any], float]] = {}
@@ -371,7 +373,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
     order = ["asap-home", "offline"] + [p for p in policies if p not in ("asap-home", "offline")
                                         and unsuitable(p, sc) is None]
     for pol_name in order:
-        res, wall, bound_of = run_policy(sc, pol_name, fitted, power_limits)
+        res, wall, bound_of = run_policy(sc, pol_name, fitted, power_limits, what_if)
         if bound_of is not None:
             off_bound = bound_of
         runs[pol_name] = (res.metrics, wall)
@@ -463,6 +465,10 @@ def main() -> None:
     ap.add_argument("--forecast-model", default=DEFAULT_MODEL, choices=MODELS,
                     help=f"forecaster of the model forecast (default {DEFAULT_MODEL}; another "
                     "writes no results file)")
+    ap.add_argument("--forecast-mode", default=None, choices=FORECAST_MODES,
+                    help="a what-if: every policy told this forecast instead of the honest "
+                    "default (e.g. perfect: what a better forecast could be worth; writes no "
+                    "results file)")
     ap.add_argument("--lyapunov-V", default="",
                     help="comma-separated V values: run only lyapunov at each V and write "
                     "docs/results/battery_v.* (is the default V within 5 %% of the best?)")
@@ -501,7 +507,8 @@ def main() -> None:
     default = default_policy()
     rows: list[dict[str, Any]] = []
     for n in names:
-        rows += run_scenario(n, built[n], policies, default, menu, args.forecast_model)
+        rows += run_scenario(n, built[n], policies, default, menu, args.forecast_model,
+                             args.forecast_mode)
     total = time.perf_counter() - t0
     table = pd.DataFrame(rows)
     if args.json:
@@ -523,7 +530,8 @@ def main() -> None:
             kind="stable").reset_index(drop=True)
         names = list(dict.fromkeys(table.scenario))
     elif args.only or args.policies != ",".join(POLICIES) or \
-            args.forecast_model != DEFAULT_MODEL:
+            args.forecast_model != DEFAULT_MODEL or args.forecast_mode is not None or \
+            args.power_limits is not None:
         return
     summary = _summary(table, default)
     cmd = " --quick" if args.quick else f" --update {args.update}" if args.update else ""

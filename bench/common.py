@@ -38,13 +38,15 @@ where no run drew under a GPU power limit)."""
 
 
 def run_policy(scenario: Scenario, name: str, fitted: ModelForecast | None = None,
-               power_limits: tuple[float, ...] | None = None,
+               power_limits: tuple[float, ...] | None = None, forecast_mode: str | None = None,
                **knobs: Any) -> tuple[RunResult, float, HindsightBound | None]:
-    """Simulate ``name`` with ``knobs`` through the runner (the honest default forecast;
-    ``fitted`` its model forecast, fitted once per scenario by the caller; ``power_limits``
-    the GPU power-limit menu, None: the run's default); returns the run, its wall time and
-    its hindsight bound (None but for ``offline``). The spec's forecaster is ``fitted``'s."""
-    told = ForecastSettings() if fitted is None else ForecastSettings(model=fitted.model)
+    """Simulate ``name`` with ``knobs`` through the runner (the honest default forecast, or
+    ``forecast_mode`` as a what-if; ``fitted`` its model forecast, fitted once per scenario
+    by the caller; ``power_limits`` the GPU power-limit menu, None: the run's default);
+    returns the run, its wall time and its hindsight bound (None but for ``offline``). The
+    spec's forecaster is ``fitted``'s."""
+    told = ForecastSettings(forecast_mode) if fitted is None else ForecastSettings(
+        forecast_mode, model=fitted.model)
     spec = RunSpec(scenario.name, name, knobs=knobs, forecast=told, baseline=False)
     if power_limits is not None:
         spec = dataclasses.replace(spec, power_limits=power_limits)
