@@ -36,9 +36,13 @@ def test_the_stated_price_is_the_least_energy_at_home_at_its_mean_price() -> Non
     configuration at home) costs exactly the stated price of its whole work."""
     sc = _scenario(jobs=(training("j1", slots_of_work=2.0),))
     price, kg = work_prices(sc, sc.jobs)["j1"]
-    _, bound = simulate_spec(RunSpec(sc.name, "offline", baseline=False), sc)
+    _, bound = simulate_spec(RunSpec(sc.name, "offline", baseline=False, power_limits=()), sc)
     assert bound is not None
     assert price == pytest.approx(bound.cost, rel=1e-9)
+    # With the default menu of GPU power limits the bound does the work on less energy: the
+    # stated price (full power) charges undone work at no less than the bound would pay.
+    _, limited = simulate_spec(RunSpec(sc.name, "offline", baseline=False), sc)
+    assert limited is not None and limited.cost <= price * (1 + 1e-9)
     assert kg == pytest.approx(price * 600.0 / 1000.0)  # the same kWh at 600 g/kWh
 
 

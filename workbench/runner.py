@@ -475,8 +475,10 @@ def least_carbon(spec: RunSpec, scenario: Scenario, caps: Caps) -> LeastCarbon |
     from workbench.policies.offline import least_carbon_bound
 
     menu = spec.knobs.get("gpu_counts")
+    limits = () if "power-limits" in spec.ignore else spec.power_limits
     return least_carbon_bound(scenario, caps=caps,
-                              gpu_counts=tuple(menu) if isinstance(menu, tuple | list) else None)
+                              gpu_counts=tuple(menu) if isinstance(menu, tuple | list) else None,
+                              power_limits=limits)
 
 
 def known_at_start(spec: RunSpec, scenario: Scenario, fitted: ModelForecast | None

@@ -199,17 +199,21 @@ def _min_overshoot_kg(prob: blocklp.BlockProblem, time_limit_s: float) -> float:
 
 def least_carbon_bound(scenario: Scenario, *, caps: Caps | None = None,
                        gpu_counts: tuple[int, ...] | None = None,
+                       power_limits: tuple[float, ...] = (),
                        max_columns: int = 400_000, time_limit_s: float = 300.0
                        ) -> LeastCarbon:
     """The least carbon achievable on ``scenario`` with every deadline met (as far as any
-    plan can meet them), under the power caps of ``caps`` (its carbon budgets are ignored):
-    see :class:`LeastCarbon`. Hindsight: it reads the true grid and every arrival.
+    plan can meet them), under the power caps of ``caps`` (its carbon budgets are ignored)
+    and with the GPU ``power_limits`` a run may choose (:func:`~workbench.policies.problems.
+    job_configs`' relaxation): see :class:`LeastCarbon`. Hindsight: it reads the true grid
+    and every arrival.
 
     Raises RuntimeError when HiGHS fails.
     """
     pol = OfflinePolicy(scenario=scenario, caps=None if caps is None else caps.power_only(),
                         gpu_counts=gpu_counts, max_columns=max_columns,
                         time_limit_s=time_limit_s)
+    pol.power_limits = tuple(power_limits)
     hz = pol._horizon(scenario)
     return _least_carbon(pol._horizon_problem(scenario, hz), hz.jobs, time_limit_s)
 
@@ -306,6 +310,8 @@ class OfflinePolicy:
         self.caps = as_caps(caps)
         self.truth = scenario
         self.gpu_counts = gpu_counts
+        # The GPU power-limit menu of the run (the view's, at reset): the bound's relaxation.
+        self.power_limits: tuple[float, ...] = ()
         self.exact_max_columns = int(exact_max_columns)
         self.max_columns = int(max_columns)
         self.time_limit_s = float(time_limit_s)
@@ -345,6 +351,7 @@ class OfflinePolicy:
             raise ValueError(f"OfflinePolicy was given scenario {self.truth.name!r} but runs "
                              f"on {scenario.name!r}")
         self._solved_for = scenario
+        self.power_limits = tuple(getattr(scenario, "power_limits", ()))
         sc = self.truth
         self.caps.check_names(d.name for d in sc.datacenters)
         t0 = time.perf_counter()
@@ -374,7 +381,8 @@ class OfflinePolicy:
         if not (np.all(np.isfinite(price)) and np.all(np.isfinite(carbon))):
             raise ValueError("the scenario's cube has missing price or carbon values")
         jobs = list(sc.jobs)
-        cfgs = [job_configs(sc, j, self.gpu_counts if j.is_training else None) for j in jobs]
+        cfgs = [job_configs(sc, j, self.gpu_counts if j.is_training else None,
+                            self.power_limits) for j in jobs]
         wins = [_window(sc, j) for j in jobs]
         est = sum(len(c) * max(w[1] - w[0], 0) for c, w in zip(cfgs, wins, strict=True))
         block = max(1, math.ceil(est / self.max_columns))

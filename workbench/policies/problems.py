@@ -25,6 +25,8 @@ from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
 from workbench.optim.slot import SlotProblem
 from workbench.policies.base import SlotOptions, SlotState
+from workbench.policies.limits import _most_efficient
+from workbench.units import J_PER_KWH
 
 _QUAD = 8
 """Progress points over which :func:`job_configs` averages a training job's rates."""
@@ -153,9 +155,32 @@ def _sending_halves(opts: SlotOptions, dc_pos: Mapping[str, int], sc: ScenarioVi
     return src_dc_index, src_power_kw
 
 
+def _least_energy_factors(gpu_type: str, menu: tuple[float, ...],
+                          gpu_power_w: NDArray[np.float64], max_power_w: float
+                          ) -> NDArray[np.float64]:
+    """``r_t r_P`` of the menu's most efficient limit at each per-GPU draw (1 where none
+    draws less energy per unit of work than full power)."""
+    below = tuple(f for f in menu if f < 1.0)
+    out = np.ones(gpu_power_w.size)
+    for i, w in enumerate(gpu_power_w.tolist()):
+        best = _most_efficient(gpu_type, below, w, max_power_w) if below else None
+        if best is not None:
+            out[i] = best[1] * best[2]
+    return out
+
+
 def job_configs(sc: Scenario | ScenarioView, job: Job,
-                gpu_counts: tuple[int, ...] | None = None) -> list[BlockConfig]:
-    """Every (datacenter, pool, GPU count) the job may use, with trajectory-averaged rates."""
+                gpu_counts: tuple[int, ...] | None = None,
+                power_limits: tuple[float, ...] = ()) -> list[BlockConfig]:
+    """Every (datacenter, pool, GPU count) the job may use, with trajectory-averaged rates.
+
+    With a menu of GPU ``power_limits`` (the hindsight bounds' relaxation), a training
+    configuration's energy per slot is its full-power energy times, at each progress point,
+    the least IT energy per unit of work the menu allows (``r_t r_P`` of the slot's most
+    efficient limit, :mod:`workbench.policies.limits`), at full speed: a column that does
+    the work of full power on the energy of the limit, which no slot can beat (a limited
+    slot does less work, a full-power slot draws more), so the LP on them stays a lower
+    bound of a run that may choose either."""
     dc_pos = {d.name: i for i, d in enumerate(sc.datacenters)}
     pool_pos = {(p.datacenter, p.gpu_type): i for i, p in enumerate(sc.pools)}
     out: list[BlockConfig] = []
@@ -184,6 +209,10 @@ def job_configs(sc: Scenario | ScenarioView, job: Job,
                 prog_q, kwh_q = outcome.full_slot_rates(
                     prof, job, int(n), pool.gpus_per_node, float(sc.slot_s), dc.pue,
                     prof.efficiency.phi(qp))
+                if power_limits:
+                    kwh_q = kwh_q * _least_energy_factors(
+                        pool.gpu_type, power_limits, kwh_q / (dc.pue * float(sc.slot_s))
+                        * J_PER_KWH / int(n), float(pool.max_power_w))
                 slots_q = (1.0 / _QUAD) / prog_q
                 slots = float(slots_q.sum())
                 energy = float((slots_q * kwh_q).sum())

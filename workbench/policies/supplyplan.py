@@ -327,8 +327,9 @@ def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, fl
     slots after; the site's controller covers a shortfall of the sources as far as the
     battery holds, :func:`workbench.outcome.supply.site_balance`), and further, up to all
     the battery can give now (:meth:`SupplyPlan.most_own_kw`), as far as the inference
-    services may need there (``services_kw``, :func:`services_kw`: they run whatever the
-    plan kept, so the slot stays feasible). ``caps`` itself without a limit there."""
+    services must draw there (``services_kw``, :func:`services_kw`: they run whatever the
+    plan kept, so the slot stays feasible; no more, so that no training job runs on the
+    charge the plan keeps for later). ``caps`` itself without a limit there."""
     if not caps.has_limits:
         return caps
     supply = sc.supply
@@ -489,27 +490,28 @@ def site_energy_kwh(opts: SlotOptions, slot_s: float) -> NDArray[np.float64]:
 
 
 def services_kw(opts: SlotOptions, slot_s: float) -> dict[str, float]:
-    """The most the inference services may draw at each datacenter in the slot, kW: per
-    service and datacenter the largest of its options' draws there (:func:`site_energy_kwh`
-    at its own site, the sending half of a move at the site it leaves), summed over the
-    services (an upper bound: a service runs at one of its sites)."""
+    """What the inference services must draw at each datacenter in the slot whatever it
+    chooses, kW: per service, the least its options draw there (:func:`site_energy_kwh` at
+    an option's own site, a move's sending half at the site it leaves, 0 for an option
+    that touches the site not at all), summed over the services."""
     if not len(opts):
         return {}
     h = slot_s / 3600.0
     at_d = site_energy_kwh(opts, slot_s) / h
-    sent = (np.asarray(opts.energy_kwh, dtype=float) / h - at_d)
-    most: dict[tuple[int, str], float] = {}
-    for k in range(len(opts)):
-        if opts.jobs[int(opts.job_index[k])].job.is_training:
-            continue
-        j = int(opts.job_index[k])
-        for d, kw in ((str(opts.datacenter[k]), float(at_d[k])),
-                      (str(opts.transfer_from[k]), float(sent[k]))):
-            if d and kw > 0:
-                most[(j, d)] = max(most.get((j, d), 0.0), kw)
+    sent = np.asarray(opts.energy_kwh, dtype=float) / h - at_d
     out: dict[str, float] = {}
-    for (_, d), kw in most.items():
-        out[d] = out.get(d, 0.0) + kw
+    for j in np.unique(opts.job_index).tolist():
+        if opts.jobs[j].job.is_training:
+            continue
+        ks = np.flatnonzero(opts.job_index == j)
+        draws: dict[str, NDArray[np.float64]] = {}
+        for i, k in enumerate(ks.tolist()):
+            for d, kw in ((str(opts.datacenter[k]), float(at_d[k])),
+                          (str(opts.transfer_from[k]), float(sent[k]))):
+                if d:
+                    draws.setdefault(d, np.zeros(ks.size))[i] += kw
+        for d, least in draws.items():
+            out[d] = out.get(d, 0.0) + float(least.min())
     return out
 
 
