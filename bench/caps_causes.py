@@ -92,7 +92,8 @@ def causes_row(name: str, sc: Scenario) -> dict[str, Any]:
     """One scenario's row (module docstring)."""
     c0 = time.process_time()
     free = _run(sc, Caps(), None)
-    bound = least_carbon_bound(sc)
+    # The bound with the runs' GPU power-limit menu (a bound of what they may choose).
+    bound = least_carbon_bound(sc, power_limits=RunSpec(sc.name).power_limits)
     never = Caps(carbon_kg=1e-3)
     floor = _run(sc, never, None, carbon_price_per_kg=FLOOR_PRICE)
     perfect = _run(sc, never, "perfect", carbon_price_per_kg=FLOOR_PRICE)
