@@ -198,3 +198,28 @@ def test_fit_power_limits_cli_reports_the_validation_and_writes_the_fits(
     assert {"a40", "p100", "rtx6000", "v100", POOLED} <= set(doc)
     assert main(["--db", db, "fit", "power-limits", "--profiles", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_default_menu_reaches_the_run_its_comparisons_and_the_app() -> None:
+    """Power limits are in the default: a spec carries the default menu, its comparisons
+    share the run's menu (none for a full-power run), and the app's toggle hands it to the
+    run, keys comparisons by it and restores it from a stored run."""
+    from workbench.app.knobs import restored_knobs
+    from workbench.app.state import WorkbenchState
+    from workbench.power_limits import DEFAULT_MENU
+    from workbench.scenarios import build_seed3
+
+    spec = RunSpec("seed3")
+    assert spec.power_limits == DEFAULT_MENU
+    assert spec.comparison("greedy").power_limits == DEFAULT_MENU
+    assert RunSpec("seed3", power_limits=()).comparison("greedy").power_limits == ()
+    state = WorkbenchState(db_path="none.duckdb")
+    assert state.power_limits is True
+    state.power_limits = False
+    assert state.run_spec(build_seed3()).power_limits == ()
+    info = {"policy": "lookahead", "knobs": "{}", "settings": '{"power_limits": []}'}
+    assert restored_knobs(info, ["lookahead"], [])["power_limits"] is False
+    info["settings"] = '{"power_limits": [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]}'
+    assert restored_knobs(info, ["lookahead"], [])["power_limits"] is True
+    info["settings"] = '{"power_limits": [1.0, 0.7]}'  # a menu the toggle cannot show
+    assert "power_limits" not in restored_knobs(info, ["lookahead"], [])

@@ -201,10 +201,11 @@ class RunSpec:
 
     def comparison(self, policy: str) -> RunSpec:
         """The spec of a comparison run: ``policy`` with its default knobs, the same scenario,
-        forecast and simulator settings, metered against the same power caps (a baseline
-        does not honour them: their violations are reported)."""
+        forecast, simulator settings and GPU power-limit menu, metered against the same power
+        caps (a baseline does not honour them: their violations are reported)."""
         return RunSpec(scenario=self.scenario, policy=policy, forecast=self.forecast,
-                       sim=self.sim, baseline=False, metered=self.caps.metered())
+                       sim=self.sim, baseline=False, metered=self.caps.metered(),
+                       power_limits=self.power_limits)
 
     def ignoring(self, levers: frozenset[str]) -> RunSpec:
         """The same run planned without ``levers`` (``--ignore``), without a baseline."""

@@ -11,6 +11,7 @@ from typing import Any
 from workbench.caps import Caps
 from workbench.policies import POLICY_NAMES, policy_knobs
 from workbench.policies.lyapunov import V_MAX
+from workbench.power_limits import DEFAULT_MENU
 
 V_STEPS: tuple[float, ...] = (
     0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
@@ -97,8 +98,8 @@ def restored_knobs(info: Mapping[str, Any], policies: Sequence[str],
                    forecast_modes: Sequence[str]) -> dict[str, Any]:
     """The sidebar's values that repeat a stored run (:meth:`Store.run_info` ``info``): its
     policy, V, migration threshold, carbon cap (a percentage cap as the percentage, stored
-    beside its resolved kg), GPU-count menu and forecast; values the sidebar cannot show
-    are left out."""
+    beside its resolved kg), GPU-count menu, forecast and GPU power limits (the default menu
+    or none); values the sidebar cannot show are left out."""
     from workbench.runs import run_settings
 
     k = run_settings(info)
@@ -126,4 +127,7 @@ def restored_knobs(info: Mapping[str, Any], policies: Sequence[str],
         update["forecast_mode"] = k["forecast_mode"]
         if k["forecast_mode"] == "noisy" and k.get("forecast_error"):
             update["forecast_error"] = float(k["forecast_error"])
+    menu = k.get("power_limits")
+    if isinstance(menu, list) and tuple(float(f) for f in menu) in ((), DEFAULT_MENU):
+        update["power_limits"] = bool(menu)
     return update

@@ -23,6 +23,7 @@ import pandas as pd
 from workbench import scenarios
 from workbench.caps import Caps
 from workbench.forecast import DEFAULT_MODEL
+from workbench.power_limits import DEFAULT_MENU
 
 if TYPE_CHECKING:
     from workbench.model import Scenario
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 class ComparisonKey:
     """What a comparison run of a scenario depends on: the store file, the scenario as
     stored (its name and fingerprint), the slot grid it was planned on, the forecast (mode,
-    error and forecaster) and the power caps it is metered against (a run is compared only
-    with runs under its own caps)."""
+    error and forecaster), the GPU power-limit menu and the power caps it is metered against
+    (a run is compared only with runs under its own caps and levers)."""
 
     db_path: str
     scenario: str
@@ -46,6 +47,7 @@ class ComparisonKey:
     forecast_error: float
     metered: Caps = field(default_factory=Caps)
     forecast_model: str = DEFAULT_MODEL
+    power_limits: tuple[float, ...] = DEFAULT_MENU
 
 
 @dataclass(frozen=True)

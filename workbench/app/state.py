@@ -55,6 +55,7 @@ from workbench.flexibility import offers as envelope_offers
 from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, MODELS
 from workbench.model import Scenario, ScenarioError
 from workbench.policies import DEFAULT_POLICY, POLICY_NAMES, policy_knobs, unsuitable
+from workbench.power_limits import DEFAULT_MENU
 from workbench.quote import JobSpec, Quote, quote
 from workbench.runner import ForecastSettings, RunSpec
 from workbench.sim import RunResult
@@ -101,6 +102,9 @@ class WorkbenchState(param.Parameterized):
     forecast_model: param.Selector[str] = param.Selector(
         default=DEFAULT_MODEL, objects=list(MODELS), label="Forecast model",
         doc="the forecaster of the 'model' forecast (docs/results.md section 8)")
+    power_limits = param.Boolean(
+        default=True, label="GPU power limits",
+        doc="plan with the default menu of GPU power limits (off: full power only)")
     baseline_policies = param.ListSelector(default=list(BASELINES), objects=list(BASELINES),
                                            label="Compare with")
     save_runs = param.Boolean(default=True, label="Save runs in the store")
@@ -293,7 +297,8 @@ class WorkbenchState(param.Parameterized):
         :meth:`planning_scenario`). Raises ValueError naming what to fix."""
         sc = self.planning_scenario() if sc is None else sc
         return RunSpec(scenario=sc.name, policy=self.policy, knobs=self.knobs(),
-                       caps=self.caps(), forecast=self.forecast_settings(), baseline=False)
+                       caps=self.caps(), forecast=self.forecast_settings(), baseline=False,
+                       power_limits=DEFAULT_MENU if self.power_limits else ())
 
     def forecast_settings(self) -> ForecastSettings:
         """The sidebar's forecast: its mode (None: the honest default) and error."""
@@ -365,7 +370,8 @@ class WorkbenchState(param.Parameterized):
                             fingerprint=self.fingerprint, slot_s=sc.slot_s, n_slots=sc.n_slots,
                             forecast_mode=spec.forecast.mode, metered=spec.caps.metered(),
                             forecast_error=spec.forecast.error_in_effect,
-                            forecast_model=spec.forecast.model)
+                            forecast_model=spec.forecast.model,
+                            power_limits=spec.power_limits)
         return RunRequest(spec=spec, scenario=sc, key=key, db_path=self.db_path,
                           comparisons=tuple(b for b in self.baseline_policies
                                             if b != self.policy), save=bool(self.save_runs))

@@ -45,7 +45,7 @@ _ARRAYS = ("job_index", "datacenter", "gpu_type", "n_gpus", "batch_size", "progr
 
 
 @lru_cache(maxsize=65536)
-def _most_efficient(gpu_type: str, menu: tuple[float, ...], gpu_power_w: float,
+def most_efficient_limit(gpu_type: str, menu: tuple[float, ...], gpu_power_w: float,
                     max_power_w: float) -> tuple[float, float, float] | None:
     """The limit of ``menu`` with the least IT energy per unit of work, ``r_t r_P`` least
     (the higher limit among equals), with its factors; None when none draws less energy per
@@ -63,7 +63,7 @@ def with_power_limits(opts: Any, state: Any, price_per_kwh: Mapping[str, float],
     """``opts`` (a :class:`workbench.policies.base.SlotOptions` of the slot ``state``, a
     :class:`~workbench.policies.base.SlotState`; typed loosely, as ``base`` calls this
     module) with each training option repeated at the menu's most efficient limit below
-    full power (:func:`_most_efficient`; see the module docstring); unchanged when the menu
+    full power (:func:`most_efficient_limit`; see the module docstring); unchanged when the menu
     is empty or full power only."""
     sc = state.scenario
     menu = tuple(f for f in sc.power_limits if f < 1.0)
@@ -89,7 +89,7 @@ def with_power_limits(opts: Any, state: Any, price_per_kwh: Mapping[str, float],
         prof = sc.profile(job.app, pool.gpu_type)
         _, x_model = outcome.best_batch(prof, n, pool.gpus_per_node, js.phi)
         full_w = float(outcome.training_power_w(prof, n, x_model * js.throughput_scale))
-        best = _most_efficient(pool.gpu_type, menu, full_w / n, float(pool.max_power_w))
+        best = most_efficient_limit(pool.gpu_type, menu, full_w / n, float(pool.max_power_w))
         if best is None:
             continue
         f, r_t, r_p = best

@@ -25,7 +25,7 @@ from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
 from workbench.optim.slot import SlotProblem
 from workbench.policies.base import SlotOptions, SlotState
-from workbench.policies.limits import _most_efficient
+from workbench.policies.limits import most_efficient_limit
 from workbench.units import J_PER_KWH
 
 _QUAD = 8
@@ -163,7 +163,7 @@ def _least_energy_factors(gpu_type: str, menu: tuple[float, ...],
     below = tuple(f for f in menu if f < 1.0)
     out = np.ones(gpu_power_w.size)
     for i, w in enumerate(gpu_power_w.tolist()):
-        best = _most_efficient(gpu_type, below, w, max_power_w) if below else None
+        best = most_efficient_limit(gpu_type, below, w, max_power_w) if below else None
         if best is not None:
             out[i] = best[1] * best[2]
     return out

@@ -131,6 +131,7 @@ class Sidebar(StateView):
             pn.widgets.Select.from_param(s.param.forecast_mode),
             self.forecast_error, error_pane(s, "forecast_error"),
             pn.widgets.Select.from_param(s.param.forecast_model),
+            pn.widgets.Checkbox.from_param(s.param.power_limits),
             pn.widgets.MultiChoice.from_param(s.param.baseline_policies),
             pn.pane.Markdown(pn.bind(_not_compared, s.param.baseline_policies,
                                      s.param.scenario),
