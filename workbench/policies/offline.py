@@ -72,7 +72,6 @@ from workbench.policies.supplyplan import (
     SupplyPlan,
     SupplyPlanner,
     WindowSupply,
-    services_kw,
     site_load_kw,
     slot_caps,
 )
@@ -595,8 +594,7 @@ class OfflinePolicy:
                                   + 1.0 * same_dc, -1.0)
         sp = self._supply_plan
         prob = build_slot_problem(state, opts, coef, self.caps if sp is None else
-                                  slot_caps(sc, sp, t, state.soc_kwh, self.caps,
-                                            services_kw(opts, float(sc.slot_s))))
+                                  slot_caps(sc, sp, t, state.soc_kwh, self.caps, opts))
         chosen = greedy_choice(prob, priority=prio)
         placements = {state.jobs[int(opts.job_index[k])].job.job_id: opts.placement(int(k))
                       for k in np.flatnonzero(chosen)}

@@ -264,10 +264,11 @@ class SupplyPlan:
         battery holds now (its metered ``soc_kwh``)::
 
             R_d(t) + min(max(battery_plan(t), 0), min(P h, (soc - soc_min) eta) / h)"""
-        per = self.battery_kwh[:, self._block(t)] / (
-            float(self.block_len[self._block(t)]) * self.slot_h)
-        return {n: ren + min(max(float(per[self.names.index(n)]), 0.0), can)
-                for n, (ren, can) in self._own_kw(t, soc_kwh, batteries).items()}
+        b = self._block(t)
+        per = self.battery_kwh[:, b] / (float(self.block_len[b]) * self.slot_h)
+        own = self._own_kw(t, soc_kwh, batteries)
+        return {n: ren + min(max(float(per[i]), 0.0), can)
+                for i, (n, (ren, can)) in enumerate(own.items())}
 
     def most_own_kw(self, t: int, soc_kwh: Mapping[str, float],
                     batteries: Mapping[str, Battery]) -> dict[str, float]:
@@ -318,7 +319,7 @@ class SupplyPlan:
 
 
 def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, float],
-              caps: Caps, services_kw: Mapping[str, float] | None = None) -> Caps:
+              caps: Caps, opts: SlotOptions | None = None) -> Caps:
     """The import limits slot ``t``'s decision keeps, as a caps record of that slot alone:
     each datacenter's power cap and the grid events known at ``t``
     (:func:`workbench.meter.import_limits_kw`), raised at a site with own supply by what
@@ -327,9 +328,10 @@ def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, fl
     slots after; the site's controller covers a shortfall of the sources as far as the
     battery holds, :func:`workbench.outcome.supply.site_balance`), and further, up to all
     the battery can give now (:meth:`SupplyPlan.most_own_kw`), as far as the inference
-    services must draw there (``services_kw``, :func:`services_kw`: they run whatever the
-    plan kept, so the slot stays feasible; no more, so that no training job runs on the
-    charge the plan keeps for later). ``caps`` itself without a limit there."""
+    services among the slot's options ``opts`` must draw there (:func:`services_kw`: they
+    run whatever the plan kept, so the slot stays feasible; no more, so that no training
+    job runs on the charge the plan keeps for later). ``caps`` itself without a limit
+    there."""
     if not caps.has_limits:
         return caps
     supply = sc.supply
@@ -342,11 +344,12 @@ def slot_caps(sc: ScenarioView, sp: SupplyPlan, t: int, soc_kwh: Mapping[str, fl
         return caps
     batteries = {n: b for n in own if (b := supply.battery_at(n)) is not None}
     extra = sp.planned_own_kw(t, soc_kwh, batteries)
-    if services_kw:
+    if opts is not None and len(opts):
+        must = services_kw(opts, float(sc.slot_s))
         most = sp.most_own_kw(t, soc_kwh, batteries)
         idle = dict(zip(names, idle_kw(sc).tolist(), strict=True))
         for n in own:
-            need = services_kw.get(n, 0.0) - (limit[n] - idle[n])
+            need = must.get(n, 0.0) - (limit[n] - idle[n])
             extra[n] = max(extra[n], min(most[n], need))
     merged = {n: v + (extra[n] if n in own else 0.0) for n, v in limit.items()
               if math.isfinite(v)}
@@ -383,7 +386,7 @@ def supplied_options(sc: ScenarioView, opts: SlotOptions, sp: SupplyPlan, t: int
             cost[rows] += (v - float(price[region[name]])) * at_d[rows]
             kg[rows] -= float(carbon[region[name]]) * at_d[rows] / G_PER_KG
     opts = dataclasses.replace(opts, cost=cost, carbon_kg=kg)
-    caps = slot_caps(sc, sp, t, soc_kwh, caps, services_kw(opts, float(sc.slot_s)))
+    caps = slot_caps(sc, sp, t, soc_kwh, caps, opts)
     planned = sp.power_caps_kw(t)
     if not planned:
         return opts, caps
