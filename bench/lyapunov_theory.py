@@ -21,7 +21,7 @@ gap falls with slope about -1 and the backlog rises (slope up to +1) as V grows.
 
 The same stream is run a second time with a deadline ``--deadline-h`` hours after each
 arrival (``deadlines`` True in the table): there the completion rule
-(:mod:`workbench.policies.completion`) acts, and the rows show what it costs: the
+(:mod:`workbench.policies.deadlines`) acts, and the rows show what it costs: the
 deadlines hold at every V, and where the queues alone would defer past them, the rule runs
 the jobs instead, so cost per work stops falling. The fit uses the rows without deadlines
 only (the theory's setting). Writes ``docs/results/lyapunov_theory.{csv,md,png}``.

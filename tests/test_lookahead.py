@@ -24,7 +24,7 @@ from workbench.schema import site_key
 
 @pytest.mark.parametrize("knobs", [
     {"window_h": 0.0}, {"window_h": float("nan")}, {"replan_slots": 0},
-    {"block_slots": 0}, {"deadline_margin_slots": -1}, {"carbon_price_per_kg": -1.0},
+    {"block_slots": 0}, {"deadline_margin": -0.1}, {"carbon_price_per_kg": -1.0},
     {"restart_s": -1.0}, {"caps": 0.0}, {"caps": {"power_kw": -2.0}},
 ])
 def test_invalid_knobs_are_rejected(knobs: dict[str, object]) -> None:
@@ -57,7 +57,7 @@ def _valley_scenario() -> tuple[object, list[object]]:
 
 def test_joint_plan_respects_pool_capacity_in_every_block() -> None:
     sc, jobs = _valley_scenario()
-    pol = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0)
+    pol = LookaheadPolicy(window_h=3.0, deadline_margin=0.0)
     pol.reset(sc.view())  # type: ignore[arg-type]
     states = tuple(JobState(job=j, remaining=1.0, placement=None, last_datacenter=None,
                             phi=200.0) for j in jobs)  # type: ignore[attr-defined]
@@ -103,7 +103,7 @@ def test_the_slot_follows_the_plans_slot_not_a_quota_of_the_replan_period() -> N
     prices = [[1.5, 1.5]] * 2 + [[1.0, 1.0]] * 2 + [[3.0, 3.0]] * 4
     sc = tiny_scenario(jobs, prices=prices, n_slots=8)
     res = run_slots(sc, LookaheadPolicy(window_h=2.0, replan_slots=4, fine_slots=4,
-                                        deadline_margin_slots=0, completion_margin=None))
+                                        deadline_margin=0.0))
     ran = [t for t, a in enumerate(res.allocations) if a.placements]
     assert not res.deadline_misses
     assert ran[:2] == [2, 3]
@@ -121,7 +121,7 @@ def test_registry_and_view_only() -> None:
     fc = perfect_forecast(sc, 0)
     lie = type(fc)(t=0, regions=fc.regions, price_per_kwh=np.where(
         np.arange(12)[:, None] == 9, 0.01, fc.price_per_kwh), carbon_g_per_kwh=fc.carbon_g_per_kwh)
-    p = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0)
+    p = LookaheadPolicy(window_h=3.0, deadline_margin=0.0)
     p.reset(sc.view())
     truthful = p.solve_window(st, fc)
     lied = p.solve_window(st, lie)
@@ -166,14 +166,16 @@ def test_a_failed_slot_milp_falls_back_to_the_greedy_allocation(
 
 
 def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None:
-    # Deadline at slot 50, window 4 slots, arrival at slot 0: the line ends at slot 45 (a
-    # tenth of the life early) and asks for 4/45 of the work per window. A job ahead of its
+    # Deadline at slot 50, window 4 slots, arrival at slot 0: the line ends at the planned
+    # end, slot 45 (the deadline rule's margin, a tenth of the life, early), where the
+    # job's part of the window ends too, and asks for 4/45 of the work per window. A job
+    # ahead of its
     # line (it ran in the cheap hours) needs nothing more of this window; one behind it
     # needs what puts it back on the line.
     # (Through window_needs, what the next window LP would ask; no restart to charge.)
     job = training_job("j1", "a", 20.0, deadline_slot=50)
     sc = tiny_scenario([job], prices=[[1.0, 1.0]] * 50, n_slots=50)
-    pol = LookaheadPolicy(window_h=4 * sc.slot_s / 3600, deadline_margin_slots=0, restart_s=0.0)
+    pol = LookaheadPolicy(window_h=4 * sc.slot_s / 3600, deadline_margin=0.1, restart_s=0.0)
     pol.reset(sc.view())  # type: ignore[arg-type]
 
     def need(t: int, remaining: float) -> float:
@@ -182,7 +184,7 @@ def test_window_need_follows_the_line_from_arrival_not_a_rolling_share() -> None
         state = SlotState(scenario=sc.view(), t=t,  # type: ignore[arg-type]
                           time=sc.start + timedelta(seconds=t * sc.slot_s), jobs=(js,))
         needs, ends = pol.window_needs(state)
-        assert ends == {"j1": min(50 - t, 4)}
+        assert ends == {"j1": min(45 - t, 4)}
         return needs["j1"]
 
     on_line = 1.0 - 9.0 / 45.0                                # at slot 9
@@ -199,7 +201,7 @@ def test_a_paused_job_ahead_of_its_line_is_not_asked_for_a_restarts_work() -> No
     alone made such a job run one expensive slot in two, paying a restart each time)."""
     job = training_job("j1", "a", 20.0, deadline_slot=50)
     sc = tiny_scenario([job], prices=[[1.0, 1.0]] * 50, n_slots=50)
-    pol = LookaheadPolicy(window_h=4.0, deadline_margin_slots=0)
+    pol = LookaheadPolicy(window_h=4.0, deadline_margin=0.1)
     pol.reset(sc.view())  # type: ignore[arg-type]
     cfgs = [pol._configs(job)]
 
@@ -287,7 +289,7 @@ def test_undo_restores_the_records_a_replan_changes() -> None:
     jobs = [training_job("j1", "a", 2.0, deadline_slot=8),
             training_job("j2", "b", 2.0, arrival_slot=1, deadline_slot=9)]
     sc = tiny_scenario(jobs, prices=[[1.0, 2.0]] * 12, n_slots=12)
-    pol = LookaheadPolicy(window_h=3.0, deadline_margin_slots=0, caps=Caps(carbon_kg=50.0))
+    pol = LookaheadPolicy(window_h=3.0, deadline_margin=0.0, caps=Caps(carbon_kg=50.0))
     pol.reset(sc.view())
 
     def state(t: int, js: list) -> SlotState:
@@ -312,7 +314,7 @@ def test_undo_restores_the_records_a_replan_changes() -> None:
 @pytest.mark.parametrize("knobs", [
     {"window_h": 0.0}, {"fine_slots": 0}, {"max_columns": 0}, {"arrival_replan_slots": 0},
     {"min_dwell_slots": -1}, {"time_limit_s": 0.0}, {"mip_rel_gap": -1.0},
-    {"completion_margin": -0.1},
+    {"deadline_margin": 1.0}, {"restart_s": -1.0},
 ])
 def test_the_config_is_validated_once_where_it_is_made(knobs: dict[str, object]) -> None:
     from workbench.policies.lookahead import LookaheadConfig

@@ -21,7 +21,7 @@ from workbench.optim.fastslot import FastSlotSolver
 from workbench.optim.slot import SlotProblem
 from workbench.policies import make_policy
 from workbench.policies.base import JobState, SlotOptions, SlotState, slot_options
-from workbench.policies.completion import Urgency, must_run, steady_rates, urgency
+from workbench.policies.deadlines import Urgency, must_run, steady_rates, urgency
 from workbench.policies.lyapunov import (
     LyapunovPolicy,
     carbon_price,
@@ -357,10 +357,10 @@ def test_queue_invariants_over_a_run() -> None:
     assert any(q.get("Z:global", 0.0) > 0 for q in qs)
 
 
-def test_completion_margin_is_checked() -> None:
+def test_deadline_margin_is_checked() -> None:
     for bad in (-0.1, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="completion_margin"):
-            LyapunovPolicy(completion_margin=bad)
+        with pytest.raises(ValueError, match="deadline_margin"):
+            LyapunovPolicy(deadline_margin=bad)
 
 
 def test_fast_solver_places_a_must_run_job_whose_allowed_options_changed() -> None:

@@ -78,7 +78,7 @@ def test_the_window_frontier_ends_and_a_budget_priced_at_the_average_cut() -> No
 
 def _policy(jobs: list, n_slots: int, carbon_kg: float | None) -> LookaheadPolicy:
     sc = tiny_scenario(jobs, prices=[[1.0, 1.0]] * n_slots, n_slots=n_slots)
-    pol = LookaheadPolicy(window_h=4.0, deadline_margin_slots=0,
+    pol = LookaheadPolicy(window_h=4.0, deadline_margin=0.0,
                           caps=None if carbon_kg is None else Caps(carbon_kg=carbon_kg))
     pol.reset(sc.view())  # type: ignore[arg-type]
     return pol
@@ -101,12 +101,6 @@ def test_a_budget_asks_only_the_work_due_within_the_horizon() -> None:
     assert needs(1.0, 0.2) == pytest.approx(0.2)             # its pace asks less
     assert needs(0.5, 0.3) == 0.0                            # due share done: no restart
     assert needs(0.7, 0.9, paused=False) == pytest.approx(0.2)
-    # The slot's urgency counts the same work against the slots to the horizon's end.
-    js = JobState(job=job, remaining=0.7, placement=None, last_datacenter="a", phi=200.0)
-    assert pol.pacer.due_work(js, 15) == (pytest.approx(0.2), 5)
-    inside = training_job("j2", "a", 5.0, deadline_slot=12)
-    js2 = JobState(job=inside, remaining=0.4, placement=None, last_datacenter="a", phi=200.0)
-    assert pol.pacer.due_work(js2, 10) == (pytest.approx(0.4), 2)
 
 
 def test_without_a_budget_the_window_asks_its_pace() -> None:
@@ -165,7 +159,7 @@ def test_a_window_within_its_share_plans_uncapped_one_beyond_it_prices_a_kg_at_m
             training_job("j2", "a", 2.0, deadline_slot=8)]
     sc = tiny_scenario(jobs, prices=[[0.3, 1.0]] * 8,
                        carbons=[[800.0, 100.0 + 50.0 * t] for t in range(8)], n_slots=8)
-    pol = LookaheadPolicy(window_h=8.0, deadline_margin_slots=0,
+    pol = LookaheadPolicy(window_h=8.0, deadline_margin=0.0,
                           caps=Caps(carbon_kg=budget_kg))
     pol.reset(sc.view())  # type: ignore[arg-type]
     st = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=tuple(JobState(
@@ -176,28 +170,3 @@ def test_a_window_within_its_share_plans_uncapped_one_beyond_it_prices_a_kg_at_m
     else:
         assert set(plan.carbon_price_by_dc) == {"a", "b"} and len(seen) == 1
         assert 0 < max(plan.carbon_price_by_dc.values()) <= seen[0] + 1e-9
-
-
-def test_the_slots_urgency_counts_the_work_due_that_it_is_given() -> None:
-    """A job whose work would not fit before its deadline is urgent (it runs first, at its
-    fastest option); told that nothing of it is due (a budget's ``due_work``), it is not."""
-    from workbench.policies.plan_slot import plan_coefficients
-    from workbench.policies.problems import current_prices
-    from workbench.policies.window import WindowPlan
-
-    job = training_job("j1", "a", 6.0, deadline_slot=4)
-    sc = tiny_scenario([job], n_slots=8)
-    pol = LookaheadPolicy(window_h=4.0)
-    pol.reset(sc.view())  # type: ignore[arg-type]
-    st = SlotState(scenario=sc.view(), t=0, time=sc.start, jobs=(JobState(
-        job=job, remaining=1.0, placement=None, last_datacenter="a", phi=200.0),))
-    price, carbon = current_prices(sc.view(), perfect_forecast(sc, 0))  # type: ignore
-    opts, _ = pol._slot_options(st, price, carbon)
-
-    def urgent(due_work: Any) -> bool:
-        return bool(plan_coefficients(st, opts, WindowPlan.failed(0), pol._configs,
-                                      pol._slots_left, carbon_price_per_kg=0.0,
-                                      wait_unpriced=True, due_work=due_work)[3][0])
-
-    assert urgent(None)
-    assert not urgent(lambda js, t: (0.0, 8))

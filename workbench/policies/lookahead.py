@@ -20,11 +20,11 @@ data:
 - moves ``m[j,d]`` to each datacenter away from the job's data, costing the transfer energy
   ``M_jd = GB * kWh/GB * p`` and the transfer time ``l_jd`` (work lost) once
   (:func:`~workbench.policies.window.window_moves`);
-- ``need_j``: the remaining work when the deadline (less ``deadline_margin_slots``) falls
-  inside the window, else what keeps it on its pace line, a straight line from its arrival
-  to a tenth of its life before its deadline (``PACE_MARGIN``; a job ahead of the line needs
-  less, :func:`~workbench.policies.window.pace_need`), plus one restart's worth of work for
-  a paused job that needs any;
+- ``need_j`` and the end of job ``j``'s part of the window from the deadline rule
+  (:meth:`~workbench.policies.deadlines.DeadlineRule.window`): all its remaining work by
+  its planned end (a tenth of its life before its deadline, ``deadline_margin``) when that
+  falls inside the window, else what keeps it on its pace line from its arrival to the
+  planned end, plus one restart's worth of work for a paused job that needs any;
 - the power cap per datacenter and block; shortfall and carbon slack weigh 1000 times the
   dearest cost of a job's work and of a kg.
 
@@ -47,8 +47,7 @@ decision for this slot, restarts the LP does not see included; see
 :mod:`workbench.policies.plan_slot`) and ``-cost_i - q carbon_i`` for inference services
 (placed every slot).
 An option that finishes the job values its progress at a full slot's work at least (the
-slot is paid whole). A job whose deadline leaves no slack (``R_j >= 0.9 * pmax_j * L_j``)
-runs first. A move must pay for its round trip (:mod:`workbench.policies.migration`).
+slot is paid whole). A move must pay for its round trip (:mod:`workbench.policies.migration`).
 Between re-plans the plan is reused (its duals and shares): a re-plan happens when the
 forecast has moved on by ``replan_slots`` or a job arrived that the plan does not know.
 
@@ -60,8 +59,8 @@ None) a new job re-plans the window at once only when no other new job arrived i
 it cannot wait. One policy serves a week of a few dozen jobs (every arrival planned at once,
 as before) and a trace of thousands (one LP per re-plan period).
 
-**The completion rule** (:mod:`workbench.policies.completion`, ``completion_margin``): a job
-whose slack runs out (it must start now, on its best option, to finish with a tenth of its
+**The completion rule** (the deadline rule's slot half, :mod:`workbench.policies.deadlines`):
+a job whose slack runs out (it must start now, on its best option, to finish with a tenth of its
 life in hand; jobs placed backwards on the pools' free GPUs, latest deadline first) is
 placed by constraint in the slot MILP on an option that still finishes it, whatever the
 plan's prices say: a job that waited for a re-plan, or that the plan's blocks left too
@@ -108,12 +107,7 @@ from workbench.policies.base import (
     slot_options,
 )
 from workbench.policies.blockproblem import block_power_caps, block_problem, column_prices
-from workbench.policies.completion import (
-    COMPLETION_MARGIN_DEFAULT,
-    check_margin,
-    must_run,
-    urgency,
-)
+from workbench.policies.deadlines import DEADLINE_MARGIN_DEFAULT, DeadlineRule
 from workbench.policies.migration import event_exits, round_trip_keep
 from workbench.policies.pacing import SHORT_WEIGHT, BudgetPacer, PacePlan
 from workbench.policies.plan_slot import plan_coefficients, plan_placements, with_plan
@@ -124,8 +118,6 @@ from workbench.policies.supplywindow import SupplyCoordinator
 from workbench.policies.window import (
     WindowPlan,
     block_forecast,
-    pace_need,
-    restart_work,
     window_blocks,
     window_moves,
     window_plan,
@@ -168,9 +160,10 @@ class LookaheadConfig:
         One GPU-count menu for every training job (default: each job's own).
     restart_s : float
         Seconds lost on a start, resume or migration.
-    deadline_margin_slots : int
-        The plan aims to finish this many slots before each deadline (restarts are not in
-        the LP).
+    deadline_margin : float
+        The deadline rule's margin: the share of each job's life (arrival to deadline) kept
+        in hand (:mod:`workbench.policies.deadlines`; the window plans each job to finish
+        by its planned end, the slot's completion rule keeps it).
     min_dwell_slots : int, optional
         A job stays at least this many slots where it moved to; default 2 hours' worth.
         Measured on the battery (hourly slots): on us3-jan-burst 2 h cost 7.73 USD against
@@ -185,9 +178,6 @@ class LookaheadConfig:
         once), and until then prices its progress at its dearest option now, so it runs
         rather than waits (the earlier *scale mode*). Measured in ``bench/scale.py``
         (docs/results.md, scale section).
-    completion_margin : float, optional
-        The completion rule's safety margin, a share of each job's life (arrival to
-        deadline) kept in hand (:mod:`workbench.policies.completion`); None: no rule.
     time_limit_s, mip_rel_gap : float
         Per solve (LP and slot MILP).
     warm_start : bool
@@ -209,7 +199,7 @@ class LookaheadConfig:
     carbon_first: bool = False
     gpu_counts: tuple[int, ...] | None = None
     restart_s: float = RESTART_S_DEFAULT
-    deadline_margin_slots: int = 2
+    deadline_margin: float = DEADLINE_MARGIN_DEFAULT
     min_dwell_slots: int | None = None
     max_columns: int = 60_000
     arrival_replan_slots: int | None = None
@@ -217,7 +207,6 @@ class LookaheadConfig:
     mip_rel_gap: float = 1e-3
     warm_start: bool = False
     presolve: bool = False
-    completion_margin: float | None = COMPLETION_MARGIN_DEFAULT
 
     def __post_init__(self) -> None:
         window_h = self.window_h
@@ -228,28 +217,29 @@ class LookaheadConfig:
                         (self.arrival_replan_slots, "arrival_replan_slots")):
             if v is not None and not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{what} must be an integer >= 1, got {v!r}")
-        for v, what in ((self.deadline_margin_slots, "deadline_margin_slots"),
-                        (self.min_dwell_slots, "min_dwell_slots")):
-            if v is not None and not (isinstance(v, int) and v >= 0):
-                raise ValueError(f"{what} must be an integer >= 0, got {v!r}")
+        if self.min_dwell_slots is not None and not (
+                isinstance(self.min_dwell_slots, int) and self.min_dwell_slots >= 0):
+            raise ValueError(f"min_dwell_slots must be an integer >= 0, "
+                             f"got {self.min_dwell_slots!r}")
         q = self.carbon_price_per_kg
         if not (math.isfinite(q) and q >= 0):
             raise ValueError(f"carbon_price_per_kg must be >= 0, got {q!r}")
-        if not (math.isfinite(self.restart_s) and self.restart_s >= 0):
-            raise ValueError(f"restart_s must be >= 0 seconds, got {self.restart_s!r}")
+        rule = DeadlineRule(self.deadline_margin, self.restart_s)
         if not (self.time_limit_s > 0 and self.mip_rel_gap >= 0):
             raise ValueError("time_limit_s must be > 0 and mip_rel_gap >= 0")
-        margin = self.completion_margin
         for name, value in (("window_h", float(window_h)), ("carbon_price_per_kg", float(q)),
                             ("carbon_first", bool(self.carbon_first)),
-                            ("restart_s", float(self.restart_s)),
+                            ("restart_s", rule.restart_s),
+                            ("deadline_margin", rule.margin),
                             ("time_limit_s", float(self.time_limit_s)),
                             ("mip_rel_gap", float(self.mip_rel_gap)),
                             ("warm_start", bool(self.warm_start)),
-                            ("presolve", bool(self.presolve)),
-                            ("completion_margin",
-                             None if margin is None else check_margin(margin))):
+                            ("presolve", bool(self.presolve))):
             object.__setattr__(self, name, value)
+
+    def deadline_rule(self) -> DeadlineRule:
+        """The deadline rule of these knobs (margin and restart seconds)."""
+        return DeadlineRule(self.deadline_margin, self.restart_s)
 
     def slots(self, slot_s: float) -> WindowSlots:
         """The slot knobs on a clock of ``slot_s`` seconds, each ``None`` at its default:
@@ -331,7 +321,7 @@ class LookaheadPolicy(NoHindsightBound):
         carbon_first: bool = False,
         gpu_counts: tuple[int, ...] | None = None,
         restart_s: float = RESTART_S_DEFAULT,
-        deadline_margin_slots: int = 2,
+        deadline_margin: float = DEADLINE_MARGIN_DEFAULT,
         min_dwell_slots: int | None = None,
         max_columns: int = 60_000,
         arrival_replan_slots: int | None = None,
@@ -339,16 +329,15 @@ class LookaheadPolicy(NoHindsightBound):
         mip_rel_gap: float = 1e-3,
         warm_start: bool = False,
         presolve: bool = False,
-        completion_margin: float | None = COMPLETION_MARGIN_DEFAULT,
     ) -> None:
         self.config = LookaheadConfig(
             window_h=window_h, replan_slots=replan_slots, fine_slots=fine_slots,
             block_slots=block_slots, carbon_price_per_kg=carbon_price_per_kg,
             carbon_first=carbon_first, gpu_counts=gpu_counts, restart_s=restart_s,
-            deadline_margin_slots=deadline_margin_slots, min_dwell_slots=min_dwell_slots,
+            deadline_margin=deadline_margin, min_dwell_slots=min_dwell_slots,
             max_columns=max_columns, arrival_replan_slots=arrival_replan_slots,
             time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, warm_start=warm_start,
-            presolve=presolve, completion_margin=completion_margin)
+            presolve=presolve)
         self.caps = as_caps(caps)
         self._fast = FastSlotSolver()
         self._sc: ScenarioView | None = None
@@ -381,6 +370,7 @@ class LookaheadPolicy(NoHindsightBound):
         self._cfg_arrays: dict[str, blocklp.ConfigArrays] = {}
         self._job_keys: dict[str, int] = {}
         self.window = WindowState()
+        self.deadlines = cfg.deadline_rule()
         self.pacer = BudgetPacer(scenario, self.caps, restart_s=cfg.restart_s,
                                  carbon_first=cfg.carbon_first, time_limit_s=cfg.time_limit_s,
                                  presolve=cfg.presolve)
@@ -562,14 +552,7 @@ class LookaheadPolicy(NoHindsightBound):
         for j, (js, cf) in enumerate(zip(jobs, cfgs, strict=True)):
             job = js.job
             if job.is_training:
-                left = self._slots_left(js, t) - self.config.deadline_margin_slots
-                e = int(np.clip(left, 1, n_win))
-                need[j] = pace_need(js.remaining, sc.slot_of(job.arrival), t, left,
-                                    n_win)
-                if need[j] > 0:
-                    # The LP has no restarts: charge the one a paused job pays to resume
-                    # (only when the window needs its work: a job with no need stays paused).
-                    need[j] += restart_work(js, cf, self.config.restart_s, sc.slot_s)
+                e, need[j] = self.deadlines.window(sc, js, cf, t, n_win)
                 origin.append(js.last_datacenter or job.home)
             else:
                 assert job.end is not None
@@ -634,23 +617,22 @@ class LookaheadPolicy(NoHindsightBound):
         opts, power_cap = self._slot_options(state, price, carbon)
         n_jobs = len(state.jobs)
         supply_plan = self.supply.plan
-        coef, mu_opt, pmax, urgent, prio = plan_coefficients(
-            state, opts, plan, self._configs, self._slots_left,
-            carbon_price_per_kg=cfg.carbon_price_per_kg,
+        coef, mu_opt, pmax = plan_coefficients(
+            state, opts, plan, self._configs, carbon_price_per_kg=cfg.carbon_price_per_kg,
             wait_unpriced=(cfg.arrival_replan_slots is None and not lp_failed
                            and plan.status != "failed"),
-            balanced_sites=None if supply_plan is None else supply_plan.names,
-            due_work=self.pacer.due_work if plan.carbon_price_by_dc else None)
+            balanced_sites=None if supply_plan is None else supply_plan.names)
         keep = self._round_trip_filter(state, opts, coef, mu_opt, price, forecast)
-        prob = build_slot_problem(state, opts, coef, power_cap)
-        forced = np.zeros(n_jobs, dtype=bool)
-        if cfg.completion_margin is not None and len(opts):
-            urg = urgency(state, opts, restart_s=cfg.restart_s, margin=cfg.completion_margin)
-            prob, keep, forced = must_run(prob, keep, opts.progress, urg)
+        prob, keep, forced, urgent = self.deadlines.slot(
+            state, opts, build_slot_problem(state, opts, coef, power_cap), keep)
+        # The greedy fallback's order: the urgent jobs first, then by the plan's value.
+        prio = np.zeros(n_jobs)
+        if len(opts):
+            np.maximum.at(prio, opts.job_index, mu_opt)
+        prio = prio * pmax + np.where(urgent, 1e9, 0.0)
         chosen, info = self._solve_slot(state, opts, prob, keep, prio, price, carbon,
                                         plan.carbon_price_by_dc)
-        placements, reasons, gains = plan_placements(state, opts, chosen, coef, keep, forced,
-                                                     urgent)
+        placements, reasons, gains = plan_placements(state, opts, chosen, coef, keep, forced)
         queues = {f"mu:{j}": v for j, v in plan.mu.items()}
         info = with_plan(info, plan, t, lp_failed)
         return Allocation(placements=placements, solve=info, expected_gain=gains,

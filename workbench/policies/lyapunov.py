@@ -28,7 +28,7 @@ job ``j`` in datacenter ``d`` (progress ``p_i``, cost ``c_i``, carbon ``g_i`` kg
          sum_{i of j} z_i  = 1           inference service j
          pools, power caps, link volume
 
-**The completion rule** (:mod:`workbench.policies.completion`, at every V): a job whose
+**The completion rule** (:mod:`workbench.policies.deadlines`, at every V): a job whose
 slack (time left to its deadline minus the least time its remaining work needs on the best
 option it can get, restart and transfer included) runs out, so that it cannot wait for the
 next slot (a backward reservation of the pools decides it, so that jobs competing for the
@@ -90,7 +90,7 @@ from workbench.policies.base import (
     SlotState,
     slot_options,
 )
-from workbench.policies.completion import COMPLETION_MARGIN_DEFAULT
+from workbench.policies.deadlines import DEADLINE_MARGIN_DEFAULT
 from workbench.policies.migration import (
     advantage_slots,
     event_exits,
@@ -162,9 +162,9 @@ class LyapunovPolicy(SlotQueuePolicy):
         rule alone).
     min_dwell_slots : int
         A job is not moved again within this many slots of its last move.
-    completion_margin : float
-        Share of a job's life (arrival to deadline) the completion rule keeps in hand
-        (>= 0; :data:`~workbench.policies.completion.COMPLETION_MARGIN_DEFAULT`).
+    deadline_margin : float
+        Share of a job's life (arrival to deadline) the deadline rule keeps in hand
+        (in [0, 1); :data:`~workbench.policies.deadlines.DEADLINE_MARGIN_DEFAULT`).
     caps, gpu_counts, restart_s, mip_rel_gap, time_limit_s, \
 refine_batch, extra_constraints, solver
         As for every queue-based scheduler
@@ -189,14 +189,14 @@ refine_batch, extra_constraints, solver
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "fast",
-        completion_margin: float = COMPLETION_MARGIN_DEFAULT,
+        deadline_margin: float = DEADLINE_MARGIN_DEFAULT,
     ) -> None:
         super().__init__(V, caps=caps, gpu_counts=gpu_counts,
                          migration_threshold=migration_threshold, restart_s=restart_s,
                          mip_rel_gap=mip_rel_gap, time_limit_s=time_limit_s,
                          refine_batch=refine_batch,
                          extra_constraints=extra_constraints, solver=solver,
-                         completion_margin=completion_margin)
+                         deadline_margin=deadline_margin)
         if not (isinstance(min_dwell_slots, int) and min_dwell_slots >= 0):
             raise ValueError(f"min_dwell_slots must be an integer >= 0, got {min_dwell_slots!r}")
         self.min_dwell_slots = min_dwell_slots

@@ -9,8 +9,7 @@ never below the window's own least carbon.
 - **The work a budget pays for.** Under a budget a window asks of each training job no
   more than what is still due within the horizon (:meth:`BudgetPacer.budget_needs`: for
   a deadline beyond the horizon the share of the job's window inside it, pro rata, as the
-  hindsight bound and the completion rule count it), and the slot's urgency test counts
-  the same work against the slots to the horizon's end (:meth:`BudgetPacer.due_work`).
+  hindsight bound and the deadline rule's slot half count it).
 - **A budget that the window keeps anyway** changes nothing: the window's uncapped plan is
   kept when it emits no more than the window's share, so a budget that never binds plans
   exactly as uncapped.
@@ -40,8 +39,8 @@ from workbench.model import ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
 from workbench.policies.base import JobState, SlotState
+from workbench.policies.deadlines import restart_work
 from workbench.policies.offline import required_share
-from workbench.policies.window import restart_work
 from workbench.units import G_PER_KG
 
 SHORT_WEIGHT = 1e3
@@ -351,17 +350,6 @@ class BudgetPacer:
             SHORT_WEIGHT))
         return replace(probe, carbon_group=group_x, carbon_cap_kg=kg,
                        carbon_slack_weight=lbar, shortfall_weight=short)
-
-    def due_work(self, js: JobState, t: int) -> tuple[float, int]:
-        """Under a carbon budget, the work training job ``js`` must still do and the slots it
-        has for it, for the slot's urgency test: its remaining work and the slots to its
-        deadline, or for a deadline beyond the horizon what is due by the horizon's end
-        (:meth:`horizon_due`) and the slots to it."""
-        sc = self.sc
-        end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
-        if end <= sc.n_slots:
-            return js.remaining, max(end - t, 1)
-        return self.horizon_due(js), max(sc.n_slots - t, 1)
 
     def horizon_due(self, js: JobState) -> float:
         """Work of training job ``js`` still due within the horizon, ``max(R - (1 - s), 0)``

@@ -10,8 +10,8 @@ Per option ``i`` of training job ``j``::
 the slot is paid whole), ``share_i`` the share of the current slot's block the plan runs
 the job on the option's configuration (in [0, 1]; the first blocks of a window are single
 slots, so it is the plan's decision for this very slot); an inference service's options
-``-cost_i - q * carbon_i``. A job whose deadline leaves no slack
-(``R_j >= URGENT * pmax_j * L_j``) runs first, at its fastest option.
+``-cost_i - q * carbon_i``. Deadlines are kept by the deadline rule's slot half
+(:meth:`workbench.policies.deadlines.DeadlineRule.slot`), not by these coefficients.
 
 The share is the plan's for the slot, not a quota of slots over the re-plan period: with a
 quota, a job the plan runs in the period's last, cheapest slots had its bonus in the first,
@@ -33,29 +33,20 @@ from workbench.policies.base import JobState, Placement, SlotOptions, SlotState
 from workbench.policies.supplyplan import prefer_progress
 from workbench.policies.window import WindowPlan
 
-URGENT = 0.9
-"""A job is urgent when its remaining work is at least this share of what its fastest
-option does in the slots left to its deadline."""
 
 def plan_coefficients(
     state: SlotState, opts: SlotOptions, plan: WindowPlan,
-    configs: Callable[[Any], list[BlockConfig]], slots_left: Callable[[JobState, int], int],
-    *, carbon_price_per_kg: float, wait_unpriced: bool,
-    balanced_sites: Sequence[str] | None = None,
-    due_work: Callable[[JobState, int], tuple[float, int]] | None = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
-           NDArray[np.bool_], NDArray[np.float64]]:
+    configs: Callable[[Any], list[BlockConfig]], *, carbon_price_per_kg: float,
+    wait_unpriced: bool, balanced_sites: Sequence[str] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The slot MILP's coefficient of every option (module docstring), each option's job
-    price ``mu``, each job's fastest progress ``pmax``, whether it is urgent and its
-    priority for the greedy fallback (``mu * pmax``, urgent first).
+    price ``mu`` and each job's fastest progress ``pmax``.
 
     A training job the plan does not know is unpriced (``mu = 0``: it waits for the next
     re-plan, the completion rule runs it if it cannot) when ``wait_unpriced``, else priced
     at 1.1 times its dearest option's cost per progress now (it runs rather than waits).
     At ``balanced_sites`` (the supply plan's), ties break toward the plan and progress
-    (:func:`workbench.policies.supplyplan.prefer_progress`). ``due_work`` gives the work a
-    job must still do and the slots it has for it, for the urgency test (default: its
-    remaining work and ``slots_left``).
+    (:func:`workbench.policies.supplyplan.prefer_progress`).
     """
     n_jobs = len(state.jobs)
     # The carbon price of each option: the internal one plus, under a budget, the plan's
@@ -69,8 +60,6 @@ def plan_coefficients(
     pmax = np.zeros(n_jobs)
     if len(opts):
         np.maximum.at(pmax, opts.job_index, opts.progress)
-    urgent = np.zeros(n_jobs, dtype=bool)
-    prio = np.zeros(n_jobs)
     # Each job's rows in order (the options come job by job: ``order`` is the identity).
     order = np.argsort(opts.job_index, kind="stable")
     bounds = np.searchsorted(opts.job_index[order], np.arange(n_jobs + 1))
@@ -109,28 +98,17 @@ def plan_coefficients(
         fin = opts.progress[rows] >= js.remaining - 1e-9
         worth = np.where(fin, np.maximum(opts.progress[rows], full), opts.progress[rows])
         coef[rows] += mu * worth + mu * pmax[j] * bonus
-        due, left = ((js.remaining, slots_left(js, state.t)) if due_work is None
-                     else due_work(js, state.t))
-        urgent[j] = pmax[j] > 0 and due > 0 and due >= URGENT * pmax[j] * left
-        prio[j] = mu * pmax[j] + (1e9 if urgent[j] else 0.0)
     if balanced_sites is not None:
         prefer_progress(opts, coef, pmax, balanced_sites, plan_share)
-    if urgent.any():
-        # A job without slack runs first, at its fastest option.
-        ref = max(float(np.max(np.abs(coef), initial=0.0)), 1.0)
-        u = urgent[opts.job_index]
-        coef[u] += 10.0 * ref * opts.progress[u] / np.maximum(pmax[opts.job_index[u]],
-                                                                1e-12)
-    return coef, mu_opt, pmax, urgent, prio
+    return coef, mu_opt, pmax
 
 
 def plan_placements(
     state: SlotState, opts: SlotOptions, chosen: NDArray[np.int64],
     coef: NDArray[np.float64], keep: NDArray[np.bool_], forced: NDArray[np.bool_],
-    urgent: NDArray[np.bool_],
 ) -> tuple[dict[str, Placement], dict[str, str], dict[str, float]]:
-    """The chosen options as placements, with a reason for each move, urgent or forced run
-    and each move's gain (:func:`move_gain`)."""
+    """The chosen options as placements, with a reason for each move and each run the
+    deadline rule forced (``forced``, per job), and each move's gain (:func:`move_gain`)."""
     placements: dict[str, Placement] = {}
     reasons: dict[str, str] = {}
     gains: dict[str, float] = {}
@@ -146,8 +124,6 @@ def plan_placements(
                             if gain > 0 else f"{where}: worth less to this job than "
                             "staying; the slot's plan moved it to free capacity for "
                             "others")
-        elif urgent[int(opts.job_index[k])]:
-            reasons[jid] = "no slack left before its deadline (urgent)"
         if forced[int(opts.job_index[k])]:
             rule = "no slack left before its deadline: must run (completion rule)"
             reasons[jid] = f"{reasons[jid]}; {rule}" if jid in reasons else rule

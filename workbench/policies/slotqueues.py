@@ -45,7 +45,7 @@ from workbench.policies.base import (
     SlotState,
     as_caps,
 )
-from workbench.policies.completion import check_margin, must_run, urgency
+from workbench.policies.deadlines import DeadlineRule
 from workbench.policies.problems import build_slot_problem
 
 SOLVERS = ("pyomo", "fast")
@@ -82,9 +82,10 @@ class SlotQueuePolicy(NoHindsightBound):
         ``"fast"`` solves the MILP as arrays with highspy; ``"pyomo"`` the readable Pyomo
         model with HiGHS, ``"pyomo:NAME"`` with Pyomo's ``SolverFactory(NAME)`` (same
         optimum). A what-if hook always goes through the Pyomo model.
-    completion_margin : float, optional
-        Apply the completion rule (:mod:`workbench.policies.completion`: a job whose slack
-        runs out must run) with this share of run time kept in hand; None: no rule.
+    deadline_margin : float, optional
+        Apply the deadline rule's completion rule (:mod:`workbench.policies.deadlines`: a
+        job whose slack runs out must run) with this share of each job's life kept in hand;
+        None: no rule.
     """
 
     name = "slot-queues"
@@ -105,7 +106,7 @@ class SlotQueuePolicy(NoHindsightBound):
         refine_batch: bool = True,
         extra_constraints: ExtraConstraints | None = None,
         solver: str = "fast",
-        completion_margin: float | None = None,
+        deadline_margin: float | None = None,
     ) -> None:
         name = pyomo_solver(solver)
         if name is not None:
@@ -114,6 +115,8 @@ class SlotQueuePolicy(NoHindsightBound):
             check_available(name)
         if not (isinstance(V, int | float) and math.isfinite(V) and V > 0):
             raise ValueError(f"V must be a positive number, got {V!r}; try {self.V_HINT}")
+        self.deadlines = (None if deadline_margin is None
+                          else DeadlineRule(deadline_margin, restart_s))
         if not (math.isfinite(restart_s) and restart_s >= 0):
             raise ValueError(f"restart_s must be >= 0 seconds, got {restart_s!r}")
         if not (math.isfinite(migration_threshold) and migration_threshold >= 0):
@@ -133,8 +136,6 @@ class SlotQueuePolicy(NoHindsightBound):
         self.refine_batch = bool(refine_batch)
         self.extra_constraints = extra_constraints
         self.solver = solver
-        self.completion_margin = (None if completion_margin is None
-                                  else check_margin(completion_margin))
         self._fast = FastSlotSolver()
         self._scenario: ScenarioView | None = None
 
@@ -289,18 +290,17 @@ class SlotQueuePolicy(NoHindsightBound):
         """Maximise ``sum coef * z`` over the kept options (slot MILP, greedy fallback
         reported), place the chosen jobs and advance the per-slot bookkeeping.
 
-        With :attr:`completion_margin` set, the jobs of the completion rule's must-run set
-        must be placed, on their allowed options (:func:`~workbench.policies.completion.
-        must_run`). ``explain(k, job_state)`` gives a chosen option's expected gain and
+        With :attr:`deadlines` set, the jobs of the completion rule's must-run set must be
+        placed, on their allowed options (:meth:`~workbench.policies.deadlines.DeadlineRule.
+        slot`). ``explain(k, job_state)`` gives a chosen option's expected gain and
         reason (or None).
         """
         sc = self._scenario
         assert sc is not None
         prob = build_slot_problem(state, opts, coef, self.caps)
         forced = np.zeros(len(state.jobs), dtype=bool)
-        if self.completion_margin is not None and len(opts):
-            urg = urgency(state, opts, restart_s=self.restart_s, margin=self.completion_margin)
-            prob, keep, forced = must_run(prob, keep, opts.progress, urg)
+        if self.deadlines is not None and len(opts):
+            prob, keep, forced, _ = self.deadlines.slot(state, opts, prob, keep)
         chosen, info = solve_or_greedy(
             prob, keep, priority, t=state.t, solver=self.solver, fast=self._fast,
             mip_rel_gap=self.mip_rel_gap, time_limit_s=self.time_limit_s,

@@ -23,9 +23,6 @@ from workbench.optim.blockdata import exact_dot
 from workbench.optim.blocklp import BlockConfig, BlockMoves, BlockProblem, BlockSolution
 from workbench.policies.base import JobState
 
-PACE_MARGIN = 0.1
-"""Share of a job's life (arrival to deadline) by which its pace line finishes early."""
-
 
 @dataclass(frozen=True)
 class WindowPlan:
@@ -59,8 +56,8 @@ class WindowPlan:
         each datacenter (its budget row's dual, currency per kg; empty without budgets).
     need, end : mapping job id -> float, int
         Each training job's work the window must do (fraction of the job) and the end of
-        its part of the window (slots from ``t0``: its deadline less the margin, or the
-        window's end).
+        its part of the window (slots from ``t0``: its planned end, or the window's end;
+        :meth:`~workbench.policies.deadlines.DeadlineRule.window`).
     """
 
     t0: int
@@ -133,39 +130,6 @@ def window_blocks(n: int, fine_slots: int, block_slots: int) -> tuple[NDArray[np
     st = np.asarray(starts, dtype=np.int64)
     ln = np.diff(np.append(st, n)).astype(np.int64)
     return st, ln
-
-
-def restart_work(js: JobState, cfgs: Sequence[BlockConfig], restart_s: float,
-                 slot_s: float) -> float:
-    """Work (fraction of the job) paused job ``js`` loses to a restart on its fastest
-    configuration, ``restart_s / slot_s * max_k r_k`` (0 for a running job): the window LP
-    has no restarts, so a paused job's need carries one."""
-    if js.placement is not None:
-        return 0.0
-    return restart_s / slot_s * max((c.rate for c in cfgs), default=0.0)
-
-
-def pace_need(remaining: float, arrival_slot: int, t: int, left: int, n_win: int) -> float:
-    """Work (fraction of the job) the window of ``n_win`` slots from ``t`` must do, ``left``
-    slots from ``t`` to the deadline (less the margin): all of it when that falls inside
-    the window, else what keeps the job on its straight line from arrival ``a`` to
-    ``D' = D - m (D - a)`` (``m`` = :data:`PACE_MARGIN`): ``max(R - (D' - t - W) / (D' - a), 0)``.
-
-    The line is anchored at the arrival ``a``: a job that ran ahead of its pace (in the
-    cheap hours) needs correspondingly less of the next window. (A rolling share
-    ``R * W / (D - t)`` asks for almost the same work at every re-plan however much the
-    job just did, so in a cheap stretch it runs on far beyond its pace.)
-    """
-    if left <= n_win:
-        return remaining
-    a = min(arrival_slot, t)
-    life = max(t + left - a, 1)
-    # The line ends PACE_MARGIN of the job's life before its deadline: slack for the
-    # restarts, transfers and contention the LP does not see.
-    end = left - PACE_MARGIN * life
-    if end <= n_win:
-        return remaining
-    return max(remaining - (end - n_win) / (life * (1.0 - PACE_MARGIN)), 0.0)
 
 
 def transfer_price(bprice: NDArray[np.float64], d: int) -> float:

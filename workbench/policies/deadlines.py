@@ -1,9 +1,36 @@
-"""The completion rule of the queue-based schedulers: a job whose slack runs out runs.
+"""The one deadline rule: every job keeps a share ``m`` of its life in hand.
+
+A training job arrives at ``a`` with deadline ``D``; the rule gives it the *planned end*
+``D' = D - m (D - a)`` (``m`` = ``deadline_margin``, :data:`DEADLINE_MARGIN_DEFAULT`) and
+every planner keeps it through the same three consequences, all defined here:
+
+1. **The window** (:meth:`DeadlineRule.window`): a window that reaches ``D'`` must do all of
+   the job's remaining work by ``D'`` (its part of the window ends there); a window short of
+   it does what keeps the job on its straight pace line from ``a`` to ``D'``
+   (:func:`pace_need`); a job already past ``D'`` (inside its margin) may use the window to
+   ``D``. The window LP has no restarts, so a paused job's need carries the work one
+   restart loses (:func:`restart_work`).
+2. **The slot** (:meth:`DeadlineRule.slot`, the *completion rule* below): a job whose slack
+   to ``D'`` runs out is placed by constraint in the slot MILP on an option that still
+   finishes it, whatever the plan's prices say.
+3. **The fallback's order**: the jobs the slot rule finds urgent come first in the greedy
+   fallback (:func:`workbench.optim.fallback.solve_or_greedy`).
+
+The margin covers what the plans do not see exactly: restarts and transfers beyond the one
+charged, contention, whole slots, and rates that are estimates (the planning speed of a job
+with a predicted profile that has not run yet drops to the slow end of its interval near its
+deadline: :func:`workbench.estimate.planning_speed_factor`). It is a share of the job's life,
+not of its run time, because the planning speed can fall sharply just before the deadline,
+and a margin on the run time falls with it (docs/results.md, section 7).
+
+The completion rule
+-------------------
 
 Drift-plus-penalty alone (:mod:`workbench.policies.lyapunov`) keeps its promise on average:
 its deadline queue ``Y_j`` grows only once a job has fallen behind, and at a large ``V`` it
-must grow to about ``V`` before the job runs, by which time the deadline may be gone. The
-rule below is applied in every slot, before the slot MILP, at every ``V``.
+must grow to about ``V`` before the job runs, by which time the deadline may be gone; a
+window plan may leave a job too late (it waited for a re-plan, or the plan's blocks are
+coarse). The rule below is applied in every slot, before the slot MILP.
 
 **Slack.** For a training job ``j`` with a deadline ``T_j`` seconds after the start of the
 slot, remaining work ``R_j`` (a fraction of the job), and each of its options ``k``
@@ -18,10 +45,7 @@ runs now: pausing costs it a restart)::
     slack_j = T_j - min_k run_k               its slack (s), on the best option it can get
     U_j     = T_j - m (deadline_j - arrival_j)   the time it may plan to use
 
-with the safety margin ``m`` (``completion_margin``): a share of the job's life kept in hand,
-as the look-ahead's pace line does, because the rates are estimates (the planning speed of a
-job with a predicted profile that has not run yet drops to the slow end of its interval near
-its deadline: :func:`workbench.estimate.planning_speed_factor`). Option ``k`` is
+with the rule's margin ``m`` (``U_j`` is ``D'``, seconds from now). Option ``k`` is
 *safe* when ``run_k <= U_j`` (started now and kept, the job finishes with its margin), or,
 for a job already inside its margin, ``run_k <= T_j``.
 
@@ -60,31 +84,105 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
+from workbench.model import ScenarioView
+from workbench.optim.blocklp import BlockConfig
 from workbench.optim.fallback import greedy_choice
 from workbench.optim.slot import SlotProblem
-from workbench.policies.base import SlotOptions, SlotState
+from workbench.policies.base import RESTART_S_DEFAULT, JobState, SlotOptions, SlotState
 from workbench.policies.offline import required_share
 
 log = logging.getLogger(__name__)
 
-COMPLETION_MARGIN_DEFAULT = 0.1
-"""Default safety margin ``m``: a tenth of a job's life (arrival to deadline) kept in hand,
-like the look-ahead's pace line (``window.PACE_MARGIN``). Not a margin on the run time
-(a share of ``R_j / r_k``): a job's planning speed can fall sharply just before its
-deadline (the slow end of its predicted profile's interval,
-:func:`workbench.estimate.planning_speed_factor`), before it ever ran, and a margin on its
-run time falls with it (docs/results.md, section 7)."""
+DEADLINE_MARGIN_DEFAULT = 0.1
+"""Default margin ``m``: a tenth of a job's life (arrival to deadline) kept in hand."""
 
 _MAX_TIMELINE_SLOTS = 100_000
 
-__all__ = ["COMPLETION_MARGIN_DEFAULT", "Urgency", "check_margin", "must_run", "steady_rates",
-           "urgency"]
+__all__ = ["DEADLINE_MARGIN_DEFAULT", "DeadlineRule", "Urgency", "check_margin", "must_run",
+           "pace_need", "restart_work", "steady_rates", "urgency"]
+
+
+@dataclass(frozen=True)
+class DeadlineRule:
+    """The deadline rule (module docstring): its margin ``m`` (a share of each job's life
+    in [0, 1)) and the seconds ``restart_s`` a paused job pays to resume; validated here.
+    """
+
+    margin: float = DEADLINE_MARGIN_DEFAULT
+    restart_s: float = RESTART_S_DEFAULT
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.restart_s) and self.restart_s >= 0):
+            raise ValueError(f"restart_s must be >= 0 seconds, got {self.restart_s!r}")
+        object.__setattr__(self, "margin", check_margin(self.margin))
+        object.__setattr__(self, "restart_s", float(self.restart_s))
+
+    def planned_left(self, sc: ScenarioView, js: JobState, t: int) -> int:
+        """Slots from ``t`` to the job's planned end ``D'`` (the horizon's end without a
+        deadline; its deadline once ``t`` is past ``D'``), at least 1."""
+        job = js.job
+        if job.deadline is None:
+            return max(sc.n_slots - t, 1)
+        end = sc.slot_of(job.deadline - self.margin * (job.deadline - job.arrival))
+        if end <= t:
+            end = sc.slot_of(job.deadline)
+        return max(end - t, 1)
+
+    def window(self, sc: ScenarioView, js: JobState, cfgs: Sequence[BlockConfig], t: int,
+               n_win: int) -> tuple[int, float]:
+        """Training job ``js``'s part of a window of ``n_win`` slots from ``t``: its end
+        (slots from ``t``: the planned end, or the window's) and its need, the work (fraction
+        of the job) it must do there (:func:`pace_need`, plus one restart's work for a
+        paused job that needs any: the window LP has no restarts)."""
+        left = self.planned_left(sc, js, t)
+        need = pace_need(js.remaining, sc.slot_of(js.job.arrival), t, left, n_win)
+        if need > 0:
+            need += restart_work(js, cfgs, self.restart_s, sc.slot_s)
+        return int(np.clip(left, 1, n_win)), need
+
+    def slot(self, state: SlotState, opts: SlotOptions, prob: SlotProblem,
+             keep: NDArray[np.bool_]
+             ) -> tuple[SlotProblem, NDArray[np.bool_], NDArray[np.bool_], NDArray[np.bool_]]:
+        """The slot's completion rule: ``prob`` and ``keep`` with the must-run set placed by
+        constraint (:func:`must_run`), the must-run set and the urgent jobs (first in the
+        greedy fallback)."""
+        urg = urgency(state, opts, restart_s=self.restart_s, margin=self.margin)
+        prob, keep, forced = must_run(prob, keep, opts.progress, urg)
+        return prob, keep, forced, urg.urgent
+
+
+def pace_need(remaining: float, arrival_slot: int, t: int, left: int, n_win: int) -> float:
+    """Work (fraction of the job) a window of ``n_win`` slots from ``t`` must do, ``left``
+    slots from ``t`` to the planned end ``D'``: all of it when that falls inside the window,
+    else what keeps the job on its straight line from arrival ``a`` to ``D'``:
+    ``max(R - (D' - t - W) / (D' - a), 0)``.
+
+    The line is anchored at the arrival: a job that ran ahead of its pace (in the cheap
+    hours) needs correspondingly less of the next window. (A rolling share
+    ``R * W / (D - t)`` asks for almost the same work at every re-plan however much the
+    job just did, so in a cheap stretch it runs on far beyond its pace.)
+    """
+    if left <= n_win:
+        return remaining
+    a = min(arrival_slot, t)
+    return max(remaining - (left - n_win) / max(t + left - a, 1), 0.0)
+
+
+def restart_work(js: JobState, cfgs: Sequence[BlockConfig], restart_s: float,
+                 slot_s: float) -> float:
+    """Work (fraction of the job) paused job ``js`` loses to a restart on its fastest
+    configuration, ``restart_s / slot_s * max_k r_k`` (0 for a running job): the window LP
+    has no restarts, so a paused job's need carries one."""
+    if js.placement is not None:
+        return 0.0
+    return restart_s / slot_s * max((c.rate for c in cfgs), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -119,10 +217,10 @@ class Urgency:
 
 
 def check_margin(value: float) -> float:
-    """``completion_margin`` as a float, or ``ValueError`` unless it is finite and >= 0."""
-    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"completion_margin must be a share of run time >= 0 (e.g. 0.1), "
-                         f"got {value!r}")
+    """``deadline_margin`` as a float, or ``ValueError`` unless it is in [0, 1)."""
+    if not (isinstance(value, int | float) and math.isfinite(value) and 0 <= value < 1):
+        raise ValueError(f"deadline_margin must be a share of a job's life in [0, 1) "
+                         f"(e.g. 0.1), got {value!r}")
     return float(value)
 
 
