@@ -60,7 +60,7 @@ from workbench.forecast import DEFAULT_MODEL, FORECAST_MODES, MODELS
 from workbench.model import Scenario
 from workbench.policies import unsuitable
 from workbench.policies.base import HindsightBound
-from workbench.policies.offline import required_share
+from workbench.policies.deadlines import required_share
 from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -415,7 +415,7 @@ def run_scenario(name: str, sc: Scenario, policies: Sequence[str],
 def required_shortfall(sc: Scenario, jobs: pd.DataFrame) -> float:
     """Work left undone that was due within the horizon, in whole jobs: ``sum_j max(s_j -
     done_j, 0)`` with ``s_j`` the share the hindsight bound must do
-    (:func:`workbench.policies.offline.required_share`). A policy that defers a long job's
+    (:func:`workbench.policies.deadlines.required_share`). A policy that defers a long job's
     work past the horizon end pays less in the week, not in the job's life."""
     done = dict(zip(jobs["job_id"], 1.0 - jobs["remaining"].astype(float), strict=True))
     return float(sum(max(required_share(sc, j) - done.get(j.job_id, 0.0), 0.0)

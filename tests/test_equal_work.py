@@ -85,7 +85,7 @@ def test_every_run_has_the_equal_work_metrics() -> None:
 def test_the_bound_on_equal_work_charges_its_share_beyond_the_horizon() -> None:
     """A deadline after the horizon: the bound does only the share due inside it; the rest
     is charged at the stated price, so the bound stays below a run that did it all."""
-    from workbench.policies.offline import required_share
+    from workbench.policies.deadlines import required_share
 
     job = training("late", slots_of_work=6.0, deadline_slot=32)
     sc = _scenario(jobs=(job,))

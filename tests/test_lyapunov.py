@@ -386,7 +386,7 @@ def test_a_deadline_beyond_the_horizon_is_kept_pro_rata() -> None:
     # Deadline at slot 16 of an 8-slot horizon, arrival at 0: half its window lies inside,
     # so half its work is due by the horizon's end (the hindsight plan's share), even at a
     # V that never runs it for its price; the rest may wait past the end.
-    from workbench.policies.offline import required_share
+    from workbench.policies.deadlines import required_share
     from workbench.sim import simulate
 
     job = training_job("j", "a", 4.0, deadline_slot=16, gpus=2, counts=(1, 2))

@@ -18,7 +18,7 @@ loss-free (the hindsight model's rates, :func:`workbench.policies.offline.job_co
 every datacenter for a job its home cannot run); the means run over the horizon at the
 job's home datacenter. The hindsight **bound** is brought to equal work the same way: it
 does each job's share due within the horizon (``s_j``,
-:func:`workbench.policies.offline.required_share`), so its undone work ``1 - s_j`` is
+:func:`workbench.policies.deadlines.required_share`), so its undone work ``1 - s_j`` is
 charged at the same price (its shortfall, work no plan can do in time, is not charged: it
 stays a lower bound on what it bounds).
 
@@ -136,7 +136,7 @@ def equal_work(plan: pd.DataFrame, scenario: Scenario, cost: float, carbon_kg: f
 def bound_equal_work(bound: Mapping[str, Any], scenario: Scenario) -> dict[str, float]:
     """The hindsight bound on equal work: ``equal_work_cost = cost + sum_j (1 - s_j)
     price_j`` with ``s_j`` the job's share due within the horizon (likewise for carbon)."""
-    from workbench.policies.offline import required_share
+    from workbench.policies.deadlines import required_share
 
     left = {}
     for job in _due(scenario):

@@ -62,7 +62,7 @@ its deadline even if it starts now (``slack_j < 0``, e.g. a job that arrives alr
 infeasible, or a deadline already passed). Jobs without a deadline have no slack and never
 become urgent (their only pressure is the queue). A deadline beyond the horizon's end is
 kept pro rata: the share of the job's window (arrival to deadline) that lies inside the
-horizon is due by its end (:func:`workbench.policies.offline.required_share`, what the
+horizon is due by its end (:func:`required_share`, what the
 hindsight plan must do), so that the horizon's end is not a cliff the work is pushed over.
 
 **Must-run set** (:func:`must_run`). The urgent jobs are packed into the slot, inference
@@ -91,12 +91,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench import outcome as _outcome
-from workbench.model import ScenarioView
+from workbench.model import Job, Scenario, ScenarioView
 from workbench.optim.blocklp import BlockConfig
 from workbench.optim.fallback import greedy_choice
 from workbench.optim.slot import SlotProblem
 from workbench.policies.base import RESTART_S_DEFAULT, JobState, SlotOptions, SlotState
-from workbench.policies.offline import required_share
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +104,35 @@ DEADLINE_MARGIN_DEFAULT = 0.1
 
 _MAX_TIMELINE_SLOTS = 100_000
 
-__all__ = ["DEADLINE_MARGIN_DEFAULT", "DeadlineRule", "Urgency", "check_margin", "must_run",
-           "pace_need", "restart_work", "steady_rates", "urgency"]
+__all__ = ["DEADLINE_MARGIN_DEFAULT", "DeadlineRule", "Urgency", "check_margin", "horizon_window",
+           "must_run", "pace_need", "required_share", "restart_work", "steady_rates", "urgency"]
+
+
+def _first_slot_at_or_after(sc: Scenario | ScenarioView, when: object) -> int:
+    secs = (when - sc.start).total_seconds()  # type: ignore[operator]
+    return max(math.ceil(secs / sc.slot_s - 1e-9), 0)
+
+
+def required_share(sc: Scenario | ScenarioView, job: Job) -> float:
+    """Share of a job's work due within the horizon (what the hindsight bound must do): 1,
+    or for a deadline beyond the horizon the part of its window inside it."""
+    return horizon_window(sc, job)[2]
+
+
+def horizon_window(sc: Scenario | ScenarioView, job: Job) -> tuple[int, int, float]:
+    """A job's window within the horizon: its first slot, its end slot (exclusive) and the
+    share of its work due in it (:func:`required_share`)."""
+    a = _first_slot_at_or_after(sc, job.arrival)
+    if job.is_training:
+        if job.deadline is None:
+            return a, sc.n_slots, 1.0
+        e = math.floor((job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
+        if e <= sc.n_slots:
+            return a, max(e, a), 1.0
+        share = (sc.n_slots - a) / max(e - a, 1)
+        return a, sc.n_slots, float(np.clip(share, 0.0, 1.0))
+    assert job.end is not None
+    return a, min(_first_slot_at_or_after(sc, job.end), sc.n_slots), 1.0
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from workbench.policies.base import (
     slot_options,
 )
 from workbench.policies.blockproblem import block_power_caps, block_problem, column_prices
+from workbench.policies.deadlines import DeadlineRule, horizon_window
 from workbench.policies.problems import build_slot_problem, current_prices, job_configs
 from workbench.policies.supplyplan import (
     SupplyPlan,
@@ -217,32 +218,6 @@ def least_carbon_bound(scenario: Scenario, *, caps: Caps | None = None,
     return _least_carbon(pol._horizon_problem(scenario, hz), hz.jobs, time_limit_s)
 
 
-def _first_slot_at_or_after(sc: Scenario | ScenarioView, when: object) -> int:
-    secs = (when - sc.start).total_seconds()  # type: ignore[operator]
-    return max(math.ceil(secs / sc.slot_s - 1e-9), 0)
-
-
-def required_share(sc: Scenario | ScenarioView, job: Job) -> float:
-    """Share of a job's work due within the horizon (what the hindsight bound must do): 1,
-    or for a deadline beyond the horizon the part of its window inside it."""
-    return _window(sc, job)[2]
-
-
-def _window(sc: Scenario | ScenarioView, job: Job) -> tuple[int, int, float]:
-    """First slot, end slot (exclusive) within the horizon, and the work share needed."""
-    a = _first_slot_at_or_after(sc, job.arrival)
-    if job.is_training:
-        if job.deadline is None:
-            return a, sc.n_slots, 1.0
-        e = math.floor((job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
-        if e <= sc.n_slots:
-            return a, max(e, a), 1.0
-        share = (sc.n_slots - a) / max(e - a, 1)
-        return a, sc.n_slots, float(np.clip(share, 0.0, 1.0))
-    assert job.end is not None
-    return a, min(_first_slot_at_or_after(sc, job.end), sc.n_slots), 1.0
-
-
 class OfflinePolicy:
     """Hindsight bound over the whole horizon, and its plan replayed slot by slot.
 
@@ -316,6 +291,11 @@ class OfflinePolicy:
         self.time_limit_s = float(time_limit_s)
         self.mip_rel_gap = float(mip_rel_gap)
         self.restart_s = float(restart_s)
+        # The replay keeps deadlines by the one rule with no margin: the plan it follows is
+        # the hindsight one (true rates, every deadline in it), so the rule only has to catch
+        # what the plan does not see (restarts, transfers, whole slots). With the look-ahead's
+        # margin it ran jobs before the plan's cheap hours (battery: dearer on four scenarios).
+        self.deadlines = DeadlineRule(0.0, self.restart_s)
         self.lead_slots = max(int(lead_slots), 0)
         self.optimum_cost = math.nan
         self.optimum_carbon_kg = math.nan
@@ -382,7 +362,7 @@ class OfflinePolicy:
         jobs = list(sc.jobs)
         cfgs = [job_configs(sc, j, self.gpu_counts if j.is_training else None,
                             self.power_limits) for j in jobs]
-        wins = [_window(sc, j) for j in jobs]
+        wins = [horizon_window(sc, j) for j in jobs]
         est = sum(len(c) * max(w[1] - w[0], 0) for c, w in zip(cfgs, wins, strict=True))
         block = max(1, math.ceil(est / self.max_columns))
         self.block_slots = block
@@ -547,8 +527,9 @@ class OfflinePolicy:
     def decide(self, state: SlotState, forecast: Forecast) -> Allocation:
         """Run each job whose true progress lags the plan; prefer the planned configuration.
 
-        Jobs that cannot meet their deadline otherwise (urgency ``R / (p_max L) >= 1``)
-        are topped up greedily.
+        A job whose slack runs out runs whatever the plan says (the deadline rule's slot
+        half, :meth:`~workbench.policies.deadlines.DeadlineRule.slot`): the replay pays
+        restarts and transfers the plan does not see.
         """
         if self._solved_for is not state.scenario:
             self.reset(state.scenario)
@@ -578,26 +559,30 @@ class OfflinePolicy:
             ahead = t + 1 + self.lead_slots
             target = float(cum[min(ahead, cum.size - 1)]) if cum is not None else 1.0
             deficit = target - js.progress
-            end = sc.n_slots if js.job.deadline is None else sc.slot_of(js.job.deadline)
-            left = max(end - t, 1)
-            pmax = float(opts.progress[rows].max())
-            urgent = pmax > 0 and js.remaining / (pmax * left) >= 0.6
-            if deficit <= 1e-6 and not urgent:
-                continue
-            prio[j] = deficit + (10.0 if urgent else 0.0)
             eff = opts.progress[rows] / np.maximum(opts.cost[rows], 1e-12)
             base = eff / max(float(eff.max()), 1e-12)
-            if urgent:
-                base = opts.progress[rows] / max(pmax, 1e-12)
-                reasons[js.job.job_id] = "behind the plan near its deadline (top-up)"
+            if deficit <= 1e-6:
+                # Not run unless the deadline rule makes it (then on its cheapest work,
+                # the plan's configuration first): every option stays below 0.
+                coef[rows] = -2.0 + base + 0.5 * match + 0.25 * same_dc
+                continue
+            prio[j] = deficit
             coef[rows] = np.where(opts.progress[rows] > 0, 1.0 + base + 2.0 * match
                                   + 1.0 * same_dc, -1.0)
         sp = self._supply_plan
         prob = build_slot_problem(state, opts, coef, self.caps if sp is None else
                                   slot_caps(sc, sp, t, state.soc_kwh, self.caps, opts))
-        chosen = greedy_choice(prob, priority=prio)
+        prob, keep, forced, urgent = self.deadlines.slot(state, opts, prob,
+                                                         np.ones(len(opts), dtype=bool))
+        rows_kept = np.flatnonzero(keep)
+        chosen = np.zeros(len(opts), dtype=bool)
+        chosen[rows_kept[greedy_choice(prob.subset(keep),
+                                       priority=prio + np.where(urgent, 10.0, 0.0))]] = True
         placements = {state.jobs[int(opts.job_index[k])].job.job_id: opts.placement(int(k))
                       for k in np.flatnonzero(chosen)}
+        for j in np.flatnonzero(forced).tolist():
+            reasons[state.jobs[j].job.job_id] = ("no slack left before its deadline: must "
+                                                 "run (completion rule)")
         battery: dict[str, float] = {}
         if sp is not None:
             # The batteries keep the grid at the plan's level for the load placed here (a

@@ -39,8 +39,7 @@ from workbench.model import ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
 from workbench.policies.base import JobState, SlotState
-from workbench.policies.deadlines import restart_work
-from workbench.policies.offline import required_share
+from workbench.policies.deadlines import required_share, restart_work
 from workbench.units import G_PER_KG
 
 SHORT_WEIGHT = 1e3
@@ -353,7 +352,7 @@ class BudgetPacer:
 
     def horizon_due(self, js: JobState) -> float:
         """Work of training job ``js`` still due within the horizon, ``max(R - (1 - s), 0)``
-        with ``s`` its :func:`~workbench.policies.offline.required_share` (the share of its
+        with ``s`` its :func:`~workbench.policies.deadlines.required_share` (the share of its
         window inside the horizon)."""
         return max(js.remaining - (1.0 - required_share(self.sc, js.job)), 0.0)
 
