@@ -87,7 +87,7 @@ def test_the_basis_is_matched_by_job_configuration_and_slot() -> None:
     old = _jobs_problem(2, 4)
     sol = solve_block_problem(old, time_limit_s=10.0, keep_basis=True)
     assert sol.basis is not None
-    status = sol.basis.cols["x"][2]
+    _, status = sol.basis.cols["x"]
     # The same problem, its jobs in the other order and the window one slot later.
     new = _jobs_problem(2, 4, first_slot=1)
     keys = new.keys
