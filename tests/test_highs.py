@@ -192,3 +192,39 @@ def test_a_basis_is_read_from_degenerate_models_without_dying() -> None:
     last = proc.stdout.strip().splitlines()[-1:] or ["(nothing)"]
     assert proc.returncode == 0, f"died ({proc.returncode}) at model {last[0]}: {proc.stderr}"
     assert last == ["all read"]
+
+
+def test_rows_addressed_by_labels_are_the_rows_of_their_flat_keys() -> None:
+    # Pool p, block b of a (3 pools x 4 blocks) grid is row p * 4 + b; a unique set of
+    # (job, block) pairs is sorted like the pairs' flat keys.
+    rng = np.random.default_rng(0)
+    pool, block = rng.integers(0, 3, 20), rng.integers(0, 4, 20)
+    grid = Coords.grid(pool=3, block=4)
+    np.testing.assert_array_equal(grid.locate(pool=pool, block=block), pool * 4 + block)
+    np.testing.assert_array_equal(grid.label("block"), np.tile(np.arange(4), 3))
+    pairs = Coords.unique(job=pool, block=block)
+    np.testing.assert_array_equal(pairs.label("job") * 4 + pairs.label("block"),
+                                  np.unique(pool * 4 + block))
+    np.testing.assert_array_equal(pairs.locate(job=pairs.label("job"),
+                                               block=pairs.label("block")),
+                                  np.arange(pairs.size))
+    assert (Coords.of(job=np.array([2, 0])).locate(job=np.array([0, 1, 2, 7]))
+            == [1, -1, 0, -1]).all()
+    by_label, by_key = SparseLp(), SparseLp()
+    for lp in (by_label, by_key):
+        lp.add_columns("x", np.ones(20))
+    by_label.add_rows("pool", grid, np.arange(20), np.ones(20), -np.inf, 2.0,
+                      pool=pool, block=block)
+    by_key.add_rows("pool", Coords.grid(row=12), np.arange(20), np.ones(20), -np.inf, 2.0,
+                    row=pool * 4 + block)
+    assert (by_label.matrix() != by_key.matrix()).nnz == 0
+    # Read back shaped by the dimensions.
+    assert by_label.row_values("pool", np.arange(12.0)).shape == (3, 4)
+    assert by_label.row_values("pool", np.arange(12.0))[2, 1] == 9.0
+    with pytest.raises(ValueError, match="outside its rows"):
+        by_label.add_rows("bad", grid, np.array([0]), np.ones(1), 0.0, 1.0,
+                          pool=np.array([3]), block=np.array([0]))
+    with pytest.raises(ValueError, match="dimensions"):
+        grid.locate(pool=pool)
+    with pytest.raises(KeyError):
+        by_label.col("x", entry=np.array([20]))
