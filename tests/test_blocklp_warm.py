@@ -87,7 +87,7 @@ def test_the_basis_is_matched_by_job_configuration_and_slot() -> None:
     old = _jobs_problem(2, 4)
     sol = solve_block_problem(old, time_limit_s=10.0, keep_basis=True)
     assert sol.basis is not None
-    status = sol.basis.cols["x"][2]
+    _, status = sol.basis.cols["x"]
     # The same problem, its jobs in the other order and the window one slot later.
     new = _jobs_problem(2, 4, first_slot=1)
     keys = new.keys
@@ -102,6 +102,42 @@ def test_the_basis_is_matched_by_job_configuration_and_slot() -> None:
     np.testing.assert_array_equal(new_x[1, :3], old_x[0, 1:])
     # The last block is new (no old block held slot 4): its columns start at 0.
     assert not (new_x[:, 3] == BASIS_BASIC).any()
+
+
+def test_the_basis_follows_the_labels_when_a_job_leaves_the_window() -> None:
+    # Job key 100 leaves; keys 101 and 102 stay, now at positions 0 and 1; the window moves
+    # on two slots. Each column and row of a staying job takes the status its labels had.
+    old = _jobs_problem(3, 4)
+    sol = solve_block_problem(old, time_limit_s=10.0, keep_basis=True)
+    assert sol.basis is not None
+    new = _jobs_problem(2, 4, first_slot=2)
+    keys = new.keys
+    assert keys is not None
+    new = replace(new, keys=replace(keys, job=np.array([101, 102])))
+    lp = create_block_lp(new)
+    got = warm_basis(sol.basis, new, lp)
+    for basis_of, where, status in (("cols", lp.cols, got.col_status),
+                                    ("rows", lp.rows, got.row_status)):
+        for name in ("x", "choice", "short", "work"):
+            if name not in where:
+                continue
+            labels, old_status = getattr(sol.basis, basis_of)[name]
+            new_status = status[where[name]]
+            coords = (lp.col_coords if basis_of == "cols" else lp.row_coords)[name]
+            job = np.array([101, 102])[coords.label("job")]
+            block = (2 + coords.label("block") if "block" in coords.sizes
+                     else np.zeros(coords.size, dtype=np.int64))
+            for i in range(coords.size):
+                same = labels["job"] == job[i]
+                if "block" in labels:
+                    same &= labels["block"] == block[i]
+                for d in coords.sizes:
+                    if d not in ("job", "block"):
+                        same &= labels[d] == coords.label(d)[i]
+                if block[i] < 4:  # old blocks held slots 0-3
+                    assert new_status[i] == old_status[np.flatnonzero(same)[0]]
+                else:
+                    assert not same.any()
 
 
 def test_pool_price_is_the_value_of_a_gpu_slot() -> None:

@@ -12,7 +12,14 @@ import highspy
 import numpy as np
 import pytest
 
-from workbench.optim.highs import SparseLp, highs_lp, new_highs, solve, termination_name
+from workbench.optim.highs import (
+    Coords,
+    SparseLp,
+    highs_lp,
+    new_highs,
+    solve,
+    termination_name,
+)
 
 WORKBENCH = Path(__file__).resolve().parents[1] / "workbench"
 
@@ -24,10 +31,11 @@ def _diet() -> SparseLp:
     lp.add_columns("b", np.array([np.inf]))
     lp.set_cost("a", 2.0)
     lp.set_cost("b", 3.0)
-    lp.add_rows("demand", np.array([0, 0]), np.array([0, 1]), np.array([1.0, 1.0]), 1,
-                np.array([4.0]), np.array([np.inf]))
-    lp.add_rows("balance", np.array([0, 0]), np.array([0, 1]), np.array([1.0, -1.0]), 1,
-                np.array([-np.inf]), np.array([1.0]))
+    one = Coords.grid(row=1)
+    lp.add_rows("demand", one, np.array([0, 1]), np.array([1.0, 1.0]), 4.0, np.inf,
+                row=np.array([0, 0]))
+    lp.add_rows("balance", one, np.array([0, 1]), np.array([1.0, -1.0]), -np.inf, 1.0,
+                row=np.array([0, 0]))
     return lp
 
 
@@ -61,8 +69,9 @@ def test_integral_columns_and_a_warm_start() -> None:
     lp = SparseLp(maximize=True)
     lp.add_columns("xy", np.full(2, 10.0), integral=True)
     lp.set_cost("xy", np.array([5.0, 4.0]))
-    lp.add_rows("cap", np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
-                np.array([6.0, 4.0, 1.0, 2.0]), 2, np.full(2, -np.inf), np.array([24.0, 6.0]))
+    lp.add_rows("cap", Coords.grid(row=2), np.array([0, 1, 0, 1]),
+                np.array([6.0, 4.0, 1.0, 2.0]), -np.inf, np.array([24.0, 6.0]),
+                row=np.array([0, 0, 1, 1]))
     res = solve(new_highs(mip_rel_gap=0.0), lp.highs_lp(), start=np.array([2.0, 2.0]))
     assert res.optimal and res.objective == pytest.approx(20.0)
     np.testing.assert_allclose(res.x, [4.0, 0.0], atol=1e-9)
@@ -71,8 +80,8 @@ def test_integral_columns_and_a_warm_start() -> None:
 
 def test_an_infeasible_model_is_reported_not_solved() -> None:
     lp = _diet()
-    lp.add_rows("impossible", np.array([0]), np.array([0]), np.array([1.0]), 1,
-                np.array([-np.inf]), np.array([-1.0]))
+    lp.add_rows("impossible", Coords.grid(row=1), np.array([0]), np.array([1.0]), -np.inf,
+                -1.0, row=np.array([0]))
     res = solve(new_highs(), lp.highs_lp())
     assert not res.optimal and not res.has_solution
     assert res.model_status == highspy.HighsModelStatus.kInfeasible
@@ -142,7 +151,7 @@ def test_no_policy_or_solver_module_imports_a_private_name() -> None:
 _DEGENERATE = r"""
 import itertools, sys
 import numpy as np
-from workbench.optim.highs import Basis, SparseLp, get_basis, new_highs, solve
+from workbench.optim.highs import Basis, Coords, SparseLp, get_basis, new_highs, solve
 
 def model(n_cols, n_rows, entries, upper):
     lp = SparseLp()
@@ -150,8 +159,8 @@ def model(n_cols, n_rows, entries, upper):
     if n_cols:
         lp.set_cost("x", 1.0 + np.arange(n_cols))
     r = np.arange(n_rows) if entries and n_cols else np.zeros(0, dtype=np.int64)
-    lp.add_rows("r", r, r % max(n_cols, 1), np.ones(r.size), n_rows, np.full(n_rows, -np.inf),
-                np.full(n_rows, 4.0))
+    lp.add_rows("r", Coords.grid(row=n_rows), r % max(n_cols, 1), np.ones(r.size), -np.inf,
+                4.0, row=r)
     return lp
 
 for n_cols, n_rows, entries, upper, presolve, warm in itertools.product(
@@ -183,3 +192,39 @@ def test_a_basis_is_read_from_degenerate_models_without_dying() -> None:
     last = proc.stdout.strip().splitlines()[-1:] or ["(nothing)"]
     assert proc.returncode == 0, f"died ({proc.returncode}) at model {last[0]}: {proc.stderr}"
     assert last == ["all read"]
+
+
+def test_rows_addressed_by_labels_are_the_rows_of_their_flat_keys() -> None:
+    # Pool p, block b of a (3 pools x 4 blocks) grid is row p * 4 + b; a unique set of
+    # (job, block) pairs is sorted like the pairs' flat keys.
+    rng = np.random.default_rng(0)
+    pool, block = rng.integers(0, 3, 20), rng.integers(0, 4, 20)
+    grid = Coords.grid(pool=3, block=4)
+    np.testing.assert_array_equal(grid.locate(pool=pool, block=block), pool * 4 + block)
+    np.testing.assert_array_equal(grid.label("block"), np.tile(np.arange(4), 3))
+    pairs = Coords.unique(job=pool, block=block)
+    np.testing.assert_array_equal(pairs.label("job") * 4 + pairs.label("block"),
+                                  np.unique(pool * 4 + block))
+    np.testing.assert_array_equal(pairs.locate(job=pairs.label("job"),
+                                               block=pairs.label("block")),
+                                  np.arange(pairs.size))
+    assert (Coords.of(job=np.array([2, 0])).locate(job=np.array([0, 1, 2, 7]))
+            == [1, -1, 0, -1]).all()
+    by_label, by_key = SparseLp(), SparseLp()
+    for lp in (by_label, by_key):
+        lp.add_columns("x", np.ones(20))
+    by_label.add_rows("pool", grid, np.arange(20), np.ones(20), -np.inf, 2.0,
+                      pool=pool, block=block)
+    by_key.add_rows("pool", Coords.grid(row=12), np.arange(20), np.ones(20), -np.inf, 2.0,
+                    row=pool * 4 + block)
+    assert (by_label.matrix() != by_key.matrix()).nnz == 0
+    # Read back shaped by the dimensions.
+    assert by_label.row_values("pool", np.arange(12.0)).shape == (3, 4)
+    assert by_label.row_values("pool", np.arange(12.0))[2, 1] == 9.0
+    with pytest.raises(ValueError, match="outside its rows"):
+        by_label.add_rows("bad", grid, np.array([0]), np.ones(1), 0.0, 1.0,
+                          pool=np.array([3]), block=np.array([0]))
+    with pytest.raises(ValueError, match="dimensions"):
+        grid.locate(pool=pool)
+    with pytest.raises(KeyError):
+        by_label.col("x", entry=np.array([20]))

@@ -66,6 +66,7 @@ from workbench.optim.blockdata import (  # noqa: F401 - the block LP's records, 
 )
 from workbench.optim.highs import (
     Basis,
+    Coords,
     HighsResult,
     SparseLp,
     get_basis,
@@ -73,10 +74,16 @@ from workbench.optim.highs import (
     solve,
 )
 from workbench.optim.supplylp import SupplyBlock, SupplySolution
-from workbench.optim.warm import BlockBasis, keep_basis, map_basis, pack_key
+from workbench.optim.warm import BlockBasis, keep_basis, map_basis
 
 ROW_ORDER = ("choice", "pool", "power", "move", "work", "carbon")
 """The row blocks of the block LP, in the order of the module docstring."""
+
+WARM_COLS = ("x", "move", "short", "slack")
+WARM_ROWS = ("choice", "pool", "power", "move", "work", "carbon")
+"""The column groups and row blocks whose basis statuses a warm start keeps and maps by their
+labels (:mod:`workbench.optim.warm`); the others (the supply's, the exact mode's) start at
+HiGHS's default."""
 
 OVER_FACTOR = 10.0
 """A kWh imported beyond a limit at a site with own supply (:mod:`workbench.optim.supplylp`'s
@@ -191,11 +198,28 @@ class BlockProblem:
         return int(self.job.size)
 
 
+def _move_dc(prob: BlockProblem, moves: BlockMoves) -> NDArray[np.int64]:
+    """The datacenter each move column takes the job's data to (that of the ``x`` columns
+    that need it)."""
+    dc = np.zeros(moves.job.size, dtype=np.int64)
+    ax = np.flatnonzero(moves.of_x >= 0)
+    dc[moves.of_x[ax]] = prob.configs.dc[ax]
+    return dc
+
+
 def _add_variables(lp: SparseLp, prob: BlockProblem) -> None:
-    """Columns ``x`` (bound ``len_jb``), ``m`` (bound 1), ``short``, ``s`` and, exact, ``z``."""
-    lp.add_columns("x", prob.slots)
-    lp.add_columns("move", np.ones(0 if prob.moves is None else prob.moves.job.size))
-    lp.add_columns("short", np.full(prob.work_jobs.size, np.inf))
+    """Columns ``x`` (bound ``len_jb``; labels job, block, pool, GPU count), ``m`` (bound 1;
+    job, datacenter), ``short`` (job), ``s`` and, exact, ``z`` (one per ``x``)."""
+    lp.add_columns("x", prob.slots, coords=Coords.of(
+        job=prob.job, block=prob.block, pool=prob.configs.pool,
+        gpus=prob.configs.n_gpus.astype(np.int64)))
+    moves = prob.moves
+    none = np.zeros(0, dtype=np.int64)
+    lp.add_columns("move", np.ones(0 if moves is None else moves.job.size), coords=(
+        Coords.of(job=none, dc=none) if moves is None
+        else Coords.of(job=moves.job, dc=_move_dc(prob, moves))))
+    lp.add_columns("short", np.full(prob.work_jobs.size, np.inf),
+                   coords=Coords.of(job=prob.work_jobs))
     lp.add_columns("slack", np.array([np.inf if prob.carbon_group is not None else 0.0]))
     if prob.exact:
         lp.add_columns("z", np.ones(prob.n_x), integral=True)
@@ -255,32 +279,32 @@ def _add_objective(lp: SparseLp, prob: BlockProblem) -> None:
         supplylp.set_costs(lp, prob.supply, OVER_FACTOR * prob.shortfall_weight)
 
 
-def _job_blocks(prob: BlockProblem) -> tuple[NDArray[np.int64], NDArray[np.int64],
-                                              NDArray[np.float64], NDArray[np.bool_]]:
-    """The (job, block) pairs with columns: their keys ``j * B + b``, each column's pair,
-    ``len_jb`` and whether the job must run."""
-    n_b = prob.n_blocks
-    uniq, inv = np.unique(prob.job * n_b + prob.block, return_inverse=True)
-    len_jb = np.zeros(uniq.size)
-    np.maximum.at(len_jb, inv, prob.slots)
-    must = prob.must_run[uniq // n_b] if uniq.size else np.zeros(0, dtype=bool)
-    return uniq, inv, len_jb, must
+def _choice_rows(prob: BlockProblem) -> tuple[Coords, NDArray[np.float64], NDArray[np.bool_]]:
+    """The (job, block) pairs with columns (sorted), each pair's ``len_jb`` and whether its
+    job must run."""
+    rows = Coords.unique(job=prob.job, block=prob.block)
+    len_jb = np.zeros(rows.size)
+    np.maximum.at(len_jb, rows.locate(job=prob.job, block=prob.block), prob.slots)
+    return rows, len_jb, prob.must_run[rows.label("job")]
 
 
 def _add_choice_rows(lp: SparseLp, prob: BlockProblem) -> None:
     """``sum_k x[j,b,k] <= len_jb`` (``= len_jb`` for an inference service), one row per
     (job, block): one configuration at a time; inference exactly its active slots."""
-    uniq, inv, len_jb, must = _job_blocks(prob)
-    lp.add_rows("choice", inv, np.arange(prob.n_x), np.ones(prob.n_x), uniq.size,
-                np.where(must, len_jb, -np.inf), len_jb)
+    rows, len_jb, must = _choice_rows(prob)
+    lp.add_rows("choice", rows, np.arange(prob.n_x), np.ones(prob.n_x),
+                np.where(must, len_jb, -np.inf), len_jb, job=prob.job, block=prob.block)
+
+
+def _pool_rows(prob: BlockProblem) -> Coords:
+    return Coords.grid(pool=prob.pool_capacity.size, block=prob.n_blocks)
 
 
 def _add_pool_rows(lp: SparseLp, prob: BlockProblem) -> None:
     """``sum n_k x[j,b,k] <= C_p len_b`` per pool and block: the contention jobs share."""
-    n_b, n_p = prob.n_blocks, prob.pool_capacity.size
-    lp.add_rows("pool", prob.configs.pool * n_b + prob.block, np.arange(prob.n_x),
-                prob.configs.n_gpus, n_p * n_b, np.full(n_p * n_b, -np.inf),
-                np.repeat(prob.pool_capacity, n_b) * np.tile(prob.block_len, n_p))
+    lp.add_rows("pool", _pool_rows(prob), np.arange(prob.n_x), prob.configs.n_gpus, -np.inf,
+                (prob.pool_capacity[:, None] * prob.block_len[None, :]).reshape(-1),
+                pool=prob.configs.pool, block=prob.block)
 
 
 def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
@@ -294,55 +318,44 @@ def _add_power_rows(lp: SparseLp, prob: BlockProblem) -> None:
         sb = prob.supply
         cap = cap.copy()
         cap[sb.site_dc[supplylp.own_supply(sb)]] = np.inf
-    n_b, n_d = prob.n_blocks, cap.shape[0]
-    per_block = np.maximum(cap, 0.0).reshape(-1)
-    lp.add_rows("power", prob.configs.dc * n_b + prob.block, np.arange(prob.n_x),
-                prob.configs.energy_kwh * 3600.0 / prob.slot_s, n_d * n_b,
-                np.full(n_d * n_b, -np.inf), per_block * np.tile(prob.block_len, n_d))
-
-
-def _move_row_groups(prob: BlockProblem, moves: BlockMoves
-                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64],
-                                NDArray[np.int64]]:
-    """The move rows' (move, block) pairs: the ``x`` columns that need a move, their move
-    column, the pairs' keys ``m * B + b`` (sorted: the rows' order) and each column's row."""
-    ax = np.flatnonzero(moves.of_x >= 0)
-    mcol = moves.of_x[ax]
-    g_u, g_inv = np.unique(mcol * prob.n_blocks + prob.block[ax], return_inverse=True)
-    return ax, mcol, g_u, g_inv
+    lp.add_rows("power", Coords.grid(dc=cap.shape[0], block=prob.n_blocks),
+                np.arange(prob.n_x), prob.configs.energy_kwh * 3600.0 / prob.slot_s, -np.inf,
+                (np.maximum(cap, 0.0) * prob.block_len[None, :]).reshape(-1),
+                dc=prob.configs.dc, block=prob.block)
 
 
 def _add_move_rows(lp: SparseLp, prob: BlockProblem) -> None:
-    """``sum_{k at d} x[j,b,k] - len_jb m[j,d] <= 0`` per (move, block): a job runs away
-    from its data only once it has moved them (no rows without moves)."""
+    """``sum_{k at d} x[j,b,k] - len_jb m[j,d] <= 0`` per (job, datacenter, block) with a
+    move: a job runs away from its data only once it has moved them (no rows without
+    moves)."""
     moves = prob.moves
     if moves is None or moves.job.size == 0:
         return
-    ax, mcol, g_u, g_inv = _move_row_groups(prob, moves)
-    g_len = np.zeros(g_u.size)
-    np.maximum.at(g_len, g_inv, prob.slots[ax])
-    g_m = np.zeros(g_u.size, dtype=np.int64)
-    g_m[g_inv] = mcol
-    lp.add_rows("move", np.concatenate([g_inv, np.arange(g_u.size)]),
-                np.concatenate([ax, lp.cols["move"].start + g_m]),
-                np.concatenate([np.ones(ax.size), -g_len]), g_u.size,
-                np.full(g_u.size, -np.inf), np.zeros(g_u.size))
+    ax = np.flatnonzero(moves.of_x >= 0)
+    job, dc, block = prob.job[ax], prob.configs.dc[ax], prob.block[ax]
+    rows = Coords.unique(job=job, dc=dc, block=block)
+    g_len = np.zeros(rows.size)
+    np.maximum.at(g_len, rows.locate(job=job, dc=dc, block=block), prob.slots[ax])
+    r_job, r_dc, r_block = rows.label("job"), rows.label("dc"), rows.label("block")
+    lp.add_rows("move", rows, np.concatenate([ax, lp.col("move", job=r_job, dc=r_dc)]),
+                np.concatenate([np.ones(ax.size), -g_len]), -np.inf, 0.0,
+                job=np.concatenate([job, r_job]), dc=np.concatenate([dc, r_dc]),
+                block=np.concatenate([block, r_block]))
 
 
 def _add_work_rows(lp: SparseLp, prob: BlockProblem) -> None:
     """``sum r_k x[j,.,k] - l_jd m[j,d] + short_j >= need_j``, one row per training job."""
-    n_w = prob.work_jobs.size
-    pos = np.full(prob.must_run.size, -1, dtype=np.int64)
-    pos[prob.work_jobs] = np.arange(n_w)
-    tr = np.flatnonzero(pos[prob.job] >= 0)
-    moves = prob.moves
-    m_rows = np.zeros(0, np.int64) if moves is None else pos[moves.job]
-    m_lost = np.zeros(0) if moves is None else moves.lost
-    lp.add_rows("work", np.concatenate([pos[prob.job[tr]], m_rows, np.arange(n_w)]),
-                np.concatenate([tr, lp.cols["move"].start + np.arange(m_rows.size),
-                                lp.cols["short"].start + np.arange(n_w)]),
-                np.concatenate([prob.rate[tr], -m_lost, np.ones(n_w)]), n_w, prob.need,
-                np.full(n_w, np.inf))
+    rows = Coords.of(job=prob.work_jobs)
+    tr = np.flatnonzero(rows.locate(job=prob.job) >= 0)
+    moved = lp.col_coords["move"]
+    m_job = moved.label("job")
+    m_lost = np.zeros(0) if prob.moves is None else prob.moves.lost
+    lp.add_rows("work", rows,
+                np.concatenate([tr, lp.col("move", job=m_job, dc=moved.label("dc")),
+                                lp.col("short", job=prob.work_jobs)]),
+                np.concatenate([prob.rate[tr], -m_lost, np.ones(prob.work_jobs.size)]),
+                prob.need, np.inf,
+                job=np.concatenate([prob.job[tr], m_job, prob.work_jobs]))
 
 
 def _add_carbon_rows(lp: SparseLp, prob: BlockProblem) -> None:
@@ -352,33 +365,35 @@ def _add_carbon_rows(lp: SparseLp, prob: BlockProblem) -> None:
         return
     sel = prob.carbon_group >= 0
     n_g = prob.carbon_cap_kg.size
-    rows: list[NDArray[np.int64]] = [prob.carbon_group[sel], np.arange(n_g)]
-    cols: list[NDArray[np.int64]] = [np.flatnonzero(sel), np.full(n_g, lp.cols["slack"].start)]
+    groups: list[NDArray[np.int64]] = [prob.carbon_group[sel], np.arange(n_g)]
+    cols: list[NDArray[np.int64]] = [np.flatnonzero(sel),
+                                     np.repeat(lp.col("slack", entry=0), n_g)]
     vals: list[NDArray[np.float64]] = [prob.carbon_kg[sel], -np.ones(n_g)]
     if prob.supply is not None:
         # The balanced sites' carbon: their grid import's and their sources'.
-        r, c, v = supplylp.carbon_entries(lp, prob.supply)
-        rows.append(r)
+        g, c, v = supplylp.carbon_entries(lp, prob.supply)
+        groups.append(g)
         cols.append(c)
         vals.append(v)
-    lp.add_rows("carbon", np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                n_g, np.full(n_g, -np.inf), prob.carbon_cap_kg)
+    lp.add_rows("carbon", Coords.grid(group=n_g), np.concatenate(cols), np.concatenate(vals),
+                -np.inf, prob.carbon_cap_kg, group=np.concatenate(groups))
 
 
 def _add_exact_rows(lp: SparseLp, prob: BlockProblem) -> None:
     """On the binaries ``z``: ``sum_k z[j,b,k] <= 1`` (``= 1`` inference),
     ``sum n_k z <= C_p`` per pool and block, and ``x - len_jb z <= 0`` per column."""
-    uniq, inv, _, must = _job_blocks(prob)
-    n_b, n_p, n_x = prob.n_blocks, prob.pool_capacity.size, prob.n_x
+    rows, _, must = _choice_rows(prob)
+    n_x = prob.n_x
     cols = np.arange(n_x)
-    z = lp.cols["z"].start + cols
-    lp.add_rows("z_choice", inv, z, np.ones(n_x), uniq.size, np.where(must, 1.0, -np.inf),
-                np.ones(uniq.size))
-    lp.add_rows("z_pool", prob.configs.pool * n_b + prob.block, z, prob.configs.n_gpus,
-                n_p * n_b, np.full(n_p * n_b, -np.inf), np.repeat(prob.pool_capacity, n_b))
-    lp.add_rows("z_link", np.concatenate([cols, cols]), np.concatenate([cols, z]),
-                np.concatenate([np.ones(n_x), -prob.slots]), n_x, np.full(n_x, -np.inf),
-                np.zeros(n_x))
+    z = lp.col("z", entry=cols)
+    lp.add_rows("z_choice", rows, z, np.ones(n_x), np.where(must, 1.0, -np.inf), 1.0,
+                job=prob.job, block=prob.block)
+    lp.add_rows("z_pool", _pool_rows(prob), z, prob.configs.n_gpus, -np.inf,
+                np.repeat(prob.pool_capacity, prob.n_blocks),
+                pool=prob.configs.pool, block=prob.block)
+    lp.add_rows("z_link", Coords.grid(entry=n_x), np.concatenate([cols, z]),
+                np.concatenate([np.ones(n_x), -prob.slots]), -np.inf, 0.0,
+                entry=np.concatenate([cols, cols]))
 
 
 _ROW_BUILDERS = {"choice": _add_choice_rows, "pool": _add_pool_rows, "power": _add_power_rows,
@@ -466,16 +481,16 @@ def extract_block_solution(lp: SparseLp, res: HighsResult, prob: BlockProblem
     empty = np.zeros(0)
     return BlockSolution(
         status=res.status, optimal=res.optimal, time_limit=res.time_limit, complete=complete,
-        x=x[lp.cols["x"]] if complete else empty,
-        move=x[lp.cols["move"]] if complete else empty,
-        short=x[lp.cols["short"]] if complete else empty,
-        slack_kg=float(x[lp.cols["slack"].start]),
-        work_dual=duals[lp.rows["work"]] if duals is not None else empty,
+        x=lp.col_values("x", x) if complete else empty,
+        move=lp.col_values("move", x) if complete else empty,
+        short=lp.col_values("short", x) if complete else empty,
+        slack_kg=float(lp.col_values("slack", x)[0]),
+        work_dual=lp.row_values("work", duals) if duals is not None else empty,
         mip_dual_bound=res.mip_dual_bound, mip_gap=res.mip_gap, solve_s=res.solve_s,
         n_columns=lp.n_cols, iterations=res.iterations,
-        pool_price=(np.maximum(-duals[lp.rows["pool"]], 0.0).reshape(-1, prob.n_blocks)
+        pool_price=(np.maximum(-lp.row_values("pool", duals), 0.0)
                     if duals is not None and prob.n_blocks else np.zeros((0, 0))),
-        carbon_price=(np.maximum(-duals[lp.rows["carbon"]], 0.0)
+        carbon_price=(np.maximum(-lp.row_values("carbon", duals), 0.0)
                       if duals is not None and "carbon" in lp.rows else np.zeros(0)),
         supply=(supplylp.extract(lp, res, prob.supply)
                 if prob.supply is not None and complete else None))
@@ -505,59 +520,18 @@ def solve_block_problem(prob: BlockProblem, *, time_limit_s: float,
     return replace(sol, basis=basis, warm=start is not None)
 
 
-# -- warm start: a basis by key (the mapping in workbench.optim.warm) -------------------
-def _entity_keys(prob: BlockProblem) -> tuple[
-        dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]],
-        dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]]]:
-    """Identity and block of every column and row, per group, in the model's order (the
-    groups :func:`create_block_lp` builds; others, and the exact mode's, have none)."""
-    assert prob.keys is not None
-    jk = prob.keys.job
-    none = np.zeros(0, dtype=np.int64)
-    n_b = prob.n_blocks
-    blocks = np.arange(n_b, dtype=np.int64)
-    cols: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]] = {
-        "x": (pack_key(jk[prob.job], prob.configs.pool, prob.configs.n_gpus.astype(np.int64)),
-              prob.block),
-        "short": (pack_key(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1)),
-        "slack": (np.zeros(1, dtype=np.int64), np.full(1, -1))}
-    uniq, _, _, _ = _job_blocks(prob)
-    rows: dict[str, tuple[NDArray[np.int64], NDArray[np.int64]]] = {
-        "choice": (pack_key(jk[uniq // n_b]) if uniq.size else none, uniq % n_b),
-        "pool": (pack_key(0, np.repeat(np.arange(prob.pool_capacity.size), n_b)),
-                 np.tile(blocks, prob.pool_capacity.size)),
-        "work": (pack_key(jk[prob.work_jobs]), np.full(prob.work_jobs.size, -1))}
-    if prob.power_cap_kw is not None:
-        n_d = prob.power_cap_kw.shape[0]
-        rows["power"] = (pack_key(0, np.repeat(np.arange(n_d), n_b)), np.tile(blocks, n_d))
-    if prob.carbon_cap_kg is not None:
-        rows["carbon"] = (pack_key(0, 0, np.arange(prob.carbon_cap_kg.size)),
-                          np.full(prob.carbon_cap_kg.size, -1))
-    moves = prob.moves
-    if moves is not None and moves.job.size:
-        dcm = np.zeros(moves.job.size, dtype=np.int64)
-        ax = np.flatnonzero(moves.of_x >= 0)
-        dcm[moves.of_x[ax]] = prob.configs.dc[ax]
-        cols["move"] = (pack_key(jk[moves.job], dcm), np.full(moves.job.size, -1))
-        _, _, g_u, _ = _move_row_groups(prob, moves)
-        m = g_u // n_b
-        rows["move"] = (pack_key(jk[moves.job[m]], dcm[m]), g_u % n_b)
-    else:
-        cols["move"] = (none, none)
-    return cols, rows
-
-
+# -- warm start: a basis by label (the mapping in workbench.optim.warm) -----------------
 def keep_block_basis(prob: BlockProblem, lp: SparseLp, basis: Basis) -> BlockBasis:
-    """The basis of a solve of ``prob`` (built as ``lp``) by key, for :func:`warm_basis`."""
+    """The basis of a solve of ``prob`` (built as ``lp``) by label, for :func:`warm_basis`."""
     assert prob.keys is not None
-    ck, rk = _entity_keys(prob)
-    return keep_basis(ck, rk, lp, basis, prob.keys.block_start, prob.block_len)
+    return keep_basis(lp, basis, WARM_COLS, WARM_ROWS, prob.keys.job, prob.keys.block_start,
+                      prob.block_len)
 
 
 def warm_basis(old: BlockBasis, prob: BlockProblem, lp: SparseLp) -> Basis:
     """``old``'s basis on the model ``lp`` of ``prob`` (:func:`workbench.optim.warm.map_basis`:
-    each entry takes the status of the same entity in the old block that held its block's
-    first slot; HiGHS is told the basis is alien and repairs it)."""
+    each entry takes the status of the entry with the same labels, job by its stable key, in
+    the old block that held its block's first slot; HiGHS is told the basis is alien and
+    repairs it)."""
     assert prob.keys is not None
-    ck, rk = _entity_keys(prob)
-    return map_basis(old, ck, rk, lp, prob.keys.block_start)
+    return map_basis(old, lp, WARM_COLS, WARM_ROWS, prob.keys.job, prob.keys.block_start)

@@ -9,9 +9,10 @@ A model is::
     min (or max)  c^T x    s.t.   row_lower <= A x <= row_upper,   col_lower <= x <= col_upper
 
 with ``A`` column-wise sparse and some columns integral. :class:`SparseLp` collects it in
-named column groups and row blocks (so that the solution is read back by name);
-:func:`highs_lp` turns arrays into HiGHS's model; :func:`solve` runs it and returns a
-:class:`HighsResult` whose status the caller must check.
+named column groups and row blocks whose entries carry labels (:class:`Coords`: job, pool,
+block, ...), so that entries are addressed, and the solution read back, by label rather than
+by index arithmetic; :func:`highs_lp` turns arrays into HiGHS's model; :func:`solve` runs it
+and returns a :class:`HighsResult` whose status the caller must check.
 
 HiGHS prints its banner to the process's standard output (at the C level) the first time a
 ``Highs`` object is made, whatever ``output_flag`` says afterwards. That would corrupt the
@@ -25,12 +26,13 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
 import scipy.sparse as sp
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 _lock = threading.Lock()
 _bannered = False
@@ -114,18 +116,129 @@ def highs_lp(
     return lp
 
 
+Label = NDArray[np.int64] | int
+"""One label per entry of a dimension (or one for all entries)."""
+
+
+class Coords:
+    """The labels of a column group's or row block's entries, by named dimension.
+
+    Each dimension has a size (its labels are ``0 .. size - 1``); each entry has one label
+    of every dimension. Either the full grid (every combination once, in C order: the last
+    dimension varies fastest, so ``Coords.grid(pool=P, block=B)`` puts pool ``p``, block
+    ``b`` at ``p * B + b``) or the entries as given (a column group in its own order, which
+    may repeat a combination; a row block's :meth:`unique` combinations, sorted). Labels
+    are flattened to one key per entry here (``np.ravel_multi_index``), and nowhere else.
+
+    Parameters
+    ----------
+    sizes : dict of str to int
+        The dimensions in order, with their sizes.
+    labels : dict of str to int array, optional
+        Each entry's label per dimension (arrays of one length); None: the full grid.
+    """
+
+    def __init__(self, sizes: dict[str, int],
+                 labels: dict[str, NDArray[np.int64]] | None = None) -> None:
+        self.sizes = {d: int(n) for d, n in sizes.items()}
+        self.labels = (None if labels is None else
+                       {d: np.asarray(labels[d], dtype=np.int64) for d in self._dims(labels)})
+        # The entries' keys sorted, and their positions: built by the first lookup.
+        self._sorted: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
+
+    @classmethod
+    def grid(cls, **sizes: int) -> Coords:
+        """Every label combination of ``sizes`` once, in C order."""
+        return cls(sizes)
+
+    @classmethod
+    def of(cls, **labels: NDArray[np.int64]) -> Coords:
+        """The entries with these labels, in this order; each dimension's size one above
+        its largest label."""
+        return cls({d: int(np.max(v, initial=-1)) + 1 for d, v in labels.items()}, labels)
+
+    @classmethod
+    def unique(cls, **labels: NDArray[np.int64]) -> Coords:
+        """The distinct label combinations among the entries given, sorted (by the first
+        dimension, then the next, ...)."""
+        c = cls.of(**labels)
+        keys = np.unique(c._flat(labels)[0])
+        if not keys.size:
+            return cls(c.sizes, {d: np.zeros(0, dtype=np.int64) for d in c.sizes})
+        return cls(c.sizes, dict(zip(c.sizes, np.unravel_index(keys, c.shape), strict=True)))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.sizes.values())
+
+    @property
+    def size(self) -> int:
+        if self.labels is None:
+            return int(np.prod(self.shape, dtype=np.int64))
+        return int(next(iter(self.labels.values())).size) if self.labels else 0
+
+    def label(self, dim: str) -> NDArray[np.int64]:
+        """Each entry's label of dimension ``dim``."""
+        if self.labels is not None:
+            return self.labels[dim]
+        return np.indices(self.shape, dtype=np.int64)[list(self.sizes).index(dim)].reshape(-1)
+
+    def locate(self, **labels: Label) -> NDArray[np.int64]:
+        """The position of the entry with each set of labels given (-1 where there is none;
+        of several, the first)."""
+        key, ok = self._flat(labels)
+        if self.labels is None:
+            return np.where(ok, key, -1)
+        if self._sorted is None:
+            own = self._flat(self.labels)[0]
+            order = np.argsort(own, kind="stable")
+            self._sorted = (own[order], order)
+        keys, order = self._sorted
+        if not keys.size:
+            return np.full(key.size, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+        return np.where(ok & (keys[pos] == key), order[pos], -1)
+
+    def _dims(self, labels: Mapping[str, Label]) -> list[str]:
+        if set(labels) != set(self.sizes):
+            raise ValueError(f"labels {sorted(labels)} given for dimensions "
+                             f"{list(self.sizes)}")
+        return list(self.sizes)
+
+    def _flat(self, labels: Mapping[str, Label]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        """One key per entry (C order over the dimensions) and whether its labels lie in
+        their dimensions."""
+        idx = np.broadcast_arrays(*(np.asarray(labels[d], dtype=np.int64)
+                                    for d in self._dims(labels)))
+        if not idx:
+            raise ValueError("labels need at least one dimension")
+        ok = np.ones(idx[0].shape, dtype=bool)
+        for i, n in zip(idx, self.shape, strict=True):
+            ok &= (i >= 0) & (i < n)
+        if not ok.any():
+            return np.zeros(ok.size, dtype=np.int64), ok.reshape(-1)
+        key = np.ravel_multi_index(tuple(idx), self.shape, mode="clip")
+        return np.asarray(key, dtype=np.int64).reshape(-1), ok.reshape(-1)
+
+
 @dataclass
 class SparseLp:
-    """A sparse LP or MILP in the making: named groups of columns, then named blocks of rows.
+    """A sparse LP or MILP in the making: named groups of columns, then named blocks of rows,
+    each entry labelled (:class:`Coords`).
 
     Columns carry their objective weight, upper bound (lower bound 0) and integrality; a
-    row block is COO triplets ``(row, col, value)`` with its own row numbering from 0 and
-    its bounds. :meth:`highs_lp` stacks the blocks in the order they were added.
+    row block its rows' labels and bounds, and its entries ``(row, col, value)`` with each
+    entry's row given by its labels (:meth:`add_rows`): a model is written by what its rows
+    are (job, pool, block, ...), not by where they lie. :meth:`col` finds columns by their
+    labels, :meth:`col_values` and :meth:`row_values` read a solution or duals back shaped
+    by the dimensions. :meth:`highs_lp` stacks the blocks in the order they were added.
     """
 
     maximize: bool = False
     cols: dict[str, slice] = field(default_factory=dict)
     rows: dict[str, slice] = field(default_factory=dict)
+    col_coords: dict[str, Coords] = field(default_factory=dict)
+    row_coords: dict[str, Coords] = field(default_factory=dict)
     _cost: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
     _upper: list[NDArray[np.float64]] = field(default_factory=list, repr=False)
     _integral: list[NDArray[np.bool_]] = field(default_factory=list, repr=False)
@@ -137,11 +250,16 @@ class SparseLp:
     n_cols: int = 0
     n_rows: int = 0
 
-    def add_columns(self, name: str, upper: NDArray[np.float64], *,
-                    integral: bool = False) -> slice:
-        """Append ``upper.size`` columns (weight 0 until :meth:`set_cost`); their slice."""
+    def add_columns(self, name: str, upper: NDArray[np.float64], *, integral: bool = False,
+                    coords: Coords | None = None) -> slice:
+        """Append ``upper.size`` columns labelled ``coords`` (default: one dimension
+        ``entry``), weight 0 until :meth:`set_cost`; their slice."""
         n = int(upper.size)
+        coords = Coords.grid(entry=n) if coords is None else coords
+        if coords.size != n:
+            raise ValueError(f"column group {name}: {n} bounds for {coords.size} labels")
         got = self.cols[name] = slice(self.n_cols, self.n_cols + n)
+        self.col_coords[name] = coords
         self._cost.append(np.zeros(n))
         self._upper.append(np.asarray(upper, dtype=float))
         self._integral.append(np.full(n, integral))
@@ -154,19 +272,54 @@ class SparseLp:
         self._cost[i] = np.broadcast_to(np.asarray(cost, dtype=float),
                                         self._cost[i].shape).copy()
 
-    def add_rows(self, name: str, row: NDArray[np.int64], col: NDArray[np.int64],
-                 value: NDArray[np.float64], n: int, lower: NDArray[np.float64],
-                 upper: NDArray[np.float64]) -> slice:
-        """Append ``n`` rows with entries ``A[row, col] = value`` (``row`` counted from this
-        block's first row, ``col`` absolute); their slice."""
+    def col(self, name: str, /, **labels: Label) -> NDArray[np.int64]:
+        """The columns of group ``name`` with these labels (one per entry, absolute).
+
+        Raises
+        ------
+        KeyError
+            When the group has no column with some entry's labels.
+        """
+        pos = self.col_coords[name].locate(**labels)
+        if (pos < 0).any():
+            raise KeyError(f"column group {name} has no column with some of these labels")
+        return self.cols[name].start + pos
+
+    def add_rows(self, name: str, coords: Coords, col: NDArray[np.int64],
+                 value: NDArray[np.float64], lower: ArrayLike, upper: ArrayLike, /,
+                 **labels: Label) -> slice:
+        """Append one row per entry of ``coords`` (bounds ``lower``, ``upper``: one per row,
+        or one number for all) with entries ``A[row, col] = value``, each entry's row the
+        one with its ``labels`` (``col`` absolute); their slice.
+
+        Raises
+        ------
+        ValueError
+            When an entry's labels name no row of the block.
+        """
+        n = coords.size
+        row = coords.locate(**labels)
+        if (row < 0).any():
+            raise ValueError(f"row block {name}: entries labelled outside its rows")
         got = self.rows[name] = slice(self.n_rows, self.n_rows + n)
-        self._r.append(np.asarray(row, dtype=np.int64) + self.n_rows)
+        self.row_coords[name] = coords
+        self._r.append(np.broadcast_to(row, np.shape(value)) + self.n_rows)
         self._c.append(np.asarray(col, dtype=np.int64))
         self._v.append(np.asarray(value, dtype=float))
-        self._lower_r.append(np.asarray(lower, dtype=float))
-        self._upper_r.append(np.asarray(upper, dtype=float))
+        self._lower_r.append(np.broadcast_to(np.asarray(lower, dtype=float), (n,)))
+        self._upper_r.append(np.broadcast_to(np.asarray(upper, dtype=float), (n,)))
         self.n_rows += n
         return got
+
+    def col_values(self, name: str, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Group ``name``'s part of a solution ``x`` (all columns): shaped by its dimensions
+        when it is a full grid, else one value per column in its order."""
+        return _shaped(self.col_coords[name], x[self.cols[name]])
+
+    def row_values(self, name: str, y: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Block ``name``'s part of row values or duals ``y`` (all rows), shaped as
+        :meth:`col_values`."""
+        return _shaped(self.row_coords[name], y[self.rows[name]])
 
     def matrix(self) -> sp.csc_matrix:
         """``A`` column-wise, canonical (indices sorted, no duplicates)."""
@@ -287,6 +440,10 @@ def set_alien_basis(h: highspy.Highs, basis: Basis) -> bool:
     b.alien = True
     b.valid = False
     return h.setBasis(b) == highspy.HighsStatus.kOk
+
+
+def _shaped(coords: Coords, v: NDArray[np.float64]) -> NDArray[np.float64]:
+    return v.reshape(coords.shape) if coords.labels is None else v
 
 
 def _cat(parts: list[NDArray[np.float64]]) -> NDArray[np.float64]:

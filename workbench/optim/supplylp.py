@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from workbench.optim.blockdata import exact_dot
-from workbench.optim.highs import HighsResult, SparseLp
+from workbench.optim.highs import Coords, HighsResult, SparseLp
 
 
 @dataclass(frozen=True)
@@ -130,10 +130,11 @@ class SupplyBlock:
         return out
 
 
-def _grid(lp: SparseLp, sb: SupplyBlock, name: str) -> NDArray[np.int64]:
-    """Column indices of a (site, block) group as a (S, B) array."""
-    sl = lp.cols[name]
-    return np.arange(sl.start, sl.stop).reshape(sb.n_sites, sb.n_blocks)
+def _entries(lp: SparseLp, name: str) -> tuple[NDArray[np.int64], dict[str, NDArray[np.int64]]]:
+    """Every column of group ``name`` with its labels."""
+    coords = lp.col_coords[name]
+    labels = {d: coords.label(d) for d in coords.sizes}
+    return lp.col(name, **labels), labels
 
 
 def own_supply(sb: SupplyBlock) -> NDArray[np.bool_]:
@@ -151,21 +152,25 @@ def add_columns(lp: SparseLp, sb: SupplyBlock, block_len: NDArray[np.int64],
     cap or a grid event's limit at the site's connection, less its idle load, over the
     block; None: unbounded)."""
     s_n, b_n = sb.n_sites, sb.n_blocks
+    site = Coords.grid(site=s_n, block=b_n)
     lp.add_columns("grid", np.full(s_n * b_n, np.inf) if grid_cap_kwh is None
-                   else np.asarray(grid_cap_kwh, dtype=float).reshape(-1))
-    lp.add_columns("ren", sb.available_kwh.T.reshape(-1))
+                   else np.asarray(grid_cap_kwh, dtype=float).reshape(-1), coords=site)
+    lp.add_columns("ren", sb.available_kwh.T.reshape(-1),
+                   coords=Coords.grid(source=sb.source_site.size, block=b_n))
     sells = np.isfinite(sb.export_price)
     lp.add_columns("export", np.where(sells[:, None], np.inf, 0.0).repeat(b_n, axis=1)
-                   .reshape(-1))
+                   .reshape(-1), coords=site)
     cap = (np.where(sb.battery, sb.power_kwh, 0.0)[:, None]
            * block_len[None, :].astype(float)).astype(float)
-    lp.add_columns("charge", cap.reshape(-1))
-    lp.add_columns("discharge", cap.reshape(-1))
+    lp.add_columns("charge", cap.reshape(-1), coords=site)
+    lp.add_columns("discharge", cap.reshape(-1), coords=site)
     room = np.where(sb.battery, sb.soc_hi - sb.soc_lo, 0.0)
-    lp.add_columns("soc", np.repeat(room, b_n))
-    lp.add_columns("peak", np.full(sb.line_site.size, np.inf))
+    lp.add_columns("soc", np.repeat(room, b_n), coords=site)
+    lp.add_columns("peak", np.full(sb.line_site.size, np.inf),
+                   coords=Coords.grid(line=sb.line_site.size))
     if grid_cap_kwh is not None:
-        lp.add_columns("over", np.where(np.isfinite(grid_cap_kwh), np.inf, 0.0).reshape(-1))
+        lp.add_columns("over", np.where(np.isfinite(grid_cap_kwh), np.inf, 0.0).reshape(-1),
+                       coords=site)
 
 
 def set_costs(lp: SparseLp, sb: SupplyBlock, over_weight: float) -> None:
@@ -194,96 +199,75 @@ def add_rows(lp: SparseLp, sb: SupplyBlock, x_dc: NDArray[np.int64],
     limit lies below it (``D[s,b]``; None: none)."""
     s_n, b_n = sb.n_sites, sb.n_blocks
     site = sb.site_of_dc(int(max(x_dc.max(initial=0), sb.site_dc.max(initial=0))) + 1)
-    grid, charge, dis = _grid(lp, sb, "grid"), _grid(lp, sb, "charge"), _grid(lp, sb,
-                                                                               "discharge")
-    export, soc = _grid(lp, sb, "export"), _grid(lp, sb, "soc")
-    ren = np.arange(lp.cols["ren"].start, lp.cols["ren"].stop).reshape(-1, b_n)
-    key = np.arange(s_n * b_n).reshape(s_n, b_n)
+    rows = Coords.grid(site=s_n, block=b_n)
+    ren, ren_at = _entries(lp, "ren")
+    ren_site = sb.source_site[ren_at["source"]]
     # balance[s, b]
     on = site[x_dc] >= 0 if x_dc.size else np.zeros(0, dtype=bool)
-    rows = [key[site[x_dc[on]], x_block[on]]]
-    cols = [lp.cols["x"].start + np.flatnonzero(on)]
-    vals = [x_kwh[on]]
-    groups = [(charge, 1.0), (export, 1.0), (dis, -1.0), (grid, -1.0)]
+    cols = [lp.cols["x"].start + np.flatnonzero(on), ren]
+    vals = [x_kwh[on], -np.ones(ren.size)]
+    r_site, r_block = [site[x_dc[on]], ren_site], [x_block[on], ren_at["block"]]
+    groups = [("charge", 1.0), ("export", 1.0), ("discharge", -1.0), ("grid", -1.0)]
     if "over" in lp.cols:
-        groups.append((_grid(lp, sb, "over"), -1.0))
-    for group, sign in groups:
-        rows.append(key.reshape(-1))
-        cols.append(group.reshape(-1))
-        vals.append(np.full(s_n * b_n, sign))
-    for r, s in enumerate(sb.source_site.tolist()):
-        rows.append(key[s])
-        cols.append(ren[r])
-        vals.append(-np.ones(b_n))
+        groups.append(("over", -1.0))
+    for name, sign in groups:
+        c, at = _entries(lp, name)
+        cols.append(c)
+        vals.append(np.full(c.size, sign))
+        r_site.append(at["site"])
+        r_block.append(at["block"])
     rhs = np.zeros(s_n * b_n) if deficit_kwh is None else -deficit_kwh.reshape(-1)
-    lp.add_rows("balance", np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                s_n * b_n, rhs, rhs.copy())
+    lp.add_rows("balance", rows, np.concatenate(cols), np.concatenate(vals), rhs, rhs,
+                site=np.concatenate(r_site), block=np.concatenate(r_block))
     # battery[s, b]: soc - soc_prev - eta charge + discharge / eta = (b = 0: soc0 - lo)
-    eta = np.where(sb.battery, sb.eta, 1.0)[:, None].repeat(b_n, axis=1)
-    prev = np.where(np.arange(b_n)[None, :] > 0, np.roll(soc, 1, axis=1), -1)
-    has_prev = prev >= 0
+    eta = np.where(sb.battery, sb.eta, 1.0)
+    soc, at = _entries(lp, "soc")
+    prev = at["block"] > 0
+    charge, dis = lp.col("charge", **at), lp.col("discharge", **at)
+    prev_soc = lp.col("soc", site=at["site"][prev], block=at["block"][prev] - 1)
     rhs = np.zeros((s_n, b_n))
     rhs[:, 0] = np.where(sb.battery, sb.soc0 - sb.soc_lo, 0.0)
-    lp.add_rows("battery",
-                np.concatenate([key.reshape(-1), key[has_prev], key.reshape(-1),
-                                key.reshape(-1)]),
-                np.concatenate([soc.reshape(-1), prev[has_prev], charge.reshape(-1),
-                                dis.reshape(-1)]),
-                np.concatenate([np.ones(s_n * b_n), -np.ones(int(has_prev.sum())),
-                                -eta.reshape(-1), (1.0 / eta).reshape(-1)]),
-                s_n * b_n, rhs.reshape(-1), rhs.reshape(-1))
+    lp.add_rows("battery", rows, np.concatenate([soc, prev_soc, charge, dis]),
+                np.concatenate([np.ones(soc.size), -np.ones(prev_soc.size),
+                                -eta[at["site"]], 1.0 / eta[at["site"]]]),
+                rhs.reshape(-1), rhs.reshape(-1),
+                site=np.concatenate([at["site"], at["site"][prev], at["site"], at["site"]]),
+                block=np.concatenate([at["block"], at["block"][prev], at["block"],
+                                      at["block"]]))
     # export[s, b] <= sum of the site's renewables
-    e_rows = [key.reshape(-1)]
-    e_cols = [export.reshape(-1)]
-    e_vals = [np.ones(s_n * b_n)]
-    for r, s in enumerate(sb.source_site.tolist()):
-        e_rows.append(key[s])
-        e_cols.append(ren[r])
-        e_vals.append(-np.ones(b_n))
-    lp.add_rows("export", np.concatenate(e_rows), np.concatenate(e_cols),
-                np.concatenate(e_vals), s_n * b_n, np.full(s_n * b_n, -np.inf),
-                np.zeros(s_n * b_n))
+    export, at = _entries(lp, "export")
+    lp.add_rows("export", rows, np.concatenate([export, ren]),
+                np.concatenate([np.ones(export.size), -np.ones(ren.size)]), -np.inf, 0.0,
+                site=np.concatenate([at["site"], ren_site]),
+                block=np.concatenate([at["block"], ren_at["block"]]))
     # peak[k] - grid[s, b] / (len_b h) >= base_s - floor_k, for the blocks of line k
-    p_rows, p_cols, p_vals, lower = [], [], [], []
-    n = 0
-    peak0 = lp.cols["peak"].start
-    for k, blocks in enumerate(sb.line_blocks):
-        s = int(sb.line_site[k])
-        for b in blocks.tolist():
-            p_rows += [n, n]
-            p_cols += [peak0 + k, int(grid[s, b])]
-            p_vals += [1.0, -1.0 / (float(block_len[b]) * sb.slot_h)]
-            lower.append(float(sb.base_kw[s] - sb.line_floor_kw[k]))
-            n += 1
-    lp.add_rows("peak", np.asarray(p_rows, dtype=np.int64), np.asarray(p_cols, dtype=np.int64),
-                np.asarray(p_vals, dtype=float), n, np.asarray(lower, dtype=float),
-                np.full(n, np.inf))
+    line = np.repeat(np.arange(sb.line_site.size), [b.size for b in sb.line_blocks])
+    block = (np.concatenate(sb.line_blocks).astype(np.int64) if sb.line_blocks
+             else np.zeros(0, dtype=np.int64))
+    s = sb.line_site[line]
+    lp.add_rows("peak", Coords.of(line=line, block=block),
+                np.concatenate([lp.col("peak", line=line), lp.col("grid", site=s, block=block)]),
+                np.concatenate([np.ones(line.size),
+                                -1.0 / (block_len[block].astype(float) * sb.slot_h)]),
+                sb.base_kw[s] - sb.line_floor_kw[line], np.inf,
+                line=np.concatenate([line, line]), block=np.concatenate([block, block]))
 
 
 def carbon_entries(lp: SparseLp, sb: SupplyBlock
                    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
-    """Entries ``(row, column, kg per kWh)`` of the grid and source columns in the carbon
-    rows (by each site's :attr:`SupplyBlock.carbon_group`)."""
-    b_n = sb.n_blocks
+    """Entries ``(carbon group, column, kg per kWh)`` of the grid and source columns in the
+    carbon rows (by each site's :attr:`SupplyBlock.carbon_group`)."""
     site_group = (sb.carbon_group if sb.carbon_group is not None
                   else np.full(sb.n_sites, -1, dtype=np.int64))
-    grid = _grid(lp, sb, "grid")
-    ren = np.arange(lp.cols["ren"].start, lp.cols["ren"].stop).reshape(-1, b_n)
-    rows, cols, vals = [], [], []
-    for s in np.flatnonzero(site_group >= 0).tolist():
-        rows.append(np.full(b_n, site_group[s]))
-        cols.append(grid[s])
-        vals.append(sb.grid_carbon_kg[:, s])
-    for r, s in enumerate(sb.source_site.tolist()):
-        if site_group[s] >= 0:
-            rows.append(np.full(b_n, site_group[s]))
-            cols.append(ren[r])
-            vals.append(np.full(b_n, sb.source_carbon_kg[r]))
-    if not rows:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, np.zeros(0)
-    return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
-            np.concatenate(vals).astype(float))
+    grid, g_at = _entries(lp, "grid")
+    ren, r_at = _entries(lp, "ren")
+    g_group = site_group[g_at["site"]]
+    r_group = site_group[sb.source_site[r_at["source"]]]
+    g_on, r_on = g_group >= 0, r_group >= 0
+    return (np.concatenate([g_group[g_on], r_group[r_on]]).astype(np.int64),
+            np.concatenate([grid[g_on], ren[r_on]]).astype(np.int64),
+            np.concatenate([sb.grid_carbon_kg[g_at["block"], g_at["site"]][g_on],
+                            sb.source_carbon_kg[r_at["source"]][r_on]]).astype(float))
 
 
 @dataclass(frozen=True)
@@ -337,21 +321,19 @@ class SupplySolution:
 
 def extract(lp: SparseLp, res: HighsResult, sb: SupplyBlock) -> SupplySolution:
     """Read the supply columns and the balance duals back."""
-    x = res.x
-    s_n, b_n = sb.n_sites, sb.n_blocks
+    x = np.asarray(res.x, dtype=float)
 
-    def get(name: str, rows: int) -> NDArray[np.float64]:
-        return np.asarray(x[lp.cols[name]], dtype=float).reshape(rows, b_n)
+    def get(name: str) -> NDArray[np.float64]:
+        return lp.col_values(name, x)
 
     duals = res.row_dual if res.row_dual.size == lp.n_rows else None
-    value = (-np.asarray(duals[lp.rows["balance"]], dtype=float).reshape(s_n, b_n)
-             if duals is not None else np.full((s_n, b_n), np.nan))
+    value = (-lp.row_values("balance", np.asarray(duals, dtype=float))
+             if duals is not None else np.full((sb.n_sites, sb.n_blocks), np.nan))
     return SupplySolution(
         # Import beyond a limit (``over``) is import all the same.
-        grid=get("grid", s_n) + (get("over", s_n) if "over" in lp.cols else 0.0),
-        ren=get("ren", sb.source_site.size), export=get("export", s_n),
-        charge=get("charge", s_n), discharge=get("discharge", s_n), soc=get("soc", s_n),
-        peak_kw=np.asarray(x[lp.cols["peak"]], dtype=float), energy_value=value)
+        grid=get("grid") + (get("over") if "over" in lp.cols else 0.0),
+        ren=get("ren"), export=get("export"), charge=get("charge"),
+        discharge=get("discharge"), soc=get("soc"), peak_kw=get("peak"), energy_value=value)
 
 
 __all__ = ["SupplyBlock", "SupplySolution", "add_columns", "add_rows", "carbon_entries",

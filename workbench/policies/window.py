@@ -21,6 +21,7 @@ from workbench.forecast import Forecast
 from workbench.model import ScenarioView
 from workbench.optim.blockdata import exact_dot
 from workbench.optim.blocklp import BlockConfig, BlockMoves, BlockProblem, BlockSolution
+from workbench.optim.highs import Coords
 from workbench.policies.base import JobState
 
 
@@ -152,25 +153,27 @@ def window_moves(sc: ScenarioView, jobs: Sequence[JobState], origin: Sequence[st
                      dtype=np.int64)
     away = ((o_idx[job_of] != -1) & (dci != o_idx[job_of]) if job_of.size
             else np.zeros(0, dtype=bool))
-    # (job, datacenter) pairs as j * n_dc + d, sorted (the order of sorted tuples).
-    mkey = np.unique(job_of[away] * n_dc + dci[away])
-    mcost = np.zeros(mkey.size)
-    mlost = np.zeros(mkey.size)
-    best_rate = _group_max(job_of * n_dc + dci, rate, len(jobs) * n_dc)
+    # The (job, datacenter) pairs sorted: the move columns' order.
+    moves = Coords.unique(job=job_of[away], dc=dci[away])
+    mcost = np.zeros(moves.size)
+    mlost = np.zeros(moves.size)
+    pairs = Coords.grid(job=len(jobs), dc=n_dc)
+    best_rate = _group_max(pairs.locate(job=job_of, dc=dci), rate, pairs.size)
     p_d = [transfer_price(bprice, d) for d in range(n_dc)]
-    for i, key in enumerate(mkey.tolist()):
-        j, d = key // n_dc, key % n_dc
+    m_job, m_dc = moves.label("job"), moves.label("dc")
+    for i, (j, d, best) in enumerate(zip(m_job.tolist(), m_dc.tolist(),
+                                         best_rate[pairs.locate(job=m_job, dc=m_dc)].tolist(),
+                                         strict=True)):
         js = jobs[j]
         link = sc.link(str(origin[j]), sc.datacenters[d].name)
         assert link is not None
         gb = js.move_gb
         mcost[i] = gb * link.transfer_energy_kwh_per_gb * p_d[d]
-        mlost[i] = link.transfer_s(gb) / sc.slot_s * best_rate[key]
+        mlost[i] = link.transfer_s(gb) / sc.slot_s * best
     of_x = np.full(job_of.size, -1, dtype=np.int64)
     ax = np.flatnonzero(away)
-    of_x[ax] = np.searchsorted(mkey, job_of[ax] * n_dc + dci[ax])
-    return BlockMoves(job=(mkey // n_dc).astype(np.int64), cost=mcost, lost=mlost,
-                      of_x=of_x)
+    of_x[ax] = moves.locate(job=job_of[ax], dc=dci[ax])
+    return BlockMoves(job=m_job, cost=mcost, lost=mlost, of_x=of_x)
 
 
 def window_plan(t: int, jobs: Sequence[JobState], cfgs: Sequence[Sequence[BlockConfig]],
