@@ -12,10 +12,13 @@ Default scenarios: ``us3-jan-burst``, ``asia-eu-jan-burst``, ``six-zone-jul`` (b
   (:func:`workbench.policies.offline.least_carbon_bound`: the hindsight LP on the true
   carbon, each job's share due within the horizon, fractional slots, no restarts or
   transfers);
-- ``floor``: the least carbon the look-ahead reaches at all: a budget of 1 g (never kept,
-  so every window plans under its budget needs) and an internal carbon price of 1e6 per kg
-  (carbon before cost in the window LP and the slot), with the honest forecast and, as a
-  what-if, the perfect one (``floor_perfect``). ``forecast_kg = floor - floor_perfect``.
+- ``floor``: the least carbon the look-ahead reaches at all
+  (:func:`workbench.runner.floor_run`: a budget of 1 g, never kept, so every window plans
+  under its budget needs, and an internal carbon price of 1e6 per kg, carbon before cost
+  in the window LP and the slot), on the truth with the honest forecast and, as a what-if,
+  the perfect one (``floor_perfect``). ``forecast_kg = floor - floor_perfect``. A capped
+  ``plan`` tells the same floor before the run on what is known then
+  (:func:`workbench.runner.carbon_floor`).
 
 The gap ``floor - bound`` is split job by job (run: work ``w_j``, kg ``g_j``, kWh ``E_j``;
 bound: ``b_j``, ``g*_j``, ``E*_j``; the run scaled to the bound's work ``b_j / w_j``)::
@@ -51,20 +54,20 @@ from workbench import runner
 from workbench.caps import Caps
 from workbench.model import Scenario
 from workbench.policies.offline import LeastCarbon, least_carbon_bound
-from workbench.runner import ForecastSettings, RunSpec, simulate_spec
+from workbench.runner import ForecastSettings, RunSpec, floor_run, simulate_spec
 from workbench.scenarios import build_seed3
 from workbench.sim import RunResult
 
 DEFAULT = ("us3-jan-burst", "asia-eu-jan-burst", "six-zone-jul", "seed3")
-FLOOR_PRICE = 1e6
-"""Internal carbon price of the floor runs, currency per kg: carbon before cost."""
 
 
-def _run(sc: Scenario, caps: Caps, mode: str | None, **knobs: Any) -> RunResult:
-    spec = RunSpec(sc.name, "lookahead", knobs=knobs, caps=caps, baseline=False,
-                   forecast=ForecastSettings(mode=mode))
-    mode_used = runner.forecast_mode(spec, sc)
-    result, _ = simulate_spec(spec, sc, fitted=runner.fit_forecast(sc, mode_used))
+def _run(sc: Scenario, mode: str | None, *, floor: bool = False) -> RunResult:
+    """The look-ahead uncapped, or its floor (:func:`workbench.runner.floor_run`)."""
+    spec = RunSpec(sc.name, "lookahead", baseline=False, forecast=ForecastSettings(mode=mode))
+    fitted = runner.fit_forecast(sc, runner.forecast_mode(spec, sc))
+    if floor:
+        return floor_run(spec, sc, Caps(), fitted=fitted)
+    result, _ = simulate_spec(spec, sc, fitted=fitted)
     return result
 
 
@@ -91,12 +94,11 @@ def gap_parts(sc: Scenario, run: RunResult, bound: LeastCarbon) -> dict[str, flo
 def causes_row(name: str, sc: Scenario) -> dict[str, Any]:
     """One scenario's row (module docstring)."""
     c0 = time.process_time()
-    free = _run(sc, Caps(), None)
+    free = _run(sc, None)
     # The bound with the runs' GPU power-limit menu (a bound of what they may choose).
     bound = least_carbon_bound(sc, power_limits=RunSpec(sc.name).power_limits)
-    never = Caps(carbon_kg=1e-3)
-    floor = _run(sc, never, None, carbon_price_per_kg=FLOOR_PRICE)
-    perfect = _run(sc, never, "perfect", carbon_price_per_kg=FLOOR_PRICE)
+    floor = _run(sc, None, floor=True)
+    perfect = _run(sc, "perfect", floor=True)
     row: dict[str, Any] = {
         "scenario": name, "forecast": forecast_mode(sc),
         "uncapped_kg": float(free.metrics["carbon_kg"]), "uncapped_cost": free.metrics["cost"],

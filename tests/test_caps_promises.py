@@ -6,15 +6,18 @@ the inference services alone draw is refused before the run with the numbers."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import xarray as xr
 from helpers_sim import inference, tiny_scenario, training
 
 from workbench.caps import Caps, kg_text
 from workbench.cli import main
 from workbench.model import Scenario
-from workbench.runner import RunSpec, SpecError, run_spec, simulate_spec
+from workbench.policies.offline import LeastCarbon
+from workbench.runner import CarbonFloor, RunSpec, SpecError, floor_note, run_spec, simulate_spec
 from workbench.schema import site_key
 from workbench.store import Store
 
@@ -199,3 +202,63 @@ def test_a_budget_that_cannot_be_kept_makes_the_lookahead_minimise_carbon() -> N
     assert first.metrics["deadline_misses"] == paced.metrics["deadline_misses"] == 0
     assert first.metrics["carbon_kg"] < paced.metrics["carbon_kg"] - 1.0
     assert first.metrics["carbon_kg"] <= probe.result.metrics["carbon_kg"]
+
+
+def test_the_planners_floor_is_told_before_the_run_from_what_is_known_at_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look-ahead's floor (its least carbon at any price, :func:`runner.floor_run`) is
+    computed before the run on what is known then (the forecast made at the start, the jobs
+    arrived by then: not t2), so it lies below the same floor on the truth; a cap between
+    the bound and the floor known then is told before the run as out of this planner's
+    reach, ahead of the run's verdict."""
+    from workbench import runner
+
+    sc = _scenario()
+    given: list[Scenario] = []
+    real = runner.floor_run
+
+    def spy(spec: RunSpec, scenario: Scenario, caps: Caps, **kw: object) -> object:
+        given.append(scenario)
+        return real(spec, scenario, caps, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "floor_run", spy)
+    spec = RunSpec(sc.name, "lookahead", caps=Caps(carbon_kg=1e6), baseline=False)
+    told = runner.known_at_start(spec, sc, None)
+    probe = run_spec(spec, sc)
+    assert [[j.job_id for j in s.jobs] for s in given] == [["t1", "svc"]]
+    xr.testing.assert_identical(given[0].grid, told.grid)
+    floor = probe.carbon_floor
+    assert floor is not None and (floor.jobs, floor.jobs_later) == (2, 1)
+    assert floor.carbon_kg < real(spec, sc, Caps()).metrics["carbon_kg"]  # not hindsight
+    stored = probe.result.meta["carbon_floor"]
+    assert stored["carbon_kg"] == floor.carbon_kg and "should be met" in stored["note"]
+    bound = runner.least_carbon(spec, told, spec.caps)
+    assert bound is not None and bound.carbon_kg < floor.carbon_kg
+    cap = 0.5 * (bound.carbon_kg + floor.carbon_kg)
+    notes: list[str] = []
+    out = run_spec(replace(spec, caps=Caps(carbon_kg=cap)), sc, notify=notes.append)
+    assert len(notes) == 1 and "below what this planner reaches" in notes[0]
+    assert f"carbon floor {kg_text(floor.carbon_kg)} kg" in notes[0]
+    assert out.carbon_floor_kg == pytest.approx(floor.carbon_kg)
+    warnings = out.result.warnings
+    verdict = [i for i, w in enumerate(warnings) if "carbon cap missed" in w or "MISSED" in w]
+    assert warnings[0] == notes[0] and verdict and verdict[0] > 0
+
+
+@pytest.mark.parametrize(("cap", "says"), [
+    (90.0, "the cap 90.0 kg is below the least-carbon bound 100.0 kg: it cannot be met"),
+    (110.0, "the cap 110.0 kg is 10.0 kg below what this planner reaches and above the "
+            "least-carbon bound 100.0 kg: the 20.0 kg between floor and bound"),
+    (125.0, "the cap 125.0 kg is above it: it should be met unless the 3 job(s) arriving "
+            "later need more than its 5 kg of headroom"),
+])
+def test_the_floor_verdict_places_the_cap_between_bound_and_floor(cap: float, says: str
+                                                                  ) -> None:
+    floor = CarbonFloor(carbon_kg=120.0, cost=5.0, jobs=2, jobs_later=3, deadline_misses=0,
+                        cpu_s=0.1)
+    least = LeastCarbon(carbon_kg=100.0, cost=4.0, shortfall={})
+    note = floor_note(cap, floor, least)
+    assert note.startswith("carbon floor 120.0 kg (the planner's least carbon at any price, "
+                           "on the forecast made at the start, for the jobs known then: 2 "
+                           "job(s), 3 arriving later not in it)")
+    assert says in note

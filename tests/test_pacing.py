@@ -170,3 +170,28 @@ def test_a_window_within_its_share_plans_uncapped_one_beyond_it_prices_a_kg_at_m
     else:
         assert set(plan.carbon_price_by_dc) == {"a", "b"} and len(seen) == 1
         assert 0 < max(plan.carbon_price_by_dc.values()) <= seen[0] + 1e-9
+
+
+def test_a_budget_keeps_room_for_the_jobs_still_to_arrive_within_the_window() -> None:
+    """The window covers the whole horizon and t2 arrives halfway: the first plans reserve
+    the budget of jobs still to come over every slot to come (the window's included), so
+    t1 runs clean enough to leave t2 its share. A cap halfway between the look-ahead's
+    floor and its uncapped carbon is met (reserving only for slots after the window, the
+    first plan spent the whole budget on t1)."""
+    from helpers_sim import tiny_scenario as sim_scenario
+    from helpers_sim import training
+
+    from workbench.runner import RunSpec, floor_run, simulate_spec
+
+    jobs = [training("t1", "a", slots_of_work=2.0, deadline_slot=8),
+            training("t2", "a", arrival_slot=4, slots_of_work=2.0, deadline_slot=8)]
+    sc = sim_scenario(jobs, n_slots=8, price_a=[0.3], price_b=[1.0], carbon_a=[800.0],
+                      carbon_b=[100.0 + 50.0 * t for t in range(8)])
+    spec = RunSpec(sc.name, "lookahead", baseline=False)
+    free, _ = simulate_spec(spec, sc)
+    floor = floor_run(spec, sc, Caps()).metrics["carbon_kg"]
+    assert floor < free.metrics["carbon_kg"]
+    cap = 0.5 * (floor + free.metrics["carbon_kg"])
+    res, _ = simulate_spec(replace(spec, caps=Caps(carbon_kg=cap)), sc)
+    assert res.metrics["carbon_cap_met"] is True, (res.metrics["carbon_kg"], cap)
+    assert res.metrics["deadline_misses"] == 0

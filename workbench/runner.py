@@ -66,6 +66,18 @@ caps refer to."""
 FORECAST_ERROR_DEFAULT = 0.1
 """Relative error of the ``noisy`` forecast when none is given."""
 
+FLOOR_BUDGET_KG = 1e-3
+"""The carbon budget of a floor run (:func:`floor_run`), kg: one gram, never kept, so
+every window plans under its budget needs."""
+
+FLOOR_PRICE_PER_KG = 1e6
+"""The internal carbon price of a floor run (:func:`floor_run`), currency per kg: carbon
+before cost."""
+
+CARBON_FLOOR_LABEL = ("the planner's least carbon at any price, on the forecast made at "
+                      "the start, for the jobs known then")
+"""How :class:`CarbonFloor` is labelled wherever it is shown."""
+
 _OWN_FIELDS = {"caps": "caps", "carbon_cap_kg": "caps", "power_cap_kw": "caps",
                "restart_s": "sim", "scenario": "the scenario itself"}
 """Knobs that a spec holds in its own fields, not in ``knobs``."""
@@ -227,6 +239,37 @@ def _policies_taking(knob: str) -> list[str]:
     return [p for p in POLICY_NAMES if knob in policy_knobs(p)]
 
 
+@dataclass(frozen=True)
+class CarbonFloor:
+    """The least carbon the planner reaches at all, told before a capped run
+    (:func:`carbon_floor`): the spec's policy under the floor settings (a budget of
+    :data:`FLOOR_BUDGET_KG`, an internal carbon price of :data:`FLOOR_PRICE_PER_KG`) run on
+    what is known at the start (:func:`known_at_start`: the forecast made then, the jobs
+    arrived by then), whole slots, contention, restarts and moves included.
+
+    ``carbon_kg`` and ``cost`` (scenario currency) that run's; ``jobs`` the jobs it planned
+    and ``jobs_later`` those that arrive after the start (not in it); ``deadline_misses``
+    its misses; ``cpu_s`` the CPU seconds it took (a second simulated run)."""
+
+    carbon_kg: float
+    cost: float
+    jobs: int
+    jobs_later: int
+    deadline_misses: int
+    cpu_s: float
+
+    @property
+    def label(self) -> str:
+        return CARBON_FLOOR_LABEL
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record as runs store it (``meta["carbon_floor"]``), with its label."""
+        return {"carbon_kg": float(self.carbon_kg), "cost": float(self.cost),
+                "jobs": int(self.jobs), "jobs_later": int(self.jobs_later),
+                "deadline_misses": int(self.deadline_misses), "cpu_s": float(self.cpu_s),
+                "label": self.label}
+
+
 @dataclass
 class RunOutcome:
     """What :func:`run_spec` returns.
@@ -248,6 +291,9 @@ class RunOutcome:
     caps: Caps
     forecast_mode: str
     least_carbon: LeastCarbon | None = None
+    carbon_floor: CarbonFloor | None = None
+    """The planner's floor told before the run (:func:`carbon_floor`), for a run given a
+    carbon budget by a policy that takes a carbon price (None otherwise)."""
     baseline_run_id: str | None = None
     """The store's id of ``baseline`` when it is a stored run reused (:func:`spec_key`),
     None when it ran now."""
@@ -259,6 +305,10 @@ class RunOutcome:
     @property
     def least_carbon_kg(self) -> float | None:
         return None if self.least_carbon is None else self.least_carbon.carbon_kg
+
+    @property
+    def carbon_floor_kg(self) -> float | None:
+        return None if self.carbon_floor is None else self.carbon_floor.carbon_kg
 
 
 # -- the forecast, decided once ----------------------------------------------------------
@@ -519,6 +569,94 @@ def budget_note(cap_kg: float, least: LeastCarbon) -> str | None:
             "minimises carbon subject to the deadlines")
 
 
+def takes_floor(policy: str) -> bool:
+    """Whether ``policy`` has a floor (:func:`floor_run`): it takes a carbon budget and an
+    internal carbon price."""
+    knobs = policy_knobs(policy)
+    return "caps" in knobs and "carbon_price_per_kg" in knobs
+
+
+def floor_run(spec: RunSpec, scenario: Scenario, caps: Caps, *,
+              fitted: ModelForecast | None = None) -> RunResult:
+    """The least carbon ``spec``'s policy reaches at all on ``scenario``: the policy under
+    ``caps``' power caps and grid events given in kW, with a carbon budget of
+    :data:`FLOOR_BUDGET_KG` (never kept: every window plans under its budget needs and
+    cuts to its least carbon) and an internal carbon price of :data:`FLOOR_PRICE_PER_KG`
+    (carbon before cost in the window LP and the slot), told what ``spec``'s forecast
+    tells. The one computation of the floor: :func:`carbon_floor` runs it on
+    :func:`known_at_start`, ``bench/caps_causes.py`` on the truth.
+
+    Raises
+    ------
+    SpecError
+        For a policy without a floor (:func:`takes_floor`).
+    """
+    if not takes_floor(spec.policy):
+        raise SpecError(f"policy {spec.policy!r} has no floor: it takes no carbon price; "
+                        f"policies that do: {', '.join(_policies_taking('carbon_price_per_kg'))}")
+    held = caps.with_carbon_kg(FLOOR_BUDGET_KG).with_events(
+        tuple(ev for ev in caps.events if ev.limit_kw is not None))
+    floor = replace(spec, knobs={**spec.knobs, "carbon_price_per_kg": FLOOR_PRICE_PER_KG},
+                    caps=held, baseline=False)
+    result, _ = simulate_spec(floor, scenario, caps=held, fitted=fitted)
+    return result
+
+
+def carbon_floor(spec: RunSpec, scenario: Scenario, caps: Caps, *,
+                 fitted: ModelForecast | None = None) -> CarbonFloor | None:
+    """The planner's floor told before a run (:class:`CarbonFloor`): :func:`floor_run` on
+    what is known at the start (:func:`known_at_start` with the run's forecast ``fitted``;
+    the floor run is told that forecast as it is, mode ``perfect`` on it). None for a run
+    without a carbon budget, a policy without a floor, or when no job has arrived by the
+    start."""
+    import time
+
+    if not caps.has_carbon or not takes_floor(spec.policy):
+        return None
+    c0 = time.process_time()
+    told = known_at_start(spec, scenario, fitted)
+    if not told.jobs:
+        return None
+    on_told = replace(spec, forecast=ForecastSettings(mode="perfect"), baseline=False)
+    result = floor_run(on_told, told, caps)
+    m = result.metrics
+    return CarbonFloor(carbon_kg=float(m["carbon_kg"]), cost=float(m["cost"]),
+                       jobs=len(told.jobs), jobs_later=len(scenario.jobs) - len(told.jobs),
+                       deadline_misses=int(m["deadline_misses"]),
+                       cpu_s=time.process_time() - c0)
+
+
+def floor_note(cap_kg: float, floor: CarbonFloor, least: LeastCarbon | None) -> str:
+    """The verdict on a carbon budget told before the run, from what is known then: the
+    planner's floor ``floor`` (:func:`carbon_floor`) and the least-carbon bound ``least``
+    (:func:`least_carbon` on :func:`known_at_start`), both for the jobs known at the
+    start::
+
+        cap < bound           cannot be met with every deadline met
+        bound <= cap < floor  below what this planner reaches: floor - bound is what whole
+                              slots, contention, restarts and moves cost it
+        floor <= cap          should be met (later arrivals add to the floor)
+    """
+    later = f", {floor.jobs_later} arriving later not in it" if floor.jobs_later else ""
+    head = (f"carbon floor {kg_text(floor.carbon_kg)} kg ({floor.label}: {floor.jobs} "
+            f"job(s){later})")
+    bound = None if least is None else least.carbon_kg
+    if bound is not None and cap_kg < bound * (1 - 1e-9):
+        return (f"{head}; the cap {kg_text(cap_kg)} kg is below the least-carbon bound "
+                f"{kg_text(bound)} kg: it cannot be met with every deadline met")
+    if cap_kg < floor.carbon_kg:
+        gap = "" if bound is None else (
+            f" and above the least-carbon bound {kg_text(bound)} kg: the "
+            f"{kg_text(floor.carbon_kg - bound)} kg between floor and bound is what whole "
+            "slots, contention, restarts and moves cost this planner (the bound pays none)")
+        return (f"{head}; the cap {kg_text(cap_kg)} kg is {kg_text(floor.carbon_kg - cap_kg)}"
+                f" kg below what this planner reaches{gap}: expect it missed by about "
+                f"{kg_text(floor.carbon_kg - cap_kg)} kg")
+    unless = (f" unless the {floor.jobs_later} job(s) arriving later need more than its "
+              f"{kg_text(cap_kg - floor.carbon_kg)} kg of headroom" if floor.jobs_later else "")
+    return f"{head}; the cap {kg_text(cap_kg)} kg is above it: it should be met{unless}"
+
+
 _CAP_MISSED = "carbon cap missed: "
 """How the simulator's warning of a missed carbon cap begins
 (:func:`workbench.sim.results.cap_warnings_after`)."""
@@ -635,6 +773,12 @@ def run_spec(
     known = (least_carbon(spec, known_at_start(spec, scenario, fitted), caps)
              if cap_kg is not None else None)
     note = None if known is None or cap_kg is None else budget_note(cap_kg, known)
+    # The planner's floor, told before the run from what is known then (no hindsight).
+    floor = carbon_floor(spec, scenario, caps, fitted=fitted) if cap_kg is not None else None
+    floor_said = None if floor is None or cap_kg is None else floor_note(cap_kg, floor, known)
+    if floor is not None and cap_kg is not None and cap_kg < floor.carbon_kg:
+        # Out of this planner's reach: a warning (with the bound's, when below it too).
+        note = floor_said if note is None else f"{note}; {floor_said}"
     run = spec
     if note is not None:
         log.warning(note, extra=RUN_WARNING)
@@ -649,6 +793,8 @@ def run_spec(
     if twin is not None:
         settle_events(result, twin, scenario, caps)
     least = least_carbon(spec, scenario, caps) if cap_kg is not None else None
+    if floor is not None:
+        result.meta["carbon_floor"] = {**floor.as_dict(), "note": floor_said}
     if least is not None and cap_kg is not None:
         result.meta["least_carbon"] = least.as_dict()
         if note is not None or cap_kg < least.carbon_kg * (1 - 1e-9):
@@ -661,7 +807,8 @@ def run_spec(
         result.meta["attribution"] = attribution
     return RunOutcome(spec=spec, result=result, baseline=base if spec.baseline else None,
                       bound=bound, attribution=attribution, caps=caps, forecast_mode=mode,
-                      least_carbon=least, baseline_run_id=base_id if spec.baseline else None)
+                      least_carbon=least, carbon_floor=floor,
+                      baseline_run_id=base_id if spec.baseline else None)
 
 
 STRONGEST_CANDIDATES: tuple[str, ...] = (
@@ -725,7 +872,11 @@ def save_outcome(outcome: RunOutcome, db: str | Path, *, wait_s: float | None = 
 
 __all__ = [
     "BASELINE",
+    "CARBON_FLOOR_LABEL",
+    "FLOOR_BUDGET_KG",
+    "FLOOR_PRICE_PER_KG",
     "FORECAST_ERROR_DEFAULT",
+    "CarbonFloor",
     "ForecastSettings",
     "RunOutcome",
     "RunSpec",
@@ -733,8 +884,11 @@ __all__ = [
     "SpecError",
     "budget_note",
     "budget_verdict",
+    "carbon_floor",
     "event_twin",
     "fit_forecast",
+    "floor_note",
+    "floor_run",
     "least_carbon",
     "forecast_mode",
     "run_spec",
@@ -742,5 +896,6 @@ __all__ = [
     "settle_events",
     "simulate_spec",
     "spec_key",
+    "takes_floor",
     "with_scenario_events",
 ]

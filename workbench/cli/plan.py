@@ -303,6 +303,10 @@ def _print_summary(
     for line in bill_lines(run, base, extra.get("bill_note", ""), cur):
         print(f"  {line}")
     if cap_kg is not None:
+        floor = extra.get("carbon_floor")
+        if floor is not None:  # told before the run: its verdict before the run's
+            print("\n".join(textwrap.wrap(f"told before the run: {floor['note']}", width=96,
+                                           initial_indent="  ", subsequent_indent="    ")))
         diff = run["carbon_kg"] - cap_kg
         where = "above" if diff > 0 else "below"
         verdict = "MISSED" if diff > cap_kg * 1e-9 else "met"
@@ -456,7 +460,9 @@ def run(args: argparse.Namespace) -> int:
                      carbon_cap_met=bool(result.metrics.get("carbon_cap_met",
                                                             result.metrics["carbon_kg"]
                                                             <= cap_kg)),
-                     least_carbon_kg=outcome.least_carbon_kg)
+                     least_carbon_kg=outcome.least_carbon_kg,
+                     carbon_floor_kg=outcome.carbon_floor_kg,
+                     carbon_floor=result.meta.get("carbon_floor"))
     else:
         extra["carbon_cap_kg"] = None
     if args.power_cap_kw is not None:

@@ -176,7 +176,7 @@ class BudgetPacer:
 
             D_w = sum_j need_j * k_j  + sum_i s_i^w * e_i       (training j, inference i)
             D_a = sum_j max(due_j - need_j, 0) * k'_j + sum_i s_i^a * e'_i + U
-            U   = (sum of the demand seen so far) / (t + 1) * (slots after the window)
+            U   = (sum of the demand seen so far) / (t + 1) * (slots after this one)
 
         with ``k_j = min_c E_c cbar_{d_c} / r_c`` the least kg per whole job of work,
         ``due_j`` the work due within the horizon (all of it, or pro rata of its window
@@ -186,9 +186,13 @@ class BudgetPacer:
         gets the budget it needs; a quiet window little), and every window gets the same
         share of its least carbon: a tight budget binds alike everywhere. Jobs still to
         come join ``D_a`` as the training demand arrived so far per slot (each job's whole
-        least carbon when first seen, from the horizon's start) times the slots after the
-        window: the policy sees no future arrival, and a burst looks like the start of a
-        stream until it ends. Without demand, the time share ``n_win / slots left``.
+        least carbon when first seen, from the horizon's start) times the slots still to
+        come, those of the window included: a job that arrives during the window is in
+        none of the window's plans, so its carbon is reserved with the rest's (the
+        window's last plans before the horizon's end would otherwise take the budget of
+        the jobs still to arrive in them). The policy sees no future arrival, and a burst
+        looks like the start of a stream until it ends. Without demand, the time share
+        ``n_win / slots left``.
         """
         sc = self.sc
         dcs = [dc.name for dc in sc.datacenters]
@@ -242,7 +246,7 @@ class BudgetPacer:
         for g, kg in self.meter.seen_kg.values():
             if g >= 0:
                 seen[g] += kg
-        to_come = seen / (t + 1) * max(sc.n_slots - t - n_win, 0)
+        to_come = seen / (t + 1) * max(sc.n_slots - t - 1, 0)
         return group_of, left, d_win, d_after + to_come
 
     def budget_parts(
