@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -538,8 +539,6 @@ def known_at_start(spec: RunSpec, scenario: Scenario, fitted: ModelForecast | No
     its start, and the horizon's price and carbon as the run's forecast gives them at slot 0
     (:func:`workbench.forecast.forecast`; row 0 is metered, the rest forecast). What a
     decision taken before the run (:func:`run_spec`'s carbon-first switch) may read."""
-    import numpy as np
-
     from workbench.forecast import forecast
     from workbench.sim.truth import horizon_cube
 
@@ -602,19 +601,16 @@ def floor_run(spec: RunSpec, scenario: Scenario, caps: Caps, *,
     return result
 
 
-def carbon_floor(spec: RunSpec, scenario: Scenario, caps: Caps, *,
-                 fitted: ModelForecast | None = None) -> CarbonFloor | None:
+def carbon_floor(spec: RunSpec, scenario: Scenario, told: Scenario, caps: Caps
+                 ) -> CarbonFloor | None:
     """The planner's floor told before a run (:class:`CarbonFloor`): :func:`floor_run` on
-    what is known at the start (:func:`known_at_start` with the run's forecast ``fitted``;
-    the floor run is told that forecast as it is, mode ``perfect`` on it). None for a run
-    without a carbon budget, a policy without a floor, or when no job has arrived by the
-    start."""
-    import time
-
+    ``told``, ``scenario`` as known at the start (:func:`known_at_start` with the run's
+    forecast; the floor run is told that forecast as it is, mode ``perfect`` on it). None
+    for a run without a carbon budget, a policy without a floor, or when no job has arrived
+    by the start."""
     if not caps.has_carbon or not takes_floor(spec.policy):
         return None
     c0 = time.process_time()
-    told = known_at_start(spec, scenario, fitted)
     if not told.jobs:
         return None
     on_told = replace(spec, forecast=ForecastSettings(mode="perfect"), baseline=False)
@@ -770,11 +766,11 @@ def run_spec(
             if notify is not None:
                 notify(looks_like_pct)
     cap_kg = caps.carbon_total_kg()
-    known = (least_carbon(spec, known_at_start(spec, scenario, fitted), caps)
-             if cap_kg is not None else None)
+    at_start = known_at_start(spec, scenario, fitted) if cap_kg is not None else None
+    known = least_carbon(spec, at_start, caps) if at_start is not None else None
     note = None if known is None or cap_kg is None else budget_note(cap_kg, known)
     # The planner's floor, told before the run from what is known then (no hindsight).
-    floor = carbon_floor(spec, scenario, caps, fitted=fitted) if cap_kg is not None else None
+    floor = carbon_floor(spec, scenario, at_start, caps) if at_start is not None else None
     floor_said = None if floor is None or cap_kg is None else floor_note(cap_kg, floor, known)
     if floor is not None and cap_kg is not None and cap_kg < floor.carbon_kg:
         # Out of this planner's reach: a warning (with the bound's, when below it too).
