@@ -33,6 +33,9 @@ class Forecast:
     ``renewable_kw`` has shape ``(slots, sources)``: what each of the scenario's supply
     sources (:attr:`workbench.supply.Supply.sources`, in order) is believed to deliver
     (:func:`workbench.supply.forecast_output`); no columns without sources.
+    ``band_miss`` names the series (``variable:region``) whose truth in the current slot lies
+    outside the band the forecast was issued with (the ``model`` mode only): the forecast
+    ahead was revised by it, and a planner that waits for its clock to re-plan should not.
     """
 
     t: int
@@ -41,6 +44,7 @@ class Forecast:
     carbon_g_per_kwh: NDArray[np.float64]
     mode: str = "perfect"
     renewable_kw: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    band_miss: tuple[str, ...] = ()
 
     def region_index(self, region: str) -> int:
         return self.regions.index(region)
@@ -73,7 +77,9 @@ def forecast(
       0), carbon stays >= 0.
     - ``model``: the median of the forecasts in ``model``
       (:func:`workbench.forecast.fit_scenario`, fitted once per run on the scenario's
-      history), issued at the last 00:00 UTC at or before slot ``t`` from data before it.
+      history), issued at the last 00:00 UTC at or before slot ``t`` from data before it,
+      revised where the current slot's truth lies outside the issued band
+      (:meth:`~workbench.forecast.scenario.ModelForecast.revised`; ``band_miss``).
     """
     if mode not in FORECAST_MODES:
         raise ValueError(f"unknown forecast mode {mode!r}; use one of {FORECAST_MODES}")
@@ -87,6 +93,7 @@ def forecast(
     carbon = cube["carbon_g_per_kwh"].values
     p = price[t:stop].copy()
     c = carbon[t:stop].copy()
+    miss: list[str] = []
     if mode in ("seasonal-naive", "tariff"):
         period = int(round(86400 / int(cube.attrs["slot_s"])))
         # x[t + k - P * ceil(k / P)], or x[t] before a day of history (all k at once).
@@ -105,8 +112,13 @@ def forecast(
             regions = [str(r) for r in cube["region"].values]
             cols = [model.regions.index(r) for r in regions]
             slot_s = int(cube.attrs["slot_s"])
-            p[1:] = model.at(times, "price_per_kwh", slot_s=slot_s)[1:, cols]
-            c[1:] = model.at(times, "carbon_g_per_kwh", slot_s=slot_s)[1:, cols]
+            for var, arr in (("price_per_kwh", p), ("carbon_g_per_kwh", c)):
+                now = np.full(len(model.regions), np.nan)
+                now[cols] = arr[0]
+                path, out = model.revised(times, var, now, slot_s=slot_s)
+                arr[1:] = path[1:, cols]
+                miss += [f"{var}:{r}" for r, col in zip(regions, cols, strict=True)
+                         if out[col]]
     elif mode == "noisy" and error > 0 and stop - t > 1:
         rng = np.random.default_rng([seed, t])
         # The factor is clipped at 0 so that a large error never flips a price's sign.
@@ -118,6 +130,7 @@ def forecast(
         price_per_kwh=p,
         carbon_g_per_kwh=c,
         mode=mode,
+        band_miss=tuple(miss),
     )
 
 

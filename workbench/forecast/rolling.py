@@ -16,7 +16,11 @@ once its whole path is observed (``j + H <= o``). Over the last ``window`` score
   ``q90 = f + max(Q_{1-a/2}(e), 0)``, so ``q10 <= q50 <= q90`` always. The level ``a`` starts
   at 0.2 and is adapted after every scored origin, ``a <- a + 0.03 (0.2 - miss)`` with
   ``miss`` the share of that origin's truth outside its band (adaptive conformal inference,
-  Gibbs and Candes 2021), so the band's long-run coverage tracks 80 % when errors drift.
+  Gibbs and Candes 2021), so the band's long-run coverage tracks 80 % when errors drift;
+- how long an error lasts: ``rho``, the hour-to-hour persistence of the same past errors
+  (:func:`error_persistence`, an AR(1) coefficient through 0 in [0, 0.99]), with which a
+  forecast is revised within its day once the truth leaves the band
+  (:meth:`workbench.forecast.scenario.ModelForecast.revised`).
 
 Before ``min_scored`` origins are scored, the forecast is the daily seasonal naive and the band
 comes from its in-sample errors over the last week. A candidate without a path at an origin
@@ -132,6 +136,28 @@ class RollingForecast:
     seasonal_naive: Array
     weights: Array
     candidates: dict[str, Array] = field(default_factory=dict)
+    rho: Array = field(default_factory=lambda: np.zeros(0))
+    """Per origin, the hour-to-hour persistence of the past errors (:func:`error_persistence`
+    of the errors the band is made of)."""
+
+
+def error_persistence(err: Array) -> float:
+    """How much of an hour's forecast error is left the next hour: the least-squares AR(1)
+    coefficient through 0 of the errors ``e`` along each row (consecutive hours; rows are
+    separate paths)::
+
+        rho = sum_k e_k e_{k+1} / sum_k e_k^2,   clipped to [0, 0.99]
+
+    0 without errors or with fewer than two hours per row."""
+    e = np.atleast_2d(np.asarray(err, dtype=float))
+    if e.shape[1] < 2:
+        return 0.0
+    a, b = e[:, :-1], e[:, 1:]
+    ok = np.isfinite(a) & np.isfinite(b)
+    den = float(np.sum(np.where(ok, a * a, 0.0)))
+    if den <= 1e-12:
+        return 0.0
+    return float(np.clip(np.sum(np.where(ok, a * b, 0.0)) / den, 0.0, 0.99))
 
 
 def _mae(errors: dict[str, np.ndarray]) -> np.ndarray:
@@ -273,6 +299,7 @@ def _rolling(
     q50 = np.full((n, horizon_h), np.nan)
     q90 = np.full((n, horizon_h), np.nan)
     weights = np.zeros((n, len(CANDIDATES)))
+    rho = np.zeros(n)
     fitted = _Fitted()
     want = COMBINATIONS.get(model, ("seasonal-naive", model))
     alpha = ALPHA
@@ -311,9 +338,11 @@ def _rolling(
             for b in np.unique(blocks):
                 e = err[:, blocks == b].ravel()
                 lo_e[blocks == b], hi_e[blocks == b] = np.quantile(e, levels)
+            rho[i] = error_persistence(err)
         else:
             resid = past[-WEEK_H:] - past[-WEEK_H - DAY_H:-DAY_H]
             lo_e[:], hi_e[:] = np.quantile(resid, levels)
+            rho[i] = error_persistence(resid)
         point = np.asarray(point, dtype=float)
         lo = point + np.minimum(lo_e, 0.0)
         hi = point + np.maximum(hi_e, 0.0)
@@ -332,5 +361,5 @@ def _rolling(
         name=series.name, model=model, horizon_h=horizon_h, origins=idx,
         q10=q10[keep], q50=q50[keep], q90=q90[keep],
         seasonal_naive=paths["seasonal-naive"][keep], weights=weights[keep],
-        candidates={c: paths[c][keep] for c in want},
+        candidates={c: paths[c][keep] for c in want}, rho=rho[keep],
     )

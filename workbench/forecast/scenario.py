@@ -6,13 +6,14 @@ joins it with the horizon's own values (hourly) and issues, for every region and
 a forecast at each day's 00:00 UTC covering the next ``horizon_h`` hours, each from the data
 before its origin only (:func:`workbench.forecast.rolling.rolling_forecast`). A policy at slot
 ``t`` sees the forecast issued at the last 00:00 UTC at or before the slot (like a day-ahead
-market, it is not revised within the day); hours past the issued horizon repeat its last day.
+market), revised within the day only where the truth has left the issued band
+(:meth:`ModelForecast.revised`); hours past the issued horizon repeat its last day.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -59,7 +60,10 @@ class ModelForecast:
 
     ``paths[var][q]`` has shape ``(origins, horizon_h, regions)`` (``q`` in 0.1, 0.5, 0.9),
     in the cube's units (``price_per_kwh``: the scenario currency per kWh; carbon: gCO2/kWh).
-    ``history_days`` says how much history preceded the start.
+    ``history_days`` says how much history preceded the start. ``rho[var]`` has shape
+    ``(origins, regions)``: how much of an hour's error was left the next hour in the errors
+    before each origin (:func:`~workbench.forecast.rolling.error_persistence`); without it
+    (empty) the forecast is never revised within its day.
     """
 
     model: str
@@ -68,6 +72,7 @@ class ModelForecast:
     horizon_h: int
     paths: dict[str, dict[float, np.ndarray]]
     history_days: float
+    rho: dict[str, np.ndarray] = field(default_factory=dict)
 
     def at(self, times: pd.DatetimeIndex, var: str, quantile: float = 0.5,
            slot_s: int = HISTORY_SLOT_S) -> np.ndarray:
@@ -79,17 +84,7 @@ class ModelForecast:
         two hours) the time-weighted mean of the hours it overlaps,
         ``sum_h w_h x_h / slot_s`` with ``w_h`` the seconds of the slot in hour ``h``.
         """
-        origin = times[0].floor("D")
-        # The origin's row, by binary search on the issue times' nanoseconds (the pandas
-        # indexer costs milliseconds a call, and the simulator asks every slot).
-        ns = self.origins.as_unit("ns").asi8
-        o_ns = origin.as_unit("ns").value
-        i = int(np.searchsorted(ns, o_ns))
-        if i >= ns.size or ns[i] != o_ns or (origin.tz is None) != (self.origins.tz is None):
-            i = -1
-        if i < 0:
-            raise ForecastError(f"no forecast issued at {origin.isoformat()} (issued "
-                                f"{self.origins[0]} .. {self.origins[-1]})")
+        origin, i = self._origin(times)
         path = self.paths[var][quantile][i]
         # Seconds since the origin, in integers (times >= origin, whole seconds).
         a = (times.as_unit("ns").asi8 - origin.as_unit("ns").value) // 1_000_000_000
@@ -104,6 +99,48 @@ class ModelForecast:
                         None)
             out += w[:, None] * path[self._wrap(h), :]
         return out / slot_s
+
+    def revised(self, times: pd.DatetimeIndex, var: str, now: np.ndarray,
+                slot_s: int = HISTORY_SLOT_S) -> tuple[np.ndarray, np.ndarray]:
+        """The median (:meth:`at`) for the slots ``times``, revised by ``now``, the truth
+        metered in the first slot (one value per region, in :attr:`regions`' order), and
+        which regions' truth lies outside the issued 10-90 % band there.
+
+        Where it does (the forecast errs beyond its band), the error ``e = now - q50`` is
+        carried into the hours ahead at the persistence of the errors before the origin,
+        ``f'[k] = f[k] + e * rho ** h_k`` (``h_k`` hours from the first slot; carbon kept
+        >= 0); inside the band the issued median stands (an error the band expects is
+        noise, not news). Row 0 is ``now``. Reads nothing after the first slot.
+        """
+        med = self.at(times, var, 0.5, slot_s)
+        first = times[:1]
+        lo = self.at(first, var, 0.1, slot_s)[0]
+        hi = self.at(first, var, 0.9, slot_s)[0]
+        now = np.asarray(now, dtype=float)
+        out = (now < lo) | (now > hi)
+        rho = self.rho.get(var)
+        if out.any() and rho is not None and rho.size:
+            _, i = self._origin(times)
+            hours = np.arange(len(times), dtype=float) * slot_s / 3600.0
+            e = np.where(out, now - med[0], 0.0)
+            med = med + e[None, :] * rho[i][None, :] ** hours[:, None]
+            if var == "carbon_g_per_kwh":
+                med = np.maximum(med, 0.0)
+        med[0] = now
+        return med, out
+
+    def _origin(self, times: pd.DatetimeIndex) -> tuple[pd.Timestamp, int]:
+        """The last 00:00 UTC at or before ``times[0]`` and its row in :attr:`origins`."""
+        origin = times[0].floor("D")
+        # The origin's row, by binary search on the issue times' nanoseconds (the pandas
+        # indexer costs milliseconds a call, and the simulator asks every slot).
+        ns = self.origins.as_unit("ns").asi8
+        o_ns = origin.as_unit("ns").value
+        i = int(np.searchsorted(ns, o_ns))
+        if i >= ns.size or ns[i] != o_ns or (origin.tz is None) != (self.origins.tz is None):
+            raise ForecastError(f"no forecast issued at {origin.isoformat()} (issued "
+                                f"{self.origins[0]} .. {self.origins[-1]})")
+        return origin, i
 
     def _wrap(self, h: np.ndarray) -> np.ndarray:
         """Hours since the origin as rows of the issued path: past the horizon, the last
@@ -162,6 +199,7 @@ def fit_scenario(scenario: Scenario, model: str = DEFAULT_MODEL,
     paths: dict[str, dict[float, np.ndarray]] = {
         v: {q: np.empty((len(origins), horizon_h, len(regions))) for q in (0.1, 0.5, 0.9)}
         for v in VARIABLES}
+    rho = {v: np.zeros((len(origins), len(regions))) for v in VARIABLES}
     cal_index = pd.date_range(index[0], periods=len(index) + MAX_HORIZON_H, freq="h")
     for j, region in enumerate(regions):
         zone, tz = zones.get(region, (region, "UTC"))
@@ -179,10 +217,11 @@ def fit_scenario(scenario: Scenario, model: str = DEFAULT_MODEL,
             fc = rolling_forecast(series, origins, horizon_h, model)
             for q, arr in ((0.1, fc.q10), (0.5, fc.q50), (0.9, fc.q90)):
                 paths[var][q][:, :, j] = arr
+            rho[var][:, j] = fc.rho
     log.info("model forecasts for %s: %d origins x %d regions, %.0f days of history",
              scenario.name, len(origins), len(regions), days)
     return ModelForecast(model=model, origins=origins, regions=regions, horizon_h=horizon_h,
-                         paths=paths, history_days=days)
+                         paths=paths, history_days=days, rho=rho)
 
 
 def band_frame(scenario: Scenario, fm: ModelForecast, origin: pd.Timestamp, region: str,

@@ -49,7 +49,9 @@ decision for this slot, restarts the LP does not see included; see
 An option that finishes the job values its progress at a full slot's work at least (the
 slot is paid whole). A move must pay for its round trip (:mod:`workbench.policies.migration`).
 Between re-plans the plan is reused (its duals and shares): a re-plan happens when the
-forecast has moved on by ``replan_slots`` or a job arrived that the plan does not know.
+forecast has moved on by ``replan_slots``, a job arrived that the plan does not know, or the
+current slot's truth left the forecast's band (``Forecast.band_miss``: the forecast ahead was
+revised by the error, :meth:`~workbench.forecast.scenario.ModelForecast.revised`).
 
 **Arrivals at scale.** When jobs arrive slot after slot (the Philly trace: about 16 every
 15 minutes) a window LP per slot would dominate the run. By default (``arrival_replan_slots``
@@ -606,8 +608,10 @@ class LookaheadPolicy(NoHindsightBound):
         plan = self.window.plan
         known = plan.mu if plan is not None else {}
         new_job = any(js.job.is_training and js.job.job_id not in known for js in state.jobs)
-        # A grid event announced this slot is planned for at once.
-        told = any(ev.known_from(sc) == t for ev in self.caps.events)
+        # A grid event announced this slot is planned for at once, and so is a forecast
+        # revised because the truth left its band (the plan's prices are stale).
+        told = (any(ev.known_from(sc) == t for ev in self.caps.events)
+                or (bool(forecast.band_miss) and plan is not None and plan.t0 < t))
         if (plan is None or t - plan.t0 >= self.slots.replan or told
                 or (new_job and self.tracker.replan_for_arrivals(t, plan.t0))):
             plan = self.replan(state, forecast)
