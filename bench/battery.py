@@ -320,13 +320,15 @@ def _toml(cfg: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def build(data: Path, db_dir: Path, names: Sequence[str], tmp: Path) -> dict[str, Scenario]:
-    """Import what each scenario needs and build it with ``workbench scenario build``.
+def build(data: Path, db_dir: Path, names: Sequence[str], tmp: Path,
+          specs: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Scenario]:
+    """Import what each scenario needs and build it with ``workbench scenario build``
+    (``specs``: :func:`scenarios`, or a what-if of them).
 
     One store per scenario: a built scenario saves its (app-filtered) profiles into the
     store, and a later build in the same store would read only those.
     """
-    specs = scenarios()
+    specs = scenarios() if specs is None else specs
     imports = _imports(data, tmp)
     matrix = data / "grid" / "electricitymaps" / "gcp_latency_matrix.csv"
     out = {}

@@ -104,3 +104,20 @@ def test_a_forecast_that_leaves_its_band_re_plans_the_window_before_its_clock(
     told = perfect_forecast(sc, 1)
     pol.decide(state(1), replace(told, band_miss=("price_per_kwh:a",) if miss else ()))
     assert pol.replans == (2 if miss else 1)
+
+
+def test_the_revision_rule_is_named_and_checked() -> None:
+    from workbench.forecast import ForecastError
+
+    fm = _flat(("z",), rho=0.5)
+    times = pd.date_range(T0, periods=3, freq="h")
+    never = replace(fm, revise="none")
+    path, out = never.revised(times, "price_per_kwh", np.array([14.0]))
+    assert out.tolist() == [True]  # still told: the re-plan trigger does not depend on it
+    np.testing.assert_array_equal(path[:, 0], [14.0, 10, 10])
+    every = replace(fm, revise="always")
+    path, out = every.revised(times, "price_per_kwh", np.array([10.8]))
+    assert not out.any()
+    np.testing.assert_allclose(path[:, 0], [10.8, 10.4, 10.2])
+    with pytest.raises(ForecastError, match="unknown forecast revision 'sometimes'"):
+        replace(fm, revise="sometimes")

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLAN_HORIZON_H = 2 * DAY_H
+REVISIONS = ("band", "none", "always")
+"""When :meth:`ModelForecast.revised` carries the current slot's error ahead: where the truth
+left the band (``band``, the default), never (``none``: the day-ahead median as issued), or
+every slot (``always``: a what-if, more accurate hour by hour but dearer plans, measured in
+``docs/results.md`` section 6)."""
 
 
 def history_days(scenario: Scenario) -> float:
@@ -63,7 +68,8 @@ class ModelForecast:
     ``history_days`` says how much history preceded the start. ``rho[var]`` has shape
     ``(origins, regions)``: how much of an hour's error was left the next hour in the errors
     before each origin (:func:`~workbench.forecast.rolling.error_persistence`); without it
-    (empty) the forecast is never revised within its day.
+    (empty) the forecast is never revised within its day. ``revise`` says when it is
+    (:data:`REVISIONS`; ``band``, the default, measured in ``bench/forecast_revision.py``).
     """
 
     model: str
@@ -73,6 +79,12 @@ class ModelForecast:
     paths: dict[str, dict[float, np.ndarray]]
     history_days: float
     rho: dict[str, np.ndarray] = field(default_factory=dict)
+    revise: str = "band"
+
+    def __post_init__(self) -> None:
+        if self.revise not in REVISIONS:
+            raise ForecastError(f"unknown forecast revision {self.revise!r}; use one of "
+                                f"{REVISIONS}")
 
     def at(self, times: pd.DatetimeIndex, var: str, quantile: float = 0.5,
            slot_s: int = HISTORY_SLOT_S) -> np.ndarray:
@@ -110,7 +122,8 @@ class ModelForecast:
         carried into the hours ahead at the persistence of the errors before the origin,
         ``f'[k] = f[k] + e * rho ** h_k`` (``h_k`` hours from the first slot; carbon kept
         >= 0); inside the band the issued median stands (an error the band expects is
-        noise, not news). Row 0 is ``now``. Reads nothing after the first slot.
+        noise, not news). :attr:`revise` ``none`` never carries, ``always`` carries every
+        error. Row 0 is ``now``. Reads nothing after the first slot.
         """
         med = self.at(times, var, 0.5, slot_s)
         first = times[:1]
@@ -118,11 +131,13 @@ class ModelForecast:
         hi = self.at(first, var, 0.9, slot_s)[0]
         now = np.asarray(now, dtype=float)
         out = (now < lo) | (now > hi)
+        carry = {"band": out, "none": np.zeros_like(out),
+                 "always": np.isfinite(now)}[self.revise]
         rho = self.rho.get(var)
-        if out.any() and rho is not None and rho.size:
+        if carry.any() and rho is not None and rho.size:
             _, i = self._origin(times)
             hours = np.arange(len(times), dtype=float) * slot_s / 3600.0
-            e = np.where(out, now - med[0], 0.0)
+            e = np.where(carry, now - med[0], 0.0)
             med = med + e[None, :] * rho[i][None, :] ** hours[:, None]
             if var == "carbon_g_per_kwh":
                 med = np.maximum(med, 0.0)
