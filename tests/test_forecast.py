@@ -223,6 +223,8 @@ def test_model_mode_forecasts_from_the_history_and_the_run_says_so(seed3) -> Non
     run = simulate(sc, make_policy("wait-for-cheap"), forecast_mode="model")
     assert run.meta["forecast_mode"] == "model"
     assert run.meta["forecast_history_days"] == pytest.approx(30.0)
+    # The forecaster and its revision rule are named on the run, and stored with it.
+    assert (run.meta["forecast_model"], run.meta["forecast_revise"]) == ("auto", "band")
 
 
 def test_history_cube_stops_at_the_last_hole(tmp_path) -> None:

@@ -45,3 +45,21 @@ def test_carbon_by_group_adds_each_sites_grid_and_sources(group: list[int] | Non
     assert got.tolist() == pytest.approx(want)
     if group is not None and min(group) >= 0:
         assert got.sum() == pytest.approx(sol.carbon_kg(sb))
+
+
+def test_import_beyond_a_limit_counts_in_the_carbon_rows_as_import() -> None:
+    """``over`` (import beyond a grid limit, kept in the plan at a high weight) is metered as
+    import: the carbon rows count it at the grid's kg per kWh, as the solution's carbon
+    does."""
+    from workbench.optim.highs import SparseLp
+    from workbench.optim.supplylp import add_columns, carbon_entries
+
+    sb = _block([0, 1, 0])
+    lp = SparseLp()
+    cap = np.array([[np.inf, np.inf], [3.0, np.inf], [np.inf, 1.0]])  # limits at 2 site-blocks
+    add_columns(lp, sb, np.array([1, 1]), grid_cap_kwh=cap)
+    group, col, kg = carbon_entries(lp, sb)
+    over = set(lp.col("over", site=np.array([1, 2]), block=np.array([0, 1])).tolist())
+    got = {c: (g, k) for g, c, k in zip(group.tolist(), col.tolist(), kg.tolist(), strict=True)
+           if c in over}
+    assert sorted(got.values()) == [(0, 0.3), (1, 0.2)]

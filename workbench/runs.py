@@ -252,7 +252,12 @@ def knobs_text(info: Mapping[str, Any]) -> str:
     mode = k.get("forecast_mode")
     if mode:
         err = float(k.get("forecast_error") or 0.0)
-        parts.append(f"forecast {mode}" + (f" ±{err:.0%}" if mode == "noisy" and err else ""))
+        revise = {"band": "revised beyond its band", "none": "as issued",
+                  "always": "revised every slot"}.get(str(k.get("forecast_revise")), "")
+        model = (f" ({k['forecast_model']}{', ' + revise if revise else ''})"
+                 if mode == "model" and k.get("forecast_model") else "")
+        parts.append(f"forecast {mode}" + (f" ±{err:.0%}" if mode == "noisy" and err else "")
+                     + model)
     if k.get("slot_s"):
         parts.append(f"slot {int(k['slot_s']) // 60} min")
     if k.get("noise"):

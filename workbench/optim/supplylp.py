@@ -256,10 +256,15 @@ def add_rows(lp: SparseLp, sb: SupplyBlock, x_dc: NDArray[np.int64],
 def carbon_entries(lp: SparseLp, sb: SupplyBlock
                    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """Entries ``(carbon group, column, kg per kWh)`` of the grid and source columns in the
-    carbon rows (by each site's :attr:`SupplyBlock.carbon_group`)."""
+    carbon rows (by each site's :attr:`SupplyBlock.carbon_group`); import beyond a limit
+    (``over``) emits as the grid's import does."""
     site_group = (sb.carbon_group if sb.carbon_group is not None
                   else np.full(sb.n_sites, -1, dtype=np.int64))
     grid, g_at = _entries(lp, "grid")
+    if "over" in lp.cols:
+        over, o_at = _entries(lp, "over")
+        grid = np.concatenate([grid, over])
+        g_at = {k: np.concatenate([g_at[k], o_at[k]]) for k in ("site", "block")}
     ren, r_at = _entries(lp, "ren")
     g_group = site_group[g_at["site"]]
     r_group = site_group[sb.source_site[r_at["source"]]]

@@ -161,6 +161,9 @@ def simulate(
         "scenario": sc.name, "policy": policy.name, "knobs": {**(knobs or {}), **caps.knobs()},
         "forecast_mode": forecast_mode, "forecast_error": forecast_error,
         "forecast_history_days": None if fc_model is None else fc_model.history_days,
+        # The model forecast's forecaster and revision rule (forecasts named on every run).
+        **({} if fc_model is None else {"forecast_model": fc_model.model,
+                                        "forecast_revise": fc_model.revise}),
         "noise": noise, "seed": seed, "restart_s": restart_s, "resize_s": resize_s,
         **_horizon_meta(sc), "ignore": sorted(ignore), "power_limits": list(power_limits)}
     for rec in recorders:

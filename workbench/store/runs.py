@@ -18,8 +18,9 @@ from workbench.store.errors import StoreError
 from workbench.store.schema import MIGRATIONS, PLAN_ROWS
 
 RUN_SETTINGS: tuple[str, ...] = (
-    "forecast_mode", "forecast_error", "noise", "seed", "restart_s", "resize_s", "slot_s",
-    "n_slots", "ignore", "power_limits", "spec_key", "carbon_cap_pct", "grid_events",
+    "forecast_mode", "forecast_error", "forecast_model", "forecast_revise", "noise", "seed",
+    "restart_s", "resize_s", "slot_s", "n_slots", "ignore", "power_limits", "spec_key",
+    "carbon_cap_pct", "grid_events",
 )
 """Keys of a run's ``meta`` kept in the ``settings`` column (what made the run, besides
 the policy's knobs; ``spec_key`` a stored baseline's :func:`workbench.runner.spec_key`;
