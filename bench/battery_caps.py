@@ -21,9 +21,10 @@ With ``--seed3``: seed3 instead, each of ``--seed3-policies`` (default the look-
 ``threshold``, ``lyapunov`` and the hindsight plan replayed) uncapped and at each cap below
 its own uncapped carbon; writes ``docs/results/battery_caps_seed3.{csv,md}``.
 
-Then one run under a per-datacenter power cap of ``--power-share`` of the uncapped run's
-peak metered power in each datacenter (never below what its inference services alone draw:
-a cap below that is refused before the run, :func:`workbench.sim.results.check_power_caps`):
+Then one run under a per-datacenter grid import cap: the site's idle load plus
+``--power-share`` of what the uncapped run's peak metered import drew above it (the jobs'
+part of the peak; never below what the idle load and the inference services alone draw: a
+cap below that is refused before the run, :func:`workbench.sim.results.check_power_caps`):
 ``power_cap_violations`` must be 0; ``power_cap_trims`` counts the job-slots the simulator
 paused to keep it. Writes ``docs/results/battery_caps.{csv,md}`` (not with ``--only``).
 """
@@ -45,6 +46,7 @@ from common import write_table
 
 from workbench import runner
 from workbench.caps import Caps
+from workbench.meter import idle_kw
 from workbench.model import Scenario
 from workbench.runner import RunSpec, simulate_spec
 from workbench.scenarios import build_seed3
@@ -101,8 +103,13 @@ def caps_rows(name: str, sc: Scenario, policy: str, pcts: list[float],
     if power_share is None:
         return rows
     peaks = _peaks_kw(sc, free)
-    caps = Caps(power_kw_by_dc={d: max(power_share * kw, 1e-3) for d, kw in peaks.items()})
-    label = f"power {power_share:g} x peak"
+    # The jobs' part of the peak (above the site's idle load, which no plan can move) cut
+    # to the share: a cap on the whole import would fall below the idle load where the
+    # jobs add little to it.
+    idle = dict(zip([d.name for d in sc.datacenters], idle_kw(sc).tolist(), strict=True))
+    caps = Caps(power_kw_by_dc={d: idle[d] + power_share * max(kw - idle[d], 0.0) + 1e-3
+                                for d, kw in peaks.items()})
+    label = f"power {power_share:g} x peak above idle"
     try:
         res, cpu = _run(sc, policy, caps, fitted)
     except runner.SpecError as exc:

@@ -195,3 +195,24 @@ def test_a_budget_keeps_room_for_the_jobs_still_to_arrive_within_the_window() ->
     res, _ = simulate_spec(replace(spec, caps=Caps(carbon_kg=cap)), sc)
     assert res.metrics["carbon_cap_met"] is True, (res.metrics["carbon_kg"], cap)
     assert res.metrics["deadline_misses"] == 0
+
+
+def test_jobs_still_to_come_owe_the_horizon_what_their_life_allows() -> None:
+    """The reserve for jobs still to arrive: the jobs seen so far arrive again at the rate
+    they came, each owing within the horizon ``min(1, (N - s) / L)`` of its whole least
+    carbon when it arrives at slot ``s`` (a job without a deadline owes all of it)."""
+    from workbench.policies.pacing import BudgetPacer
+
+    sc = tiny_scenario([training_job("j", "a")], n_slots=20)
+    pacer = BudgetPacer(sc.view(), Caps(carbon_kg=100.0), restart_s=0.0, carbon_first=False,
+                        time_limit_s=10.0, presolve=True)
+    assert pacer.to_come(9, 1).tolist() == [0.0]
+    pacer.meter.seen_kg["open"] = (0, 10.0, float("inf"))
+    # 10 kg per 10 slots seen, 10 slots to come, all owed: 10 kg.
+    assert pacer.to_come(9, 1).tolist() == pytest.approx([10.0])
+    pacer.meter.seen_kg["short"] = (0, 10.0, 5.0)
+    # Life 5: arriving k slots before the end it owes min(1, k / 5): 0.2 + ... + 1 + 5 = 8.
+    assert pacer.to_come(9, 1).tolist() == pytest.approx([18.0])
+    pacer.meter.seen_kg["elsewhere"] = (-1, 50.0, 5.0)  # under no budget
+    assert pacer.to_come(9, 1).tolist() == pytest.approx([18.0])
+    assert pacer.to_come(19, 1).tolist() == [0.0]  # nothing left to come

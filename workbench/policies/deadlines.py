@@ -105,7 +105,8 @@ DEADLINE_MARGIN_DEFAULT = 0.1
 _MAX_TIMELINE_SLOTS = 100_000
 
 __all__ = ["DEADLINE_MARGIN_DEFAULT", "DeadlineRule", "Urgency", "check_margin", "horizon_window",
-           "must_run", "pace_need", "required_share", "restart_work", "steady_rates", "urgency"]
+           "job_life_slots", "must_run", "pace_need", "required_share", "restart_work",
+           "steady_rates", "urgency"]
 
 
 def _first_slot_at_or_after(sc: Scenario | ScenarioView, when: object) -> int:
@@ -133,6 +134,17 @@ def horizon_window(sc: Scenario | ScenarioView, job: Job) -> tuple[int, int, flo
         return a, sc.n_slots, float(np.clip(share, 0.0, 1.0))
     assert job.end is not None
     return a, min(_first_slot_at_or_after(sc, job.end), sc.n_slots), 1.0
+
+
+def job_life_slots(sc: Scenario | ScenarioView, job: Job) -> float:
+    """Slots from a training job's first slot to its deadline (``inf`` without one): what
+    :func:`horizon_window` shares its work over when the deadline lies beyond the
+    horizon."""
+    if job.deadline is None:
+        return math.inf
+    a = _first_slot_at_or_after(sc, job.arrival)
+    e = math.floor((job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
+    return float(max(e - a, 1))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,12 @@ from workbench.model import ScenarioView
 from workbench.optim import blocklp
 from workbench.optim.blockdata import exact_dot
 from workbench.policies.base import JobState, SlotState
-from workbench.policies.deadlines import required_share, restart_work
+from workbench.policies.deadlines import (
+    horizon_window,
+    job_life_slots,
+    required_share,
+    restart_work,
+)
 from workbench.units import G_PER_KG
 
 SHORT_WEIGHT = 1e3
@@ -108,8 +113,8 @@ class PacePlan:
     """What the window plans said, for the pacing (undone with a re-plan): per slot of each
     plan's first re-plan period what it emits whatever the work and each training job's kg
     per unit of work (:meth:`BudgetPacer.note_plan`), and the running sums of ``eta``, the
-    windows' least carbon over their estimated demand per budget group
-    (:meth:`BudgetPacer.budget_problem`)."""
+    windows' least carbon above their services' over their estimated training demand per
+    budget group (:meth:`BudgetPacer.budget_problem`)."""
 
     planned: dict[int, tuple[float, dict[str, float]]]
     eta_num: NDArray[np.float64]
@@ -133,7 +138,7 @@ class PaceMeter:
     and the metered carbon at the last slot, and the sums of ``phi`` (metered kg, planned
     kg; :meth:`BudgetPacer.meter_overrun`)."""
 
-    seen_kg: dict[str, tuple[int, float]] = field(default_factory=dict)
+    seen_kg: dict[str, tuple[int, float, float]] = field(default_factory=dict)
     remaining: dict[str, float] = field(default_factory=dict)
     overrun: list[float] = field(default_factory=lambda: [0.0, 0.0])
     last_kg: float = 0.0
@@ -166,8 +171,10 @@ class BudgetPacer:
                NDArray[np.float64]] | None:
         """What the window's carbon budgets are made of: per datacenter its budget group
         (-1: none) and per group the budget left (kg), the window's least-carbon demand
-        ``D_w`` and the rest's ``D_a`` (kg, the forecast's estimate); None without a
-        budget. :meth:`budget_problem` makes the budgets from them.
+        ``D_w`` and the rest's ``D_a`` (kg, the forecast's estimate; each ``(2, groups)``:
+        row 0 the inference services, which run every slot they are up, row 1 the training
+        jobs, whose work can move to cleaner hours); None without a budget.
+        :meth:`budget_problem` makes the budgets from them.
 
         Each budget's remainder ``B - E`` (``E`` the carbon metered so far in its scope) is
         to be shared between the window and the rest of the horizon in proportion to the
@@ -176,7 +183,8 @@ class BudgetPacer:
 
             D_w = sum_j need_j * k_j  + sum_i s_i^w * e_i       (training j, inference i)
             D_a = sum_j max(due_j - need_j, 0) * k'_j + sum_i s_i^a * e'_i + U
-            U   = (sum of the demand seen so far) / (t + 1) * (slots after this one)
+            U   = the least carbon of the jobs still to come due within the horizon
+                  (:meth:`to_come`)
 
         with ``k_j = min_c E_c cbar_{d_c} / r_c`` the least kg per whole job of work,
         ``due_j`` the work due within the horizon (all of it, or pro rata of its window
@@ -185,12 +193,12 @@ class BudgetPacer:
         window's share thus follows the work it must do, not the clock (a burst of jobs
         gets the budget it needs; a quiet window little), and every window gets the same
         share of its least carbon: a tight budget binds alike everywhere. Jobs still to
-        come join ``D_a`` as the training demand arrived so far per slot (each job's whole
-        least carbon when first seen, from the horizon's start) times the slots still to
-        come, those of the window included: a job that arrives during the window is in
-        none of the window's plans, so its carbon is reserved with the rest's (the
-        window's last plans before the horizon's end would otherwise take the budget of
-        the jobs still to arrive in them). The policy sees no future arrival, and a burst
+        come join ``D_a`` over every slot still to come, those of the window included
+        (:meth:`to_come`: the jobs seen so far arriving again at the rate they came, each
+        owing what its life leaves due within the horizon): a job that arrives during the
+        window is in none of the window's plans, so its carbon is reserved with the rest's
+        (the window's last plans before the horizon's end would otherwise take the budget
+        of the jobs still to arrive in them). The policy sees no future arrival, and a burst
         looks like the start of a stream until it ends. Without demand, the time share
         ``n_win / slots left``.
         """
@@ -205,8 +213,9 @@ class BudgetPacer:
         c_win = fc[:n_win].mean(axis=0)
         c_after = fc[n_win:].mean(axis=0) if fc.shape[0] > n_win else c_win
         t = state.t
-        d_win = np.zeros(cap.size)
-        d_after = np.zeros(cap.size)
+        # Row 0 the inference services (placed every slot), row 1 the training jobs.
+        d_win = np.zeros((2, cap.size))
+        d_after = np.zeros((2, cap.size))
         for j, (js, cf) in enumerate(zip(jobs, cfgs, strict=True)):
             if not cf:
                 continue
@@ -227,27 +236,57 @@ class BudgetPacer:
                 stop = min(sc.slot_of(js.job.end), sc.n_slots) - t
                 w_amt, a_amt = float(ends[j]), float(max(stop - ends[j], 0))
             gw, ga = group_of[dc[int(np.argmin(kw))]], group_of[dc[int(np.argmin(ka))]]
+            kind = int(js.job.is_training)
             if gw >= 0:
-                d_win[gw] += w_amt * float(np.min(kw))
+                d_win[kind, gw] += w_amt * float(np.min(kw))
             if ga >= 0:
-                d_after[ga] += a_amt * float(np.min(ka))
+                d_after[kind, ga] += a_amt * float(np.min(ka))
             if js.job.is_training and jid not in self.meter.seen_kg:
-                # Its whole demand when first seen: what arrivals have brought so far.
-                self.meter.seen_kg[jid] = (int(ga), (w_amt + a_amt) * float(np.min(ka)))
+                # Its demand due within the horizon when first seen (what arrivals have
+                # brought so far) and its life in slots (what a job like it arriving later
+                # would owe within the horizon).
+                _, _, share = horizon_window(sc, js.job)
+                whole = (w_amt + a_amt) / share if share > 1e-9 else 0.0
+                self.meter.seen_kg[jid] = (int(ga), whole * float(np.min(ka)),
+                                           job_life_slots(sc, js.job))
         if caps.carbon_kg_by_dc:
             spent = np.array([float(state.carbon_kg_by_dc_so_far.get(d, 0.0))
                               for d, g in zip(dcs, group_of.tolist(), strict=True) if g >= 0])
         else:
             spent = np.array([float(state.carbon_kg_so_far)])
         left = np.maximum(cap - spent, 0.0)
-        # Jobs still to come, extrapolated from the demand arrived so far per slot (at
-        # first from a few slots: an early over-reserve costs a few hours at least carbon).
-        seen = np.zeros(cap.size)
-        for g, kg in self.meter.seen_kg.values():
-            if g >= 0:
-                seen[g] += kg
-        to_come = seen / (t + 1) * max(sc.n_slots - t - 1, 0)
-        return group_of, left, d_win, d_after + to_come
+        d_after[1] += self.to_come(t, cap.size)
+        return group_of, left, d_win, d_after
+
+    def to_come(self, t: int, n_groups: int) -> NDArray[np.float64]:
+        """The least carbon of the jobs still to arrive after slot ``t`` that falls due
+        within the horizon, per budget group (kg): the jobs seen so far stand for those to
+        come, each arriving again in every slot to come at the rate they arrived (one per
+        ``t + 1`` slots), owing within the horizon what its life allows::
+
+            to_come = sum_j k_j / (t + 1) * sum_{s = t+1}^{N-1} min(1, (N - s) / L_j)
+
+        ``k_j`` job ``j``'s whole least carbon (its demand due within the horizon over its
+        share of work due there, when first seen), ``L_j`` its life in slots (arrival to
+        deadline; without a deadline all its work is due: the min is 1). A job arriving
+        near the horizon's end owes only the part of its window inside it, as the bound and
+        the deadline rule count it; at first the rate comes from a few slots (an early
+        over-reserve costs a few hours at least carbon).
+        """
+        out = np.zeros(n_groups)
+        seen = self.meter.seen_kg
+        if not seen:
+            return out
+        n = self.sc.n_slots
+        group, kg, life = (np.array(v, dtype=float) for v in zip(*seen.values(), strict=True))
+        k_left = max(n - t - 1, 0)  # slots to come: N - s runs over 1 .. k_left
+        # sum_{k=1}^{K} min(1, k / L) = m (m + 1) / (2 L) + (K - m), m = min(K, floor(L)).
+        m = np.minimum(k_left, np.floor(np.where(np.isfinite(life), life, 0.0)))
+        owed = np.where(np.isfinite(life),
+                        m * (m + 1) / (2 * np.maximum(life, 1.0)) + (k_left - m), k_left)
+        ok = group >= 0
+        np.add.at(out, group[ok].astype(np.int64), (kg * owed)[ok] / (t + 1))
+        return out
 
     def budget_parts(
         self, state: SlotState, forecast: Forecast, jobs: list[JobState],
@@ -295,11 +334,14 @@ class BudgetPacer:
         and the demand estimates), ``dc_x`` each column's datacenter, ``need`` the work
         rows' budget needs (:meth:`budget_needs`). The window's budget is its own least
         carbon ``L_w`` (:func:`least_carbon_plan` with those needs: capacity, moves and
-        what each job may use included) and the rest's demand scaled by the ratio seen so
-        far of ``L_w`` to ``D_w`` (``eta``: what contention and the configurations a job
-        may use add to the estimate)::
+        what each job may use included) and the rest's demand, its training part scaled
+        by the ratio seen so far of the windows' least carbon above their services' to
+        their training estimate (``eta``: what moving work to cleaner hours takes off, and
+        contention and the configurations a job may use add to, the estimate at mean
+        intensities; the services run when they are up, so their estimate stands)::
 
-            B_w = max(left / phi * L_w / (L_w + eta * D_a), L_w)
+            eta = sum_w max(L_w - D_w^services, 0) / sum_w D_w^training
+            B_w = max(left / phi * L_w / (L_w + D_a^services + eta * D_a^training), L_w)
 
         never below ``L_w``: what a window overspends comes out of later windows' ``left``;
         without demand, ``left / phi * time_share``. ``phi`` is the ratio so far of the
@@ -330,11 +372,11 @@ class BudgetPacer:
         got, planned = self.meter.overrun
         phi = float(np.clip(got / planned, 1.0, 1.5)) if planned > 1e-9 else 1.0
         plans = self.plans
-        plans.eta_num += least
-        plans.eta_den += d_win
+        plans.eta_num += np.maximum(least - d_win[0], 0.0)
+        plans.eta_den += d_win[1]
         eta = np.where(plans.eta_den > 1e-12, plans.eta_num / np.maximum(plans.eta_den, 1e-12),
                        1.0)
-        total = least + eta * d_rest
+        total = least + d_rest[0] + eta * d_rest[1]
         share = np.where(total > 1e-12, least / np.maximum(total, 1e-12), time_share)
         kg = np.maximum(left / phi * share, least * (1 + 1e-6) + 1e-9)
         if np.all(WindowEnd.of(prob, free, group_x, n_g).carbon_kg <= kg):
