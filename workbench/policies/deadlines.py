@@ -127,10 +127,10 @@ def horizon_window(sc: Scenario | ScenarioView, job: Job) -> tuple[int, int, flo
     if job.is_training:
         if job.deadline is None:
             return a, sc.n_slots, 1.0
-        e = math.floor((job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
+        e = _deadline_slot(sc, job)
         if e <= sc.n_slots:
             return a, max(e, a), 1.0
-        share = (sc.n_slots - a) / max(e - a, 1)
+        share = (sc.n_slots - a) / job_life_slots(sc, job)
         return a, sc.n_slots, float(np.clip(share, 0.0, 1.0))
     assert job.end is not None
     return a, min(_first_slot_at_or_after(sc, job.end), sc.n_slots), 1.0
@@ -142,9 +142,13 @@ def job_life_slots(sc: Scenario | ScenarioView, job: Job) -> float:
     horizon."""
     if job.deadline is None:
         return math.inf
-    a = _first_slot_at_or_after(sc, job.arrival)
-    e = math.floor((job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
-    return float(max(e - a, 1))
+    return float(max(_deadline_slot(sc, job) - _first_slot_at_or_after(sc, job.arrival), 1))
+
+
+def _deadline_slot(sc: Scenario | ScenarioView, job: Job) -> int:
+    """The first slot boundary at or before a job's deadline, in slots from the start."""
+    assert job.deadline is not None
+    return math.floor((job.deadline - sc.start).total_seconds() / sc.slot_s + 1e-9)
 
 
 @dataclass(frozen=True)
