@@ -160,10 +160,7 @@ def simulate(
     meta: dict[str, Any] = {
         "scenario": sc.name, "policy": policy.name, "knobs": {**(knobs or {}), **caps.knobs()},
         "forecast_mode": forecast_mode, "forecast_error": forecast_error,
-        "forecast_history_days": None if fc_model is None else fc_model.history_days,
-        # The model forecast's forecaster and revision rule (forecasts named on every run).
-        **({} if fc_model is None else {"forecast_model": fc_model.model,
-                                        "forecast_revise": fc_model.revise}),
+        **_forecast_meta(fc_model),
         "noise": noise, "seed": seed, "restart_s": restart_s, "resize_s": resize_s,
         **_horizon_meta(sc), "ignore": sorted(ignore), "power_limits": list(power_limits)}
     for rec in recorders:
@@ -221,6 +218,14 @@ def _run_slots(sc: Scenario, view: ScenarioView, policy: Policy, truth: Truth,
         for rec in recorders:
             rec.record(record)
     bar.close()
+
+
+def _forecast_meta(fc_model: ModelForecast | None) -> dict[str, Any]:
+    """The model forecast's history, forecaster and revision rule (named on every run)."""
+    if fc_model is None:
+        return {"forecast_history_days": None}
+    return {"forecast_history_days": fc_model.history_days, "forecast_model": fc_model.model,
+            "forecast_revise": fc_model.revise}
 
 
 def _forecast_model(sc: Scenario, mode: str, fitted: ModelForecast | None
