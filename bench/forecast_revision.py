@@ -40,6 +40,7 @@ from battery import build, captured, default_policy, forecast_mode, scenarios
 from common import run_policy
 
 from workbench import runner
+from workbench.forecast import forecast
 from workbench.forecast.scenario import REVISIONS, ModelForecast
 from workbench.model import Scenario
 
@@ -49,21 +50,20 @@ LEADS_H = (6, 24)
 def skill(sc: Scenario, fm: ModelForecast) -> dict[str, float]:
     """Mean absolute error over the next 1-6 and 1-24 hours of what each slot is told, per
     variable, and the share of (slot, region) pairs whose truth left the band."""
-    from workbench.forecast import forecast
-
     cube = sc.grid
     slot_s = int(cube.attrs["slot_s"])
     n = sc.n_slots
     out: dict[str, float] = {}
     errs: dict[str, dict[int, list[np.ndarray]]] = {
         v: {h: [] for h in LEADS_H} for v in ("price_per_kwh", "carbon_g_per_kwh")}
+    truths = {v: np.asarray(cube[v].values, dtype=float) for v in errs}
     missed = 0
     for t in range(n - 1):
         fc = forecast(cube, t, mode="model", model=fm)
         missed += len(fc.band_miss)
         for var, told in (("price_per_kwh", fc.price_per_kwh),
                           ("carbon_g_per_kwh", fc.carbon_g_per_kwh)):
-            truth = np.asarray(cube[var].values, dtype=float)
+            truth = truths[var]
             for h in LEADS_H:
                 k = min(int(round(h * 3600 / slot_s)), n - 1 - t)
                 errs[var][h].append(np.abs(told[1:k + 1] - truth[t + 1:t + 1 + k]).ravel())
@@ -101,7 +101,7 @@ def main() -> None:
         asap = float(run_policy(sc, "asap-home", fitted)[0].metrics["cost"])
         _, _, bound = run_policy(sc, "offline", fitted)
         assert bound is not None
-        for revise in ("none", *[r for r in REVISIONS if r != "none"]):
+        for revise in REVISIONS:
             fm = dataclasses.replace(fitted, revise=revise)
             res, wall, _ = run_policy(sc, default, fm)
             m = res.metrics

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLAN_HORIZON_H = 2 * DAY_H
-REVISIONS = ("band", "none", "always")
-"""When :meth:`ModelForecast.revised` carries the current slot's error ahead: where the truth
-left the band (``band``, the default), never (``none``: the day-ahead median as issued), or
+REVISIONS = ("none", "band", "always")
+"""When :meth:`ModelForecast.revised` carries the current slot's error ahead: never (``none``:
+the day-ahead median as issued), where the truth left the band (``band``, the default), or
 every slot (``always``: a what-if, more accurate hour by hour but dearer plans, measured in
 ``docs/results.md`` section 6)."""
 
